@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite: every module (the root and tests/), race detector on, short sizes.
+# Long soaks, kill loops and benchmarks are run by hand (see docs/performance.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
+if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
+
+echo "== generated code is current"
+if [ -x scripts/gen-proto.sh ] && command -v protoc >/dev/null 2>&1; then
+  scripts/gen-proto.sh --check
+fi
+
+echo "== go vet"
+go vet ./...
+(cd tests && go vet ./...)
+
+echo "== go test (root module)"
+go test -race -short -count=1 -timeout 15m ./...
+
+echo "== go test (tests module)"
+(cd tests && go test -race -short -count=1 -timeout 15m ./...)
