@@ -1,0 +1,154 @@
+// Package vfs is the storage engine's filesystem seam.
+//
+// Everything the engine does to disk goes through FS, so tests can swap the real
+// filesystem (OS) for an in-memory one (Mem) that simulates crashes — dropping
+// every byte and directory entry that was not made durable by Sync/SyncDir,
+// optionally tearing the last unsynced write at a random byte — and injects
+// I/O errors (EIO, ENOSPC) on write and on sync.
+//
+// The interface is deliberately small: files are written at explicit offsets
+// (WriteAt), read at explicit offsets (ReadAt), synced, truncated and closed;
+// directories are created, listed, synced and removed.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// File is an open file.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	// Sync makes the file's contents and size durable (fsync).
+	Sync() error
+	// Truncate changes the file's size.
+	Truncate(size int64) error
+	// Size reports the current size, including unsynced writes.
+	Size() (int64, error)
+	Close() error
+}
+
+// Flags for OpenFile (a subset of os.O_*).
+const (
+	ReadOnly  = os.O_RDONLY
+	ReadWrite = os.O_RDWR
+	Create    = os.O_CREATE
+	Excl      = os.O_EXCL
+	Trunc     = os.O_TRUNC
+)
+
+// FileInfo describes a directory entry.
+type FileInfo struct {
+	Name  string
+	Size  int64
+	IsDir bool
+}
+
+// FS is a filesystem.
+type FS interface {
+	// OpenFile opens name with flags from ReadOnly, ReadWrite, Create, Excl, Trunc.
+	OpenFile(name string, flag int) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll removes a directory tree; no error if absent.
+	RemoveAll(name string) error
+	// Rename atomically replaces newname with oldname (after SyncDir of the parent).
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(name string) error
+	// ReadDir lists a directory, sorted by name.
+	ReadDir(name string) ([]FileInfo, error)
+	// Stat describes one path.
+	Stat(name string) (FileInfo, error)
+	// SyncDir makes the directory's entries (creations, renames, removals) durable.
+	SyncDir(name string) error
+}
+
+// ErrNotExist is returned (wrapped) for a missing path; errors.Is(err, fs.ErrNotExist) also holds.
+var ErrNotExist = fs.ErrNotExist
+
+// IsNotExist reports whether err says a path is missing.
+func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// OS is the real filesystem.
+type OS struct{}
+
+var _ FS = OS{}
+
+type osFile struct{ *os.File }
+
+func (f osFile) Size() (int64, error) {
+	st, err := f.File.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// OpenFile implements FS.
+func (OS) OpenFile(name string, flag int) (File, error) {
+	f, err := os.OpenFile(name, flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+// Remove implements FS.
+func (OS) Remove(name string) error { return os.Remove(name) }
+
+// RemoveAll implements FS.
+func (OS) RemoveAll(name string) error { return os.RemoveAll(name) }
+
+// Rename implements FS.
+func (OS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// MkdirAll implements FS.
+func (OS) MkdirAll(name string) error { return os.MkdirAll(name, 0o755) }
+
+// ReadDir implements FS.
+func (OS) ReadDir(name string) ([]FileInfo, error) {
+	des, err := os.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]FileInfo, 0, len(des))
+	for _, de := range des {
+		fi := FileInfo{Name: de.Name(), IsDir: de.IsDir()}
+		if !fi.IsDir {
+			if info, err := de.Info(); err == nil {
+				fi.Size = info.Size()
+			}
+		}
+		out = append(out, fi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Stat implements FS.
+func (OS) Stat(name string) (FileInfo, error) {
+	st, err := os.Stat(name)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return FileInfo{Name: filepath.Base(name), Size: st.Size(), IsDir: st.IsDir()}, nil
+}
+
+// SyncDir implements FS.
+func (OS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
