@@ -1,0 +1,173 @@
+// Package archtest keeps the dependency direction of DESIGN.md §3: lower layers never import higher
+// ones. It parses the import clauses of every non-test Go file in the root module and fails on a
+// forbidden edge, direct or transitive.
+package archtest
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/meridian-mq/meridian"
+
+// rule forbids packages under from (module-relative prefix) to depend on anything under the listed
+// prefixes. A prefix ending in "/" matches a subtree; "net" and "net/http" name standard packages and
+// are checked as direct imports only (sockets and HTTP stay out of the core).
+type rule struct {
+	from      string
+	forbidden []string
+	noStdlib  []string
+}
+
+var internalAll = []string{"internal/", "adminapi", "brokertest", "cmd/"}
+
+var rules = []rule{
+	{from: "internal/wire", forbidden: without(internalAll, "internal/wire")},
+	{from: "internal/naming", forbidden: internalAll},
+	{from: "internal/metadata", forbidden: without(internalAll, "internal/metadata")},
+	{from: "internal/storage", forbidden: without(internalAll, "internal/storage")},
+	{from: "adminapi", forbidden: without(internalAll, "adminapi")},
+	{from: "internal/client", forbidden: without(internalAll, "internal/client", "internal/wire", "internal/naming")},
+	{from: "internal/catalog", forbidden: []string{"internal/broker", "internal/server", "internal/admin", "internal/node", "internal/replication", "internal/storage", "cmd/", "brokertest"}},
+	{from: "internal/broker", forbidden: []string{"internal/server", "internal/admin", "internal/node", "internal/metadata", "internal/catalog", "internal/replication", "internal/client", "cmd/", "brokertest"},
+		noStdlib: []string{"net", "net/http"}},
+	{from: "internal/replication", forbidden: []string{"internal/broker", "internal/server", "internal/admin", "internal/node", "internal/storage", "cmd/", "brokertest"}},
+	{from: "internal/server", forbidden: []string{"internal/admin", "internal/node", "cmd/", "brokertest"}},
+	{from: "internal/admin", forbidden: []string{"internal/broker", "internal/server", "internal/node", "internal/storage", "cmd/", "brokertest"}},
+	{from: "cmd/meridianctl", forbidden: []string{"internal/broker", "internal/server", "internal/node", "internal/storage", "internal/metadata", "internal/catalog", "internal/replication", "brokertest"}},
+}
+
+func without(list []string, keep ...string) []string {
+	var out []string
+	for _, p := range list {
+		if p == "internal/" {
+			continue // replaced by the explicit internal packages below
+		}
+		out = append(out, p)
+	}
+	for _, p := range []string{"internal/wire", "internal/naming", "internal/metadata", "internal/storage", "internal/catalog",
+		"internal/broker", "internal/client", "internal/replication", "internal/server", "internal/admin", "internal/node", "adminapi"} {
+		if !contains(keep, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// under reports whether module-relative package path p is prefix or inside it.
+func under(p, prefix string) bool {
+	if strings.HasSuffix(prefix, "/") {
+		return strings.HasPrefix(p, prefix)
+	}
+	return p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+func TestImportDirection(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports := map[string]map[string]bool{} // module-relative package -> imports (module-relative, or std path)
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "tests" || name == "data") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		pkg := filepath.ToSlash(rel)
+		if imports[pkg] == nil {
+			imports[pkg] = map[string]bool{}
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if p == module {
+				p = "."
+			} else if strings.HasPrefix(p, module+"/") {
+				p = strings.TrimPrefix(p, module+"/")
+			}
+			imports[pkg][p] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found at %s: %v", root, err)
+	}
+
+	var pkgs []string
+	for p := range imports {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, r := range rules {
+		for _, p := range pkgs {
+			if !under(p, r.from) {
+				continue
+			}
+			for _, std := range r.noStdlib {
+				if imports[p][std] {
+					t.Errorf("%s imports %q: %s must stay free of sockets and HTTP", p, std, r.from)
+				}
+			}
+			for dep, via := range closure(imports, p) {
+				for _, bad := range r.forbidden {
+					if under(dep, bad) && !under(dep, r.from) {
+						t.Errorf("%s depends on %s (via %s): forbidden by DESIGN.md §3", p, dep, via)
+					}
+				}
+			}
+		}
+	}
+}
+
+// closure returns every module package p depends on, each with the package that imports it first.
+func closure(imports map[string]map[string]bool, p string) map[string]string {
+	seen := map[string]string{}
+	queue := []string{p}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for dep := range imports[cur] {
+			if _, local := imports[dep]; !local {
+				continue // standard library or a third-party module
+			}
+			if _, ok := seen[dep]; ok || dep == p {
+				continue
+			}
+			seen[dep] = cur
+			queue = append(queue, dep)
+		}
+	}
+	return seen
+}
