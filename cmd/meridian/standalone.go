@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meridian-mq/meridian/internal/node"
+)
+
+// standaloneFlags are the flags of `meridian standalone` (DESIGN.md §7), before validation.
+type standaloneFlags struct {
+	cluster                string
+	dataDir                string
+	brokerAddr             string
+	webAddr                string
+	advertisedAddress      string
+	configStore            string
+	replicationStartAt     string
+	maxMessageSize         int
+	fsync                  string
+	dedup                  bool
+	autoTopicCreation      bool
+	insecureAllowPlaintext bool
+	clusters               []string
+}
+
+func newStandaloneCommand() *cobra.Command {
+	defaults := node.DefaultOptions()
+	f := &standaloneFlags{}
+	cmd := &cobra.Command{
+		Use:   "standalone",
+		Short: "Run one cluster (one broker) with embedded storage and metadata",
+		Long: `Run one cluster (one broker) with embedded storage and metadata.
+
+The broker speaks Pulsar's binary protocol on --broker-addr and serves the admin REST API
+(/admin/v2) and /metrics on --web-addr. On every start it registers its own cluster and creates
+tenant "public" and namespace "public/default" if they do not exist.
+
+With --clusters a,b,c it runs those clusters in one process instead, each with its own data dir
+(<data-dir>/<name>) and its own ports (--broker-addr/--web-addr port + 10*i).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			configs, err := f.nodeOptions(cmd.Flags().Changed("cluster"))
+			if err != nil {
+				return err
+			}
+			return runNodes(cmd.Context(), configs)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.cluster, "cluster", defaults.Cluster, "this cluster's name")
+	fl.StringVar(&f.dataDir, "data-dir", defaults.DataDir, "storage and local metadata; bound to its cluster")
+	fl.StringVar(&f.brokerAddr, "broker-addr", defaults.BrokerAddr, "Pulsar binary protocol listener (host:port)")
+	fl.StringVar(&f.webAddr, "web-addr", defaults.WebAddr, "admin REST and /metrics listener (host:port)")
+	fl.StringVar(&f.advertisedAddress, "advertised-address", "", "host put into the cluster's URLs and LOOKUP answers (default: the listener's host)")
+	fl.StringVar(&f.configStore, "config-store", "", "configuration store shared with other clusters: etcd://h1:2379,h2:2379[/prefix] (default: the local store)")
+	fl.StringVar(&f.replicationStartAt, "replication-start-at", string(defaults.ReplicationStartAt), "where a new replicator starts on a topic that already has data: earliest|latest")
+	fl.IntVar(&f.maxMessageSize, "max-message-size", defaults.MaxMessageSize, "largest message in bytes; advertised to clients and enforced")
+	fl.StringVar(&f.fsync, "fsync", string(defaults.Fsync), "always: acknowledge after fsync; interval: acknowledge before fsync (a crash can lose acknowledged messages)")
+	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
+	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
+	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")
+	fl.StringSliceVar(&f.clusters, "clusters", nil, "run these clusters in one process, replicating public/default full mesh (a,b,c)")
+	return cmd
+}
+
+// nodeOptions validates the flags and returns the options of every node to run: one, or one per
+// name of --clusters.
+func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, error) {
+	base := node.DefaultOptions()
+	base.Cluster = f.cluster
+	base.DataDir = f.dataDir
+	base.BrokerAddr = f.brokerAddr
+	base.WebAddr = f.webAddr
+	base.AdvertisedAddress = f.advertisedAddress
+	base.ConfigStore = f.configStore
+	base.ReplicationStartAt = node.ReplicationStartAt(f.replicationStartAt)
+	base.MaxMessageSize = f.maxMessageSize
+	base.Fsync = node.FsyncMode(f.fsync)
+	base.Dedup = f.dedup
+	base.AutoTopicCreation = f.autoTopicCreation
+	base.InsecureAllowPlaintext = f.insecureAllowPlaintext
+	base.Logger = newLogger()
+
+	if len(f.clusters) == 0 {
+		if err := base.Validate(); err != nil {
+			return nil, err
+		}
+		return []node.Options{base}, nil
+	}
+	if clusterFlagSet {
+		return nil, errors.New("--cluster cannot be combined with --clusters")
+	}
+	if f.configStore != "" {
+		return nil, errors.New("--config-store cannot be combined with --clusters (the clusters share an in-process configuration store)")
+	}
+	seen := map[string]bool{}
+	var all []node.Options
+	var errs []error
+	for i, name := range f.clusters {
+		name = strings.TrimSpace(name)
+		if err := node.ValidateClusterName(name); err != nil {
+			errs = append(errs, fmt.Errorf("--clusters: %w", err))
+			continue
+		}
+		if seen[name] {
+			errs = append(errs, fmt.Errorf("--clusters: %q is listed twice", name))
+			continue
+		}
+		seen[name] = true
+		o := base
+		o.Cluster = name
+		o.DataDir = filepath.Join(f.dataDir, name)
+		var err error
+		if o.BrokerAddr, err = shiftPort(f.brokerAddr, 10*i); err != nil {
+			errs = append(errs, fmt.Errorf("--broker-addr: %w", err))
+			continue
+		}
+		if o.WebAddr, err = shiftPort(f.webAddr, 10*i); err != nil {
+			errs = append(errs, fmt.Errorf("--web-addr: %w", err))
+			continue
+		}
+		o.Logger = base.Logger.With("cluster", name)
+		if err := o.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", name, err))
+			continue
+		}
+		all = append(all, o)
+	}
+	if len(f.clusters) < 2 && len(errs) == 0 {
+		errs = append(errs, errors.New("--clusters needs at least two cluster names"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// shiftPort adds delta to the port of a host:port address. Port 0 (pick a free port) stays 0.
+func shiftPort(addr string, delta int) (string, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return "", fmt.Errorf("%q: port is not a number", addr)
+	}
+	if port == 0 {
+		return addr, nil
+	}
+	if port+delta > 65535 {
+		return "", fmt.Errorf("%q + %d is beyond port 65535", addr, delta)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port+delta)), nil
+}
+
+// runNodes starts the nodes, reports their URLs and runs until ctx ends (SIGTERM or interrupt),
+// then shuts them down gracefully.
+func runNodes(ctx context.Context, configs []node.Options) error {
+	if len(configs) > 1 {
+		return errors.New("--clusters mode needs cross-cluster replication, which this build does not have yet; run one `meridian standalone` per cluster for now")
+	}
+	opts := configs[0]
+	n, err := node.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	opts.Logger.Info("meridian standalone ready",
+		"cluster", n.Cluster(), "serviceUrl", n.ServiceURL(), "webServiceUrl", n.WebURL(), "dataDir", opts.DataDir)
+	select {
+	case <-ctx.Done():
+		opts.Logger.Info("shutting down", "reason", context.Cause(ctx))
+	case err := <-n.Done():
+		if err != nil {
+			opts.Logger.Error("node failed", "err", err)
+			_ = n.Close()
+			return err
+		}
+	}
+	return n.Close()
+}

@@ -1,0 +1,200 @@
+// Package node is Meridian's composition root: it builds one broker — storage engine, metadata
+// stores, catalog, broker core, binary-protocol server and admin HTTP listener — from an Options
+// struct, runs the first-start/every-start bootstrap, reports readiness and shuts everything down in
+// order. cmd/meridian, brokertest and tests use it; nothing else constructs these pieces.
+//
+// Start order: lock and bind the data dir, bind both listeners (the web listener answers
+// /admin/v2/brokers/ready with 503 from the first moment), recover storage, open the metadata
+// stores, bootstrap the catalog (own cluster entry, tenant public, namespace public/default if
+// absent), build the broker, start serving the binary protocol, then mark the node ready.
+//
+// Close order is the reverse: not ready, stop accepting, tell clients (CLOSE_PRODUCER /
+// CLOSE_CONSUMER, then close connections), close the broker (cursors flushed), storage, metadata
+// stores, the web listener, and release the data dir lock. Close is bounded by
+// Options.ShutdownTimeout (5 s by default).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Node is one running broker.
+type Node struct {
+	opts Options
+	log  *slog.Logger
+
+	lock     *dataDirLock
+	brokerLn net.Listener
+	webLn    net.Listener
+	web      *http.Server
+	mux      *http.ServeMux
+
+	serviceURL string // pulsar://advertised:port
+	webURL     string // http://advertised:port
+
+	// notReady is nil when the node is ready, else the reason it is not.
+	notReady atomic.Pointer[error]
+
+	components components // the pieces built in Start, closed in Close (compose.go)
+
+	done      chan error // receives at most one fatal error, then is closed by Close
+	fatalOnce sync.Once
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+// Start builds and starts a node. It returns once the node is ready (or failed); ctx bounds the
+// startup only. On failure everything already started is stopped again.
+func Start(ctx context.Context, opts Options) (*Node, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{opts: opts, log: opts.Logger, done: make(chan error, 1)}
+	if n.log == nil {
+		n.log = slog.Default()
+	}
+	n.log = n.log.With("component", "node")
+	n.setNotReady(errors.New("starting"))
+	if err := n.start(ctx); err != nil {
+		n.shutdown()
+		return nil, err
+	}
+	n.setNotReady(nil)
+	n.log.Info("broker ready", "cluster", opts.Cluster, "serviceUrl", n.serviceURL, "webServiceUrl", n.webURL,
+		"fsync", string(opts.Fsync), "maxMessageSize", opts.MaxMessageSize, "dedup", opts.Dedup,
+		"autoTopicCreation", opts.AutoTopicCreation)
+	if opts.Fsync == FsyncInterval {
+		n.log.Warn("--fsync=interval: messages are acknowledged before fsync; a machine crash can lose acknowledged messages")
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	var err error
+	if n.lock, err = lockDataDir(n.opts.DataDir); err != nil {
+		return err
+	}
+	if err := bindDataDir(n.opts.DataDir, n.opts.Cluster); err != nil {
+		return err
+	}
+	if n.brokerLn, err = net.Listen("tcp", n.opts.BrokerAddr); err != nil {
+		return fmt.Errorf("listen on --broker-addr %s: %w", n.opts.BrokerAddr, err)
+	}
+	if n.webLn, err = net.Listen("tcp", n.opts.WebAddr); err != nil {
+		return fmt.Errorf("listen on --web-addr %s: %w", n.opts.WebAddr, err)
+	}
+	host := advertisedHost(n.opts.AdvertisedAddress, n.brokerLn.Addr())
+	n.serviceURL = hostPortURL("pulsar", host, n.brokerLn.Addr())
+	n.webURL = hostPortURL("http", advertisedHost(n.opts.AdvertisedAddress, n.webLn.Addr()), n.webLn.Addr())
+
+	// The web listener serves from the first moment so that probes get a 503 with the reason while
+	// storage recovers, instead of a refused connection.
+	n.mux = http.NewServeMux()
+	n.mux.HandleFunc("GET /admin/v2/brokers/ready", n.serveReady)
+	n.web = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.web.Serve(n.webLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.fatal(fmt.Errorf("web listener: %w", err))
+		}
+	}()
+
+	return n.compose(ctx)
+}
+
+// Cluster is this node's cluster name.
+func (n *Node) Cluster() string { return n.opts.Cluster }
+
+// ServiceURL is the advertised binary-protocol URL, pulsar://host:port.
+func (n *Node) ServiceURL() string { return n.serviceURL }
+
+// WebURL is the advertised admin URL, http://host:port.
+func (n *Node) WebURL() string { return n.webURL }
+
+// BrokerAddr is the address the binary-protocol listener is bound to.
+func (n *Node) BrokerAddr() net.Addr { return n.brokerLn.Addr() }
+
+// WebAddr is the address the web listener is bound to.
+func (n *Node) WebAddr() net.Addr { return n.webLn.Addr() }
+
+// Options returns the validated options the node runs with.
+func (n *Node) Options() Options { return n.opts }
+
+// Ready returns nil when the node serves, or why it does not.
+func (n *Node) Ready() error {
+	if p := n.notReady.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (n *Node) setNotReady(reason error) {
+	if reason == nil {
+		n.notReady.Store(nil)
+		return
+	}
+	n.notReady.Store(&reason)
+}
+
+// Done delivers a fatal error (a listener died) at most once; it is closed by Close.
+func (n *Node) Done() <-chan error { return n.done }
+
+func (n *Node) fatal(err error) {
+	n.fatalOnce.Do(func() {
+		n.log.Error("fatal error", "err", err)
+		n.done <- err
+	})
+}
+
+func (n *Node) serveReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := n.Ready(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: %v\n", err)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// Close shuts the node down gracefully within Options.ShutdownTimeout. Safe to call more than once.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.closeErr = n.shutdown()
+		n.fatalOnce.Do(func() {}) // no fatal error is reported after Close
+		close(n.done)
+	})
+	return n.closeErr
+}
+
+// shutdown stops whatever start got to, in reverse order.
+func (n *Node) shutdown() error {
+	n.setNotReady(errors.New("shutting down"))
+	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if n.brokerLn != nil {
+		_ = n.brokerLn.Close() // the server closes it too; closing first stops new clients at once
+	}
+	errs = append(errs, n.components.close(ctx, n.log))
+	if n.web != nil {
+		if err := n.web.Shutdown(ctx); err != nil {
+			_ = n.web.Close()
+			errs = append(errs, fmt.Errorf("web listener shutdown: %w", err))
+		}
+	} else if n.webLn != nil {
+		_ = n.webLn.Close()
+	}
+	n.wg.Wait()
+	errs = append(errs, n.lock.release())
+	return errors.Join(errs...)
+}

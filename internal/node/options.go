@@ -1,0 +1,230 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/metadata"
+	"github.com/meridian-mq/meridian/internal/naming"
+)
+
+// Defaults of the command-line contract (DESIGN.md §7).
+const (
+	DefaultCluster            = "standalone"
+	DefaultDataDir            = "./data"
+	DefaultBrokerAddr         = "127.0.0.1:6650"
+	DefaultWebAddr            = "127.0.0.1:8080"
+	DefaultMaxMessageSize     = 5 * 1024 * 1024
+	DefaultKeepAliveInterval  = 30 * time.Second
+	DefaultShutdownTimeout    = 5 * time.Second
+	DefaultReplicationStartAt = ReplicationStartLatest
+
+	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
+	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within
+	// what the storage engine accepts as one entry.
+	MinMaxMessageSize = 1024
+	MaxMaxMessageSize = 128 * 1024 * 1024
+)
+
+// FsyncMode says when a SEND is acknowledged relative to fsync.
+type FsyncMode string
+
+const (
+	// FsyncAlways: the receipt goes out only after the entry is fsync'd (group commit). The default.
+	FsyncAlways FsyncMode = "always"
+	// FsyncInterval: the receipt goes out once the entry is written; fsync happens periodically. A
+	// crash can lose acknowledged messages. Shown in the startup log and in metrics.
+	FsyncInterval FsyncMode = "interval"
+)
+
+// ReplicationStartAt is where a new replicator starts on a topic that already has data.
+type ReplicationStartAt string
+
+const (
+	ReplicationStartEarliest ReplicationStartAt = "earliest"
+	ReplicationStartLatest   ReplicationStartAt = "latest"
+)
+
+// Options configures one broker (one cluster of one broker). The zero value is not usable; start
+// from DefaultOptions.
+type Options struct {
+	// Cluster is this cluster's name.
+	Cluster string
+	// DataDir holds storage and the local metadata store. It is bound to Cluster on first use: a data
+	// dir that belongs to another cluster is refused.
+	DataDir string
+	// BrokerAddr is the Pulsar binary protocol listener ("host:port"; port 0 picks a free port).
+	BrokerAddr string
+	// WebAddr is the admin REST and /metrics listener ("host:port"; port 0 picks a free port).
+	WebAddr string
+	// AdvertisedAddress is the host put into the cluster's URLs and LOOKUP answers. Empty means the
+	// listener's host (which must then not be a wildcard address).
+	AdvertisedAddress string
+	// ConfigStore is the configuration store URL ("etcd://h1:2379,h2:2379/prefix"); empty means the
+	// cluster's own local store.
+	ConfigStore string
+	// SharedConfigStore, when set, is used as the configuration store instead of ConfigStore (the
+	// in-process store shared by the clusters of `--clusters` mode and brokertest). The node does
+	// not close it.
+	SharedConfigStore metadata.Store
+	// ReplicationStartAt: where a new replicator starts on a topic that already has data.
+	ReplicationStartAt ReplicationStartAt
+	// MaxMessageSize is advertised in CONNECTED and enforced on SEND.
+	MaxMessageSize int
+	// Fsync says whether receipts wait for fsync.
+	Fsync FsyncMode
+	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
+	Dedup bool
+	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
+	AutoTopicCreation bool
+	// InsecureAllowPlaintext must be set to listen on a non-loopback address (no TLS or
+	// authentication exists yet).
+	InsecureAllowPlaintext bool
+	// KeepAliveInterval is how often the broker pings idle connections; a connection silent for
+	// twice this long is closed. Zero means DefaultKeepAliveInterval.
+	KeepAliveInterval time.Duration
+	// ShutdownTimeout bounds Close. Zero means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Logger receives the node's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the defaults of `meridian standalone`.
+func DefaultOptions() Options {
+	return Options{
+		Cluster:            DefaultCluster,
+		DataDir:            DefaultDataDir,
+		BrokerAddr:         DefaultBrokerAddr,
+		WebAddr:            DefaultWebAddr,
+		ReplicationStartAt: DefaultReplicationStartAt,
+		MaxMessageSize:     DefaultMaxMessageSize,
+		Fsync:              FsyncAlways,
+		AutoTopicCreation:  true,
+	}
+}
+
+// ValidateClusterName reports whether name can be used as a cluster name (Pulsar's rule, see
+// naming.ValidateCluster).
+func ValidateClusterName(name string) error {
+	if err := naming.ValidateCluster(name); err != nil {
+		return fmt.Errorf("--cluster: %w", err)
+	}
+	return nil
+}
+
+// Validate checks the options and fills in zero durations. It returns every problem it finds.
+func (o *Options) Validate() error {
+	var errs []error
+	if err := ValidateClusterName(o.Cluster); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.TrimSpace(o.DataDir) == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	brokerHost, err := validateListenAddr("--broker-addr", o.BrokerAddr)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	webHost, err := validateListenAddr("--web-addr", o.WebAddr)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if o.AdvertisedAddress != "" {
+		if strings.ContainsAny(o.AdvertisedAddress, "/ :@?#") && net.ParseIP(o.AdvertisedAddress) == nil {
+			errs = append(errs, fmt.Errorf("--advertised-address %q must be a host name or IP address without port", o.AdvertisedAddress))
+		}
+	} else if isWildcardHost(brokerHost) {
+		errs = append(errs, fmt.Errorf("--broker-addr %q listens on every interface: set --advertised-address to the host clients should use", o.BrokerAddr))
+	}
+	if !o.InsecureAllowPlaintext {
+		for _, h := range []struct{ flag, host, addr string }{{"--broker-addr", brokerHost, o.BrokerAddr}, {"--web-addr", webHost, o.WebAddr}} {
+			if h.addr != "" && !isLoopbackHost(h.host) {
+				errs = append(errs, fmt.Errorf("%s %q is not a loopback address: without TLS and authentication this needs --insecure-allow-plaintext", h.flag, h.addr))
+			}
+		}
+	}
+	if o.ConfigStore != "" && !strings.HasPrefix(o.ConfigStore, "etcd://") {
+		errs = append(errs, fmt.Errorf("--config-store %q: only etcd://host:port[,host:port...][/prefix] is supported", o.ConfigStore))
+	}
+	switch o.ReplicationStartAt {
+	case ReplicationStartEarliest, ReplicationStartLatest:
+	case "":
+		o.ReplicationStartAt = DefaultReplicationStartAt
+	default:
+		errs = append(errs, fmt.Errorf("--replication-start-at %q: want earliest or latest", o.ReplicationStartAt))
+	}
+	if o.MaxMessageSize < MinMaxMessageSize || o.MaxMessageSize > MaxMaxMessageSize {
+		errs = append(errs, fmt.Errorf("--max-message-size %d: want %d to %d bytes", o.MaxMessageSize, MinMaxMessageSize, MaxMaxMessageSize))
+	}
+	switch o.Fsync {
+	case FsyncAlways, FsyncInterval:
+	case "":
+		o.Fsync = FsyncAlways
+	default:
+		errs = append(errs, fmt.Errorf("--fsync %q: want always or interval", o.Fsync))
+	}
+	if o.KeepAliveInterval < 0 {
+		errs = append(errs, fmt.Errorf("keep-alive interval %v is negative", o.KeepAliveInterval))
+	} else if o.KeepAliveInterval == 0 {
+		o.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	return errors.Join(errs...)
+}
+
+// validateListenAddr checks a "host:port" listen address and returns its host.
+func validateListenAddr(flag, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", flag, addr, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("%s %q: port must be a number from 0 to 65535", flag, addr)
+	}
+	return host, nil
+}
+
+func isWildcardHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// advertisedHost is the host for URLs: the advertised address or the listener's own host.
+func advertisedHost(advertised string, listener net.Addr) string {
+	if advertised != "" {
+		return advertised
+	}
+	host, _, err := net.SplitHostPort(listener.String())
+	if err != nil {
+		return listener.String()
+	}
+	return host
+}
+
+// hostPortURL builds scheme://host:port, bracketing IPv6 hosts.
+func hostPortURL(scheme, host string, listener net.Addr) string {
+	_, port, err := net.SplitHostPort(listener.String())
+	if err != nil {
+		port = "0"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
