@@ -1,0 +1,162 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/storage"
+)
+
+// Config holds the broker core's settings. Zero values mean the documented defaults.
+type Config struct {
+	// Cluster is this cluster's name; it prefixes generated producer names ("<cluster>-<brokerID>-<n>").
+	Cluster string
+	// BrokerID distinguishes brokers of one cluster in generated names; default "0".
+	BrokerID string
+	// DedupDefault is the broker-wide default for producer deduplication (--dedup); a namespace or
+	// topic policy overrides it.
+	DedupDefault bool
+	// AutoTopicCreation is the broker-wide default for creating non-partitioned topics on first use
+	// (--auto-topic-creation); a namespace policy overrides it.
+	AutoTopicCreation bool
+	// DedupSnapshotInterval is the number of entries between two persisted dedup snapshots; entries
+	// after the last snapshot are replayed on topic load. Default 1000 (Pulsar's
+	// brokerDeduplicationEntriesInterval).
+	DedupSnapshotInterval int
+	// DispatchMaxEntries bounds one storage read of a dispatcher. Default 100.
+	DispatchMaxEntries int
+	// DispatchMaxBytes bounds one storage read of a dispatcher. Default 5 MiB.
+	DispatchMaxBytes int64
+	// MaxPublishBytesInFlight is the broker-wide budget of bytes of published entries not yet
+	// acknowledged by storage (see Broker.PublishLimiter). Default 256 MiB; <0 = unlimited.
+	MaxPublishBytesInFlight int64
+	// StatsInterval is how often rates (msgRateIn, ...) are recomputed. Default 5 s.
+	StatsInterval time.Duration
+	// ReplicatorPrefix marks producer and cursor names of replicators. Default "pulsar.repl".
+	ReplicatorPrefix string
+}
+
+// Clock is the broker's source of time (publish-time clamps, stats, connectedSince). Tests may
+// substitute a fake.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Deps are the broker's collaborators, built by internal/node.
+type Deps struct {
+	Storage  *storage.Engine
+	Policies PolicySource // nil = no namespace policies: every namespace exists, broker defaults apply
+	Logger   *slog.Logger // nil = slog.Default()
+	Clock    Clock        // nil = the system clock
+}
+
+// PolicySource is what the broker needs from namespace and topic policies. internal/node adapts the
+// catalog to it. Implementations answer from a cache and must be fast; they are called on topic
+// load and after PoliciesChanged.
+type PolicySource interface {
+	// TopicPolicies returns the effective policies of topic (namespace policies with topic-level
+	// overrides applied). For a partition, the policies of its partitioned topic. It returns an error
+	// wrapping ErrNamespaceNotFound if the namespace does not exist.
+	TopicPolicies(ctx context.Context, topic naming.TopicName) (TopicPolicies, error)
+}
+
+// TopicPolicies are the effective policies of one topic. Pointers and negative numbers mean "not set":
+// the broker default applies.
+type TopicPolicies struct {
+	// Deduplication enables producer deduplication; nil = Config.DedupDefault.
+	Deduplication *bool
+	// AutoTopicCreation allows creating a non-partitioned topic on first use; nil =
+	// Config.AutoTopicCreation. (Creating partitioned metadata on lookup is the catalog's job.)
+	AutoTopicCreation *bool
+	// Partitions is the partition count of the topic's partitioned base topic, 0 if it is not
+	// partitioned. A partition name with index < Partitions may always be created.
+	Partitions int
+	// MessageTTL expires unacknowledged messages older than this; 0 = never.
+	MessageTTL time.Duration
+	// RetentionTime / RetentionSizeBytes keep acknowledged data: -1 infinite, 0 none (default).
+	RetentionTime      time.Duration
+	RetentionSizeBytes int64
+	// BacklogQuotaLimitBytes refuses producers (ProducerBlockedQuotaExceededError) once a
+	// subscription's backlog exceeds it; <=0 = no quota.
+	BacklogQuotaLimitBytes int64
+	// ReplicationClusters lists the clusters the topic replicates to (including this one).
+	ReplicationClusters []string
+	// MaxProducers and MaxConsumers per topic; 0 = unlimited.
+	MaxProducers int
+	MaxConsumers int
+}
+
+// Broker is the broker core: the set of topics this broker has loaded.
+type Broker struct {
+	b *brokerState
+}
+
+// New builds a broker. It starts the stats ticker; Close stops it.
+func New(cfg Config, deps Deps) (*Broker, error) { return newBroker(cfg, deps) }
+
+// GetTopic returns the loaded topic, loading it from storage if needed. If the topic has no stored
+// data it is created when createIfMissing is set and the policies allow it (auto topic creation,
+// or a partition of an existing partitioned topic); otherwise the error wraps ErrTopicNotFound.
+// Loading recovers the deduplication state (snapshot plus replay) before the topic is returned.
+// Concurrent callers for one name share one load.
+func (b *Broker) GetTopic(ctx context.Context, name naming.TopicName, createIfMissing bool) (*Topic, error) {
+	return b.b.getTopic(ctx, name, createIfMissing)
+}
+
+// LoadedTopic returns the topic if it is loaded (without loading it), else nil.
+func (b *Broker) LoadedTopic(name naming.TopicName) *Topic { return b.b.loadedTopic(name) }
+
+// LoadedTopics returns the topics currently loaded, sorted by name.
+func (b *Broker) LoadedTopics() []*Topic { return b.b.loadedTopics() }
+
+// TopicExists reports whether the topic is loaded or has stored data.
+func (b *Broker) TopicExists(ctx context.Context, name naming.TopicName) (bool, error) {
+	return b.b.topicExists(ctx, name)
+}
+
+// ListTopics lists the persistent topics (and partitions, individually) of a namespace that exist
+// in storage or are loaded, sorted by name.
+func (b *Broker) ListTopics(ctx context.Context, ns naming.NamespaceName) ([]naming.TopicName, error) {
+	return b.b.listTopics(ctx, ns)
+}
+
+// CreateTopic creates a non-partitioned topic (or one partition) explicitly, as the admin API does.
+// It fails with an error wrapping ErrNotAllowed if the topic already exists.
+func (b *Broker) CreateTopic(ctx context.Context, name naming.TopicName) error {
+	return b.b.createTopic(ctx, name)
+}
+
+// DeleteTopic deletes a topic's data and subscriptions. Without force it fails (ErrNotAllowed) while
+// producers or consumers are connected; with force they are disconnected first (their sinks and
+// producers are told). Deleting a missing topic wraps ErrTopicNotFound.
+func (b *Broker) DeleteTopic(ctx context.Context, name naming.TopicName, force bool) error {
+	return b.b.deleteTopic(ctx, name, force)
+}
+
+// UnloadTopic closes a loaded topic (clients are disconnected and reconnect, loading it again); a
+// topic that is not loaded is a no-op.
+func (b *Broker) UnloadTopic(ctx context.Context, name naming.TopicName) error {
+	return b.b.unloadTopic(ctx, name)
+}
+
+// PoliciesChanged tells the broker that the policies of a namespace (or of topics in it) changed;
+// loaded topics of that namespace re-read their policies (dedup on/off, retention, ...) in the
+// background.
+func (b *Broker) PoliciesChanged(ns naming.NamespaceName) { b.b.policiesChanged(ns) }
+
+// PublishLimiter is the broker-wide budget of in-flight publish bytes (Config.MaxPublishBytesInFlight).
+// The server makes each connection's limiter a child of it (NewMemoryLimiter(limit, parent)).
+func (b *Broker) PublishLimiter() *MemoryLimiter { return b.b.publishLimiter }
+
+// Cluster returns Config.Cluster.
+func (b *Broker) Cluster() string { return b.b.cfg.Cluster }
+
+// Close unloads every topic (disconnecting producers and consumers, waiting for pending appends)
+// and stops the broker's goroutines. It does not close the storage engine (its owner does).
+func (b *Broker) Close(ctx context.Context) error { return b.b.close(ctx) }

@@ -1,0 +1,33 @@
+// Package broker is Meridian's broker core: topics, producers, subscriptions, consumers, dispatch and
+// producer deduplication. It is deterministic, socket-free Go: it knows nothing of connections, frames
+// or HTTP (DESIGN.md §3). internal/server drives it from the binary protocol and internal/admin from the
+// REST API; internal/node builds it.
+//
+// # Shape
+//
+//	Broker ── GetTopic(name) ──▶ Topic ── AddProducer ──▶ Producer.Publish(entry) ──▶ storage.Ledger.AppendAsync
+//	                               │
+//	                               └── Subscribe(opts, sink) ──▶ Consumer (Flow, Ack, Redeliver, Seek, ...)
+//	                                      │
+//	                               subscription (cursor + dispatcher goroutine) ──▶ ConsumerSink.SendMessages
+//
+// A topic (or one partition of a partitioned topic) owns one storage ledger named
+// naming.TopicName.StorageName(). Each durable subscription owns a storage cursor of the same name;
+// the deduplication state lives in the properties of a dedicated cursor named "pulsar.dedup".
+//
+// # Concurrency
+//
+// Every exported method is safe for concurrent use. Methods that may block (they wait for storage)
+// take a context first. Callbacks the broker makes into the caller (ConsumerSink methods, publish
+// completions) must not block and must not call back into the broker synchronously; they run on
+// broker or storage goroutines. Each subscription with consumers runs one dispatcher goroutine, owned by
+// the subscription and stopped when its last consumer leaves or the topic closes.
+//
+// Decision logic lives in small deterministic types (dedupState, the dispatch planner in dispatch.go,
+// the failover selector) so it can be tested with tables; goroutines and storage I/O stay at the edges.
+//
+// # Errors
+//
+// Errors returned to the server wrap the sentinel errors declared in errors.go; each sentinel maps to
+// exactly one Pulsar ServerError code (see the table in errors.go), so the server maps with errors.Is.
+package broker

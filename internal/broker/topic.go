@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/storage"
+)
+
+// Topic is one loaded topic, or one partition of a partitioned topic.
+type Topic struct {
+	t *topicState
+}
+
+// Name is the topic's full name.
+func (t *Topic) Name() naming.TopicName { return t.t.name }
+
+// AddProducer attaches a producer (see ProducerOptions for access modes and naming). Errors wrap
+// ErrProducerBusy (name in use, exclusive taken), ErrProducerFenced, ErrTopicTerminated or
+// ErrTopicFenced.
+func (t *Topic) AddProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
+	return t.t.addProducer(ctx, opts)
+}
+
+// Subscribe attaches a consumer to a subscription, creating the subscription if needed. The broker
+// calls sink.ActiveConsumerChanged right away for Exclusive and Failover subscriptions and starts
+// dispatching once the consumer sends permits (Consumer.Flow). Errors wrap ErrConsumerBusy,
+// ErrTopicFenced or storage errors.
+func (t *Topic) Subscribe(ctx context.Context, opts SubscribeOptions, sink ConsumerSink) (*Consumer, error) {
+	return t.t.subscribe(ctx, opts, sink)
+}
+
+// LastPosition is the position of the last stored entry (EntryID -1 if the topic is empty).
+func (t *Topic) LastPosition() storage.Position { return t.t.ledger.LastConfirmed() }
+
+// Subscriptions lists the topic's subscriptions (durable ones from storage, non-durable loaded
+// ones), sorted. Replicator and dedup cursors are not subscriptions.
+func (t *Topic) Subscriptions() []string { return t.t.subscriptionNames() }
+
+// CreateSubscription creates a durable subscription starting at start (EarliestPosition,
+// LatestPosition or an entry position), as the admin API does. It fails (ErrNotAllowed) if it exists.
+func (t *Topic) CreateSubscription(ctx context.Context, name string, start storage.Position, replicated bool) error {
+	return t.t.createSubscription(ctx, name, start, replicated)
+}
+
+// DeleteSubscription deletes a subscription. Without force it fails (ErrNotAllowed) while consumers
+// are attached; with force they are disconnected. Missing: ErrSubscriptionNotFound.
+func (t *Topic) DeleteSubscription(ctx context.Context, name string, force bool) error {
+	return t.t.deleteSubscription(ctx, name, force)
+}
+
+// ResetSubscription moves a subscription so that the next entry delivered is p (admin reset-cursor);
+// its consumers are disconnected.
+func (t *Topic) ResetSubscription(ctx context.Context, name string, p storage.Position) error {
+	return t.t.resetSubscription(ctx, name, p, false, 0)
+}
+
+// ResetSubscriptionByTime moves a subscription to the first entry published at or after the time.
+func (t *Topic) ResetSubscriptionByTime(ctx context.Context, name string, publishTimeMs int64) error {
+	return t.t.resetSubscription(ctx, name, storage.Position{}, true, publishTimeMs)
+}
+
+// SkipAll acknowledges everything in a subscription's backlog (admin clear-backlog).
+func (t *Topic) SkipAll(ctx context.Context, name string) error { return t.t.skipAll(ctx, name) }
+
+// Skip acknowledges the next n unacknowledged entries of a subscription (admin skip).
+func (t *Topic) Skip(ctx context.Context, name string, n int) error { return t.t.skip(ctx, name, n) }
+
+// Peek returns up to n entries of a subscription's backlog from its first unacknowledged one
+// (admin peek-messages), without changing the subscription.
+func (t *Topic) Peek(ctx context.Context, name string, n int) ([]storage.Entry, error) {
+	return t.t.peek(ctx, name, n)
+}
+
+// ReadEntry reads the entry at p (admin get-message-by-id).
+func (t *Topic) ReadEntry(ctx context.Context, p storage.Position) (storage.Entry, error) {
+	return t.t.ledger.ReadEntry(ctx, p)
+}
+
+// Terminate seals the topic: producers are closed and refused (ErrTopicTerminated); consumers
+// drain. It returns the last position.
+func (t *Topic) Terminate(ctx context.Context) (storage.Position, error) { return t.t.terminate(ctx) }
+
+// DedupEnabled reports whether producer deduplication is on for the topic.
+func (t *Topic) DedupEnabled() bool { return t.t.dedupEnabled() }
+
+// Stats returns the topic's stats (admin "topics stats").
+func (t *Topic) Stats() TopicStats { return t.t.stats() }
+
+// InternalStats returns storage-level stats (admin "topics stats-internal").
+func (t *Topic) InternalStats() InternalStats { return t.t.internalStats() }

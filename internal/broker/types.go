@@ -1,0 +1,169 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/meridian-mq/meridian/internal/storage"
+)
+
+// AccessMode is a producer's access mode; values are Pulsar's ProducerAccessMode enum.
+type AccessMode int32
+
+const (
+	// AccessShared: any number of producers.
+	AccessShared AccessMode = 0
+	// AccessExclusive: one producer; others fail with ErrProducerBusy.
+	AccessExclusive AccessMode = 1
+	// AccessWaitForExclusive: queue until the exclusive producer leaves (ProducerOptions.OnQueued).
+	AccessWaitForExclusive AccessMode = 2
+	// AccessExclusiveWithFencing: take the topic, fencing the current exclusive/shared producers.
+	AccessExclusiveWithFencing AccessMode = 3
+)
+
+func (m AccessMode) String() string {
+	switch m {
+	case AccessShared:
+		return "Shared"
+	case AccessExclusive:
+		return "Exclusive"
+	case AccessWaitForExclusive:
+		return "WaitForExclusive"
+	case AccessExclusiveWithFencing:
+		return "ExclusiveWithFencing"
+	}
+	return fmt.Sprintf("AccessMode(%d)", int32(m))
+}
+
+// SubType is a subscription type; values are Pulsar's CommandSubscribe.SubType enum.
+type SubType int32
+
+const (
+	SubExclusive SubType = 0
+	SubShared    SubType = 1
+	SubFailover  SubType = 2
+	SubKeyShared SubType = 3
+)
+
+func (s SubType) String() string {
+	switch s {
+	case SubExclusive:
+		return "Exclusive"
+	case SubShared:
+		return "Shared"
+	case SubFailover:
+		return "Failover"
+	case SubKeyShared:
+		return "Key_Shared"
+	}
+	return fmt.Sprintf("SubType(%d)", int32(s))
+}
+
+// InitialPosition is where a new durable subscription starts; values are Pulsar's enum.
+type InitialPosition int32
+
+const (
+	InitialLatest   InitialPosition = 0
+	InitialEarliest InitialPosition = 1
+)
+
+// Sentinel positions as they arrive on the wire (uint64 reinterpreted as int64): the earliest
+// sentinel is (-1,-1), the latest (2^63-1, 2^63-1). They equal storage.Earliest and storage.Latest.
+var (
+	EarliestPosition = storage.Earliest
+	LatestPosition   = storage.Latest
+)
+
+// Delivery is one entry handed to a consumer's sink: the server sends it as one MESSAGE command
+// followed by Data unchanged.
+type Delivery struct {
+	// Position is the entry's (ledgerId, entryId).
+	Position storage.Position
+	// Partition is the topic's partition index, -1 for a non-partitioned topic.
+	Partition int32
+	// NumMessages is the number of messages in the entry (num_messages_in_batch, or 1): the permits
+	// it used.
+	NumMessages int
+	// AckSet, when non-nil, is the bitset (little-endian 64-bit words, bit set = still unacknowledged)
+	// of a partially acknowledged batch; the server copies it into CommandMessage.ack_set.
+	AckSet []int64
+	// RedeliveryCount is how often this entry was delivered to the subscription before.
+	RedeliveryCount uint32
+	// Data is the stored entry (magic, checksum, metadata size, metadata, payload). Read-only: it may
+	// be shared with the storage cache and other subscriptions.
+	Data []byte
+}
+
+// Ack acknowledges one entry, or some messages of a batch entry.
+type Ack struct {
+	Position storage.Position
+	// AckSet as sent by the client with batch-index acknowledgement: bit i set = message i is still
+	// unacknowledged. nil acknowledges the whole entry.
+	AckSet []int64
+	// BatchSize from the client's message id, if known (0 otherwise); the broker prefers the
+	// size it dispatched.
+	BatchSize int
+}
+
+// ConsumerSink receives what the broker sends to one consumer. The server implements it per
+// consumer. Methods must not block (queue and return) and must not call back into the broker
+// synchronously. Calls for one consumer are not concurrent with each other... except Closed, which
+// may race with a SendMessages in flight; after Closed returns nothing more is sent.
+type ConsumerSink interface {
+	// SendMessages delivers entries, in order. The consumer's permits already account for them.
+	SendMessages(msgs []Delivery)
+	// ActiveConsumerChanged tells a Failover (or Exclusive) consumer whether it is now the active
+	// one (ACTIVE_CONSUMER_CHANGE). Called once right after subscribing and on every change.
+	ActiveConsumerChanged(active bool)
+	// Closed tells the server that the broker closed the consumer (after a seek, a forced unsubscribe
+	// by another consumer, topic unload or deletion): send CLOSE_CONSUMER so the client reconnects.
+	// Not called when the consumer was closed by Consumer.Close or Consumer.Unsubscribe.
+	Closed()
+}
+
+// PublishRequest is one SEND.
+type PublishRequest struct {
+	// Entry is the payload of the SEND frame from the magic on (magic, checksum, metadata size,
+	// metadata, payload), already checksum-verified by the server. It is stored byte for byte. The
+	// broker keeps a reference until done is called (and the storage cache may keep it longer):
+	// the caller must not modify it afterwards.
+	Entry []byte
+	// SequenceID and HighestSequenceID are CommandSend's fields (HighestSequenceID 0 = unset).
+	SequenceID        int64
+	HighestSequenceID int64
+	// NumMessages is CommandSend.num_messages (1 if unset).
+	NumMessages int
+	// PublishTime is MessageMetadata.publish_time (unix ms); 0 = now.
+	PublishTime int64
+	// ProducerName is MessageMetadata.producer_name; for a replicator producer (name with the
+	// replicator prefix) dedup is keyed by it instead of the replicator's own name. Optional.
+	ProducerName string
+	// Chunk is set for a chunked message's chunk; LastChunk for its last chunk. Dedup records and
+	// checks chunked messages on the last chunk only.
+	Chunk, LastChunk bool
+	// Marker is CommandSend.marker or MessageMetadata.marker_type set: never deduplicated.
+	Marker bool
+}
+
+// PublishResult completes a PublishRequest.
+type PublishResult struct {
+	// Position is where the entry was stored; (-1,-1) for a duplicate (dedup), as Pulsar answers.
+	Position storage.Position
+	// Duplicate is set when dedup dropped the entry.
+	Duplicate bool
+	// SequenceID and HighestSequenceID echo the request (HighestSequenceID normalised to
+	// max(SequenceID, HighestSequenceID)).
+	SequenceID        int64
+	HighestSequenceID int64
+	// Err is non-nil if the publish failed; it wraps a sentinel of errors.go or a storage error.
+	Err error
+}
+
+// LastMessageID answers GET_LAST_MESSAGE_ID.
+type LastMessageID struct {
+	// Position of the last stored entry; EntryID is -1 (and LedgerID may be -1) when the topic is empty.
+	Position storage.Position
+	// BatchIndex is num_messages_in_batch-1 for a batched last entry, -1 otherwise.
+	BatchIndex int32
+	// MarkDelete is the subscription's mark-delete position (always filled; (-1,-1) if none).
+	MarkDelete storage.Position
+}
