@@ -1,0 +1,67 @@
+package adminapi
+
+// ClusterData describes a cluster in the configuration store (`/admin/v2/clusters/{name}`). The name is
+// carried by the path, not the body. Meridian uses serviceUrl (admin REST of the remote cluster) and
+// brokerServiceUrl (its binary protocol) for geo-replication; the TLS and authentication fields are
+// stored and returned but not acted on yet (the replication link is plaintext in this release).
+type ClusterData struct {
+	ServiceURL                         string              `json:"serviceUrl,omitempty"`
+	ServiceURLTLS                      string              `json:"serviceUrlTls,omitempty"`
+	BrokerServiceURL                   string              `json:"brokerServiceUrl,omitempty"`
+	BrokerServiceURLTLS                string              `json:"brokerServiceUrlTls,omitempty"`
+	ProxyServiceURL                    string              `json:"proxyServiceUrl,omitempty"`
+	ProxyProtocol                      string              `json:"proxyProtocol,omitempty"`
+	AuthenticationPlugin               string              `json:"authenticationPlugin,omitempty"`
+	AuthenticationParameters           string              `json:"authenticationParameters,omitempty"`
+	PeerClusterNames                   []string            `json:"peerClusterNames,omitempty"`
+	BrokerClientTLSEnabled             bool                `json:"brokerClientTlsEnabled"`
+	TLSAllowInsecureConnection         bool                `json:"tlsAllowInsecureConnection"`
+	BrokerClientTLSEnabledWithKeyStore bool                `json:"brokerClientTlsEnabledWithKeyStore"`
+	BrokerClientTLSTrustStoreType      string              `json:"brokerClientTlsTrustStoreType,omitempty"`
+	BrokerClientTLSTrustStore          string              `json:"brokerClientTlsTrustStore,omitempty"`
+	BrokerClientTLSTrustStorePassword  string              `json:"brokerClientTlsTrustStorePassword,omitempty"`
+	BrokerClientTLSKeyStoreType        string              `json:"brokerClientTlsKeyStoreType,omitempty"`
+	BrokerClientTLSKeyStore            string              `json:"brokerClientTlsKeyStore,omitempty"`
+	BrokerClientTLSKeyStorePassword    string              `json:"brokerClientTlsKeyStorePassword,omitempty"`
+	BrokerClientTrustCertsFilePath     string              `json:"brokerClientTrustCertsFilePath,omitempty"`
+	BrokerClientKeyFilePath            string              `json:"brokerClientKeyFilePath,omitempty"`
+	BrokerClientCertificateFilePath    string              `json:"brokerClientCertificateFilePath,omitempty"`
+	BrokerClientSslFactoryPlugin       string              `json:"brokerClientSslFactoryPlugin,omitempty"`
+	BrokerClientSslFactoryPluginParams string              `json:"brokerClientSslFactoryPluginParams,omitempty"`
+	ListenerName                       string              `json:"listenerName,omitempty"`
+	Migrated                           bool                `json:"migrated"`
+	MigratedClusterURL                 *ClusterURL         `json:"migratedClusterUrl,omitempty"`
+	Properties                         map[string]string   `json:"properties,omitempty"`
+	FailureDomains                     map[string][]string `json:"-"`
+}
+
+// ClusterURL is the set of URLs of a cluster (used for blue-green migration targets).
+type ClusterURL struct {
+	ServiceURL          string `json:"serviceUrl,omitempty"`
+	ServiceURLTLS       string `json:"serviceUrlTls,omitempty"`
+	BrokerServiceURL    string `json:"brokerServiceUrl,omitempty"`
+	BrokerServiceURLTLS string `json:"brokerServiceUrlTls,omitempty"`
+}
+
+// TenantInfo is a tenant (`/admin/v2/tenants/{tenant}`): the roles that administer it and the clusters
+// its namespaces may use (and may replicate between).
+type TenantInfo struct {
+	AdminRoles      []string `json:"adminRoles"`
+	AllowedClusters []string `json:"allowedClusters"`
+}
+
+// LookupData answers `/lookup/v2/topic/...`: where the topic is served.
+type LookupData struct {
+	BrokerURL    string `json:"brokerUrl"`
+	BrokerURLTLS string `json:"brokerUrlTls,omitempty"`
+	HTTPURL      string `json:"httpUrl"`
+	HTTPURLTLS   string `json:"httpUrlTls,omitempty"`
+	// NativeURL is Pulsar's deprecated duplicate of brokerUrl, still read by some clients.
+	NativeURL string `json:"nativeUrl,omitempty"`
+}
+
+// BrokerInfo is one active broker (`/admin/v2/brokers/leaderBroker`).
+type BrokerInfo struct {
+	BrokerID   string `json:"brokerId"`
+	ServiceURL string `json:"serviceUrl"`
+}

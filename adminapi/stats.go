@@ -1,0 +1,237 @@
+package adminapi
+
+// TopicStats is `GET .../{topic}/stats`, with Pulsar's field names (pulsaradmin reads the subset it
+// knows; Pulsar's broker writes them all). Rates are per second over the broker's last stats interval.
+type TopicStats struct {
+	MsgRateIn                         float64                      `json:"msgRateIn"`
+	MsgThroughputIn                   float64                      `json:"msgThroughputIn"`
+	MsgRateOut                        float64                      `json:"msgRateOut"`
+	MsgThroughputOut                  float64                      `json:"msgThroughputOut"`
+	BytesInCounter                    int64                        `json:"bytesInCounter"`
+	MsgInCounter                      int64                        `json:"msgInCounter"`
+	BytesOutCounter                   int64                        `json:"bytesOutCounter"`
+	MsgOutCounter                     int64                        `json:"msgOutCounter"`
+	AverageMsgSize                    float64                      `json:"averageMsgSize"`
+	MsgChunkPublished                 bool                         `json:"msgChunkPublished"`
+	StorageSize                       int64                        `json:"storageSize"`
+	BacklogSize                       int64                        `json:"backlogSize"`
+	BacklogQuotaLimitSize             int64                        `json:"backlogQuotaLimitSize"`
+	BacklogQuotaLimitTime             int64                        `json:"backlogQuotaLimitTime"`
+	OldestBacklogMessageAgeSeconds    int64                        `json:"oldestBacklogMessageAgeSeconds"`
+	OldestBacklogMessageSubscription  string                       `json:"oldestBacklogMessageSubscriptionName,omitempty"`
+	EarliestMsgPublishTimeInBacklogs  int64                        `json:"earliestMsgPublishTimeInBacklogs"`
+	PublishRateLimitedTimes           int64                        `json:"publishRateLimitedTimes"`
+	OffloadedStorageSize              int64                        `json:"offloadedStorageSize"`
+	Publishers                        []PublisherStats             `json:"publishers"`
+	WaitingPublishers                 int                          `json:"waitingPublishers"`
+	Subscriptions                     map[string]SubscriptionStats `json:"subscriptions"`
+	Replication                       map[string]ReplicatorStats   `json:"replication"`
+	DeduplicationStatus               string                       `json:"deduplicationStatus,omitempty"`
+	NonContiguousDeletedMessagesRange int                          `json:"nonContiguousDeletedMessagesRanges"`
+	NonContiguousDeletedRangesSrzSize int                          `json:"nonContiguousDeletedMessagesRangesSerializedSize"`
+	DelayedMessageIndexSizeInBytes    int64                        `json:"delayedMessageIndexSizeInBytes"`
+	OwnerBroker                       string                       `json:"ownerBroker,omitempty"`
+	TopicCreationTimeStamp            int64                        `json:"topicCreationTimeStamp"`
+	LastPublishTimestamp              int64                        `json:"lastPublishTimestamp"`
+}
+
+// PublisherStats is one producer in TopicStats.publishers.
+type PublisherStats struct {
+	AccessMode              string            `json:"accessMode"`
+	ProducerID              int64             `json:"producerId"`
+	ProducerName            string            `json:"producerName"`
+	MsgRateIn               float64           `json:"msgRateIn"`
+	MsgThroughputIn         float64           `json:"msgThroughputIn"`
+	AverageMsgSize          float64           `json:"averageMsgSize"`
+	ChunkedMessageRate      float64           `json:"chunkedMessageRate"`
+	SupportsPartialProducer bool              `json:"supportsPartialProducer"`
+	IsReplicator            bool              `json:"isReplicator,omitempty"`
+	Address                 string            `json:"address"`
+	ConnectedSince          string            `json:"connectedSince"`
+	ClientVersion           string            `json:"clientVersion"`
+	Metadata                map[string]string `json:"metadata"`
+}
+
+// SubscriptionStats is one subscription in TopicStats.subscriptions.
+type SubscriptionStats struct {
+	MsgRateOut                        float64           `json:"msgRateOut"`
+	MsgThroughputOut                  float64           `json:"msgThroughputOut"`
+	BytesOutCounter                   int64             `json:"bytesOutCounter"`
+	MsgOutCounter                     int64             `json:"msgOutCounter"`
+	MsgRateRedeliver                  float64           `json:"msgRateRedeliver"`
+	MessageAckRate                    float64           `json:"messageAckRate"`
+	ChunkedMessageRate                float64           `json:"chunkedMessageRate"`
+	MsgBacklog                        int64             `json:"msgBacklog"`
+	BacklogSize                       int64             `json:"backlogSize"`
+	EarliestMsgPublishTimeInBacklog   int64             `json:"earliestMsgPublishTimeInBacklog"`
+	MsgBacklogNoDelayed               int64             `json:"msgBacklogNoDelayed"`
+	BlockedSubscriptionOnUnackedMsgs  bool              `json:"blockedSubscriptionOnUnackedMsgs"`
+	MsgDelayed                        int64             `json:"msgDelayed"`
+	UnackedMessages                   int64             `json:"unackedMessages"`
+	Type                              string            `json:"type"`
+	ActiveConsumerName                string            `json:"activeConsumerName,omitempty"`
+	MsgRateExpired                    float64           `json:"msgRateExpired"`
+	TotalMsgExpired                   int64             `json:"totalMsgExpired"`
+	LastExpireTimestamp               int64             `json:"lastExpireTimestamp"`
+	LastConsumedFlowTimestamp         int64             `json:"lastConsumedFlowTimestamp"`
+	LastConsumedTimestamp             int64             `json:"lastConsumedTimestamp"`
+	LastAckedTimestamp                int64             `json:"lastAckedTimestamp"`
+	LastMarkDeleteAdvancedTimestamp   int64             `json:"lastMarkDeleteAdvancedTimestamp"`
+	Consumers                         []ConsumerStats   `json:"consumers"`
+	IsDurable                         bool              `json:"isDurable"`
+	IsReplicated                      bool              `json:"isReplicated"`
+	AllowOutOfOrderDelivery           bool              `json:"allowOutOfOrderDelivery"`
+	ConsumersAfterMarkDeletePosition  map[string]string `json:"consumersAfterMarkDeletePosition"`
+	NonContiguousDeletedMessagesRange int               `json:"nonContiguousDeletedMessagesRanges"`
+	NonContiguousDeletedRangesSrzSize int               `json:"nonContiguousDeletedMessagesRangesSerializedSize"`
+	DelayedMessageIndexSizeInBytes    int64             `json:"delayedMessageIndexSizeInBytes"`
+	SubscriptionProperties            map[string]string `json:"subscriptionProperties"`
+	FilterProcessedMsgCount           int64             `json:"filterProcessedMsgCount"`
+	FilterAcceptedMsgCount            int64             `json:"filterAcceptedMsgCount"`
+	FilterRejectedMsgCount            int64             `json:"filterRejectedMsgCount"`
+	FilterRescheduledMsgCount         int64             `json:"filterRescheduledMsgCount"`
+}
+
+// ConsumerStats is one consumer in SubscriptionStats.consumers.
+type ConsumerStats struct {
+	ConsumerName                 string            `json:"consumerName"`
+	MsgRateOut                   float64           `json:"msgRateOut"`
+	MsgThroughputOut             float64           `json:"msgThroughputOut"`
+	BytesOutCounter              int64             `json:"bytesOutCounter"`
+	MsgOutCounter                int64             `json:"msgOutCounter"`
+	MsgRateRedeliver             float64           `json:"msgRateRedeliver"`
+	MessageAckRate               float64           `json:"messageAckRate"`
+	ChunkedMessageRate           float64           `json:"chunkedMessageRate"`
+	AvailablePermits             int               `json:"availablePermits"`
+	UnackedMessages              int               `json:"unackedMessages"`
+	AvgMessagesPerEntry          int               `json:"avgMessagesPerEntry"`
+	BlockedConsumerOnUnackedMsgs bool              `json:"blockedConsumerOnUnackedMsgs"`
+	Address                      string            `json:"address"`
+	ConnectedSince               string            `json:"connectedSince"`
+	ClientVersion                string            `json:"clientVersion"`
+	LastAckedTimestamp           int64             `json:"lastAckedTimestamp"`
+	LastConsumedTimestamp        int64             `json:"lastConsumedTimestamp"`
+	LastConsumedFlowTimestamp    int64             `json:"lastConsumedFlowTimestamp"`
+	Metadata                     map[string]string `json:"metadata"`
+}
+
+// ReplicatorStats is TopicStats.replication[remoteCluster]. The first block is Pulsar's; the second is
+// Meridian's addition so that a stalled replicator is always visible (DESIGN.md §6).
+type ReplicatorStats struct {
+	MsgRateIn                 float64 `json:"msgRateIn"`
+	MsgThroughputIn           float64 `json:"msgThroughputIn"`
+	MsgRateOut                float64 `json:"msgRateOut"`
+	MsgThroughputOut          float64 `json:"msgThroughputOut"`
+	MsgRateExpired            float64 `json:"msgRateExpired"`
+	ReplicationBacklog        int64   `json:"replicationBacklog"`
+	Connected                 bool    `json:"connected"`
+	ReplicationDelayInSeconds int64   `json:"replicationDelayInSeconds"`
+	InboundConnection         string  `json:"inboundConnection,omitempty"`
+	InboundConnectedSince     string  `json:"inboundConnectedSince,omitempty"`
+	OutboundConnection        string  `json:"outboundConnection,omitempty"`
+	OutboundConnectedSince    string  `json:"outboundConnectedSince,omitempty"`
+
+	// Meridian additions.
+	MsgOutCounter   int64 `json:"msgOutCounter"`
+	BytesOutCounter int64 `json:"bytesOutCounter"`
+	MsgInCounter    int64 `json:"msgInCounter"`
+	BytesInCounter  int64 `json:"bytesInCounter"`
+	// ReplicationBacklogBytes: bytes of entries not yet acknowledged by the remote (when known).
+	ReplicationBacklogBytes int64 `json:"replicationBacklogBytes"`
+	// StartMode is "earliest" or "latest": where this replicator's cursor was created.
+	StartMode string `json:"startMode,omitempty"`
+	// StartPosition is "ledgerId:entryId", the cursor position at creation.
+	StartPosition string `json:"startPosition,omitempty"`
+	// LastProgressTimestamp (ms) is when the remote last acknowledged an entry.
+	LastProgressTimestamp int64 `json:"lastProgressTimestamp"`
+	// LastError is the most recent failure (connect, remote refusal, ...), empty once healthy again.
+	LastError string `json:"lastError,omitempty"`
+	// LastErrorTimestamp (ms) is when LastError was recorded.
+	LastErrorTimestamp int64 `json:"lastErrorTimestamp,omitempty"`
+	// RateLimited reports whether replicatorDispatchRate is currently holding the replicator back.
+	RateLimited bool `json:"rateLimited,omitempty"`
+}
+
+// PartitionedTopicStats is `GET .../{topic}/partitioned-stats`: aggregates plus, with perPartition=true,
+// each partition's TopicStats keyed by partition topic name.
+type PartitionedTopicStats struct {
+	MsgRateIn              float64                      `json:"msgRateIn"`
+	MsgThroughputIn        float64                      `json:"msgThroughputIn"`
+	MsgRateOut             float64                      `json:"msgRateOut"`
+	MsgThroughputOut       float64                      `json:"msgThroughputOut"`
+	BytesInCounter         int64                        `json:"bytesInCounter"`
+	MsgInCounter           int64                        `json:"msgInCounter"`
+	BytesOutCounter        int64                        `json:"bytesOutCounter"`
+	MsgOutCounter          int64                        `json:"msgOutCounter"`
+	AverageMsgSize         float64                      `json:"averageMsgSize"`
+	StorageSize            int64                        `json:"storageSize"`
+	BacklogSize            int64                        `json:"backlogSize"`
+	Publishers             []PublisherStats             `json:"publishers"`
+	Subscriptions          map[string]SubscriptionStats `json:"subscriptions"`
+	Replication            map[string]ReplicatorStats   `json:"replication"`
+	DeduplicationStatus    string                       `json:"deduplicationStatus,omitempty"`
+	Metadata               PartitionedTopicMetadata     `json:"metadata"`
+	Partitions             map[string]TopicStats        `json:"partitions"`
+	TopicCreationTimeStamp int64                        `json:"topicCreationTimeStamp"`
+	LastPublishTimestamp   int64                        `json:"lastPublishTimestamp"`
+}
+
+// PersistentTopicInternalStats is `GET .../{topic}/internalStats`: the log and its cursors
+// (replication cursors `pulsar.repl.<remote>` included).
+type PersistentTopicInternalStats struct {
+	EntriesAddedCounter                int64                  `json:"entriesAddedCounter"`
+	NumberOfEntries                    int64                  `json:"numberOfEntries"`
+	TotalSize                          int64                  `json:"totalSize"`
+	CurrentLedgerEntries               int64                  `json:"currentLedgerEntries"`
+	CurrentLedgerSize                  int64                  `json:"currentLedgerSize"`
+	LastLedgerCreatedTimestamp         string                 `json:"lastLedgerCreatedTimestamp"`
+	LastLedgerCreationFailureTimestamp string                 `json:"lastLedgerCreationFailureTimestamp,omitempty"`
+	WaitingCursorsCount                int                    `json:"waitingCursorsCount"`
+	PendingAddEntriesCount             int                    `json:"pendingAddEntriesCount"`
+	LastConfirmedEntry                 string                 `json:"lastConfirmedEntry"`
+	State                              string                 `json:"state"`
+	Ledgers                            []LedgerInfo           `json:"ledgers"`
+	Cursors                            map[string]CursorStats `json:"cursors"`
+	SchemaLedgers                      []LedgerInfo           `json:"schemaLedgers"`
+	CompactedLedger                    *LedgerInfo            `json:"compactedLedger,omitempty"`
+}
+
+// LedgerInfo is one ledger of a topic's log.
+type LedgerInfo struct {
+	LedgerID        int64  `json:"ledgerId"`
+	Entries         int64  `json:"entries"`
+	Size            int64  `json:"size"`
+	Timestamp       int64  `json:"timestamp"`
+	Offloaded       bool   `json:"offloaded"`
+	Metadata        string `json:"metadata,omitempty"`
+	UnderReplicated bool   `json:"underReplicated"`
+}
+
+// CursorStats is one cursor in PersistentTopicInternalStats.cursors. Positions are "ledgerId:entryId".
+type CursorStats struct {
+	MarkDeletePosition                       string           `json:"markDeletePosition"`
+	ReadPosition                             string           `json:"readPosition"`
+	WaitingReadOp                            bool             `json:"waitingReadOp"`
+	PendingReadOps                           int              `json:"pendingReadOps"`
+	MessagesConsumedCounter                  int64            `json:"messagesConsumedCounter"`
+	CursorLedger                             int64            `json:"cursorLedger"`
+	CursorLedgerLastEntry                    int64            `json:"cursorLedgerLastEntry"`
+	IndividuallyDeletedMessages              string           `json:"individuallyDeletedMessages"`
+	LastLedgerSwitchTimestamp                string           `json:"lastLedgerSwitchTimestamp"`
+	State                                    string           `json:"state"`
+	Active                                   bool             `json:"active"`
+	NumberOfEntriesSinceFirstNotAckedMessage int64            `json:"numberOfEntriesSinceFirstNotAckedMessage"`
+	TotalNonContiguousDeletedMessagesRange   int              `json:"totalNonContiguousDeletedMessagesRange"`
+	SubscriptionHavePendingRead              bool             `json:"subscriptionHavePendingRead"`
+	SubscriptionHavePendingReplayRead        bool             `json:"subscriptionHavePendingReplayRead"`
+	Properties                               map[string]int64 `json:"properties"`
+}
+
+// GetStatsOptions are the query parameters of `.../stats` and `.../partitioned-stats`.
+type GetStatsOptions struct {
+	GetPreciseBacklog        bool
+	SubscriptionBacklogSize  bool
+	GetEarliestTimeInBacklog bool
+	ExcludePublishers        bool
+	ExcludeConsumers         bool
+}
