@@ -1,6 +1,8 @@
 module github.com/meridian-mq/meridian
 
-go 1.26
+go 1.26.0
+
+require go.etcd.io/bbolt v1.5.0
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -32,7 +34,6 @@ require (
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
 	github.com/xiang90/probing v0.0.0-20221125231312-a49e3df8f510 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/v3 v3.7.3 // indirect

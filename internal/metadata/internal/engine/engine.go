@@ -88,8 +88,19 @@ func New(st State, p Persister, opt Options) (*Engine, error) {
 	if st.Revision < 1 {
 		st.Revision = 1
 	}
-	if st.CompactRev == 0 && len(st.History) == 0 {
+	// The history must be contiguous up to the current revision; whatever precedes it is compacted.
+	if len(st.History) == 0 {
 		st.CompactRev = st.Revision
+	} else {
+		st.CompactRev = st.History[0].Revision - 1
+		for i, ev := range st.History {
+			if ev.Revision != st.CompactRev+int64(i)+1 {
+				return nil, fmt.Errorf("history is not contiguous at revision %d", ev.Revision)
+			}
+		}
+		if last := st.History[len(st.History)-1].Revision; last != st.Revision {
+			return nil, fmt.Errorf("history ends at revision %d, store is at %d", last, st.Revision)
+		}
 	}
 	e := &Engine{
 		persist:  p,
