@@ -1,0 +1,148 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// Reader reads frames from a byte stream. It is not safe for concurrent use; one goroutine (the
+// connection's reader) owns it.
+type Reader struct {
+	br       *bufio.Reader
+	maxFrame int
+	hdr      [8]byte
+	scratch  []byte // command bytes of simple frames, reused
+}
+
+// readerBufferSize is the bufio buffer: large enough that a stream of small frames costs few reads.
+const readerBufferSize = 64 * 1024
+
+// scratchRetain bounds the reused command buffer so that one large command does not pin memory.
+const scratchRetain = 64 * 1024
+
+// NewReader returns a Reader refusing frames whose totalSize exceeds maxFrameSize (use
+// MaxFrameSize(maxMessageSize)); maxFrameSize <= 0 means DefaultMaxFrameSize.
+func NewReader(r io.Reader, maxFrameSize int) *Reader {
+	if maxFrameSize <= 0 {
+		maxFrameSize = DefaultMaxFrameSize
+	}
+	return &Reader{br: bufio.NewReaderSize(r, readerBufferSize), maxFrame: maxFrameSize}
+}
+
+// SetMaxFrameSize changes the limit (a client learns the broker's max message size from CONNECTED).
+func (r *Reader) SetMaxFrameSize(n int) {
+	if n > 0 {
+		r.maxFrame = n
+	}
+}
+
+// ReadFrame reads the next frame. It returns io.EOF only at a clean frame boundary. The limit is
+// checked before anything is allocated for the frame. See the package documentation for which
+// errors leave the stream usable.
+func (r *Reader) ReadFrame() (Frame, error) {
+	if _, err := io.ReadFull(r.br, r.hdr[:4]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return Frame{}, fmt.Errorf("%w: in frame size", ErrTruncated)
+		}
+		return Frame{}, err // io.EOF at a boundary, or the transport's error
+	}
+	total := binary.BigEndian.Uint32(r.hdr[:4])
+	if int64(total) > int64(r.maxFrame) {
+		return Frame{}, fmt.Errorf("%w: %d > %d", ErrFrameTooLarge, total, r.maxFrame)
+	}
+	if total < 4 {
+		return Frame{}, fmt.Errorf("%w: totalSize %d too small", ErrMalformedFrame, total)
+	}
+	if _, err := io.ReadFull(r.br, r.hdr[4:8]); err != nil {
+		return Frame{}, truncated(err, "in command size")
+	}
+	cmdSize := binary.BigEndian.Uint32(r.hdr[4:8])
+	if cmdSize == 0 || cmdSize > total-4 {
+		return Frame{}, fmt.Errorf("%w: commandSize %d with totalSize %d", ErrMalformedFrame, cmdSize, total)
+	}
+	f := Frame{WireSize: 4 + int(total)}
+	var cmdBytes []byte
+	if payloadSize := total - 4 - cmdSize; payloadSize > 0 {
+		// One allocation holds command and payload; the payload slice is handed to the caller.
+		buf := make([]byte, total-4)
+		if _, err := io.ReadFull(r.br, buf); err != nil {
+			return Frame{}, truncated(err, "in command or payload")
+		}
+		cmdBytes, f.Payload = buf[:cmdSize], buf[cmdSize:]
+	} else {
+		if cap(r.scratch) < int(cmdSize) {
+			r.scratch = make([]byte, cmdSize)
+		}
+		cmdBytes = r.scratch[:cmdSize]
+		if _, err := io.ReadFull(r.br, cmdBytes); err != nil {
+			return Frame{}, truncated(err, "in command")
+		}
+	}
+	cmd, err := decodeCommand(cmdBytes)
+	if cap(r.scratch) > scratchRetain {
+		r.scratch = nil
+	}
+	f.Cmd = cmd
+	return f, err
+}
+
+func truncated(err error, where string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %s", ErrTruncated, where)
+	}
+	return err
+}
+
+// Writer collects frames in a buffer and writes them with one Write call per Flush, so a burst of
+// receipts or messages costs one system call. It is not safe for concurrent use; the connection's
+// writer goroutine owns it (typically: drain the outbound queue into the Writer, then Flush).
+type Writer struct {
+	w   io.Writer
+	buf []byte
+}
+
+// writerRetain bounds the buffer kept between flushes.
+const writerRetain = 1 << 20
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w, buf: make([]byte, 0, 16*1024)} }
+
+// WriteCommand buffers a simple frame.
+func (w *Writer) WriteCommand(cmd *pulsarpb.BaseCommand) error {
+	buf, err := AppendFrame(w.buf, cmd)
+	w.buf = buf
+	return err
+}
+
+// WritePayloadCommand buffers a frame with a payload made of the given parts.
+func (w *Writer) WritePayloadCommand(cmd *pulsarpb.BaseCommand, payload ...[]byte) error {
+	buf, err := AppendFrame(w.buf, cmd, payload...)
+	w.buf = buf
+	return err
+}
+
+// Buffered is the number of bytes waiting for Flush.
+func (w *Writer) Buffered() int { return len(w.buf) }
+
+// Flush writes everything buffered in one Write. On error the buffer is dropped: the stream is
+// broken anyway.
+func (w *Writer) Flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.w.Write(w.buf)
+	if cap(w.buf) > writerRetain {
+		w.buf = make([]byte, 0, 16*1024)
+	} else {
+		w.buf = w.buf[:0]
+	}
+	if err != nil {
+		return fmt.Errorf("wire: write: %w", err)
+	}
+	return nil
+}
