@@ -1,0 +1,38 @@
+// Package replication implements Meridian's geo-replication (DESIGN.md §6): replicators that copy a
+// local topic's entries to remote clusters, the inbound index that deduplicates replicated entries by
+// their origin position and maps origin positions to local ones, and the lifecycle controller that
+// starts and stops replicators as policies change.
+//
+// # Shape
+//
+//	Manager (lifecycle: policies + clusters + topics -> desired replicators; Plan is pure)
+//	   └── Runner per (topic, remote)   goroutine at the edge: executes actions, posts events
+//	          └── Machine               deterministic: events in, actions out
+//	                 LocalTopic ── cursor "pulsar.repl.<remote>", reads, waits for data
+//	                 RemoteProducer ── internal/client producer "pulsar.repl.<local>--><remote>"
+//
+//	Index per local topic (receiving side): origin (cluster, ledger, entry) -> local position;
+//	the broker consults it for every entry a replicator producer sends.
+//
+// The package never imports the broker, the server, the node or storage (DESIGN.md §3). It declares
+// LocalTopic, Cursor, RemoteProducer(Factory) and the Manager's sources; internal/node implements them.
+//
+// # Guarantees
+//
+// A replicator advances its cursor only when the remote acknowledged (SEND_RECEIPT) every entry up to
+// that position, so nothing is lost across restarts of either side; after any failure it rewinds to
+// the oldest unacknowledged entry and sends again, and the receiver drops what it already stored by
+// source position, so nothing is stored twice. There is no state in which a replicator stops without
+// saying so: every failure is retried (backoff 100 ms doubling to 5 s) and shown as lastError in stats
+// and in the log.
+//
+// # Persisted state
+//
+// The replication cursor's properties (version 1, written when the cursor is created):
+//
+//	replication.startMode      "earliest" | "latest"
+//	replication.startPosition  "<ledgerId>:<entryId>": the cursor's mark-delete position at creation
+//	replication.createdAt      RFC 3339 time of creation
+//
+// The inbound index snapshot format is documented in index.go.
+package replication

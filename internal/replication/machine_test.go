@@ -1,0 +1,537 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// mkEntry builds a stored entry with the given metadata tweaks.
+func mkEntry(t testing.TB, pos Position, payload string, tweak func(md *pulsarpb.MessageMetadata)) Entry {
+	t.Helper()
+	md := &pulsarpb.MessageMetadata{
+		ProducerName: proto.String("app-producer"),
+		SequenceId:   proto.Uint64(uint64(pos.EntryID)),
+		PublishTime:  proto.Uint64(uint64(t0.UnixMilli())),
+		Properties:   []*pulsarpb.KeyValue{{Key: proto.String("k"), Value: proto.String("v")}},
+	}
+	if tweak != nil {
+		tweak(md)
+	}
+	data, err := EncodeEntry(md, []byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Entry{Position: pos, PublishTime: t0.UnixMilli(), Data: data}
+}
+
+func cfgAB() MachineConfig { return MachineConfig{Local: "a", Remote: "b"} }
+
+func findAct[T Action](acts []Action) (T, bool) {
+	for _, a := range acts {
+		if v, ok := a.(T); ok {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+func mustAct[T Action](t *testing.T, acts []Action) T {
+	t.Helper()
+	v, ok := findAct[T](acts)
+	if !ok {
+		var zero T
+		t.Fatalf("no %T in %#v", zero, acts)
+	}
+	return v
+}
+
+func sends(acts []Action) []ActSend {
+	var out []ActSend
+	for _, a := range acts {
+		if s, ok := a.(ActSend); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
+	m := NewMachine(cfgAB())
+	acts := m.Handle(EvStart{Now: t0, MarkDelete: Position{7, -1}})
+	c := mustAct[ActConnect](t, acts)
+	acts = m.Handle(EvConnected{Now: t0, Gen: c.Gen})
+	rd := mustAct[ActRead](t, acts)
+	if rd.From != (Position{7, 0}) {
+		t.Fatalf("first read from %v", rd.From)
+	}
+	entries := []Entry{
+		mkEntry(t, Position{7, 0}, "one", nil),
+		mkEntry(t, Position{7, 1}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }),
+		mkEntry(t, Position{7, 2}, "local-only", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{LocalOnly} }),
+		mkEntry(t, Position{7, 3}, "to-b", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"a", "b"} }),
+		mkEntry(t, Position{7, 4}, "to-c", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"c"} }),
+		mkEntry(t, Position{7, 5}, "snapshot-marker", func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(12) }),
+		mkEntry(t, Position{7, 6}, "txn-marker", func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(20) }),
+	}
+	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: entries})
+	ss := sends(acts)
+	if len(ss) != 2 || ss[0].Out.Source != (Position{7, 0}) || ss[1].Out.Source != (Position{7, 3}) {
+		t.Fatalf("sends = %+v", ss)
+	}
+	// The sent bytes carry replicated_from=a and the source position; everything else is kept.
+	pe, err := ParseEntry(ss[1].Out.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pe.Metadata.GetReplicatedFrom() != "a" || string(pe.Payload) != "to-b" || pe.Metadata.GetProducerName() != "app-producer" || pe.Metadata.GetSequenceId() != 3 {
+		t.Fatalf("metadata %v payload %q", pe.Metadata, pe.Payload)
+	}
+	if o, p, ok, err := SourceOf(pe.Metadata); !ok || err != nil || o != "a" || p != (Position{7, 3}) {
+		t.Fatalf("SourceOf = %v %v %v %v", o, p, ok, err)
+	}
+	if _, ok := findAct[ActMarkDelete](acts); ok {
+		t.Fatalf("mark-delete before any receipt: %v", acts)
+	}
+	// With room in flight the next read is issued at once (pipelined).
+	rd2 := mustAct[ActRead](t, acts)
+	if rd2.From != (Position{7, 7}) {
+		t.Fatalf("next read from %v", rd2.From)
+	}
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{7, 0}})
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{7, 2}) {
+		t.Fatalf("mark-delete %v, want 7:2 (skips after 7:0 included)", md.Pos)
+	}
+	acts = m.Handle(EvMarkDeleteDone{Now: t0, Pos: Position{7, 2}})
+	acts = append(acts, m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{7, 3}})...)
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{7, 6}) {
+		t.Fatalf("mark-delete %v, want 7:6", md.Pos)
+	}
+	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd2.Epoch})
+	if w := mustAct[ActWaitForData](t, acts); w.From != (Position{7, 7}) {
+		t.Fatalf("wait from %v", w.From)
+	}
+	c2 := m.Counters()
+	if c2.MsgOut != 2 || c2.Skipped[SkipReplicated] != 1 || c2.Skipped[SkipReplicateTo] != 2 || c2.Skipped[SkipMarker] != 2 {
+		t.Fatalf("counters %+v", c2)
+	}
+}
+
+func TestMachineBackoffDoublesToFiveSecondsAndNeverStops(t *testing.T) {
+	m := NewMachine(cfgAB())
+	acts := m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}})
+	var delays []time.Duration
+	now := t0
+	for i := 0; i < 10; i++ {
+		c := mustAct[ActConnect](t, acts)
+		acts = m.Handle(EvConnectFailed{Now: now, Gen: c.Gen, Err: errors.New("connection refused")})
+		tm := mustAct[ActSetTimer](t, acts)
+		if tm.Kind != TimerReconnect {
+			t.Fatalf("timer %v", tm)
+		}
+		delays = append(delays, tm.Delay)
+		if m.Counters().LastError == "" || m.Phase() != PhaseBackoff {
+			t.Fatalf("after failure: %+v", m.Counters())
+		}
+		now = now.Add(tm.Delay)
+		acts = m.Handle(EvTimer{Now: now, Kind: TimerReconnect})
+	}
+	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000}
+	for i := range want {
+		want[i] *= time.Millisecond
+	}
+	if !slices.Equal(delays, want) {
+		t.Fatalf("delays %v, want %v", delays, want)
+	}
+	// The remote comes back: connected, progress, and the next failure starts again at 100 ms.
+	c := mustAct[ActConnect](t, acts)
+	acts = m.Handle(EvConnected{Now: now, Gen: c.Gen})
+	rd := mustAct[ActRead](t, acts)
+	acts = m.Handle(EvReadDone{Now: now, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, Position{1, 0}, "x", nil)}})
+	mustAct[ActSend](t, acts)
+	m.Handle(EvReceipt{Now: now, Gen: c.Gen, Source: Position{1, 0}})
+	if m.Counters().LastError != "" {
+		t.Fatalf("lastError not cleared after progress")
+	}
+	acts = m.Handle(EvSendFailed{Now: now, Gen: c.Gen, Err: errors.New("reset")})
+	if tm := mustAct[ActSetTimer](t, acts); tm.Delay != 100*time.Millisecond {
+		t.Fatalf("delay after progress %v", tm.Delay)
+	}
+	mustAct[ActCloseProducer](t, acts)
+}
+
+func TestMachineRewindsAndIgnoresStaleGenerations(t *testing.T) {
+	m := NewMachine(cfgAB())
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	var es []Entry
+	for i := range 5 {
+		es = append(es, mkEntry(t, Position{1, int64(i)}, fmt.Sprint(i), nil))
+	}
+	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
+	if n := len(sends(acts)); n != 5 {
+		t.Fatalf("%d sends", n)
+	}
+	m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
+	m.Handle(EvMarkDeleteDone{Now: t0, Pos: Position{1, 0}})
+	m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 1}})
+	acts = m.Handle(EvSendFailed{Now: t0, Gen: c.Gen, Err: errors.New("broken pipe")})
+	mustAct[ActCloseProducer](t, acts)
+	// Late receipts of the old producer change nothing.
+	if acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 2}}); len(acts) != 0 {
+		t.Fatalf("stale receipt produced %v", acts)
+	}
+	acts = m.Handle(EvTimer{Now: t0, Kind: TimerReconnect})
+	c2 := mustAct[ActConnect](t, acts)
+	acts = m.Handle(EvConnected{Now: t0, Gen: c2.Gen})
+	rd2 := mustAct[ActRead](t, acts)
+	if rd2.From != (Position{1, 2}) {
+		t.Fatalf("after rewind read from %v, want 1:2 (first unacknowledged)", rd2.From)
+	}
+	// The read issued before the failure (old epoch) is dropped if it completes late.
+	if acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es}); len(acts) != 0 {
+		t.Fatalf("stale read produced %v", acts)
+	}
+	// A receipt out of order is a failure, not a silent skip.
+	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd2.Epoch, Entries: es[2:]})
+	if n := len(sends(acts)); n != 3 {
+		t.Fatalf("%d sends after rewind", n)
+	}
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c2.Gen, Source: Position{1, 3}})
+	mustAct[ActCloseProducer](t, acts)
+	if m.Phase() != PhaseBackoff {
+		t.Fatalf("phase %v", m.Phase())
+	}
+}
+
+func TestMachineReceiptTimeout(t *testing.T) {
+	m := NewMachine(cfgAB())
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, Position{1, 0}, "x", nil)}})
+	if acts := m.Handle(EvTick{Now: t0.Add(29 * time.Second)}); len(acts) != 0 {
+		t.Fatalf("early timeout %v", acts)
+	}
+	acts := m.Handle(EvTick{Now: t0.Add(30 * time.Second)})
+	mustAct[ActCloseProducer](t, acts)
+	mustAct[ActSetTimer](t, acts)
+	if m.Counters().LastError == "" {
+		t.Fatal("timeout not surfaced")
+	}
+}
+
+func TestMachineInflightBound(t *testing.T) {
+	cfg := cfgAB()
+	cfg.MaxInflightEntries = 3
+	m := NewMachine(cfg)
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	if rd.MaxEntries != 3 {
+		t.Fatalf("read batch %d", rd.MaxEntries)
+	}
+	var es []Entry
+	for i := range 3 {
+		es = append(es, mkEntry(t, Position{1, int64(i)}, "x", nil))
+	}
+	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
+	if len(sends(acts)) != 3 {
+		t.Fatal("want 3 sends")
+	}
+	if _, ok := findAct[ActRead](acts); ok {
+		t.Fatal("read while in-flight is full")
+	}
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
+	if rd := mustAct[ActRead](t, acts); rd.MaxEntries != 1 || rd.From != (Position{1, 3}) {
+		t.Fatalf("read %+v", rd)
+	}
+}
+
+func TestMachineMarkDeleteFailureRetries(t *testing.T) {
+	m := NewMachine(cfgAB())
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, Position{1, 0}, "x", nil), mkEntry(t, Position{1, 1}, "y", nil)}})
+	acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
+	mustAct[ActMarkDelete](t, acts)
+	// A second receipt while the first mark-delete is busy queues the newest position.
+	if _, ok := findAct[ActMarkDelete](m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 1}})); ok {
+		t.Fatal("two mark-deletes at once")
+	}
+	acts = m.Handle(EvMarkDeleteDone{Now: t0, Pos: Position{1, 0}, Err: errors.New("disk full")})
+	if tm := mustAct[ActSetTimer](t, acts); tm.Kind != TimerMarkDelete {
+		t.Fatalf("timer %v", tm)
+	}
+	if m.Counters().LastError == "" {
+		t.Fatal("mark-delete failure not surfaced")
+	}
+	acts = m.Handle(EvTimer{Now: t0, Kind: TimerMarkDelete})
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{1, 1}) {
+		t.Fatalf("retry mark-delete %v", md.Pos)
+	}
+}
+
+func TestMachineReadErrorRetries(t *testing.T) {
+	m := NewMachine(cfgAB())
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Err: errors.New("io error")})
+	if tm := mustAct[ActSetTimer](t, acts); tm.Kind != TimerRead || tm.Delay != 100*time.Millisecond {
+		t.Fatalf("timer %v", tm)
+	}
+	if m.Counters().LastError == "" {
+		t.Fatal("read error not surfaced")
+	}
+	acts = m.Handle(EvTimer{Now: t0, Kind: TimerRead})
+	if rd2 := mustAct[ActRead](t, acts); rd2.From != rd.From {
+		t.Fatalf("retry read from %v", rd2.From)
+	}
+}
+
+func TestMachineCorruptEntryIsSkippedLoudly(t *testing.T) {
+	m := NewMachine(cfgAB())
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	bad := mkEntry(t, Position{1, 0}, "x", nil)
+	bad.Data = slices.Clone(bad.Data)
+	bad.Data[len(bad.Data)-1] ^= 0xff // checksum mismatch
+	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{bad}})
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{1, 0}) {
+		t.Fatalf("mark-delete %v", md)
+	}
+	cs := m.Counters()
+	if cs.Skipped[SkipCorrupt] != 1 || cs.LastError == "" {
+		t.Fatalf("counters %+v", cs)
+	}
+}
+
+func TestMachineRateLimit(t *testing.T) {
+	cfg := cfgAB()
+	cfg.Rate = Rate{MessagesPerSecond: 10}
+	m := NewMachine(cfg)
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	now := t0
+	acts := m.Handle(EvConnected{Now: now, Gen: c.Gen})
+	sent := 0
+	next := int64(0)
+	// Simulate: the log always has data; the remote answers at once; timers fire on time.
+	for steps := 0; steps < 10000 && now.Before(t0.Add(10*time.Second)); steps++ {
+		var queue []Event
+		for _, a := range acts {
+			switch a := a.(type) {
+			case ActRead:
+				var es []Entry
+				for range a.MaxEntries {
+					es = append(es, mkEntry(t, Position{1, next}, "x", nil))
+					next++
+				}
+				queue = append(queue, EvReadDone{Now: now, Epoch: a.Epoch, Entries: es})
+			case ActSend:
+				sent++
+				queue = append(queue, EvReceipt{Now: now, Gen: a.Gen, Source: a.Out.Source})
+			case ActMarkDelete:
+				queue = append(queue, EvMarkDeleteDone{Now: now, Pos: a.Pos})
+			case ActSetTimer:
+				now = now.Add(a.Delay)
+				queue = append(queue, EvTimer{Now: now, Kind: a.Kind})
+			}
+		}
+		acts = nil
+		for _, ev := range queue {
+			acts = append(acts, m.Handle(ev)...)
+		}
+		if len(acts) == 0 {
+			t.Fatalf("stalled at %v after %d sends", now, sent)
+		}
+	}
+	// 10 s at 10 msg/s plus the initial one-second burst.
+	if sent < 95 || sent > 115 {
+		t.Fatalf("sent %d in 10 s at 10 msg/s", sent)
+	}
+}
+
+// TestMachineSimulation runs the machine against a simulated world with random failures (connect
+// refusals, dropped connections, lost receipts, failing reads and mark-deletes) and checks that
+// every entry not meant to be skipped reaches the remote exactly once after dedup, in order, and
+// that the machine is never left without something pending (no silent stop).
+func TestMachineSimulation(t *testing.T) {
+	for seed := int64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { simulate(t, seed) })
+	}
+}
+
+func simulate(t *testing.T, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	cfg := cfgAB()
+	cfg.MaxInflightEntries = 1 + rng.Intn(20)
+	cfg.ReadBatchEntries = 1 + rng.Intn(10)
+	m := NewMachine(cfg)
+
+	// The local log: 300 entries over 3 ledgers, some to be skipped.
+	var log []Entry
+	want := []Position{}
+	for i := 0; i < 300; i++ {
+		pos := Position{int64(10 + i/100), int64(i % 100)}
+		var tweak func(*pulsarpb.MessageMetadata)
+		switch rng.Intn(10) {
+		case 0:
+			tweak = func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }
+		case 1:
+			tweak = func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{LocalOnly} }
+		default:
+			want = append(want, pos)
+		}
+		log = append(log, mkEntry(t, pos, fmt.Sprint(i), tweak))
+	}
+	available := 0 // entries written so far; grows over time
+	var stored []Position
+	seen := map[Position]bool{}
+	var markDeleted Position = Position{10, -1}
+
+	type timed struct {
+		at time.Time
+		ev Event
+	}
+	now := t0
+	var events []timed
+	push := func(d time.Duration, ev Event) { events = append(events, timed{now.Add(d), ev}) }
+	connected := map[int64]bool{}
+	waiting := false
+	var waitFrom Position
+
+	exec := func(acts []Action) {
+		for _, a := range acts {
+			switch a := a.(type) {
+			case ActConnect:
+				if rng.Intn(4) == 0 {
+					push(time.Millisecond, EvConnectFailed{Gen: a.Gen, Err: errors.New("refused")})
+				} else {
+					connected[a.Gen] = true
+					push(time.Millisecond, EvConnected{Gen: a.Gen})
+				}
+			case ActCloseProducer:
+				delete(connected, a.Gen)
+			case ActRead:
+				if rng.Intn(20) == 0 {
+					push(time.Millisecond, EvReadDone{Epoch: a.Epoch, Err: errors.New("read failed")})
+					continue
+				}
+				var es []Entry
+				for _, e := range log[:available] {
+					if e.Position.Compare(a.From) >= 0 && len(es) < a.MaxEntries {
+						es = append(es, e)
+					}
+				}
+				push(time.Millisecond, EvReadDone{Epoch: a.Epoch, Entries: es})
+			case ActSend:
+				if !connected[a.Gen] {
+					continue
+				}
+				switch rng.Intn(50) {
+				case 0: // connection drops: this and later sends fail
+					delete(connected, a.Gen)
+					push(2*time.Millisecond, EvSendFailed{Gen: a.Gen, Err: errors.New("connection reset")})
+					continue
+				case 1: // stored, receipt lost with the connection
+					if !seen[a.Out.Source] {
+						seen[a.Out.Source] = true
+						stored = append(stored, a.Out.Source)
+					}
+					delete(connected, a.Gen)
+					push(2*time.Millisecond, EvSendFailed{Gen: a.Gen, Err: errors.New("connection reset")})
+					continue
+				}
+				if !seen[a.Out.Source] { // the receiver's dedup by source position
+					seen[a.Out.Source] = true
+					stored = append(stored, a.Out.Source)
+				}
+				push(time.Duration(1+rng.Intn(3))*time.Millisecond, EvReceipt{Gen: a.Gen, Source: a.Out.Source})
+			case ActMarkDelete:
+				if rng.Intn(30) == 0 {
+					push(time.Millisecond, EvMarkDeleteDone{Pos: a.Pos, Err: errors.New("flush failed")})
+					continue
+				}
+				if a.Pos.Compare(markDeleted) < 0 {
+					t.Fatalf("mark-delete went backwards: %v < %v", a.Pos, markDeleted)
+				}
+				markDeleted = a.Pos
+				push(time.Millisecond, EvMarkDeleteDone{Pos: a.Pos})
+			case ActWaitForData:
+				waiting, waitFrom = true, a.From
+			case ActSetTimer:
+				push(a.Delay, EvTimer{Kind: a.Kind})
+			}
+		}
+	}
+	exec(m.Handle(EvStart{Now: now, MarkDelete: markDeleted}))
+	for step := 0; step < 200000; step++ {
+		if available < len(log) && rng.Intn(3) == 0 {
+			available++
+			if waiting && log[available-1].Position.Compare(waitFrom) >= 0 {
+				waiting = false
+				push(0, EvDataAvailable{})
+			}
+		}
+		if len(events) == 0 {
+			if available == len(log) && waiting && markDeleted == log[len(log)-1].Position {
+				break // done: caught up and idle
+			}
+			if available == len(log) {
+				t.Fatalf("seed %d: nothing pending and not caught up (markDeleted %v, phase %v, counters %+v)",
+					seed, markDeleted, m.Phase(), m.Counters())
+			}
+			continue
+		}
+		slices.SortStableFunc(events, func(a, b timed) int { return a.at.Compare(b.at) })
+		next := events[0]
+		events = events[1:]
+		now = next.at
+		ev := next.ev
+		switch e := ev.(type) {
+		case EvConnected:
+			e.Now = now
+			ev = e
+		case EvConnectFailed:
+			e.Now = now
+			ev = e
+		case EvReadDone:
+			e.Now = now
+			ev = e
+		case EvReceipt:
+			e.Now = now
+			ev = e
+		case EvSendFailed:
+			e.Now = now
+			ev = e
+		case EvMarkDeleteDone:
+			e.Now = now
+			ev = e
+		case EvDataAvailable:
+			e.Now = now
+			ev = e
+		case EvTimer:
+			e.Now = now
+			ev = e
+		}
+		exec(m.Handle(ev))
+		exec(m.Handle(EvTick{Now: now}))
+	}
+	if markDeleted != log[len(log)-1].Position {
+		t.Fatalf("seed %d: did not finish: markDeleted %v", seed, markDeleted)
+	}
+	if m.Counters().Reconnects == 0 {
+		t.Fatalf("seed %d: no failure was injected; the simulation tests nothing", seed)
+	}
+	if !slices.Equal(stored, want) {
+		t.Fatalf("seed %d: remote stored %d entries, want %d (order or content differs)", seed, len(stored), len(want))
+	}
+}

@@ -1,0 +1,393 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Cursor properties the replicator keeps on its cursor, so stats can say where it started even after
+// restarts.
+const (
+	PropStartMode     = "replication.startMode"
+	PropStartPosition = "replication.startPosition"
+	PropCreatedAt     = "replication.createdAt"
+)
+
+// RunnerConfig configures one replicator runner.
+type RunnerConfig struct {
+	Machine   MachineConfig // Local and Remote are required
+	Topic     LocalTopic
+	Producers RemoteProducerFactory
+	// StartAt is where the cursor is created if it does not exist yet.
+	StartAt StartAt
+	Logger  *slog.Logger
+	// Now is the clock (nil = time.Now).
+	Now func() time.Time
+	// TickInterval drives rates and the receipt timeout; default 1 s.
+	TickInterval time.Duration
+}
+
+// Runner drives a Machine against a local topic and a remote producer: it owns one event-loop
+// goroutine plus at most one connect, one read and one close goroutine at a time, all stopped by Stop.
+type Runner struct {
+	cfg    RunnerConfig
+	log    *slog.Logger
+	now    func() time.Time
+	cursor Cursor
+	start  struct {
+		mode StartAt
+		pos  Position
+	}
+
+	mu      sync.Mutex // guards m (the loop and Stats both use it)
+	m       *Machine
+	window  rateWindow
+	inbox   mailbox
+	cancel  context.CancelFunc
+	done    chan struct{}
+	workers sync.WaitGroup
+
+	// Loop-owned state.
+	producers map[int64]RemoteProducer
+	waitCh    <-chan struct{}
+	timerSeq  map[TimerKind]int64
+	timers    map[TimerKind]*time.Timer
+	lastErr   string
+}
+
+// StartRunner opens (creating if needed) the replication cursor synchronously, so that once it
+// returns nothing written to the topic can be missed, and starts the replicator's goroutine.
+func StartRunner(ctx context.Context, cfg RunnerConfig) (*Runner, error) {
+	if cfg.Machine.Local == "" || cfg.Machine.Remote == "" || cfg.Topic == nil || cfg.Producers == nil {
+		return nil, errors.New("replication: runner needs local and remote cluster, topic and producer factory")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = time.Second
+	}
+	r := &Runner{
+		cfg: cfg, now: cfg.Now,
+		log:       cfg.Logger.With("topic", cfg.Topic.Name(), "remote_cluster", cfg.Machine.Remote),
+		m:         NewMachine(cfg.Machine),
+		producers: map[int64]RemoteProducer{},
+		timerSeq:  map[TimerKind]int64{},
+		timers:    map[TimerKind]*time.Timer{},
+		done:      make(chan struct{}),
+	}
+	r.inbox.init()
+	cur, err := openReplicationCursor(ctx, cfg.Topic, cfg.Machine.Remote, cfg.StartAt, cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	r.cursor = cur
+	props := cur.Properties()
+	r.start.mode = StartAt(props[PropStartMode])
+	if p, err := ParsePosition(props[PropStartPosition]); err == nil {
+		r.start.pos = p
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	md := cur.MarkDeletePosition()
+	r.log.Info("replicator starting", "cursor", CursorName(cfg.Machine.Remote), "markDelete", md.String(),
+		"startMode", string(r.start.mode))
+	go r.loop(loopCtx, md)
+	return r, nil
+}
+
+// openReplicationCursor opens the cursor of remote, creating it at startAt and recording where.
+func openReplicationCursor(ctx context.Context, t LocalTopic, remote string, startAt StartAt, now time.Time) (Cursor, error) {
+	if startAt == "" {
+		startAt = StartLatest
+	}
+	cur, created, err := t.OpenCursor(ctx, CursorName(remote), startAt.Position())
+	if err != nil {
+		return nil, fmt.Errorf("replication: open cursor %s on %s: %w", CursorName(remote), t.Name(), err)
+	}
+	if created {
+		props := cur.Properties()
+		if props == nil {
+			props = map[string]string{}
+		}
+		props[PropStartMode] = string(startAt)
+		props[PropStartPosition] = cur.MarkDeletePosition().String()
+		props[PropCreatedAt] = now.UTC().Format(time.RFC3339Nano)
+		if err := cur.SetProperties(ctx, props); err != nil {
+			return nil, fmt.Errorf("replication: record start of cursor %s on %s: %w", CursorName(remote), t.Name(), err)
+		}
+	}
+	return cur, nil
+}
+
+// SetRate changes the replicatorDispatchRate.
+func (r *Runner) SetRate(rate Rate) { r.inbox.post(EvSetRate{Now: r.now(), Rate: rate}) }
+
+// Remote returns the remote cluster's name.
+func (r *Runner) Remote() string { return r.cfg.Machine.Remote }
+
+// Stop stops the replicator and waits for its goroutines (closing the producer). The cursor stays.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return fmt.Errorf("replication: stop replicator %s -> %s: %w", r.cfg.Topic.Name(), r.cfg.Machine.Remote, ctx.Err())
+	}
+	wait := make(chan struct{})
+	go func() { r.workers.Wait(); close(wait) }()
+	select {
+	case <-wait:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("replication: stop replicator %s -> %s: %w", r.cfg.Topic.Name(), r.cfg.Machine.Remote, ctx.Err())
+	}
+}
+
+// Stats returns a snapshot of the replicator (outbound side only; Manager merges the inbound side).
+func (r *Runner) Stats() Stats {
+	r.mu.Lock()
+	c := r.m.Counters()
+	rate := r.m.cfg.Rate
+	r.mu.Unlock()
+	now := r.now()
+	s := Stats{
+		Topic: r.cfg.Topic.Name(), LocalCluster: r.cfg.Machine.Local, RemoteCluster: r.cfg.Machine.Remote,
+		Connected:              c.Phase == PhaseConnected,
+		OutboundConnectedSince: c.ConnectedSince,
+		MsgOutCount:            c.MsgOut, BytesOutCount: c.BytesOut,
+		ReplicationBacklog: r.cursor.Backlog(),
+		StartMode:          r.start.mode, StartPosition: r.start.pos,
+		MarkDeletePosition: c.MarkDelete,
+		LastProgress:       c.LastProgress,
+		LastError:          c.LastError, LastErrorTime: c.LastErrorTime,
+		Phase: c.Phase.String(), Reconnects: c.Reconnects, Skipped: c.Skipped,
+		RateLimited: c.RateLimited, Rate: rate,
+	}
+	if s.Connected {
+		s.OutboundConnection = ProducerName(r.cfg.Machine.Local, r.cfg.Machine.Remote)
+	}
+	s.MsgRateOut, s.MsgThroughputOut = r.window.rates()
+	oldest := c.OldestPendingPublishTime
+	if oldest == 0 && s.ReplicationBacklog > 0 {
+		// Nothing read yet (e.g. disconnected): the oldest unreplicated entry is the one after the
+		// mark-delete position.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if es, err := r.cfg.Topic.Read(ctx, c.MarkDelete.Next(), 1, 1); err == nil && len(es) > 0 {
+			oldest = es[0].PublishTime
+		}
+		cancel()
+	}
+	if oldest > 0 && s.ReplicationBacklog > 0 {
+		s.ReplicationDelayInSeconds = max(0, int64(now.Sub(time.UnixMilli(oldest)).Seconds()))
+	}
+	return s
+}
+
+func (r *Runner) loop(ctx context.Context, markDelete Position) {
+	defer close(r.done)
+	ticker := time.NewTicker(r.cfg.TickInterval)
+	defer ticker.Stop()
+	r.handle(ctx, EvStart{Now: r.now(), MarkDelete: markDelete})
+	for {
+		select {
+		case <-ctx.Done():
+			for _, t := range r.timers {
+				t.Stop()
+			}
+			r.handle(ctx, EvStop{Now: r.now()})
+			return
+		case <-r.inbox.notify:
+			for _, ev := range r.inbox.drain() {
+				r.handleInbox(ctx, ev)
+			}
+		case <-r.waitCh:
+			r.waitCh = nil
+			r.handle(ctx, EvDataAvailable{Now: r.now()})
+		case <-ticker.C:
+			now := r.now()
+			r.mu.Lock()
+			c := r.m.Counters()
+			r.mu.Unlock()
+			r.window.add(now, c.MsgOut, c.BytesOut)
+			r.handle(ctx, EvTick{Now: now})
+		}
+	}
+}
+
+// Internal inbox messages that carry more than a machine event.
+type (
+	connectResult struct {
+		gen int64
+		p   RemoteProducer
+		err error
+	}
+	sendResult struct {
+		gen    int64
+		source Position
+		err    error
+	}
+	timerFired struct {
+		kind TimerKind
+		seq  int64
+	}
+)
+
+func (r *Runner) handleInbox(ctx context.Context, msg any) {
+	now := r.now()
+	switch v := msg.(type) {
+	case connectResult:
+		if v.err != nil {
+			r.handle(ctx, EvConnectFailed{Now: now, Gen: v.gen, Err: v.err})
+			return
+		}
+		r.mu.Lock()
+		current := r.m.gen == v.gen && r.m.phase == PhaseConnecting
+		r.mu.Unlock()
+		if !current || ctx.Err() != nil {
+			r.closeProducer(v.p)
+			return
+		}
+		r.producers[v.gen] = v.p
+		r.log.Info("replicator connected", "producer", ProducerName(r.cfg.Machine.Local, r.cfg.Machine.Remote))
+		r.handle(ctx, EvConnected{Now: now, Gen: v.gen})
+	case sendResult:
+		if v.err != nil {
+			r.handle(ctx, EvSendFailed{Now: now, Gen: v.gen, Err: v.err})
+		} else {
+			r.handle(ctx, EvReceipt{Now: now, Gen: v.gen, Source: v.source})
+		}
+	case timerFired:
+		if r.timerSeq[v.kind] == v.seq {
+			delete(r.timers, v.kind)
+			r.handle(ctx, EvTimer{Now: now, Kind: v.kind})
+		}
+	case Event:
+		r.handle(ctx, v)
+	}
+}
+
+// handle feeds one event to the machine and executes the resulting actions.
+func (r *Runner) handle(ctx context.Context, ev Event) {
+	r.mu.Lock()
+	acts := r.m.Handle(ev)
+	lastErr := r.m.c.LastError
+	r.mu.Unlock()
+	if lastErr != r.lastErr {
+		if lastErr != "" {
+			r.log.Warn("replicator error; retrying", "err", lastErr)
+		} else {
+			r.log.Info("replicator healthy again")
+		}
+		r.lastErr = lastErr
+	}
+	for _, a := range acts {
+		r.execute(ctx, a)
+	}
+}
+
+func (r *Runner) execute(ctx context.Context, a Action) {
+	switch a := a.(type) {
+	case ActConnect:
+		if ctx.Err() != nil {
+			return
+		}
+		r.workers.Add(1)
+		go func() {
+			defer r.workers.Done()
+			name := ProducerName(r.cfg.Machine.Local, r.cfg.Machine.Remote)
+			p, err := r.cfg.Producers.NewProducer(ctx, r.cfg.Machine.Remote, r.cfg.Topic.Name(), name)
+			if err != nil && p != nil {
+				p = nil
+			}
+			if ctx.Err() != nil && p != nil {
+				r.closeProducer(p)
+				return
+			}
+			r.inbox.post(connectResult{gen: a.Gen, p: p, err: err})
+		}()
+	case ActCloseProducer:
+		if p, ok := r.producers[a.Gen]; ok {
+			delete(r.producers, a.Gen)
+			r.closeProducer(p)
+		}
+	case ActRead:
+		r.workers.Add(1)
+		go func() {
+			defer r.workers.Done()
+			es, err := r.cfg.Topic.Read(ctx, a.From, a.MaxEntries, a.MaxBytes)
+			if ctx.Err() != nil {
+				return
+			}
+			r.inbox.post(EvReadDone{Now: r.now(), Epoch: a.Epoch, Entries: es, Err: err})
+		}()
+	case ActSend:
+		p, ok := r.producers[a.Gen]
+		if !ok {
+			r.inbox.post(sendResult{gen: a.Gen, source: a.Out.Source, err: errors.New("producer gone")})
+			return
+		}
+		gen, src := a.Gen, a.Out.Source
+		p.Send(a.Out, func(err error) { r.inbox.post(sendResult{gen: gen, source: src, err: err}) })
+	case ActMarkDelete:
+		err := r.cursor.MarkDelete(ctx, a.Pos)
+		r.inbox.post(EvMarkDeleteDone{Now: r.now(), Pos: a.Pos, Err: err})
+	case ActWaitForData:
+		r.waitCh = r.cfg.Topic.WaitForEntries(a.From)
+	case ActSetTimer:
+		if t := r.timers[a.Kind]; t != nil {
+			t.Stop()
+		}
+		r.timerSeq[a.Kind]++
+		seq, kind := r.timerSeq[a.Kind], a.Kind
+		r.timers[a.Kind] = time.AfterFunc(a.Delay, func() { r.inbox.post(timerFired{kind: kind, seq: seq}) })
+	}
+}
+
+// closeProducer closes p in the background (bounded by 5 s) so a dead remote cannot block the loop.
+func (r *Runner) closeProducer(p RemoteProducer) {
+	r.workers.Add(1)
+	go func() {
+		defer r.workers.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := p.Close(ctx); err != nil {
+			r.log.Debug("close replicator producer", "err", err)
+		}
+	}()
+}
+
+// mailbox is an unbounded, non-blocking queue into the event loop: producer callbacks and timers
+// must never block on the loop.
+type mailbox struct {
+	mu     sync.Mutex
+	queue  []any
+	notify chan struct{}
+}
+
+func (b *mailbox) init() { b.notify = make(chan struct{}, 1) }
+
+func (b *mailbox) post(v any) {
+	b.mu.Lock()
+	b.queue = append(b.queue, v)
+	b.mu.Unlock()
+	select {
+	case b.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (b *mailbox) drain() []any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue
+	b.queue = nil
+	return q
+}

@@ -1,0 +1,123 @@
+package replication
+
+import (
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/adminapi"
+)
+
+// Stats is a snapshot of one replicator (outbound, this cluster -> Remote) merged, where known,
+// with the inbound side (Remote -> this cluster) of the same topic. Field names follow Pulsar's
+// ReplicatorStats; Admin converts to the REST shape.
+type Stats struct {
+	Topic         string
+	LocalCluster  string
+	RemoteCluster string
+
+	// Outbound.
+	Connected                 bool
+	OutboundConnection        string    // producer name on the remote
+	OutboundConnectedSince    time.Time // zero while disconnected
+	MsgRateOut                float64   // messages/s acknowledged by the remote (5 s window)
+	MsgThroughputOut          float64   // bytes/s acknowledged by the remote
+	MsgOutCount               int64
+	BytesOutCount             int64
+	ReplicationBacklog        int64 // entries after the cursor's mark-delete position
+	ReplicationDelayInSeconds int64 // age of the oldest entry not yet acknowledged by the remote
+	StartMode                 StartAt
+	StartPosition             Position // cursor mark-delete position when the cursor was created
+	MarkDeletePosition        Position
+	LastProgress              time.Time // last remote receipt or cursor advance
+	LastError                 string    // empty once the replicator made progress again
+	LastErrorTime             time.Time
+	Phase                     string
+	Reconnects                int64
+	Skipped                   map[SkipReason]int64 // entries not sent, by reason
+	RateLimited               bool
+	Rate                      Rate
+
+	// Inbound (from the remote's replicator), filled from the topic's Index.
+	MsgRateIn             float64
+	MsgThroughputIn       float64
+	MsgInCount            int64
+	BytesInCount          int64
+	DuplicatesDropped     int64
+	InboundConnectedSince time.Time
+}
+
+// Admin converts to the admin REST representation (adminapi.ReplicatorStats).
+func (s Stats) Admin() adminapi.ReplicatorStats {
+	a := adminapi.ReplicatorStats{
+		MsgRateIn:                 s.MsgRateIn,
+		MsgThroughputIn:           s.MsgThroughputIn,
+		MsgRateOut:                s.MsgRateOut,
+		MsgThroughputOut:          s.MsgThroughputOut,
+		ReplicationBacklog:        s.ReplicationBacklog,
+		Connected:                 s.Connected,
+		ReplicationDelayInSeconds: s.ReplicationDelayInSeconds,
+		OutboundConnection:        s.OutboundConnection,
+		MsgOutCounter:             s.MsgOutCount,
+		BytesOutCounter:           s.BytesOutCount,
+		MsgInCounter:              s.MsgInCount,
+		BytesInCounter:            s.BytesInCount,
+		StartMode:                 string(s.StartMode),
+		LastError:                 s.LastError,
+		RateLimited:               s.RateLimited,
+	}
+	if !s.OutboundConnectedSince.IsZero() {
+		a.OutboundConnectedSince = s.OutboundConnectedSince.UTC().Format(time.RFC3339Nano)
+	}
+	if !s.InboundConnectedSince.IsZero() {
+		a.InboundConnectedSince = s.InboundConnectedSince.UTC().Format(time.RFC3339Nano)
+	}
+	if s.StartMode != "" {
+		a.StartPosition = s.StartPosition.String()
+	}
+	if !s.LastProgress.IsZero() {
+		a.LastProgressTimestamp = s.LastProgress.UnixMilli()
+	}
+	if s.LastError != "" && !s.LastErrorTime.IsZero() {
+		a.LastErrorTimestamp = s.LastErrorTime.UnixMilli()
+	}
+	return a
+}
+
+// rateWindow turns monotonic counters into per-second rates over the last few samples.
+type rateWindow struct {
+	mu      sync.Mutex
+	samples [6]rateSample
+	n, next int
+}
+
+type rateSample struct {
+	at          time.Time
+	msgs, bytes int64
+}
+
+// add records counters at time at (called about once a second).
+func (w *rateWindow) add(at time.Time, msgs, bytes int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.samples[w.next] = rateSample{at, msgs, bytes}
+	w.next = (w.next + 1) % len(w.samples)
+	if w.n < len(w.samples) {
+		w.n++
+	}
+}
+
+// rates returns messages/s and bytes/s between the oldest and newest sample.
+func (w *rateWindow) rates() (msgs, bytes float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n < 2 {
+		return 0, 0
+	}
+	newest := w.samples[(w.next-1+len(w.samples))%len(w.samples)]
+	oldest := w.samples[(w.next-w.n+len(w.samples))%len(w.samples)]
+	dt := newest.at.Sub(oldest.at).Seconds()
+	if dt <= 0 {
+		return 0, 0
+	}
+	return float64(newest.msgs-oldest.msgs) / dt, float64(newest.bytes-oldest.bytes) / dt
+}
