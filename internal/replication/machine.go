@@ -107,10 +107,10 @@ func (p Phase) String() string {
 type TimerKind int
 
 const (
-	TimerReconnect TimerKind = iota + 1 // next connect attempt
-	TimerRead                           // retry a failed read
-	TimerRate                           // rate-limit tokens available again
-	TimerMarkDelete                     // retry a failed mark-delete
+	TimerReconnect  TimerKind = iota + 1 // next connect attempt
+	TimerRead                            // retry a failed read
+	TimerRate                            // rate-limit tokens available again
+	TimerMarkDelete                      // retry a failed mark-delete
 )
 
 // Events. Gen fields carry the producer generation of ActConnect; events of an older generation are
