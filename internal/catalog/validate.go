@@ -1,0 +1,131 @@
+package catalog
+
+import (
+	"slices"
+
+	"github.com/meridian-mq/meridian/adminapi"
+)
+
+var (
+	schemaCompatStrategies = []string{"UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD",
+		"FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"}
+	schemaAutoUpdateStrategies = []string{"AutoUpdateDisabled", "Backward", "Forward", "Full", "AlwaysCompatible",
+		"BackwardTransitive", "ForwardTransitive", "FullTransitive"}
+	subscriptionAuthModes = []string{"None", "Prefix"}
+	backlogQuotaTypes     = []string{adminapi.BacklogQuotaDestinationStorage, adminapi.BacklogQuotaMessageAge}
+	backlogPolicies       = []string{adminapi.BacklogPolicyProducerRequestHold, adminapi.BacklogPolicyProducerException,
+		adminapi.BacklogPolicyConsumerBacklogEviction}
+	subscriptionTypes = []string{"Exclusive", "Shared", "Failover", "Key_Shared"}
+	inactiveModes     = []string{adminapi.InactiveTopicDeleteWhenNoSubscriptions, adminapi.InactiveTopicDeleteWhenSubscriptionsCaughtUp}
+)
+
+// ValidatePolicies checks a whole namespace policy document with Pulsar's rules and refusal texts
+// (ErrPrecondition). It does not check the replication list against clusters and tenants; see
+// ValidateReplicationClusters.
+func ValidatePolicies(p *adminapi.Policies) error {
+	nonNeg := func(v *int, msg string) error {
+		if v != nil && *v < 0 {
+			return refuse(ErrPrecondition, "%s", msg)
+		}
+		return nil
+	}
+	checks := []error{
+		nonNeg(p.MessageTTLInSeconds, "Invalid value for message TTL"),
+		nonNeg(p.SubscriptionExpirationTimeMinutes, "Invalid value for subscription expiration time"),
+		nonNeg(p.MaxTopicsPerNamespace, "maxTopicsPerNamespace must be 0 or more"),
+		nonNeg(p.MaxProducersPerTopic, "maxProducersPerTopic must be 0 or more"),
+		nonNeg(p.MaxConsumersPerTopic, "maxConsumersPerTopic must be 0 or more"),
+		nonNeg(p.MaxConsumersPerSubscription, "maxConsumersPerSubscription must be 0 or more"),
+		nonNeg(p.MaxUnackedMessagesPerConsumer, "maxUnackedMessagesPerConsumer must be 0 or more"),
+		nonNeg(p.MaxUnackedMessagesPerSubscription, "maxUnackedMessagesPerSubscription must be 0 or more"),
+		nonNeg(p.MaxSubscriptionsPerTopic, "maxSubscriptionsPerTopic must be 0 or more"),
+		nonNeg(p.DeduplicationSnapshotIntervalSeconds, "deduplicationSnapshotInterval must be 0 or more"),
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	if p.OffloadThresholdInSeconds != nil && *p.OffloadThresholdInSeconds < 0 {
+		return refuse(ErrPrecondition, "Invalid value for offloadThresholdInSecond")
+	}
+	if p.CompactionThreshold != nil && *p.CompactionThreshold < 0 {
+		return refuse(ErrPrecondition, "compactionThreshold must be 0 or more")
+	}
+	if p.OffloadDeletionLagMs != nil && *p.OffloadDeletionLagMs < 0 {
+		return refuse(ErrPrecondition, "offloadDeletionLagMs must be 0 or more")
+	}
+	if r := p.RetentionPolicies; r != nil {
+		if err := ValidateRetention(*r); err != nil {
+			return err
+		}
+	}
+	for typ, q := range p.BacklogQuotaMap {
+		if !slices.Contains(backlogQuotaTypes, typ) {
+			return refuse(ErrPrecondition, "Invalid backlog quota type %q", typ)
+		}
+		if err := ValidateBacklogQuota(q); err != nil {
+			return err
+		}
+	}
+	if o := p.AutoTopicCreationOverride; o != nil {
+		if err := o.Validate(); err != nil {
+			return refuse(ErrPrecondition, "Invalid configuration for autoTopicCreationOverride. the detail is %v", err)
+		}
+	}
+	if !slices.Contains(schemaCompatStrategies, p.SchemaCompatibilityStrategy) {
+		return refuse(ErrPrecondition, "Invalid schema compatibility strategy %q", p.SchemaCompatibilityStrategy)
+	}
+	if !slices.Contains(schemaAutoUpdateStrategies, p.SchemaAutoUpdateCompatibilityStrategy) {
+		return refuse(ErrPrecondition, "Invalid schema auto update compatibility strategy %q", p.SchemaAutoUpdateCompatibilityStrategy)
+	}
+	if !slices.Contains(subscriptionAuthModes, p.SubscriptionAuthMode) {
+		return refuse(ErrPrecondition, "Invalid subscription auth mode %q", p.SubscriptionAuthMode)
+	}
+	for _, t := range p.SubscriptionTypesEnabled {
+		if !slices.Contains(subscriptionTypes, t) {
+			return refuse(ErrPrecondition, "Invalid subscription type %q", t)
+		}
+	}
+	if i := p.InactiveTopicPolicies; i != nil && i.InactiveTopicDeleteMode != nil && !slices.Contains(inactiveModes, *i.InactiveTopicDeleteMode) {
+		return refuse(ErrPrecondition, "Invalid inactiveTopicDeleteMode %q", *i.InactiveTopicDeleteMode)
+	}
+	for _, rates := range []map[string]adminapi.DispatchRate{p.TopicDispatchRate, p.SubscriptionDispatchRate, p.ReplicatorDispatchRate, p.ClusterDispatchRate} {
+		for _, r := range rates {
+			if err := ValidateDispatchRate(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateRetention: each limit is -1 (unlimited), 0 (none) or positive.
+func ValidateRetention(r adminapi.RetentionPolicies) error {
+	if r.RetentionTimeInMinutes < -1 || r.RetentionSizeInMB < -1 {
+		return refuse(ErrPrecondition, "Invalid retention policy: retentionTimeInMinutes and retentionSizeInMB must be -1 (infinite), 0 or positive")
+	}
+	return nil
+}
+
+// ValidateBacklogQuota checks the retention policy name and limits.
+func ValidateBacklogQuota(q adminapi.BacklogQuota) error {
+	if !slices.Contains(backlogPolicies, q.Policy) {
+		return refuse(ErrPrecondition, "Invalid backlog quota policy %q: want one of %v", q.Policy, backlogPolicies)
+	}
+	if q.LimitSize < -1 || q.LimitTime < -1 {
+		return refuse(ErrPrecondition, "Invalid backlog quota: limitSize and limitTime must be -1 (unlimited), 0 or positive")
+	}
+	return nil
+}
+
+// ValidateDispatchRate: rates -1 (unlimited) or more, period at least 1 s.
+func ValidateDispatchRate(r adminapi.DispatchRate) error {
+	if r.DispatchThrottlingRateInMsg < -1 || r.DispatchThrottlingRateInByte < -1 {
+		return refuse(ErrPrecondition, "Invalid dispatch rate: rates must be -1 (unlimited) or more")
+	}
+	if r.RatePeriodInSecond < 0 {
+		return refuse(ErrPrecondition, "Invalid dispatch rate: ratePeriodInSecond must be positive")
+	}
+	return nil
+}
