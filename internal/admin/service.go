@@ -61,14 +61,14 @@ type TopicService interface {
 
 // Sentinel errors a TopicService wraps. Each maps to Pulsar's status and reason.
 var (
-	ErrTopicNotFound        = errors.New("Topic not found")                        // 404
-	ErrTopicExists          = errors.New("This topic already exists")              // 409
+	ErrTopicNotFound        = errors.New("Topic not found")                          // 404
+	ErrTopicExists          = errors.New("This topic already exists")                // 409
 	ErrTopicBusy            = errors.New("Topic has active producers/subscriptions") // 412
-	ErrSubscriptionNotFound = errors.New("Subscription not found")                 // 404
-	ErrSubscriptionExists   = errors.New("Subscription already exists for topic")  // 409
-	ErrSubscriptionBusy     = errors.New("Subscription has active consumers")      // 412
-	ErrMessageNotFound      = errors.New("Message not found")                      // 404
-	ErrNotSupported         = errors.New("Operation not supported")                // 501
-	ErrInvalidArgument      = errors.New("Invalid argument")                       // 412
-	ErrNotReady             = errors.New("Service not ready")                      // 503
+	ErrSubscriptionNotFound = errors.New("Subscription not found")                   // 404
+	ErrSubscriptionExists   = errors.New("Subscription already exists for topic")    // 409
+	ErrSubscriptionBusy     = errors.New("Subscription has active consumers")        // 412
+	ErrMessageNotFound      = errors.New("Message not found")                        // 404
+	ErrNotSupported         = errors.New("Operation not supported")                  // 501
+	ErrInvalidArgument      = errors.New("Invalid argument")                         // 412
+	ErrNotReady             = errors.New("Service not ready")                        // 503
 )

@@ -17,7 +17,7 @@ const (
 	prefixTopicPolicies = "/admin/topic-policies/"
 )
 
-func clusterKey(name string) string { return prefixClusters + name }
+func clusterKey(name string) string  { return prefixClusters + name }
 func tenantKey(tenant string) string { return prefixPolicies + tenant }
 func namespaceKey(ns naming.NamespaceName) string {
 	return prefixPolicies + ns.Tenant + "/" + ns.Namespace
