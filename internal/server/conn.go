@@ -1,0 +1,487 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+var errTooManyFiles = syscall.EMFILE
+
+// errClientClosed is the cause recorded when the peer closed its end.
+var errClientClosed = errors.New("client closed the connection")
+
+// conn is one client connection. Goroutines, all owned by run:
+//
+//   - the reader (run itself): reads frames in order and handles them; commands that may block
+//     (topic loads, WaitForExclusive producers, seeks, unsubscribes) run in request goroutines
+//     tracked by reqs, so one slow request never stalls the connection;
+//   - the writer: drains the outbox with one writev per burst;
+//   - the keepalive: pings an idle client, closes a silent one.
+//
+// Broker callbacks (publish completions, ConsumerSink) only append to the outbox: they never block.
+type conn struct {
+	s      *Server
+	id     uint64
+	nc     net.Conn
+	log    *slog.Logger
+	remote string
+
+	ctx    context.Context // ends when the connection is gone (or aborted): the writer stops
+	cancel context.CancelCauseFunc
+	// reqCtx is the context of request goroutines and broker calls; it ends as soon as the
+	// connection starts closing.
+	reqCtx    context.Context
+	reqCancel context.CancelCauseFunc
+	out       *outbox
+
+	reader *wire.Reader
+
+	// Set by CONNECT.
+	connected       bool // reader goroutine only
+	clientVersion   string
+	protocolVersion int32
+
+	lastRead atomic.Int64 // unix nanos of the last frame received
+	paused   atomic.Bool  // the reader is deliberately not reading (throttled)
+
+	mu        sync.Mutex
+	producers map[uint64]*producerHandle
+	consumers map[uint64]*consumerHandle
+	released  bool // finish took the maps: late registrations must release themselves
+
+	// Publishes in flight (SEND received, receipt or error not yet queued).
+	pendingSends atomic.Int64
+	sendDone     chan struct{} // capacity 1: a publish completed
+	// limiter charges in-flight publishes to this connection and, through its parent, to the
+	// broker-wide budget; the reader waits on it before reading more.
+	limiter *broker.MemoryLimiter
+
+	reqs sync.WaitGroup // request goroutines
+
+	// stopRead is closed to make the reader stop (graceful close); graceful tells run to say
+	// goodbye to the client before closing.
+	stopRead     chan struct{}
+	readCtx      context.Context // ends with stopRead or reqCtx: bounds throttling waits
+	readCancel   context.CancelFunc
+	stopReadOnce sync.Once
+	graceful     atomic.Bool
+	closeCtx     atomic.Pointer[context.Context] // bounds the graceful close
+	done         chan struct{}                   // closed when run returns
+}
+
+func newConn(s *Server, nc net.Conn, id uint64) *conn {
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	reqCtx, reqCancel := context.WithCancelCause(ctx)
+	remote := nc.RemoteAddr().String()
+	c := &conn{
+		reqCtx:    reqCtx,
+		reqCancel: reqCancel,
+		s:         s,
+		id:        id,
+		nc:        nc,
+		remote:    remote,
+		log:       s.log.With("conn", id, "remote", remote),
+		ctx:       ctx,
+		cancel:    cancel,
+		out:       newOutbox(),
+		reader:    wire.NewReader(nc, wire.MaxFrameSize(s.opts.MaxMessageSize)),
+		producers: map[uint64]*producerHandle{},
+		consumers: map[uint64]*consumerHandle{},
+		sendDone:  make(chan struct{}, 1),
+		stopRead:  make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	c.readCtx, c.readCancel = context.WithCancel(reqCtx)
+	c.limiter = broker.NewMemoryLimiter(s.opts.MaxPendingSendBytes, int64(s.opts.MaxPendingSends), s.opts.Broker.PublishLimiter())
+	c.lastRead.Store(time.Now().UnixNano())
+	return c
+}
+
+// run serves the connection until it ends, then releases everything it holds.
+func (c *conn) run() {
+	defer close(c.done)
+	c.log.Debug("connection accepted")
+
+	var helpers sync.WaitGroup
+	helpers.Add(2)
+	writerDone := make(chan struct{})
+	go func() {
+		defer helpers.Done()
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	go func() {
+		defer helpers.Done()
+		c.keepAliveLoop()
+	}()
+
+	err := c.readLoop()
+	c.finish(err)
+
+	c.out.close()
+	// The writer flushes what is queued (goodbyes, last receipts) and exits; bound it so a client
+	// that does not read cannot hold the connection open.
+	select {
+	case <-writerDone:
+	case <-time.After(c.flushTimeout()):
+		c.log.Debug("final flush timed out")
+	}
+	c.cancel(err)
+	_ = c.nc.Close()
+	helpers.Wait()
+	c.log.Debug("connection closed", "reason", err)
+}
+
+func (c *conn) flushTimeout() time.Duration {
+	if p := c.closeCtx.Load(); p != nil {
+		if dl, ok := (*p).Deadline(); ok {
+			return max(time.Until(dl), 0)
+		}
+	}
+	return time.Second
+}
+
+// readLoop reads and handles frames until the connection fails or is told to stop. It returns the
+// reason.
+func (c *conn) readLoop() error {
+	// The client must CONNECT promptly.
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.KeepAliveInterval))
+	for {
+		f, err := c.reader.ReadFrame()
+		if err != nil {
+			if c.stopping() {
+				return c.stopReason()
+			}
+			if errors.Is(err, wire.ErrUnknownCommand) && c.connected {
+				// A well-formed frame with a command type this build does not know (a newer
+				// client): say so and go on.
+				c.lastRead.Store(time.Now().UnixNano())
+				c.answerUnknown(f, err)
+				continue
+			}
+			if wire.Recoverable(err) {
+				// Undecodable protobuf or a command missing required fields: the peer is not
+				// speaking the protocol we know, so nothing it sends next can be trusted.
+				return c.badFrame(err)
+			}
+			switch {
+			case errors.Is(err, io.EOF):
+				return errClientClosed
+			case errors.Is(err, wire.ErrFrameTooLarge), errors.Is(err, wire.ErrMalformedFrame):
+				return c.badFrame(err)
+			case errors.Is(err, wire.ErrTruncated):
+				return fmt.Errorf("client closed the connection mid-frame: %w", err)
+			case errors.Is(err, os.ErrDeadlineExceeded) && !c.connected:
+				return c.badFrame(errors.New("no CONNECT within the keepalive interval"))
+			}
+			return err
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		c.s.stats.framesIn.Add(1)
+		if err := c.handle(f); err != nil {
+			return err
+		}
+		if err := c.throttle(); err != nil {
+			return err
+		}
+	}
+}
+
+// badFrame logs why a connection is closed for what the client sent, and returns that reason.
+func (c *conn) badFrame(err error) error {
+	c.s.stats.badFrames.Add(1)
+	c.log.Warn("closing connection: bad frame", "err", err)
+	return fmt.Errorf("bad frame: %w", err)
+}
+
+func (c *conn) stopping() bool {
+	select {
+	case <-c.stopRead:
+		return true
+	default:
+		return c.ctx.Err() != nil
+	}
+}
+
+// throttle blocks the reader while the connection has too much in flight: too many publishes or
+// bytes awaiting receipts (per connection or broker-wide), or too many bytes queued for a client
+// that does not read. Meanwhile the socket is not read, so TCP flow control slows the client down.
+func (c *conn) throttle() error {
+	counted := false
+	for {
+		over := c.limiter.Over()
+		outbound := c.out.queuedBytes() > c.s.opts.MaxOutboundBytes
+		if !over && !outbound {
+			if counted {
+				c.paused.Store(false)
+				c.lastRead.Store(time.Now().UnixNano()) // the pause was ours, not the client's silence
+			}
+			return nil
+		}
+		if !counted {
+			counted = true
+			c.paused.Store(true)
+			c.s.stats.throttled.Add(1)
+		}
+		if over {
+			if err := c.limiter.Wait(c.readCtx); err != nil {
+				return c.stopReason()
+			}
+			continue
+		}
+		select {
+		case <-c.out.drained:
+		case <-c.readCtx.Done():
+			return c.stopReason()
+		}
+	}
+}
+
+// stopReason says why the reader was told to stop.
+func (c *conn) stopReason() error {
+	if cause := context.Cause(c.ctx); cause != nil {
+		return cause
+	}
+	if cause := context.Cause(c.reqCtx); cause != nil {
+		return cause
+	}
+	return errors.New("server shutting down")
+}
+
+// writeLoop writes queued frames until the outbox is closed and empty, or a write fails.
+func (c *conn) writeLoop() {
+	var spare net.Buffers
+	for {
+		select {
+		case <-c.out.wake:
+		case <-c.ctx.Done():
+			return
+		}
+		for {
+			bufs, n := c.out.take(spare)
+			if n == 0 {
+				spare = bufs[:0]
+				break
+			}
+			orig := bufs
+			_ = c.nc.SetWriteDeadline(time.Now().Add(2 * c.s.opts.KeepAliveInterval))
+			if _, err := bufs.WriteTo(c.nc); err != nil {
+				c.abort(fmt.Errorf("write: %w", err))
+				return
+			}
+			clear(orig)
+			spare = orig[:0]
+			c.out.signalDrained()
+		}
+		if c.out.isClosed() {
+			return
+		}
+	}
+}
+
+// keepAliveLoop pings a client that has been silent for an interval and closes the connection
+// after two silent intervals (pulsar-client-go pings every 30 s and answers our PINGs).
+func (c *conn) keepAliveLoop() {
+	interval := c.s.opts.KeepAliveInterval
+	tick := time.NewTicker(interval / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-c.ctx.Done():
+			return
+		case <-c.done:
+			return
+		}
+		if c.paused.Load() {
+			continue // we are the ones not reading
+		}
+		idle := time.Since(time.Unix(0, c.lastRead.Load()))
+		switch {
+		case idle >= 2*interval:
+			c.log.Info("closing connection: no frame from the client", "idle", idle.Round(time.Millisecond))
+			c.abort(fmt.Errorf("keepalive: no frame for %v", idle.Round(time.Millisecond)))
+			return
+		case idle >= interval:
+			c.sendCommand(&pulsarpb.CommandPing{})
+		}
+	}
+}
+
+// abort closes the connection at once (no goodbyes): the reader's pending read fails.
+func (c *conn) abort(cause error) {
+	c.cancel(cause)
+	_ = c.nc.SetReadDeadline(time.Now())
+	c.stopReading()
+}
+
+func (c *conn) stopReading() {
+	c.stopReadOnce.Do(func() {
+		close(c.stopRead)
+		c.readCancel()
+		_ = c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+// closeGracefully is the server-shutdown path: stop reading, let in-flight publishes be answered,
+// tell the client its producers and consumers are closed, flush and close. Bounded by ctx.
+func (c *conn) closeGracefully(ctx context.Context) {
+	c.closeCtx.Store(&ctx)
+	c.graceful.Store(true)
+	c.stopReading()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		c.abort(errors.New("graceful close timed out"))
+		<-c.done
+	}
+}
+
+// finish runs once the reader stopped: wait for in-flight publishes (graceful close only), say
+// goodbye, release broker producers and consumers, wait for request goroutines.
+func (c *conn) finish(reason error) {
+	graceful := c.graceful.Load() && c.ctx.Err() == nil
+	closeCtx, cancel := context.WithTimeout(c.closeContext(), releaseTimeout)
+	defer cancel()
+	if graceful {
+		c.waitPendingSends(closeCtx)
+	} else {
+		c.reqCancel(reason) // request goroutines give up at once
+	}
+	c.mu.Lock()
+	producers := c.producers
+	consumers := c.consumers
+	c.producers = map[uint64]*producerHandle{}
+	c.consumers = map[uint64]*consumerHandle{}
+	c.released = true
+	c.mu.Unlock()
+	for id, p := range producers {
+		if graceful {
+			c.sendCommand(&pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(id), RequestId: proto.Uint64(0)})
+		}
+		p.release(closeCtx)
+	}
+	for id, h := range consumers {
+		if graceful {
+			c.sendCommand(&pulsarpb.CommandCloseConsumer{ConsumerId: proto.Uint64(id), RequestId: proto.Uint64(0)})
+		}
+		h.release()
+	}
+	c.reqCancel(reason)
+	c.reqs.Wait()
+	// Request goroutines that completed after the maps were emptied released their own objects.
+}
+
+// releaseTimeout bounds how long a closing connection waits for its producers' pending publishes.
+const releaseTimeout = 5 * time.Second
+
+// closeContext bounds releasing broker objects when the connection ends.
+func (c *conn) closeContext() context.Context {
+	if p := c.closeCtx.Load(); p != nil {
+		return *p
+	}
+	return context.Background()
+}
+
+func (c *conn) waitPendingSends(ctx context.Context) {
+	for c.pendingSends.Load() > 0 {
+		select {
+		case <-c.sendDone:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// go runs fn as a request goroutine owned by the connection.
+func (c *conn) goRequest(fn func(ctx context.Context)) {
+	c.reqs.Add(1)
+	go func() {
+		defer c.reqs.Done()
+		fn(c.reqCtx)
+	}()
+}
+
+// sendCommand queues a simple command. It reports false if the connection is closing.
+func (c *conn) sendCommand(body proto.Message) bool {
+	frame, err := wire.EncodeFrame(wire.Command(body))
+	if err != nil {
+		// Only a missing required field can fail here: a bug, not a client problem.
+		c.log.Error("encoding a command failed", "err", err)
+		return false
+	}
+	return c.out.push(frame)
+}
+
+// sendPayloadCommand queues a command followed by payload, which is not copied (MESSAGE frames
+// carry the stored entry as is).
+func (c *conn) sendPayloadCommand(body proto.Message, payload []byte) bool {
+	hdr, err := wire.EncodeFrame(wire.Command(body))
+	if err != nil {
+		c.log.Error("encoding a command failed", "err", err)
+		return false
+	}
+	binary.BigEndian.PutUint32(hdr, uint32(len(hdr)-4+len(payload)))
+	return c.out.push(hdr, payload)
+}
+
+// sendError answers a request with ERROR.
+func (c *conn) sendError(requestID uint64, err error) {
+	code, msg := toServerError(err)
+	c.sendCommand(&pulsarpb.CommandError{RequestId: proto.Uint64(requestID), Error: code.Enum(), Message: proto.String(msg)})
+}
+
+// sendSuccess answers a request with SUCCESS.
+func (c *conn) sendSuccess(requestID uint64) {
+	c.sendCommand(&pulsarpb.CommandSuccess{RequestId: proto.Uint64(requestID)})
+}
+
+// answerUnknown answers a command this server does not know or cannot decode: ERROR to its request
+// id when one can be found, and a log line either way. The connection lives on.
+func (c *conn) answerUnknown(f wire.Frame, err error) {
+	c.log.Info("unsupported or malformed command", "type", f.Cmd.GetType().String(), "err", err)
+	reqID, _ := requestIDOf(f.Cmd)
+	c.sendCommand(&pulsarpb.CommandError{
+		RequestId: proto.Uint64(reqID),
+		Error:     pulsarpb.ServerError_NotAllowedError.Enum(),
+		Message:   proto.String(fmt.Sprintf("command not supported by this broker: %v", err)),
+	})
+}
+
+// requestIDOf finds the request_id of whatever sub-command cmd carries.
+func requestIDOf(cmd *pulsarpb.BaseCommand) (uint64, bool) {
+	if cmd == nil {
+		return 0, false
+	}
+	var id uint64
+	var found bool
+	cmd.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Kind() != protoreflect.MessageKind {
+			return true
+		}
+		sub := v.Message()
+		if f := sub.Descriptor().Fields().ByName("request_id"); f != nil && sub.Has(f) {
+			id, found = sub.Get(f).Uint(), true
+			return false
+		}
+		return true
+	})
+	return id, found
+}

@@ -1,0 +1,218 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestConnectAdvertisesMaxMessageSize(t *testing.T) {
+	s := startServer(t, Options{MaxMessageSize: 1048576})
+	c := dialRaw(t, s.addr)
+	connected := c.connect()
+	if got := connected.GetMaxMessageSize(); got != 1048576 {
+		t.Errorf("max_message_size = %d, want 1048576", got)
+	}
+	if got := connected.GetProtocolVersion(); got != 20 {
+		t.Errorf("protocol_version = %d, want 20", got)
+	}
+	if connected.GetServerVersion() == "" {
+		t.Error("server_version is empty")
+	}
+}
+
+func TestProtocolVersionIsNegotiatedDown(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.send(&pulsarpb.CommandConnect{ClientVersion: proto.String("old"), ProtocolVersion: proto.Int32(13)})
+	f := c.expect(pulsarpb.BaseCommand_CONNECTED)
+	if got := f.Cmd.GetConnected().GetProtocolVersion(); got != 13 {
+		t.Errorf("protocol_version = %d, want the client's 13", got)
+	}
+}
+
+func TestAncientProtocolVersionIsRefused(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.send(&pulsarpb.CommandConnect{ClientVersion: proto.String("ancient"), ProtocolVersion: proto.Int32(2)})
+	f := c.expect(pulsarpb.BaseCommand_ERROR)
+	if got := f.Cmd.GetError().GetError(); got != pulsarpb.ServerError_UnsupportedVersionError {
+		t.Errorf("error = %s, want UnsupportedVersionError", got)
+	}
+	c.expectClosed()
+}
+
+func TestPingPong(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	c.send(&pulsarpb.CommandPing{})
+	c.expect(pulsarpb.BaseCommand_PONG)
+}
+
+func TestServerPingsIdleClientAndClosesSilentOne(t *testing.T) {
+	s := startServer(t, Options{KeepAliveInterval: 100 * time.Millisecond})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	start := time.Now()
+	c.expect(pulsarpb.BaseCommand_PING) // the server checks on us
+	// We never answer: the server must give up after about two intervals.
+	c.expectClosed()
+	if elapsed := time.Since(start); elapsed < 150*time.Millisecond {
+		t.Errorf("closed after %v, before two keepalive intervals", elapsed)
+	}
+}
+
+func TestClientAnsweringPingsStaysConnected(t *testing.T) {
+	s := startServer(t, Options{KeepAliveInterval: 50 * time.Millisecond})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	for i := 0; i < 5; i++ { // 5 pings ≈ 5 intervals > 2 intervals of silence
+		c.expect(pulsarpb.BaseCommand_PING)
+		c.send(&pulsarpb.CommandPong{})
+	}
+	c.send(&pulsarpb.CommandPing{})
+	c.expect(pulsarpb.BaseCommand_PONG)
+}
+
+func TestCommandBeforeConnectClosesConnection(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.send(&pulsarpb.CommandPing{})
+	c.expectClosed()
+	waitFor(t, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
+}
+
+func TestNoConnectWithinKeepAliveClosesConnection(t *testing.T) {
+	s := startServer(t, Options{KeepAliveInterval: 100 * time.Millisecond})
+	c := dialRaw(t, s.addr)
+	c.expectClosed()
+}
+
+func TestOversizedFrameClosesConnection(t *testing.T) {
+	s := startServer(t, Options{MaxMessageSize: 1024 * 1024})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	// Announce a frame one byte over the limit; the server must not wait for (or allocate) it.
+	c.writeRaw(frameHeader(1024*1024+10*1024+1, 10))
+	c.expectClosed()
+	waitFor(t, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
+}
+
+func TestMalformedFrameSizesCloseConnection(t *testing.T) {
+	s := startServer(t, Options{})
+	for name, frame := range map[string][]byte{
+		"command size zero":        frameHeader(4, 0),
+		"command larger than frame": append(frameHeader(8, 100), 0, 0, 0, 0),
+		"total size too small":     {0, 0, 0, 2, 0, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := dialRaw(t, s.addr)
+			c.connect()
+			c.writeRaw(frame)
+			c.expectClosed()
+		})
+	}
+}
+
+func TestGarbageProtobufClosesConnection(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	garbage := []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x34}
+	c.writeRaw(append(frameHeader(uint32(4+len(garbage)), uint32(len(garbage))), garbage...))
+	c.expectClosed()
+	waitFor(t, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
+}
+
+func TestUnknownCommandTypeGetsErrorAndConnectionLives(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	// BaseCommand{type: 999}: field 1, varint 999.
+	cmd := []byte{0x08, 0xe7, 0x07}
+	c.writeRaw(append(frameHeader(uint32(4+len(cmd)), uint32(len(cmd))), cmd...))
+	c.expect(pulsarpb.BaseCommand_ERROR)
+	c.send(&pulsarpb.CommandPing{})
+	c.expect(pulsarpb.BaseCommand_PONG)
+}
+
+func TestUnsupportedCommandGetsErrorWithItsRequestID(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	c.send(&pulsarpb.CommandNewTxn{RequestId: proto.Uint64(77), TcId: proto.Uint64(0)})
+	f := c.expect(pulsarpb.BaseCommand_ERROR)
+	if got := f.Cmd.GetError().GetRequestId(); got != 77 {
+		t.Errorf("request_id = %d, want 77", got)
+	}
+	c.send(&pulsarpb.CommandPing{})
+	c.expect(pulsarpb.BaseCommand_PONG)
+}
+
+func TestLookupAnswersThisBroker(t *testing.T) {
+	s := startServer(t, Options{ServiceURL: "pulsar://broker.example:6650"})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	for i, topic := range []string{"short", "public/default/three-part", "persistent://public/default/full", "persistent://public/default/p-partition-3"} {
+		c.send(&pulsarpb.CommandLookupTopic{Topic: proto.String(topic), RequestId: proto.Uint64(uint64(i + 1)), AdvertisedListenerName: proto.String("")})
+		r := c.expect(pulsarpb.BaseCommand_LOOKUP_RESPONSE).Cmd.GetLookupTopicResponse()
+		if r.GetRequestId() != uint64(i+1) || r.GetResponse() != pulsarpb.CommandLookupTopicResponse_Connect ||
+			r.GetBrokerServiceUrl() != "pulsar://broker.example:6650" || !r.GetAuthoritative() {
+			t.Errorf("lookup %q: %v", topic, r)
+		}
+	}
+	c.send(&pulsarpb.CommandLookupTopic{Topic: proto.String("a/b/c/d"), RequestId: proto.Uint64(9)})
+	r := c.expect(pulsarpb.BaseCommand_LOOKUP_RESPONSE).Cmd.GetLookupTopicResponse()
+	if r.GetResponse() != pulsarpb.CommandLookupTopicResponse_Failed || r.GetError() != pulsarpb.ServerError_InvalidTopicName {
+		t.Errorf("invalid topic: %v", r)
+	}
+}
+
+func TestPartitionedMetadataWithoutCatalogIsZero(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	c.send(&pulsarpb.CommandPartitionedTopicMetadata{Topic: proto.String("persistent://public/default/x"), RequestId: proto.Uint64(3)})
+	r := c.expect(pulsarpb.BaseCommand_PARTITIONED_METADATA_RESPONSE).Cmd.GetPartitionMetadataResponse()
+	if r.GetRequestId() != 3 || r.GetPartitions() != 0 || r.Error != nil {
+		t.Errorf("got %v", r)
+	}
+}
+
+func TestServerCloseDisconnectsClients(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	ctx, cancel := contextWithTimeout(5 * time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.expectClosed()
+}

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// Catalog is what the server needs from namespace and topic metadata; internal/node adapts
+// internal/catalog to it. A nil Catalog means "no partitioned topics, every namespace exists".
+type Catalog interface {
+	// PartitionCount returns the partition count of a partitioned topic, or 0 when the topic is
+	// not partitioned (or does not exist yet and would be created non-partitioned). It may create
+	// partitioned metadata when the namespace's auto-creation policy says so. An error wrapping
+	// broker.ErrNamespaceNotFound reports a missing namespace.
+	PartitionCount(ctx context.Context, topic naming.TopicName) (int, error)
+	// PartitionedTopics lists the partitioned topics of a namespace with their partition counts
+	// (empty, no error, for a missing namespace).
+	PartitionedTopics(ctx context.Context, ns naming.NamespaceName) ([]PartitionedTopic, error)
+}
+
+// PartitionedTopic is one partitioned topic and its partition count.
+type PartitionedTopic struct {
+	Name       naming.TopicName
+	Partitions int
+}
+
+// parseTopic normalises a topic name as the client does (short names, tenant/ns/topic, partitions)
+// and refuses non-persistent topics, which this broker does not serve yet.
+func parseTopic(s string) (naming.TopicName, error) {
+	t, err := naming.ParseTopic(s)
+	if err != nil {
+		return naming.TopicName{}, err
+	}
+	if !t.IsPersistent() {
+		return naming.TopicName{}, fmt.Errorf("%w: non-persistent topics are not supported yet: %s", wire.ErrNotAllowed, t)
+	}
+	return t, nil
+}
+
+// handleLookup answers LOOKUP: this broker serves every topic, so the answer is always Connect to
+// our own advertised URL, authoritative. Invalid names get Failed with the reason.
+func (c *conn) handleLookup(cmd *pulsarpb.CommandLookupTopic) {
+	reqID := cmd.GetRequestId()
+	resp := &pulsarpb.CommandLookupTopicResponse{RequestId: proto.Uint64(reqID)}
+	if _, err := parseTopic(cmd.GetTopic()); err != nil {
+		code, msg := toServerError(err)
+		resp.Response = pulsarpb.CommandLookupTopicResponse_Failed.Enum()
+		resp.Error = code.Enum()
+		resp.Message = proto.String(msg)
+	} else {
+		resp.Response = pulsarpb.CommandLookupTopicResponse_Connect.Enum()
+		resp.BrokerServiceUrl = proto.String(c.s.opts.ServiceURL)
+		resp.Authoritative = proto.Bool(true)
+		resp.ProxyThroughServiceUrl = proto.Bool(false)
+	}
+	c.sendCommand(resp)
+}
+
+// handlePartitionedMetadata answers PARTITIONED_METADATA with the partition count (0 for
+// non-partitioned topics, partitions themselves and topics that do not exist yet).
+func (c *conn) handlePartitionedMetadata(cmd *pulsarpb.CommandPartitionedTopicMetadata) {
+	reqID := cmd.GetRequestId()
+	fail := func(err error) {
+		code, msg := toServerError(err)
+		c.sendCommand(&pulsarpb.CommandPartitionedTopicMetadataResponse{
+			RequestId: proto.Uint64(reqID),
+			Response:  pulsarpb.CommandPartitionedTopicMetadataResponse_Failed.Enum(),
+			Error:     code.Enum(),
+			Message:   proto.String(msg),
+		})
+	}
+	topic, err := parseTopic(cmd.GetTopic())
+	if err != nil {
+		fail(err)
+		return
+	}
+	ok := func(n int) {
+		c.sendCommand(&pulsarpb.CommandPartitionedTopicMetadataResponse{
+			RequestId:  proto.Uint64(reqID),
+			Partitions: proto.Uint32(uint32(n)),
+			Response:   pulsarpb.CommandPartitionedTopicMetadataResponse_Success.Enum(),
+		})
+	}
+	if topic.IsPartition() || c.s.opts.Catalog == nil {
+		ok(0)
+		return
+	}
+	c.goRequest(func(ctx context.Context) {
+		n, err := c.s.opts.Catalog.PartitionCount(ctx, topic)
+		if err != nil {
+			fail(err)
+			return
+		}
+		ok(n)
+	})
+}
+
+// handleGetTopicsOfNamespace lists a namespace's persistent topics, partitions individually, as
+// regex consumers expect. A missing namespace yields an empty list, not an error.
+func (c *conn) handleGetTopicsOfNamespace(cmd *pulsarpb.CommandGetTopicsOfNamespace) {
+	reqID := cmd.GetRequestId()
+	ns, err := naming.ParseNamespace(cmd.GetNamespace())
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	mode := cmd.GetMode()
+	c.goRequest(func(ctx context.Context) {
+		var names []string
+		if mode != pulsarpb.CommandGetTopicsOfNamespace_NON_PERSISTENT {
+			var err error
+			names, err = c.listPersistentTopics(ctx, ns)
+			if err != nil {
+				c.sendError(reqID, err)
+				return
+			}
+		}
+		c.sendCommand(&pulsarpb.CommandGetTopicsOfNamespaceResponse{
+			RequestId: proto.Uint64(reqID),
+			Topics:    names,
+			Filtered:  proto.Bool(false),
+			Changed:   proto.Bool(true),
+		})
+	})
+}
+
+func (c *conn) listPersistentTopics(ctx context.Context, ns naming.NamespaceName) ([]string, error) {
+	seen := map[string]struct{}{}
+	topics, err := c.s.opts.Broker.ListTopics(ctx, ns)
+	if err != nil && !errors.Is(err, broker.ErrNamespaceNotFound) {
+		return nil, err
+	}
+	for _, t := range topics {
+		seen[t.String()] = struct{}{}
+	}
+	if c.s.opts.Catalog != nil {
+		parts, err := c.s.opts.Catalog.PartitionedTopics(ctx, ns)
+		if err != nil && !errors.Is(err, broker.ErrNamespaceNotFound) {
+			return nil, err
+		}
+		for _, p := range parts {
+			for i := 0; i < p.Partitions; i++ {
+				seen[p.Name.Partition(i).String()] = struct{}{}
+			}
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}

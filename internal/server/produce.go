@@ -1,0 +1,293 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// producerHandle is one producer id of a connection. It exists from PRODUCER until CLOSE_PRODUCER
+// (either side) or the end of the connection; prod is nil while the broker is still creating it.
+type producerHandle struct {
+	id        uint64
+	topic     naming.TopicName
+	requestID uint64
+	prod      *broker.Producer // nil while creating
+	// lastSequenceID and topicEpoch are remembered for a repeated PRODUCER on a ready producer.
+	lastSequenceID int64
+}
+
+// release closes the broker producer, if it was created.
+func (h *producerHandle) release(ctx context.Context) {
+	if h.prod != nil {
+		_ = h.prod.Close(ctx)
+	}
+}
+
+// handleProducer creates a producer in a request goroutine (topic loads and WaitForExclusive
+// producers may take long) and answers PRODUCER_SUCCESS or ERROR.
+func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
+	reqID, id := cmd.GetRequestId(), cmd.GetProducerId()
+	topic, err := parseTopic(cmd.GetTopic())
+	if err != nil {
+		c.sendError(reqID, err)
+		return
+	}
+	c.mu.Lock()
+	if h, ok := c.producers[id]; ok {
+		c.mu.Unlock()
+		if h.prod == nil {
+			c.sendError(reqID, fmt.Errorf("%w: producer %d is already being created on this connection", wire.ErrServiceNotReady, id))
+			return
+		}
+		// The client repeats PRODUCER for a producer that exists: Pulsar answers success again.
+		c.sendProducerSuccess(reqID, h.prod, true)
+		return
+	}
+	h := &producerHandle{id: id, topic: topic, requestID: reqID}
+	c.producers[id] = h
+	c.mu.Unlock()
+
+	opts := broker.ProducerOptions{
+		ProducerID:       id,
+		Name:             cmd.GetProducerName(),
+		UserProvidedName: cmd.GetUserProvidedProducerName(),
+		AccessMode:       broker.AccessMode(cmd.GetProducerAccessMode()),
+		Epoch:            cmd.GetEpoch(),
+		Properties:       keyValues(cmd.GetMetadata()),
+		Address:          c.remote,
+		ClientVersion:    c.clientVersion,
+		Limiter:          c.limiter,
+	}
+	if cmd.TopicEpoch != nil {
+		e := cmd.GetTopicEpoch()
+		opts.TopicEpoch = &e
+	}
+	opts.OnQueued = func() {
+		// WaitForExclusive: the client keeps the request open until a second PRODUCER_SUCCESS.
+		c.sendCommand(&pulsarpb.CommandProducerSuccess{
+			RequestId:     proto.Uint64(reqID),
+			ProducerName:  proto.String(cmd.GetProducerName()),
+			ProducerReady: proto.Bool(false),
+		})
+	}
+	opts.OnClosed = func() { c.brokerClosedProducer(h) }
+
+	c.goRequest(func(ctx context.Context) {
+		prod, err := c.createProducer(ctx, topic, opts)
+		if err != nil {
+			c.forgetProducer(h)
+			c.log.Debug("producer refused", "topic", topic.String(), "producerId", id, "err", err)
+			c.sendError(reqID, err)
+			return
+		}
+		c.mu.Lock()
+		current, stillWanted := c.producers[id]
+		stillWanted = stillWanted && current == h && !c.released
+		if stillWanted {
+			h.prod = prod
+			h.lastSequenceID = prod.LastSequenceID()
+		}
+		c.mu.Unlock()
+		if !stillWanted {
+			// Closed by the client (or the connection ended) while we were creating it.
+			_ = prod.Close(ctx)
+			c.sendError(reqID, fmt.Errorf("%w: producer closed while being created", wire.ErrServiceNotReady))
+			return
+		}
+		c.sendProducerSuccess(reqID, prod, true)
+	})
+}
+
+func (c *conn) createProducer(ctx context.Context, topic naming.TopicName, opts broker.ProducerOptions) (*broker.Producer, error) {
+	t, err := c.s.opts.Broker.GetTopic(ctx, topic, true)
+	if err != nil {
+		return nil, err
+	}
+	return t.AddProducer(ctx, opts)
+}
+
+func (c *conn) sendProducerSuccess(reqID uint64, prod *broker.Producer, ready bool) {
+	resp := &pulsarpb.CommandProducerSuccess{
+		RequestId:      proto.Uint64(reqID),
+		ProducerName:   proto.String(prod.Name()),
+		LastSequenceId: proto.Int64(prod.LastSequenceID()),
+		ProducerReady:  proto.Bool(ready),
+	}
+	if epoch, ok := prod.TopicEpoch(); ok {
+		resp.TopicEpoch = proto.Uint64(epoch)
+	}
+	c.sendCommand(resp)
+}
+
+// forgetProducer removes h from the connection if it is still registered.
+func (c *conn) forgetProducer(h *producerHandle) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.producers[h.id]; ok && cur == h {
+		delete(c.producers, h.id)
+		return true
+	}
+	return false
+}
+
+// brokerClosedProducer is the broker closing a producer (unload, delete, fencing): the client is
+// told with CLOSE_PRODUCER and reconnects it.
+func (c *conn) brokerClosedProducer(h *producerHandle) {
+	if c.forgetProducer(h) {
+		c.sendCommand(&pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(h.id), RequestId: proto.Uint64(0)})
+	}
+}
+
+// handleCloseProducer detaches a producer once its pending publishes are done and answers
+// SUCCESS (also for unknown ids, as Pulsar does).
+func (c *conn) handleCloseProducer(cmd *pulsarpb.CommandCloseProducer) {
+	reqID, id := cmd.GetRequestId(), cmd.GetProducerId()
+	c.mu.Lock()
+	h, ok := c.producers[id]
+	if ok {
+		delete(c.producers, id)
+	}
+	c.mu.Unlock()
+	if !ok || h.prod == nil {
+		// Unknown, or still being created: the creating goroutine sees it is gone and closes it.
+		c.sendSuccess(reqID)
+		return
+	}
+	c.goRequest(func(ctx context.Context) {
+		if err := h.prod.Close(ctx); err != nil && ctx.Err() == nil {
+			c.log.Debug("closing producer", "producerId", id, "err", err)
+		}
+		c.sendSuccess(reqID)
+	})
+}
+
+// handleSend verifies and publishes one SEND. A bad checksum or malformed payload is answered with
+// SEND_ERROR and the connection lives on; a SEND for a producer that does not exist closes the
+// connection (the client's state is out of step with ours), as Pulsar does.
+func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
+	id, seq := cmd.GetProducerId(), cmd.GetSequenceId()
+	c.mu.Lock()
+	h := c.producers[id]
+	c.mu.Unlock()
+	if h == nil || h.prod == nil {
+		return c.badFrame(fmt.Errorf("SEND for producer %d, which is not ready on this connection", id))
+	}
+	sendError := func(code pulsarpb.ServerError, msg string) {
+		c.sendCommand(&pulsarpb.CommandSendError{
+			ProducerId: proto.Uint64(id),
+			SequenceId: proto.Uint64(seq),
+			Error:      code.Enum(),
+			Message:    proto.String(msg),
+		})
+	}
+	if cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil {
+		sendError(pulsarpb.ServerError_NotAllowedError, "transactions are not supported by this broker")
+		return nil
+	}
+	if err := wire.VerifyChecksum(payload); err != nil {
+		if errors.Is(err, wire.ErrChecksum) {
+			c.s.stats.checksumErrors.Add(1)
+			c.log.Warn("SEND with a wrong checksum refused", "producerId", id, "sequenceId", seq, "err", err)
+			sendError(pulsarpb.ServerError_ChecksumError, err.Error())
+			return nil
+		}
+		c.log.Warn("malformed SEND payload refused", "producerId", id, "sequenceId", seq, "err", err)
+		sendError(pulsarpb.ServerError_MetadataError, err.Error())
+		return nil
+	}
+	entry, err := wire.NormalizeEntry(payload)
+	if err != nil {
+		sendError(pulsarpb.ServerError_MetadataError, err.Error())
+		return nil
+	}
+	md, err := wire.DecodeMetadata(entry)
+	if err != nil {
+		c.log.Warn("SEND with undecodable metadata refused", "producerId", id, "sequenceId", seq, "err", err)
+		sendError(pulsarpb.ServerError_MetadataError, err.Error())
+		return nil
+	}
+	if parts, _ := wire.ParseEntry(entry); len(parts.Checked)-4 > c.s.opts.MaxMessageSize {
+		// The client checks this itself; a peer that does not is told so (Pulsar: NotAllowedError,
+		// which makes the client give up on the message rather than reconnect and resend it).
+		sendError(pulsarpb.ServerError_NotAllowedError, fmt.Sprintf("message of %d bytes exceeds the max message size %d", len(parts.Checked)-4, c.s.opts.MaxMessageSize))
+		return nil
+	}
+	numMessages := 1
+	if cmd.NumMessages != nil {
+		numMessages = int(cmd.GetNumMessages())
+	}
+	req := broker.PublishRequest{
+		Entry:        entry,
+		SequenceID:   int64(seq),
+		NumMessages:  numMessages,
+		PublishTime:  int64(md.GetPublishTime()),
+		ProducerName: md.GetProducerName(),
+		Marker:       cmd.GetMarker() || wire.IsMarker(md),
+	}
+	if cmd.HighestSequenceId != nil {
+		req.HighestSequenceID = int64(cmd.GetHighestSequenceId())
+	}
+	if cmd.GetIsChunk() || md.ChunkId != nil {
+		req.Chunk = true
+		req.LastChunk = md.GetChunkId() >= md.GetNumChunksFromMsg()-1
+	}
+	c.pendingSends.Add(1)
+	h.prod.Publish(req, func(res broker.PublishResult) { c.completeSend(id, seq, res) })
+	return nil
+}
+
+// completeSend queues the receipt (or SEND_ERROR) of one publish. The broker calls it in publish
+// order per producer, so receipts leave in order.
+func (c *conn) completeSend(producerID, seq uint64, res broker.PublishResult) {
+	if res.Err != nil {
+		code, msg := toServerError(res.Err)
+		if code == pulsarpb.ServerError_UnknownError {
+			code = pulsarpb.ServerError_PersistenceError // storage failures are what is left
+		}
+		c.log.Debug("publish failed", "producerId", producerID, "sequenceId", seq, "err", res.Err)
+		c.sendCommand(&pulsarpb.CommandSendError{
+			ProducerId: proto.Uint64(producerID),
+			SequenceId: proto.Uint64(seq),
+			Error:      code.Enum(),
+			Message:    proto.String(msg),
+		})
+	} else {
+		receipt := &pulsarpb.CommandSendReceipt{
+			ProducerId: proto.Uint64(producerID),
+			SequenceId: proto.Uint64(seq),
+			MessageId: &pulsarpb.MessageIdData{
+				LedgerId: proto.Uint64(uint64(res.Position.LedgerID)),
+				EntryId:  proto.Uint64(uint64(res.Position.EntryID)),
+			},
+		}
+		if res.HighestSequenceID > int64(seq) {
+			receipt.HighestSequenceId = proto.Uint64(uint64(res.HighestSequenceID))
+		}
+		c.sendCommand(receipt)
+	}
+	c.pendingSends.Add(-1)
+	select {
+	case c.sendDone <- struct{}{}:
+	default:
+	}
+}
+
+// keyValues turns protocol key-value pairs into a map (nil for none).
+func keyValues(kvs []*pulsarpb.KeyValue) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.GetKey()] = kv.GetValue()
+	}
+	return m
+}

@@ -1,0 +1,297 @@
+// Package server is Meridian's Pulsar binary-protocol server (protocol v20, as spoken by
+// pulsar-client-go v0.19.0 and the Java, C++ and Python clients). It accepts TCP connections, decodes
+// frames with internal/wire and translates commands into calls on internal/broker; it owns sockets,
+// per-connection goroutines and flow control, and no message semantics.
+//
+// # Files
+//
+//	server.go     Server, Options, accept loop, graceful close
+//	conn.go       one connection: reader goroutine, writer goroutine, keepalive, command dispatch
+//	outbox.go     the batched outbound queue (one writev per burst)
+//	connect.go    CONNECT/CONNECTED, PING/PONG
+//	lookup.go     LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, topic name normalisation
+//	produce.go    PRODUCER, SEND, SEND_RECEIPT/SEND_ERROR, CLOSE_PRODUCER
+//	consume.go    SUBSCRIBE, FLOW, MESSAGE, ACK/ACK_RESPONSE, REDELIVER, SEEK, GET_LAST_MESSAGE_ID,
+//	              UNSUBSCRIBE, CLOSE_CONSUMER, CONSUMER_STATS, ACTIVE_CONSUMER_CHANGE
+//	errors.go     broker errors to ServerError codes (through wire's table)
+//
+// # Rules the server keeps (docs/protocol.md has the coverage matrix)
+//
+//   - Never send a command pulsar-client-go v0.19.0 does not handle (it drops the connection):
+//     REACHED_END_OF_TOPIC and WATCH_TOPIC_* are never sent.
+//   - A frame larger than max message size + 10 KiB, or one that does not decode, closes that
+//     connection with a logged reason; a SEND with a wrong checksum gets SEND_ERROR ChecksumError and
+//     the connection lives on; an unknown or unsupported command gets ERROR (or is closed if it has
+//     no request id to answer).
+//   - Stored entries are the client's bytes from the magic on; MESSAGE frames carry them unchanged.
+//   - Throttling pauses reading (TCP flow control), never drops: a connection stops reading when it
+//     has MaxPendingSends publishes in flight, when the broker-wide publish memory budget is
+//     exhausted, or when its own outbound queue exceeds MaxOutboundBytes.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/broker"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxMessageSize    = 5 * 1024 * 1024
+	DefaultKeepAliveInterval = 30 * time.Second
+	DefaultMaxPendingSends   = 1000
+	DefaultMaxOutboundBytes  = 64 * 1024 * 1024
+	// FramePadding is what a frame may carry beyond the message: command, checksum, metadata.
+	// Pulsar's clients use the same 10 KiB.
+	FramePadding = 10 * 1024
+	// ServerVersion is sent in CONNECTED.
+	ServerVersion = "Meridian-0.1"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Broker is the broker core the server drives. Required.
+	Broker *broker.Broker
+	// Catalog answers partition counts and lists partitioned topics; nil means none exist.
+	Catalog Catalog
+	// ServiceURL is this broker's advertised pulsar://host:port, returned by LOOKUP. Required.
+	ServiceURL string
+	// MaxMessageSize is advertised in CONNECTED; frames above it plus FramePadding close the
+	// connection. Zero means DefaultMaxMessageSize.
+	MaxMessageSize int
+	// KeepAliveInterval: the server pings a connection idle this long and closes it after twice this
+	// long without any frame. Zero means DefaultKeepAliveInterval.
+	KeepAliveInterval time.Duration
+	// MaxPendingSends per connection: beyond it the connection stops reading until receipts go out.
+	MaxPendingSends int
+	// MaxPendingSendBytes per connection (0 = only the broker-wide budget,
+	// broker.Config.MaxPublishBytesInFlight, applies): beyond it the connection stops reading.
+	MaxPendingSendBytes int64
+	// MaxOutboundBytes per connection: beyond it the connection stops reading until the client
+	// drains its socket.
+	MaxOutboundBytes int
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if o.Broker == nil {
+		return errors.New("server: Options.Broker is required")
+	}
+	if o.ServiceURL == "" {
+		return errors.New("server: Options.ServiceURL is required")
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.KeepAliveInterval <= 0 {
+		o.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	if o.MaxPendingSends <= 0 {
+		o.MaxPendingSends = DefaultMaxPendingSends
+	}
+	if o.MaxOutboundBytes <= 0 {
+		o.MaxOutboundBytes = DefaultMaxOutboundBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Server serves the binary protocol on any number of listeners.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+
+	ctx    context.Context // ends when the server closes: every connection's parent
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	closed    bool
+	wg        sync.WaitGroup // accept loops and connections
+
+	nextConnID atomic.Uint64
+	stats      serverStats
+}
+
+// serverStats are counters for metrics and tests.
+type serverStats struct {
+	connsAccepted  atomic.Int64
+	connsOpen      atomic.Int64
+	framesIn       atomic.Int64
+	badFrames      atomic.Int64 // connections closed for oversized or malformed frames
+	checksumErrors atomic.Int64
+	throttled      atomic.Int64 // times a connection paused reading
+}
+
+// Stats is a snapshot of the server's counters.
+type Stats struct {
+	ConnectionsAccepted int64
+	ConnectionsOpen     int64
+	FramesIn            int64
+	BadFrames           int64
+	ChecksumErrors      int64
+	Throttled           int64
+}
+
+// New builds a server. Call Serve for each listener and Close to stop.
+func New(opts Options) (*Server, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		opts:      opts,
+		log:       opts.Logger.With("component", "server"),
+		ctx:       ctx,
+		cancel:    cancel,
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[*conn]struct{}{},
+	}, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	return Stats{
+		ConnectionsAccepted: s.stats.connsAccepted.Load(),
+		ConnectionsOpen:     s.stats.connsOpen.Load(),
+		FramesIn:            s.stats.framesIn.Load(),
+		BadFrames:           s.stats.badFrames.Load(),
+		ChecksumErrors:      s.stats.checksumErrors.Load(),
+		Throttled:           s.stats.throttled.Load(),
+	}
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("server: closed")
+
+// Serve accepts connections on ln until Close; it always returns a non-nil error (ErrServerClosed
+// after Close). The server closes ln.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				// Transient (EMFILE and the like): back off instead of spinning.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				select {
+				case <-time.After(backoff):
+					continue
+				case <-s.ctx.Done():
+					return ErrServerClosed
+				}
+			}
+			return fmt.Errorf("server: accept on %s: %w", ln.Addr(), err)
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+		_ = tc.SetKeepAlive(true)
+	}
+	c := newConn(s, nc, s.nextConnID.Add(1))
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.stats.connsAccepted.Add(1)
+	s.stats.connsOpen.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.run()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.stats.connsOpen.Add(-1)
+	}()
+}
+
+// Close stops accepting, tells every client that its producers and consumers are closed
+// (CLOSE_PRODUCER / CLOSE_CONSUMER, so clients reconnect elsewhere or retry), waits for in-flight
+// publishes to be answered, and closes the connections. It returns when every goroutine has
+// stopped, or ctx's error when ctx ends first (connections are then closed hard).
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for ln := range s.listeners {
+		_ = ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.closeGracefully(ctx)
+		}()
+	}
+	wg.Wait()
+	s.cancel() // anything still running stops now
+
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, c := range conns {
+			c.abort(errors.New("server shutdown timed out"))
+		}
+		<-done
+		return fmt.Errorf("server: close: %w", ctx.Err())
+	}
+}
