@@ -127,9 +127,9 @@ func TestOversizedFrameClosesConnection(t *testing.T) {
 func TestMalformedFrameSizesCloseConnection(t *testing.T) {
 	s := startServer(t, Options{})
 	for name, frame := range map[string][]byte{
-		"command size zero":        frameHeader(4, 0),
+		"command size zero":         frameHeader(4, 0),
 		"command larger than frame": append(frameHeader(8, 100), 0, 0, 0, 0),
-		"total size too small":     {0, 0, 0, 2, 0, 0},
+		"total size too small":      {0, 0, 0, 2, 0, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := dialRaw(t, s.addr)
