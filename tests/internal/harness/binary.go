@@ -1,0 +1,68 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildPath string
+	buildErr  error
+)
+
+// RepoRoot returns the directory of the root module (github.com/meridian-mq/meridian), found from
+// this source file's location: tests/internal/harness/ lies three levels below it.
+func RepoRoot() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		panic("harness: cannot locate own source file")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// MeridianBinary returns the path of a meridian binary built from the working tree. It is built at most
+// once per test process (into a temporary directory removed by Cleanup), or taken from $MERIDIAN_BIN.
+// A build failure fails the calling test.
+func MeridianBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("MERIDIAN_BIN"); p != "" {
+		return p
+	}
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "meridian-bin-")
+		if buildErr != nil {
+			return
+		}
+		buildPath = filepath.Join(buildDir, "meridian")
+		args := []string{"build", "-o", buildPath}
+		if os.Getenv("MERIDIAN_RACE") == "1" {
+			args = append(args, "-race")
+		}
+		args = append(args, "./cmd/meridian")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = RepoRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/meridian: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("harness: %v", buildErr)
+	}
+	return buildPath
+}
+
+// Cleanup removes what the package built for the whole test process (the meridian binary). Call it
+// from TestMain after m.Run; Main does.
+func Cleanup() {
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+}

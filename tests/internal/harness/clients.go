@@ -1,0 +1,93 @@
+package harness
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Broker is anything a Pulsar client can talk to: a real process (Process) or an in-process broker.
+type Broker interface {
+	// ServiceURL is the binary-protocol URL, pulsar://host:port.
+	ServiceURL() string
+	// WebURL is the admin REST base URL, http://host:port.
+	WebURL() string
+}
+
+// ClientLogger is the logger given to every pulsar-client-go client the harness creates: slog on
+// stderr at the level in $MERIDIAN_CLIENT_LOG (debug, info, warn, error; default warn).
+func ClientLogger() pulsarlog.Logger {
+	level := slog.LevelWarn
+	switch strings.ToLower(os.Getenv("MERIDIAN_CLIENT_LOG")) {
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "error":
+		level = slog.LevelError
+	}
+	return pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+}
+
+// NewClient creates a pulsar-client-go client for b, closed in t.Cleanup. modify, if not nil, may
+// change the options before the client is created.
+func NewClient(t testing.TB, b Broker, modify func(*pulsar.ClientOptions)) pulsar.Client {
+	t.Helper()
+	opts := pulsar.ClientOptions{
+		URL:               b.ServiceURL(),
+		ConnectionTimeout: 10 * time.Second,
+		OperationTimeout:  20 * time.Second,
+		Logger:            ClientLogger(),
+		// A registry per client: tests never see each other's client metrics.
+		MetricsRegisterer: prometheus.NewRegistry(),
+	}
+	if modify != nil {
+		modify(&opts)
+	}
+	c, err := pulsar.NewClient(opts)
+	if err != nil {
+		t.Fatalf("pulsar.NewClient(%s): %v", opts.URL, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// NewAdmin creates a pulsaradmin client for b's admin REST API.
+func NewAdmin(t testing.TB, b Broker) pulsaradmin.Client {
+	t.Helper()
+	a, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: b.WebURL()})
+	if err != nil {
+		t.Fatalf("pulsaradmin.NewClient(%s): %v", b.WebURL(), err)
+	}
+	return a
+}
+
+var topicSeq atomic.Int64
+
+var unsafeTopicChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+// Topic returns a topic name unique to this test process and test:
+// persistent://public/default/<test name>-<n>-<nanos>.
+func Topic(t testing.TB) string {
+	return TopicIn(t, "public/default")
+}
+
+// TopicIn is Topic in the given tenant/namespace.
+func TopicIn(t testing.TB, namespace string) string {
+	name := unsafeTopicChars.ReplaceAllString(t.Name(), "-")
+	name = strings.Trim(strings.ToLower(name), "-")
+	if len(name) > 80 {
+		name = name[len(name)-80:]
+	}
+	return fmt.Sprintf("persistent://%s/%s-%d-%d", namespace, name, topicSeq.Add(1), time.Now().UnixNano()%1_000_000_000)
+}

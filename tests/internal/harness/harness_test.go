@@ -1,0 +1,86 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func TestWaitFor(t *testing.T) {
+	n := 0
+	err := WaitFor(context.Background(), func(context.Context) error {
+		n++
+		if n < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("WaitFor = %v after %d calls", err, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = WaitFor(ctx, func(context.Context) error { return errors.New("never") })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitFor past deadline = %v", err)
+	}
+}
+
+func TestFreePortsDiffer(t *testing.T) {
+	a, b := FreePort(t), FreePort(t)
+	if a == 0 || b == 0 {
+		t.Fatalf("ports %d %d", a, b)
+	}
+}
+
+func TestEmbeddedEtcd(t *testing.T) {
+	e := StartEtcd(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "/meridian/test", "v"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, "/meridian/test")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Fatalf("get: %v %v", resp, err)
+	}
+	if got := e.ConfigStoreURL("p"); got != "etcd://"+e.Endpoint()+"/p" {
+		t.Fatalf("ConfigStoreURL = %q", got)
+	}
+}
+
+func TestTopicNames(t *testing.T) {
+	a, b := Topic(t), Topic(t)
+	if a == b {
+		t.Fatalf("Topic not unique: %s", a)
+	}
+	if want := "persistent://public/default/testtopicnames-"; len(a) < len(want) || a[:len(want)] != want {
+		t.Fatalf("Topic = %s", a)
+	}
+}
+
+func TestStandaloneLifecycle(t *testing.T) {
+	Pending(t, "meridian standalone is not runnable yet")
+	p := StartStandalone(t, Options{})
+	if err := checkReady(context.Background(), p.WebURL()); err != nil {
+		t.Fatalf("not ready after Start: %v", err)
+	}
+	p.Restart() // SIGKILL, then the same ports and data dir
+	if err := p.Stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	if p.Running() {
+		t.Fatal("still running after Stop")
+	}
+	p.Start()
+}

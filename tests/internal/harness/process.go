@@ -1,0 +1,316 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Options configures a `meridian standalone` process. Zero values mean the harness's defaults:
+// free loopback ports, a fresh temporary data dir, the broker's own defaults for everything else.
+type Options struct {
+	Cluster           string   // --cluster; empty: the broker's default ("standalone")
+	DataDir           string   // --data-dir; empty: a new t.TempDir()
+	BrokerAddr        string   // --broker-addr; empty: 127.0.0.1:<free port>
+	WebAddr           string   // --web-addr; empty: 127.0.0.1:<free port>
+	MaxMessageSize    int      // --max-message-size; 0: broker default
+	Dedup             bool     // --dedup
+	FsyncInterval     bool     // --fsync interval instead of always
+	NoAutoTopicCreate bool     // --auto-topic-creation=false
+	ConfigStore       string   // --config-store URL (e.g. an embedded etcd's)
+	ExtraArgs         []string // appended after the flags above
+	Env               []string // extra environment (KEY=VALUE) for the process
+
+	// ReadyTimeout bounds the wait for GET /admin/v2/brokers/ready after every start; 0 means 30 s.
+	ReadyTimeout time.Duration
+	// StopTimeout bounds a graceful SIGTERM shutdown; 0 means 5 s (DESIGN.md §7). A slower or failed
+	// shutdown fails the test.
+	StopTimeout time.Duration
+}
+
+// Process is one `meridian standalone` OS process that can be stopped, killed and restarted on the
+// same ports and data dir. It is not safe for concurrent use by several goroutines.
+type Process struct {
+	t       testing.TB
+	bin     string
+	opts    Options
+	logPath string
+	logFile *os.File
+
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the current process has exited
+	waitErr error         // cmd.Wait's result, valid after exited is closed
+	starts  int
+}
+
+var processSeq struct {
+	sync.Mutex
+	n int
+}
+
+// StartStandalone builds (once) and starts `meridian standalone`, waits until it is ready and
+// registers a Cleanup that stops it gracefully and fails the test if it crashed, panicked, raced or
+// did not shut down within StopTimeout.
+func StartStandalone(t testing.TB, opts Options) *Process {
+	t.Helper()
+	p := NewStandalone(t, opts)
+	p.Start()
+	return p
+}
+
+// NewStandalone prepares a standalone process without starting it (call Start).
+func NewStandalone(t testing.TB, opts Options) *Process {
+	t.Helper()
+	bin := MeridianBinary(t)
+	if opts.DataDir == "" {
+		opts.DataDir = filepath.Join(t.TempDir(), "data")
+	}
+	if opts.BrokerAddr == "" {
+		opts.BrokerAddr = FreeAddr(t)
+	}
+	if opts.WebAddr == "" {
+		opts.WebAddr = FreeAddr(t)
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	if opts.StopTimeout == 0 {
+		opts.StopTimeout = 5 * time.Second
+	}
+	processSeq.Lock()
+	processSeq.n++
+	n := processSeq.n
+	processSeq.Unlock()
+	logPath := filepath.Join(t.TempDir(), fmt.Sprintf("meridian-%d.log", n))
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("harness: create log file: %v", err)
+	}
+	p := &Process{t: t, bin: bin, opts: opts, logPath: logPath, logFile: f}
+	t.Cleanup(p.cleanup)
+	return p
+}
+
+// Args returns the command line (without the binary) the process is started with.
+func (p *Process) Args() []string {
+	o := p.opts
+	args := []string{"standalone",
+		"--data-dir", o.DataDir,
+		"--broker-addr", o.BrokerAddr,
+		"--web-addr", o.WebAddr,
+	}
+	if o.Cluster != "" {
+		args = append(args, "--cluster", o.Cluster)
+	}
+	if o.MaxMessageSize > 0 {
+		args = append(args, "--max-message-size", strconv.Itoa(o.MaxMessageSize))
+	}
+	if o.Dedup {
+		args = append(args, "--dedup")
+	}
+	if o.FsyncInterval {
+		args = append(args, "--fsync", "interval")
+	}
+	if o.NoAutoTopicCreate {
+		args = append(args, "--auto-topic-creation=false")
+	}
+	if o.ConfigStore != "" {
+		args = append(args, "--config-store", o.ConfigStore)
+	}
+	return append(args, o.ExtraArgs...)
+}
+
+// ServiceURL is the binary-protocol URL, pulsar://host:port.
+func (p *Process) ServiceURL() string { return "pulsar://" + p.opts.BrokerAddr }
+
+// WebURL is the admin REST base URL, http://host:port.
+func (p *Process) WebURL() string { return "http://" + p.opts.WebAddr }
+
+// DataDir is the process's data directory (kept across restarts).
+func (p *Process) DataDir() string { return p.opts.DataDir }
+
+// Cluster is the cluster name the process runs (the broker default when not set).
+func (p *Process) Cluster() string {
+	if p.opts.Cluster == "" {
+		return "standalone"
+	}
+	return p.opts.Cluster
+}
+
+// Running reports whether the process has been started and has not exited.
+func (p *Process) Running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Start starts the process (again, after Stop or Kill, on the same ports and data dir) and waits for
+// readiness; it fails the test if the process exits or is not ready within ReadyTimeout.
+func (p *Process) Start() {
+	p.t.Helper()
+	if p.Running() {
+		p.t.Fatalf("harness: Start: process already running")
+	}
+	p.starts++
+	fmt.Fprintf(p.logFile, "==== harness: start #%d: %s %s\n", p.starts, p.bin, strings.Join(p.Args(), " "))
+	cmd := exec.Command(p.bin, p.Args()...)
+	cmd.Stdout = p.logFile
+	cmd.Stderr = p.logFile
+	cmd.Env = append(os.Environ(), p.opts.Env...)
+	// If the test binary dies, the kernel kills the broker too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("harness: start meridian: %v", err)
+	}
+	p.cmd = cmd
+	exited := make(chan struct{})
+	p.exited = exited
+	go func() { // owned by p; ends when the process exits, which cleanup guarantees
+		p.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ReadyTimeout)
+	defer cancel()
+	err := WaitFor(ctx, func(ctx context.Context) error {
+		select {
+		case <-exited:
+			return errProcessExited
+		default:
+		}
+		return checkReady(ctx, p.WebURL())
+	})
+	if err != nil {
+		select {
+		case <-exited:
+			p.t.Fatalf("harness: meridian exited before it was ready (%v); log:\n%s", p.waitErr, p.tail(60))
+		default:
+		}
+		p.t.Fatalf("harness: meridian not ready within %v: %v; log:\n%s", p.opts.ReadyTimeout, err, p.tail(60))
+	}
+}
+
+var errProcessExited = errors.New("process exited")
+
+func checkReady(ctx context.Context, webURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, webURL+"/admin/v2/brokers/ready", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("ready: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Stop sends SIGTERM and waits up to StopTimeout for a clean exit (status 0). It returns an error
+// (after killing the process) if the process exits with another status or does not exit in time.
+func (p *Process) Stop() error {
+	if !p.Running() {
+		return nil
+	}
+	start := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		fmt.Fprintf(p.logFile, "==== harness: SIGTERM exit after %v: %v\n", time.Since(start).Round(time.Millisecond), p.waitErr)
+		if p.waitErr != nil {
+			return fmt.Errorf("meridian exited with %v after SIGTERM", p.waitErr)
+		}
+		return nil
+	case <-time.After(p.opts.StopTimeout):
+		p.Kill()
+		return fmt.Errorf("meridian did not exit within %v of SIGTERM (killed)", p.opts.StopTimeout)
+	}
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (p *Process) Kill() {
+	if !p.Running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	fmt.Fprintf(p.logFile, "==== harness: SIGKILL\n")
+}
+
+// Restart kills the process with SIGKILL and starts it again on the same ports and data dir.
+func (p *Process) Restart() {
+	p.t.Helper()
+	p.Kill()
+	p.Start()
+}
+
+// Logs returns everything the process (all its starts) wrote so far.
+func (p *Process) Logs() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read log: %v)", err)
+	}
+	return string(b)
+}
+
+func (p *Process) tail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.Logs(), "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... (%d lines omitted)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// logProblems lists lines showing that the broker panicked, crashed or raced.
+func (p *Process) logProblems() []string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var found []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, marker := range []string{"panic:", "fatal error:", "WARNING: DATA RACE"} {
+			if strings.HasPrefix(strings.TrimSpace(line), marker) {
+				found = append(found, line)
+			}
+		}
+	}
+	return found
+}
+
+func (p *Process) cleanup() {
+	if err := p.Stop(); err != nil {
+		p.t.Errorf("harness: %v", err)
+	}
+	if problems := p.logProblems(); len(problems) > 0 {
+		p.t.Errorf("harness: the broker log shows a crash or race: %s", strings.Join(problems, "; "))
+	}
+	if p.t.Failed() || os.Getenv("MERIDIAN_KEEP_LOGS") == "1" {
+		p.t.Logf("meridian log (%s):\n%s", p.logPath, p.tail(200))
+	}
+	_ = p.logFile.Close()
+}

@@ -1,0 +1,59 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+)
+
+// PollInterval is how often WaitFor re-checks its condition.
+const PollInterval = 20 * time.Millisecond
+
+// WaitFor calls cond every PollInterval until it returns nil or ctx ends; it returns the last error
+// of cond, wrapped with ctx's error, when the deadline passes.
+func WaitFor(ctx context.Context, cond func(context.Context) error) error {
+	ticker := time.NewTicker(PollInterval)
+	defer ticker.Stop()
+	for {
+		err := cond(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-ticker.C:
+		}
+	}
+}
+
+// Eventually fails the test unless cond returns nil within timeout. what names the condition in the
+// failure message.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := WaitFor(ctx, func(context.Context) error { return cond() }); err != nil {
+		t.Fatalf("waiting %v for %s: %v", timeout, what, err)
+	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. Another process may take it
+// before it is used; the risk is accepted for tests on a loopback interface.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("harness: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// FreeAddr returns "127.0.0.1:<free port>".
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+}
