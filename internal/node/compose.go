@@ -6,9 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/metadata/stores"
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/server"
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
@@ -18,6 +24,12 @@ type components struct {
 	localStore  metadata.Store
 	configStore metadata.Store // == localStore without --config-store
 	ownsConfig  bool           // configStore is ours to close
+	catalog     *catalog.Catalog
+	broker      *broker.Broker
+	server      *server.Server
+
+	watchStop func()         // ends the catalog subscription that feeds the broker
+	bg        sync.WaitGroup // background goroutines: server accept loop, policy watcher
 }
 
 // storageDir is where the storage engine keeps its files inside the data dir.
@@ -26,6 +38,10 @@ func storageDir(dataDir string) string { return filepath.Join(dataDir, "storage"
 // compose builds the components and starts serving. Called from start with the listeners bound.
 func (n *Node) compose(ctx context.Context) error {
 	c := &n.components
+	log := n.opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	sync := storage.SyncAlways
 	if n.opts.Fsync == FsyncInterval {
 		sync = storage.SyncInterval
@@ -34,12 +50,15 @@ func (n *Node) compose(ctx context.Context) error {
 	c.engine, err = storage.Open(ctx, storage.Options{
 		Dir:          storageDir(n.opts.DataDir),
 		Sync:         sync,
-		MaxEntrySize: n.opts.MaxMessageSize + frameOverhead,
-		Logger:       n.opts.Logger,
+		MaxEntrySize: n.opts.MaxMessageSize + server.FramePadding,
+		Logger:       log.With("component", "storage"),
 	})
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)
 	}
+
+	// The local store is a bbolt file with an exclusive lock: one instance serves both roles unless
+	// a configuration store is given.
 	c.localStore, err = stores.Open(ctx, "", n.opts.DataDir)
 	if err != nil {
 		return fmt.Errorf("open local metadata store: %w", err)
@@ -56,16 +75,125 @@ func (n *Node) compose(ctx context.Context) error {
 	default:
 		c.configStore = c.localStore
 	}
+
+	c.catalog, err = catalog.New(ctx, c.configStore, log.With("component", "catalog"))
+	if err != nil {
+		return fmt.Errorf("load catalog: %w", err)
+	}
+	if err := n.bootstrap(ctx); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+
+	c.broker, err = broker.New(broker.Config{
+		Cluster:           n.opts.Cluster,
+		DedupDefault:      n.opts.Dedup,
+		AutoTopicCreation: n.opts.AutoTopicCreation,
+	}, broker.Deps{
+		Storage:  c.engine,
+		Policies: policySource{cat: c.catalog},
+		Logger:   log.With("component", "broker"),
+	})
+	if err != nil {
+		return fmt.Errorf("start broker: %w", err)
+	}
+	n.followPolicies()
+
+	c.server, err = server.New(server.Options{
+		Broker:            c.broker,
+		Catalog:           serverCatalog{cat: c.catalog, broker: c.broker},
+		ServiceURL:        n.serviceURL,
+		MaxMessageSize:    n.opts.MaxMessageSize,
+		KeepAliveInterval: n.opts.KeepAliveInterval,
+		Logger:            log,
+	})
+	if err != nil {
+		return err
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		if err := c.server.Serve(n.brokerLn); err != nil && !errors.Is(err, server.ErrServerClosed) {
+			n.fatal(fmt.Errorf("broker listener: %w", err))
+		}
+	}()
+	return n.mountAdmin()
+}
+
+// bootstrap runs on every start: register (or update) this cluster with its advertised URLs,
+// and create tenant public and namespace public/default when they do not exist. With a shared
+// configuration store another cluster may have created them already; they are then left alone.
+func (n *Node) bootstrap(ctx context.Context) error {
+	cat := n.components.catalog
+	if err := cat.EnsureCluster(ctx, n.opts.Cluster, adminapi.ClusterData{
+		ServiceURL:       n.webURL,
+		BrokerServiceURL: n.serviceURL,
+	}); err != nil {
+		return fmt.Errorf("register cluster %s: %w", n.opts.Cluster, err)
+	}
+	if err := cat.EnsureTenant(ctx, naming.DefaultTenant, adminapi.TenantInfo{AllowedClusters: []string{n.opts.Cluster}}); err != nil {
+		return fmt.Errorf("create tenant %s: %w", naming.DefaultTenant, err)
+	}
+	policies := adminapi.NewPolicies()
+	policies.ReplicationClusters = []string{n.opts.Cluster}
+	ns := naming.DefaultTenant + "/" + naming.DefaultNamespace
+	if err := cat.EnsureNamespace(ctx, ns, policies); err != nil {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
 	return nil
 }
 
-// frameOverhead is what a stored entry may carry beyond the message itself (Pulsar's frame padding:
-// the checksum, metadata and batch headers).
-const frameOverhead = 10 * 1024
+// followPolicies tells the broker about policy changes (namespace and topic policies, partition
+// counts), so loaded topics pick them up within the catalog's watch latency.
+func (n *Node) followPolicies() {
+	c := &n.components
+	events, stop := c.catalog.Subscribe()
+	c.watchStop = stop
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		for ev := range events {
+			switch ev.Kind {
+			case catalog.EventNamespace:
+				if ns, err := naming.ParseNamespace(ev.Name); err == nil {
+					c.broker.PoliciesChanged(ns)
+				}
+			case catalog.EventTopicPolicies, catalog.EventPartitionedTopic:
+				if t, err := naming.ParseTopic(ev.Name); err == nil {
+					c.broker.PoliciesChanged(t.NamespaceName())
+				}
+			case catalog.EventResync:
+				for _, ns := range c.catalog.AllNamespaces() {
+					if name, err := naming.ParseNamespace(ns); err == nil {
+						c.broker.PoliciesChanged(name)
+					}
+				}
+			}
+		}
+	}()
+}
 
 // close stops the components in reverse start order.
 func (c *components) close(ctx context.Context, log *slog.Logger) error {
 	var errs []error
+	if c.server != nil {
+		if err := c.server.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close server: %w", err))
+		}
+	}
+	if c.watchStop != nil {
+		c.watchStop()
+	}
+	if c.broker != nil {
+		if err := c.broker.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close broker: %w", err))
+		}
+	}
+	c.bg.Wait()
+	if c.catalog != nil {
+		if err := c.catalog.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close catalog: %w", err))
+		}
+	}
 	if c.engine != nil {
 		if err := c.engine.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close storage: %w", err))
@@ -81,7 +209,9 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 			errs = append(errs, fmt.Errorf("close local metadata store: %w", err))
 		}
 	}
-	_ = ctx
-	_ = log
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		log.Warn("shutdown had errors", "err", err)
+		return err
+	}
+	return nil
 }

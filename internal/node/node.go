@@ -182,8 +182,8 @@ func (n *Node) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ShutdownTimeout)
 	defer cancel()
 	var errs []error
-	if n.brokerLn != nil {
-		_ = n.brokerLn.Close() // the server closes it too; closing first stops new clients at once
+	if n.brokerLn != nil && n.components.server == nil {
+		_ = n.brokerLn.Close() // never served; the server closes it otherwise
 	}
 	errs = append(errs, n.components.close(ctx, n.log))
 	if n.web != nil {
