@@ -1,0 +1,307 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
+)
+
+// topicService adapts the broker core to admin.TopicService. Names are full topic names of
+// non-partitioned topics or single partitions (the admin layer fans out partitioned topics).
+type topicService struct {
+	broker *broker.Broker
+	cat    *catalog.Catalog
+}
+
+var _ admin.TopicService = topicService{}
+
+// adminErr translates broker errors into the admin package's sentinels (which carry Pulsar's HTTP
+// status and reason); notFound is the sentinel for "missing" in this operation's context.
+func adminErr(err error, busy error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrNamespaceNotFound):
+		return fmt.Errorf("%w: %v", admin.ErrTopicNotFound, err)
+	case errors.Is(err, broker.ErrSubscriptionNotFound):
+		return fmt.Errorf("%w: %v", admin.ErrSubscriptionNotFound, err)
+	case errors.Is(err, broker.ErrNotAllowed) && busy != nil:
+		return fmt.Errorf("%w: %v", busy, err)
+	case errors.Is(err, broker.ErrInvalidRequest), errors.Is(err, naming.ErrInvalidName):
+		return fmt.Errorf("%w: %v", admin.ErrInvalidArgument, err)
+	case errors.Is(err, broker.ErrServiceNotReady), errors.Is(err, broker.ErrBrokerClosed), errors.Is(err, broker.ErrTopicFenced):
+		return fmt.Errorf("%w: %v", admin.ErrNotReady, err)
+	}
+	return err
+}
+
+func parseAdminTopic(topic string) (naming.TopicName, error) {
+	t, err := naming.ParseTopic(topic)
+	if err != nil {
+		return naming.TopicName{}, fmt.Errorf("%w: %v", admin.ErrInvalidArgument, err)
+	}
+	if !t.IsPersistent() {
+		return naming.TopicName{}, fmt.Errorf("%w: non-persistent topics are not supported yet", admin.ErrNotSupported)
+	}
+	return t, nil
+}
+
+// topic returns the existing topic, loading it if needed, without creating it.
+func (s topicService) topic(ctx context.Context, topic string) (*broker.Topic, naming.TopicName, error) {
+	name, err := parseAdminTopic(topic)
+	if err != nil {
+		return nil, name, err
+	}
+	t, err := s.broker.GetTopic(ctx, name, false)
+	if err != nil {
+		return nil, name, adminErr(err, nil)
+	}
+	return t, name, nil
+}
+
+func (s topicService) ListTopics(ctx context.Context, namespace string) ([]string, error) {
+	ns, err := naming.ParseNamespace(namespace)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", admin.ErrInvalidArgument, err)
+	}
+	topics, err := s.broker.ListTopics(ctx, ns)
+	if err != nil && !errors.Is(err, broker.ErrNamespaceNotFound) {
+		return nil, adminErr(err, nil)
+	}
+	out := make([]string, 0, len(topics))
+	for _, t := range topics {
+		out = append(out, t.String())
+	}
+	return out, nil
+}
+
+func (s topicService) CreateTopic(ctx context.Context, topic string, properties map[string]string) error {
+	name, err := parseAdminTopic(topic)
+	if err != nil {
+		return err
+	}
+	if err := s.broker.CreateTopic(ctx, name); err != nil {
+		return adminErr(err, admin.ErrTopicExists)
+	}
+	if len(properties) > 0 {
+		return s.cat.UpdateTopicPolicies(ctx, name.String(), func(p *adminapi.TopicPolicies) error {
+			p.Properties = properties
+			return nil
+		})
+	}
+	return nil
+}
+
+func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool) error {
+	name, err := parseAdminTopic(topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(s.broker.DeleteTopic(ctx, name, force), admin.ErrTopicBusy)
+}
+
+// convertJSON copies between the broker's stats types and adminapi's: both carry Pulsar's JSON
+// field names, so a JSON round trip is the one mapping to maintain.
+func convertJSON(from, to any) error {
+	raw, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, to)
+}
+
+func (s topicService) TopicStats(ctx context.Context, topic string, opts adminapi.GetStatsOptions) (adminapi.TopicStats, error) {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return adminapi.TopicStats{}, err
+	}
+	var out adminapi.TopicStats
+	if err := convertJSON(t.Stats(), &out); err != nil {
+		return adminapi.TopicStats{}, fmt.Errorf("topic stats: %w", err)
+	}
+	if opts.ExcludePublishers {
+		out.Publishers = nil
+	}
+	if opts.ExcludeConsumers {
+		for name, sub := range out.Subscriptions {
+			sub.Consumers = nil
+			out.Subscriptions[name] = sub
+		}
+	}
+	return out, nil
+}
+
+func (s topicService) InternalStats(ctx context.Context, topic string) (adminapi.PersistentTopicInternalStats, error) {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return adminapi.PersistentTopicInternalStats{}, err
+	}
+	var out adminapi.PersistentTopicInternalStats
+	if err := convertJSON(t.InternalStats(), &out); err != nil {
+		return out, fmt.Errorf("internal stats: %w", err)
+	}
+	return out, nil
+}
+
+func messageID(p storage.Position, name naming.TopicName) adminapi.MessageID {
+	return adminapi.MessageID{LedgerID: p.LedgerID, EntryID: p.EntryID, PartitionIndex: name.PartitionIndex, BatchIndex: -1}
+}
+
+func (s topicService) LastMessageID(ctx context.Context, topic string) (adminapi.MessageID, error) {
+	t, name, err := s.topic(ctx, topic)
+	if err != nil {
+		return adminapi.MessageID{}, err
+	}
+	return messageID(t.LastPosition(), name), nil
+}
+
+func (s topicService) MessageIDByTimestamp(context.Context, string, int64) (adminapi.MessageID, error) {
+	return adminapi.MessageID{}, fmt.Errorf("%w: message id by timestamp", admin.ErrNotSupported)
+}
+
+func (s topicService) Unload(ctx context.Context, topic string) error {
+	name, err := parseAdminTopic(topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(s.broker.UnloadTopic(ctx, name), nil)
+}
+
+func (s topicService) Subscriptions(ctx context.Context, topic string) ([]string, error) {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	return t.Subscriptions(), nil
+}
+
+func position(id adminapi.MessageID) storage.Position {
+	return storage.Position{LedgerID: id.LedgerID, EntryID: id.EntryID}
+}
+
+func (s topicService) CreateSubscription(ctx context.Context, topic, sub string, start adminapi.MessageID, replicated bool, _ map[string]string) error {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(t.CreateSubscription(ctx, sub, position(start), replicated), admin.ErrSubscriptionExists)
+}
+
+func (s topicService) DeleteSubscription(ctx context.Context, topic, sub string, force bool) error {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(t.DeleteSubscription(ctx, sub, force), admin.ErrSubscriptionBusy)
+}
+
+func (s topicService) ResetCursor(ctx context.Context, topic, sub string, id adminapi.MessageID) error {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(t.ResetSubscription(ctx, sub, position(id)), nil)
+}
+
+func (s topicService) ResetCursorToTime(ctx context.Context, topic, sub string, ts int64) error {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(t.ResetSubscriptionByTime(ctx, sub, ts), nil)
+}
+
+func (s topicService) SkipMessages(ctx context.Context, topic, sub string, n int64) error {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(t.Skip(ctx, sub, int(n)), nil)
+}
+
+func (s topicService) ClearBacklog(ctx context.Context, topic, sub string) error {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(t.SkipAll(ctx, sub), nil)
+}
+
+func (s topicService) ExpireMessages(context.Context, string, string, int64) error {
+	return fmt.Errorf("%w: expire messages", admin.ErrNotSupported)
+}
+
+func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int) (adminapi.RawMessage, error) {
+	t, name, err := s.topic(ctx, topic)
+	if err != nil {
+		return adminapi.RawMessage{}, err
+	}
+	if n < 1 {
+		return adminapi.RawMessage{}, fmt.Errorf("%w: message position %d, want 1 or more", admin.ErrInvalidArgument, n)
+	}
+	entries, err := t.Peek(ctx, sub, n)
+	if err != nil {
+		return adminapi.RawMessage{}, adminErr(err, nil)
+	}
+	if len(entries) < n {
+		return adminapi.RawMessage{}, fmt.Errorf("%w: the backlog holds %d entries", admin.ErrMessageNotFound, len(entries))
+	}
+	return rawMessage(entries[n-1], name)
+}
+
+func (s topicService) GetMessageByID(ctx context.Context, topic string, ledgerID, entryID int64) (adminapi.RawMessage, error) {
+	t, name, err := s.topic(ctx, topic)
+	if err != nil {
+		return adminapi.RawMessage{}, err
+	}
+	e, err := t.ReadEntry(ctx, storage.Position{LedgerID: ledgerID, EntryID: entryID})
+	if err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			return adminapi.RawMessage{}, fmt.Errorf("%w: %d:%d", admin.ErrMessageNotFound, ledgerID, entryID)
+		}
+		return adminapi.RawMessage{}, adminErr(err, nil)
+	}
+	return rawMessage(e, name)
+}
+
+// rawMessage decodes a stored entry for the admin API.
+func rawMessage(e storage.Entry, name naming.TopicName) (adminapi.RawMessage, error) {
+	parts, err := wire.ParseEntry(e.Data)
+	if err != nil {
+		return adminapi.RawMessage{}, fmt.Errorf("entry %s: %w", e.Position, err)
+	}
+	md, err := wire.DecodeMetadata(e.Data)
+	if err != nil {
+		return adminapi.RawMessage{}, fmt.Errorf("entry %s: %w", e.Position, err)
+	}
+	m := adminapi.RawMessage{
+		ID:               messageID(e.Position, name),
+		Payload:          parts.Body,
+		PublishTime:      int64(md.GetPublishTime()),
+		EventTime:        int64(md.GetEventTime()),
+		Batched:          md.NumMessagesInBatch != nil,
+		NumBatchMessages: int(md.GetNumMessagesInBatch()),
+		PartitionKey:     md.GetPartitionKey(),
+		ProducerName:     md.GetProducerName(),
+		SequenceID:       int64(md.GetSequenceId()),
+		ReplicatedFrom:   md.GetReplicatedFrom(),
+		Compression:      md.GetCompression().String(),
+		UncompressedSize: int(md.GetUncompressedSize()),
+	}
+	if len(md.GetProperties()) > 0 {
+		m.Properties = make(map[string]string, len(md.GetProperties()))
+		for _, kv := range md.GetProperties() {
+			m.Properties[kv.GetKey()] = kv.GetValue()
+		}
+	}
+	return m, nil
+}
