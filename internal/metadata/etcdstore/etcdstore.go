@@ -61,9 +61,9 @@ type Store struct {
 	closing chan struct{}
 	wg      sync.WaitGroup // watches and session keepalives
 
-	mu        sync.Mutex
-	closed    bool
-	sessions  map[*session]struct{}
+	mu       sync.Mutex
+	closed   bool
+	sessions map[*session]struct{}
 	// Watches retrying after a failure, for Health: how many, the latest error, since when.
 	failingWatches int
 	watchErr       error
