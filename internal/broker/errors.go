@@ -1,50 +1,53 @@
 package broker
 
-import "errors"
+import (
+	"fmt"
+
+	"github.com/meridian-mq/meridian/internal/wire"
+)
 
 // Sentinel errors. Every error the broker returns wraps one of these (or a storage error, which the
-// server should report as PersistenceError). The comment names the Pulsar ServerError code the
-// server sends for it.
+// server reports as PersistenceError). Each is, or wraps, the internal/wire sentinel of the Pulsar
+// ServerError code the server sends for it, so wire.ServerErrorOf(err) maps any broker error.
 var (
-	// ErrTopicNotFound: the topic does not exist and may not be created here. ServerError TopicNotFound.
-	ErrTopicNotFound = errors.New("topic not found")
-	// ErrNamespaceNotFound: the topic's namespace does not exist. ServerError TopicNotFound (as Pulsar,
-	// which reports a missing namespace on lookup/produce as a missing topic).
-	ErrNamespaceNotFound = errors.New("namespace not found")
-	// ErrProducerBusy: a producer with that name is already connected, or an exclusive producer holds
-	// the topic. ServerError ProducerBusy.
-	ErrProducerBusy = errors.New("producer busy")
-	// ErrProducerFenced: the producer was fenced by a newer exclusive producer or a higher topic
-	// epoch. ServerError ProducerFenced.
-	ErrProducerFenced = errors.New("producer fenced")
+	// ErrTopicNotFound: the topic does not exist and may not be created here. TopicNotFound.
+	ErrTopicNotFound = wire.ErrTopicNotFound
+	// ErrNamespaceNotFound: the topic's namespace does not exist. TopicNotFound (as Pulsar reports a
+	// missing namespace on produce/subscribe).
+	ErrNamespaceNotFound = fmt.Errorf("namespace not found: %w", wire.ErrTopicNotFound)
+	// ErrProducerBusy: a producer with that name is already connected, or an exclusive producer
+	// holds the topic. ProducerBusy.
+	ErrProducerBusy = wire.ErrProducerBusy
+	// ErrProducerFenced: fenced by a newer exclusive producer or a higher topic epoch. ProducerFenced.
+	ErrProducerFenced = wire.ErrProducerFenced
 	// ErrConsumerBusy: the subscription is Exclusive and taken, or of another type while it has
-	// consumers. ServerError ConsumerBusy.
-	ErrConsumerBusy = errors.New("consumer busy")
-	// ErrSubscriptionNotFound: admin operation on a missing subscription. ServerError SubscriptionNotFound.
-	ErrSubscriptionNotFound = errors.New("subscription not found")
-	// ErrConsumerNotFound: the consumer was closed. ServerError MetadataError with "Consumer not found".
-	ErrConsumerNotFound = errors.New("consumer not found")
-	// ErrProducerClosed: Publish on a closed producer. The server closes the connection's producer.
-	ErrProducerClosed = errors.New("producer closed")
-	// ErrTopicTerminated: the topic is terminated. ServerError TopicTerminatedError.
-	ErrTopicTerminated = errors.New("topic terminated")
-	// ErrTopicFenced: the topic is closing, unloading or its storage is fenced. ServerError
-	// ServiceNotReady (the client retries, as after a Pulsar topic unload).
-	ErrTopicFenced = errors.New("topic fenced")
+	// consumers. ConsumerBusy.
+	ErrConsumerBusy = wire.ErrConsumerBusy
+	// ErrSubscriptionNotFound: operation on a missing subscription. SubscriptionNotFound.
+	ErrSubscriptionNotFound = wire.ErrSubscriptionNotFound
+	// ErrConsumerNotFound: the consumer was closed. MetadataError ("Consumer not found"), as Pulsar.
+	ErrConsumerNotFound = fmt.Errorf("consumer not found: %w", wire.ErrMetadata)
+	// ErrProducerClosed: Publish on a closed producer. ServiceNotReady.
+	ErrProducerClosed = fmt.Errorf("producer closed: %w", wire.ErrServiceNotReady)
+	// ErrTopicTerminated: the topic is terminated. TopicTerminatedError.
+	ErrTopicTerminated = wire.ErrTopicTerminated
+	// ErrTopicFenced: the topic is closing, unloading or its storage is fenced. ServiceNotReady (the
+	// client retries, as after a Pulsar topic unload).
+	ErrTopicFenced = fmt.Errorf("topic fenced: %w", wire.ErrServiceNotReady)
 	// ErrNotAllowed: the operation is refused (e.g. a non-forced unsubscribe with other consumers
-	// attached, deleting a topic in use). ServerError NotAllowedError.
-	ErrNotAllowed = errors.New("not allowed")
+	// attached, deleting a topic in use). NotAllowedError.
+	ErrNotAllowed = wire.ErrNotAllowed
 	// ErrDedupUnknown: the sequence id is between the last persisted and the last pushed one of its
-	// producer; its fate is not known yet. ServerError PersistenceError (the client reconnects and
-	// resends, as with Pulsar).
-	ErrDedupUnknown = errors.New("deduplication status unknown")
+	// producer; its fate is not known yet. PersistenceError (the client reconnects and resends, as
+	// with Pulsar).
+	ErrDedupUnknown = fmt.Errorf("deduplication status unknown: %w", wire.ErrPersistence)
 	// ErrInvalidRequest: arguments out of range (lowest sequence id above highest, bad message id).
-	// ServerError MetadataError.
-	ErrInvalidRequest = errors.New("invalid request")
-	// ErrPersistence: storage failed. ServerError PersistenceError.
-	ErrPersistence = errors.New("persistence error")
-	// ErrServiceNotReady: the broker is closing or the topic still loading. ServerError ServiceNotReady.
-	ErrServiceNotReady = errors.New("service not ready")
-	// ErrBrokerClosed: the broker was closed. ServerError ServiceNotReady.
-	ErrBrokerClosed = errors.New("broker closed")
+	// MetadataError.
+	ErrInvalidRequest = fmt.Errorf("invalid request: %w", wire.ErrMetadata)
+	// ErrPersistence: storage failed. PersistenceError.
+	ErrPersistence = wire.ErrPersistence
+	// ErrServiceNotReady: the broker is closing or the topic still loading. ServiceNotReady.
+	ErrServiceNotReady = wire.ErrServiceNotReady
+	// ErrBrokerClosed: the broker was closed. ServiceNotReady.
+	ErrBrokerClosed = fmt.Errorf("broker closed: %w", wire.ErrServiceNotReady)
 )

@@ -1,0 +1,501 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/storage"
+)
+
+// brokerState is the broker's implementation.
+type brokerState struct {
+	cfg            Config
+	storage        *storage.Engine
+	policies       PolicySource
+	log            *slog.Logger
+	clock          Clock
+	publishLimiter *MemoryLimiter
+
+	producerSeq atomic.Uint64
+	consumerSeq atomic.Uint64
+
+	mu      sync.Mutex
+	closed  bool
+	topics  map[string]*topicState // by full name
+	loading map[string]*topicLoad
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// topicLoad is one in-progress topic load shared by concurrent callers.
+type topicLoad struct {
+	done chan struct{}
+	t    *topicState
+	err  error
+}
+
+func newBroker(cfg Config, deps Deps) (*Broker, error) {
+	if deps.Storage == nil {
+		return nil, errors.New("broker: Deps.Storage is required")
+	}
+	if cfg.BrokerID == "" {
+		cfg.BrokerID = "0"
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = "standalone"
+	}
+	if cfg.DedupSnapshotInterval <= 0 {
+		cfg.DedupSnapshotInterval = 1000
+	}
+	if cfg.DispatchMaxEntries <= 0 {
+		cfg.DispatchMaxEntries = 100
+	}
+	if cfg.DispatchMaxBytes <= 0 {
+		cfg.DispatchMaxBytes = 5 << 20
+	}
+	if cfg.MaxPublishBytesInFlight == 0 {
+		cfg.MaxPublishBytesInFlight = 256 << 20
+	}
+	if cfg.StatsInterval <= 0 {
+		cfg.StatsInterval = 5 * time.Second
+	}
+	if cfg.ReplicatorPrefix == "" {
+		cfg.ReplicatorPrefix = "pulsar.repl"
+	}
+	b := &brokerState{
+		cfg:            cfg,
+		storage:        deps.Storage,
+		policies:       deps.Policies,
+		log:            deps.Logger,
+		clock:          deps.Clock,
+		publishLimiter: NewMemoryLimiter(max(cfg.MaxPublishBytesInFlight, 0), 0, nil),
+		topics:         make(map[string]*topicState),
+		loading:        make(map[string]*topicLoad),
+	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	b.log = b.log.With(slog.String("component", "broker"))
+	if b.clock == nil {
+		b.clock = systemClock{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.stop = cancel
+	b.wg.Add(1)
+	go b.statsLoop(ctx)
+	return &Broker{b: b}, nil
+}
+
+func (b *brokerState) nowMs() int64 { return b.clock.Now().UnixMilli() }
+
+// nextProducerName generates "<cluster>-<brokerID>-<n>", unique for the broker's lifetime; the
+// start-up time keeps names unique across restarts too.
+func (b *brokerState) nextProducerName() string {
+	return b.cfg.Cluster + "-" + b.cfg.BrokerID + "-" + strconv.FormatInt(b.startStamp(), 36) + "-" + strconv.FormatUint(b.producerSeq.Add(1)-1, 10)
+}
+
+var processStart = time.Now().UnixMilli() % (1 << 40)
+
+func (b *brokerState) startStamp() int64 { return processStart }
+
+func (b *brokerState) nextConsumerName() string {
+	return "consumer-" + strconv.FormatUint(b.consumerSeq.Add(1), 10)
+}
+
+// topicPolicies asks the policy source (or returns defaults).
+func (b *brokerState) topicPolicies(ctx context.Context, name naming.TopicName) (TopicPolicies, error) {
+	if b.policies == nil {
+		return TopicPolicies{}, nil
+	}
+	pol, err := b.policies.TopicPolicies(ctx, name)
+	if err != nil {
+		return TopicPolicies{}, fmt.Errorf("policies of %s: %w", name, err)
+	}
+	return pol, nil
+}
+
+func (b *brokerState) getTopic(ctx context.Context, name naming.TopicName, create bool) (*Topic, error) {
+	if !name.IsPersistent() {
+		return nil, fmt.Errorf("topic %s: non-persistent topics are not supported yet: %w", name, ErrNotAllowed)
+	}
+	key := name.String()
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil, ErrBrokerClosed
+		}
+		if t := b.topics[key]; t != nil {
+			b.mu.Unlock()
+			return t.public, nil
+		}
+		if l := b.loading[key]; l != nil {
+			b.mu.Unlock()
+			select {
+			case <-l.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if l.err != nil {
+				if errors.Is(l.err, ErrTopicNotFound) && create {
+					continue // that load did not want to create it; this caller may
+				}
+				return nil, l.err
+			}
+			continue
+		}
+		l := &topicLoad{done: make(chan struct{})}
+		b.loading[key] = l
+		b.mu.Unlock()
+
+		// The load outlives a caller that gives up: others may be waiting for it.
+		t, err := b.loadTopic(context.WithoutCancel(ctx), name, create)
+		b.mu.Lock()
+		delete(b.loading, key)
+		if err == nil {
+			if b.closed {
+				err = ErrBrokerClosed
+			} else {
+				b.topics[key] = t
+			}
+		}
+		l.t, l.err = t, err
+		close(l.done)
+		b.mu.Unlock()
+		if err != nil {
+			if t != nil {
+				_ = t.close(context.Background())
+			}
+			return nil, err
+		}
+		return t.public, nil
+	}
+}
+
+// loadTopic opens (or creates) a topic's ledger and recovers its state.
+func (b *brokerState) loadTopic(ctx context.Context, name naming.TopicName, create bool) (*topicState, error) {
+	pol, err := b.topicPolicies(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	exists, err := b.storage.LedgerExists(ctx, name.StorageName())
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: %w", name, err)
+	}
+	if !exists {
+		if err := b.mayCreate(name, pol, create); err != nil {
+			return nil, err
+		}
+	}
+	ledger, err := b.storage.OpenLedger(ctx, name.StorageName())
+	if err != nil {
+		return nil, fmt.Errorf("opening ledger of %s: %w", name, err)
+	}
+	t := newTopicState(b, name, ledger, pol)
+	ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)
+	if err := t.load(ctx, !exists); err != nil {
+		return t, fmt.Errorf("loading %s: %w", name, err)
+	}
+	b.log.Info("topic loaded", slog.String("topic", name.String()), slog.Bool("created", !exists),
+		slog.Bool("dedup", t.dedupEnabled()), slog.String("lastPosition", ledger.LastConfirmed().String()))
+	return t, nil
+}
+
+// mayCreate decides whether a missing topic may be created.
+func (b *brokerState) mayCreate(name naming.TopicName, pol TopicPolicies, create bool) error {
+	if !create {
+		return fmt.Errorf("topic %s: %w", name, ErrTopicNotFound)
+	}
+	if name.IsPartition() && pol.Partitions > 0 {
+		if name.PartitionIndex >= pol.Partitions {
+			return fmt.Errorf("topic %s: partition %d of %d: %w", name, name.PartitionIndex, pol.Partitions, ErrTopicNotFound)
+		}
+		return nil
+	}
+	if !name.IsPartition() && pol.Partitions > 0 {
+		return fmt.Errorf("topic %s is partitioned; use its partitions: %w", name, ErrNotAllowed)
+	}
+	auto := b.cfg.AutoTopicCreation
+	if pol.AutoTopicCreation != nil {
+		auto = *pol.AutoTopicCreation
+	}
+	if !auto {
+		return fmt.Errorf("topic %s (auto topic creation is off): %w", name, ErrTopicNotFound)
+	}
+	return nil
+}
+
+func (b *brokerState) loadedTopic(name naming.TopicName) *Topic {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t := b.topics[name.String()]; t != nil {
+		return t.public
+	}
+	return nil
+}
+
+func (b *brokerState) loadedTopics() []*Topic {
+	b.mu.Lock()
+	out := make([]*Topic, 0, len(b.topics))
+	for _, t := range b.topics {
+		out = append(out, t.public)
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(x, y *Topic) int { return cmp.Compare(x.t.name.String(), y.t.name.String()) })
+	return out
+}
+
+func (b *brokerState) topicExists(ctx context.Context, name naming.TopicName) (bool, error) {
+	if b.loadedTopic(name) != nil {
+		return true, nil
+	}
+	return b.storage.LedgerExists(ctx, name.StorageName())
+}
+
+func (b *brokerState) listTopics(ctx context.Context, ns naming.NamespaceName) ([]naming.TopicName, error) {
+	prefix := ns.Tenant + "/" + ns.Namespace + "/" + string(naming.Persistent) + "/"
+	names, err := b.storage.ListLedgers(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("listing topics of %s: %w", ns, err)
+	}
+	seen := make(map[string]bool)
+	var out []naming.TopicName
+	for _, n := range names {
+		local := strings.TrimPrefix(n, prefix)
+		t, err := naming.NewTopic(naming.Persistent, ns, local)
+		if err != nil {
+			continue
+		}
+		seen[t.String()] = true
+		out = append(out, t)
+	}
+	for _, t := range b.loadedTopics() {
+		if t.t.name.NamespaceName() == ns && !seen[t.t.name.String()] {
+			out = append(out, t.t.name)
+		}
+	}
+	slices.SortFunc(out, func(x, y naming.TopicName) int { return cmp.Compare(x.String(), y.String()) })
+	return out, nil
+}
+
+func (b *brokerState) createTopic(ctx context.Context, name naming.TopicName) error {
+	exists, err := b.topicExists(ctx, name)
+	if err != nil {
+		return err
+	}
+	if exists {
+		return fmt.Errorf("topic %s already exists: %w", name, ErrNotAllowed)
+	}
+	if _, err := b.topicPolicies(ctx, name); err != nil {
+		return err
+	}
+	// Explicit creation ignores the auto-creation policy.
+	key := name.String()
+	b.mu.Lock()
+	if b.topics[key] != nil || b.loading[key] != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("topic %s already exists: %w", name, ErrNotAllowed)
+	}
+	l := &topicLoad{done: make(chan struct{})}
+	b.loading[key] = l
+	b.mu.Unlock()
+	t, err := b.loadTopicForce(context.WithoutCancel(ctx), name)
+	b.mu.Lock()
+	delete(b.loading, key)
+	if err == nil && !b.closed {
+		b.topics[key] = t
+	} else if err == nil {
+		err = ErrBrokerClosed
+	}
+	l.t, l.err = t, err
+	close(l.done)
+	b.mu.Unlock()
+	if err != nil && t != nil {
+		_ = t.close(context.Background())
+	}
+	return err
+}
+
+func (b *brokerState) loadTopicForce(ctx context.Context, name naming.TopicName) (*topicState, error) {
+	pol, err := b.topicPolicies(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := b.storage.OpenLedger(ctx, name.StorageName())
+	if err != nil {
+		return nil, fmt.Errorf("creating ledger of %s: %w", name, err)
+	}
+	t := newTopicState(b, name, ledger, pol)
+	ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)
+	if err := t.load(ctx, true); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// detach removes a loaded topic from the map (so the next GetTopic loads it again) and closes it.
+func (b *brokerState) detach(ctx context.Context, t *topicState) error {
+	b.mu.Lock()
+	if b.topics[t.name.String()] == t {
+		delete(b.topics, t.name.String())
+	}
+	b.mu.Unlock()
+	return t.close(ctx)
+}
+
+func (b *brokerState) deleteTopic(ctx context.Context, name naming.TopicName, force bool) error {
+	b.mu.Lock()
+	t := b.topics[name.String()]
+	b.mu.Unlock()
+	if t != nil {
+		if !force && t.busy() {
+			return fmt.Errorf("topic %s has producers or consumers: %w", name, ErrNotAllowed)
+		}
+		if err := b.detach(ctx, t); err != nil {
+			b.log.Warn("closing topic for deletion", slog.String("topic", name.String()), slog.Any("err", err))
+		}
+	} else {
+		exists, err := b.storage.LedgerExists(ctx, name.StorageName())
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return fmt.Errorf("topic %s: %w", name, ErrTopicNotFound)
+		}
+	}
+	if err := b.storage.DeleteLedger(ctx, name.StorageName()); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return fmt.Errorf("deleting topic %s: %w", name, err)
+	}
+	b.log.Info("topic deleted", slog.String("topic", name.String()))
+	return nil
+}
+
+func (b *brokerState) unloadTopic(ctx context.Context, name naming.TopicName) error {
+	b.mu.Lock()
+	t := b.topics[name.String()]
+	b.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	return b.detach(ctx, t)
+}
+
+// fenceTopicAsync unloads a topic whose ledger failed, so that clients reconnect and the next load
+// reopens storage (which reports or repairs the damage).
+func (b *brokerState) fenceTopicAsync(t *topicState, cause error) {
+	t.mu.Lock()
+	first := t.state == topicOpen
+	t.mu.Unlock()
+	if !first {
+		return
+	}
+	b.log.Error("topic storage failed; unloading it", slog.String("topic", t.name.String()), slog.Any("err", cause))
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = b.detach(ctx, t)
+	}()
+}
+
+func (b *brokerState) policiesChanged(ns naming.NamespaceName) {
+	var ts []*topicState
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	for _, t := range b.topics {
+		if t.name.NamespaceName() == ns {
+			ts = append(ts, t)
+		}
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		for _, t := range ts {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			pol, err := b.topicPolicies(ctx, t.name)
+			if err == nil {
+				err = t.setPolicies(ctx, pol)
+			}
+			cancel()
+			if err != nil {
+				b.log.Warn("applying policies failed", slog.String("topic", t.name.String()), slog.Any("err", err))
+			}
+		}
+	}()
+}
+
+func (b *brokerState) close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	ts := make([]*topicState, 0, len(b.topics))
+	for _, t := range b.topics {
+		ts = append(ts, t)
+	}
+	b.mu.Unlock()
+	var errs []error
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	for _, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.detach(ctx, t); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	b.stop()
+	b.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// statsLoop recomputes rates every StatsInterval.
+func (b *brokerState) statsLoop(ctx context.Context) {
+	defer b.wg.Done()
+	tick := time.NewTicker(b.cfg.StatsInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			b.sampleRates()
+		}
+	}
+}
+
+func (b *brokerState) sampleRates() {
+	now := b.clock.Now()
+	b.mu.Lock()
+	ts := make([]*topicState, 0, len(b.topics))
+	for _, t := range b.topics {
+		ts = append(ts, t)
+	}
+	b.mu.Unlock()
+	for _, t := range ts {
+		t.sampleRates(now)
+	}
+}

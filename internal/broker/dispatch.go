@@ -1,0 +1,584 @@
+package broker
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/meridian-mq/meridian/internal/storage"
+)
+
+// This file holds the dispatch decisions of one subscription as a deterministic state machine:
+// which consumer is active, which positions to read next, and which consumer gets each entry. It
+// does no I/O and takes no locks; subscription.go drives it under the subscription's mutex and does
+// the storage reads and sink calls.
+
+// next returns the position after p (Read treats it as "the first entry >= it").
+func next(p storage.Position) storage.Position {
+	return storage.Position{LedgerID: p.LedgerID, EntryID: p.EntryID + 1}
+}
+
+// entryInfo is what dispatch needs to know about one stored entry.
+type entryInfo struct {
+	pos         storage.Position
+	data        []byte
+	numMessages int
+	marker      bool
+	deliverAt   int64  // unix ms; 0 = immediately
+	keyHash     uint32 // Key_Shared routing hash in 0..65535
+	publishTime int64
+	// acked is the bitset (bit set = acknowledged) of a partially acknowledged batch, from the cursor.
+	acked []uint64
+}
+
+// dconsumer is the dispatcher's view of one consumer.
+type dconsumer struct {
+	seq      uint64 // join order, unique within the subscription
+	name     string
+	priority int32
+	permits  int64
+	// pending: entries delivered to this consumer and not yet acknowledged.
+	pending map[storage.Position]pendingEntry
+	unacked int64 // sum of pending messages
+	// keyRange is the consumer's Key_Shared hash range (inclusive); sticky ranges when set by the client.
+	sticky []HashRange
+	owner  *consumerState // nil in pure tests
+}
+
+// pendingEntry is one delivered, unacknowledged entry.
+type pendingEntry struct {
+	left  int // messages not yet acknowledged
+	total int // messages in the entry (batch size)
+}
+
+func newDConsumer(seq uint64, name string, priority int32) *dconsumer {
+	return &dconsumer{seq: seq, name: name, priority: priority, pending: make(map[storage.Position]pendingEntry)}
+}
+
+// delivery is one assignment decided by the dispatcher.
+type delivery struct {
+	to *dconsumer
+	d  Delivery
+}
+
+// dispatchState is one subscription's dispatch state.
+type dispatchState struct {
+	subType   SubType
+	partition int32
+	consumers []*dconsumer // join order
+	active    *dconsumer   // Exclusive/Failover only
+	rr        int          // Shared round-robin cursor
+
+	// readPos is the next position to read sequentially.
+	readPos storage.Position
+	// replay holds positions to deliver again (redelivery), sorted, without duplicates.
+	replay []storage.Position
+	// delayed holds Shared/Key_Shared entries whose deliver_at_time is in the future -> deliver time.
+	delayed map[storage.Position]int64
+	// redeliveries counts earlier deliveries per position (Pulsar's redelivery tracker, in memory).
+	redeliveries map[storage.Position]uint32
+	// owner maps each pending position to the consumer holding it.
+	owner map[storage.Position]*dconsumer
+	// gen changes whenever readPos is moved backwards or the replay set is reset, so that a storage
+	// read started before the change is discarded.
+	gen uint64
+}
+
+func newDispatchState(t SubType, partition int32, readPos storage.Position) *dispatchState {
+	return &dispatchState{
+		subType:      t,
+		partition:    partition,
+		readPos:      readPos,
+		delayed:      make(map[storage.Position]int64),
+		redeliveries: make(map[storage.Position]uint32),
+		owner:        make(map[storage.Position]*dconsumer),
+	}
+}
+
+// singleActive reports whether only one consumer receives messages at a time.
+func (d *dispatchState) singleActive() bool {
+	return d.subType == SubExclusive || d.subType == SubFailover
+}
+
+// pickActive chooses the active consumer of an Exclusive or Failover subscription: consumers sorted
+// by priority level then name (then join order); for a partition i, consumer i mod n, else the first.
+func pickActive(consumers []*dconsumer, partition int32) *dconsumer {
+	if len(consumers) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(consumers)
+	slices.SortStableFunc(sorted, func(a, b *dconsumer) int {
+		if c := cmp.Compare(a.priority, b.priority); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	i := 0
+	if partition > 0 {
+		i = int(partition) % len(sorted)
+	}
+	return sorted[i]
+}
+
+// activeChange is an ACTIVE_CONSUMER_CHANGE to send.
+type activeChange struct {
+	to     *dconsumer
+	active bool
+}
+
+// updateActive recomputes the active consumer of a Failover subscription. When it changes, the old
+// active consumer's pending entries are rewound (redelivered to the new one) and every consumer is
+// told its state. For Exclusive the only consumer is active and nothing is announced.
+func (d *dispatchState) updateActive(markDelete storage.Position, announceAll bool) []activeChange {
+	if !d.singleActive() {
+		return nil
+	}
+	prev := d.active
+	d.active = pickActive(d.consumers, d.partition)
+	if d.subType != SubFailover {
+		return nil
+	}
+	if prev == d.active && !announceAll {
+		return nil
+	}
+	if prev != d.active && prev != nil {
+		d.rewind(markDelete)
+	}
+	out := make([]activeChange, 0, len(d.consumers))
+	for _, c := range d.consumers {
+		out = append(out, activeChange{to: c, active: c == d.active})
+	}
+	return out
+}
+
+// addConsumer registers a consumer; it returns the ACTIVE_CONSUMER_CHANGE notifications to send.
+func (d *dispatchState) addConsumer(c *dconsumer, markDelete storage.Position) []activeChange {
+	d.consumers = append(d.consumers, c)
+	changes := d.updateActive(markDelete, true)
+	if d.subType == SubFailover && len(changes) == 0 {
+		changes = []activeChange{{to: c, active: c == d.active}}
+	}
+	return changes
+}
+
+// removeConsumer unregisters a consumer, returning its pending entries for redelivery, and the
+// ACTIVE_CONSUMER_CHANGE notifications to send.
+func (d *dispatchState) removeConsumer(c *dconsumer, markDelete storage.Position) []activeChange {
+	i := slices.Index(d.consumers, c)
+	if i < 0 {
+		return nil
+	}
+	d.consumers = slices.Delete(d.consumers, i, i+1)
+	if d.rr > i {
+		d.rr--
+	}
+	if d.singleActive() {
+		if len(c.pending) > 0 {
+			d.rewind(markDelete)
+		}
+		if d.active == c {
+			d.active = nil
+			return d.updateActive(markDelete, true)
+		}
+		return nil
+	}
+	d.redeliverPending(c, nil)
+	return nil
+}
+
+// flow adds permits.
+func (d *dispatchState) flow(c *dconsumer, n uint32) { c.permits += int64(n) }
+
+// eligible reports whether c may receive entries now.
+func (d *dispatchState) eligible(c *dconsumer) bool {
+	if c.permits <= 0 {
+		return false
+	}
+	if d.singleActive() {
+		return c == d.active
+	}
+	return true
+}
+
+// hasPermits reports whether any consumer can receive entries.
+func (d *dispatchState) hasPermits() bool {
+	for _, c := range d.consumers {
+		if d.eligible(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// totalPermits is the sum of the eligible consumers' permits.
+func (d *dispatchState) totalPermits() int64 {
+	var n int64
+	for _, c := range d.consumers {
+		if d.eligible(c) {
+			n += c.permits
+		}
+	}
+	return n
+}
+
+// maxReplay bounds the Key_Shared replay set: beyond it, sequential reading waits for the stuck
+// consumers (Pulsar bounds it the same way, by its unacked-message limits).
+const maxReplay = 1000
+
+// readPlan says what the dispatcher should read next.
+type readPlan struct {
+	replay []storage.Position // read these entries (redeliveries) ...
+	seq    bool               // ... or entries from readPos on
+	from   storage.Position
+	max    int
+	gen    uint64
+}
+
+// plan decides the next read: redeliveries first, then sequential entries, bounded by maxEntries
+// and the eligible permits. ok is false when there is nothing to do until an event arrives.
+// lastConfirmed is the topic's last entry; caughtUp tells that a sequential read from readPos
+// already found nothing at this lastConfirmed.
+// replayStalled tells that the last replay pass delivered nothing (Key_Shared: the keys' consumers
+// have no permits); then sequential reading goes on while the replay set is below maxReplay.
+func (d *dispatchState) plan(maxEntries int, lastConfirmed storage.Position, caughtUp, replayStalled bool) (readPlan, bool) {
+	permits := d.totalPermits()
+	if permits <= 0 {
+		return readPlan{}, false
+	}
+	n := int(min(int64(maxEntries), permits))
+	if len(d.replay) > 0 && !replayStalled {
+		k := min(n, len(d.replay))
+		return readPlan{replay: slices.Clone(d.replay[:k]), gen: d.gen}, true
+	}
+	if len(d.replay) > 0 && (d.subType != SubKeyShared || len(d.replay) >= maxReplay) {
+		return readPlan{}, false
+	}
+	if caughtUp || d.readPos.Compare(lastConfirmed) > 0 {
+		return readPlan{}, false
+	}
+	return readPlan{seq: true, from: d.readPos, max: n, gen: d.gen}, true
+}
+
+// replayInsert adds p to the replay set.
+func (d *dispatchState) replayInsert(p storage.Position) {
+	i, found := slices.BinarySearchFunc(d.replay, p, storage.Position.Compare)
+	if !found {
+		d.replay = slices.Insert(d.replay, i, p)
+	}
+}
+
+func (d *dispatchState) replayRemove(p storage.Position) {
+	if i, found := slices.BinarySearchFunc(d.replay, p, storage.Position.Compare); found {
+		d.replay = slices.Delete(d.replay, i, i+1)
+	}
+}
+
+// selectConsumer picks the consumer for one entry, or nil if none can take it now.
+func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
+	if d.singleActive() {
+		if d.active != nil && d.active.permits > 0 {
+			return d.active
+		}
+		return nil
+	}
+	if len(d.consumers) == 0 {
+		return nil
+	}
+	if d.subType == SubKeyShared {
+		c := d.keyOwner(e.keyHash)
+		if c != nil && c.permits > 0 {
+			return c
+		}
+		return nil
+	}
+	// Shared: round robin among the consumers with permits at the best (lowest) priority level.
+	best := int32(0)
+	found := false
+	for _, c := range d.consumers {
+		if c.permits > 0 && (!found || c.priority < best) {
+			best, found = c.priority, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	n := len(d.consumers)
+	for k := 0; k < n; k++ {
+		i := (d.rr + k) % n
+		c := d.consumers[i]
+		if c.permits > 0 && c.priority == best {
+			d.rr = (i + 1) % n
+			return c
+		}
+	}
+	return nil
+}
+
+// keyOwner maps a key hash to a Key_Shared consumer: a consumer whose sticky ranges contain it,
+// else the auto-split owner (the hash space divided evenly among the non-sticky consumers in join
+// order).
+func (d *dispatchState) keyOwner(h uint32) *dconsumer {
+	var auto []*dconsumer
+	for _, c := range d.consumers {
+		if len(c.sticky) == 0 {
+			auto = append(auto, c)
+			continue
+		}
+		for _, r := range c.sticky {
+			if int32(h) >= r.Start && int32(h) <= r.End {
+				return c
+			}
+		}
+	}
+	if len(auto) == 0 {
+		return nil
+	}
+	return auto[int(h)*len(auto)/65536]
+}
+
+// assignResult is the outcome of assigning read entries.
+type assignResult struct {
+	deliveries []delivery
+	// markers are marker entries to acknowledge on the cursor (never dispatched).
+	markers []storage.Position
+	// acked lists positions that turned out to be acknowledged already (skipped).
+	skipped int
+}
+
+// assign hands read entries to consumers. For a sequential read, entries are taken in order and
+// readPos advances past every entry handled; the first entry no consumer can take stops the pass
+// (it is read again later), except on Key_Shared, where such an entry joins the replay set so that
+// other keys keep flowing. For a replay read, handled positions leave the replay set.
+// isAcked reports entries acknowledged since they were read. now is the clock in unix ms
+// (delayed delivery).
+func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(storage.Position) bool, now int64) assignResult {
+	var res assignResult
+	if p.gen != d.gen {
+		return res
+	}
+	for i := range entries {
+		e := &entries[i]
+		if p.seq && e.pos.Compare(d.readPos) < 0 {
+			continue // already handled (a concurrent seek cannot happen: gen would differ)
+		}
+		if e.marker {
+			res.markers = append(res.markers, e.pos)
+			d.handled(p, e.pos)
+			continue
+		}
+		if isAcked != nil && isAcked(e.pos) {
+			res.skipped++
+			d.handled(p, e.pos)
+			continue
+		}
+		if _, own := d.owner[e.pos]; own {
+			// Already pending at a consumer (e.g. replay raced with a new delivery): skip.
+			d.handled(p, e.pos)
+			continue
+		}
+		if e.deliverAt > now && !d.singleActive() {
+			d.delayed[e.pos] = e.deliverAt
+			d.handled(p, e.pos)
+			continue
+		}
+		c := d.selectConsumer(e)
+		if c == nil {
+			if d.subType == SubKeyShared && len(d.consumers) > 0 {
+				// Its key's consumer has no permits: keep it for later, let other keys flow.
+				if p.seq {
+					d.replayInsert(e.pos)
+					d.handled(p, e.pos)
+				}
+				continue
+			}
+			break
+		}
+		msgs := e.numMessages
+		var ackSet []int64
+		if len(e.acked) > 0 {
+			ackSet, msgs = unackedSet(e.acked, e.numMessages)
+		}
+		c.permits -= int64(msgs)
+		c.pending[e.pos] = pendingEntry{left: msgs, total: e.numMessages}
+		c.unacked += int64(msgs)
+		d.owner[e.pos] = c
+		res.deliveries = append(res.deliveries, delivery{to: c, d: Delivery{
+			Position:        e.pos,
+			Partition:       d.partition,
+			NumMessages:     msgs,
+			AckSet:          ackSet,
+			RedeliveryCount: d.redeliveries[e.pos],
+			Data:            e.data,
+		}})
+		d.handled(p, e.pos)
+	}
+	return res
+}
+
+// handled records that the entry at pos needs no more reading in this pass.
+func (d *dispatchState) handled(p readPlan, pos storage.Position) {
+	if p.seq {
+		if pos.Compare(d.readPos) >= 0 {
+			d.readPos = next(pos)
+		}
+		return
+	}
+	d.replayRemove(pos)
+}
+
+// unackedSet turns the cursor's acked bitset of a batch into the MESSAGE ack_set (bit set = still
+// to deliver) and counts the messages left.
+func unackedSet(acked []uint64, n int) ([]int64, int) {
+	words := (n + 63) / 64
+	out := make([]int64, words)
+	left := 0
+	for i := 0; i < n; i++ {
+		w, b := i/64, uint(i%64)
+		isAcked := w < len(acked) && acked[w]&(1<<b) != 0
+		if !isAcked {
+			out[w] |= 1 << b
+			left++
+		}
+	}
+	return out, left
+}
+
+// acked records that the entries at ps are acknowledged (individually or because the cursor moved).
+func (d *dispatchState) acked(ps ...storage.Position) {
+	for _, p := range ps {
+		if c := d.owner[p]; c != nil {
+			c.unacked -= int64(c.pending[p].left)
+			delete(c.pending, p)
+			delete(d.owner, p)
+		}
+		delete(d.redeliveries, p)
+		delete(d.delayed, p)
+		d.replayRemove(p)
+	}
+}
+
+// batchSize returns the number of messages of a pending entry, 0 if it is not pending.
+func (d *dispatchState) batchSize(p storage.Position) int {
+	if c := d.owner[p]; c != nil {
+		return c.pending[p].total
+	}
+	return 0
+}
+
+// partiallyAcked updates the pending message count of a batch entry after a batch-index ack.
+func (d *dispatchState) partiallyAcked(p storage.Position, left int) {
+	if c := d.owner[p]; c != nil {
+		pe := c.pending[p]
+		c.unacked -= int64(pe.left - left)
+		pe.left = left
+		c.pending[p] = pe
+	}
+}
+
+// ackedUpTo records a cumulative acknowledgement: every pending entry <= p is done.
+func (d *dispatchState) ackedUpTo(p storage.Position) {
+	var done []storage.Position
+	for q := range d.owner {
+		if q.Compare(p) <= 0 {
+			done = append(done, q)
+		}
+	}
+	for q := range d.redeliveries {
+		if q.Compare(p) <= 0 {
+			done = append(done, q)
+		}
+	}
+	for q := range d.delayed {
+		if q.Compare(p) <= 0 {
+			done = append(done, q)
+		}
+	}
+	d.acked(done...)
+	for len(d.replay) > 0 && d.replay[0].Compare(p) <= 0 {
+		d.replay = d.replay[1:]
+	}
+	if d.readPos.Compare(p) <= 0 {
+		d.readPos = next(p)
+	}
+}
+
+// redeliverPending puts c's pending entries (only those in ps, or all when ps is nil) back for
+// redelivery, counting a redelivery for each.
+func (d *dispatchState) redeliverPending(c *dconsumer, ps []storage.Position) int {
+	var list []storage.Position
+	if ps == nil {
+		for p := range c.pending {
+			list = append(list, p)
+		}
+	} else {
+		for _, p := range ps {
+			if _, ok := c.pending[p]; ok {
+				list = append(list, p)
+			}
+		}
+	}
+	n := 0
+	for _, p := range list {
+		n += c.pending[p].left
+		c.unacked -= int64(c.pending[p].left)
+		delete(c.pending, p)
+		delete(d.owner, p)
+		d.redeliveries[p]++
+		d.replayInsert(p)
+	}
+	return n
+}
+
+// rewind restarts sequential reading after the mark-delete position (Exclusive/Failover
+// redelivery): every pending entry counts a redelivery and is read again; acknowledged ones are
+// skipped when read.
+func (d *dispatchState) rewind(markDelete storage.Position) int {
+	n := 0
+	for p, c := range d.owner {
+		n += c.pending[p].left
+		d.redeliveries[p]++
+	}
+	for _, c := range d.consumers {
+		clear(c.pending)
+		c.unacked = 0
+	}
+	clear(d.owner)
+	d.replay = nil
+	d.readPos = next(markDelete)
+	d.gen++
+	return n
+}
+
+// reset moves the subscription to a new position (seek): pending, replay, delayed and redelivery
+// state are dropped.
+func (d *dispatchState) reset(readPos storage.Position) {
+	for _, c := range d.consumers {
+		clear(c.pending)
+		c.unacked = 0
+	}
+	clear(d.owner)
+	clear(d.redeliveries)
+	clear(d.delayed)
+	d.replay = nil
+	d.readPos = readPos
+	d.gen++
+}
+
+// releaseDelayed moves delayed entries due at or before now to the replay set; it returns the next
+// due time (0 if none).
+func (d *dispatchState) releaseDelayed(now int64) int64 {
+	var nextDue int64
+	for p, at := range d.delayed {
+		if at <= now {
+			delete(d.delayed, p)
+			d.replayInsert(p)
+			continue
+		}
+		if nextDue == 0 || at < nextDue {
+			nextDue = at
+		}
+	}
+	return nextDue
+}

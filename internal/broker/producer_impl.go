@@ -1,0 +1,238 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
+)
+
+// pubSlot is one publish waiting for its completion to be delivered in order.
+type pubSlot struct {
+	done  func(PublishResult)
+	res   PublishResult
+	ready bool
+	bytes int64
+}
+
+// producerState is one attached producer.
+type producerState struct {
+	topic          *topicState
+	public         *Producer
+	id             uint64
+	name           string
+	opts           ProducerOptions
+	isReplicator   bool
+	lastSequenceID int64
+	topicEpoch     uint64
+	hasTopicEpoch  bool
+	connectedSince time.Time
+	limiter        *MemoryLimiter
+
+	closed atomic.Bool // no more publishes accepted
+
+	qmu      sync.Mutex
+	queue    []*pubSlot
+	draining bool
+	idle     chan struct{} // closed when the queue empties while someone waits; guarded by qmu
+
+	msgIn, bytesIn, chunksIn atomic.Int64
+	rateIn, rateBytesIn      rate
+	rateChunks               rate
+}
+
+// publish implements Producer.Publish.
+func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
+	t := p.topic
+	n := int64(len(req.Entry))
+	p.limiter.Acquire(n)
+	slot := &pubSlot{done: done, bytes: n}
+	p.qmu.Lock()
+	p.queue = append(p.queue, slot)
+	p.qmu.Unlock()
+
+	highest := max(req.SequenceID, req.HighestSequenceID)
+	res := PublishResult{SequenceID: req.SequenceID, HighestSequenceID: highest}
+	if req.NumMessages <= 0 {
+		req.NumMessages = 1
+	}
+	if req.HighestSequenceID > 0 && req.HighestSequenceID < req.SequenceID {
+		res.Err = fmt.Errorf("lowest sequence id %d above highest %d: %w", req.SequenceID, req.HighestSequenceID, ErrInvalidRequest)
+		p.complete(slot, res)
+		return
+	}
+
+	t.pubMu.Lock()
+	if err := p.publishable(); err != nil {
+		t.pubMu.Unlock()
+		res.Err = err
+		p.complete(slot, res)
+		return
+	}
+	key := p.name
+	if p.isReplicator && req.ProducerName != "" {
+		key = req.ProducerName // dedup replicated entries by their original producer (Pulsar's V1)
+	}
+	checked := !req.Marker && (!req.Chunk || req.LastChunk)
+	t.dedupMu.Lock()
+	dd := t.dedup
+	if dd != nil && checked {
+		switch dd.check(key, req.SequenceID, highest) {
+		case dedupDuplicate:
+			t.dedupMu.Unlock()
+			t.pubMu.Unlock()
+			res.Duplicate = true
+			res.Position = storage.Position{LedgerID: -1, EntryID: -1}
+			p.complete(slot, res)
+			return
+		case dedupUnknown:
+			t.dedupMu.Unlock()
+			t.pubMu.Unlock()
+			res.Err = fmt.Errorf("sequence id %d of %q not yet persisted: %w", req.SequenceID, key, ErrDedupUnknown)
+			p.complete(slot, res)
+			return
+		}
+	}
+	t.dedupMu.Unlock()
+	pt := req.PublishTime
+	if pt <= 0 {
+		pt = t.b.nowMs()
+	}
+	if pt < t.lastAppendTime {
+		pt = t.lastAppendTime // keep publish times non-decreasing in the log (seek by time)
+	}
+	t.lastAppendTime = pt
+	t.inflight.Add(1)
+	tracked := dd != nil && checked
+	msgs := int64(req.NumMessages)
+	t.ledger.AppendAsync(req.Entry, pt, func(pos storage.Position, err error) {
+		t.appended(p, slot, res, dd, tracked, key, msgs, n, req.Chunk, pos, err)
+	})
+	t.pubMu.Unlock()
+}
+
+// publishable reports why the producer may not publish now; the caller holds topic.pubMu.
+func (p *producerState) publishable() error {
+	if p.closed.Load() {
+		return fmt.Errorf("producer %q: %w", p.name, ErrProducerClosed)
+	}
+	return p.topic.publishableLocked()
+}
+
+// complete records a result and delivers every result at the head of the queue, in order.
+func (p *producerState) complete(slot *pubSlot, res PublishResult) {
+	p.qmu.Lock()
+	slot.res, slot.ready = res, true
+	if p.draining {
+		p.qmu.Unlock()
+		return
+	}
+	p.draining = true
+	for {
+		i := 0
+		for i < len(p.queue) && p.queue[i].ready {
+			i++
+		}
+		if i == 0 {
+			p.draining = false
+			if len(p.queue) == 0 && p.idle != nil {
+				close(p.idle)
+				p.idle = nil
+			}
+			p.qmu.Unlock()
+			return
+		}
+		batch := p.queue[:i:i]
+		p.queue = p.queue[i:]
+		if len(p.queue) == 0 {
+			p.queue = nil
+		}
+		p.qmu.Unlock()
+		for _, s := range batch {
+			p.limiter.Release(s.bytes)
+			s.done(s.res)
+		}
+		p.qmu.Lock()
+	}
+}
+
+// waitIdle waits until every accepted publish has completed.
+func (p *producerState) waitIdle(ctx context.Context) error {
+	p.qmu.Lock()
+	if len(p.queue) == 0 && !p.draining {
+		p.qmu.Unlock()
+		return nil
+	}
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+	}
+	ch := p.idle
+	p.qmu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close implements Producer.Close.
+func (p *producerState) close(ctx context.Context) error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	err := p.waitIdle(ctx)
+	p.topic.removeProducer(p)
+	return err
+}
+
+// appended is the storage completion of one publish.
+func (t *topicState) appended(p *producerState, slot *pubSlot, res PublishResult, dd *dedupState, tracked bool,
+	key string, msgs, bytes int64, chunk bool, pos storage.Position, err error) {
+	defer t.inflight.Done()
+	if err != nil {
+		if dd != nil {
+			t.dedupMu.Lock()
+			dd.failed()
+			t.dedupMu.Unlock()
+		}
+		switch {
+		case errors.Is(err, storage.ErrEntryTooLarge):
+			res.Err = fmt.Errorf("storing entry on %s: %w: %w", t.name, wire.ErrTooLarge, err)
+		case errors.Is(err, storage.ErrClosed):
+			res.Err = fmt.Errorf("storing entry on %s: %w: %w", t.name, ErrTopicFenced, err)
+		default:
+			res.Err = fmt.Errorf("storing entry on %s: %w: %w", t.name, ErrPersistence, err)
+		}
+		p.complete(slot, res)
+		if t.ledger.Err() != nil {
+			t.b.fenceTopicAsync(t, err)
+		}
+		return
+	}
+	if tracked {
+		t.dedupMu.Lock()
+		dd.persistedEntry(key, res.HighestSequenceID)
+		if dd == t.dedup && dd.sinceSnapshot >= t.b.cfg.DedupSnapshotInterval && !t.snapshotRunning {
+			t.snapshotRunning = true
+			t.startSnapshot(dd.snapshot(), pos)
+		}
+		t.dedupMu.Unlock()
+	}
+	p.msgIn.Add(msgs)
+	p.bytesIn.Add(bytes)
+	if chunk {
+		p.chunksIn.Add(1)
+	}
+	t.msgIn.Add(msgs)
+	t.bytesIn.Add(bytes)
+	t.lastPublish.Store(t.b.nowMs())
+	res.Position = pos
+	p.complete(slot, res)
+	t.notifySubscriptions()
+}

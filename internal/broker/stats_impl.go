@@ -1,0 +1,227 @@
+package broker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// sampleRates updates the topic's, producers', subscriptions' and consumers' rates.
+func (t *topicState) sampleRates(now time.Time) {
+	t.rateIn.sample(t.msgIn.Load(), now)
+	t.rateBytesIn.sample(t.bytesIn.Load(), now)
+	t.rateOut.sample(t.msgOut.Load(), now)
+	t.rateBytesOut.sample(t.bytesOut.Load(), now)
+	t.mu.Lock()
+	ps := make([]*producerState, 0, len(t.producers))
+	for _, p := range t.producers {
+		ps = append(ps, p)
+	}
+	subs := make([]*subscriptionState, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	for _, p := range ps {
+		p.rateIn.sample(p.msgIn.Load(), now)
+		p.rateBytesIn.sample(p.bytesIn.Load(), now)
+		p.rateChunks.sample(p.chunksIn.Load(), now)
+	}
+	for _, s := range subs {
+		s.rateOut.sample(s.msgOut.Load(), now)
+		s.rateBytesOut.sample(s.bytesOut.Load(), now)
+		s.mu.Lock()
+		cs := slices.Clone(s.consumers)
+		s.mu.Unlock()
+		for _, c := range cs {
+			c.rateOut.sample(c.msgOut.Load(), now)
+			c.rateBytesOut.sample(c.bytesOut.Load(), now)
+			c.rateRedeliver.sample(c.msgRedeliver.Load(), now)
+			c.rateAck.sample(c.msgAcked.Load(), now)
+		}
+	}
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// stats implements Topic.Stats.
+func (t *topicState) stats() TopicStats {
+	st := TopicStats{
+		MsgRateIn:              t.rateIn.value(),
+		MsgThroughputIn:        t.rateBytesIn.value(),
+		MsgRateOut:             t.rateOut.value(),
+		MsgThroughputOut:       t.rateBytesOut.value(),
+		BytesInCounter:         t.bytesIn.Load(),
+		MsgInCounter:           t.msgIn.Load(),
+		BytesOutCounter:        t.bytesOut.Load(),
+		MsgOutCounter:          t.msgOut.Load(),
+		StorageSize:            t.ledger.Bytes(),
+		Publishers:             []PublisherStats{},
+		Subscriptions:          map[string]SubscriptionStats{},
+		Replication:            map[string]ReplicatorStats{},
+		DeduplicationStatus:    "Disabled",
+		TopicCreationTimeStamp: t.created.UnixMilli(),
+		LastPublishTimeStamp:   t.lastPublish.Load(),
+	}
+	if st.MsgRateIn > 0 {
+		st.AverageMsgSize = st.MsgThroughputIn / st.MsgRateIn
+	}
+	if t.dedupEnabled() {
+		st.DeduplicationStatus = "Enabled"
+	}
+	t.mu.Lock()
+	ps := make([]*producerState, 0, len(t.producers))
+	for _, p := range t.producers {
+		ps = append(ps, p)
+	}
+	subs := make([]*subscriptionState, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	st.WaitingPublishers = len(t.waiting)
+	if t.exclusive {
+		e := t.topicEpoch
+		st.TopicEpoch = &e
+	}
+	t.mu.Unlock()
+	slices.SortFunc(ps, func(a, b *producerState) int { return a.connectedSince.Compare(b.connectedSince) })
+	for _, p := range ps {
+		ps := PublisherStats{
+			AccessMode:         p.opts.AccessMode.String(),
+			ProducerID:         p.id,
+			ProducerName:       p.name,
+			MsgRateIn:          p.rateIn.value(),
+			MsgThroughputIn:    p.rateBytesIn.value(),
+			ChunkedMessageRate: p.rateChunks.value(),
+			Address:            p.opts.Address,
+			ConnectedSince:     formatTime(p.connectedSince),
+			ClientVersion:      p.opts.ClientVersion,
+			Metadata:           maps.Clone(p.opts.Properties),
+		}
+		if ps.MsgRateIn > 0 {
+			ps.AverageMsgSize = ps.MsgThroughputIn / ps.MsgRateIn
+		}
+		if ps.Metadata == nil {
+			ps.Metadata = map[string]string{}
+		}
+		if p.chunksIn.Load() > 0 {
+			st.MsgChunkPublished = true
+		}
+		st.Publishers = append(st.Publishers, ps)
+	}
+	for _, s := range subs {
+		ss := s.stats()
+		st.Subscriptions[s.name] = ss
+		st.BacklogSize += ss.BacklogSize
+	}
+	return st
+}
+
+// stats returns one subscription's stats.
+func (s *subscriptionState) stats() SubscriptionStats {
+	backlog := s.cursor.Backlog()
+	ss := SubscriptionStats{
+		MsgRateOut:                      s.rateOut.value(),
+		MsgThroughputOut:                s.rateBytesOut.value(),
+		BytesOutCounter:                 s.bytesOut.Load(),
+		MsgOutCounter:                   s.msgOut.Load(),
+		MsgBacklog:                      backlog,
+		MsgBacklogNoDelayed:             backlog,
+		IsDurable:                       s.durable,
+		IsReplicated:                    s.replicated.Load(),
+		SubscriptionProperties:          maps.Clone(s.props),
+		LastMarkDeleteAdvancedTimestamp: s.lastMarkDeleteMove.Load(),
+		Consumers:                       []ConsumerStats{},
+	}
+	if ss.SubscriptionProperties == nil {
+		ss.SubscriptionProperties = map[string]string{}
+	}
+	if total := s.topic.ledger.Entries(); total > 0 {
+		ss.BacklogSize = s.topic.ledger.Bytes() * backlog / total // estimate: average entry size
+	}
+	s.mu.Lock()
+	ss.Type = s.d.subType.String()
+	ss.MsgDelayed = int64(len(s.d.delayed))
+	ss.MsgBacklogNoDelayed = max(backlog-ss.MsgDelayed, 0)
+	if s.d.active != nil && s.d.active.owner != nil {
+		ss.ActiveConsumerName = s.d.active.owner.name
+	}
+	cs := slices.Clone(s.consumers)
+	unacked := make([]int64, len(cs))
+	permits := make([]int64, len(cs))
+	for i, c := range cs {
+		unacked[i] = c.dc.unacked
+		permits[i] = c.dc.permits
+	}
+	s.mu.Unlock()
+	for i, c := range cs {
+		cst := ConsumerStats{
+			ConsumerName:              c.name,
+			MsgRateOut:                c.rateOut.value(),
+			MsgThroughputOut:          c.rateBytesOut.value(),
+			BytesOutCounter:           c.bytesOut.Load(),
+			MsgOutCounter:             c.msgOut.Load(),
+			MsgRateRedeliver:          c.rateRedeliver.value(),
+			MessageAckRate:            c.rateAck.value(),
+			AvailablePermits:          permits[i],
+			UnackedMessages:           unacked[i],
+			Address:                   c.opts.Address,
+			ConnectedSince:            formatTime(c.connectedSince),
+			ClientVersion:             c.opts.ClientVersion,
+			LastAckedTimestamp:        c.lastAcked.Load(),
+			LastConsumedTimestamp:     c.lastConsumed.Load(),
+			LastConsumedFlowTimestamp: c.lastFlow.Load(),
+			Metadata:                  maps.Clone(c.opts.Metadata),
+		}
+		if cst.Metadata == nil {
+			cst.Metadata = map[string]string{}
+		}
+		ss.UnackedMessages += unacked[i]
+		ss.MsgRateRedeliver += cst.MsgRateRedeliver
+		ss.MessageAckRate += cst.MessageAckRate
+		ss.LastAckedTimestamp = max(ss.LastAckedTimestamp, cst.LastAckedTimestamp)
+		ss.LastConsumedTimestamp = max(ss.LastConsumedTimestamp, cst.LastConsumedTimestamp)
+		ss.LastConsumedFlowTimestamp = max(ss.LastConsumedFlowTimestamp, cst.LastConsumedFlowTimestamp)
+		ss.Consumers = append(ss.Consumers, cst)
+	}
+	return ss
+}
+
+// internalStats implements Topic.InternalStats.
+func (t *topicState) internalStats() InternalStats {
+	lc := t.ledger.LastConfirmed()
+	st := InternalStats{
+		EntriesAddedCounter:  t.ledger.Entries(),
+		NumberOfEntries:      t.ledger.Entries(),
+		TotalSize:            t.ledger.Bytes(),
+		CurrentLedgerEntries: max(lc.EntryID+1, 0),
+		LastConfirmedEntry:   lc.String(),
+		State:                "LedgerOpened",
+		Cursors:              map[string]CursorStats{},
+	}
+	if err := t.ledger.Err(); err != nil {
+		st.State = "Fenced"
+	}
+	t.mu.Lock()
+	subs := maps.Clone(t.subs)
+	t.mu.Unlock()
+	for _, c := range t.ledger.Cursors() {
+		cs := CursorStats{
+			MarkDeletePosition: c.MarkDeletePosition().String(),
+			ReadPosition:       next(c.MarkDeletePosition()).String(),
+			State:              "Open",
+			Backlog:            c.Backlog(),
+			Properties:         map[string]int64{},
+		}
+		if s := subs[c.Name()]; s != nil {
+			s.mu.Lock()
+			cs.ReadPosition = s.d.readPos.String()
+			s.mu.Unlock()
+			cs.MessagesConsumed = s.msgOut.Load()
+		}
+		st.Cursors[c.Name()] = cs
+	}
+	_ = fmt.Sprint
+	return st
+}

@@ -1,0 +1,639 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
+)
+
+// consumerState is one attached consumer.
+type consumerState struct {
+	dc             *dconsumer
+	name           string
+	sub            *subscriptionState
+	sink           ConsumerSink
+	opts           SubscribeOptions
+	connectedSince time.Time
+
+	// sendMu serialises calls into the sink and guards closed, so nothing is sent after Closed.
+	sendMu sync.Mutex
+	closed bool
+
+	msgOut, bytesOut, msgRedeliver, msgAcked atomic.Int64
+	lastAcked, lastConsumed, lastFlow        atomic.Int64 // unix ms
+	rateOut, rateBytesOut, rateRedeliver     rate
+	rateAck                                  rate
+}
+
+// send hands deliveries to the sink unless the consumer is closed.
+func (c *consumerState) send(ds []Delivery) {
+	var msgs, bytes int64
+	for i := range ds {
+		msgs += int64(ds[i].NumMessages)
+		bytes += int64(len(ds[i].Data))
+		if ds[i].RedeliveryCount > 0 {
+			c.msgRedeliver.Add(int64(ds[i].NumMessages))
+		}
+	}
+	c.sendMu.Lock()
+	if !c.closed {
+		c.sink.SendMessages(ds)
+	}
+	c.sendMu.Unlock()
+	c.msgOut.Add(msgs)
+	c.bytesOut.Add(bytes)
+	c.sub.msgOut.Add(msgs)
+	c.sub.bytesOut.Add(bytes)
+	c.sub.topic.msgOut.Add(msgs)
+	c.sub.topic.bytesOut.Add(bytes)
+	c.lastConsumed.Store(c.sub.topic.b.nowMs())
+}
+
+// notifyActive sends an ACTIVE_CONSUMER_CHANGE unless the consumer is closed.
+func (c *consumerState) notifyActive(active bool) {
+	c.sendMu.Lock()
+	if !c.closed {
+		c.sink.ActiveConsumerChanged(active)
+	}
+	c.sendMu.Unlock()
+}
+
+// markClosed closes the consumer once; notify tells the sink (broker-initiated close).
+func (c *consumerState) markClosed(notify bool) bool {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.closed = true
+	if notify {
+		c.sink.Closed()
+	}
+	return true
+}
+
+func (c *consumerState) isClosed() bool {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.closed
+}
+
+// subscriptionState is one subscription: a cursor, its consumers and (while it has consumers) a
+// dispatcher goroutine.
+type subscriptionState struct {
+	name       string
+	topic      *topicState
+	cursor     *storage.Cursor
+	durable    bool
+	replicated atomic.Bool
+	props      map[string]string // subscription properties (set at creation)
+
+	// opMu serialises structural operations (subscribe, close, seek, unsubscribe), so that a seek
+	// and a re-subscribe never interleave. Never taken by the dispatcher goroutine.
+	opMu sync.Mutex
+
+	mu          sync.Mutex // guards everything below; never held across storage I/O or sink calls
+	d           *dispatchState
+	consumers   []*consumerState
+	consumerSeq uint64
+	deleted     bool
+	caughtUp    bool
+	caughtUpAt  storage.Position
+	wake        chan struct{}
+	stop        context.CancelFunc // dispatcher; nil when not running
+	done        chan struct{}
+
+	msgOut, bytesOut, msgExpired atomic.Int64
+	rateOut, rateBytesOut        rate
+	lastMarkDeleteMove           atomic.Int64
+}
+
+func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable bool) *subscriptionState {
+	return &subscriptionState{
+		name:    name,
+		topic:   t,
+		cursor:  cursor,
+		durable: durable,
+		wake:    make(chan struct{}, 1),
+		d:       newDispatchState(SubExclusive, int32(t.name.PartitionIndex), next(cursor.MarkDeletePosition())),
+	}
+}
+
+// notify wakes the dispatcher (non-blocking).
+func (s *subscriptionState) notify() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// addConsumer attaches a consumer (the caller holds s.opMu).
+func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink) (*consumerState, error) {
+	s.mu.Lock()
+	if s.deleted {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("subscription %q is being deleted: %w", s.name, ErrServiceNotReady)
+	}
+	if len(s.consumers) > 0 {
+		if s.d.subType != opts.Type {
+			t := s.d.subType
+			s.mu.Unlock()
+			return nil, fmt.Errorf("subscription %q is %s, not %s: %w", s.name, t, opts.Type, ErrConsumerBusy)
+		}
+		if opts.Type == SubExclusive {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("exclusive subscription %q already has a consumer: %w", s.name, ErrConsumerBusy)
+		}
+	} else {
+		s.d.subType = opts.Type
+		s.d.rr = 0
+	}
+	s.consumerSeq++
+	c := &consumerState{
+		name:           opts.ConsumerName,
+		sub:            s,
+		sink:           sink,
+		opts:           opts,
+		connectedSince: s.topic.b.clock.Now(),
+	}
+	c.dc = newDConsumer(s.consumerSeq, opts.ConsumerName, opts.PriorityLevel)
+	c.dc.owner = c
+	if opts.KeyShared != nil && opts.KeyShared.Mode == KeySharedSticky {
+		c.dc.sticky = slices.Clone(opts.KeyShared.Ranges)
+	}
+	s.consumers = append(s.consumers, c)
+	changes := s.d.addConsumer(c.dc, s.cursor.MarkDeletePosition())
+	start := s.stop == nil
+	if start {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stop = cancel
+		s.done = make(chan struct{})
+		go s.run(ctx, s.done)
+	}
+	s.mu.Unlock()
+	if opts.ReplicateSubscriptionState {
+		s.replicated.Store(true)
+	}
+	s.sendActiveChanges(changes)
+	s.notify()
+	return c, nil
+}
+
+func (s *subscriptionState) sendActiveChanges(changes []activeChange) {
+	for _, ch := range changes {
+		if ch.to.owner != nil {
+			ch.to.owner.notifyActive(ch.active)
+		}
+	}
+}
+
+// removeConsumer detaches c. notify tells its sink (broker-initiated close).
+func (s *subscriptionState) removeConsumer(c *consumerState, notify bool) {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.removeConsumerLocked(c, notify)
+}
+
+// removeConsumerLocked detaches c; the caller holds s.opMu. A non-durable subscription is deleted
+// with its last consumer.
+func (s *subscriptionState) removeConsumerLocked(c *consumerState, notify bool) {
+	if !c.markClosed(notify) {
+		return
+	}
+	s.mu.Lock()
+	i := slices.Index(s.consumers, c)
+	if i < 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.consumers = slices.Delete(s.consumers, i, i+1)
+	changes := s.d.removeConsumer(c.dc, s.cursor.MarkDeletePosition())
+	last := len(s.consumers) == 0
+	var stop context.CancelFunc
+	var done chan struct{}
+	if last {
+		stop, done = s.stop, s.done
+		s.stop, s.done = nil, nil
+	}
+	s.mu.Unlock()
+	s.sendActiveChanges(changes)
+	if stop != nil {
+		stop()
+		<-done
+	}
+	if last && !s.durable {
+		s.topic.dropSubscription(s)
+	}
+	s.notify()
+}
+
+// closeAll disconnects every consumer (broker-initiated) and stops the dispatcher; the caller holds
+// s.opMu. except is closed without notification.
+func (s *subscriptionState) closeAllLocked(except *consumerState) {
+	s.mu.Lock()
+	cs := slices.Clone(s.consumers)
+	s.mu.Unlock()
+	for _, c := range cs {
+		s.removeConsumerLocked(c, c != except)
+	}
+}
+
+// flow adds permits to a consumer.
+func (s *subscriptionState) flow(c *consumerState, permits uint32) {
+	c.lastFlow.Store(s.topic.b.nowMs())
+	s.mu.Lock()
+	if !slices.Contains(s.consumers, c) {
+		s.mu.Unlock()
+		return
+	}
+	s.d.flow(c.dc, permits)
+	s.mu.Unlock()
+	s.notify()
+}
+
+// ack applies acknowledgements from consumer c.
+func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ack, cumulative bool) error {
+	if c.isClosed() {
+		return ErrConsumerNotFound
+	}
+	if len(acks) == 0 {
+		return nil
+	}
+	c.lastAcked.Store(s.topic.b.nowMs())
+	s.mu.Lock()
+	subType := s.d.subType
+	s.mu.Unlock()
+	if cumulative {
+		if subType == SubShared || subType == SubKeyShared {
+			return fmt.Errorf("cumulative ack on a %s subscription: %w", subType, ErrNotAllowed)
+		}
+		a := acks[len(acks)-1]
+		upTo := a.Position
+		if a.AckSet != nil {
+			// A cumulative ack inside a batch: everything before the entry, and the acked part of it.
+			upTo = storage.Position{LedgerID: a.Position.LedgerID, EntryID: a.Position.EntryID - 1}
+		}
+		before := s.cursor.MarkDeletePosition()
+		if err := s.cursor.MarkDelete(ctx, upTo); err != nil {
+			return fmt.Errorf("cumulative ack %s on %q: %w", upTo, s.name, err)
+		}
+		if s.cursor.MarkDeletePosition() != before {
+			s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
+		}
+		s.mu.Lock()
+		s.d.ackedUpTo(upTo)
+		s.mu.Unlock()
+		c.msgAcked.Add(1)
+		if a.AckSet != nil {
+			return s.ackBatch(ctx, c, a)
+		}
+		return nil
+	}
+	var whole []storage.Position
+	for _, a := range acks {
+		if a.AckSet != nil {
+			if err := s.ackBatch(ctx, c, a); err != nil {
+				return err
+			}
+			continue
+		}
+		whole = append(whole, a.Position)
+	}
+	if len(whole) > 0 {
+		if err := s.cursor.Delete(ctx, whole...); err != nil {
+			return fmt.Errorf("ack on %q: %w", s.name, err)
+		}
+		s.mu.Lock()
+		s.d.acked(whole...)
+		s.mu.Unlock()
+		c.msgAcked.Add(int64(len(whole)))
+	}
+	return nil
+}
+
+// ackBatch applies a batch-index acknowledgement (a.AckSet: bit set = still unacknowledged).
+func (s *subscriptionState) ackBatch(ctx context.Context, c *consumerState, a Ack) error {
+	s.mu.Lock()
+	size := s.d.batchSize(a.Position)
+	s.mu.Unlock()
+	if size == 0 {
+		size = a.BatchSize
+	}
+	if size == 0 {
+		// Not pending here (e.g. delivered before a restart): ask the entry itself.
+		e, err := s.topic.ledger.ReadEntry(ctx, a.Position)
+		if err != nil {
+			return fmt.Errorf("batch ack %s on %q: %w", a.Position, s.name, err)
+		}
+		size = entryInfoOf(e, s.topic.b.log).numMessages
+	}
+	var acked []int
+	left := 0
+	for i := 0; i < size; i++ {
+		if wire.AckSetIsAcked(a.AckSet, i) {
+			acked = append(acked, i)
+		} else {
+			left++
+		}
+	}
+	if err := s.cursor.AckBatchIndexes(ctx, a.Position, size, acked); err != nil {
+		return fmt.Errorf("batch ack %s on %q: %w", a.Position, s.name, err)
+	}
+	s.mu.Lock()
+	if left == 0 || s.cursor.IsAcknowledged(a.Position) {
+		s.d.acked(a.Position)
+	} else {
+		s.d.partiallyAcked(a.Position, left)
+	}
+	s.mu.Unlock()
+	c.msgAcked.Add(int64(len(acked)))
+	return nil
+}
+
+// redeliver implements Consumer.RedeliverUnacknowledged.
+func (s *subscriptionState) redeliver(c *consumerState, positions []storage.Position) {
+	s.mu.Lock()
+	if !slices.Contains(s.consumers, c) {
+		s.mu.Unlock()
+		return
+	}
+	if s.d.singleActive() {
+		s.d.rewind(s.cursor.MarkDeletePosition())
+		s.caughtUp = false
+	} else {
+		var ps []storage.Position
+		if len(positions) > 0 {
+			ps = positions
+		}
+		s.d.redeliverPending(c.dc, ps)
+	}
+	s.mu.Unlock()
+	s.notify()
+}
+
+// resolve turns the wire sentinels into real positions.
+func (s *subscriptionState) resolve(p storage.Position) storage.Position {
+	switch p {
+	case storage.Earliest:
+		return s.topic.ledger.FirstPosition()
+	case storage.Latest:
+		return next(s.topic.ledger.LastConfirmed())
+	}
+	return p
+}
+
+// seek implements Consumer.Seek and SeekByTime.
+func (s *subscriptionState) seek(ctx context.Context, c *consumerState, p storage.Position, byTime bool, ts int64) error {
+	if c.isClosed() {
+		return ErrConsumerNotFound
+	}
+	return s.reset(ctx, p, byTime, ts)
+}
+
+// reset moves the subscription (seek, admin reset-cursor), disconnecting every consumer first.
+func (s *subscriptionState) reset(ctx context.Context, p storage.Position, byTime bool, ts int64) error {
+	if byTime {
+		found, err := s.topic.ledger.FindByTime(ctx, ts)
+		if err != nil {
+			return fmt.Errorf("seek %q by time %d: %w", s.name, ts, err)
+		}
+		p = found
+	}
+	p = s.resolve(p)
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.closeAllLocked(nil)
+	if err := s.cursor.ResetTo(ctx, p); err != nil {
+		return fmt.Errorf("reset %q to %s: %w", s.name, p, err)
+	}
+	s.mu.Lock()
+	s.d.reset(next(s.cursor.MarkDeletePosition()))
+	if p.Compare(s.d.readPos) > 0 {
+		s.d.readPos = p
+	}
+	s.caughtUp = false
+	s.mu.Unlock()
+	s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
+	return nil
+}
+
+// lastMessageID implements Consumer.LastMessageID.
+func (s *subscriptionState) lastMessageID(ctx context.Context) (LastMessageID, error) {
+	res := LastMessageID{BatchIndex: -1, MarkDelete: s.cursor.MarkDeletePosition()}
+	last, ok, err := s.topic.lastEntry(ctx)
+	if err != nil {
+		return res, err
+	}
+	if !ok {
+		res.Position = storage.Position{LedgerID: -1, EntryID: -1}
+		return res, nil
+	}
+	res.Position = last.pos
+	if last.batched {
+		res.BatchIndex = int32(last.numMessages - 1)
+	}
+	return res, nil
+}
+
+// unsubscribe implements Consumer.Unsubscribe.
+func (s *subscriptionState) unsubscribe(ctx context.Context, c *consumerState, force bool) error {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	if c.isClosed() {
+		return ErrConsumerNotFound
+	}
+	s.mu.Lock()
+	others := len(s.consumers) > 1
+	s.mu.Unlock()
+	if others && !force {
+		return fmt.Errorf("subscription %q has other consumers: %w", s.name, ErrNotAllowed)
+	}
+	return s.deleteLocked(ctx, c)
+}
+
+// deleteLocked disconnects all consumers (except is closed silently) and deletes the
+// subscription and its cursor; the caller holds s.opMu.
+func (s *subscriptionState) deleteLocked(ctx context.Context, except *consumerState) error {
+	s.mu.Lock()
+	s.deleted = true
+	s.mu.Unlock()
+	s.closeAllLocked(except)
+	if err := s.topic.ledger.DeleteCursor(ctx, s.name); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		s.mu.Lock()
+		s.deleted = false
+		s.mu.Unlock()
+		return fmt.Errorf("delete subscription %q: %w", s.name, err)
+	}
+	s.topic.dropSubscription(s)
+	return nil
+}
+
+// run is the dispatcher goroutine: it reads entries for the consumers' permits and hands them out.
+func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	b := s.topic.b
+	replayStalled := false
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		lc := s.topic.ledger.LastConfirmed()
+		now := b.nowMs()
+		nextDue := s.d.releaseDelayed(now)
+		caughtUp := s.caughtUp && s.caughtUpAt == lc
+		plan, ok := s.d.plan(b.cfg.DispatchMaxEntries, lc, caughtUp, replayStalled)
+		s.mu.Unlock()
+		if !ok {
+			var due <-chan time.Time
+			if nextDue > 0 {
+				d := time.Duration(nextDue-now) * time.Millisecond
+				if timer == nil {
+					timer = time.NewTimer(d)
+				} else {
+					timer.Reset(d)
+				}
+				due = timer.C
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+				replayStalled = false
+			case <-due:
+			}
+			continue
+		}
+		entries, err := s.read(ctx, plan)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if s.handleReadError(plan, err) {
+				continue
+			}
+			b.log.Warn("dispatcher read failed", slog.String("topic", s.topic.name.String()),
+				slog.String("subscription", s.name), slog.Any("err", err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		infos := make([]entryInfo, len(entries))
+		for i, e := range entries {
+			infos[i] = entryInfoOf(e, b.log)
+			if infos[i].numMessages > 1 {
+				infos[i].acked = s.cursor.AckedBatchIndexes(e.Position)
+			}
+		}
+		s.mu.Lock()
+		if plan.seq && len(entries) == 0 && plan.gen == s.d.gen {
+			s.caughtUp, s.caughtUpAt = true, lc
+		}
+		replayBefore := len(s.d.replay)
+		res := s.d.assign(plan, infos, s.cursor.IsAcknowledged, now)
+		if !plan.seq && len(res.deliveries) == 0 && len(s.d.replay) == replayBefore {
+			replayStalled = true
+		}
+		s.mu.Unlock()
+		if len(res.markers) > 0 {
+			if err := s.cursor.Delete(ctx, res.markers...); err != nil && ctx.Err() == nil {
+				b.log.Warn("acknowledging marker entries failed", slog.String("subscription", s.name), slog.Any("err", err))
+			}
+			s.mu.Lock()
+			s.d.acked(res.markers...)
+			s.mu.Unlock()
+		}
+		s.deliver(res.deliveries)
+	}
+}
+
+// deliver groups deliveries per consumer, keeping their order, and sends them.
+func (s *subscriptionState) deliver(ds []delivery) {
+	for len(ds) > 0 {
+		to := ds[0].to
+		batch := make([]Delivery, 0, len(ds))
+		rest := ds[:0:0]
+		for _, d := range ds {
+			if d.to == to {
+				batch = append(batch, d.d)
+			} else {
+				rest = append(rest, d)
+			}
+		}
+		if to.owner != nil {
+			to.owner.send(batch)
+		}
+		ds = rest
+	}
+}
+
+// read performs a read plan.
+func (s *subscriptionState) read(ctx context.Context, p readPlan) ([]storage.Entry, error) {
+	if p.seq {
+		return s.topic.ledger.Read(ctx, p.from, p.max, s.topic.b.cfg.DispatchMaxBytes)
+	}
+	out := make([]storage.Entry, 0, len(p.replay))
+	for _, pos := range p.replay {
+		e, err := s.topic.ledger.ReadEntry(ctx, pos)
+		if err != nil {
+			if errors.Is(err, storage.ErrTrimmed) || errors.Is(err, storage.ErrNotFound) {
+				s.mu.Lock()
+				s.d.acked(pos) // gone: nothing to redeliver
+				s.mu.Unlock()
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// handleReadError deals with reads of trimmed data: sequential reading jumps to the first stored
+// entry. It reports whether the error was handled.
+func (s *subscriptionState) handleReadError(p readPlan, err error) bool {
+	if !p.seq || !(errors.Is(err, storage.ErrTrimmed) || errors.Is(err, storage.ErrNotFound)) {
+		return false
+	}
+	first := s.topic.ledger.FirstPosition()
+	s.mu.Lock()
+	if p.gen == s.d.gen && s.d.readPos.Compare(first) < 0 {
+		s.d.readPos = first
+	}
+	s.mu.Unlock()
+	return true
+}
+
+// entryInfoOf extracts what dispatch needs from an entry's metadata. An entry whose metadata does
+// not parse is dispatched as one message (the client validates and discards it), as Pulsar does.
+func entryInfoOf(e storage.Entry, log *slog.Logger) entryInfo {
+	info := entryInfo{pos: e.Position, data: e.Data, numMessages: 1, publishTime: e.PublishTime}
+	md, err := wire.DecodeMetadata(e.Data)
+	if err != nil {
+		log.Warn("entry metadata does not parse; dispatching it as is", slog.String("position", e.Position.String()), slog.Any("err", err))
+		return info
+	}
+	info.numMessages = max(wire.NumMessages(md), 1)
+	info.marker = wire.IsMarker(md)
+	info.deliverAt = md.GetDeliverAtTime()
+	if k := md.GetOrderingKey(); len(k) > 0 {
+		info.keyHash = keyHash(k)
+	} else {
+		info.keyHash = keyHash([]byte(md.GetPartitionKey()))
+	}
+	return info
+}

@@ -1,0 +1,828 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
+)
+
+type topicLifecycle int
+
+const (
+	topicOpen topicLifecycle = iota
+	topicClosing
+	topicClosed
+)
+
+// topicState is one loaded topic.
+type topicState struct {
+	b       *brokerState
+	name    naming.TopicName
+	public  *Topic
+	ledger  *storage.Ledger
+	created time.Time
+
+	mu         sync.Mutex // guards the fields below up to pubMu
+	state      topicLifecycle
+	terminated bool
+	policies   TopicPolicies
+	producers  map[string]*producerState
+	waiting    []*producerWaiter // WaitForExclusive producers, in arrival order
+	exclusive  bool              // the current producers hold exclusive access
+	topicEpoch uint64
+	subs       map[string]*subscriptionState
+	subList    atomic.Pointer[[]*subscriptionState] // lock-free copy for publish notifications
+
+	// pubMu orders dedup decisions with appends, so the log order equals the decision order.
+	pubMu          sync.Mutex
+	lastAppendTime int64 // guarded by pubMu
+	inflight       sync.WaitGroup
+
+	dedupMu         sync.Mutex
+	dedup           *dedupState // nil when deduplication is off
+	dedupCursor     *storage.Cursor
+	snapshotRunning bool
+	bg              sync.WaitGroup // background work (dedup snapshots)
+
+	msgIn, bytesIn, msgOut, bytesOut atomic.Int64
+	lastPublish                      atomic.Int64
+	rateIn, rateBytesIn              rate
+	rateOut, rateBytesOut            rate
+}
+
+// producerWaiter is a queued WaitForExclusive producer.
+type producerWaiter struct {
+	opts  ProducerOptions
+	name  string
+	ready chan *producerState // receives the producer once granted
+}
+
+func newTopicState(b *brokerState, name naming.TopicName, ledger *storage.Ledger, pol TopicPolicies) *topicState {
+	t := &topicState{
+		b:         b,
+		name:      name,
+		ledger:    ledger,
+		created:   b.clock.Now(),
+		policies:  pol,
+		producers: make(map[string]*producerState),
+		subs:      make(map[string]*subscriptionState),
+	}
+	t.public = &Topic{t: t}
+	t.subList.Store(&[]*subscriptionState{})
+	return t
+}
+
+// isInternalCursor reports cursors that are not subscriptions (dedup, replicators).
+func (b *brokerState) isInternalCursor(name string) bool {
+	return name == dedupCursorName || strings.HasPrefix(name, b.cfg.ReplicatorPrefix+".")
+}
+
+// load builds the topic's subscriptions from its stored cursors, prepares replication cursors of a
+// new topic and recovers deduplication. Called once, before the topic is published.
+func (t *topicState) load(ctx context.Context, isNew bool) error {
+	for _, c := range t.ledger.Cursors() {
+		if t.b.isInternalCursor(c.Name()) || !c.Durable() {
+			continue
+		}
+		t.subs[c.Name()] = newSubscription(t, c.Name(), c, true)
+	}
+	t.publishSubList()
+	if isNew {
+		// A topic created while its namespace lists remote clusters gets its replication cursors
+		// before its first entry, so nothing produced to it is skipped (DESIGN.md §6).
+		for _, cl := range t.policies.ReplicationClusters {
+			if cl == t.b.cfg.Cluster || cl == "" {
+				continue
+			}
+			name := t.b.cfg.ReplicatorPrefix + "." + cl
+			if _, err := t.ledger.OpenCursor(ctx, name, storage.CursorOptions{Initial: storage.Earliest, Durable: true}); err != nil {
+				return fmt.Errorf("creating replication cursor %q: %w", name, err)
+			}
+		}
+	}
+	return t.applyDedupPolicy(ctx)
+}
+
+// dedupWanted reports whether the policies enable deduplication.
+func (t *topicState) dedupWanted() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.policies.Deduplication != nil {
+		return *t.policies.Deduplication
+	}
+	return t.b.cfg.DedupDefault
+}
+
+func (t *topicState) dedupEnabled() bool {
+	t.dedupMu.Lock()
+	defer t.dedupMu.Unlock()
+	return t.dedup != nil
+}
+
+// applyDedupPolicy turns deduplication on (recovering its state) or off (dropping its cursor).
+func (t *topicState) applyDedupPolicy(ctx context.Context) error {
+	want := t.dedupWanted()
+	t.pubMu.Lock() // no publish decisions while the state is rebuilt
+	defer t.pubMu.Unlock()
+	t.dedupMu.Lock()
+	have := t.dedup != nil
+	t.dedupMu.Unlock()
+	switch {
+	case want && !have:
+		dd, cur, err := t.recoverDedup(ctx)
+		if err != nil {
+			return err
+		}
+		t.dedupMu.Lock()
+		t.dedup, t.dedupCursor = dd, cur
+		t.dedupMu.Unlock()
+	case !want && have:
+		t.bg.Wait() // a running snapshot must not recreate the cursor
+		t.dedupMu.Lock()
+		t.dedup, t.dedupCursor = nil, nil
+		t.dedupMu.Unlock()
+		if err := t.ledger.DeleteCursor(ctx, dedupCursorName); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return fmt.Errorf("dropping dedup cursor: %w", err)
+		}
+	case !want && !have:
+		if t.ledger.Cursor(dedupCursorName) != nil {
+			if err := t.ledger.DeleteCursor(ctx, dedupCursorName); err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return fmt.Errorf("dropping dedup cursor: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// recoverDedup reads the last snapshot and replays the entries stored after it. The caller holds
+// pubMu, so no append happens meanwhile.
+func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cursor, error) {
+	cur, err := t.ledger.OpenCursor(ctx, dedupCursorName, storage.CursorOptions{Initial: storage.Latest, Durable: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening dedup cursor: %w", err)
+	}
+	dd := newDedupState()
+	dd.restore(cur.Properties())
+	from := next(cur.MarkDeletePosition())
+	last := t.ledger.LastConfirmed()
+	replayed := 0
+	var lastPos storage.Position
+	for from.Compare(last) <= 0 {
+		entries, err := t.ledger.Read(ctx, from, 256, 8<<20)
+		if err != nil {
+			if errors.Is(err, storage.ErrTrimmed) {
+				from = t.ledger.FirstPosition()
+				continue
+			}
+			return nil, nil, fmt.Errorf("replaying entries for dedup from %s: %w", from, err)
+		}
+		if len(entries) == 0 {
+			break
+		}
+		for _, e := range entries {
+			md, err := wire.DecodeMetadata(e.Data)
+			if err != nil {
+				t.b.log.Warn("dedup replay: entry metadata does not parse; skipped",
+					slog.String("topic", t.name.String()), slog.String("position", e.Position.String()), slog.Any("err", err))
+				continue
+			}
+			dd.replay(md)
+			replayed++
+			lastPos = e.Position
+		}
+		from = next(entries[len(entries)-1].Position)
+	}
+	if t.lastAppendTime == 0 {
+		t.lastAppendTime = t.b.nowMs()
+	}
+	t.b.log.Debug("dedup state recovered", slog.String("topic", t.name.String()),
+		slog.Int("producers", len(dd.persisted)), slog.Int("replayed", replayed))
+	if replayed > 0 {
+		// Persist what the replay learned, so the next load starts from here.
+		if err := cur.SetProperties(ctx, dd.snapshot()); err != nil {
+			return nil, nil, fmt.Errorf("writing dedup snapshot: %w", err)
+		}
+		if err := cur.MarkDelete(ctx, lastPos); err != nil {
+			return nil, nil, fmt.Errorf("moving dedup cursor: %w", err)
+		}
+	}
+	return dd, cur, nil
+}
+
+// startSnapshot persists a dedup snapshot covering every entry up to pos, in the background. The
+// caller holds dedupMu and has set snapshotRunning.
+func (t *topicState) startSnapshot(props map[string]string, pos storage.Position) {
+	cur := t.dedupCursor
+	t.bg.Add(1)
+	go func() {
+		defer t.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := cur.SetProperties(ctx, props)
+		if err == nil {
+			err = cur.MarkDelete(ctx, pos)
+		}
+		if err != nil {
+			t.b.log.Warn("dedup snapshot failed", slog.String("topic", t.name.String()), slog.Any("err", err))
+		}
+		t.dedupMu.Lock()
+		t.snapshotRunning = false
+		t.dedupMu.Unlock()
+	}()
+}
+
+// publishableLocked reports whether the topic accepts publishes; the caller holds pubMu.
+func (t *topicState) publishableLocked() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.state != topicOpen:
+		return fmt.Errorf("topic %s is closing: %w", t.name, ErrTopicFenced)
+	case t.terminated:
+		return fmt.Errorf("topic %s: %w", t.name, ErrTopicTerminated)
+	}
+	return nil
+}
+
+func (t *topicState) publishSubList() {
+	list := make([]*subscriptionState, 0, len(t.subs))
+	for _, s := range t.subs {
+		list = append(list, s)
+	}
+	t.subList.Store(&list)
+}
+
+// notifySubscriptions wakes every dispatcher after an append.
+func (t *topicState) notifySubscriptions() {
+	for _, s := range *t.subList.Load() {
+		s.notify()
+	}
+}
+
+// addProducer implements Topic.AddProducer.
+func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
+	t.mu.Lock()
+	if err := t.openLocked(); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	if t.terminated {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("topic %s: %w", t.name, ErrTopicTerminated)
+	}
+	name := opts.Name
+	if name == "" {
+		name = t.b.nextProducerName()
+	}
+	isRepl := strings.HasPrefix(name, t.b.cfg.ReplicatorPrefix+".")
+	var evicted []*producerState
+	if old := t.producers[name]; old != nil {
+		if opts.Epoch <= old.opts.Epoch {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("producer %q is already connected to %s: %w", name, t.name, ErrProducerBusy)
+		}
+		// A reconnection (higher epoch) while the broker has not noticed the old connection's end.
+		delete(t.producers, name)
+		evicted = append(evicted, old)
+	}
+	if max := t.policies.MaxProducers; max > 0 && len(t.producers) >= max && !isRepl {
+		t.mu.Unlock()
+		t.closeProducers(evicted)
+		return nil, fmt.Errorf("topic %s reached its limit of %d producers: %w", t.name, max, ErrProducerBusy)
+	}
+	if opts.TopicEpoch != nil && *opts.TopicEpoch < t.topicEpoch && opts.AccessMode != AccessShared {
+		t.mu.Unlock()
+		t.closeProducers(evicted)
+		return nil, fmt.Errorf("topic epoch %d is older than %d: %w", *opts.TopicEpoch, t.topicEpoch, ErrProducerFenced)
+	}
+	exclusive := false
+	switch opts.AccessMode {
+	case AccessShared:
+		if t.exclusive && len(t.producers) > 0 {
+			t.mu.Unlock()
+			t.closeProducers(evicted)
+			return nil, fmt.Errorf("topic %s has an exclusive producer: %w", t.name, ErrProducerBusy)
+		}
+	case AccessExclusive:
+		if len(t.producers) > 0 || len(t.waiting) > 0 {
+			t.mu.Unlock()
+			t.closeProducers(evicted)
+			return nil, fmt.Errorf("topic %s already has producers; exclusive access refused: %w", t.name, ErrProducerBusy)
+		}
+		exclusive = true
+	case AccessExclusiveWithFencing:
+		for n, p := range t.producers {
+			delete(t.producers, n)
+			evicted = append(evicted, p)
+		}
+		exclusive = true
+	case AccessWaitForExclusive:
+		if len(t.producers) > 0 || len(t.waiting) > 0 {
+			w := &producerWaiter{opts: opts, name: name, ready: make(chan *producerState, 1)}
+			t.waiting = append(t.waiting, w)
+			t.mu.Unlock()
+			t.closeProducers(evicted)
+			if opts.OnQueued != nil {
+				opts.OnQueued()
+			}
+			return t.awaitExclusive(ctx, w)
+		}
+		exclusive = true
+	default:
+		t.mu.Unlock()
+		t.closeProducers(evicted)
+		return nil, fmt.Errorf("access mode %d: %w", opts.AccessMode, ErrInvalidRequest)
+	}
+	p := t.attachProducerLocked(opts, name, exclusive)
+	t.mu.Unlock()
+	t.closeProducers(evicted)
+	return p.public, nil
+}
+
+// attachProducerLocked registers a granted producer; the caller holds t.mu.
+func (t *topicState) attachProducerLocked(opts ProducerOptions, name string, exclusive bool) *producerState {
+	p := &producerState{
+		topic:          t,
+		id:             opts.ProducerID,
+		name:           name,
+		opts:           opts,
+		isReplicator:   strings.HasPrefix(name, t.b.cfg.ReplicatorPrefix+"."),
+		connectedSince: t.b.clock.Now(),
+		limiter:        opts.Limiter,
+	}
+	if p.limiter == nil {
+		p.limiter = t.b.publishLimiter
+	}
+	if exclusive {
+		t.topicEpoch++
+		if opts.TopicEpoch != nil && *opts.TopicEpoch > t.topicEpoch {
+			t.topicEpoch = *opts.TopicEpoch
+		}
+		p.topicEpoch, p.hasTopicEpoch = t.topicEpoch, true
+	}
+	t.exclusive = exclusive
+	t.dedupMu.Lock()
+	if t.dedup != nil {
+		p.lastSequenceID = t.dedup.lastSequenceID(name)
+	} else {
+		p.lastSequenceID = -1
+	}
+	t.dedupMu.Unlock()
+	p.public = &Producer{p: p}
+	t.producers[name] = p
+	return p
+}
+
+// awaitExclusive waits until a queued WaitForExclusive producer is granted the topic.
+func (t *topicState) awaitExclusive(ctx context.Context, w *producerWaiter) (*Producer, error) {
+	select {
+	case p := <-w.ready:
+		if p == nil {
+			return nil, fmt.Errorf("topic %s closed while waiting for exclusive access: %w", t.name, ErrTopicFenced)
+		}
+		return p.public, nil
+	case <-ctx.Done():
+		t.mu.Lock()
+		if i := slices.Index(t.waiting, w); i >= 0 {
+			t.waiting = slices.Delete(t.waiting, i, i+1)
+			t.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		t.mu.Unlock()
+		// Granted concurrently: give it back.
+		if p := <-w.ready; p != nil {
+			_ = p.close(context.Background())
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// grantWaiterLocked hands the topic to the first queued WaitForExclusive producer if it is free.
+func (t *topicState) grantWaiterLocked() {
+	if len(t.producers) > 0 || len(t.waiting) == 0 || t.state != topicOpen {
+		return
+	}
+	w := t.waiting[0]
+	t.waiting = t.waiting[1:]
+	w.ready <- t.attachProducerLocked(w.opts, w.name, true)
+}
+
+// closeProducers closes evicted producers (broker-initiated: their OnClosed is called).
+func (t *topicState) closeProducers(ps []*producerState) {
+	for _, p := range ps {
+		if !p.closed.Swap(true) && p.opts.OnClosed != nil {
+			p.opts.OnClosed()
+		}
+	}
+}
+
+// removeProducer detaches a closed producer.
+func (t *topicState) removeProducer(p *producerState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.producers[p.name] == p {
+		delete(t.producers, p.name)
+	}
+	if len(t.producers) == 0 {
+		t.exclusive = false
+		t.grantWaiterLocked()
+	}
+}
+
+func (t *topicState) openLocked() error {
+	if t.state != topicOpen {
+		return fmt.Errorf("topic %s is closing: %w", t.name, ErrTopicFenced)
+	}
+	return nil
+}
+
+// validSubscriptionName refuses names reserved for internal cursors.
+func (t *topicState) validSubscriptionName(name string) error {
+	if name == "" {
+		return fmt.Errorf("empty subscription name: %w", ErrInvalidRequest)
+	}
+	if t.b.isInternalCursor(name) {
+		return fmt.Errorf("subscription name %q is reserved: %w", name, ErrNotAllowed)
+	}
+	return nil
+}
+
+// subscribe implements Topic.Subscribe.
+func (t *topicState) subscribe(ctx context.Context, opts SubscribeOptions, sink ConsumerSink) (*Consumer, error) {
+	if err := t.validSubscriptionName(opts.Subscription); err != nil {
+		return nil, err
+	}
+	if opts.ConsumerName == "" {
+		opts.ConsumerName = t.b.nextConsumerName()
+	}
+	for attempt := 0; ; attempt++ {
+		sub, err := t.getOrCreateSubscription(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		sub.opMu.Lock()
+		c, err := sub.addConsumer(opts, sink)
+		sub.opMu.Unlock()
+		if err != nil {
+			if errors.Is(err, ErrServiceNotReady) && attempt < 3 {
+				continue // deleted concurrently: create it again
+			}
+			return nil, err
+		}
+		return &Consumer{c: c}, nil
+	}
+}
+
+// getOrCreateSubscription returns the subscription, creating its cursor if needed.
+func (t *topicState) getOrCreateSubscription(ctx context.Context, opts SubscribeOptions) (*subscriptionState, error) {
+	t.mu.Lock()
+	if err := t.openLocked(); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	if sub := t.subs[opts.Subscription]; sub != nil {
+		t.mu.Unlock()
+		return sub, nil
+	}
+	if max := t.policies.MaxConsumers; max > 0 && t.consumerCountLocked() >= max {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("topic %s reached its limit of %d consumers: %w", t.name, max, ErrConsumerBusy)
+	}
+	t.mu.Unlock()
+	initial := storage.Latest
+	if opts.InitialPosition == InitialEarliest {
+		initial = storage.Earliest
+	}
+	if !opts.Durable && opts.StartPosition != nil {
+		initial = *opts.StartPosition
+	}
+	cur, err := t.ledger.OpenCursor(ctx, opts.Subscription, storage.CursorOptions{Initial: initial, Durable: opts.Durable})
+	if err != nil {
+		return nil, fmt.Errorf("opening cursor %q on %s: %w", opts.Subscription, t.name, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.openLocked(); err != nil {
+		return nil, err
+	}
+	if sub := t.subs[opts.Subscription]; sub != nil {
+		return sub, nil // created concurrently
+	}
+	sub := newSubscription(t, opts.Subscription, cur, cur.Durable())
+	sub.props = opts.SubscriptionProperties
+	t.subs[opts.Subscription] = sub
+	t.publishSubList()
+	return sub, nil
+}
+
+func (t *topicState) consumerCountLocked() int {
+	n := 0
+	for _, s := range t.subs {
+		s.mu.Lock()
+		n += len(s.consumers)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// dropSubscription forgets a deleted (or emptied non-durable) subscription.
+func (t *topicState) dropSubscription(s *subscriptionState) {
+	t.mu.Lock()
+	if t.subs[s.name] == s {
+		delete(t.subs, s.name)
+		t.publishSubList()
+	}
+	t.mu.Unlock()
+	if !s.durable {
+		s.mu.Lock()
+		s.deleted = true
+		s.mu.Unlock()
+		if err := t.ledger.DeleteCursor(context.Background(), s.name); err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrClosed) {
+			t.b.log.Warn("dropping non-durable cursor failed", slog.String("topic", t.name.String()), slog.String("cursor", s.name), slog.Any("err", err))
+		}
+	}
+}
+
+// subscription returns a subscription by name.
+func (t *topicState) subscription(name string) (*subscriptionState, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.subs[name]; s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("subscription %q on %s: %w", name, t.name, ErrSubscriptionNotFound)
+}
+
+func (t *topicState) subscriptionNames() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.subs))
+	for n := range t.subs {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (t *topicState) createSubscription(ctx context.Context, name string, start storage.Position, replicated bool) error {
+	if err := t.validSubscriptionName(name); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	_, exists := t.subs[name]
+	t.mu.Unlock()
+	if exists {
+		return fmt.Errorf("subscription %q on %s already exists: %w", name, t.name, ErrNotAllowed)
+	}
+	sub, err := t.getOrCreateSubscription(ctx, SubscribeOptions{Subscription: name, Durable: true, InitialPosition: InitialLatest})
+	if err != nil {
+		return err
+	}
+	if replicated {
+		sub.replicated.Store(true)
+	}
+	if start != storage.Latest {
+		return sub.reset(ctx, start, false, 0)
+	}
+	return nil
+}
+
+func (t *topicState) deleteSubscription(ctx context.Context, name string, force bool) error {
+	s, err := t.subscription(name)
+	if err != nil {
+		return err
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	busy := len(s.consumers) > 0
+	s.mu.Unlock()
+	if busy && !force {
+		return fmt.Errorf("subscription %q has consumers: %w", name, ErrNotAllowed)
+	}
+	return s.deleteLocked(ctx, nil)
+}
+
+func (t *topicState) resetSubscription(ctx context.Context, name string, p storage.Position, byTime bool, ts int64) error {
+	s, err := t.subscription(name)
+	if err != nil {
+		return err
+	}
+	return s.reset(ctx, p, byTime, ts)
+}
+
+func (t *topicState) skipAll(ctx context.Context, name string) error {
+	s, err := t.subscription(name)
+	if err != nil {
+		return err
+	}
+	last := t.ledger.LastConfirmed()
+	if err := s.cursor.MarkDelete(ctx, last); err != nil {
+		return fmt.Errorf("clear backlog of %q: %w", name, err)
+	}
+	s.mu.Lock()
+	s.d.ackedUpTo(last)
+	s.mu.Unlock()
+	s.lastMarkDeleteMove.Store(t.b.nowMs())
+	return nil
+}
+
+func (t *topicState) skip(ctx context.Context, name string, n int) error {
+	s, err := t.subscription(name)
+	if err != nil {
+		return err
+	}
+	if n <= 0 {
+		return nil
+	}
+	var ps []storage.Position
+	from := next(s.cursor.MarkDeletePosition())
+	for len(ps) < n {
+		entries, err := t.ledger.Read(ctx, from, min(n-len(ps)+64, 1000), 16<<20)
+		if err != nil {
+			return fmt.Errorf("skip on %q: %w", name, err)
+		}
+		if len(entries) == 0 {
+			break
+		}
+		for _, e := range entries {
+			if len(ps) < n && !s.cursor.IsAcknowledged(e.Position) {
+				ps = append(ps, e.Position)
+			}
+		}
+		from = next(entries[len(entries)-1].Position)
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	if err := s.cursor.Delete(ctx, ps...); err != nil {
+		return fmt.Errorf("skip on %q: %w", name, err)
+	}
+	s.mu.Lock()
+	s.d.acked(ps...)
+	s.mu.Unlock()
+	return nil
+}
+
+func (t *topicState) peek(ctx context.Context, name string, n int) ([]storage.Entry, error) {
+	s, err := t.subscription(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []storage.Entry
+	from := next(s.cursor.MarkDeletePosition())
+	for len(out) < n {
+		entries, err := t.ledger.Read(ctx, from, min(n-len(out)+64, 1000), 16<<20)
+		if err != nil {
+			return nil, fmt.Errorf("peek on %q: %w", name, err)
+		}
+		if len(entries) == 0 {
+			break
+		}
+		for _, e := range entries {
+			if len(out) < n && !s.cursor.IsAcknowledged(e.Position) {
+				out = append(out, e)
+			}
+		}
+		from = next(entries[len(entries)-1].Position)
+	}
+	return out, nil
+}
+
+// terminate implements Topic.Terminate.
+func (t *topicState) terminate(ctx context.Context) (storage.Position, error) {
+	t.pubMu.Lock()
+	t.mu.Lock()
+	if err := t.openLocked(); err != nil {
+		t.mu.Unlock()
+		t.pubMu.Unlock()
+		return storage.Position{}, err
+	}
+	t.terminated = true
+	ps := make([]*producerState, 0, len(t.producers))
+	for _, p := range t.producers {
+		ps = append(ps, p)
+	}
+	t.mu.Unlock()
+	t.pubMu.Unlock()
+	t.closeProducers(ps)
+	t.inflight.Wait()
+	return t.ledger.LastConfirmed(), nil
+}
+
+// lastEntryInfo describes the last stored entry.
+type lastEntryInfo struct {
+	pos         storage.Position
+	batched     bool
+	numMessages int
+}
+
+// lastEntry returns the last stored entry's position and batch size (ok false if the log is empty).
+func (t *topicState) lastEntry(ctx context.Context) (lastEntryInfo, bool, error) {
+	lc := t.ledger.LastConfirmed()
+	if lc.EntryID < 0 || t.ledger.Entries() == 0 {
+		return lastEntryInfo{}, false, nil
+	}
+	e, err := t.ledger.ReadEntry(ctx, lc)
+	if err != nil {
+		return lastEntryInfo{}, false, fmt.Errorf("reading last entry of %s: %w", t.name, err)
+	}
+	info := lastEntryInfo{pos: lc, numMessages: 1}
+	if md, err := wire.DecodeMetadata(e.Data); err == nil && md.NumMessagesInBatch != nil {
+		info.batched = true
+		info.numMessages = int(md.GetNumMessagesInBatch())
+	}
+	return info, true, nil
+}
+
+// close unloads the topic: producers and consumers are disconnected (told), pending appends
+// complete, the dedup state is snapshotted and the ledger closed.
+func (t *topicState) close(ctx context.Context) error {
+	t.mu.Lock()
+	if t.state != topicOpen {
+		t.mu.Unlock()
+		return nil
+	}
+	t.state = topicClosing
+	ps := make([]*producerState, 0, len(t.producers))
+	for _, p := range t.producers {
+		ps = append(ps, p)
+	}
+	subs := make([]*subscriptionState, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	waiting := t.waiting
+	t.waiting = nil
+	t.mu.Unlock()
+	for _, w := range waiting {
+		w.ready <- nil
+	}
+	t.closeProducers(ps)
+	for _, s := range subs {
+		s.opMu.Lock()
+		s.closeAllLocked(nil)
+		s.opMu.Unlock()
+	}
+	t.inflight.Wait()
+	t.bg.Wait()
+	t.dedupMu.Lock()
+	dd, cur := t.dedup, t.dedupCursor
+	var props map[string]string
+	if dd != nil && dd.sinceSnapshot > 0 {
+		props = dd.snapshot()
+	}
+	t.dedupMu.Unlock()
+	if props != nil && cur != nil && t.ledger.Err() == nil {
+		if err := cur.SetProperties(ctx, props); err == nil {
+			if err := cur.MarkDelete(ctx, t.ledger.LastConfirmed()); err != nil {
+				t.b.log.Warn("final dedup snapshot failed", slog.String("topic", t.name.String()), slog.Any("err", err))
+			}
+		}
+	}
+	err := t.ledger.Close()
+	t.mu.Lock()
+	t.state = topicClosed
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("closing ledger of %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// busy reports whether producers or consumers are attached.
+func (t *topicState) busy() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.producers) > 0 {
+		return true
+	}
+	for _, s := range t.subs {
+		s.mu.Lock()
+		n := len(s.consumers)
+		s.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// setPolicies installs new policies and applies what changed.
+func (t *topicState) setPolicies(ctx context.Context, pol TopicPolicies) error {
+	t.mu.Lock()
+	t.policies = pol
+	t.mu.Unlock()
+	t.ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)
+	return t.applyDedupPolicy(ctx)
+}
