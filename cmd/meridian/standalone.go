@@ -31,9 +31,11 @@ type standaloneFlags struct {
 	clusters               []string
 }
 
-func newStandaloneCommand() *cobra.Command {
+func newStandaloneCommand() *cobra.Command { return newStandaloneCommandFor(&standaloneFlags{}) }
+
+// newStandaloneCommandFor builds the command with its flags bound to f.
+func newStandaloneCommandFor(f *standaloneFlags) *cobra.Command {
 	defaults := node.DefaultOptions()
-	f := &standaloneFlags{}
 	cmd := &cobra.Command{
 		Use:   "standalone",
 		Short: "Run one cluster (one broker) with embedded storage and metadata",
