@@ -1,15 +1,14 @@
 package replication
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -17,7 +16,7 @@ import (
 const (
 	// SourcePositionProperty carries the source entry's position ("<ledgerId>:<entryId>") on every
 	// replicated entry; the receiver deduplicates and maps positions by it.
-	SourcePositionProperty = "__MSG_PROP_REPL_SOURCE_POSITION"
+	SourcePositionProperty = wire.ReplSourcePositionProperty
 	// LocalOnly in replicate_to keeps a message in its cluster (the Go client's DisableReplication).
 	LocalOnly = "__local__"
 	// DefaultPrefix is Pulsar's replicatorPrefix: cursor "pulsar.repl.<remote>", producer
@@ -42,15 +41,6 @@ func RemoteOfProducer(producerName string) (string, bool) {
 	return rest, rest != ""
 }
 
-// magicCRC32C starts a stored entry whose metadata and payload carry a CRC32C checksum.
-const magicCRC32C = 0x0e01
-
-// maxMetadataSize bounds the metadata of one entry; anything larger is corrupt (Pulsar's frames are at
-// most a few MiB and metadata is small).
-const maxMetadataSize = 1 << 20
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
 // ErrCorruptEntry: a stored entry whose framing, checksum or metadata cannot be decoded.
 var ErrCorruptEntry = errors.New("replication: corrupt entry")
 
@@ -63,44 +53,23 @@ type ParsedEntry struct {
 // ParseEntry splits stored bytes [0x0e01 crc32c] [u32 metadata size] [metadata] [payload] and checks
 // the checksum when present.
 func ParseEntry(data []byte) (ParsedEntry, error) {
-	rest := data
-	if len(rest) >= 2 && binary.BigEndian.Uint16(rest) == magicCRC32C {
-		if len(rest) < 6 {
-			return ParsedEntry{}, fmt.Errorf("%w: truncated checksum", ErrCorruptEntry)
-		}
-		want := binary.BigEndian.Uint32(rest[2:6])
-		rest = rest[6:]
-		if got := crc32.Checksum(rest, crcTable); got != want {
-			return ParsedEntry{}, fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorruptEntry, got, want)
-		}
+	if err := wire.VerifyChecksum(data); err != nil {
+		return ParsedEntry{}, fmt.Errorf("%w: %v", ErrCorruptEntry, err)
 	}
-	if len(rest) < 4 {
-		return ParsedEntry{}, fmt.Errorf("%w: truncated metadata size", ErrCorruptEntry)
+	parts, err := wire.ParseEntry(data)
+	if err != nil {
+		return ParsedEntry{}, fmt.Errorf("%w: %v", ErrCorruptEntry, err)
 	}
-	size := binary.BigEndian.Uint32(rest)
-	if size > maxMetadataSize || int64(size) > int64(len(rest)-4) {
-		return ParsedEntry{}, fmt.Errorf("%w: metadata size %d of %d bytes", ErrCorruptEntry, size, len(rest)-4)
+	md, err := wire.DecodeMetadata(data)
+	if err != nil {
+		return ParsedEntry{}, fmt.Errorf("%w: %v", ErrCorruptEntry, err)
 	}
-	md := &pulsarpb.MessageMetadata{}
-	if err := proto.Unmarshal(rest[4:4+size], md); err != nil {
-		return ParsedEntry{}, fmt.Errorf("%w: metadata: %v", ErrCorruptEntry, err)
-	}
-	return ParsedEntry{Metadata: md, Payload: rest[4+size:]}, nil
+	return ParsedEntry{Metadata: md, Payload: parts.Body}, nil
 }
 
 // EncodeEntry builds stored/sent bytes with a CRC32C checksum from metadata and payload.
 func EncodeEntry(md *pulsarpb.MessageMetadata, payload []byte) ([]byte, error) {
-	mb, err := proto.MarshalOptions{Deterministic: true}.Marshal(md)
-	if err != nil {
-		return nil, fmt.Errorf("replication: encode metadata: %w", err)
-	}
-	out := make([]byte, 10+len(mb)+len(payload))
-	binary.BigEndian.PutUint16(out, magicCRC32C)
-	binary.BigEndian.PutUint32(out[6:], uint32(len(mb)))
-	copy(out[10:], mb)
-	copy(out[10+len(mb):], payload)
-	binary.BigEndian.PutUint32(out[2:], crc32.Checksum(out[6:], crcTable))
-	return out, nil
+	return wire.EncodeEntry(md, payload)
 }
 
 // SkipReason says why an entry is not sent to a remote cluster ("" = it is sent).

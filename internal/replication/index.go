@@ -1,0 +1,651 @@
+package replication
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/wire"
+)
+
+// The inbound index of a local topic maps the origin of every replicated entry stored in it
+// (origin cluster, origin ledger, origin entry) to the local position that holds it. It serves two
+// purposes:
+//
+//   - deduplication, always on and independent of producer deduplication: a replicated entry whose
+//     origin position is already stored is not stored again (the broker answers the replicator with
+//     the earlier copy's position), so restarts and reconnects on either side never duplicate;
+//   - position translation: Lookup answers "which local position holds origin position X", the base
+//     for replicated subscriptions and consumer failover.
+//
+// The partition is implied: each partition is its own local topic with its own index, and a
+// replicator always sends partition i to partition i.
+//
+// Durability: the index needs no writes of its own on the data path. Every replicated entry carries
+// replicated_from and SourcePositionProperty in its stored metadata, so the index can be rebuilt
+// by reading the log. To bound the work at topic load, the index saves a snapshot every
+// IndexOptions.SnapshotInterval into the properties of the cursor IndexCursorName and, on load, reads
+// only the entries after the snapshot. The cursor's mark-delete position follows the snapshot, so it
+// never holds back trimming by more than one snapshot interval.
+//
+// Snapshot format, version 1, in the cursor's properties:
+//
+//	"index.version"  "1"
+//	"index.scanFrom" "<ledgerId>:<entryId>": every replicated entry before it is in the snapshot
+//	"index.data"     base64 (std, padded) of:
+//	    uvarint  number of origins
+//	    per origin:
+//	        uvarint  len(cluster), cluster bytes
+//	        varint   floor ledger, varint floor entry   (origin positions <= floor are duplicates
+//	                                                     whose mapping was dropped; -1:-1 if none)
+//	        uvarint  number of runs
+//	        per run: varint originLedger, varint originEntry, varint localLedger, varint localEntry,
+//	                 uvarint count
+//	  A run maps count consecutive origin entries (same ledger) to count consecutive local entries
+//	  (same ledger). Runs are sorted by origin position.
+//
+// When the encoded data would exceed IndexOptions.MaxSnapshotBytes, the oldest runs of the largest
+// origins are dropped from the snapshot and their origins' floors raised: deduplication stays exact
+// (a dropped origin position still counts as stored), only Lookup of such old positions answers
+// "unknown". MaxRuns bounds the runs kept in memory per origin the same way.
+
+// IndexCursorName is the cursor whose properties hold the index snapshot.
+const IndexCursorName = "meridian.repl-index"
+
+// IndexOptions configure an Index.
+type IndexOptions struct {
+	// SnapshotInterval is how often a changed index is saved. Default 5 s.
+	SnapshotInterval time.Duration
+	// MaxSnapshotBytes bounds the encoded snapshot. Default 256 KiB.
+	MaxSnapshotBytes int
+	// MaxRuns bounds the runs kept in memory per origin (older runs are folded into the floor).
+	// Default 1,000,000.
+	MaxRuns int
+	// ScanBatch bounds one read while rebuilding. Default 500 entries.
+	ScanBatch int
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+func (o *IndexOptions) withDefaults() {
+	if o.SnapshotInterval <= 0 {
+		o.SnapshotInterval = 5 * time.Second
+	}
+	if o.MaxSnapshotBytes <= 0 {
+		o.MaxSnapshotBytes = 256 << 10
+	}
+	if o.MaxRuns <= 0 {
+		o.MaxRuns = 1_000_000
+	}
+	if o.ScanBatch <= 0 {
+		o.ScanBatch = 500
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// ErrIndexPending: an entry with the same origin position is being appended right now; its fate is
+// not known yet. The broker answers SEND_ERROR (PersistenceError) and the replicator retries, as with
+// Pulsar's deduplication "unknown" status.
+var ErrIndexPending = errors.New("replication: replicated entry with this source position is being stored")
+
+// ErrIndexOutOfOrder: an entry from an origin arrived after an earlier entry of that origin failed
+// to append; it is refused (retriable) so the replicator resends in order.
+var ErrIndexOutOfOrder = errors.New("replication: replicated entry out of order")
+
+type run struct {
+	origin, local Position
+	count         int64
+}
+
+func (r run) originEnd() Position { return Position{r.origin.LedgerID, r.origin.EntryID + r.count - 1} }
+func (r run) localEnd() Position  { return Position{r.local.LedgerID, r.local.EntryID + r.count - 1} }
+
+type originState struct {
+	runs  []run
+	floor Position // origin positions <= floor are stored but no longer mapped
+	// failedAt is set when the append of an entry from this origin failed: later entries of the
+	// origin are refused until the replicator resends from that entry, so the origin's order is kept.
+	failedAt *Position
+
+	msgIn, bytesIn, dups int64
+	window               rateWindow
+}
+
+// Index is the inbound index of one local topic. It is safe for concurrent use.
+type Index struct {
+	opts  IndexOptions
+	topic LocalTopic
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	origins   map[string]*originState
+	pending   map[string]struct{}
+	lastLocal Position // highest local position recorded
+	dirty     bool
+	cursor    Cursor
+	closed    bool
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// NewIndex returns an empty, in-memory index (no snapshots); used by tests and by LoadIndex.
+func NewIndex(opts IndexOptions) *Index {
+	opts.withDefaults()
+	return &Index{opts: opts, log: opts.Logger, origins: map[string]*originState{}, pending: map[string]struct{}{}}
+}
+
+// LoadIndex opens the index of topic: it loads the snapshot from the cursor IndexCursorName (creating
+// the cursor at the end of the log if missing, after scanning the whole log once), reads the entries
+// written after the snapshot, and starts the background snapshot saver. It must complete before the
+// topic accepts replicated entries. Close stops the saver and saves a last snapshot.
+func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index, error) {
+	x := NewIndex(opts)
+	x.topic = topic
+	x.log = x.opts.Logger.With("topic", topic.Name())
+	cur, created, err := topic.OpenCursor(ctx, IndexCursorName, Earliest)
+	if err != nil {
+		return nil, fmt.Errorf("replication: open index cursor of %s: %w", topic.Name(), err)
+	}
+	x.cursor = cur
+	scanFrom := Earliest
+	if !created {
+		props := cur.Properties()
+		if props["index.version"] != "" {
+			if p, err := x.decodeSnapshot(props); err != nil {
+				// A damaged snapshot costs time, never correctness: rebuild from the whole log.
+				x.log.Warn("inbound replication index snapshot unreadable; rebuilding from the log", "err", err)
+				x.origins = map[string]*originState{}
+			} else {
+				scanFrom = p
+			}
+		}
+	}
+	n, err := x.scan(ctx, scanFrom)
+	if err != nil {
+		return nil, fmt.Errorf("replication: rebuild index of %s: %w", topic.Name(), err)
+	}
+	x.log.Debug("inbound replication index loaded", "scanFrom", scanFrom.String(), "scanned", n, "origins", len(x.origins))
+	if n > 0 || created {
+		x.dirty = true
+	}
+	x.stop, x.done = make(chan struct{}), make(chan struct{})
+	go x.saver()
+	return x, nil
+}
+
+func (x *Index) scan(ctx context.Context, from Position) (int, error) {
+	n := 0
+	if from == Earliest {
+		from = Position{0, 0}
+	}
+	for {
+		es, err := x.topic.Read(ctx, from, x.opts.ScanBatch, 8<<20)
+		if err != nil {
+			return n, err
+		}
+		if len(es) == 0 {
+			return n, nil
+		}
+		for _, e := range es {
+			x.Observe(e.Position, e.Data)
+			from = e.Position.Next()
+			n++
+		}
+	}
+}
+
+// Observe records a stored entry (used while rebuilding; harmless for entries that are not
+// replicated or already recorded).
+func (x *Index) Observe(local Position, data []byte) {
+	md, err := wire.DecodeMetadata(data)
+	if err != nil {
+		return
+	}
+	origin, pos, ok, err := SourceOf(md)
+	if !ok || err != nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	o := x.origin(origin)
+	if _, found := o.lookup(pos); found || pos.Compare(o.floor) <= 0 {
+		return
+	}
+	x.record(o, pos, local)
+}
+
+func (x *Index) origin(name string) *originState {
+	o := x.origins[name]
+	if o == nil {
+		o = &originState{floor: Position{-1, -1}}
+		x.origins[name] = o
+	}
+	return o
+}
+
+// Admit is called by the broker, before appending, for every entry published by a replicator
+// producer (producer name "pulsar.repl.*"). For an entry not seen before it returns a commit
+// function the broker must call exactly once with the local position (or the append error). For a
+// duplicate it returns dup=true and the local position of the stored copy (-1:-1 if no longer
+// mapped); the broker answers SEND_RECEIPT without storing. Entries without replicated_from or
+// without a source position are not indexed (commit is nil, dup false). err wraps ErrIndexPending
+// when the same origin position is being appended, or reports unparseable metadata.
+func (x *Index) Admit(data []byte) (dup bool, dupLedger, dupEntry int64, commit func(ledger, entry int64, err error), err error) {
+	md, err := wire.DecodeMetadata(data)
+	if err != nil {
+		return false, 0, 0, nil, fmt.Errorf("replication: replicated entry: %w", err)
+	}
+	origin, pos, ok, err := SourceOf(md)
+	if err != nil {
+		return false, 0, 0, nil, fmt.Errorf("replication: replicated entry from %s: %w", origin, err)
+	}
+	if !ok {
+		return false, 0, 0, nil, nil
+	}
+	msgs := int64(wire.NumMessages(md))
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	o := x.origin(origin)
+	if local, found := o.lookup(pos); found {
+		o.dups++
+		return true, local.LedgerID, local.EntryID, nil, nil
+	}
+	if pos.Compare(o.floor) <= 0 {
+		o.dups++
+		return true, -1, -1, nil, nil
+	}
+	if o.failedAt != nil {
+		if pos.Compare(*o.failedAt) > 0 {
+			return false, 0, 0, nil, fmt.Errorf("%w: %s %s arrived before %s, whose append failed", ErrIndexOutOfOrder, origin, pos, *o.failedAt)
+		}
+		o.failedAt = nil
+	}
+	key := origin + "\x00" + pos.String()
+	if _, busy := x.pending[key]; busy {
+		return false, 0, 0, nil, fmt.Errorf("%w: %s %s", ErrIndexPending, origin, pos)
+	}
+	x.pending[key] = struct{}{}
+	size := int64(len(data))
+	var once sync.Once
+	commit = func(ledger, entry int64, err error) {
+		once.Do(func() {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			delete(x.pending, key)
+			if err != nil {
+				o := x.origin(origin)
+				if o.failedAt == nil || pos.Compare(*o.failedAt) < 0 {
+					o.failedAt = &pos
+				}
+				return
+			}
+			x.record(x.origin(origin), pos, Position{ledger, entry})
+			o := x.origins[origin]
+			o.msgIn += msgs
+			o.bytesIn += size
+		})
+	}
+	return false, 0, 0, commit, nil
+}
+
+// record adds origin pos -> local; x.mu is held.
+func (x *Index) record(o *originState, pos, local Position) {
+	x.dirty = true
+	if local.Compare(x.lastLocal) > 0 {
+		x.lastLocal = local
+	}
+	if n := len(o.runs); n > 0 {
+		last := &o.runs[n-1]
+		if last.originEnd().Next() == pos && last.localEnd().Next() == local {
+			last.count++
+			return
+		}
+		if pos.Compare(last.originEnd()) <= 0 {
+			// Out of order (rare: a source that was recreated); keep the runs sorted.
+			i := sort.Search(n, func(i int) bool { return o.runs[i].origin.Compare(pos) > 0 })
+			o.runs = slices.Insert(o.runs, i, run{origin: pos, local: local, count: 1})
+			x.capRuns(o)
+			return
+		}
+	}
+	o.runs = append(o.runs, run{origin: pos, local: local, count: 1})
+	x.capRuns(o)
+}
+
+func (x *Index) capRuns(o *originState) {
+	if len(o.runs) > x.opts.MaxRuns {
+		drop := len(o.runs) - x.opts.MaxRuns
+		o.floor = maxPos(o.floor, o.runs[drop-1].originEnd())
+		o.runs = slices.Delete(o.runs, 0, drop)
+	}
+}
+
+func maxPos(a, b Position) Position {
+	if a.Compare(b) >= 0 {
+		return a
+	}
+	return b
+}
+
+func (o *originState) lookup(pos Position) (Position, bool) {
+	i := sort.Search(len(o.runs), func(i int) bool { return o.runs[i].origin.Compare(pos) > 0 }) - 1
+	if i < 0 {
+		return Position{}, false
+	}
+	r := o.runs[i]
+	if r.origin.LedgerID != pos.LedgerID || pos.EntryID >= r.origin.EntryID+r.count {
+		return Position{}, false
+	}
+	return Position{r.local.LedgerID, r.local.EntryID + (pos.EntryID - r.origin.EntryID)}, true
+}
+
+// Lookup returns the local position holding origin cluster's entry at pos. ok is false if that
+// entry was never stored here or its mapping is no longer kept (see the floor in the package doc).
+func (x *Index) Lookup(origin string, pos Position) (local Position, ok bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	o := x.origins[origin]
+	if o == nil {
+		return Position{}, false
+	}
+	return o.lookup(pos)
+}
+
+// Contains reports whether origin's entry at pos is stored here (mapped, or below the floor).
+func (x *Index) Contains(origin string, pos Position) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	o := x.origins[origin]
+	if o == nil {
+		return false
+	}
+	_, ok := o.lookup(pos)
+	return ok || pos.Compare(o.floor) <= 0
+}
+
+// InboundStats is the receiving side of replication from one origin cluster.
+type InboundStats struct {
+	Origin            string
+	MsgInCount        int64
+	BytesInCount      int64
+	MsgRateIn         float64
+	MsgThroughputIn   float64
+	DuplicatesDropped int64
+	Runs              int      // mapping runs kept in memory
+	LastOrigin        Position // highest origin position mapped
+}
+
+// Inbound returns per-origin inbound stats, sorted by origin.
+func (x *Index) Inbound() []InboundStats {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]InboundStats, 0, len(x.origins))
+	for name, o := range x.origins {
+		s := InboundStats{Origin: name, MsgInCount: o.msgIn, BytesInCount: o.bytesIn, DuplicatesDropped: o.dups, Runs: len(o.runs), LastOrigin: o.floor}
+		if n := len(o.runs); n > 0 {
+			s.LastOrigin = o.runs[n-1].originEnd()
+		}
+		s.MsgRateIn, s.MsgThroughputIn = o.window.rates()
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b InboundStats) int {
+		if a.Origin < b.Origin {
+			return -1
+		}
+		if a.Origin > b.Origin {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Tick samples rates; LoadIndex's saver calls it every second.
+func (x *Index) Tick(now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, o := range x.origins {
+		o.window.add(now, o.msgIn, o.bytesIn)
+	}
+}
+
+func (x *Index) saver() {
+	defer close(x.done)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastSave := x.opts.Now()
+	for {
+		select {
+		case <-x.stop:
+			return
+		case <-tick.C:
+			now := x.opts.Now()
+			x.Tick(now)
+			if now.Sub(lastSave) >= x.opts.SnapshotInterval {
+				lastSave = now
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if err := x.Save(ctx); err != nil {
+					x.log.Warn("save inbound replication index snapshot", "err", err)
+				}
+				cancel()
+			}
+		}
+	}
+}
+
+// Save writes a snapshot if the index changed since the last one.
+func (x *Index) Save(ctx context.Context) error {
+	if x.cursor == nil {
+		return nil
+	}
+	x.mu.Lock()
+	if !x.dirty {
+		x.mu.Unlock()
+		return nil
+	}
+	// With nothing pending, every replicated entry up to the end of the log is recorded; otherwise
+	// only those up to the highest recorded local position are known to be.
+	covered := x.lastLocal
+	if len(x.pending) == 0 {
+		if lc := x.topic.LastConfirmed(); lc.Compare(covered) > 0 {
+			covered = lc
+		}
+	}
+	props := x.encodeSnapshot(covered.Next())
+	x.dirty = false
+	x.mu.Unlock()
+	if err := x.cursor.SetProperties(ctx, props); err != nil {
+		x.mu.Lock()
+		x.dirty = true
+		x.mu.Unlock()
+		return err
+	}
+	if covered.EntryID >= 0 {
+		if err := x.cursor.MarkDelete(ctx, covered); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops the snapshot saver and saves a last snapshot.
+func (x *Index) Close(ctx context.Context) error {
+	x.mu.Lock()
+	if x.closed || x.stop == nil {
+		x.closed = true
+		x.mu.Unlock()
+		return nil
+	}
+	x.closed = true
+	x.mu.Unlock()
+	close(x.stop)
+	<-x.done
+	return x.Save(ctx)
+}
+
+// encodeSnapshot encodes the index (x.mu held), dropping old runs to fit MaxSnapshotBytes.
+func (x *Index) encodeSnapshot(scanFrom Position) map[string]string {
+	names := make([]string, 0, len(x.origins))
+	for n := range x.origins {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	type view struct {
+		floor Position
+		runs  []run
+	}
+	views := make([]view, len(names))
+	for i, n := range names {
+		views[i] = view{x.origins[n].floor, x.origins[n].runs}
+	}
+	const perRun = 5 * binary.MaxVarintLen64
+	budget := x.opts.MaxSnapshotBytes * 3 / 4 // base64 expands by 4/3
+	for {
+		size := binary.MaxVarintLen64
+		largest := -1
+		for i, v := range views {
+			size += 3*binary.MaxVarintLen64 + len(names[i]) + 2*binary.MaxVarintLen64 + len(v.runs)*perRun
+			if largest < 0 || len(v.runs) > len(views[largest].runs) {
+				largest = i
+			}
+		}
+		if size <= budget || largest < 0 || len(views[largest].runs) == 0 {
+			break
+		}
+		v := &views[largest]
+		drop := max(1, len(v.runs)/4)
+		v.floor = maxPos(v.floor, v.runs[drop-1].originEnd())
+		v.runs = v.runs[drop:]
+	}
+	buf := binary.AppendUvarint(nil, uint64(len(names)))
+	for i, n := range names {
+		buf = binary.AppendUvarint(buf, uint64(len(n)))
+		buf = append(buf, n...)
+		buf = binary.AppendVarint(buf, views[i].floor.LedgerID)
+		buf = binary.AppendVarint(buf, views[i].floor.EntryID)
+		buf = binary.AppendUvarint(buf, uint64(len(views[i].runs)))
+		for _, r := range views[i].runs {
+			buf = binary.AppendVarint(buf, r.origin.LedgerID)
+			buf = binary.AppendVarint(buf, r.origin.EntryID)
+			buf = binary.AppendVarint(buf, r.local.LedgerID)
+			buf = binary.AppendVarint(buf, r.local.EntryID)
+			buf = binary.AppendUvarint(buf, uint64(r.count))
+		}
+	}
+	return map[string]string{
+		"index.version":  "1",
+		"index.scanFrom": scanFrom.String(),
+		"index.data":     base64.StdEncoding.EncodeToString(buf),
+	}
+}
+
+var errBadSnapshot = errors.New("replication: bad index snapshot")
+
+// decodeSnapshot loads a snapshot into x and returns its scanFrom position.
+func (x *Index) decodeSnapshot(props map[string]string) (Position, error) {
+	if v := props["index.version"]; v != "1" {
+		return Position{}, fmt.Errorf("%w: version %q", errBadSnapshot, v)
+	}
+	scanFrom, err := ParsePosition(props["index.scanFrom"])
+	if err != nil {
+		return Position{}, fmt.Errorf("%w: %v", errBadSnapshot, err)
+	}
+	buf, err := base64.StdEncoding.DecodeString(props["index.data"])
+	if err != nil {
+		return Position{}, fmt.Errorf("%w: %v", errBadSnapshot, err)
+	}
+	origins, err := decodeOrigins(buf)
+	if err != nil {
+		return Position{}, err
+	}
+	x.origins = origins
+	for _, o := range origins {
+		if n := len(o.runs); n > 0 && o.runs[n-1].localEnd().Compare(x.lastLocal) > 0 {
+			x.lastLocal = o.runs[n-1].localEnd()
+		}
+	}
+	return scanFrom, nil
+}
+
+func decodeOrigins(buf []byte) (map[string]*originState, error) {
+	r := snapReader{b: buf}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(buf)) {
+		return nil, fmt.Errorf("%w: origin count", errBadSnapshot)
+	}
+	out := make(map[string]*originState, n)
+	for range n {
+		l := r.uvarint()
+		if r.err != nil || l > uint64(len(r.b)) || l == 0 {
+			return nil, fmt.Errorf("%w: origin name", errBadSnapshot)
+		}
+		name := string(r.b[:l])
+		r.b = r.b[l:]
+		o := &originState{floor: Position{r.varint(), r.varint()}}
+		runs := r.uvarint()
+		if r.err != nil || runs > uint64(len(r.b)) {
+			return nil, fmt.Errorf("%w: run count of %q", errBadSnapshot, name)
+		}
+		o.runs = make([]run, 0, runs)
+		for range runs {
+			rn := run{origin: Position{r.varint(), r.varint()}, local: Position{r.varint(), r.varint()}}
+			c := r.uvarint()
+			if r.err != nil || c == 0 || c > 1<<40 {
+				return nil, fmt.Errorf("%w: run of %q", errBadSnapshot, name)
+			}
+			rn.count = int64(c)
+			if k := len(o.runs); k > 0 && o.runs[k-1].origin.Compare(rn.origin) >= 0 {
+				return nil, fmt.Errorf("%w: runs of %q not sorted", errBadSnapshot, name)
+			}
+			o.runs = append(o.runs, rn)
+		}
+		out[name] = o
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: trailing bytes", errBadSnapshot)
+	}
+	return out, nil
+}
+
+type snapReader struct {
+	b   []byte
+	err error
+}
+
+func (r *snapReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errBadSnapshot
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *snapReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errBadSnapshot
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}

@@ -1,0 +1,265 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// replicated builds entry bytes as a replicator sends them: from origin, source position src.
+func replicated(t testing.TB, origin string, src Position, payload string) []byte {
+	t.Helper()
+	e := mkEntry(t, src, payload, nil)
+	out, reason, err := PrepareEntry(e, origin, "here")
+	if err != nil || reason != SkipNone {
+		t.Fatalf("prepare: %v %v", reason, err)
+	}
+	return out.Data
+}
+
+func TestIndexAdmitCommitDuplicate(t *testing.T) {
+	x := NewIndex(IndexOptions{})
+	d1 := replicated(t, "a", Position{5, 0}, "x")
+	dup, _, _, commit, err := x.Admit(d1)
+	if dup || commit == nil || err != nil {
+		t.Fatalf("first admit: %v %v %v", dup, commit != nil, err)
+	}
+	// The same origin position while its append is pending: retry later.
+	if _, _, _, _, err := x.Admit(d1); !errors.Is(err, ErrIndexPending) {
+		t.Fatalf("pending admit: %v", err)
+	}
+	commit(9, 3, nil)
+	dup, l, e, commit2, err := x.Admit(d1)
+	if !dup || l != 9 || e != 3 || commit2 != nil || err != nil {
+		t.Fatalf("duplicate admit: %v %d:%d %v", dup, l, e, err)
+	}
+	if p, ok := x.Lookup("a", Position{5, 0}); !ok || p != (Position{9, 3}) {
+		t.Fatalf("lookup %v %v", p, ok)
+	}
+	if _, ok := x.Lookup("b", Position{5, 0}); ok {
+		t.Fatal("lookup of another origin")
+	}
+	// Entries that are not replicated are not indexed.
+	plain := mkEntry(t, Position{}, "p", nil).Data
+	if dup, _, _, commit, err := x.Admit(plain); dup || commit != nil || err != nil {
+		t.Fatalf("plain admit: %v %v %v", dup, commit != nil, err)
+	}
+	// Garbage is an error, not a panic.
+	if _, _, _, _, err := x.Admit([]byte{1, 2, 3}); err == nil {
+		t.Fatal("garbage admitted")
+	}
+	st := x.Inbound()
+	if len(st) != 1 || st[0].Origin != "a" || st[0].MsgInCount != 1 || st[0].DuplicatesDropped != 1 {
+		t.Fatalf("inbound %+v", st)
+	}
+}
+
+func TestIndexFailedAppendKeepsOriginOrder(t *testing.T) {
+	x := NewIndex(IndexOptions{})
+	_, _, _, c0, _ := x.Admit(replicated(t, "a", Position{1, 0}, "0"))
+	_, _, _, c1, _ := x.Admit(replicated(t, "a", Position{1, 1}, "1"))
+	c0(0, 0, errors.New("fenced"))
+	c1(0, 1, errors.New("fenced"))
+	if _, _, _, _, err := x.Admit(replicated(t, "a", Position{1, 2}, "2")); !errors.Is(err, ErrIndexOutOfOrder) {
+		t.Fatalf("entry after a failed one: %v", err)
+	}
+	dup, _, _, c, err := x.Admit(replicated(t, "a", Position{1, 0}, "0"))
+	if dup || c == nil || err != nil {
+		t.Fatalf("resend of the failed entry: %v %v", dup, err)
+	}
+	c(3, 0, nil)
+}
+
+func TestIndexRunsCompressAndLookup(t *testing.T) {
+	x := NewIndex(IndexOptions{})
+	local := int64(0)
+	add := func(origin string, src Position) {
+		_, _, _, c, err := x.Admit(replicated(t, origin, src, "x"))
+		if err != nil || c == nil {
+			t.Fatal(err)
+		}
+		c(20, local, nil)
+		local++
+	}
+	for i := range 100 {
+		add("a", Position{3, int64(i)})
+	}
+	for i := range 10 { // a second origin interleaves
+		add("a", Position{4, int64(i)})
+		add("b", Position{8, int64(i)})
+	}
+	st := x.Inbound()
+	if st[0].Origin != "a" || st[0].Runs != 11 || st[1].Runs != 10 {
+		t.Fatalf("runs %+v", st)
+	}
+	if p, ok := x.Lookup("a", Position{3, 42}); !ok || p != (Position{20, 42}) {
+		t.Fatalf("lookup 3:42 -> %v %v", p, ok)
+	}
+	if p, ok := x.Lookup("b", Position{8, 9}); !ok || p != (Position{20, 119}) {
+		t.Fatalf("lookup b 8:9 -> %v %v", p, ok)
+	}
+	if _, ok := x.Lookup("a", Position{3, 100}); ok {
+		t.Fatal("lookup past a run")
+	}
+}
+
+func TestIndexSnapshotRoundTripAndRebuild(t *testing.T) {
+	ctx := context.Background()
+	topic := newMemTopic("persistent://t/n/x", 30)
+	x, err := LoadIndex(ctx, topic, IndexOptions{SnapshotInterval: time.Hour, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func(x *Index, origin string, src Position) {
+		t.Helper()
+		data := replicated(t, origin, src, "x")
+		dup, _, _, c, err := x.Admit(data)
+		if err != nil || dup {
+			t.Fatalf("admit %v: dup %v err %v", src, dup, err)
+		}
+		p := topic.append(data, 1)
+		c(p.LedgerID, p.EntryID, nil)
+	}
+	for i := range 50 {
+		store(x, "a", Position{1, int64(i)})
+		topic.append(mkEntry(t, Position{}, "local", nil).Data, 1) // local traffic interleaves
+	}
+	if err := x.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur := topic.cursors[IndexCursorName]
+	first := cur.Properties()
+	if first["index.scanFrom"] != "30:100" {
+		t.Fatalf("first snapshot scans from %q, want 30:100", first["index.scanFrom"])
+	}
+	// After the snapshot: more entries that only the log knows about.
+	for i := 50; i < 60; i++ {
+		store(x, "a", Position{1, int64(i)})
+	}
+	store(x, "b", Position{9, 0})
+	if err := x.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Simulate a crash that lost the last snapshot: restore the first one's properties, so the
+	// entries after it must come from the log.
+	if err := cur.SetProperties(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	y, err := LoadIndex(ctx, topic, IndexOptions{SnapshotInterval: time.Hour, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close(ctx)
+	for i := range 60 {
+		if !y.Contains("a", Position{1, int64(i)}) {
+			t.Fatalf("a 1:%d missing after reload", i)
+		}
+	}
+	if p, ok := y.Lookup("a", Position{1, 10}); !ok || p != (Position{30, 20}) {
+		t.Fatalf("lookup after reload %v %v", p, ok)
+	}
+	if !y.Contains("b", Position{9, 0}) {
+		t.Fatal("b missing")
+	}
+	if dup, _, _, _, _ := y.Admit(replicated(t, "a", Position{1, 59}, "x")); !dup {
+		t.Fatal("resend after reload not recognised as duplicate")
+	}
+
+	// A damaged snapshot costs a full scan, never correctness.
+	_ = cur.SetProperties(ctx, map[string]string{"index.version": "1", "index.scanFrom": "30:200", "index.data": "!!!"})
+	z, err := LoadIndex(ctx, topic, IndexOptions{SnapshotInterval: time.Hour, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close(ctx)
+	if !z.Contains("a", Position{1, 0}) || !z.Contains("a", Position{1, 59}) {
+		t.Fatal("rebuild after a damaged snapshot incomplete")
+	}
+}
+
+func TestIndexSnapshotCapKeepsDedupExact(t *testing.T) {
+	x := NewIndex(IndexOptions{MaxSnapshotBytes: 600})
+	for i := range 200 {
+		_, _, _, c, _ := x.Admit(replicated(t, "a", Position{int64(i), 0}, "x")) // one run per entry
+		c(1, int64(2*i), nil)
+	}
+	props := x.encodeSnapshot(Position{1, 400})
+	if n := len(props["index.data"]); n > 600 {
+		t.Fatalf("snapshot %d bytes", n)
+	}
+	y := NewIndex(IndexOptions{})
+	if _, err := y.decodeSnapshot(props); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if !y.Contains("a", Position{int64(i), 0}) {
+			t.Fatalf("origin %d:0 forgotten by the capped snapshot", i)
+		}
+	}
+	if _, ok := y.Lookup("a", Position{199, 0}); !ok {
+		t.Fatal("newest mapping dropped")
+	}
+	if _, ok := y.Lookup("a", Position{0, 0}); ok {
+		t.Fatal("oldest mapping should have been folded into the floor")
+	}
+}
+
+func TestDecodeSnapshotRejectsGarbage(t *testing.T) {
+	for _, data := range []string{"", "AA==", "/////w==", "AQVhbGljZQ=="} {
+		x := NewIndex(IndexOptions{})
+		if _, err := x.decodeSnapshot(map[string]string{"index.version": "1", "index.scanFrom": "1:0", "index.data": data}); err == nil {
+			if data != "AA==" { // zero origins is a valid, empty snapshot
+				t.Fatalf("accepted %q", data)
+			}
+		}
+	}
+	x := NewIndex(IndexOptions{})
+	if _, err := x.decodeSnapshot(map[string]string{"index.version": "2"}); err == nil {
+		t.Fatal("accepted version 2")
+	}
+}
+
+func FuzzDecodeOrigins(f *testing.F) {
+	x := NewIndex(IndexOptions{})
+	for i := range 5 {
+		_, _, _, c, _ := x.Admit(replicated(f, fmt.Sprint("c", i%2), Position{int64(i), 0}, "x"))
+		c(1, int64(i), nil)
+	}
+	props := x.encodeSnapshot(Position{1, 5})
+	f.Add([]byte(props["index.data"]))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		origins, err := decodeOrigins(b)
+		if err != nil {
+			return
+		}
+		for _, o := range origins {
+			o.lookup(Position{0, 0})
+		}
+	})
+}
+
+func FuzzPrepareEntry(f *testing.F) {
+	f.Add(mkEntry(f, Position{1, 1}, "payload", nil).Data)
+	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"b"} }).Data)
+	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }).Data)
+	f.Add([]byte{0x0e, 0x01, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, reason, err := PrepareEntry(Entry{Position: Position{1, 2}, Data: b}, "a", "b")
+		if reason == SkipNone && err == nil {
+			pe, err := ParseEntry(out.Data)
+			if err != nil {
+				t.Fatalf("prepared entry does not parse: %v", err)
+			}
+			if o, p, ok, _ := SourceOf(pe.Metadata); !ok || o != "a" || p != (Position{1, 2}) {
+				t.Fatalf("prepared entry lacks its source: %v %v %v", o, p, ok)
+			}
+		}
+	})
+}

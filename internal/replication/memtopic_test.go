@@ -1,0 +1,240 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// memTopic is an in-memory LocalTopic for unit tests (the real one, over storage, is exercised by
+// the end-to-end tests through internal/node).
+type memTopic struct {
+	name string
+	mu   sync.Mutex
+	// ledger is fixed: entries are (ledger, 0..n-1).
+	ledger  int64
+	entries []Entry
+	cursors map[string]*memCursor
+	waiters []memWaiter
+	readErr error
+}
+
+type memWaiter struct {
+	from Position
+	ch   chan struct{}
+}
+
+func newMemTopic(name string, ledger int64) *memTopic {
+	return &memTopic{name: name, ledger: ledger, cursors: map[string]*memCursor{}}
+}
+
+func (t *memTopic) Name() string { return t.name }
+
+func (t *memTopic) append(data []byte, publishTime int64) Position {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := Position{t.ledger, int64(len(t.entries))}
+	t.entries = append(t.entries, Entry{Position: p, PublishTime: publishTime, Data: data})
+	keep := t.waiters[:0]
+	for _, w := range t.waiters {
+		if p.Compare(w.from) >= 0 {
+			close(w.ch)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	t.waiters = keep
+	return p
+}
+
+func (t *memTopic) lastConfirmedLocked() Position { return Position{t.ledger, int64(len(t.entries)) - 1} }
+
+func (t *memTopic) LastConfirmed() Position {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastConfirmedLocked()
+}
+
+func (t *memTopic) OpenCursor(ctx context.Context, name string, initial Position) (Cursor, bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.cursors[name]; c != nil {
+		return c, false, nil
+	}
+	c := &memCursor{t: t, props: map[string]string{}}
+	switch initial {
+	case Earliest:
+		c.md = Position{t.ledger, -1}
+	case Latest:
+		c.md = t.lastConfirmedLocked()
+	default:
+		c.md = Position{initial.LedgerID, initial.EntryID - 1}
+	}
+	t.cursors[name] = c
+	return c, true, nil
+}
+
+func (t *memTopic) DeleteCursor(ctx context.Context, name string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.cursors, name)
+	return nil
+}
+
+func (t *memTopic) CursorNames() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Sorted(maps.Keys(t.cursors))
+}
+
+func (t *memTopic) Read(ctx context.Context, from Position, maxEntries int, maxBytes int64) ([]Entry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.readErr != nil {
+		return nil, t.readErr
+	}
+	var out []Entry
+	for _, e := range t.entries {
+		if e.Position.Compare(from) >= 0 && len(out) < maxEntries {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (t *memTopic) WaitForEntries(from Position) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ch := make(chan struct{})
+	if t.lastConfirmedLocked().Compare(from) >= 0 {
+		close(ch)
+		return ch
+	}
+	t.waiters = append(t.waiters, memWaiter{from, ch})
+	return ch
+}
+
+type memCursor struct {
+	t     *memTopic
+	md    Position
+	props map[string]string
+	err   error
+}
+
+func (c *memCursor) MarkDeletePosition() Position {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	return c.md
+}
+
+func (c *memCursor) MarkDelete(ctx context.Context, p Position) error {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	if p.Compare(c.md) > 0 {
+		c.md = p
+	}
+	return nil
+}
+
+func (c *memCursor) Backlog() int64 {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	n := int64(0)
+	for _, e := range c.t.entries {
+		if e.Position.Compare(c.md) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *memCursor) Properties() map[string]string {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	return maps.Clone(c.props)
+}
+
+func (c *memCursor) SetProperties(ctx context.Context, props map[string]string) error {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	c.props = maps.Clone(props)
+	return nil
+}
+
+// memRemote is a fake remote cluster: producers store into a memTopic through its Index, as the
+// real broker does, so duplicates are dropped by source position.
+type memRemote struct {
+	mu       sync.Mutex
+	topic    *memTopic
+	index    *Index
+	down     bool
+	refuse   error
+	lose     int // drop the connection on the next n sends
+	produced []string
+}
+
+var errRemoteDown = errors.New("connection refused")
+
+func (r *memRemote) NewProducer(ctx context.Context, remote, topic, producerName string) (RemoteProducer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down {
+		return nil, errRemoteDown
+	}
+	if r.refuse != nil {
+		return nil, r.refuse
+	}
+	r.produced = append(r.produced, producerName)
+	return &memProducer{r: r}, nil
+}
+
+type memProducer struct {
+	r      *memRemote
+	mu     sync.Mutex
+	closed bool
+}
+
+func (p *memProducer) Send(out Outbound, done func(error)) {
+	p.r.mu.Lock()
+	defer p.r.mu.Unlock()
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed || p.r.down {
+		done(errRemoteDown)
+		return
+	}
+	if p.r.lose > 0 {
+		// The connection breaks: this and every later send on the producer fail.
+		p.r.lose--
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		done(errors.New("connection reset"))
+		return
+	}
+	dup, _, _, commit, err := p.r.index.Admit(out.Data)
+	if err != nil {
+		done(err)
+		return
+	}
+	if !dup {
+		pos := p.r.topic.append(out.Data, out.PublishTime)
+		if commit != nil {
+			commit(pos.LedgerID, pos.EntryID, nil)
+		}
+	}
+	done(nil)
+}
+
+func (p *memProducer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	return nil
+}

@@ -1,0 +1,231 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type pair struct {
+	local  *memTopic
+	remote *memRemote
+}
+
+func newPair(t *testing.T) pair {
+	rt := newMemTopic("persistent://public/default/t", 100)
+	return pair{
+		local:  newMemTopic("persistent://public/default/t", 7),
+		remote: &memRemote{topic: rt, index: NewIndex(IndexOptions{Logger: quietLogger()})},
+	}
+}
+
+func (p pair) produce(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		e := mkEntry(t, Position{}, fmt.Sprintf("m%d", i), nil)
+		p.local.append(e.Data, time.Now().UnixMilli())
+	}
+}
+
+func (p pair) start(t *testing.T, startAt StartAt, mut func(*RunnerConfig)) *Runner {
+	t.Helper()
+	cfg := RunnerConfig{
+		Machine: MachineConfig{Local: "a", Remote: "b", MaxBackoff: 200 * time.Millisecond},
+		Topic:   p.local, Producers: p.remote, StartAt: startAt, Logger: quietLogger(),
+		TickInterval: 50 * time.Millisecond,
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	r, err := StartRunner(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+func remoteCount(p pair) int {
+	p.remote.topic.mu.Lock()
+	defer p.remote.topic.mu.Unlock()
+	return len(p.remote.topic.entries)
+}
+
+// checkRemote asserts the remote holds exactly the local payloads, in order, replicated from a.
+func checkRemote(t *testing.T, p pair, wantPayloads []string) {
+	t.Helper()
+	p.remote.topic.mu.Lock()
+	defer p.remote.topic.mu.Unlock()
+	if len(p.remote.topic.entries) != len(wantPayloads) {
+		t.Fatalf("remote has %d entries, want %d", len(p.remote.topic.entries), len(wantPayloads))
+	}
+	for i, e := range p.remote.topic.entries {
+		pe, err := ParseEntry(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(pe.Payload) != wantPayloads[i] || pe.Metadata.GetReplicatedFrom() != "a" {
+			t.Fatalf("remote entry %d: payload %q from %q, want %q from a", i, pe.Payload, pe.Metadata.GetReplicatedFrom(), wantPayloads[i])
+		}
+	}
+}
+
+func payloads(from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("m%d", i))
+	}
+	return out
+}
+
+func TestRunnerOneWayEarliestAndLive(t *testing.T) {
+	p := newPair(t)
+	p.produce(t, 50)
+	r := p.start(t, StartEarliest, nil)
+	waitFor(t, 5*time.Second, "50 entries replicated", func() bool { return remoteCount(p) == 50 })
+	// Live traffic after catch-up (the runner waits for data, then wakes).
+	for i := 50; i < 80; i++ {
+		p.local.append(mkEntry(t, Position{}, fmt.Sprintf("m%d", i), nil).Data, time.Now().UnixMilli())
+	}
+	waitFor(t, 5*time.Second, "80 entries replicated", func() bool { return remoteCount(p) == 80 })
+	checkRemote(t, p, payloads(0, 80))
+	waitFor(t, 5*time.Second, "backlog 0", func() bool { return r.Stats().ReplicationBacklog == 0 })
+	waitFor(t, 5*time.Second, "rate sampled", func() bool { return r.Stats().MsgOutCount == 80 })
+	s := r.Stats()
+	if !s.Connected || s.StartMode != StartEarliest || s.LastError != "" || s.OutboundConnection != "pulsar.repl.a-->b" {
+		t.Fatalf("stats %+v", s)
+	}
+	a := s.Admin()
+	if !a.Connected || a.OutboundConnectedSince == "" || a.StartMode != "earliest" || a.MsgOutCounter != 80 {
+		t.Fatalf("admin stats %+v", a)
+	}
+	if got := p.remote.produced[0]; got != "pulsar.repl.a-->b" {
+		t.Fatalf("producer name %q", got)
+	}
+}
+
+func TestRunnerLatestSkipsExistingData(t *testing.T) {
+	p := newPair(t)
+	p.produce(t, 10)
+	r := p.start(t, StartLatest, nil)
+	if s := r.Stats(); s.StartMode != StartLatest || s.StartPosition != (Position{7, 9}) {
+		t.Fatalf("start %v %v", s.StartMode, s.StartPosition)
+	}
+	p.local.append(mkEntry(t, Position{}, "new", nil).Data, time.Now().UnixMilli())
+	waitFor(t, 5*time.Second, "1 entry replicated", func() bool { return remoteCount(p) == 1 })
+	checkRemote(t, p, []string{"new"})
+}
+
+func TestRunnerRemoteDownThenBack(t *testing.T) {
+	p := newPair(t)
+	p.remote.down = true
+	r := p.start(t, StartEarliest, nil)
+	p.produce(t, 20)
+	waitFor(t, 5*time.Second, "lastError while remote is down", func() bool {
+		s := r.Stats()
+		return !s.Connected && s.LastError != "" && s.ReplicationBacklog == 20 && s.ReplicationDelayInSeconds >= 0
+	})
+	p.remote.mu.Lock()
+	p.remote.down = false
+	p.remote.mu.Unlock()
+	waitFor(t, 5*time.Second, "catch-up after the remote returns", func() bool { return remoteCount(p) == 20 })
+	waitFor(t, 5*time.Second, "healthy stats", func() bool {
+		s := r.Stats()
+		return s.Connected && s.LastError == "" && s.ReplicationBacklog == 0 && s.Reconnects > 0
+	})
+	checkRemote(t, p, payloads(0, 20))
+}
+
+func TestRunnerConnectionLossesNeverDuplicate(t *testing.T) {
+	p := newPair(t)
+	p.produce(t, 200)
+	p.remote.lose = 5
+	r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Machine.MaxInflightEntries = 7 })
+	waitFor(t, 10*time.Second, "200 entries replicated", func() bool { return r.Stats().ReplicationBacklog == 0 })
+	checkRemote(t, p, payloads(0, 200))
+}
+
+func TestRunnerRefusalIsShownAndRetried(t *testing.T) {
+	p := newPair(t)
+	p.remote.refuse = fmt.Errorf("namespace public/default does not exist (TopicNotFound)")
+	r := p.start(t, StartEarliest, nil)
+	waitFor(t, 5*time.Second, "refusal in lastError", func() bool {
+		s := r.Stats()
+		return s.Reconnects >= 2 && s.LastError != "" && !s.Connected
+	})
+	if s := r.Stats(); !contains(s.LastError, "TopicNotFound") {
+		t.Fatalf("lastError %q", s.LastError)
+	}
+	p.remote.mu.Lock()
+	p.remote.refuse = nil
+	p.remote.mu.Unlock()
+	p.produce(t, 3)
+	waitFor(t, 5*time.Second, "replicated after the refusal ends", func() bool { return remoteCount(p) == 3 })
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRunnerReplicatedEntriesAreNotForwarded(t *testing.T) {
+	p := newPair(t)
+	p.local.append(mkEntry(t, Position{}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }).Data, 1)
+	p.local.append(mkEntry(t, Position{}, "mine", nil).Data, 1)
+	r := p.start(t, StartEarliest, nil)
+	waitFor(t, 5*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
+	checkRemote(t, p, []string{"mine"})
+	if s := r.Stats(); s.Skipped[SkipReplicated] != 1 {
+		t.Fatalf("skipped %v", s.Skipped)
+	}
+}
+
+func TestRunnerRateLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 2 s")
+	}
+	p := newPair(t)
+	p.produce(t, 300)
+	r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Machine.Rate = Rate{MessagesPerSecond: 100} })
+	start := time.Now()
+	// The first second's burst (100) goes at once, then 100/s.
+	waitFor(t, 10*time.Second, "300 replicated", func() bool { return remoteCount(p) == 300 })
+	el := time.Since(start)
+	if el < 1600*time.Millisecond || el > 2600*time.Millisecond {
+		t.Fatalf("300 messages at 100 msg/s with a 100 burst took %v, want about 2 s", el)
+	}
+	r.SetRate(Rate{})
+	p.produce(t, 500)
+	waitFor(t, 2*time.Second, "unlimited after the rate is removed", func() bool { return remoteCount(p) == 800 })
+}
