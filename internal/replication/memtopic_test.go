@@ -49,7 +49,9 @@ func (t *memTopic) append(data []byte, publishTime int64) Position {
 	return p
 }
 
-func (t *memTopic) lastConfirmedLocked() Position { return Position{t.ledger, int64(len(t.entries)) - 1} }
+func (t *memTopic) lastConfirmedLocked() Position {
+	return Position{t.ledger, int64(len(t.entries)) - 1}
+}
 
 func (t *memTopic) LastConfirmed() Position {
 	t.mu.Lock()

@@ -3,8 +3,8 @@ package replication
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"testing"
 	"time"
 
