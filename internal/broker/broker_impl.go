@@ -472,17 +472,27 @@ func (b *brokerState) close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// ttlCheckInterval is how often the message TTL policy is applied.
+const ttlCheckInterval = time.Minute
+
 // statsLoop recomputes rates every StatsInterval.
 func (b *brokerState) statsLoop(ctx context.Context) {
 	defer b.wg.Done()
 	tick := time.NewTicker(b.cfg.StatsInterval)
 	defer tick.Stop()
+	lastTTL := b.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			b.sampleRates()
+			if now := b.clock.Now(); now.Sub(lastTTL) >= ttlCheckInterval {
+				lastTTL = now
+				for _, t := range b.loadedTopics() {
+					t.t.expireAll(ctx)
+				}
+			}
 		}
 	}
 }

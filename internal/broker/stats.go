@@ -24,7 +24,7 @@ type TopicStats struct {
 	DeduplicationStatus    string                       `json:"deduplicationStatus"`
 	TopicEpoch             *uint64                      `json:"topicEpoch,omitempty"`
 	TopicCreationTimeStamp int64                        `json:"topicCreationTimeStamp"`
-	LastPublishTimeStamp   int64                        `json:"lastPublishTimeStamp"`
+	LastPublishTimeStamp   int64                        `json:"lastPublishTimestamp"`
 }
 
 // PublisherStats is one entry of TopicStats.Publishers.

@@ -31,6 +31,7 @@ func (t *topicState) sampleRates(now time.Time) {
 	for _, s := range subs {
 		s.rateOut.sample(s.msgOut.Load(), now)
 		s.rateBytesOut.sample(s.bytesOut.Load(), now)
+		s.rateExpired.sample(s.msgExpired.Load(), now)
 		s.mu.Lock()
 		cs := slices.Clone(s.consumers)
 		s.mu.Unlock()
@@ -132,6 +133,9 @@ func (s *subscriptionState) stats() SubscriptionStats {
 		IsReplicated:                    s.replicated.Load(),
 		SubscriptionProperties:          maps.Clone(s.props),
 		LastMarkDeleteAdvancedTimestamp: s.lastMarkDeleteMove.Load(),
+		MsgRateExpired:                  s.rateExpired.value(),
+		TotalMsgExpired:                 s.msgExpired.Load(),
+		LastExpireTimestamp:             s.lastExpire.Load(),
 		Consumers:                       []ConsumerStats{},
 	}
 	if ss.SubscriptionProperties == nil {

@@ -113,7 +113,8 @@ type subscriptionState struct {
 
 	msgOut, bytesOut, msgExpired atomic.Int64
 	rateOut, rateBytesOut        rate
-	lastMarkDeleteMove           atomic.Int64
+	lastMarkDeleteMove, lastExpire atomic.Int64
+	rateExpired                    rate
 }
 
 func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable bool) *subscriptionState {
@@ -636,4 +637,26 @@ func entryInfoOf(e storage.Entry, log *slog.Logger) entryInfo {
 		info.keyHash = keyHash([]byte(md.GetPartitionKey()))
 	}
 	return info
+}
+
+// expire acknowledges every entry published before cutoffMs (unix ms).
+func (s *subscriptionState) expire(ctx context.Context, cutoffMs int64) error {
+	p, err := s.topic.ledger.FindByTime(ctx, cutoffMs)
+	if err != nil {
+		return fmt.Errorf("expire on %q: %w", s.name, err)
+	}
+	upTo := storage.Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}
+	if upTo.Compare(s.cursor.MarkDeletePosition()) <= 0 {
+		return nil
+	}
+	before := s.cursor.Backlog()
+	if err := s.cursor.MarkDelete(ctx, upTo); err != nil {
+		return fmt.Errorf("expire on %q: %w", s.name, err)
+	}
+	s.msgExpired.Add(max(before-s.cursor.Backlog(), 0))
+	s.lastExpire.Store(s.topic.b.nowMs())
+	s.mu.Lock()
+	s.d.ackedUpTo(upTo)
+	s.mu.Unlock()
+	return nil
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/storage"
@@ -89,3 +90,18 @@ func (t *Topic) Stats() TopicStats { return t.t.stats() }
 
 // InternalStats returns storage-level stats (admin "topics stats-internal").
 func (t *Topic) InternalStats() InternalStats { return t.t.internalStats() }
+
+// MessageIDByTimestamp returns the position of the first entry published at or after publishTimeMs
+// (or the next position to be written).
+func (t *Topic) MessageIDByTimestamp(ctx context.Context, publishTimeMs int64) (storage.Position, error) {
+	return t.t.ledger.FindByTime(ctx, publishTimeMs)
+}
+
+// ExpireMessages acknowledges, on one subscription, every entry published more than age ago
+// (admin expire-messages; the message TTL policy does the same periodically on all subscriptions).
+func (t *Topic) ExpireMessages(ctx context.Context, subscription string, age time.Duration) error {
+	return t.t.expireMessages(ctx, subscription, age)
+}
+
+// Producers returns the number of attached producers.
+func (t *Topic) Producers() int { return t.t.producerCount() }

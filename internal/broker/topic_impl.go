@@ -826,3 +826,38 @@ func (t *topicState) setPolicies(ctx context.Context, pol TopicPolicies) error {
 	t.ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)
 	return t.applyDedupPolicy(ctx)
 }
+
+func (t *topicState) producerCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.producers)
+}
+
+// expireMessages acknowledges entries older than age on one subscription.
+func (t *topicState) expireMessages(ctx context.Context, name string, age time.Duration) error {
+	s, err := t.subscription(name)
+	if err != nil {
+		return err
+	}
+	return s.expire(ctx, t.b.nowMs()-age.Milliseconds())
+}
+
+// expireAll applies the message TTL policy to every subscription.
+func (t *topicState) expireAll(ctx context.Context) {
+	t.mu.Lock()
+	ttl := t.policies.MessageTTL
+	subs := make([]*subscriptionState, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	if ttl <= 0 {
+		return
+	}
+	cutoff := t.b.nowMs() - ttl.Milliseconds()
+	for _, s := range subs {
+		if err := s.expire(ctx, cutoff); err != nil {
+			t.b.log.Warn("message TTL expiry failed", slog.String("topic", t.name.String()), slog.String("subscription", s.name), slog.Any("err", err))
+		}
+	}
+}

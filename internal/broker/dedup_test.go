@@ -1,0 +1,79 @@
+package broker
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+func TestDedupDecisions(t *testing.T) {
+	d := newDedupState()
+	steps := []struct {
+		op       string // "check" or "persist" or "fail"
+		producer string
+		seq      int64
+		want     dedupStatus
+	}{
+		{"check", "p", 0, dedupNew},
+		{"check", "p", 1, dedupNew},
+		{"check", "p", 1, dedupUnknown}, // pushed, not persisted
+		{"persist", "p", 0, 0},
+		{"check", "p", 0, dedupDuplicate},
+		{"check", "p", 1, dedupUnknown},
+		{"persist", "p", 1, 0},
+		{"check", "p", 1, dedupDuplicate},
+		{"check", "q", 0, dedupNew},
+		{"fail", "", 0, 0}, // q's 0 never persisted: forgotten
+		{"check", "q", 0, dedupNew},
+		{"check", "p", 2, dedupNew},
+	}
+	for i, s := range steps {
+		switch s.op {
+		case "check":
+			if got := d.check(s.producer, s.seq, s.seq); got != s.want {
+				t.Fatalf("step %d: check(%s,%d) = %v, want %v", i, s.producer, s.seq, got, s.want)
+			}
+		case "persist":
+			d.persistedEntry(s.producer, s.seq)
+		case "fail":
+			d.failed()
+		}
+	}
+	if got := d.lastSequenceID("p"); got != 1 {
+		t.Fatalf("lastSequenceID = %d", got)
+	}
+	if got := d.lastSequenceID("nobody"); got != -1 {
+		t.Fatalf("lastSequenceID(nobody) = %d", got)
+	}
+}
+
+func TestDedupSnapshotRoundTripAndReplay(t *testing.T) {
+	d := newDedupState()
+	d.persistedEntry("a", 41)
+	d.persistedEntry("b:with:colons", 7)
+	props := d.snapshot()
+	props["unrelated"] = "x"
+	props[dedupPropPrefix+"bad"] = "not-a-number"
+
+	r := newDedupState()
+	r.restore(props)
+	if r.lastSequenceID("a") != 41 || r.lastSequenceID("b:with:colons") != 7 || r.lastSequenceID("bad") != -1 {
+		t.Fatalf("restored %v", r.persisted)
+	}
+	// Replay: a batch recorded by max(sequence_id, highest_sequence_id); non-last chunks and markers ignored.
+	r.replay(&pulsarpb.MessageMetadata{ProducerName: proto.String("a"), SequenceId: proto.Uint64(42), HighestSequenceId: proto.Uint64(45)})
+	r.replay(&pulsarpb.MessageMetadata{ProducerName: proto.String("c"), SequenceId: proto.Uint64(3), ChunkId: proto.Int32(0), NumChunksFromMsg: proto.Int32(2)})
+	r.replay(&pulsarpb.MessageMetadata{ProducerName: proto.String("m"), SequenceId: proto.Uint64(3), MarkerType: proto.Int32(10)})
+	if r.lastSequenceID("a") != 45 || r.lastSequenceID("c") != -1 || r.lastSequenceID("m") != -1 {
+		t.Fatalf("after replay %v", r.persisted)
+	}
+	r.replay(&pulsarpb.MessageMetadata{ProducerName: proto.String("c"), SequenceId: proto.Uint64(3), ChunkId: proto.Int32(1), NumChunksFromMsg: proto.Int32(2)})
+	if r.lastSequenceID("c") != 3 {
+		t.Fatalf("last chunk not recorded: %v", r.persisted)
+	}
+	if got := r.check("a", 45, 45); got != dedupDuplicate {
+		t.Fatalf("check after replay = %v", got)
+	}
+}
