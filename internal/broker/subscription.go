@@ -111,8 +111,8 @@ type subscriptionState struct {
 	stop        context.CancelFunc // dispatcher; nil when not running
 	done        chan struct{}
 
-	msgOut, bytesOut, msgExpired atomic.Int64
-	rateOut, rateBytesOut        rate
+	msgOut, bytesOut, msgExpired   atomic.Int64
+	rateOut, rateBytesOut          rate
 	lastMarkDeleteMove, lastExpire atomic.Int64
 	rateExpired                    rate
 }
