@@ -54,6 +54,22 @@ type Deps struct {
 	Policies PolicySource // nil = no namespace policies: every namespace exists, broker defaults apply
 	Logger   *slog.Logger // nil = slog.Default()
 	Clock    Clock        // nil = the system clock
+	// ReplicatedIndex opens the inbound replication index of a topic (internal/replication's Index,
+	// wired by the node). Called once per topic load, after the ledger is open and before the topic
+	// is published. nil = no index: replicated entries are appended without origin dedup.
+	ReplicatedIndex func(ctx context.Context, topic naming.TopicName, ledger *storage.Ledger) (ReplicatedEntryIndex, error)
+}
+
+// ReplicatedEntryIndex deduplicates entries arriving from replicator producers (producer names with
+// the replicator prefix) by their origin position, durable with the log (DESIGN.md §6).
+type ReplicatedEntryIndex interface {
+	// Admit is called for every SEND of a replicator producer, under the lock that orders appends,
+	// right before the append. err != nil refuses the SEND with a retriable error (PersistenceError);
+	// dup drops it, answered with (dupLedger, dupEntry); commit != nil must be called exactly once
+	// with the stored position (or the append's error); commit == nil && !dup: not indexed.
+	Admit(entry []byte) (dup bool, dupLedger, dupEntry int64, commit func(ledger, entry int64, err error), err error)
+	// Close is called when the topic unloads, before its ledger closes.
+	Close(ctx context.Context) error
 }
 
 // PolicySource is what the broker needs from namespace and topic policies. internal/node adapts the

@@ -19,12 +19,13 @@ import (
 
 // brokerState is the broker's implementation.
 type brokerState struct {
-	cfg            Config
-	storage        *storage.Engine
-	policies       PolicySource
-	log            *slog.Logger
-	clock          Clock
-	publishLimiter *MemoryLimiter
+	cfg             Config
+	storage         *storage.Engine
+	policies        PolicySource
+	log             *slog.Logger
+	clock           Clock
+	publishLimiter  *MemoryLimiter
+	replicatedIndex func(ctx context.Context, topic naming.TopicName, ledger *storage.Ledger) (ReplicatedEntryIndex, error)
 
 	producerSeq atomic.Uint64
 	consumerSeq atomic.Uint64
@@ -74,14 +75,15 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 		cfg.ReplicatorPrefix = "pulsar.repl"
 	}
 	b := &brokerState{
-		cfg:            cfg,
-		storage:        deps.Storage,
-		policies:       deps.Policies,
-		log:            deps.Logger,
-		clock:          deps.Clock,
-		publishLimiter: NewMemoryLimiter(max(cfg.MaxPublishBytesInFlight, 0), 0, nil),
-		topics:         make(map[string]*topicState),
-		loading:        make(map[string]*topicLoad),
+		cfg:             cfg,
+		storage:         deps.Storage,
+		policies:        deps.Policies,
+		log:             deps.Logger,
+		clock:           deps.Clock,
+		publishLimiter:  NewMemoryLimiter(max(cfg.MaxPublishBytesInFlight, 0), 0, nil),
+		replicatedIndex: deps.ReplicatedIndex,
+		topics:          make(map[string]*topicState),
+		loading:         make(map[string]*topicLoad),
 	}
 	if b.log == nil {
 		b.log = slog.Default()

@@ -74,11 +74,27 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 		p.complete(slot, res)
 		return
 	}
-	key := p.name
-	if p.isReplicator && req.ProducerName != "" {
-		key = req.ProducerName // dedup replicated entries by their original producer (Pulsar's V1)
+	var commit func(ledger, entry int64, err error)
+	if p.isReplicator && t.replIndex != nil {
+		// Replicated entries are deduplicated by their origin position, never by producer dedup.
+		dup, dl, de, c, err := t.replIndex.Admit(req.Entry)
+		switch {
+		case err != nil:
+			t.pubMu.Unlock()
+			res.Err = fmt.Errorf("replicated entry: %w: %w", ErrDedupUnknown, err)
+			p.complete(slot, res)
+			return
+		case dup:
+			t.pubMu.Unlock()
+			res.Duplicate = true
+			res.Position = storage.Position{LedgerID: dl, EntryID: de}
+			p.complete(slot, res)
+			return
+		}
+		commit = c
 	}
-	checked := !req.Marker && (!req.Chunk || req.LastChunk)
+	key := p.name
+	checked := !req.Marker && (!req.Chunk || req.LastChunk) && !p.isReplicator
 	t.dedupMu.Lock()
 	dd := t.dedup
 	if dd != nil && checked {
@@ -111,6 +127,13 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	tracked := dd != nil && checked
 	msgs := int64(req.NumMessages)
 	t.ledger.AppendAsync(req.Entry, pt, func(pos storage.Position, err error) {
+		if commit != nil {
+			if err != nil {
+				commit(0, 0, err)
+			} else {
+				commit(pos.LedgerID, pos.EntryID, nil)
+			}
+		}
 		t.appended(p, slot, res, dd, tracked, key, msgs, n, req.Chunk, pos, err)
 	})
 	t.pubMu.Unlock()
@@ -235,4 +258,5 @@ func (t *topicState) appended(p *producerState, slot *pubSlot, res PublishResult
 	res.Position = pos
 	p.complete(slot, res)
 	t.notifySubscriptions()
+	t.releaseWaiters(pos, false)
 }

@@ -105,3 +105,15 @@ func (t *Topic) ExpireMessages(ctx context.Context, subscription string, age tim
 
 // Producers returns the number of attached producers.
 func (t *Topic) Producers() int { return t.t.producerCount() }
+
+// WaitForEntries returns a channel closed once an entry at or after from is stored (at once if
+// LastPosition() >= from already), or when the topic unloads. Replicators use it to wait for data.
+func (t *Topic) WaitForEntries(from storage.Position) <-chan struct{} {
+	return t.t.waitForEntries(from)
+}
+
+// Ledger is the topic's storage ledger (replicators open their cursors and read entries on it).
+func (t *Topic) Ledger() *storage.Ledger { return t.t.ledger }
+
+// Closed reports whether the topic was unloaded (a new GetTopic loads it again).
+func (t *Topic) Closed() bool { return t.t.isClosed() }

@@ -54,10 +54,60 @@ type topicState struct {
 	snapshotRunning bool
 	bg              sync.WaitGroup // background work (dedup snapshots)
 
+	replIndex ReplicatedEntryIndex // nil without one
+
+	waitMu  sync.Mutex
+	waiters []entryWaiter
+
 	msgIn, bytesIn, msgOut, bytesOut atomic.Int64
 	lastPublish                      atomic.Int64
 	rateIn, rateBytesIn              rate
 	rateOut, rateBytesOut            rate
+}
+
+// entryWaiter is a WaitForEntries caller.
+type entryWaiter struct {
+	from storage.Position
+	ch   chan struct{}
+}
+
+// waitForEntries implements Topic.WaitForEntries.
+func (t *topicState) waitForEntries(from storage.Position) <-chan struct{} {
+	ch := make(chan struct{})
+	t.waitMu.Lock()
+	defer t.waitMu.Unlock()
+	if t.isClosed() || (t.ledger.Entries() > 0 && t.ledger.LastConfirmed().Compare(from) >= 0) {
+		close(ch)
+		return ch
+	}
+	t.waiters = append(t.waiters, entryWaiter{from: from, ch: ch})
+	return ch
+}
+
+// releaseWaiters closes the WaitForEntries channels satisfied by an entry at pos (all of them when
+// the topic closes: all=true).
+func (t *topicState) releaseWaiters(pos storage.Position, all bool) {
+	t.waitMu.Lock()
+	defer t.waitMu.Unlock()
+	if len(t.waiters) == 0 {
+		return
+	}
+	kept := t.waiters[:0]
+	for _, w := range t.waiters {
+		if all || w.from.Compare(pos) <= 0 {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(t.waiters[len(kept):])
+	t.waiters = kept
+}
+
+func (t *topicState) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state != topicOpen
 }
 
 // producerWaiter is a queued WaitForExclusive producer.
@@ -82,10 +132,15 @@ func newTopicState(b *brokerState, name naming.TopicName, ledger *storage.Ledger
 	return t
 }
 
-// isInternalCursor reports cursors that are not subscriptions (dedup, replicators).
+// isInternalCursor reports cursors that are not subscriptions: dedup, replicators ("pulsar.repl.")
+// and Meridian's own ("meridian.", e.g. the replication index).
 func (b *brokerState) isInternalCursor(name string) bool {
-	return name == dedupCursorName || strings.HasPrefix(name, b.cfg.ReplicatorPrefix+".")
+	return name == dedupCursorName || strings.HasPrefix(name, b.cfg.ReplicatorPrefix+".") ||
+		strings.HasPrefix(name, internalCursorPrefix)
 }
+
+// internalCursorPrefix marks cursors Meridian keeps for itself.
+const internalCursorPrefix = "meridian."
 
 // load builds the topic's subscriptions from its stored cursors, prepares replication cursors of a
 // new topic and recovers deduplication. Called once, before the topic is published.
@@ -109,6 +164,13 @@ func (t *topicState) load(ctx context.Context, isNew bool) error {
 				return fmt.Errorf("creating replication cursor %q: %w", name, err)
 			}
 		}
+	}
+	if t.b.replicatedIndex != nil {
+		idx, err := t.b.replicatedIndex(ctx, t.name, t.ledger)
+		if err != nil {
+			return fmt.Errorf("opening the replication index: %w", err)
+		}
+		t.replIndex = idx
 	}
 	return t.applyDedupPolicy(ctx)
 }
@@ -776,6 +838,12 @@ func (t *topicState) close(ctx context.Context) error {
 	}
 	t.inflight.Wait()
 	t.bg.Wait()
+	t.releaseWaiters(storage.Position{}, true)
+	if t.replIndex != nil {
+		if err := t.replIndex.Close(ctx); err != nil {
+			t.b.log.Warn("closing the replication index failed", slog.String("topic", t.name.String()), slog.Any("err", err))
+		}
+	}
 	t.dedupMu.Lock()
 	dd, cur := t.dedup, t.dedupCursor
 	var props map[string]string

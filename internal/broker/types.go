@@ -134,8 +134,9 @@ type PublishRequest struct {
 	NumMessages int
 	// PublishTime is MessageMetadata.publish_time (unix ms); 0 = now.
 	PublishTime int64
-	// ProducerName is MessageMetadata.producer_name; for a replicator producer (name with the
-	// replicator prefix) dedup is keyed by it instead of the replicator's own name. Optional.
+	// ProducerName is MessageMetadata.producer_name. Optional and informational: producer dedup is
+	// keyed by the broker-side producer name; replicator producers (names with the replicator
+	// prefix) skip producer dedup and go through Deps.ReplicatedIndex instead.
 	ProducerName string
 	// Chunk is set for a chunked message's chunk; LastChunk for its last chunk. Dedup records and
 	// checks chunked messages on the last chunk only.
