@@ -362,3 +362,26 @@ func TestUnavailable(t *testing.T) {
 		t.Fatalf("Open against a stopped etcd = %v", err)
 	}
 }
+
+// BenchmarkStore runs against the shared embedded etcd (which runs with fsync off, so this measures
+// the client, gRPC and etcd's request path, not the disk) and, when the `etcd` binary is on PATH,
+// against that process (also fsync off).
+func BenchmarkStore(b *testing.B) {
+	b.Run("embedded", func(b *testing.B) {
+		storetest.Bench(b, func(b *testing.B) metadata.Store { return openB(b, shared.Endpoints()) })
+	})
+	if etcdtest.BinaryPath() != "" {
+		b.Run("process", func(b *testing.B) {
+			srv := etcdtest.StartProcess(b)
+			storetest.Bench(b, func(b *testing.B) metadata.Store { return openB(b, srv.Endpoints()) })
+		})
+	}
+}
+
+func openB(b *testing.B, endpoints []string) metadata.Store {
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: endpoints, Prefix: newPrefix()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}

@@ -200,3 +200,13 @@ func FuzzDecodeLog(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) metadata.Store {
+		s, err := OpenDir(b.TempDir(), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
+}

@@ -54,3 +54,7 @@ func TestWatchCompacted(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) metadata.Store { return memstore.New() })
+}
