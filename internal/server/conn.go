@@ -65,6 +65,9 @@ type conn struct {
 	producers map[uint64]*producerHandle
 	consumers map[uint64]*consumerHandle
 	released  bool // finish took the maps: late registrations must release themselves
+	// closedProducers are producer ids closed on this connection (by either side) and not
+	// re-created since.
+	closedProducers map[uint64]struct{}
 
 	// Publishes in flight (SEND received, receipt or error not yet queued).
 	pendingSends atomic.Int64
@@ -91,22 +94,23 @@ func newConn(s *Server, nc net.Conn, id uint64) *conn {
 	reqCtx, reqCancel := context.WithCancelCause(ctx)
 	remote := nc.RemoteAddr().String()
 	c := &conn{
-		reqCtx:    reqCtx,
-		reqCancel: reqCancel,
-		s:         s,
-		id:        id,
-		nc:        nc,
-		remote:    remote,
-		log:       s.log.With("conn", id, "remote", remote),
-		ctx:       ctx,
-		cancel:    cancel,
-		out:       newOutbox(),
-		reader:    wire.NewReader(nc, wire.MaxFrameSize(s.opts.MaxMessageSize)),
-		producers: map[uint64]*producerHandle{},
-		consumers: map[uint64]*consumerHandle{},
-		sendDone:  make(chan struct{}, 1),
-		stopRead:  make(chan struct{}),
-		done:      make(chan struct{}),
+		reqCtx:          reqCtx,
+		reqCancel:       reqCancel,
+		s:               s,
+		id:              id,
+		nc:              nc,
+		remote:          remote,
+		log:             s.log.With("conn", id, "remote", remote),
+		ctx:             ctx,
+		cancel:          cancel,
+		out:             newOutbox(),
+		reader:          wire.NewReader(nc, wire.MaxFrameSize(s.opts.MaxMessageSize)),
+		producers:       map[uint64]*producerHandle{},
+		consumers:       map[uint64]*consumerHandle{},
+		closedProducers: map[uint64]struct{}{},
+		sendDone:        make(chan struct{}, 1),
+		stopRead:        make(chan struct{}),
+		done:            make(chan struct{}),
 	}
 	c.readCtx, c.readCancel = context.WithCancel(reqCtx)
 	c.limiter = broker.NewMemoryLimiter(s.opts.MaxPendingSendBytes, int64(s.opts.MaxPendingSends), s.opts.Broker.PublishLimiter())

@@ -53,6 +53,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 	}
 	h := &producerHandle{id: id, topic: topic, requestID: reqID}
 	c.producers[id] = h
+	delete(c.closedProducers, id)
 	c.mu.Unlock()
 
 	opts := broker.ProducerOptions{
@@ -133,9 +134,23 @@ func (c *conn) forgetProducer(h *producerHandle) bool {
 	defer c.mu.Unlock()
 	if cur, ok := c.producers[h.id]; ok && cur == h {
 		delete(c.producers, h.id)
+		c.markProducerClosedLocked(h.id)
 		return true
 	}
 	return false
+}
+
+// maxRecentlyClosed bounds the set of closed producer ids remembered per connection.
+const maxRecentlyClosed = 10000
+
+// markProducerClosedLocked remembers a closed producer id, so that SENDs already on the wire for it
+// are dropped instead of closing the connection. Producer ids come from a client-wide counter and
+// are only reused when the same producer reconnects, which clears the mark.
+func (c *conn) markProducerClosedLocked(id uint64) {
+	if len(c.closedProducers) >= maxRecentlyClosed {
+		clear(c.closedProducers) // forgetting is safe: a stray SEND then closes the connection
+	}
+	c.closedProducers[id] = struct{}{}
 }
 
 // brokerClosedProducer is the broker closing a producer (unload, delete, fencing): the client is
@@ -155,6 +170,7 @@ func (c *conn) handleCloseProducer(cmd *pulsarpb.CommandCloseProducer) {
 	if ok {
 		delete(c.producers, id)
 	}
+	c.markProducerClosedLocked(id)
 	c.mu.Unlock()
 	if !ok || h.prod == nil {
 		// Unknown, or still being created: the creating goroutine sees it is gone and closes it.
@@ -176,7 +192,14 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	id, seq := cmd.GetProducerId(), cmd.GetSequenceId()
 	c.mu.Lock()
 	h := c.producers[id]
+	_, recentlyClosed := c.closedProducers[id]
 	c.mu.Unlock()
+	if h == nil && recentlyClosed {
+		// SENDs the client wrote before it learnt of the close (CLOSE_PRODUCER either way): it
+		// resends them after re-creating the producer, so they are dropped here, as Pulsar does.
+		c.log.Debug("SEND for a recently closed producer ignored", "producerId", id, "sequenceId", seq)
+		return nil
+	}
 	if h == nil || h.prod == nil {
 		return c.badFrame(fmt.Errorf("SEND for producer %d, which is not ready on this connection", id))
 	}
