@@ -166,8 +166,16 @@ func (p *Process) Running() bool {
 // readiness; it fails the test if the process exits or is not ready within ReadyTimeout.
 func (p *Process) Start() {
 	p.t.Helper()
+	if err := p.StartE(); err != nil {
+		p.t.Fatalf("harness: %v", err)
+	}
+}
+
+// StartE is Start returning the error instead of failing the test, for use from goroutines other
+// than the test's own.
+func (p *Process) StartE() error {
 	if p.Running() {
-		p.t.Fatalf("harness: Start: process already running")
+		return errors.New("Start: process already running")
 	}
 	p.starts++
 	fmt.Fprintf(p.logFile, "==== harness: start #%d: %s %s\n", p.starts, p.bin, strings.Join(p.Args(), " "))
@@ -178,7 +186,7 @@ func (p *Process) Start() {
 	// If the test binary dies, the kernel kills the broker too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("harness: start meridian: %v", err)
+		return fmt.Errorf("start meridian: %w", err)
 	}
 	p.cmd = cmd
 	exited := make(chan struct{})
@@ -200,11 +208,12 @@ func (p *Process) Start() {
 	if err != nil {
 		select {
 		case <-exited:
-			p.t.Fatalf("harness: meridian exited before it was ready (%v); log:\n%s", p.waitErr, p.tail(60))
+			return fmt.Errorf("meridian exited before it was ready (%v); log:\n%s", p.waitErr, p.tail(60))
 		default:
 		}
-		p.t.Fatalf("harness: meridian not ready within %v: %v; log:\n%s", p.opts.ReadyTimeout, err, p.tail(60))
+		return fmt.Errorf("meridian not ready within %v: %v; log:\n%s", p.opts.ReadyTimeout, err, p.tail(60))
 	}
+	return nil
 }
 
 var errProcessExited = errors.New("process exited")
@@ -260,8 +269,15 @@ func (p *Process) Kill() {
 // Restart kills the process with SIGKILL and starts it again on the same ports and data dir.
 func (p *Process) Restart() {
 	p.t.Helper()
+	if err := p.RestartE(); err != nil {
+		p.t.Fatalf("harness: restart: %v", err)
+	}
+}
+
+// RestartE is Restart returning the error instead of failing the test.
+func (p *Process) RestartE() error {
 	p.Kill()
-	p.Start()
+	return p.StartE()
 }
 
 // Logs returns everything the process (all its starts) wrote so far.
