@@ -1,0 +1,270 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// entry builds SEND payload bytes (magic, checksum, metadata, body) as a client does.
+func entry(t testing.TB, producer string, seq uint64, body []byte) []byte {
+	t.Helper()
+	e, err := wire.EncodeEntry(&pulsarpb.MessageMetadata{
+		ProducerName: proto.String(producer),
+		SequenceId:   proto.Uint64(seq),
+		PublishTime:  proto.Uint64(uint64(time.Now().UnixMilli())),
+	}, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// createProducer sends PRODUCER and returns the producer name from PRODUCER_SUCCESS.
+func (c *rawClient) createProducer(topic string, producerID, reqID uint64) string {
+	c.t.Helper()
+	c.send(&pulsarpb.CommandProducer{
+		Topic: proto.String(topic), ProducerId: proto.Uint64(producerID), RequestId: proto.Uint64(reqID),
+		ProducerAccessMode: pulsarpb.ProducerAccessMode_Shared.Enum(), InitialSubscriptionName: proto.String(""),
+	})
+	f := c.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS)
+	ps := f.Cmd.GetProducerSuccess()
+	if ps.GetRequestId() != reqID || ps.GetProducerName() == "" || !ps.GetProducerReady() {
+		c.t.Fatalf("PRODUCER_SUCCESS %v", ps)
+	}
+	return ps.GetProducerName()
+}
+
+func (c *rawClient) sendMessage(producerID, seq uint64, payload []byte) {
+	c.t.Helper()
+	c.send(&pulsarpb.CommandSend{ProducerId: proto.Uint64(producerID), SequenceId: proto.Uint64(seq)}, payload)
+}
+
+func TestSendWithWrongChecksumGetsChecksumErrorAndConnectionLives(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	name := c.createProducer("persistent://public/default/crc", 1, 1)
+
+	bad := entry(t, name, 0, []byte("hello"))
+	bad[len(bad)-1] ^= 0xff // flip a body byte: the stored CRC no longer matches
+	c.sendMessage(1, 0, bad)
+	f := c.expect(pulsarpb.BaseCommand_SEND_ERROR)
+	if se := f.Cmd.GetSendError(); se.GetError() != pulsarpb.ServerError_ChecksumError || se.GetSequenceId() != 0 || se.GetProducerId() != 1 {
+		t.Fatalf("SEND_ERROR %v", se)
+	}
+	if got := s.Stats().ChecksumErrors; got != 1 {
+		t.Errorf("checksum errors = %d, want 1", got)
+	}
+	// The connection and the producer live on.
+	c.sendMessage(1, 0, entry(t, name, 0, []byte("hello")))
+	r := c.expect(pulsarpb.BaseCommand_SEND_RECEIPT).Cmd.GetSendReceipt()
+	if r.GetSequenceId() != 0 || r.GetProducerId() != 1 {
+		t.Fatalf("SEND_RECEIPT %v", r)
+	}
+}
+
+func TestProduceAndConsumeByteForByte(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	topic := "persistent://public/default/roundtrip"
+	name := c.createProducer(topic, 1, 1)
+	var sent [][]byte
+	for seq := uint64(0); seq < 5; seq++ {
+		e := entry(t, name, seq, []byte(fmt.Sprintf("message %d", seq)))
+		sent = append(sent, e)
+		c.sendMessage(1, seq, e)
+	}
+	var last *pulsarpb.MessageIdData
+	for seq := uint64(0); seq < 5; seq++ { // receipts strictly in order
+		r := c.expect(pulsarpb.BaseCommand_SEND_RECEIPT).Cmd.GetSendReceipt()
+		if r.GetSequenceId() != seq {
+			t.Fatalf("receipt %d for sequence %d", seq, r.GetSequenceId())
+		}
+		if last != nil && !(r.GetMessageId().GetLedgerId() > last.GetLedgerId() ||
+			r.GetMessageId().GetLedgerId() == last.GetLedgerId() && r.GetMessageId().GetEntryId() > last.GetEntryId()) {
+			t.Fatalf("message ids not increasing: %v after %v", r.GetMessageId(), last)
+		}
+		last = r.GetMessageId()
+	}
+
+	c.send(&pulsarpb.CommandSubscribe{
+		Topic: proto.String(topic), Subscription: proto.String("sub"), SubType: pulsarpb.CommandSubscribe_Exclusive.Enum(),
+		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(2), ConsumerName: proto.String("c"), Durable: proto.Bool(true),
+		InitialPosition: pulsarpb.CommandSubscribe_Earliest.Enum(),
+	})
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+	c.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(100)})
+	for i := 0; i < 5; i++ {
+		f := c.expectSkipping(pulsarpb.BaseCommand_MESSAGE, pulsarpb.BaseCommand_ACTIVE_CONSUMER_CHANGE)
+		if !bytes.Equal(f.Payload, sent[i]) {
+			t.Fatalf("message %d: stored bytes differ from the sent ones", i)
+		}
+		if i == 4 {
+			id := f.Cmd.GetMessage().GetMessageId()
+			c.send(&pulsarpb.CommandAck{
+				ConsumerId: proto.Uint64(1), AckType: pulsarpb.CommandAck_Cumulative.Enum(),
+				MessageId: []*pulsarpb.MessageIdData{{LedgerId: id.LedgerId, EntryId: id.EntryId}}, RequestId: proto.Uint64(3),
+			})
+			r := c.expect(pulsarpb.BaseCommand_ACK_RESPONSE).Cmd.GetAckResponse()
+			if r.GetRequestId() != 3 || r.Error != nil {
+				t.Fatalf("ACK_RESPONSE %v", r)
+			}
+		}
+	}
+	c.send(&pulsarpb.CommandGetLastMessageId{ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(4)})
+	lm := c.expect(pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE).Cmd.GetGetLastMessageIdResponse()
+	if lm.GetLastMessageId().GetEntryId() != last.GetEntryId() || lm.ConsumerMarkDeletePosition == nil {
+		t.Fatalf("GET_LAST_MESSAGE_ID_RESPONSE %v, last receipt %v", lm, last)
+	}
+	c.send(&pulsarpb.CommandCloseConsumer{ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(5)})
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+	c.send(&pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(1), RequestId: proto.Uint64(6)})
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+}
+
+// expectSkipping is expect that also skips the given command types.
+func (c *rawClient) expectSkipping(want pulsarpb.BaseCommand_Type, skip ...pulsarpb.BaseCommand_Type) wire.Frame {
+	c.t.Helper()
+	for {
+		f, err := c.read()
+		if err != nil {
+			c.t.Fatalf("waiting for %s: %v", want, err)
+		}
+		t := f.Type()
+		if t == want {
+			return f
+		}
+		skipped := t == pulsarpb.BaseCommand_PING
+		for _, s := range skip {
+			skipped = skipped || t == s
+		}
+		if !skipped {
+			c.t.Fatalf("got %s (%v), want %s", t, f.Cmd, want)
+		}
+	}
+}
+
+func TestSendForUnknownProducerClosesConnection(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	c.sendMessage(42, 0, entry(t, "nobody", 0, []byte("x")))
+	c.expectClosed()
+}
+
+func TestSendAfterCloseProducerIsIgnored(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	name := c.createProducer("persistent://public/default/closed", 1, 1)
+	c.send(&pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(1), RequestId: proto.Uint64(2)})
+	c.sendMessage(1, 0, entry(t, name, 0, []byte("late"))) // already on the wire when the close lands
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+	c.send(&pulsarpb.CommandPing{})
+	c.expect(pulsarpb.BaseCommand_PONG)
+}
+
+func TestMessageOverMaxSizeInAWellFormedFrameIsRefused(t *testing.T) {
+	s := startServer(t, Options{MaxMessageSize: 2048})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	name := c.createProducer("persistent://public/default/big", 1, 1)
+	c.sendMessage(1, 0, entry(t, name, 0, make([]byte, 4096))) // frame < 2048+10 KiB, message > 2048
+	se := c.expect(pulsarpb.BaseCommand_SEND_ERROR).Cmd.GetSendError()
+	if se.GetError() != pulsarpb.ServerError_NotAllowedError {
+		t.Fatalf("SEND_ERROR %v", se)
+	}
+}
+
+func TestPayloadWithoutMagicIsStoredWithChecksum(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	topic := "persistent://public/default/nomagic"
+	name := c.createProducer(topic, 1, 1)
+	withMagic := entry(t, name, 0, []byte("old client"))
+	c.sendMessage(1, 0, withMagic[6:]) // [metadataSize][metadata][body], as protocol < v6 clients send
+	c.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
+	c.send(&pulsarpb.CommandSubscribe{
+		Topic: proto.String(topic), Subscription: proto.String("s"), SubType: pulsarpb.CommandSubscribe_Shared.Enum(),
+		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(2), InitialPosition: pulsarpb.CommandSubscribe_Earliest.Enum(),
+	})
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+	c.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)})
+	f := c.expectSkipping(pulsarpb.BaseCommand_MESSAGE, pulsarpb.BaseCommand_ACTIVE_CONSUMER_CHANGE)
+	if !bytes.Equal(f.Payload, withMagic) {
+		t.Fatal("the broker did not store magic and checksum in front of a payload without them")
+	}
+}
+
+// TestPublishFloodStaysWithinLimits floods one connection with SENDs without reading receipts
+// slowly, and checks that the in-flight publishes never exceed the per-connection limit: the
+// server stops reading instead of buffering without bound.
+func TestPublishFloodStaysWithinLimits(t *testing.T) {
+	const maxPending = 8
+	s := startServer(t, Options{MaxPendingSends: maxPending})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	name := c.createProducer("persistent://public/default/flood", 1, 1)
+
+	var maxSeen atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			s.mu.Lock()
+			for conn := range s.conns {
+				if _, n := conn.limiter.InUse(); n > maxSeen.Load() {
+					maxSeen.Store(n)
+				}
+			}
+			s.mu.Unlock()
+			select {
+			case <-stop:
+				return
+			default:
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+
+	const total = 2000
+	body := make([]byte, 1024)
+	var frames []byte
+	for seq := uint64(0); seq < total; seq++ {
+		f, err := wire.EncodeFrame(wire.Command(&pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(seq)}), entry(t, name, seq, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, f...)
+	}
+	writeDone := make(chan error, 1)
+	go func() { _, err := c.nc.Write(frames); writeDone <- err }()
+	for seq := uint64(0); seq < total; seq++ {
+		r := c.expect(pulsarpb.BaseCommand_SEND_RECEIPT).Cmd.GetSendReceipt()
+		if r.GetSequenceId() != seq {
+			t.Fatalf("receipt for %d, want %d", r.GetSequenceId(), seq)
+		}
+	}
+	if err := <-writeDone; err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if got := maxSeen.Load(); got > maxPending {
+		t.Errorf("%d publishes in flight on one connection, limit %d", got, maxPending)
+	}
+	t.Logf("max in flight %d, throttled %d times", maxSeen.Load(), s.Stats().Throttled)
+}
