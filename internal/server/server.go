@@ -6,27 +6,53 @@
 // # Files
 //
 //	server.go     Server, Options, accept loop, graceful close
-//	conn.go       one connection: reader goroutine, writer goroutine, keepalive, command dispatch
+//	conn.go       one connection: reader goroutine, writer goroutine, keepalive, throttling
 //	outbox.go     the batched outbound queue (one writev per burst)
-//	connect.go    CONNECT/CONNECTED, PING/PONG
+//	connect.go    command dispatch, CONNECT/CONNECTED, PING/PONG
 //	lookup.go     LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, topic name normalisation
 //	produce.go    PRODUCER, SEND, SEND_RECEIPT/SEND_ERROR, CLOSE_PRODUCER
 //	consume.go    SUBSCRIBE, FLOW, MESSAGE, ACK/ACK_RESPONSE, REDELIVER, SEEK, GET_LAST_MESSAGE_ID,
 //	              UNSUBSCRIBE, CLOSE_CONSUMER, CONSUMER_STATS, ACTIVE_CONSUMER_CHANGE
 //	errors.go     broker errors to ServerError codes (through wire's table)
 //
-// # Rules the server keeps (docs/protocol.md has the coverage matrix)
+// # Command coverage
+//
+//	CONNECT                      CONNECTED {server_version, protocol_version = min(client, 20),
+//	                             max_message_size}; versions below v6 get ERROR UnsupportedVersion
+//	PING / PONG                  answered; the server pings idle connections itself
+//	LOOKUP                       Connect, authoritative, brokerServiceUrl = advertised URL;
+//	                             Failed + InvalidTopicName for bad names
+//	PARTITIONED_METADATA         partition count from the catalog (0: not partitioned, a partition,
+//	                             or not created yet); missing namespace: TopicNotFound
+//	GET_TOPICS_OF_NAMESPACE      persistent topics and partitions, individually; missing namespace:
+//	                             empty list
+//	PRODUCER                     PRODUCER_SUCCESS {producer_name, last_sequence_id, topic_epoch};
+//	                             producer_ready=false first for a queued WaitForExclusive producer
+//	SEND                         checksum verified; SEND_RECEIPT in order per producer, or SEND_ERROR
+//	CLOSE_PRODUCER/CONSUMER      SUCCESS (also for unknown ids); sent by the server when the broker
+//	                             closes one (unload, seek, fencing) and on shutdown
+//	SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, SEEK, GET_LAST_MESSAGE_ID, UNSUBSCRIBE,
+//	CONSUMER_STATS               on the broker's consumer; ACK_RESPONSE when a request id is given
+//	GET_SCHEMA, GET_OR_CREATE_SCHEMA   their response type with an error (no schema registry yet)
+//	anything else                ERROR NotAllowedError (transactions, AUTH_RESPONSE, WATCH_TOPIC_LIST)
+//
+// # Rules the server keeps
 //
 //   - Never send a command pulsar-client-go v0.19.0 does not handle (it drops the connection):
 //     REACHED_END_OF_TOPIC and WATCH_TOPIC_* are never sent.
-//   - A frame larger than max message size + 10 KiB, or one that does not decode, closes that
-//     connection with a logged reason; a SEND with a wrong checksum gets SEND_ERROR ChecksumError and
-//     the connection lives on; an unknown or unsupported command gets ERROR (or is closed if it has
-//     no request id to answer).
-//   - Stored entries are the client's bytes from the magic on; MESSAGE frames carry them unchanged.
+//   - A frame larger than max message size + 10 KiB, a frame whose sizes are inconsistent, a command
+//     that does not decode (or lacks required fields), anything before CONNECT and a SEND for a
+//     producer the connection never had close that connection with a logged reason. A command type
+//     this build does not know gets ERROR and the connection lives on; so does a SEND with a wrong
+//     checksum (SEND_ERROR ChecksumError) and a SEND for a producer closed a moment ago (dropped, as
+//     Pulsar does: the client resends after re-creating it).
+//   - Stored entries are the client's bytes from the magic on (magic and checksum added for
+//     payloads without them); MESSAGE frames carry them unchanged, without copying.
 //   - Throttling pauses reading (TCP flow control), never drops: a connection stops reading when it
 //     has MaxPendingSends publishes in flight, when the broker-wide publish memory budget is
 //     exhausted, or when its own outbound queue exceeds MaxOutboundBytes.
+//   - ACKs that report a corrupt message (validation_error) are not applied, so the message is
+//     redelivered instead of lost.
 package server
 
 import (
