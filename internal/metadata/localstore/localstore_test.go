@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
 	"github.com/meridian-mq/meridian/internal/metadata"
@@ -209,4 +210,42 @@ func BenchmarkStore(b *testing.B) {
 		}
 		return s
 	})
+}
+
+func TestGarbageFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	garbage := make([]byte, 64<<10)
+	for i := range garbage {
+		garbage[i] = byte(i*7 + 3)
+	}
+	if err := os.WriteFile(filepath.Join(dir, metadata.LocalFileName), garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := OpenDir(dir, Options{}); err == nil {
+		s.Close()
+		t.Fatal("opened a garbage file")
+	}
+}
+
+func TestMalformedRecordRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(context.Background(), "/k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := bolt.Open(filepath.Join(dir, metadata.LocalFileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketKV).Put([]byte("/k"), []byte{0, 1}) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := OpenDir(dir, Options{}); err == nil || !strings.Contains(err.Error(), `key "/k"`) {
+		t.Fatalf("open with a truncated record: %v", err)
+	}
 }
