@@ -138,6 +138,7 @@ type Index struct {
 	closed    bool
 	stop      chan struct{}
 	done      chan struct{}
+	onClose   func() // set by Manager.OpenIndex
 }
 
 // NewIndex returns an empty, in-memory index (no snapshots); used by tests and by LoadIndex.
@@ -492,6 +493,9 @@ func (x *Index) Close(ctx context.Context) error {
 	x.mu.Unlock()
 	close(x.stop)
 	<-x.done
+	if x.onClose != nil {
+		x.onClose()
+	}
 	return x.Save(ctx)
 }
 

@@ -43,8 +43,9 @@ type Runner struct {
 		pos  Position
 	}
 
-	mu      sync.Mutex // guards m (the loop and Stats both use it)
+	mu      sync.Mutex // guards m and current (the loop and Stats both use them)
 	m       *Machine
+	current RemoteProducer // the connected producer, for its connection state in Stats
 	window  rateWindow
 	inbox   mailbox
 	cancel  context.CancelFunc
@@ -156,6 +157,7 @@ func (r *Runner) Stats() Stats {
 	r.mu.Lock()
 	c := r.m.Counters()
 	rate := r.m.cfg.Rate
+	current := r.current
 	r.mu.Unlock()
 	now := r.now()
 	s := Stats{
@@ -170,6 +172,21 @@ func (r *Runner) Stats() Stats {
 		LastError:          c.LastError, LastErrorTime: c.LastErrorTime,
 		Phase: c.Phase.String(), Reconnects: c.Reconnects, Skipped: c.Skipped,
 		RateLimited: c.RateLimited, Rate: rate,
+	}
+	// The client reconnects by itself; while it does, the replicator is not connected, and the
+	// reason is shown at once rather than after the receipt timeout.
+	if cc, ok := current.(interface {
+		Connected() bool
+		LastError() error
+	}); ok && s.Connected && !cc.Connected() {
+		s.Connected = false
+		s.OutboundConnectedSince = time.Time{}
+		if s.LastError == "" {
+			s.LastError = fmt.Sprintf("connection to %s lost; reconnecting", r.cfg.Machine.Remote)
+			if err := cc.LastError(); err != nil {
+				s.LastError += ": " + err.Error()
+			}
+		}
 	}
 	if s.Connected {
 		s.OutboundConnection = ProducerName(r.cfg.Machine.Local, r.cfg.Machine.Remote)
@@ -256,6 +273,9 @@ func (r *Runner) handleInbox(ctx context.Context, msg any) {
 			return
 		}
 		r.producers[v.gen] = v.p
+		r.mu.Lock()
+		r.current = v.p
+		r.mu.Unlock()
 		r.log.Info("replicator connected", "producer", ProducerName(r.cfg.Machine.Local, r.cfg.Machine.Remote))
 		r.handle(ctx, EvConnected{Now: now, Gen: v.gen})
 	case sendResult:
@@ -316,6 +336,11 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 	case ActCloseProducer:
 		if p, ok := r.producers[a.Gen]; ok {
 			delete(r.producers, a.Gen)
+			r.mu.Lock()
+			if r.current == p {
+				r.current = nil
+			}
+			r.mu.Unlock()
 			r.closeProducer(p)
 		}
 	case ActRead:

@@ -1,0 +1,206 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/naming"
+)
+
+// ClusterDirectory is what the producer factory needs from the configuration store:
+// *catalog.Catalog implements it.
+type ClusterDirectory interface {
+	// Cluster returns a registered cluster's URLs.
+	Cluster(name string) (adminapi.ClusterData, bool)
+	// PartitionedTopic returns the (local view of the) partitioned-topic metadata of a base topic.
+	PartitionedTopic(topic string) (adminapi.PartitionedTopicMetadata, bool)
+}
+
+// ErrClusterNotRegistered: a replication target that is not in the cluster registry.
+var ErrClusterNotRegistered = errors.New("replication: cluster not registered")
+
+// ErrPartitionMismatch: the remote topic has another partition count than the local one. It is
+// reported (lastError) and retried, never papered over.
+var ErrPartitionMismatch = errors.New("replication: partition count mismatch")
+
+// ClientFactoryOptions configure a ClientFactory.
+type ClientFactoryOptions struct {
+	Local    string           // this cluster's name
+	Clusters ClusterDirectory // the cluster registry
+	// Dialer replaces net.Dialer for the binary protocol (tests, fault proxies).
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// HTTPClient is used for the remote admin API (creating partitioned topics); nil = a client with
+	// a 10 s timeout.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// ClientFactory is the RemoteProducerFactory over internal/client: one client (connection pool)
+// per remote cluster, rebuilt when the cluster's brokerServiceUrl changes.
+type ClientFactory struct {
+	opts    ClientFactoryOptions
+	mu      sync.Mutex
+	remotes map[string]*remoteClient
+	closed  bool
+}
+
+type remoteClient struct {
+	brokerURL, serviceURL string
+	c                     *client.Client
+}
+
+// NewClientFactory returns a factory; Close closes every remote client.
+func NewClientFactory(opts ClientFactoryOptions) *ClientFactory {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &ClientFactory{opts: opts, remotes: map[string]*remoteClient{}}
+}
+
+func (f *ClientFactory) remote(name string) (*remoteClient, error) {
+	cd, ok := f.opts.Clusters.Cluster(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (register it with `meridianctl clusters create`)", ErrClusterNotRegistered, name)
+	}
+	if cd.BrokerServiceURL == "" {
+		return nil, fmt.Errorf("%w: %q has no brokerServiceUrl", ErrClusterNotRegistered, name)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, client.ErrClosed
+	}
+	if rc := f.remotes[name]; rc != nil && rc.brokerURL == cd.BrokerServiceURL {
+		rc.serviceURL = cd.ServiceURL
+		return rc, nil
+	} else if rc != nil {
+		_ = rc.c.Close() // the cluster moved; producers on the old client fail and are recreated
+	}
+	c, err := client.New(client.Options{
+		ServiceURL:    cd.BrokerServiceURL,
+		ClientVersion: "meridian-replicator",
+		Dialer:        f.opts.Dialer,
+		Logger:        f.opts.Logger.With("remote_cluster", name),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replication: client for cluster %q: %w", name, err)
+	}
+	rc := &remoteClient{brokerURL: cd.BrokerServiceURL, serviceURL: cd.ServiceURL, c: c}
+	f.remotes[name] = rc
+	return rc, nil
+}
+
+// NewProducer implements RemoteProducerFactory. For a partition it first makes sure the remote
+// partitioned topic exists with the local partition count (creating it through the remote's admin
+// API if it does not exist; a different count is ErrPartitionMismatch).
+func (f *ClientFactory) NewProducer(ctx context.Context, remote, topic, producerName string) (RemoteProducer, error) {
+	rc, err := f.remote(remote)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.preparePartitions(ctx, rc, remote, topic); err != nil {
+		return nil, err
+	}
+	p, err := rc.c.CreateProducer(ctx, client.ProducerOptions{Topic: topic, Name: producerName, MaxPending: 1000})
+	if err != nil {
+		return nil, fmt.Errorf("create producer %s on %s: %w", producerName, remote, err)
+	}
+	return &clientProducer{p: p}, nil
+}
+
+func (f *ClientFactory) preparePartitions(ctx context.Context, rc *remoteClient, remote, topic string) error {
+	tn, err := naming.ParseTopic(topic)
+	if err != nil || !tn.IsPartition() {
+		return nil
+	}
+	base := tn.Base().String()
+	pm, ok := f.opts.Clusters.PartitionedTopic(base)
+	if !ok || pm.Partitions <= 0 {
+		return nil
+	}
+	want := pm.Partitions
+	got, err := rc.c.PartitionedMetadata(ctx, base)
+	if err != nil {
+		return fmt.Errorf("partitioned metadata of %s on %s: %w", base, remote, err)
+	}
+	if got == 0 {
+		if rc.serviceURL == "" {
+			return fmt.Errorf("%w: %s is not partitioned on %s, which has no serviceUrl to create it", ErrPartitionMismatch, base, remote)
+		}
+		admin, err := adminapi.NewClient(rc.serviceURL, f.opts.HTTPClient)
+		if err != nil {
+			return fmt.Errorf("admin client for %s: %w", remote, err)
+		}
+		if err := admin.CreateTopic(ctx, base, want, nil); err != nil {
+			// Another broker may have created it meanwhile; the check below decides.
+			f.opts.Logger.Debug("create partitioned topic on remote", "remote_cluster", remote, "topic", base, "err", err)
+		}
+		if got, err = rc.c.PartitionedMetadata(ctx, base); err != nil {
+			return fmt.Errorf("partitioned metadata of %s on %s: %w", base, remote, err)
+		}
+	}
+	if got != want {
+		return fmt.Errorf("%w: %s has %d partitions here and %d on %s", ErrPartitionMismatch, base, want, got, remote)
+	}
+	return nil
+}
+
+// forget drops the client of a cluster whose registry entry changed, if its URL changed; producers
+// on it fail and the replicators create new ones against the new URL.
+func (f *ClientFactory) forget(name string) {
+	cd, ok := f.opts.Clusters.Cluster(name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rc := f.remotes[name]
+	if rc == nil || (ok && rc.brokerURL == cd.BrokerServiceURL) {
+		return
+	}
+	delete(f.remotes, name)
+	_ = rc.c.Close()
+}
+
+// Close closes every remote client (and with them their producers).
+func (f *ClientFactory) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	var errs []error
+	for name, rc := range f.remotes {
+		if err := rc.c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close client of %s: %w", name, err))
+		}
+	}
+	f.remotes = map[string]*remoteClient{}
+	return errors.Join(errs...)
+}
+
+// clientProducer adapts *client.Producer. The client reconnects by itself and resends what is
+// pending, in order; a SEND_ERROR fails the send, and the replicator then starts over with a new
+// producer from its oldest unacknowledged entry.
+type clientProducer struct{ p *client.Producer }
+
+func (c *clientProducer) Send(out Outbound, done func(error)) {
+	err := c.p.SendRawAsync(context.Background(), client.RawMessage{Entry: out.Data}, func(_ client.MessageID, err error) { done(err) })
+	if err != nil {
+		done(err)
+	}
+}
+
+func (c *clientProducer) Close(ctx context.Context) error { return c.p.Close(ctx) }
+
+// Connected reports whether the producer's connection is up (for stats).
+func (c *clientProducer) Connected() bool { return c.p.Connected() }
+
+// LastError is the client's most recent connection or send failure.
+func (c *clientProducer) LastError() error { return c.p.LastError() }

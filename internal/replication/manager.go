@@ -1,0 +1,584 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/naming"
+)
+
+// PolicySource is what the Manager needs from the configuration store; *catalog.Catalog
+// implements it.
+type PolicySource interface {
+	ClusterDirectory
+	// ReplicationClusters: the topic-level list if set, else the namespace's; ok false if the
+	// namespace does not exist.
+	ReplicationClusters(topic string) ([]string, bool)
+	Namespace(ns string) (adminapi.Policies, bool)
+	TopicPolicies(topic string) (adminapi.TopicPolicies, bool)
+	AllNamespaces() []string
+	// Subscribe delivers change events (by watch, within milliseconds of the change).
+	Subscribe() (<-chan catalog.Event, func())
+}
+
+// TopicSource is what the Manager needs from the broker; internal/node implements it.
+type TopicSource interface {
+	// ListTopics lists the persistent topics (partitions individually) of a namespace that exist
+	// locally, loaded or not.
+	ListTopics(ctx context.Context, namespace string) ([]string, error)
+	// OpenTopic loads an existing topic (never creates it) and returns it. The returned LocalTopic
+	// may implement `Closed() bool`; the Manager then notices unloads by itself.
+	OpenTopic(ctx context.Context, topic string) (LocalTopic, error)
+}
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	// Local is this cluster's name.
+	Local    string
+	Policies PolicySource
+	Topics   TopicSource
+	// Producers creates producers on remote clusters; nil = a ClientFactory over Policies.
+	Producers RemoteProducerFactory
+	// StartAt is --replication-start-at (the namespace property replicationStartAt overrides it).
+	StartAt StartAt
+	// Machine is the template for every replicator (in-flight bounds, backoff); Local, Remote and
+	// Rate are set per replicator.
+	Machine MachineConfig
+	// ResyncInterval is how often everything is re-checked even without events (a missed event, a
+	// topic created behind the Manager's back). Default 30 s.
+	ResyncInterval time.Duration
+	// Index options for OpenIndex.
+	Index  IndexOptions
+	Logger *slog.Logger
+}
+
+// Manager runs the replicators of one broker: it follows policy changes (by the catalog's watch)
+// and topic loads, and starts, stops and reconfigures replicators as Plan decides. It also keeps
+// the inbound indexes the broker opens through OpenIndex, for stats.
+type Manager struct {
+	opts      ManagerOptions
+	log       *slog.Logger
+	producers RemoteProducerFactory
+	ownsProd  *ClientFactory
+
+	mu        sync.Mutex
+	running   map[Key]*managed
+	indexes   map[string]*Index
+	abandoned map[string]int64 // never-replicated entries dropped with removed remotes, by remote
+	topicReq  map[string]bool
+	nsReq     map[string]bool
+	fullReq   bool
+	kick      chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
+	started   bool
+}
+
+type managed struct {
+	runner *Runner
+	topic  LocalTopic
+	rate   Rate
+}
+
+// NewManager returns a Manager; Start runs it.
+func NewManager(opts ManagerOptions) (*Manager, error) {
+	if opts.Local == "" || opts.Policies == nil || opts.Topics == nil {
+		return nil, errors.New("replication: manager needs the local cluster, a policy source and a topic source")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ResyncInterval <= 0 {
+		opts.ResyncInterval = 30 * time.Second
+	}
+	if opts.StartAt == "" {
+		opts.StartAt = StartLatest
+	}
+	m := &Manager{
+		opts: opts, log: opts.Logger.With("component", "replication"),
+		running: map[Key]*managed{}, indexes: map[string]*Index{}, abandoned: map[string]int64{},
+		topicReq: map[string]bool{}, nsReq: map[string]bool{}, kick: make(chan struct{}, 1),
+	}
+	m.producers = opts.Producers
+	if m.producers == nil {
+		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, Logger: opts.Logger})
+		m.producers, m.ownsProd = f, f
+	}
+	return m, nil
+}
+
+// Start subscribes to policy changes and starts the control loop; the first pass looks at every
+// local topic of every namespace. It returns at once.
+func (m *Manager) Start(ctx context.Context) {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return
+	}
+	m.started = true
+	m.fullReq = true
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancel, m.done = cancel, make(chan struct{})
+	m.mu.Unlock()
+	events, unsubscribe := m.opts.Policies.Subscribe()
+	go m.loop(loopCtx, events, unsubscribe)
+	m.poke()
+}
+
+// TopicLoaded tells the Manager that a topic was loaded or created; its replicators start at once
+// (the broker has already created the cursors of a new topic before its first entry).
+func (m *Manager) TopicLoaded(topic string) {
+	m.mu.Lock()
+	m.topicReq[topic] = true
+	m.mu.Unlock()
+	m.poke()
+}
+
+// TopicUnloaded stops the replicators of a topic that is being unloaded or deleted (their cursors
+// stay). It waits for them, at most until ctx ends.
+func (m *Manager) TopicUnloaded(ctx context.Context, topic string) {
+	m.mu.Lock()
+	var stop []*managed
+	for k, mg := range m.running {
+		if k.Topic == topic {
+			stop = append(stop, mg)
+			delete(m.running, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, mg := range stop {
+		if err := mg.runner.Stop(ctx); err != nil {
+			m.log.Warn("stop replicator", "topic", topic, "err", err)
+		}
+	}
+}
+
+func (m *Manager) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops every replicator and the control loop, and closes the producer factory it created.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	started := m.started
+	m.mu.Unlock()
+	if started {
+		m.cancel()
+		select {
+		case <-m.done:
+		case <-ctx.Done():
+			return fmt.Errorf("replication: close manager: %w", ctx.Err())
+		}
+	}
+	m.mu.Lock()
+	all := m.running
+	m.running = map[Key]*managed{}
+	m.mu.Unlock()
+	var errs []error
+	for k, mg := range all {
+		if err := mg.runner.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop replicator %s -> %s: %w", k.Topic, k.Remote, err))
+		}
+	}
+	if m.ownsProd != nil {
+		if err := m.ownsProd.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) loop(ctx context.Context, events <-chan catalog.Event, unsubscribe func()) {
+	defer close(m.done)
+	defer unsubscribe()
+	resync := time.NewTicker(m.opts.ResyncInterval)
+	defer resync.Stop()
+	health := time.NewTicker(time.Second)
+	defer health.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			m.onEvent(ev)
+			// Take whatever else arrived with it before acting (a burst of changes is one pass).
+			for more := true; more; {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						events, more = nil, false
+						continue
+					}
+					m.onEvent(ev)
+				default:
+					more = false
+				}
+			}
+			m.reconcile(ctx)
+		case <-m.kick:
+			m.reconcile(ctx)
+		case <-resync.C:
+			m.mu.Lock()
+			m.fullReq = true
+			m.mu.Unlock()
+			m.reconcile(ctx)
+		case <-health.C:
+			m.restartClosedTopics(ctx)
+		}
+	}
+}
+
+func (m *Manager) onEvent(ev catalog.Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch ev.Kind {
+	case catalog.EventNamespace:
+		m.nsReq[ev.Name] = true
+	case catalog.EventTopicPolicies, catalog.EventPartitionedTopic:
+		if t, err := naming.ParseTopic(ev.Name); err == nil {
+			m.nsReq[t.NamespaceName().String()] = true
+		}
+	case catalog.EventCluster:
+		// A moved cluster: drop its client so producers reconnect to the new URL.
+		if m.ownsProd != nil {
+			m.ownsProd.forget(ev.Name)
+		}
+		m.fullReq = true
+	case catalog.EventResync, catalog.EventTenant:
+		m.fullReq = true
+	}
+}
+
+// restartClosedTopics notices topics that were unloaded under running replicators and reopens them.
+func (m *Manager) restartClosedTopics(ctx context.Context) {
+	m.mu.Lock()
+	var closed []string
+	for k, mg := range m.running {
+		if c, ok := mg.topic.(interface{ Closed() bool }); ok && c.Closed() && !slices.Contains(closed, k.Topic) {
+			closed = append(closed, k.Topic)
+		}
+	}
+	m.mu.Unlock()
+	for _, t := range closed {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m.TopicUnloaded(stopCtx, t)
+		cancel()
+		m.TopicLoaded(t)
+	}
+}
+
+// reconcile runs one control pass over what was requested.
+func (m *Manager) reconcile(ctx context.Context) {
+	m.mu.Lock()
+	full, nsReq, topicReq := m.fullReq, m.nsReq, m.topicReq
+	m.fullReq, m.nsReq, m.topicReq = false, map[string]bool{}, map[string]bool{}
+	m.mu.Unlock()
+
+	namespaces := map[string]bool{}
+	if full {
+		for _, ns := range m.opts.Policies.AllNamespaces() {
+			namespaces[ns] = true
+		}
+	}
+	for ns := range nsReq {
+		namespaces[ns] = true
+	}
+	topics := map[string]bool{}
+	for _, ns := range sortedKeys(namespaces) {
+		list, err := m.opts.Topics.ListTopics(ctx, ns)
+		if err != nil {
+			m.log.Warn("list topics for replication", "namespace", ns, "err", err)
+			continue
+		}
+		for _, t := range list {
+			topics[t] = true
+		}
+	}
+	for t := range topicReq {
+		topics[t] = true
+	}
+	// Topics of running replicators in the namespaces looked at are part of the pass, so that a
+	// deleted topic's replicators stop.
+	m.mu.Lock()
+	running := map[Key]Rate{}
+	opened := map[string]LocalTopic{}
+	for k, mg := range m.running {
+		tn, err := naming.ParseTopic(k.Topic)
+		inScope := topics[k.Topic] || (err == nil && namespaces[tn.NamespaceName().String()])
+		if inScope {
+			running[k] = mg.rate
+			opened[k.Topic] = mg.topic
+		}
+	}
+	m.mu.Unlock()
+
+	var inputs []TopicInput
+	for _, t := range sortedKeys(topics) {
+		in, lt, ok := m.input(ctx, t, opened[t], full || nsReq[namespaceOf(t)] || topicReq[t])
+		if !ok {
+			continue // could not open it now; keep what runs, retry on the next pass
+		}
+		if lt != nil {
+			opened[t] = lt
+		}
+		inputs = append(inputs, in)
+	}
+	plan := Plan(m.opts.Local, inputs, running)
+	for _, s := range plan.Stop {
+		m.stop(ctx, s, opened[s.Topic])
+	}
+	for _, w := range plan.UpdateRate {
+		m.mu.Lock()
+		if mg := m.running[w.Key]; mg != nil {
+			mg.rate = w.Rate
+			mg.runner.SetRate(w.Rate)
+		}
+		m.mu.Unlock()
+		m.log.Info("replicator dispatch rate changed", "topic", w.Topic, "remote_cluster", w.Remote,
+			"msgPerSec", w.Rate.MessagesPerSecond, "bytesPerSec", w.Rate.BytesPerSecond)
+	}
+	for _, w := range plan.Start {
+		lt := opened[w.Topic]
+		if lt == nil {
+			continue
+		}
+		m.start(ctx, w, lt)
+	}
+}
+
+func namespaceOf(topic string) string {
+	t, err := naming.ParseTopic(topic)
+	if err != nil {
+		return ""
+	}
+	return t.NamespaceName().String()
+}
+
+// input builds the Plan input of a topic. The topic is opened only when it has (or had) remotes,
+// or when thorough is set (a pass after a policy change or at start, looking for stale cursors).
+func (m *Manager) input(ctx context.Context, topic string, lt LocalTopic, thorough bool) (TopicInput, LocalTopic, bool) {
+	in := TopicInput{Topic: topic}
+	clusters, ok := m.opts.Policies.ReplicationClusters(topic)
+	if !ok {
+		return in, lt, true // namespace unknown: Known=false, nothing changes
+	}
+	tn, err := naming.ParseTopic(topic)
+	if err != nil || !tn.IsPersistent() {
+		return in, lt, false
+	}
+	hasRemote := slices.ContainsFunc(clusters, func(c string) bool { return c != "" && c != m.opts.Local })
+	if lt == nil && (hasRemote || thorough) {
+		lt, err = m.opts.Topics.OpenTopic(ctx, topic)
+		if err != nil {
+			m.log.Warn("open topic for replication", "topic", topic, "err", err)
+			return in, nil, false
+		}
+	}
+	ns := tn.NamespaceName().String()
+	nsp, _ := m.opts.Policies.Namespace(ns)
+	var tp *adminapi.TopicPolicies
+	if p, ok := m.opts.Policies.TopicPolicies(tn.Base().String()); ok {
+		tp = &p
+	}
+	in.Known = true
+	in.Clusters = clusters
+	in.StartAt = StartAtFrom(nsp, m.opts.StartAt)
+	in.Rates = RatesFrom(m.opts.Local, clusters, nsp, tp)
+	if lt != nil {
+		in.CursorRemotes = RemotesOfCursors(lt.CursorNames())
+	}
+	return in, lt, true
+}
+
+func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
+	mc := m.opts.Machine
+	mc.Local, mc.Remote, mc.Rate = m.opts.Local, w.Remote, w.Rate
+	r, err := StartRunner(ctx, RunnerConfig{
+		Machine: mc, Topic: lt, Producers: m.producers, StartAt: w.StartAt, Logger: m.log,
+	})
+	if err != nil {
+		// The next pass retries (TopicLoaded, an event or the resync); say why meanwhile.
+		m.log.Warn("start replicator", "topic", w.Topic, "remote_cluster", w.Remote, "err", err)
+		return
+	}
+	m.mu.Lock()
+	m.running[w.Key] = &managed{runner: r, topic: lt, rate: w.Rate}
+	m.mu.Unlock()
+}
+
+func (m *Manager) stop(ctx context.Context, s StopOrder, lt LocalTopic) {
+	m.mu.Lock()
+	mg := m.running[s.Key]
+	delete(m.running, s.Key)
+	m.mu.Unlock()
+	if mg != nil {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := mg.runner.Stop(stopCtx); err != nil {
+			m.log.Warn("stop replicator", "topic", s.Topic, "remote_cluster", s.Remote, "err", err)
+		}
+		cancel()
+		if lt == nil {
+			lt = mg.topic
+		}
+	}
+	if !s.DeleteCursor || lt == nil {
+		if mg != nil {
+			m.log.Info("replicator stopped", "topic", s.Topic, "remote_cluster", s.Remote)
+		}
+		return
+	}
+	name := CursorName(s.Remote)
+	var backlog int64
+	if cur, created, err := lt.OpenCursor(ctx, name, Latest); err == nil && !created {
+		backlog = cur.Backlog()
+	}
+	if err := lt.DeleteCursor(ctx, name); err != nil {
+		m.log.Warn("delete replication cursor", "topic", s.Topic, "cursor", name, "err", err)
+		return
+	}
+	m.mu.Lock()
+	m.abandoned[s.Remote] += backlog
+	m.mu.Unlock()
+	if backlog > 0 {
+		m.log.Warn("replication removed with entries never sent", "topic", s.Topic, "remote_cluster", s.Remote, "neverReplicated", backlog)
+	} else {
+		m.log.Info("replication removed", "topic", s.Topic, "remote_cluster", s.Remote)
+	}
+}
+
+// OpenIndex loads the inbound index of a topic (see LoadIndex) and keeps it for stats until it is
+// closed. internal/node calls it from the broker's ReplicatedIndex hook.
+func (m *Manager) OpenIndex(ctx context.Context, topic LocalTopic) (*Index, error) {
+	opts := m.opts.Index
+	if opts.Logger == nil {
+		opts.Logger = m.log
+	}
+	x, err := LoadIndex(ctx, topic, opts)
+	if err != nil {
+		return nil, err
+	}
+	name := topic.Name()
+	x.onClose = func() {
+		m.mu.Lock()
+		if m.indexes[name] == x {
+			delete(m.indexes, name)
+		}
+		m.mu.Unlock()
+	}
+	m.mu.Lock()
+	m.indexes[name] = x
+	m.mu.Unlock()
+	return x, nil
+}
+
+// Stats returns the replication section of a topic's stats, keyed by remote cluster: every running
+// replicator merged with the inbound side from every origin that replicated into the topic.
+func (m *Manager) Stats(topic string) map[string]Stats {
+	m.mu.Lock()
+	var runners []*Runner
+	for k, mg := range m.running {
+		if k.Topic == topic {
+			runners = append(runners, mg.runner)
+		}
+	}
+	x := m.indexes[topic]
+	m.mu.Unlock()
+	out := map[string]Stats{}
+	for _, r := range runners {
+		out[r.Remote()] = r.Stats()
+	}
+	if x != nil {
+		for _, in := range x.Inbound() {
+			s, ok := out[in.Origin]
+			if !ok {
+				s = Stats{Topic: topic, LocalCluster: m.opts.Local, RemoteCluster: in.Origin, Phase: "inbound-only"}
+			}
+			s.MsgRateIn, s.MsgThroughputIn = in.MsgRateIn, in.MsgThroughputIn
+			s.MsgInCount, s.BytesInCount, s.DuplicatesDropped = in.MsgInCount, in.BytesInCount, in.DuplicatesDropped
+			out[in.Origin] = s
+		}
+	}
+	return out
+}
+
+// AdminStats is Stats converted to the admin REST shape (TopicStats.replication).
+func (m *Manager) AdminStats(topic string) map[string]adminapi.ReplicatorStats {
+	out := map[string]adminapi.ReplicatorStats{}
+	for k, s := range m.Stats(topic) {
+		out[k] = s.Admin()
+	}
+	return out
+}
+
+// AllStats returns the stats of every replicator and inbound origin, for /metrics.
+func (m *Manager) AllStats() []Stats {
+	m.mu.Lock()
+	topics := map[string]bool{}
+	for k := range m.running {
+		topics[k.Topic] = true
+	}
+	for t := range m.indexes {
+		topics[t] = true
+	}
+	m.mu.Unlock()
+	var out []Stats
+	for _, t := range sortedKeys(topics) {
+		st := m.Stats(t)
+		for _, r := range sortedKeys(st) {
+			out = append(out, st[r])
+		}
+	}
+	return out
+}
+
+// Abandoned returns, per remote cluster, the entries that were never replicated because the remote
+// was removed from a topic's replication clusters (since this process started).
+func (m *Manager) Abandoned() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int64, len(m.abandoned))
+	for k, v := range m.abandoned {
+		out[k] = v
+	}
+	return out
+}
+
+// Running lists the running replicators, sorted.
+func (m *Manager) Running() []Key {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Key, 0, len(m.running))
+	for k := range m.running {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b Key) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		if a.Remote < b.Remote {
+			return -1
+		}
+		if a.Remote > b.Remote {
+			return 1
+		}
+		return 0
+	})
+	return out
+}

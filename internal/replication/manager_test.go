@@ -1,0 +1,164 @@
+package replication
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+)
+
+// memTopics is a TopicSource over memTopics.
+type memTopics struct {
+	mu     sync.Mutex
+	topics map[string]*memTopic
+}
+
+func (s *memTopics) ListTopics(ctx context.Context, ns string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for name := range s.topics {
+		if strings.HasPrefix(name, "persistent://"+ns+"/") {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+func (s *memTopics) OpenTopic(ctx context.Context, topic string) (LocalTopic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.topics[topic], nil
+}
+
+// memRemotes routes producers to one memRemote per cluster.
+type memRemotes struct {
+	mu sync.Mutex
+	m  map[string]*memRemote
+}
+
+func (r *memRemotes) get(name string) *memRemote {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[name] == nil {
+		r.m[name] = &memRemote{topic: newMemTopic(name, 1), index: NewIndex(IndexOptions{Logger: quietLogger()})}
+	}
+	return r.m[name]
+}
+
+func (r *memRemotes) NewProducer(ctx context.Context, remote, topic, name string) (RemoteProducer, error) {
+	return r.get(remote).NewProducer(ctx, remote, topic, name)
+}
+
+func TestManagerFollowsPolicyChanges(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	defer store.Close()
+	cat, err := catalog.New(ctx, store, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	for _, c := range []string{"a", "b", "c"} {
+		if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b", "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	const topic = "persistent://t/ns/orders"
+	lt := newMemTopic(topic, 3)
+	for i := range 5 {
+		lt.append(mkEntry(t, Position{}, "old"+string(rune('0'+i)), nil).Data, 1)
+	}
+	topics := &memTopics{topics: map[string]*memTopic{topic: lt}}
+	remotes := &memRemotes{m: map[string]*memRemote{}}
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: topics, Producers: remotes,
+		StartAt: StartLatest, Logger: quietLogger(), Machine: MachineConfig{MaxBackoff: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(ctx)
+	defer func() {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := m.Close(cctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	if len(m.Running()) != 0 {
+		t.Fatalf("running %v with a local-only namespace", m.Running())
+	}
+
+	// Adding b: a replicator starts within a second, at latest (the old data stays local).
+	changed := time.Now()
+	if err := cat.UpdateNamespace(ctx, "t/ns", func(p *adminapi.Policies) error {
+		p.ReplicationClusters = []string{"a", "b"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "replicator to b", func() bool { return len(m.Running()) == 1 })
+	t.Logf("replicator started %v after the policy change", time.Since(changed))
+	lt.append(mkEntry(t, Position{}, "new", nil).Data, 1)
+	waitFor(t, 5*time.Second, "new entry at b", func() bool { return remotes.get("b").topic.LastConfirmed().EntryID == 0 })
+	st := m.Stats(topic)["b"]
+	if st.StartMode != StartLatest || st.StartPosition != (Position{3, 4}) {
+		t.Fatalf("b started %v at %v", st.StartMode, st.StartPosition)
+	}
+
+	// Adding c with the namespace asking for earliest: c gets everything still stored.
+	if err := cat.UpdateNamespace(ctx, "t/ns", func(p *adminapi.Policies) error {
+		p.ReplicationClusters = []string{"a", "b", "c"}
+		p.Properties = map[string]string{NamespaceStartAtProperty: "earliest"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "all 6 entries at c", func() bool { return remotes.get("c").topic.LastConfirmed().EntryID == 5 })
+
+	// A rate policy reaches the running replicator.
+	if err := cat.UpdateNamespace(ctx, "t/ns", func(p *adminapi.Policies) error {
+		p.ReplicatorDispatchRate = map[string]adminapi.DispatchRate{"c": {DispatchThrottlingRateInMsg: 50}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "rate applied", func() bool { return m.Stats(topic)["c"].Rate.MessagesPerSecond == 50 })
+
+	// Removing b while it is down: stopped within a second, cursor deleted, backlog counted.
+	rb := remotes.get("b")
+	rb.mu.Lock()
+	rb.down = true
+	rb.mu.Unlock()
+	for range 3 {
+		lt.append(mkEntry(t, Position{}, "lost-for-b", nil).Data, 1)
+	}
+	waitFor(t, 5*time.Second, "b backlog and error", func() bool {
+		s := m.Stats(topic)["b"]
+		return s.ReplicationBacklog == 3 && s.LastError != "" && !s.Connected
+	})
+	if err := cat.UpdateNamespace(ctx, "t/ns", func(p *adminapi.Policies) error {
+		p.ReplicationClusters = []string{"a", "c"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "b removed", func() bool {
+		_, hasB := m.Stats(topic)["b"]
+		return !hasB && m.Abandoned()["b"] == 3
+	})
+	if names := lt.CursorNames(); strings.Contains(strings.Join(names, ","), "pulsar.repl.b") {
+		t.Fatalf("cursor of b still there: %v", names)
+	}
+	waitFor(t, 5*time.Second, "c caught up", func() bool { return m.Stats(topic)["c"].ReplicationBacklog == 0 })
+}
