@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
@@ -161,4 +163,37 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 		t.Fatalf("cursor of b still there: %v", names)
 	}
 	waitFor(t, 5*time.Second, "c caught up", func() bool { return m.Stats(topic)["c"].ReplicationBacklog == 0 })
+}
+
+func TestManagerCollector(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	cat, err := catalog.New(context.Background(), store, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: &memTopics{topics: map[string]*memTopic{}}, Producers: &memRemotes{m: map[string]*memRemote{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.abandoned["b"] = 7
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "meridian_replication_abandoned_entries_total" && mf.GetMetric()[0].GetCounter().GetValue() == 7 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("abandoned counter missing: %v", mfs)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
