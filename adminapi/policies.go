@@ -417,6 +417,17 @@ type TopicPolicies struct {
 	Properties map[string]string `json:"properties,omitempty"`
 }
 
+// Normalize applies the same aliases as Policies.Normalize.
+func (t *TopicPolicies) Normalize() {
+	for k, q := range t.BacklogQuotaMap {
+		q.Normalize()
+		t.BacklogQuotaMap[k] = q
+	}
+	if t.DelayedDelivery != nil {
+		t.DelayedDelivery.Normalize()
+	}
+}
+
 // IsEmpty reports whether no topic-level policy is set.
 func (t TopicPolicies) IsEmpty() bool {
 	b, _ := json.Marshal(t)

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -277,7 +278,16 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		p, _ := a.Namespace("public/default")
+		// Read the store itself: b's last writes may not have reached a's cache yet (read-your-writes
+		// holds per catalog).
+		kv, err := s.Get(ctx, "/admin/policies/public/default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p adminapi.Policies
+		if err := json.Unmarshal(kv.Value, &p); err != nil {
+			t.Fatal(err)
+		}
 		if len(p.Properties) != 2*n {
 			t.Fatalf("properties = %d, want %d", len(p.Properties), 2*n)
 		}

@@ -191,6 +191,7 @@ func (c *Catalog) UpdateTopicPolicies(ctx context.Context, topic string, fn func
 			if err := fn(v); err != nil {
 				return false, err
 			}
+			v.Normalize()
 			if v.IsEmpty() {
 				if !exists {
 					return false, errSkipWrite

@@ -1,0 +1,280 @@
+package admin
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/naming"
+)
+
+func (h *Handler) routes() {
+	h.handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+		h.metrics.ServeHTTP(w, r)
+		return nil
+	})
+	h.handle("/", func(w http.ResponseWriter, r *http.Request) error {
+		return fail(http.StatusNotFound, "Not found: %s %s", r.Method, r.URL.Path)
+	})
+
+	// brokers
+	h.handle("GET /admin/v2/brokers/ready", h.brokersReady)
+	h.handle("GET /admin/v2/brokers/health", h.brokersHealth)
+	h.handle("GET /admin/v2/brokers", h.brokersList)
+	h.handle("GET /admin/v2/brokers/{cluster}", h.brokersOfCluster)
+	h.handle("GET /admin/v2/brokers/leaderBroker", h.leaderBroker)
+	h.handle("GET /admin/v2/brokers/configuration", func(w http.ResponseWriter, r *http.Request) error {
+		return ok(w, []string{})
+	})
+	h.handle("GET /admin/v2/brokers/configuration/values", func(w http.ResponseWriter, r *http.Request) error {
+		return ok(w, map[string]string{})
+	})
+	h.handle("GET /admin/v2/brokers/configuration/runtime", func(w http.ResponseWriter, r *http.Request) error {
+		return ok(w, map[string]string{})
+	})
+	h.handle("GET /admin/v2/brokers/internal-configuration", func(w http.ResponseWriter, r *http.Request) error {
+		return ok(w, map[string]any{})
+	})
+	h.handle("GET /admin/v2/brokers/version", func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "text/plain")
+		_, err := w.Write([]byte("meridian"))
+		return err
+	})
+
+	// clusters
+	h.handle("GET /admin/v2/clusters", h.clustersList)
+	h.handle("GET /admin/v2/clusters/{cluster}", h.clusterGet)
+	h.handle("PUT /admin/v2/clusters/{cluster}", h.clusterCreate)
+	h.handle("POST /admin/v2/clusters/{cluster}", h.clusterUpdate)
+	h.handle("DELETE /admin/v2/clusters/{cluster}", h.clusterDelete)
+	h.handle("GET /admin/v2/clusters/{cluster}/peers", h.clusterPeersGet)
+	h.handle("POST /admin/v2/clusters/{cluster}/peers", h.clusterPeersSet)
+	h.handle("GET /admin/v2/clusters/{cluster}/failureDomains", func(w http.ResponseWriter, r *http.Request) error {
+		if _, found := h.cat.Cluster(r.PathValue("cluster")); !found {
+			return fail(http.StatusNotFound, "Cluster does not exist")
+		}
+		return ok(w, map[string]any{})
+	})
+
+	// tenants
+	h.handle("GET /admin/v2/tenants", h.tenantsList)
+	h.handle("GET /admin/v2/tenants/{tenant}", h.tenantGet)
+	h.handle("PUT /admin/v2/tenants/{tenant}", h.tenantCreate)
+	h.handle("POST /admin/v2/tenants/{tenant}", h.tenantUpdate)
+	h.handle("DELETE /admin/v2/tenants/{tenant}", h.tenantDelete)
+
+	h.namespaceRoutes()
+	h.topicRoutes()
+	h.lookupRoutes()
+}
+
+// ---- brokers ----
+
+func (h *Handler) readyErr(r *http.Request) error {
+	if h.cfg.Ready != nil {
+		if err := h.cfg.Ready(r.Context()); err != nil {
+			return fail(http.StatusServiceUnavailable, "Broker is not ready: %v", err)
+		}
+	}
+	return nil
+}
+
+func (h *Handler) brokersReady(w http.ResponseWriter, r *http.Request) error {
+	if err := h.readyErr(r); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	_, err := w.Write([]byte("ok"))
+	return err
+}
+
+func (h *Handler) brokersHealth(w http.ResponseWriter, r *http.Request) error {
+	if err := h.readyErr(r); err != nil {
+		return err
+	}
+	if err := h.cat.Health(); err != nil {
+		return fail(http.StatusServiceUnavailable, "%v", err)
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	_, err := w.Write([]byte("ok"))
+	return err
+}
+
+// brokerID is "host:port" of this broker's web service, as Pulsar names brokers.
+func (h *Handler) brokerID() string {
+	d, _ := h.cat.Cluster(h.cfg.Cluster)
+	if u, err := url.Parse(d.ServiceURL); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return "localhost:8080"
+}
+
+func (h *Handler) brokersList(w http.ResponseWriter, r *http.Request) error {
+	return ok(w, []string{h.brokerID()})
+}
+
+func (h *Handler) brokersOfCluster(w http.ResponseWriter, r *http.Request) error {
+	c := r.PathValue("cluster")
+	if _, found := h.cat.Cluster(c); !found {
+		return fail(http.StatusNotFound, "Cluster does not exist")
+	}
+	if c != h.cfg.Cluster {
+		// Brokers of another cluster are not known here (Pulsar redirects to that cluster).
+		return ok(w, []string{})
+	}
+	return ok(w, []string{h.brokerID()})
+}
+
+func (h *Handler) leaderBroker(w http.ResponseWriter, r *http.Request) error {
+	d, _ := h.cat.Cluster(h.cfg.Cluster)
+	return ok(w, adminapi.BrokerInfo{BrokerID: h.brokerID(), ServiceURL: d.ServiceURL})
+}
+
+// ---- clusters ----
+
+func (h *Handler) clustersList(w http.ResponseWriter, r *http.Request) error {
+	return ok(w, h.cat.Clusters())
+}
+
+func (h *Handler) clusterGet(w http.ResponseWriter, r *http.Request) error {
+	d, found := h.cat.Cluster(r.PathValue("cluster"))
+	if !found {
+		return fail(http.StatusNotFound, "Cluster does not exist")
+	}
+	return ok(w, d)
+}
+
+func decodeCluster(r *http.Request) (adminapi.ClusterData, error) {
+	var d adminapi.ClusterData
+	b, err := readBody(r)
+	if err != nil {
+		return d, err
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return d, nil
+	}
+	// Pulsar's Java ClusterData also carries "name"? No: the name is in the path only. Unknown names
+	// are refused.
+	return d, decodeBytes(b, &d)
+}
+
+func (h *Handler) clusterCreate(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("cluster")
+	if err := naming.ValidateCluster(name); err != nil {
+		return fail(http.StatusPreconditionFailed, "Cluster name is not valid: %v", err)
+	}
+	d, err := decodeCluster(r)
+	if err != nil {
+		return err
+	}
+	if err := h.cat.CreateCluster(r.Context(), name, d); err != nil {
+		return err
+	}
+	return noContent(w)
+}
+
+func (h *Handler) clusterUpdate(w http.ResponseWriter, r *http.Request) error {
+	d, err := decodeCluster(r)
+	if err != nil {
+		return err
+	}
+	if err := h.cat.UpdateCluster(r.Context(), r.PathValue("cluster"), d); err != nil {
+		return err
+	}
+	return noContent(w)
+}
+
+func (h *Handler) clusterDelete(w http.ResponseWriter, r *http.Request) error {
+	if err := h.cat.DeleteCluster(r.Context(), r.PathValue("cluster")); err != nil {
+		return err
+	}
+	return noContent(w)
+}
+
+func (h *Handler) clusterPeersGet(w http.ResponseWriter, r *http.Request) error {
+	d, found := h.cat.Cluster(r.PathValue("cluster"))
+	if !found {
+		return fail(http.StatusNotFound, "Cluster does not exist")
+	}
+	if d.PeerClusterNames == nil {
+		return noContent(w)
+	}
+	return ok(w, d.PeerClusterNames)
+}
+
+func (h *Handler) clusterPeersSet(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("cluster")
+	var peers []string
+	if err := decodeBody(r, &peers); err != nil {
+		return err
+	}
+	for _, p := range peers {
+		if p == name {
+			return fail(http.StatusPreconditionFailed, "Own cluster cannot be part of peer cluster list")
+		}
+		if _, found := h.cat.Cluster(p); !found {
+			return fail(http.StatusPreconditionFailed, "Peer cluster %s does not exist", p)
+		}
+	}
+	err := h.cat.UpdateClusterWith(r.Context(), name, func(d *adminapi.ClusterData) error {
+		d.PeerClusterNames = peers
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return noContent(w)
+}
+
+// ---- tenants ----
+
+func (h *Handler) tenantsList(w http.ResponseWriter, r *http.Request) error {
+	return ok(w, h.cat.Tenants())
+}
+
+func (h *Handler) tenantGet(w http.ResponseWriter, r *http.Request) error {
+	t, found := h.cat.Tenant(r.PathValue("tenant"))
+	if !found {
+		return fail(http.StatusNotFound, "Tenant does not exist")
+	}
+	return ok(w, t)
+}
+
+func decodeTenant(r *http.Request) (adminapi.TenantInfo, error) {
+	var t adminapi.TenantInfo
+	return t, decodeBody(r, &t)
+}
+
+func (h *Handler) tenantCreate(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("tenant")
+	if err := naming.ValidateTenant(name); err != nil {
+		return fail(http.StatusPreconditionFailed, "Tenant name is not valid: %v", err)
+	}
+	t, err := decodeTenant(r)
+	if err != nil {
+		return err
+	}
+	if err := h.cat.CreateTenant(r.Context(), name, t); err != nil {
+		return err
+	}
+	return noContent(w)
+}
+
+func (h *Handler) tenantUpdate(w http.ResponseWriter, r *http.Request) error {
+	t, err := decodeTenant(r)
+	if err != nil {
+		return err
+	}
+	if err := h.cat.UpdateTenant(r.Context(), r.PathValue("tenant"), t); err != nil {
+		return err
+	}
+	return noContent(w)
+}
+
+func (h *Handler) tenantDelete(w http.ResponseWriter, r *http.Request) error {
+	if err := h.cat.DeleteTenant(r.Context(), r.PathValue("tenant")); err != nil {
+		return err
+	}
+	return noContent(w)
+}
