@@ -190,7 +190,11 @@ func topicPolicies(cluster string) []tpPolicy {
 		tpPtr("compactionThreshold", func(tp *adminapi.TopicPolicies) **int64 { return &tp.CompactionThreshold }, func(p *adminapi.Policies) **int64 { return &p.CompactionThreshold }, nonNegative64("compactionThreshold must be 0 or more")),
 		tpPtr("inactiveTopicPolicies", func(tp *adminapi.TopicPolicies) **adminapi.InactiveTopicPolicies { return &tp.InactiveTopicPolicies }, func(p *adminapi.Policies) **adminapi.InactiveTopicPolicies { return &p.InactiveTopicPolicies }, nil),
 		tpPtr("schemaValidationEnforced", func(tp *adminapi.TopicPolicies) **bool { return &tp.SchemaValidationEnforced }, nil, nil),
-		tpPtr("autoSubscriptionCreation", func(tp *adminapi.TopicPolicies) **adminapi.AutoSubscriptionCreationOverride { return &tp.AutoSubscriptionCreationOverride }, func(p *adminapi.Policies) **adminapi.AutoSubscriptionCreationOverride { return &p.AutoSubscriptionCreationOverride }, nil),
+		tpPtr("autoSubscriptionCreation", func(tp *adminapi.TopicPolicies) **adminapi.AutoSubscriptionCreationOverride {
+			return &tp.AutoSubscriptionCreationOverride
+		}, func(p *adminapi.Policies) **adminapi.AutoSubscriptionCreationOverride {
+			return &p.AutoSubscriptionCreationOverride
+		}, nil),
 		tpPtr("entryFilters", func(tp *adminapi.TopicPolicies) **adminapi.EntryFilters { return &tp.EntryFilters }, func(p *adminapi.Policies) **adminapi.EntryFilters { return &p.EntryFilters }, nil),
 		tpRate("dispatchRate", cluster, func(tp *adminapi.TopicPolicies) **adminapi.DispatchRate { return &tp.DispatchRate }, func(p *adminapi.Policies) map[string]adminapi.DispatchRate { return p.TopicDispatchRate }, catalog.ValidateDispatchRate),
 		tpRate("subscriptionDispatchRate", cluster, func(tp *adminapi.TopicPolicies) **adminapi.DispatchRate { return &tp.SubscriptionDispatchRate }, func(p *adminapi.Policies) map[string]adminapi.DispatchRate { return p.SubscriptionDispatchRate }, catalog.ValidateDispatchRate),
