@@ -385,3 +385,65 @@ func openB(b *testing.B, endpoints []string) metadata.Store {
 	}
 	return s
 }
+
+// Several brokers (separate clients) incrementing one counter by CAS never lose an update, and a
+// watcher on yet another client sees every increment in order.
+func TestCASAcrossClients(t *testing.T) {
+	prefix := newPrefix()
+	stores := []*etcdstore.Store{
+		open(t, shared.Endpoints(), prefix), open(t, shared.Endpoints(), prefix), open(t, shared.Endpoints(), prefix),
+	}
+	watcher := open(t, shared.Endpoints(), prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first, err := stores[0].Put(ctx, "/n", []byte("0"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := watcher.Watch(ctx, "/", first.ModRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perClient = 15
+	errc := make(chan error, len(stores))
+	for _, s := range stores {
+		go func() {
+			for range perClient {
+				for {
+					kv, err := s.Get(ctx, "/n")
+					if err != nil {
+						errc <- err
+						return
+					}
+					var v int
+					fmt.Sscan(string(kv.Value), &v)
+					_, err = s.Put(ctx, "/n", []byte(fmt.Sprint(v+1)), kv.Version)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, metadata.ErrBadVersion) {
+						errc <- err
+						return
+					}
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range stores {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := perClient * len(stores)
+	for i := 1; i <= total; i++ {
+		select {
+		case ev := <-ch:
+			if ev.Err != nil || string(ev.KV.Value) != fmt.Sprint(i) || ev.KV.Version != int64(i+1) {
+				t.Fatalf("event %d: %+v", i, ev)
+			}
+		case <-ctx.Done():
+			t.Fatalf("only %d of %d increments seen", i-1, total)
+		}
+	}
+}
