@@ -155,7 +155,7 @@ func (s *Store) wrap(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if s.isClosed() || errors.Is(err, context.Canceled) && s.isClosed() {
+	if s.isClosed() {
 		return fmt.Errorf("%s %q: %w", op, key, metadata.ErrClosed)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout) ||
