@@ -135,12 +135,22 @@ func (s *Store) Health(ctx context.Context) error {
 	if err := s.Engine.Health(ctx); err != nil {
 		return err
 	}
-	return s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketMeta) == nil {
-			return fmt.Errorf("local metadata store %s: meta bucket missing: %w", s.path, metadata.ErrUnavailable)
+			return fmt.Errorf("meta bucket missing: %w", metadata.ErrUnavailable)
 		}
 		return nil
 	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, bolt.ErrDatabaseNotOpen):
+		return fmt.Errorf("local metadata store %s: %w", s.path, metadata.ErrClosed)
+	case errors.Is(err, metadata.ErrUnavailable):
+		return fmt.Errorf("local metadata store %s: %w", s.path, err)
+	default:
+		return fmt.Errorf("local metadata store %s: %w", s.path, errors.Join(metadata.ErrUnavailable, err))
+	}
 }
 
 func u64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
