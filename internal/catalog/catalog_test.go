@@ -20,7 +20,14 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Goroutines that the etcd and gRPC libraries start once per process and never stop.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
+		goleak.IgnoreAnyFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
+}
 
 // stores runs fn against a memstore and a bbolt localstore.
 func stores(t *testing.T, fn func(t *testing.T, s metadata.Store)) {

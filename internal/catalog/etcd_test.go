@@ -1,0 +1,65 @@
+package catalog_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
+	metastores "github.com/meridian-mq/meridian/internal/metadata/stores"
+)
+
+// TestSharedConfigurationStoreOverEtcd: two clusters with their own connections to one etcd (full
+// mesh, DESIGN.md §5) see each other's configuration changes by watch, well within a second.
+func TestSharedConfigurationStoreOverEtcd(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	open := func() *catalog.Catalog {
+		s, err := metastores.Open(ctx, srv.URL("/meridian"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		c, err := catalog.New(ctx, s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	east, west := open(), open()
+	bootstrap(t, east, "east", "west")
+	events, stop := west.Subscribe()
+	defer stop()
+
+	p := adminapi.NewPolicies()
+	p.ReplicationClusters = []string{"east", "west"}
+	start := time.Now()
+	if err := east.CreateNamespace(ctx, "public/orders", p); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind != catalog.EventNamespace || ev.Name != "public/orders" {
+				continue
+			}
+			took := time.Since(start)
+			got, ok := west.Namespace("public/orders")
+			if !ok || !slices.Equal(got.ReplicationClusters, []string{"east", "west"}) {
+				t.Fatalf("west sees %+v %v", got.ReplicationClusters, ok)
+			}
+			if took > time.Second {
+				t.Fatalf("propagation took %s, want < 1s", took)
+			}
+			t.Logf("namespace created on east visible on west after %s (embedded etcd)", took)
+			return
+		case <-deadline:
+			t.Fatal("west never saw the namespace")
+		}
+	}
+}
