@@ -56,12 +56,12 @@ func ParseMessageID(s string) (MessageID, error) {
 		return MessageID{}, fmt.Errorf("message id %q: bad entry id", s)
 	}
 	if len(parts) > 2 {
-		if id.PartitionIndex, err = strconv.Atoi(parts[2]); err != nil {
+		if id.PartitionIndex, err = strconv.Atoi(parts[2]); err != nil || id.PartitionIndex < -1 {
 			return MessageID{}, fmt.Errorf("message id %q: bad partition index", s)
 		}
 	}
 	if len(parts) > 3 {
-		if id.BatchIndex, err = strconv.Atoi(parts[3]); err != nil {
+		if id.BatchIndex, err = strconv.Atoi(parts[3]); err != nil || id.BatchIndex < -1 {
 			return MessageID{}, fmt.Errorf("message id %q: bad batch index", s)
 		}
 	}
