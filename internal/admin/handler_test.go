@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	store  metadata.Store
 	cat    *catalog.Catalog
 	topics *fakeTopics
@@ -55,7 +55,7 @@ func stores(t *testing.T, fn func(t *testing.T, s metadata.Store)) {
 	})
 }
 
-func newEnv(t *testing.T, s metadata.Store) *env {
+func newEnv(t testing.TB, s metadata.Store) *env {
 	t.Helper()
 	ctx := context.Background()
 	cat, err := catalog.New(ctx, s, nil)
