@@ -1,12 +1,34 @@
 package storage
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"sync"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
 
 // Cursor is a subscription's (or replicator's) position in a ledger: a mark-delete position
 // plus individually acknowledged entries after it, and properties.
+//
+// Durable cursors are persisted in batches: every CursorFlushInterval (default 1 s) the states
+// of the cursors that changed are written as journal records and share the next group commit.
+// After a crash a cursor is at most one flush interval (plus one group commit) behind the
+// acknowledgements it received: entries are redelivered, never skipped.
 type Cursor struct {
+	l       *Ledger
 	name    string
 	durable bool
+
+	mu       sync.Mutex
+	st       cursorState
+	version  uint64 // bumped on every change
+	queued   uint64 // version last handed to the journal
+	flushedV uint64 // version last durable
+	deleted  bool
 }
 
 // Name returns the cursor's name.
@@ -16,39 +38,602 @@ func (c *Cursor) Name() string { return c.name }
 func (c *Cursor) Durable() bool { return c.durable }
 
 // MarkDeletePosition: every entry <= it is acknowledged.
-func (c *Cursor) MarkDeletePosition() Position { return Position{} }
-
-// MarkDelete acknowledges every entry <= p (cumulative); a no-op if p is behind.
-func (c *Cursor) MarkDelete(ctx context.Context, p Position) error { return errNotImplemented }
-
-// Delete acknowledges individual entries; a contiguous prefix moves the mark-delete position.
-func (c *Cursor) Delete(ctx context.Context, ps ...Position) error { return errNotImplemented }
-
-// AckBatchIndexes acknowledges some messages of the batch entry at p; once all batchSize are acked it
-// is like Delete(p).
-func (c *Cursor) AckBatchIndexes(ctx context.Context, p Position, batchSize int, indexes []int) error {
-	return errNotImplemented
+func (c *Cursor) MarkDeletePosition() Position {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.markDelete
 }
 
-// AckedBatchIndexes returns the bitset of acked indexes of a partially acked batch (nil if none).
-func (c *Cursor) AckedBatchIndexes(p Position) []uint64 { return nil }
+func (c *Cursor) check() error {
+	if c.deleted {
+		return fmt.Errorf("%w: cursor %q deleted", ErrClosed, c.name)
+	}
+	return nil
+}
+
+func (c *Cursor) next() nextFunc {
+	return func(p Position) (Position, bool) {
+		c.l.mu.RLock()
+		defer c.l.mu.RUnlock()
+		return c.l.nextStoredLocked(p)
+	}
+}
+
+// MarkDelete acknowledges every entry <= p (cumulative); a no-op if p is behind. A position
+// after the last confirmed entry is clamped to it.
+func (c *Cursor) MarkDelete(ctx context.Context, p Position) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	if p.Compare(c.st.markDelete) <= 0 {
+		return nil
+	}
+	if lc := c.l.LastConfirmed(); p.Compare(lc) > 0 {
+		p = lc
+		if p.Compare(c.st.markDelete) <= 0 {
+			return nil
+		}
+	}
+	c.st.setMarkDelete(p)
+	c.st.normalize(c.next())
+	c.version++
+	return nil
+}
+
+// Delete acknowledges individual entries; a contiguous prefix moves the mark-delete position.
+// Positions that are not stored (trimmed, not yet written) are ignored.
+func (c *Cursor) Delete(ctx context.Context, ps ...Position) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	changed := false
+	c.l.mu.RLock()
+	for _, p := range ps {
+		if p.Compare(c.st.markDelete) <= 0 || !c.l.isStoredLocked(p) {
+			continue
+		}
+		c.st.ack(p)
+		changed = true
+	}
+	c.l.mu.RUnlock()
+	if changed {
+		c.st.normalize(c.next())
+		c.version++
+	}
+	return nil
+}
+
+// AckBatchIndexes acknowledges some messages of the batch entry at p; once all batchSize are
+// acknowledged it is like Delete(p).
+func (c *Cursor) AckBatchIndexes(ctx context.Context, p Position, batchSize int, indexes []int) error {
+	c.mu.Lock()
+	if err := c.check(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if c.st.isAcked(p) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.l.mu.RLock()
+	stored := c.l.isStoredLocked(p)
+	c.l.mu.RUnlock()
+	if !stored {
+		c.mu.Unlock()
+		return nil
+	}
+	all := c.st.ackBatch(p, batchSize, indexes)
+	c.version++
+	c.mu.Unlock()
+	if all {
+		return c.Delete(ctx, p)
+	}
+	return nil
+}
+
+// AckedBatchIndexes returns the bitset of acknowledged indexes (bit i = index i) of a partially
+// acknowledged batch, or nil if none of its indexes is individually acknowledged.
+func (c *Cursor) AckedBatchIndexes(p Position) []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.st.batches[p]; b != nil {
+		return append([]uint64(nil), b.acked...)
+	}
+	return nil
+}
 
 // IsAcknowledged reports whether the entry at p is acknowledged.
-func (c *Cursor) IsAcknowledged(p Position) bool { return false }
+func (c *Cursor) IsAcknowledged(p Position) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.isAcked(p)
+}
 
-// ResetTo moves the cursor so that the next entry to deliver is p; clears individual acks.
-func (c *Cursor) ResetTo(ctx context.Context, p Position) error { return errNotImplemented }
+// ResetTo moves the cursor so that the next entry to deliver is p (Earliest and Latest allowed);
+// it clears individual acknowledgements.
+func (c *Cursor) ResetTo(ctx context.Context, p Position) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	c.st.reset(c.l.initialMarkDelete(p))
+	c.version++
+	return nil
+}
 
-// Backlog is exact: stored entries after the mark-delete position minus individually acknowledged ones.
-func (c *Cursor) Backlog() int64 { return 0 }
+// initialMarkDelete converts "the next entry to deliver is p" into a mark-delete position.
+func (l *Ledger) initialMarkDelete(p Position) Position {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	lc := l.lastConfirmedLocked()
+	switch {
+	case p == Earliest:
+		p = l.firstPositionLocked()
+	case p.Compare(lc) > 0:
+		return lc
+	}
+	if first := l.firstPositionLocked(); p.Compare(first) < 0 {
+		p = first
+	}
+	return Position{p.LedgerID, p.EntryID - 1}
+}
+
+// Backlog is exact: stored entries after the mark-delete position minus individually
+// acknowledged ones.
+func (c *Cursor) Backlog() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.l.mu.RLock()
+	defer c.l.mu.RUnlock()
+	return c.l.countLocked(c.st.markDelete, c.l.lastConfirmedLocked()) - c.st.ackedCount
+}
 
 // Properties returns a copy of the cursor's properties.
-func (c *Cursor) Properties() map[string]string { return nil }
+func (c *Cursor) Properties() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.st.props)
+}
 
 // SetProperties replaces the cursor's properties.
 func (c *Cursor) SetProperties(ctx context.Context, props map[string]string) error {
-	return errNotImplemented
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.check(); err != nil {
+		return err
+	}
+	c.st.props = maps.Clone(props)
+	c.version++
+	return nil
 }
 
-// Flush persists the cursor's state now.
-func (c *Cursor) Flush(ctx context.Context) error { return errNotImplemented }
+// Flush persists the cursor's state now and waits until it is durable.
+func (c *Cursor) Flush(ctx context.Context) error {
+	if !c.durable {
+		return nil
+	}
+	ch := make(chan error, 1)
+	c.l.flushCursors([]*Cursor{c}, ch)
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// skipTrimmed moves a cursor whose mark-delete position fell before the first stored entry.
+func (c *Cursor) skipTrimmed(first Position) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if md := (Position{first.LedgerID, first.EntryID - 1}); c.st.markDelete.Compare(md) < 0 {
+		c.st.setMarkDelete(md)
+		c.version++
+	}
+}
+
+func (c *Cursor) flushed(v uint64) {
+	c.mu.Lock()
+	if v > c.flushedV {
+		c.flushedV = v
+	}
+	c.mu.Unlock()
+}
+
+func (c *Cursor) flushFailed() {
+	c.mu.Lock()
+	c.queued = c.flushedV
+	c.mu.Unlock()
+}
+
+// flushCursors queues the state of changed durable cursors (of cs, or all when cs is nil) into
+// the journal. With done non-nil, done receives the result once they are durable (always, even
+// if nothing needed writing).
+func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
+	if cs == nil {
+		l.mu.RLock()
+		for _, c := range l.cursors {
+			cs = append(cs, c)
+		}
+		l.mu.RUnlock()
+	}
+	type rec struct {
+		c    *Cursor
+		v    uint64
+		body []byte
+	}
+	var recs []rec
+	for _, c := range cs {
+		if !c.durable {
+			continue
+		}
+		c.mu.Lock()
+		if !c.deleted && (c.version > c.queued || (done != nil && c.version > c.flushedV)) {
+			body := encodeCursorState([]byte{cState}, &c.st)
+			recs = append(recs, rec{c, c.version, body})
+			c.queued = c.version
+		}
+		c.mu.Unlock()
+	}
+	if len(recs) == 0 && done == nil {
+		return
+	}
+	var errMu sync.Mutex
+	var firstErr error
+	for _, r := range recs {
+		r := r
+		l.e.enqueue(l, func(b *batch) item {
+			var start int
+			b.buf, start = beginJournalRecord(b.buf, jCursor, l.slot)
+			off := len(b.buf)
+			b.buf = append(b.buf, r.body...)
+			finishJournalRecord(b.buf, start)
+			return item{kind: kCursor, cursor: r.c, version: r.v, off: off, n: len(r.body),
+				done: func(_ Position, err error) {
+					if err != nil {
+						errMu.Lock()
+						if firstErr == nil {
+							firstErr = err
+						}
+						errMu.Unlock()
+					}
+				}}
+		})
+	}
+	if done != nil {
+		l.e.enqueue(nil, func(*batch) item {
+			return item{kind: kBarrier, done: func(_ Position, err error) {
+				errMu.Lock()
+				if err == nil {
+					err = firstErr
+				}
+				errMu.Unlock()
+				done <- err
+			}}
+		})
+	}
+}
+
+// ---- ledger side: opening, deleting, persisting cursors ----
+
+// OpenCursor opens or creates a cursor. An existing cursor (durable ones survive restarts) keeps
+// its state; a new durable cursor is persisted before OpenCursor returns.
+func (l *Ledger) OpenCursor(ctx context.Context, name string, opts CursorOptions) (*Cursor, error) {
+	if name == "" {
+		return nil, errors.New("storage: empty cursor name")
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if c, ok := l.cursors[name]; ok {
+		l.mu.Unlock()
+		return c, nil
+	}
+	if opts.Durable && l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return nil, err
+	}
+	l.mu.Unlock()
+	md := l.initialMarkDelete(opts.Initial)
+	c := &Cursor{l: l, name: name, durable: opts.Durable, st: cursorState{name: name, markDelete: md}}
+	l.mu.Lock()
+	if prev, ok := l.cursors[name]; ok {
+		l.mu.Unlock()
+		return prev, nil
+	}
+	if l.cursors == nil {
+		l.cursors = map[string]*Cursor{}
+	}
+	l.cursors[name] = c
+	l.mu.Unlock()
+	if opts.Durable {
+		c.mu.Lock()
+		c.version++
+		c.mu.Unlock()
+		if err := c.Flush(ctx); err != nil {
+			return nil, fmt.Errorf("storage: persist new cursor %q: %w", name, err)
+		}
+	}
+	return c, nil
+}
+
+// Cursor returns the open cursor called name, or nil.
+func (l *Ledger) Cursor(name string) *Cursor {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cursors[name]
+}
+
+// Cursors lists the ledger's cursors, sorted by name.
+func (l *Ledger) Cursors() []*Cursor {
+	l.mu.RLock()
+	out := make([]*Cursor, 0, len(l.cursors))
+	for _, c := range l.cursors {
+		out = append(out, c)
+	}
+	l.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// DeleteCursor removes a cursor and its stored state; deleting an absent cursor is a no-op.
+func (l *Ledger) DeleteCursor(ctx context.Context, name string) error {
+	l.mu.Lock()
+	c, ok := l.cursors[name]
+	if ok {
+		delete(l.cursors, name)
+	}
+	l.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	c.deleted = true
+	c.mu.Unlock()
+	if !c.durable {
+		return nil
+	}
+	ch := make(chan error, 1)
+	body := append([]byte{cDelete}, name...)
+	l.e.enqueue(l, func(b *batch) item {
+		var start int
+		b.buf, start = beginJournalRecord(b.buf, jDelCursor, l.slot)
+		off := len(b.buf)
+		b.buf = append(b.buf, body...)
+		finishJournalRecord(b.buf, start)
+		return item{kind: kDelCursor, off: off, n: len(body), done: func(_ Position, err error) { ch <- err }}
+	})
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// applyCursorRecord appends a durable cursor-log record (runs on the sync loop).
+func (l *Ledger) applyCursorRecord(body []byte) error {
+	e := l.e
+	l.mu.RLock()
+	closed := l.closed
+	l.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	p := cursorLogPath(l.dir)
+	if l.logSize == 0 {
+		if !l.dirMade {
+			if err := e.ensureLedgerDir(l.name, l.dir); err != nil {
+				return err
+			}
+			l.dirMade = true
+		}
+		if err := l.rewriteCursorLog(nil); err != nil {
+			return err
+		}
+	}
+	cf, err := e.files.acquire(p, false)
+	if err != nil {
+		return fmt.Errorf("storage: open cursor log: %w", err)
+	}
+	rec := appendPlainRecord(nil, body)
+	_, err = cf.f.WriteAt(rec, l.logSize)
+	e.files.release(cf)
+	if err != nil {
+		return fmt.Errorf("storage: write cursor log: %w", err)
+	}
+	l.logSize += int64(len(rec))
+	e.dirtyFiles[p] = struct{}{}
+	// Compact when the log is mostly superseded states.
+	if l.logSize > 1<<20 {
+		live := l.liveCursorRecords()
+		var n int64
+		for _, r := range live {
+			n += int64(len(r))
+		}
+		if l.logSize > 4*n+1<<20 {
+			if err := l.rewriteCursorLog(live); err != nil {
+				e.log.Warn("cursor log compaction failed", "ledger", l.name, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// liveCursorRecords encodes the current state of every durable cursor. Writing a state newer
+// than the journal's is safe: it only contains acknowledgements that were made.
+func (l *Ledger) liveCursorRecords() [][]byte {
+	l.mu.RLock()
+	cs := make([]*Cursor, 0, len(l.cursors))
+	for _, c := range l.cursors {
+		if c.durable {
+			cs = append(cs, c)
+		}
+	}
+	l.mu.RUnlock()
+	out := make([][]byte, 0, len(cs))
+	for _, c := range cs {
+		c.mu.Lock()
+		out = append(out, encodeCursorState([]byte{cState}, &c.st))
+		c.mu.Unlock()
+	}
+	return out
+}
+
+// rewriteCursorLog atomically replaces the cursor log with the given records (tmp file, fsync,
+// rename, directory fsync).
+func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
+	e := l.e
+	p := cursorLogPath(l.dir)
+	tmp := p + ".tmp"
+	b := appendHeader(nil, magicCursors, 0)
+	for _, body := range bodies {
+		b = appendPlainRecord(b, body)
+	}
+	f, err := e.fs.OpenFile(tmp, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err != nil {
+		return fmt.Errorf("storage: write cursor log: %w", err)
+	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		e.files.forget(p)
+		err = e.fs.Rename(tmp, p)
+	}
+	if err == nil {
+		err = e.fs.SyncDir(l.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: write cursor log: %w", err)
+	}
+	l.logSize = int64(len(b))
+	return nil
+}
+
+// loadCursors reads the cursor log (the last valid state of each cursor wins; a torn tail is
+// ignored), reconciles each state with the stored entries and compacts the log.
+func (l *Ledger) loadCursors() error {
+	e := l.e
+	p := cursorLogPath(l.dir)
+	f, err := e.fs.OpenFile(p, vfs.ReadOnly)
+	if err != nil {
+		return fmt.Errorf("storage: open cursor log: %w", err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		_ = f.Close()
+		return err
+	}
+	states := map[string]*cursorState{}
+	hdr := make([]byte, headerSize)
+	if n, _ := f.ReadAt(hdr, 0); n == headerSize {
+		if _, herr := parseHeader(hdr, magicCursors); herr == nil {
+			bad, serr := scanRecords(f, headerSize, size, func(_ int64, body []byte) bool {
+				if len(body) == 0 {
+					return false
+				}
+				switch body[0] {
+				case cState:
+					st, err := decodeCursorState(body[1:])
+					if err != nil {
+						return false
+					}
+					states[st.name] = st
+				case cDelete:
+					delete(states, string(body[1:]))
+				default:
+					return false
+				}
+				return true
+			})
+			if serr != nil {
+				_ = f.Close()
+				return fmt.Errorf("storage: read cursor log: %w", serr)
+			}
+			if bad >= 0 {
+				e.log.Warn("cursor log has a torn or corrupt tail; later cursor updates are lost (redelivery)", "ledger", l.name, "offset", bad, "size", size)
+			}
+		} else {
+			e.log.Warn("cursor log header unreadable; cursors start over", "ledger", l.name, "err", herr)
+		}
+	}
+	_ = f.Close()
+	names := make([]string, 0, len(states))
+	for n := range states {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	bodies := make([][]byte, 0, len(names))
+	for _, n := range names {
+		st := states[n]
+		l.reconcile(st)
+		c := &Cursor{l: l, name: n, durable: true, st: *st}
+		if l.cursors == nil {
+			l.cursors = map[string]*Cursor{}
+		}
+		l.cursors[n] = c
+		bodies = append(bodies, encodeCursorState([]byte{cState}, st))
+	}
+	if l.err == nil {
+		if err := l.rewriteCursorLog(bodies); err != nil {
+			return err
+		}
+	} else {
+		l.logSize = size
+	}
+	return nil
+}
+
+// reconcile makes a stored cursor state consistent with the stored entries: a mark-delete
+// position after the last entry (possible after losing unsynced data in SyncInterval mode) is
+// clamped to it; one before the first stored entry moves up to it; acknowledgements of entries
+// that are not stored are dropped.
+func (l *Ledger) reconcile(st *cursorState) {
+	lc := l.lastConfirmedLocked()
+	if st.markDelete.Compare(lc) > 0 {
+		e := l.e
+		e.log.Warn("cursor was ahead of the stored data; clamped", "ledger", l.name, "cursor", st.name, "markDelete", st.markDelete.String(), "lastConfirmed", lc.String())
+		st.markDelete = lc
+	}
+	first := l.firstPositionLocked()
+	if md := (Position{first.LedgerID, first.EntryID - 1}); st.markDelete.Compare(md) < 0 {
+		st.markDelete = md
+	}
+	kept := st.acked[:0]
+	st.ackedCount = 0
+	for _, r := range st.acked {
+		s := l.segByIDLocked(r.ledger)
+		if s == nil || (Position{r.ledger, r.to}).Compare(st.markDelete) <= 0 {
+			continue
+		}
+		if r.from <= st.markDelete.EntryID && r.ledger == st.markDelete.LedgerID {
+			r.from = st.markDelete.EntryID + 1
+		}
+		r.to = min(r.to, s.entries-1)
+		if r.to < r.from {
+			continue
+		}
+		kept = append(kept, r)
+		st.ackedCount += r.to - r.from + 1
+	}
+	st.acked = kept
+	for p := range st.batches {
+		if p.Compare(st.markDelete) <= 0 || !l.isStoredLocked(p) {
+			delete(st.batches, p)
+		}
+	}
+	st.normalize(l.nextStoredLocked)
+}

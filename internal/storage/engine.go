@@ -2,37 +2,992 @@ package storage
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-// Engine owns one broker data directory: all ledgers, their cursors, the sync loop and the entry cache.
+// Engine owns one broker data directory: all ledgers, their cursors, the journal with its
+// group-commit sync loop, the checkpointer and the entry cache.
 type Engine struct {
-	opts Options
+	opts       Options
+	fs         vfs.FS
+	log        *slog.Logger
+	dir        string
+	ledgersDir string
+	journalDir string
+	files      *fileCache
+	cache      *entryCache
+
+	mu      sync.Mutex // ledgers, closed, nextSlot
+	ledgers map[string]*Ledger
+	closed  bool
+	slot    uint32
+
+	stateMu       sync.Mutex // ledger id allocation and the state file
+	nextLedgerID  int64
+	ledgerIDLimit int64
+	firstJournal  uint64
+
+	// Queue shared by all appenders; drained by the sync loop.
+	qmu      sync.Mutex
+	qcond    *sync.Cond
+	pending  *batch
+	spare    *batch
+	jseq     uint64 // journal sequence the pending batch will be written to
+	jsize    int64  // size of journal jseq including the pending batch
+	stopping bool
+
+	// Owned by the sync loop.
+	journal     vfs.File
+	journalOff  int64
+	journalSeq  uint64
+	dirtyFiles  map[string]struct{}
+	dirtyDirs   map[string]struct{}
+	unsyncedLed map[*Ledger]struct{} // SyncInterval: ledgers with acknowledged unsynced appends
+	lastSync    time.Time
+	prevUnclean bool // the next journal file follows an abandoned one
+
+	ckptMu      sync.Mutex // serialises checkpoints
+	ckptCh      chan checkpointJob
+	loopDone    chan struct{}
+	ckptDone    chan struct{}
+	bgStop      chan struct{}
+	bgDone      chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
+	lastCkptErr atomic.Value
+
+	m engineCounters
 }
 
-// Open opens (creating if needed) the engine in opts.Dir.
-func Open(ctx context.Context, opts Options) (*Engine, error) { return nil, errNotImplemented }
+type engineCounters struct {
+	fsyncs, syncRounds, fsyncErrors, fsyncNanos, fsyncMaxNanos atomic.Int64
+	bytesWritten, entriesWritten, unsyncedAcks                 atomic.Int64
+	cursorFlushes, trimmedSegments, tornTails, checkpoints     atomic.Int64
+}
+
+// batch is one group commit: journal bytes plus what to do once they are durable.
+type batch struct {
+	seq    uint64
+	buf    []byte
+	items  []item
+	rotate bool // close this journal file after the batch
+	moved  bool // encoded for an abandoned journal file
+}
+
+type itemKind uint8
+
+const (
+	kEntry itemKind = iota
+	kCursor
+	kDelCursor
+	kTrim
+	kDelLedger
+	kSeal
+	kBarrier
+	kFail // report err in order
+)
+
+type item struct {
+	kind        itemKind
+	l           *Ledger
+	ledgerID    int64
+	entryID     int64
+	publishTime int64
+	off, n      int // the segment record (kEntry) or cursor-log body (kCursor, kDelCursor) in buf
+	err         error
+	done        func(Position, error)
+	cursor      *Cursor // kCursor: clears its in-flight flag
+	version     uint64  // kCursor: state version written
+}
+
+type checkpointJob struct {
+	seq   uint64 // journal files <= seq are covered once the files below are synced
+	files map[string]struct{}
+	dirs  map[string]struct{}
+	done  chan error
+}
+
+const (
+	defaultCacheBytes     = 64 << 20
+	defaultJournalBytes   = 64 << 20
+	defaultSegmentBytes   = 128 << 20
+	defaultSegmentEntries = 500_000
+	defaultMaxOpenFiles   = 256
+	ledgerIDBlock         = 4096
+	stateFile             = "meridian.state"
+)
+
+// Open opens (creating if needed) the engine in opts.Dir, replaying the journal tail.
+func Open(ctx context.Context, opts Options) (*Engine, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("storage: Options.Dir is empty")
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.OS{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxEntrySize <= 0 {
+		opts.MaxEntrySize = DefaultMaxEntrySize
+	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = 100 * time.Millisecond
+	}
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = defaultCacheBytes
+	}
+	if opts.JournalFileBytes <= 0 {
+		opts.JournalFileBytes = defaultJournalBytes
+	}
+	if opts.SegmentMaxBytes <= 0 {
+		opts.SegmentMaxBytes = defaultSegmentBytes
+	}
+	if opts.SegmentMaxEntries <= 0 {
+		opts.SegmentMaxEntries = defaultSegmentEntries
+	}
+	if opts.MaxOpenFiles <= 0 {
+		opts.MaxOpenFiles = defaultMaxOpenFiles
+	}
+	if opts.CursorFlushInterval <= 0 {
+		opts.CursorFlushInterval = time.Second
+	}
+	if opts.TrimInterval <= 0 {
+		opts.TrimInterval = time.Minute
+	}
+	e := &Engine{
+		opts:       opts,
+		fs:         opts.FS,
+		log:        opts.Logger.With("component", "storage"),
+		dir:        path.Clean(opts.Dir),
+		files:      newFileCache(opts.FS, opts.MaxOpenFiles),
+		cache:      newEntryCache(opts.CacheBytes),
+		ledgers:    map[string]*Ledger{},
+		dirtyFiles: map[string]struct{}{},
+		dirtyDirs:  map[string]struct{}{},
+		ckptCh:     make(chan checkpointJob, 4),
+		loopDone:   make(chan struct{}),
+		ckptDone:   make(chan struct{}),
+		bgStop:     make(chan struct{}),
+		bgDone:     make(chan struct{}),
+	}
+	e.ledgersDir = e.dir + "/ledgers"
+	e.journalDir = e.dir + "/journal"
+	e.qcond = sync.NewCond(&e.qmu)
+	e.pending = &batch{}
+	e.spare = &batch{}
+	start := time.Now()
+	if err := e.recover(ctx); err != nil {
+		e.files.closeAll()
+		return nil, err
+	}
+	e.log.Info("storage opened", "dir", e.dir, "sync", opts.Sync.String(), "recovery", time.Since(start).String())
+	go e.syncLoop()
+	go e.checkpointer()
+	go e.background()
+	return e, nil
+}
+
+// ---- state file and ledger ids ----
+
+func (e *Engine) writeState() error {
+	b := encodeEngineState(engineState{ledgerIDLimit: uint64(e.ledgerIDLimit), firstJournal: e.firstJournal})
+	tmp := e.dir + "/" + stateFile + ".tmp"
+	f, err := e.fs.OpenFile(tmp, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err != nil {
+		return fmt.Errorf("storage: write state: %w", err)
+	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = e.fs.Rename(tmp, e.dir+"/"+stateFile)
+	}
+	if err == nil {
+		err = e.fs.SyncDir(e.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: write state: %w", err)
+	}
+	return nil
+}
+
+// newLedgerID hands out a ledger id that was never used before (also across restarts).
+func (e *Engine) newLedgerID() (int64, error) {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	if e.nextLedgerID >= e.ledgerIDLimit {
+		old := e.ledgerIDLimit
+		e.ledgerIDLimit = e.nextLedgerID + ledgerIDBlock
+		if err := e.writeState(); err != nil {
+			e.ledgerIDLimit = old
+			return 0, err
+		}
+	}
+	id := e.nextLedgerID
+	e.nextLedgerID++
+	return id, nil
+}
+
+// ---- paths ----
+
+func (e *Engine) ledgerDir(name string) string {
+	d, _ := dirName(name)
+	return e.ledgersDir + "/" + d
+}
+
+func segPath(dir string, id int64) string { return fmt.Sprintf("%s/%016x.seg", dir, id) }
+func idxPath(dir string, id int64) string { return fmt.Sprintf("%s/%016x.idx", dir, id) }
+func cursorLogPath(dir string) string     { return dir + "/cursors.log" }
+func (e *Engine) journalPath(seq uint64) string {
+	return fmt.Sprintf("%s/%016x.jnl", e.journalDir, seq)
+}
+
+func parseHexName(name, ext string) (int64, bool) {
+	if !strings.HasSuffix(name, ext) || len(name) != 16+len(ext) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(name[:16], 16, 63)
+	return int64(v), err == nil
+}
+
+// ensureLedgerDir creates a ledger's directory (and its NAME file for hashed names).
+// Its durability is left to the next checkpoint: the journal has everything needed to rebuild it.
+func (e *Engine) ensureLedgerDir(name, dir string) error {
+	if _, err := e.fs.Stat(dir); err == nil {
+		return nil
+	}
+	if err := e.fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("storage: create ledger dir: %w", err)
+	}
+	if _, hashed := dirName(name); hashed {
+		f, err := e.fs.OpenFile(dir+"/NAME", vfs.ReadWrite|vfs.Create|vfs.Trunc)
+		if err != nil {
+			return fmt.Errorf("storage: write NAME: %w", err)
+		}
+		_, err = f.WriteAt([]byte(name), 0)
+		_ = f.Close()
+		if err != nil {
+			return fmt.Errorf("storage: write NAME: %w", err)
+		}
+		e.dirtyFiles[dir+"/NAME"] = struct{}{}
+	}
+	e.dirtyDirs[dir] = struct{}{}
+	e.dirtyDirs[e.ledgersDir] = struct{}{}
+	return nil
+}
+
+// ---- public API ----
 
 // OpenLedger opens the ledger called name, creating it if absent. While it is open, every call
 // returns the same *Ledger. name is opaque and may contain '/'. Opening starts a new ledger id.
 func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
-	return nil, errNotImplemented
+	if name == "" {
+		return nil, errors.New("storage: empty ledger name")
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if l, ok := e.ledgers[name]; ok {
+		e.mu.Unlock()
+		<-l.ready
+		if l.loadErr != nil {
+			return nil, l.loadErr
+		}
+		return l, nil
+	}
+	e.slot++
+	l := &Ledger{e: e, name: name, dir: e.ledgerDir(name), slot: e.slot, ready: make(chan struct{}),
+		maxAge: 0, maxBytes: 0}
+	e.ledgers[name] = l
+	e.mu.Unlock()
+
+	err := l.load(ctx)
+	if err != nil {
+		l.loadErr = err
+		e.mu.Lock()
+		delete(e.ledgers, name)
+		e.mu.Unlock()
+	}
+	close(l.ready)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
-// LedgerExists reports whether a ledger called name exists (open or on disk).
+// LedgerExists reports whether a ledger called name exists (open, or with a directory on disk).
 func (e *Engine) LedgerExists(ctx context.Context, name string) (bool, error) {
-	return false, errNotImplemented
+	e.mu.Lock()
+	_, ok := e.ledgers[name]
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return false, ErrClosed
+	}
+	if ok {
+		return true, nil
+	}
+	dir := e.ledgerDir(name)
+	if _, err := e.fs.Stat(dir); err != nil {
+		if vfs.IsNotExist(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("storage: stat ledger: %w", err)
+	}
+	if _, hashed := dirName(name); hashed {
+		n, err := e.readNameFile(dir)
+		return err == nil && n == name, nil
+	}
+	return true, nil
 }
 
-// ListLedgers lists the names of existing ledgers starting with prefix, sorted.
+func (e *Engine) readNameFile(dir string) (string, error) {
+	f, err := e.fs.OpenFile(dir+"/NAME", vfs.ReadOnly)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sz, err := f.Size()
+	if err != nil {
+		return "", err
+	}
+	if sz > 1<<16 {
+		return "", fmt.Errorf("%w: NAME file too large", ErrCorrupt)
+	}
+	b := make([]byte, sz)
+	if _, err := f.ReadAt(b, 0); err != nil && int64(len(b)) != sz {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// ListLedgers lists the names of existing ledgers (open or on disk) starting with prefix, sorted.
 func (e *Engine) ListLedgers(ctx context.Context, prefix string) ([]string, error) {
-	return nil, errNotImplemented
+	set := map[string]struct{}{}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	for n := range e.ledgers {
+		if strings.HasPrefix(n, prefix) {
+			set[n] = struct{}{}
+		}
+	}
+	e.mu.Unlock()
+	des, err := e.fs.ReadDir(e.ledgersDir)
+	if err != nil && !vfs.IsNotExist(err) {
+		return nil, fmt.Errorf("storage: list ledgers: %w", err)
+	}
+	for _, de := range des {
+		if !de.IsDir {
+			continue
+		}
+		n, ok := nameFromDir(de.Name)
+		if !ok && strings.HasPrefix(de.Name, "~") {
+			n, err = e.readNameFile(e.ledgersDir + "/" + de.Name)
+			ok = err == nil
+		}
+		if ok && strings.HasPrefix(n, prefix) {
+			set[n] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
-// DeleteLedger closes the ledger if open and removes its data and cursors.
-func (e *Engine) DeleteLedger(ctx context.Context, name string) error { return errNotImplemented }
+// DeleteLedger closes the ledger if open and removes its data and cursors. Deleting a ledger
+// that does not exist is not an error.
+func (e *Engine) DeleteLedger(ctx context.Context, name string) error {
+	l, err := e.OpenLedger(ctx, name)
+	if err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	e.enqueue(l, func(b *batch) item {
+		var start int
+		b.buf, start = beginJournalRecord(b.buf, jDelLedger, l.slot)
+		finishJournalRecord(b.buf, start)
+		return item{kind: kDelLedger, done: func(_ Position, err error) { ch <- err }}
+	})
+	select {
+	case err = <-ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
+}
 
-// Close flushes cursors, syncs, and closes every ledger and file.
-func (e *Engine) Close() error { return errNotImplemented }
+// Close flushes cursors, syncs, checkpoints and closes every ledger and file.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		ls := make([]*Ledger, 0, len(e.ledgers))
+		for _, l := range e.ledgers {
+			ls = append(ls, l)
+		}
+		e.mu.Unlock()
+		var errs []error
+		for _, l := range ls {
+			<-l.ready
+			if l.loadErr == nil {
+				if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFenced) {
+					errs = append(errs, err)
+				}
+			}
+		}
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
+		close(e.bgStop)
+		<-e.bgDone
+		e.qmu.Lock()
+		e.stopping = true
+		e.qcond.Broadcast()
+		e.qmu.Unlock()
+		<-e.loopDone
+		close(e.ckptCh)
+		<-e.ckptDone
+		if err := e.finalCheckpoint(); err != nil {
+			errs = append(errs, err)
+		}
+		if e.journal != nil {
+			_ = e.journal.Close()
+		}
+		e.files.closeAll()
+		e.closeErr = errors.Join(errs...)
+	})
+	return e.closeErr
+}
 
 // Metrics returns a snapshot of engine-wide counters.
-func (e *Engine) Metrics() EngineMetrics { return EngineMetrics{} }
+func (e *Engine) Metrics() EngineMetrics {
+	e.mu.Lock()
+	open := len(e.ledgers)
+	fenced := 0
+	for _, l := range e.ledgers {
+		if l.Err() != nil {
+			fenced++
+		}
+	}
+	e.mu.Unlock()
+	m := EngineMetrics{
+		SyncMode:           e.opts.Sync.String(),
+		Fsyncs:             e.m.fsyncs.Load(),
+		SyncRounds:         e.m.syncRounds.Load(),
+		FsyncErrors:        e.m.fsyncErrors.Load(),
+		FsyncLatencySum:    time.Duration(e.m.fsyncNanos.Load()),
+		FsyncLatencyMax:    time.Duration(e.m.fsyncMaxNanos.Load()),
+		BytesWritten:       e.m.bytesWritten.Load(),
+		EntriesWritten:     e.m.entriesWritten.Load(),
+		UnsyncedAcks:       e.m.unsyncedAcks.Load(),
+		CacheHits:          e.cache.hits.Load(),
+		CacheMisses:        e.cache.misses.Load(),
+		CacheBytes:         e.cache.size(),
+		CacheLimit:         max(e.opts.CacheBytes, 0),
+		OpenFiles:          e.files.open() + 1,
+		OpenLedgers:        open,
+		FencedLedgers:      fenced,
+		CursorFlushes:      e.m.cursorFlushes.Load(),
+		TrimmedSegments:    e.m.trimmedSegments.Load(),
+		RecoveredTornTails: e.m.tornTails.Load(),
+		Checkpoints:        e.m.checkpoints.Load(),
+	}
+	if v, ok := e.lastCkptErr.Load().(string); ok {
+		m.LastCheckpointError = v
+	}
+	return m
+}
+
+// ---- queue ----
+
+// enqueue appends one item, built by fill under the queue lock (which fixes the order of
+// journal records and of entry ids per ledger), announcing the ledger in this journal file first.
+func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
+	e.qmu.Lock()
+	b := e.pending
+	if e.stopping {
+		e.qmu.Unlock()
+		it := fill(&batch{seq: b.seq})
+		if it.done != nil {
+			it.done(Position{}, ErrClosed)
+		}
+		return
+	}
+	if l != nil && l.announced != b.seq {
+		var start int
+		b.buf, start = beginJournalRecord(b.buf, jAnnounce, l.slot)
+		b.buf = append(b.buf, l.name...)
+		finishJournalRecord(b.buf, start)
+		l.announced = b.seq
+	}
+	before := len(b.buf)
+	wasEmpty := len(b.items) == 0
+	it := fill(b)
+	it.l = l
+	b.items = append(b.items, it)
+	e.jsize += int64(len(b.buf) - before)
+	if wasEmpty {
+		e.qcond.Signal()
+	}
+	e.qmu.Unlock()
+}
+
+// ---- sync loop ----
+
+func (e *Engine) syncLoop() {
+	defer close(e.loopDone)
+	e.lastSync = time.Now()
+	var timer *time.Timer
+	for {
+		e.qmu.Lock()
+		for len(e.pending.items) == 0 && !e.stopping && len(e.unsyncedLed) == 0 {
+			e.qcond.Wait()
+		}
+		if len(e.pending.items) == 0 && e.stopping {
+			e.qmu.Unlock()
+			if len(e.unsyncedLed) > 0 {
+				if err := e.syncJournal(); err != nil {
+					e.abandonJournal(e.journalSeq, err)
+				}
+			}
+			return
+		}
+		if len(e.pending.items) == 0 {
+			// SyncInterval with unsynced data: wait for the interval or new work.
+			wait := e.opts.SyncInterval - time.Since(e.lastSync)
+			if wait > 0 {
+				if timer == nil {
+					timer = time.AfterFunc(wait, func() { e.qmu.Lock(); e.qcond.Broadcast(); e.qmu.Unlock() })
+				} else {
+					timer.Reset(wait)
+				}
+				e.qcond.Wait()
+				e.qmu.Unlock()
+				continue
+			}
+			e.qmu.Unlock()
+			if err := e.syncJournal(); err != nil {
+				e.abandonJournal(e.journalSeq, err)
+			}
+			continue
+		}
+		b := e.pending
+		e.pending, e.spare = e.spare, nil
+		e.pending.buf = e.pending.buf[:0]
+		e.pending.items = e.pending.items[:0]
+		e.pending.seq = b.seq
+		e.pending.moved = false
+		b.rotate = e.jsize >= e.opts.JournalFileBytes || e.stopping
+		if b.rotate {
+			e.pending.seq = b.seq + 1
+			e.jsize = headerSize
+		}
+		e.jseq = e.pending.seq
+		e.qmu.Unlock()
+
+		e.commit(b)
+
+		e.qmu.Lock()
+		for i := range b.items {
+			b.items[i] = item{}
+		}
+		e.spare = b
+		e.qmu.Unlock()
+	}
+}
+
+// commit writes one batch to the journal, makes it durable (SyncAlways), applies it to the
+// ledgers' files and memory and completes its items.
+func (e *Engine) commit(b *batch) {
+	var err error
+	if len(b.buf) > 0 {
+		if e.journal == nil || e.journalSeq != b.seq {
+			err = e.openJournal(b.seq)
+		}
+		if err == nil {
+			buf := b.buf
+			if b.moved {
+				// Encoded for a journal file that was abandoned: announce its ledgers again.
+				buf = e.announcements(b)
+			}
+			_, err = e.journal.WriteAt(buf, e.journalOff)
+			if err != nil {
+				err = fmt.Errorf("storage: journal write: %w", err)
+			} else {
+				e.journalOff += int64(len(buf))
+				e.m.bytesWritten.Add(int64(len(buf)))
+			}
+		}
+		if err == nil && (e.opts.Sync == SyncAlways || b.rotate) {
+			err = e.syncJournal()
+		}
+	}
+	if err != nil {
+		e.abandonJournal(b.seq, err)
+		e.failBatch(b, err)
+		return
+	}
+	e.apply(b)
+	if e.opts.Sync == SyncInterval && time.Since(e.lastSync) >= e.opts.SyncInterval {
+		if err := e.syncJournal(); err != nil {
+			e.abandonJournal(e.journalSeq, err)
+			return
+		}
+	}
+	if b.rotate && e.journal != nil {
+		e.rotate(b.seq)
+	}
+}
+
+func (e *Engine) announcements(b *batch) []byte {
+	var out []byte
+	seen := map[*Ledger]bool{}
+	for _, it := range b.items {
+		if it.l != nil && !seen[it.l] {
+			seen[it.l] = true
+			var start int
+			out, start = beginJournalRecord(out, jAnnounce, it.l.slot)
+			out = append(out, it.l.name...)
+			finishJournalRecord(out, start)
+		}
+	}
+	return append(out, b.buf...)
+}
+
+// syncJournal fsyncs the journal.
+func (e *Engine) syncJournal() error {
+	if e.journal == nil {
+		return nil
+	}
+	start := time.Now()
+	err := e.journal.Sync()
+	d := time.Since(start)
+	e.lastSync = time.Now()
+	e.m.fsyncs.Add(1)
+	e.m.syncRounds.Add(1)
+	e.m.fsyncNanos.Add(int64(d))
+	if int64(d) > e.m.fsyncMaxNanos.Load() {
+		e.m.fsyncMaxNanos.Store(int64(d))
+	}
+	if err != nil {
+		e.m.fsyncErrors.Add(1)
+		return fmt.Errorf("storage: journal fsync: %w", err)
+	}
+	clear(e.unsyncedLed)
+	return nil
+}
+
+// abandonJournal gives up journal file seq after a failed write or fsync: nothing written since
+// its last good fsync may be on disk, so it is never written again. Ledgers with acknowledged
+// unsynced appends (SyncInterval) are fenced; later batches go to a new file whose header says
+// that this one may end torn.
+func (e *Engine) abandonJournal(seq uint64, err error) {
+	e.log.Error("journal write or fsync failed; continuing in a new journal file", "seq", seq, "err", err)
+	e.qmu.Lock()
+	if e.pending.seq <= seq {
+		e.pending.seq = seq + 1
+		e.pending.moved = len(e.pending.items) > 0
+		e.jsize = headerSize + int64(len(e.pending.buf))
+	}
+	e.jseq = e.pending.seq
+	e.qmu.Unlock()
+	e.prevUnclean = true
+	for l := range e.unsyncedLed {
+		l.fence(err)
+	}
+	clear(e.unsyncedLed)
+	if e.journal != nil && e.journalSeq == seq {
+		e.rotate(seq)
+	}
+}
+
+func (e *Engine) openJournal(seq uint64) error {
+	if e.journal != nil {
+		_ = e.journal.Close()
+		e.journal = nil
+	}
+	p := e.journalPath(seq)
+	f, err := e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err != nil {
+		return fmt.Errorf("storage: create journal: %w", err)
+	}
+	var flags uint32
+	if e.prevUnclean {
+		flags = journalFlagPrevUnclean
+	}
+	hdr := appendHeaderFlags(nil, magicJournal, seq, flags)
+	if _, err := f.WriteAt(hdr, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("storage: write journal header: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("storage: sync journal: %w", err)
+	}
+	if err := e.fs.SyncDir(e.journalDir); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("storage: sync journal dir: %w", err)
+	}
+	e.journal, e.journalSeq, e.journalOff = f, seq, headerSize
+	e.prevUnclean = false
+	return nil
+}
+
+// rotate closes journal seq and hands everything written since the last rotation to the checkpointer.
+func (e *Engine) rotate(seq uint64) {
+	if e.journal != nil {
+		_ = e.journal.Close()
+		e.journal = nil
+	}
+	job := checkpointJob{seq: seq, files: e.dirtyFiles, dirs: e.dirtyDirs}
+	e.dirtyFiles = map[string]struct{}{}
+	e.dirtyDirs = map[string]struct{}{}
+	select {
+	case e.ckptCh <- job:
+	default:
+		// The checkpointer is behind: fold this job into the next one.
+		for f := range job.files {
+			e.dirtyFiles[f] = struct{}{}
+		}
+		for d := range job.dirs {
+			e.dirtyDirs[d] = struct{}{}
+		}
+	}
+}
+
+// failBatch fences the ledgers of a batch whose journal write or fsync failed and fails its items.
+func (e *Engine) failBatch(b *batch, err error) {
+	for _, it := range b.items {
+		if it.l != nil && it.kind != kBarrier {
+			it.l.fence(err)
+		}
+		if it.cursor != nil {
+			it.cursor.flushFailed()
+		}
+		if it.done != nil {
+			it.done(Position{}, err)
+		}
+	}
+}
+
+// apply writes a durable batch's effects to the ledgers' files and memory, then completes it.
+func (e *Engine) apply(b *batch) {
+	for i := range b.items {
+		it := &b.items[i]
+		l := it.l
+		switch it.kind {
+		case kFail:
+			it.done(Position{}, it.err)
+		case kBarrier:
+			if it.done != nil {
+				it.done(Position{}, nil)
+			}
+		case kEntry:
+			p, err := l.applyEntry(it, b.buf[it.off:it.off+it.n])
+			if err == nil && e.opts.Sync == SyncInterval {
+				if e.unsyncedLed == nil {
+					e.unsyncedLed = map[*Ledger]struct{}{}
+				}
+				e.unsyncedLed[l] = struct{}{}
+				e.m.unsyncedAcks.Add(1)
+			}
+			e.m.entriesWritten.Add(1)
+			it.done(p, err)
+		case kCursor, kDelCursor:
+			err := l.applyCursorRecord(b.buf[it.off : it.off+it.n])
+			if it.cursor != nil {
+				if err != nil {
+					it.cursor.flushFailed()
+				} else {
+					it.cursor.flushed(it.version)
+				}
+			}
+			e.m.cursorFlushes.Add(1)
+			if it.done != nil {
+				it.done(Position{}, err)
+			}
+		case kTrim:
+			l.applyTrim(it.ledgerID)
+			if it.done != nil {
+				it.done(Position{}, nil)
+			}
+		case kSeal:
+			l.applySeal(it.ledgerID)
+			if it.done != nil {
+				it.done(Position{}, nil)
+			}
+		case kDelLedger:
+			err := l.applyDelete()
+			if it.done != nil {
+				it.done(Position{}, err)
+			}
+		}
+	}
+}
+
+// ---- checkpoints ----
+
+// checkpointer makes the ledgers' files durable for each closed journal file, then records in
+// the state file that recovery can start after it and deletes it.
+func (e *Engine) checkpointer() {
+	defer close(e.ckptDone)
+	var carry *checkpointJob
+	for job := range e.ckptCh {
+		if carry != nil {
+			for f := range carry.files {
+				job.files[f] = struct{}{}
+			}
+			for d := range carry.dirs {
+				job.dirs[d] = struct{}{}
+			}
+			carry = nil
+		}
+		if err := e.checkpoint(job.seq, job.files, job.dirs); err != nil {
+			e.log.Error("checkpoint failed; journal kept for recovery", "err", err)
+			e.lastCkptErr.Store(err.Error())
+			j := job
+			carry = &j
+		}
+	}
+}
+
+func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
+	e.ckptMu.Lock()
+	defer e.ckptMu.Unlock()
+	if err := e.syncFiles(files, dirs); err != nil {
+		return err
+	}
+	e.stateMu.Lock()
+	old := e.firstJournal
+	if seq+1 > e.firstJournal {
+		e.firstJournal = seq + 1
+	}
+	err := e.writeState()
+	if err != nil {
+		e.firstJournal = old
+	}
+	e.stateMu.Unlock()
+	if err != nil {
+		return err
+	}
+	for s := old; s <= seq; s++ {
+		_ = e.fs.Remove(e.journalPath(s))
+	}
+	e.m.checkpoints.Add(1)
+	return nil
+}
+
+func (e *Engine) syncFiles(files, dirs map[string]struct{}) error {
+	for f := range files {
+		cf, err := e.files.acquire(f, false)
+		if err != nil {
+			if vfs.IsNotExist(err) {
+				continue
+			}
+			return fmt.Errorf("storage: checkpoint open %s: %w", f, err)
+		}
+		err = cf.f.Sync()
+		e.files.release(cf)
+		if err != nil {
+			return fmt.Errorf("storage: checkpoint fsync %s: %w", f, err)
+		}
+	}
+	// Deeper directories first, so a new directory's entries are durable before its parent names it.
+	ds := make([]string, 0, len(dirs))
+	for d := range dirs {
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return strings.Count(ds[i], "/") > strings.Count(ds[j], "/") })
+	for _, d := range ds {
+		if err := e.fs.SyncDir(d); err != nil && !vfs.IsNotExist(err) {
+			return fmt.Errorf("storage: checkpoint fsync dir %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// finalCheckpoint runs after the sync loop stopped: everything is synced and the journal emptied.
+func (e *Engine) finalCheckpoint() error {
+	if e.journal == nil && len(e.dirtyFiles) == 0 && len(e.dirtyDirs) == 0 {
+		return nil
+	}
+	seq := e.journalSeq
+	if e.journal != nil {
+		_ = e.journal.Close()
+		e.journal = nil
+	}
+	return e.checkpoint(seq, e.dirtyFiles, e.dirtyDirs)
+}
+
+// ---- background: cursor flushes, trimming ----
+
+func (e *Engine) background() {
+	defer close(e.bgDone)
+	flush := time.NewTicker(e.opts.CursorFlushInterval)
+	defer flush.Stop()
+	trim := time.NewTicker(e.opts.TrimInterval)
+	defer trim.Stop()
+	for {
+		select {
+		case <-e.bgStop:
+			return
+		case <-flush.C:
+			for _, l := range e.openLedgers() {
+				l.flushCursors(nil, nil)
+			}
+		case <-trim.C:
+			for _, l := range e.openLedgers() {
+				if err := l.Trim(context.Background()); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFenced) {
+					e.log.Warn("periodic trim failed", "ledger", l.name, "err", err)
+				}
+			}
+		}
+	}
+}
+
+func (e *Engine) openLedgers() []*Ledger {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*Ledger, 0, len(e.ledgers))
+	for _, l := range e.ledgers {
+		select {
+		case <-l.ready:
+			if l.loadErr == nil {
+				out = append(out, l)
+			}
+		default:
+		}
+	}
+	return out
+}
+
+func (e *Engine) forget(l *Ledger) {
+	e.mu.Lock()
+	if e.ledgers[l.name] == l {
+		delete(e.ledgers, l.name)
+	}
+	e.mu.Unlock()
+}

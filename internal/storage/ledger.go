@@ -2,84 +2,1046 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-// Ledger is one topic's (or partition's) log: a sequence of ledger ids, each holding entries 0..n.
+// Ledger is one topic's (or partition's) log: a sequence of segments, one per ledger id, each
+// holding entries 0..n-1. Only the last segment is written; a new one starts on every open and
+// every roll.
 type Ledger struct {
-	name string
+	e       *Engine
+	name    string
+	dir     string
+	slot    uint32
+	ready   chan struct{}
+	loadErr error
+
+	// Guarded by e.qmu: the order of appends.
+	announced uint64
+	curID     int64
+	nextEntry int64
+	curBytes  int64
+	qClosed   bool
+
+	mu       sync.RWMutex
+	segs     []*segment // ascending ids; the last is the current one (possibly empty)
+	entries  int64
+	bytes    int64
+	err      error
+	closed   bool
+	cursors  map[string]*Cursor
+	maxAge   time.Duration
+	maxBytes int64
+	logSize  int64 // cursors.log size (sync loop only)
+	liveLog  int64 // bytes of the latest state per cursor (sync loop only)
+	dirMade  bool  // sync loop only
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// segment is one ledger id of a Ledger.
+type segment struct {
+	id       int64
+	entries  int64 // confirmed entries
+	bytes    int64 // entry data bytes
+	size     int64 // file size up to the last confirmed record
+	minTime  int64
+	maxTime  int64
+	points   []indexPoint
+	created  bool // the file exists
+	sealed   bool
+	idxSaved bool
+}
+
+const (
+	indexEveryEntries = 64
+	indexEveryBytes   = 64 << 10
+)
+
+// ---- loading ----
+
+func (l *Ledger) load(ctx context.Context) error {
+	e := l.e
+	des, err := e.fs.ReadDir(l.dir)
+	if err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("storage: open ledger %q: %w", l.name, err)
+	}
+	l.dirMade = err == nil
+	var ids []int64
+	idx := map[int64]bool{}
+	hasCursors := false
+	for _, de := range des {
+		switch {
+		case de.Name == "FENCED":
+			l.err = fmt.Errorf("%w: ledger %q was fenced by recovery (see the log of that run)", ErrFenced, l.name)
+		case de.Name == "cursors.log":
+			hasCursors = true
+		default:
+			if id, ok := parseHexName(de.Name, ".seg"); ok {
+				ids = append(ids, id)
+			} else if id, ok := parseHexName(de.Name, ".idx"); ok {
+				idx[id] = true
+			}
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		seg, err := l.loadSegment(id, idx[id])
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				e.log.Error("ledger fenced: corrupt segment", "ledger", l.name, "segment", id, "err", err)
+				if l.err == nil {
+					l.err = fmt.Errorf("%w: %w", ErrFenced, err)
+				}
+				if seg == nil {
+					continue
+				}
+			} else {
+				return err
+			}
+		}
+		if seg.entries == 0 {
+			_ = e.fs.Remove(segPath(l.dir, id))
+			_ = e.fs.Remove(idxPath(l.dir, id))
+			continue
+		}
+		l.segs = append(l.segs, seg)
+		l.entries += seg.entries
+		l.bytes += seg.bytes
+	}
+	id, err := e.newLedgerID()
+	if err != nil {
+		return err
+	}
+	l.segs = append(l.segs, &segment{id: id})
+	l.curID = id
+	if hasCursors {
+		if err := l.loadCursors(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadSegment reads a sealed segment's index, or rebuilds it by scanning the file.
+func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
+	e := l.e
+	p := segPath(l.dir, id)
+	st, err := e.fs.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("storage: stat segment: %w", err)
+	}
+	if hasIdx {
+		if ix, err := l.readIndex(id); err == nil && ix.fileSize == st.Size && ix.ledgerID == id {
+			return &segment{id: id, entries: ix.entries, bytes: ix.bytes, size: ix.fileSize, minTime: ix.minTime,
+				maxTime: ix.maxTime, points: ix.points, created: true, sealed: true, idxSaved: true}, nil
+		}
+	}
+	f, err := e.fs.OpenFile(p, vfs.ReadWrite)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open segment: %w", err)
+	}
+	defer f.Close()
+	seg := &segment{id: id, created: true, sealed: true}
+	hdr := make([]byte, headerSize)
+	if n, _ := f.ReadAt(hdr, 0); n < headerSize {
+		// A segment whose header never became durable holds no entries.
+		return seg, nil
+	}
+	if hid, err := parseHeader(hdr, magicSegment); err != nil || int64(hid) != id {
+		return nil, fmt.Errorf("%w: segment %d header: %v", ErrCorrupt, id, err)
+	}
+	seg.size = headerSize
+	badAt, err := scanRecords(f, headerSize, st.Size, func(off int64, body []byte) bool {
+		eid, pt, data, err := parseSegBody(body)
+		if err != nil || eid != seg.entries {
+			return false
+		}
+		seg.addEntry(off, int64(recHeaderSize+len(body)), pt, int64(len(data)))
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
+	}
+	if badAt >= 0 {
+		if e.opts.Sync == SyncInterval || !validRecordAfter(f, badAt, st.Size) {
+			// With SyncInterval, segment data may run ahead of the durable journal: a torn tail is expected.
+			if e.opts.Sync == SyncInterval || badAt+int64(recHeaderSize) > st.Size || tailIsZero(f, badAt, st.Size) {
+				e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)
+				e.m.tornTails.Add(1)
+				if err := f.Truncate(badAt); err != nil {
+					return nil, fmt.Errorf("storage: truncate segment: %w", err)
+				}
+				if err := f.Sync(); err != nil {
+					return nil, fmt.Errorf("storage: sync segment: %w", err)
+				}
+			} else {
+				return seg, fmt.Errorf("%w: segment %d: bad record at offset %d of %d after entry %d", ErrCorrupt, id, badAt, st.Size, seg.entries-1)
+			}
+		} else {
+			return seg, fmt.Errorf("%w: segment %d: bad record at offset %d of %d after entry %d, valid data follows", ErrCorrupt, id, badAt, st.Size, seg.entries-1)
+		}
+	}
+	l.saveIndex(seg)
+	return seg, nil
+}
+
+// validRecordAfter looks for any well-formed record starting after a bad one (a sign of
+// corruption in the middle rather than a torn tail). It checks each byte offset up to 1 MiB on.
+func validRecordAfter(f vfs.File, bad, size int64) bool {
+	end := min(size, bad+1<<20+maxRecordBody)
+	n := end - bad
+	if n <= 0 {
+		return false
+	}
+	buf := make([]byte, n)
+	got, _ := f.ReadAt(buf, bad)
+	buf = buf[:got]
+	for i := 1; i < len(buf)-recHeaderSize && i < 1<<20; i++ {
+		ln := binary.LittleEndian.Uint32(buf[i:])
+		if ln >= segBodyPrefix && int(ln) <= len(buf)-i-recHeaderSize {
+			if _, _, err := decodeRecord(buf[i:], nil); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func tailIsZero(f vfs.File, from, size int64) bool {
+	buf := make([]byte, 64<<10)
+	for off := from; off < size; {
+		n, _ := f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		if n <= 0 {
+			return true
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false
+			}
+		}
+		off += int64(n)
+	}
+	return true
+}
+
+// scanRecords calls fn for each valid record from off to size; it returns the offset of the
+// first invalid record (or -1 if the file ends cleanly) — fn returning false also marks it invalid.
+func scanRecords(f vfs.File, off, size int64, fn func(off int64, body []byte) bool) (int64, error) {
+	buf := make([]byte, 1<<20)
+	for off < size {
+		want := min(int64(len(buf)), size-off)
+		n, err := f.ReadAt(buf[:want], off)
+		if err != nil && err != io.EOF {
+			return -1, err
+		}
+		chunk := buf[:n]
+		pos := 0
+		for pos < len(chunk) {
+			body, sz, err := decodeRecord(chunk[pos:], nil)
+			if err != nil {
+				if pos == 0 && len(chunk) >= recHeaderSize {
+					// A record larger than the buffer: grow and retry.
+					need := int64(binary.LittleEndian.Uint32(chunk)) + recHeaderSize
+					if need <= maxRecordBody+recHeaderSize && need > int64(len(buf)) && off+need <= size {
+						buf = make([]byte, need)
+						break
+					}
+				}
+				if pos > 0 && len(chunk) < int(want) {
+					return off + int64(pos), nil
+				}
+				if pos > 0 {
+					break // refill from this record
+				}
+				return off, nil
+			}
+			if !fn(off+int64(pos), body) {
+				return off + int64(pos), nil
+			}
+			pos += sz
+		}
+		if pos == 0 && n < int(want) {
+			return off, nil
+		}
+		off += int64(pos)
+		if n == 0 {
+			return off, nil
+		}
+	}
+	return -1, nil
+}
+
+func (s *segment) addEntry(off, recLen, publishTime, dataLen int64) {
+	np := len(s.points)
+	if np == 0 || s.entries-s.points[np-1].entryID >= indexEveryEntries || off-s.points[np-1].offset >= indexEveryBytes {
+		s.points = append(s.points, indexPoint{entryID: s.entries, offset: off, maxTime: publishTime})
+	} else if publishTime > s.points[np-1].maxTime {
+		s.points[np-1].maxTime = publishTime
+	}
+	if s.entries == 0 || publishTime < s.minTime {
+		s.minTime = publishTime
+	}
+	if s.entries == 0 || publishTime > s.maxTime {
+		s.maxTime = publishTime
+	}
+	s.entries++
+	s.bytes += dataLen
+	s.size = off + recLen
+}
+
+func (l *Ledger) readIndex(id int64) (*segIndex, error) {
+	f, err := l.e.fs.OpenFile(idxPath(l.dir, id), vfs.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sz, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if sz > 64<<20 {
+		return nil, fmt.Errorf("%w: index too large", ErrCorrupt)
+	}
+	b := make([]byte, sz)
+	if n, _ := f.ReadAt(b, 0); int64(n) != sz {
+		return nil, fmt.Errorf("%w: short index read", ErrCorrupt)
+	}
+	return decodeIndex(b)
+}
+
+// saveIndex writes a sealed segment's index file. It is derived data: written without fsync
+// (the checkpoint syncs it), checked against the segment's size when read, rebuilt if wrong.
+func (l *Ledger) saveIndex(seg *segment) {
+	if seg.entries == 0 || seg.idxSaved {
+		return
+	}
+	ix := &segIndex{ledgerID: seg.id, entries: seg.entries, bytes: seg.bytes, fileSize: seg.size,
+		minTime: seg.minTime, maxTime: seg.maxTime, points: seg.points}
+	p := idxPath(l.dir, seg.id)
+	f, err := l.e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err == nil {
+		_, err = f.WriteAt(encodeIndex(ix), 0)
+		_ = f.Close()
+	}
+	if err != nil {
+		l.e.log.Warn("cannot write segment index; it will be rebuilt on next open", "ledger", l.name, "segment", seg.id, "err", err)
+		_ = l.e.fs.Remove(p)
+		return
+	}
+	seg.idxSaved = true
+}
+
+// ---- appending ----
+
+// Append stores data and returns once it is durable (SyncAlways) or written (SyncInterval).
+func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (Position, error) {
+	type result struct {
+		p   Position
+		err error
+	}
+	ch := make(chan result, 1)
+	l.AppendAsync(data, publishTime, func(p Position, err error) { ch <- result{p, err} })
+	select {
+	case r := <-ch:
+		return r.p, r.err
+	case <-ctx.Done():
+		// The append may still complete; the caller only stops waiting.
+		return Position{}, ctx.Err()
+	}
+}
+
+// AppendAsync stores data and calls done exactly once, in append order per ledger, from a storage
+// goroutine, once durable or failed. done must not block. data is copied.
+func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position, error)) {
+	e := l.e
+	var rollTo int64 = -1
+	if len(data) > e.opts.MaxEntrySize {
+		err := fmt.Errorf("%w: %d bytes > %d", ErrEntryTooLarge, len(data), e.opts.MaxEntrySize)
+		e.enqueue(nil, func(*batch) item { return item{kind: kFail, err: err, done: done} })
+		return
+	}
+	// Auto-roll: allocate the next ledger id outside the queue lock when the segment is full.
+	e.qmu.Lock()
+	full := l.curBytes >= e.opts.SegmentMaxBytes || l.nextEntry >= e.opts.SegmentMaxEntries
+	e.qmu.Unlock()
+	if full {
+		if id, err := e.newLedgerID(); err == nil {
+			rollTo = id
+		}
+	}
+	if err := l.Err(); err != nil {
+		e.enqueue(nil, func(*batch) item { return item{kind: kFail, err: err, done: done} })
+		return
+	}
+	e.enqueue(l, func(b *batch) item {
+		if l.qClosed {
+			return item{kind: kFail, err: ErrClosed, done: done}
+		}
+		if rollTo > l.curID {
+			l.switchSegmentLocked(b, rollTo)
+		}
+		var start int
+		b.buf, start = beginJournalRecord(b.buf, jEntry, l.slot)
+		b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(l.curID))
+		recOff := len(b.buf)
+		b.buf = appendSegRecord(b.buf, l.nextEntry, publishTime, data)
+		finishJournalRecord(b.buf, start)
+		it := item{kind: kEntry, ledgerID: l.curID, entryID: l.nextEntry, publishTime: publishTime,
+			off: recOff, n: len(b.buf) - recOff, done: done}
+		l.nextEntry++
+		l.curBytes += int64(it.n)
+		return it
+	})
+}
+
+// switchSegmentLocked starts segment id for new appends (e.qmu held) and queues the seal of the
+// previous one behind its entries.
+func (l *Ledger) switchSegmentLocked(b *batch, id int64) {
+	old := l.curID
+	l.mu.Lock()
+	l.segs = append(l.segs, &segment{id: id})
+	l.mu.Unlock()
+	l.curID, l.nextEntry, l.curBytes = id, 0, 0
+	b.items = append(b.items, item{kind: kSeal, l: l, ledgerID: old})
+}
+
+// applyEntry runs on the sync loop once the entry's journal record is durable.
+func (l *Ledger) applyEntry(it *item, rec []byte) (Position, error) {
+	e := l.e
+	l.mu.Lock()
+	if l.err != nil || l.closed {
+		err := l.err
+		if err == nil {
+			err = ErrClosed
+		}
+		l.mu.Unlock()
+		return Position{}, err
+	}
+	seg := l.segByIDLocked(it.ledgerID)
+	if seg == nil || seg.entries != it.entryID {
+		l.mu.Unlock()
+		err := fmt.Errorf("storage: internal error: entry %d:%d out of sequence", it.ledgerID, it.entryID)
+		l.fence(err)
+		return Position{}, err
+	}
+	created := seg.created
+	off := seg.size
+	l.mu.Unlock()
+
+	p := segPath(l.dir, seg.id)
+	if !created {
+		if err := l.createSegmentFile(seg.id); err != nil {
+			l.fence(err)
+			return Position{}, err
+		}
+		off = headerSize
+	}
+	cf, err := e.files.acquire(p, false)
+	if err == nil {
+		_, err = cf.f.WriteAt(rec, off)
+		e.files.release(cf)
+	}
+	if err != nil {
+		err = fmt.Errorf("storage: segment write: %w", err)
+		l.fence(err)
+		return Position{}, err
+	}
+	e.dirtyFiles[p] = struct{}{}
+	data := rec[segRecordOverhead:]
+	pos := Position{seg.id, it.entryID}
+	l.mu.Lock()
+	seg.created = true
+	seg.addEntry(off, int64(len(rec)), it.publishTime, int64(len(data)))
+	l.entries++
+	l.bytes += int64(len(data))
+	l.mu.Unlock()
+	if e.cache.limit > 0 {
+		e.cache.put(pos, it.publishTime, append([]byte(nil), data...))
+	}
+	return pos, nil
+}
+
+func (l *Ledger) createSegmentFile(id int64) error {
+	e := l.e
+	if !l.dirMade {
+		if err := e.ensureLedgerDir(l.name, l.dir); err != nil {
+			return err
+		}
+		l.dirMade = true
+	}
+	f, err := e.fs.OpenFile(segPath(l.dir, id), vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err != nil {
+		return fmt.Errorf("storage: create segment: %w", err)
+	}
+	_, err = f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0)
+	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("storage: write segment header: %w", err)
+	}
+	e.dirtyDirs[l.dir] = struct{}{}
+	return nil
+}
+
+func (l *Ledger) segByIDLocked(id int64) *segment {
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		if l.segs[i].id == id {
+			return l.segs[i]
+		}
+		if l.segs[i].id < id {
+			break
+		}
+	}
+	return nil
+}
+
+func (l *Ledger) applySeal(id int64) {
+	l.mu.Lock()
+	seg := l.segByIDLocked(id)
+	if seg == nil || seg.sealed {
+		l.mu.Unlock()
+		return
+	}
+	seg.sealed = true
+	cur := len(l.segs) > 0 && l.segs[len(l.segs)-1] == seg
+	if seg.entries == 0 && !cur {
+		l.removeSegLocked(seg)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.saveIndex(seg)
+	if seg.idxSaved {
+		l.e.dirtyFiles[idxPath(l.dir, seg.id)] = struct{}{}
+	}
+}
+
+func (l *Ledger) removeSegLocked(seg *segment) {
+	for i, s := range l.segs {
+		if s == seg {
+			l.segs = append(l.segs[:i], l.segs[i+1:]...)
+			break
+		}
+	}
+}
+
+// fence stops the ledger: appends and cursor updates fail from now on; reads keep working.
+// A void record tells recovery that this ledger's later entries in the journal were never
+// acknowledged (so the gap they leave is expected, not corruption).
+func (l *Ledger) fence(err error) {
+	l.mu.Lock()
+	first := l.err == nil
+	if first {
+		l.err = fmt.Errorf("%w: %w", ErrFenced, err)
+		l.e.log.Error("ledger fenced", "ledger", l.name, "err", err)
+	}
+	l.mu.Unlock()
+	if first {
+		l.e.enqueue(l, func(b *batch) item {
+			var start int
+			b.buf, start = beginJournalRecord(b.buf, jVoid, l.slot)
+			finishJournalRecord(b.buf, start)
+			return item{kind: kBarrier}
+		})
+	}
+}
+
+// Err is non-nil once the ledger is fenced (fsync failure, mid-data corruption).
+func (l *Ledger) Err() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.err
 }
 
 // Name returns the ledger's name.
 func (l *Ledger) Name() string { return l.name }
 
-// Append stores data and returns once it is durable (in SyncAlways mode).
-func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (Position, error) {
-	return Position{}, errNotImplemented
+// ---- positions and counts ----
+
+// LastConfirmed is the last durable entry, or {currentLedgerID, -1} when the ledger is empty.
+func (l *Ledger) LastConfirmed() Position {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.lastConfirmedLocked()
 }
 
-// AppendAsync stores data and calls done exactly once, in append order per ledger, from a storage
-// goroutine, once durable or failed. done must not block.
-func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position, error)) {
-	done(Position{}, errNotImplemented)
+func (l *Ledger) lastConfirmedLocked() Position {
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		if s := l.segs[i]; s.entries > 0 {
+			return Position{s.id, s.entries - 1}
+		}
+	}
+	return Position{l.segs[len(l.segs)-1].id, -1}
 }
 
-// Read returns stored entries with position >= from, in order, up to LastConfirmed, at most
-// maxEntries entries and about maxBytes bytes (at least one entry if any). Empty slice if none.
+// FirstPosition is the first stored entry, or the next position to be written if empty.
+func (l *Ledger) FirstPosition() Position {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.firstPositionLocked()
+}
+
+func (l *Ledger) firstPositionLocked() Position {
+	for _, s := range l.segs {
+		if s.entries > 0 {
+			return Position{s.id, 0}
+		}
+	}
+	return l.nextPositionLocked()
+}
+
+// nextPositionLocked is where the next confirmed entry will be (in the current segment).
+func (l *Ledger) nextPositionLocked() Position {
+	s := l.segs[len(l.segs)-1]
+	return Position{s.id, s.entries}
+}
+
+// nextStoredLocked returns the first stored (confirmed) entry after p.
+func (l *Ledger) nextStoredLocked(p Position) (Position, bool) {
+	for _, s := range l.segs {
+		if s.entries == 0 || s.id < p.LedgerID {
+			continue
+		}
+		if s.id == p.LedgerID {
+			if p.EntryID+1 < s.entries {
+				return Position{s.id, max(p.EntryID+1, 0)}, true
+			}
+			continue
+		}
+		return Position{s.id, 0}, true
+	}
+	return Position{}, false
+}
+
+func (l *Ledger) isStoredLocked(p Position) bool {
+	s := l.segByIDLocked(p.LedgerID)
+	return s != nil && p.EntryID >= 0 && p.EntryID < s.entries
+}
+
+// Entries is the number of stored entries.
+func (l *Ledger) Entries() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.entries
+}
+
+// Bytes is the stored size of the entries' data.
+func (l *Ledger) Bytes() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.bytes
+}
+
+// CountEntries counts stored entries in (from, to].
+func (l *Ledger) CountEntries(from, to Position) int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.countLocked(from, to)
+}
+
+func (l *Ledger) countLocked(from, to Position) int64 {
+	var n int64
+	for _, s := range l.segs {
+		if s.entries == 0 || s.id < from.LedgerID || s.id > to.LedgerID {
+			continue
+		}
+		lo, hi := int64(0), s.entries-1
+		if s.id == from.LedgerID {
+			lo = max(lo, from.EntryID+1)
+		}
+		if s.id == to.LedgerID {
+			hi = min(hi, to.EntryID)
+		}
+		if hi >= lo {
+			n += hi - lo + 1
+		}
+	}
+	return n
+}
+
+// ---- reading ----
+
+// Read returns stored entries with position >= from, in order, up to LastConfirmed: at most
+// maxEntries entries (<= 0: no limit) and at most maxBytes of data (<= 0: no limit), but at least
+// one entry if any is stored. Empty slice if none.
 func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxBytes int64) ([]Entry, error) {
-	return nil, errNotImplemented
+	out := []Entry{}
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		l.mu.RLock()
+		if l.closed {
+			l.mu.RUnlock()
+			return out, ErrClosed
+		}
+		var seg *segment
+		var start, startOff int64
+		var limit int64
+		for _, s := range l.segs {
+			if s.entries == 0 || s.id < from.LedgerID || (s.id == from.LedgerID && from.EntryID >= s.entries) {
+				continue
+			}
+			seg = s
+			start = 0
+			if s.id == from.LedgerID {
+				start = max(from.EntryID, 0)
+			}
+			limit = s.entries
+			i := sort.Search(len(s.points), func(i int) bool { return s.points[i].entryID > start }) - 1
+			startOff = s.points[i].offset
+			start, from = s.points[i].entryID, Position{s.id, start}
+			break
+		}
+		l.mu.RUnlock()
+		if seg == nil {
+			return out, nil
+		}
+		var err error
+		out, total, err = l.readSegment(seg.id, start, startOff, from.EntryID, limit, out, total, maxEntries, maxBytes)
+		if err != nil {
+			if vfs.IsNotExist(err) {
+				// Trimmed while reading: continue with what is still stored.
+				from = Position{seg.id + 1, 0}
+				continue
+			}
+			return out, err
+		}
+		if (maxEntries > 0 && len(out) >= maxEntries) || (maxBytes > 0 && total >= maxBytes) {
+			return out, nil
+		}
+		from = Position{seg.id + 1, 0}
+	}
+}
+
+// readSegment appends entries want..limit-1 of segment id to out, starting the file scan at
+// entry at (file offset off), serving entries from the cache where possible.
+func (l *Ledger) readSegment(id, at, off, want, limit int64, out []Entry, total int64, maxEntries int, maxBytes int64) ([]Entry, int64, error) {
+	e := l.e
+	full := func() bool {
+		return (maxEntries > 0 && len(out) >= maxEntries) || (maxBytes > 0 && total >= maxBytes && len(out) > 0)
+	}
+	// Fast path: the cache has the wanted entries (caught-up readers).
+	for want < limit && !full() {
+		ce, ok := e.cache.get(Position{id, want})
+		if !ok {
+			break
+		}
+		if maxBytes > 0 && len(out) > 0 && total+int64(len(ce.data)) > maxBytes {
+			return out, maxBytes, nil
+		}
+		out = append(out, Entry{Position: Position{id, want}, PublishTime: ce.publishTime, Data: ce.data})
+		total += int64(len(ce.data))
+		want++
+	}
+	if want >= limit || full() {
+		return out, total, nil
+	}
+	if want != at {
+		// Re-locate from the index (the cache served a prefix).
+		l.mu.RLock()
+		s := l.segByIDLocked(id)
+		if s == nil {
+			l.mu.RUnlock()
+			return out, total, nil
+		}
+		i := sort.Search(len(s.points), func(i int) bool { return s.points[i].entryID > want }) - 1
+		at, off = s.points[i].entryID, s.points[i].offset
+		l.mu.RUnlock()
+	}
+	cf, err := e.files.acquire(segPath(l.dir, id), false)
+	if err != nil {
+		return out, total, err
+	}
+	defer e.files.release(cf)
+	chunk := int64(256 << 10)
+	if maxBytes > 0 {
+		chunk = min(max(maxBytes+int64(segRecordOverhead)*16, 16<<10), 4<<20)
+	}
+	buf := make([]byte, chunk)
+	for at < limit && !full() {
+		n, rerr := cf.f.ReadAt(buf, off)
+		if n < recHeaderSize {
+			if rerr == nil || rerr == io.EOF {
+				return out, total, fmt.Errorf("%w: segment %d ends early at offset %d", ErrCorrupt, id, off)
+			}
+			return out, total, fmt.Errorf("storage: read segment: %w", rerr)
+		}
+		pos := 0
+		for at < limit && !full() {
+			body, sz, derr := decodeRecord(buf[pos:n], nil)
+			if derr != nil {
+				need := int(binary.LittleEndian.Uint32(buf[pos:])) + recHeaderSize
+				if pos+recHeaderSize <= n && need > len(buf) && need <= maxRecordBody+recHeaderSize {
+					buf = make([]byte, need)
+				} else if pos == 0 {
+					return out, total, fmt.Errorf("%w: segment %d: bad record at offset %d", ErrCorrupt, id, off)
+				}
+				break
+			}
+			eid, pt, data, perr := parseSegBody(body)
+			if perr != nil || eid != at {
+				return out, total, fmt.Errorf("%w: segment %d: entry %d where %d expected", ErrCorrupt, id, eid, at)
+			}
+			if at >= want {
+				if maxBytes > 0 && len(out) > 0 && total+int64(len(data)) > maxBytes {
+					return out, maxBytes, nil
+				}
+				out = append(out, Entry{Position: Position{id, at}, PublishTime: pt, Data: append([]byte(nil), data...)})
+				total += int64(len(data))
+			}
+			at++
+			pos += sz
+		}
+		off += int64(pos)
+	}
+	return out, total, nil
 }
 
 // ReadEntry reads the entry at p.
 func (l *Ledger) ReadEntry(ctx context.Context, p Position) (Entry, error) {
-	return Entry{}, errNotImplemented
+	es, err := l.Read(ctx, p, 1, 0)
+	if err != nil {
+		return Entry{}, err
+	}
+	if len(es) == 0 || es[0].Position != p {
+		return Entry{}, fmt.Errorf("%w: entry %s", ErrNotFound, p)
+	}
+	return es[0], nil
 }
 
-// LastConfirmed is the last durable entry, or {currentLedgerID, -1} when the ledger is empty.
-func (l *Ledger) LastConfirmed() Position { return Position{} }
-
-// FirstPosition is the first stored entry, or the next position to be written if empty.
-func (l *Ledger) FirstPosition() Position { return Position{} }
-
-// Entries is the number of stored entries.
-func (l *Ledger) Entries() int64 { return 0 }
-
-// Bytes is the stored size of the entries' data.
-func (l *Ledger) Bytes() int64 { return 0 }
-
-// CountEntries counts stored entries in (from, to].
-func (l *Ledger) CountEntries(from, to Position) int64 { return 0 }
-
-// FindByTime returns the first position with publishTime >= ts, or the next position to be written.
+// FindByTime returns the first position with publishTime >= ts, or the next position to be
+// written if there is none. It reads at most one index block of entries per segment it checks.
 func (l *Ledger) FindByTime(ctx context.Context, ts int64) (Position, error) {
-	return Position{}, errNotImplemented
+	l.mu.RLock()
+	type cand struct{ id, entry, end int64 }
+	var cands []cand
+	for _, s := range l.segs {
+		if s.entries == 0 || s.maxTime < ts {
+			continue
+		}
+		for i := range s.points {
+			if s.points[i].maxTime >= ts {
+				end := s.entries
+				if i+1 < len(s.points) {
+					end = s.points[i+1].entryID
+				}
+				cands = append(cands, cand{s.id, s.points[i].entryID, end})
+				break
+			}
+		}
+	}
+	next := l.nextPositionLocked()
+	l.mu.RUnlock()
+	for _, c := range cands {
+		es, err := l.Read(ctx, Position{c.id, c.entry}, int(c.end-c.entry), 0)
+		if err != nil {
+			return Position{}, err
+		}
+		for _, en := range es {
+			if en.Position.LedgerID == c.id && en.PublishTime >= ts {
+				return en.Position, nil
+			}
+		}
+	}
+	return next, nil
 }
+
+// ---- roll, retention, trim ----
 
 // Roll seals the current ledger id and starts a new one.
-func (l *Ledger) Roll(ctx context.Context) error { return errNotImplemented }
-
-// SetRetention sets how much data no cursor needs is kept: maxAge and maxBytes, -1 infinite, 0 none.
-func (l *Ledger) SetRetention(maxAge time.Duration, maxBytes int64) {}
-
-// Trim removes whole sealed ledger ids that no cursor needs and retention allows. It also runs periodically.
-func (l *Ledger) Trim(ctx context.Context) error { return errNotImplemented }
-
-// OpenCursor opens or creates a cursor. An existing durable cursor keeps its stored state.
-func (l *Ledger) OpenCursor(ctx context.Context, name string, opts CursorOptions) (*Cursor, error) {
-	return nil, errNotImplemented
+func (l *Ledger) Roll(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	id, err := l.e.newLedgerID()
+	if err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	l.e.enqueue(l, func(b *batch) item {
+		if l.qClosed {
+			return item{kind: kFail, err: ErrClosed, done: func(_ Position, err error) { ch <- err }}
+		}
+		if id > l.curID {
+			l.switchSegmentLocked(b, id)
+		}
+		return item{kind: kBarrier, done: func(_ Position, err error) { ch <- err }}
+	})
+	select {
+	case err = <-ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err != nil {
+		return err
+	}
+	return l.Trim(ctx)
 }
 
-// Cursor returns the open cursor called name, or nil.
-func (l *Ledger) Cursor(name string) *Cursor { return nil }
+// SetRetention sets how long and how much data that no cursor needs is kept: -1 infinite, 0 none
+// (Pulsar's semantics). A consumed segment is removed once it is older than maxAge or the ledger
+// is larger than maxBytes.
+func (l *Ledger) SetRetention(maxAge time.Duration, maxBytes int64) {
+	l.mu.Lock()
+	l.maxAge, l.maxBytes = maxAge, maxBytes
+	l.mu.Unlock()
+}
 
-// Cursors lists the ledger's cursors.
-func (l *Ledger) Cursors() []*Cursor { return nil }
+// Trim removes whole sealed segments that every durable cursor has consumed and that retention
+// allows to remove. It also runs periodically.
+func (l *Ledger) Trim(ctx context.Context) error {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return ErrClosed
+	}
+	cursors := make([]*Cursor, 0, len(l.cursors))
+	for _, c := range l.cursors {
+		if c.durable {
+			cursors = append(cursors, c)
+		}
+	}
+	l.mu.RUnlock()
+	slowest := Latest
+	for _, c := range cursors {
+		if md := c.MarkDeletePosition(); md.Compare(slowest) < 0 {
+			slowest = md
+		}
+	}
+	nowMs := time.Now().UnixMilli()
+	var victims []int64
+	l.mu.RLock()
+	total := l.bytes
+	infinite := l.maxAge < 0 && l.maxBytes < 0
+	for i, s := range l.segs {
+		if infinite || i == len(l.segs)-1 || !s.sealed || s.entries == 0 {
+			break
+		}
+		if (Position{s.id, s.entries - 1}).Compare(slowest) > 0 {
+			break
+		}
+		expired := l.maxAge >= 0 && (l.maxAge == 0 || nowMs-s.maxTime > l.maxAge.Milliseconds())
+		overSize := l.maxBytes >= 0 && total > l.maxBytes
+		if !expired && !overSize {
+			break
+		}
+		victims = append(victims, s.id)
+		total -= s.bytes
+	}
+	l.mu.RUnlock()
+	if len(victims) == 0 {
+		return nil
+	}
+	ch := make(chan error, len(victims))
+	for _, id := range victims {
+		l.e.enqueue(l, func(b *batch) item {
+			var start int
+			b.buf, start = beginJournalRecord(b.buf, jTrim, l.slot)
+			b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(id))
+			finishJournalRecord(b.buf, start)
+			return item{kind: kTrim, ledgerID: id, done: func(_ Position, err error) { ch <- err }}
+		})
+	}
+	var errs []error
+	for range victims {
+		select {
+		case err := <-ch:
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return errors.Join(errs...)
+}
 
-// DeleteCursor removes a cursor and its stored state.
-func (l *Ledger) DeleteCursor(ctx context.Context, name string) error { return errNotImplemented }
+func (l *Ledger) applyTrim(id int64) {
+	e := l.e
+	l.mu.Lock()
+	seg := l.segByIDLocked(id)
+	if seg == nil || l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.removeSegLocked(seg)
+	l.entries -= seg.entries
+	l.bytes -= seg.bytes
+	first := l.firstPositionLocked()
+	cursors := make([]*Cursor, 0, len(l.cursors))
+	for _, c := range l.cursors {
+		cursors = append(cursors, c)
+	}
+	l.mu.Unlock()
+	e.cache.dropLedger(id, seg.entries)
+	for _, p := range []string{segPath(l.dir, id), idxPath(l.dir, id)} {
+		e.files.forget(p)
+		if err := e.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
+			e.log.Warn("cannot remove trimmed segment file", "path", p, "err", err)
+		}
+	}
+	e.dirtyDirs[l.dir] = struct{}{}
+	e.m.trimmedSegments.Add(1)
+	// Non-durable cursors may lag behind the trimmed data: move them to the first stored entry.
+	for _, c := range cursors {
+		c.skipTrimmed(first)
+	}
+}
 
-// Close flushes cursors and releases the ledger. Pending appends complete first.
-func (l *Ledger) Close() error { return errNotImplemented }
+func (l *Ledger) applyDelete() error {
+	e := l.e
+	l.mu.Lock()
+	l.closed = true
+	if l.err == nil {
+		l.err = ErrClosed
+	}
+	segs := l.segs
+	l.mu.Unlock()
+	e.forget(l)
+	for _, s := range segs {
+		e.cache.dropLedger(s.id, s.entries)
+	}
+	e.files.forgetPrefix(l.dir)
+	if err := e.fs.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("storage: delete ledger %q: %w", l.name, err)
+	}
+	e.dirtyDirs[e.ledgersDir] = struct{}{}
+	return nil
+}
 
-// Err is non-nil once the ledger is fenced (fsync failure, mid-data corruption).
-func (l *Ledger) Err() error { return nil }
+// Close flushes cursors and releases the ledger; appends already accepted complete first.
+func (l *Ledger) Close() error {
+	l.closeOnce.Do(func() {
+		l.flushCursors(nil, nil)
+		ch := make(chan error, 1)
+		l.e.enqueue(l, func(b *batch) item {
+			l.qClosed = true
+			b.items = append(b.items, item{kind: kSeal, l: l, ledgerID: l.curID})
+			return item{kind: kBarrier, done: func(_ Position, err error) { ch <- err }}
+		})
+		err := <-ch
+		if errors.Is(err, ErrClosed) {
+			err = nil
+		}
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		l.e.forget(l)
+		l.closeErr = err
+	})
+	return l.closeErr
+}

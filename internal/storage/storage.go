@@ -78,6 +78,14 @@ type Options struct {
 	CacheBytes   int64         // broker-wide entry cache bound; 0 = default 64 MiB, <0 = no cache
 	MaxEntrySize int           // default DefaultMaxEntrySize
 	Logger       *slog.Logger
+
+	// Tuning; zero values pick the defaults.
+	JournalFileBytes    int64         // journal file size that triggers a checkpoint (default 64 MiB): bounds recovery work
+	SegmentMaxBytes     int64         // a ledger rolls to a new ledger id at this size (default 128 MiB)
+	SegmentMaxEntries   int64         // ... or at this many entries (default 500,000)
+	MaxOpenFiles        int           // bound on open segment and cursor files (default 256), plus the journal
+	CursorFlushInterval time.Duration // how often changed durable cursors are persisted (default 1 s)
+	TrimInterval        time.Duration // how often every open ledger is trimmed (default 1 min)
 }
 
 // CursorOptions configure a new cursor.
@@ -90,25 +98,27 @@ type CursorOptions struct {
 
 // EngineMetrics is a snapshot of engine-wide counters.
 type EngineMetrics struct {
-	SyncMode           string
-	Fsyncs             int64         // file fsyncs issued by the sync loop
-	SyncRounds         int64         // group-commit rounds
-	FsyncErrors        int64         // failed fsyncs (each fences the ledgers involved)
-	FsyncLatencySum    time.Duration // total time in sync rounds
-	FsyncLatencyMax    time.Duration
-	BytesWritten       int64
-	EntriesWritten     int64
-	UnsyncedAcks       int64 // appends acknowledged before fsync (SyncInterval mode)
-	CacheHits          int64
-	CacheMisses        int64
-	CacheBytes         int64
-	CacheLimit         int64
-	OpenFiles          int
-	OpenLedgers        int
-	FencedLedgers      int
-	CursorFlushes      int64
-	TrimmedSegments    int64
-	RecoveredTornTails int64
+	SyncMode            string
+	Fsyncs              int64         // file fsyncs issued by the sync loop
+	SyncRounds          int64         // group-commit rounds
+	FsyncErrors         int64         // failed fsyncs (each fences the ledgers involved)
+	FsyncLatencySum     time.Duration // total time in sync rounds
+	FsyncLatencyMax     time.Duration
+	BytesWritten        int64
+	EntriesWritten      int64
+	UnsyncedAcks        int64 // appends acknowledged before fsync (SyncInterval mode)
+	CacheHits           int64
+	CacheMisses         int64
+	CacheBytes          int64
+	CacheLimit          int64
+	OpenFiles           int
+	OpenLedgers         int
+	FencedLedgers       int
+	CursorFlushes       int64
+	TrimmedSegments     int64
+	RecoveredTornTails  int64
+	Checkpoints         int64
+	LastCheckpointError string
 }
 
 // Errors.

@@ -1,0 +1,154 @@
+package storage
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// fileCache bounds the number of open segment and cursor-log files across all ledgers: files
+// are opened on demand and the least recently used idle ones are closed.
+type fileCache struct {
+	fs    vfs.FS
+	limit int
+
+	mu    sync.Mutex
+	files map[string]*cachedFile
+	lru   *list.List // of *cachedFile with refs == 0, front = most recent
+}
+
+type cachedFile struct {
+	path string
+	f    vfs.File
+	refs int
+	elem *list.Element
+	err  error
+	// ready is closed once the open attempt finished.
+	ready chan struct{}
+}
+
+func newFileCache(fsys vfs.FS, limit int) *fileCache {
+	return &fileCache{fs: fsys, limit: limit, files: map[string]*cachedFile{}, lru: list.New()}
+}
+
+// acquire returns an open handle for path (opened read-write); release it with release.
+// create says whether a missing file may be created (empty).
+func (c *fileCache) acquire(path string, create bool) (*cachedFile, error) {
+	c.mu.Lock()
+	if cf, ok := c.files[path]; ok {
+		cf.refs++
+		if cf.elem != nil {
+			c.lru.Remove(cf.elem)
+			cf.elem = nil
+		}
+		c.mu.Unlock()
+		<-cf.ready
+		if cf.err != nil {
+			c.release(cf)
+			return nil, cf.err
+		}
+		return cf, nil
+	}
+	cf := &cachedFile{path: path, refs: 1, ready: make(chan struct{})}
+	c.files[path] = cf
+	c.evictLocked()
+	c.mu.Unlock()
+
+	flag := vfs.ReadWrite
+	if create {
+		flag |= vfs.Create
+	}
+	cf.f, cf.err = c.fs.OpenFile(path, flag)
+	close(cf.ready)
+	if cf.err != nil {
+		err := cf.err
+		c.mu.Lock()
+		cf.refs--
+		if c.files[path] == cf && cf.refs == 0 {
+			delete(c.files, path)
+		}
+		c.mu.Unlock()
+		return nil, err
+	}
+	return cf, nil
+}
+
+func (c *fileCache) release(cf *cachedFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cf.refs--
+	if cf.refs > 0 {
+		return
+	}
+	if cf.err != nil || cf.f == nil {
+		if c.files[cf.path] == cf {
+			delete(c.files, cf.path)
+		}
+		return
+	}
+	if c.files[cf.path] != cf {
+		_ = cf.f.Close()
+		return
+	}
+	cf.elem = c.lru.PushFront(cf)
+	c.evictLocked()
+}
+
+func (c *fileCache) evictLocked() {
+	for len(c.files) > c.limit && c.lru.Len() > 0 {
+		cf := c.lru.Remove(c.lru.Back()).(*cachedFile)
+		cf.elem = nil
+		delete(c.files, cf.path)
+		_ = cf.f.Close()
+	}
+}
+
+// forget closes path if idle and makes later acquires reopen it (after delete or rename).
+func (c *fileCache) forget(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cf, ok := c.files[path]
+	if !ok {
+		return
+	}
+	delete(c.files, path)
+	if cf.elem != nil {
+		c.lru.Remove(cf.elem)
+		cf.elem = nil
+		_ = cf.f.Close()
+	}
+}
+
+// forgetPrefix forgets every file under dir.
+func (c *fileCache) forgetPrefix(dir string) {
+	c.mu.Lock()
+	var paths []string
+	for p := range c.files {
+		if len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/' {
+			paths = append(paths, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range paths {
+		c.forget(p)
+	}
+}
+
+func (c *fileCache) open() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.files)
+}
+
+func (c *fileCache) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, cf := range c.files {
+		if cf.elem != nil {
+			c.lru.Remove(cf.elem)
+			_ = cf.f.Close()
+		}
+		delete(c.files, p)
+	}
+}

@@ -1,0 +1,302 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net/url"
+	"strings"
+)
+
+// FormatVersion is the on-disk format version written in every file header.
+const FormatVersion = 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// File headers are 32 bytes: magic[8] version u32 kind-specific u32 id u64 reserved u32 crc32c(bytes 0..28) u32.
+const headerSize = 32
+
+var (
+	magicSegment = [8]byte{'M', 'R', 'D', 'N', '-', 'S', 'E', 'G'}
+	magicJournal = [8]byte{'M', 'R', 'D', 'N', '-', 'J', 'N', 'L'}
+	magicCursors = [8]byte{'M', 'R', 'D', 'N', '-', 'C', 'U', 'R'}
+	magicIndex   = [8]byte{'M', 'R', 'D', 'N', '-', 'I', 'D', 'X'}
+	magicState   = [8]byte{'M', 'R', 'D', 'N', '-', 'S', 'T', 'A'}
+)
+
+func appendHeader(b []byte, magic [8]byte, id uint64) []byte {
+	return appendHeaderFlags(b, magic, id, 0)
+}
+
+func appendHeaderFlags(b []byte, magic [8]byte, id uint64, flags uint32) []byte {
+	start := len(b)
+	b = append(b, magic[:]...)
+	b = binary.LittleEndian.AppendUint32(b, FormatVersion)
+	b = binary.LittleEndian.AppendUint32(b, flags)
+	b = binary.LittleEndian.AppendUint64(b, id)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	return binary.LittleEndian.AppendUint32(b, crc(b[start:]))
+}
+
+// parseHeader checks a 32-byte header and returns its id.
+func parseHeader(b []byte, magic [8]byte) (uint64, error) {
+	id, _, err := parseHeaderFlags(b, magic)
+	return id, err
+}
+
+// journalFlagPrevUnclean in a journal header says the previous journal file was abandoned after
+// a failed write or fsync: its tail may be torn although it is not the last file.
+const journalFlagPrevUnclean = 1
+
+func parseHeaderFlags(b []byte, magic [8]byte) (uint64, uint32, error) {
+	id, err := parseHeaderOnly(b, magic)
+	if err != nil {
+		return 0, 0, err
+	}
+	return id, binary.LittleEndian.Uint32(b[12:16]), nil
+}
+
+func parseHeaderOnly(b []byte, magic [8]byte) (uint64, error) {
+	if len(b) < headerSize {
+		return 0, fmt.Errorf("%w: short header (%d bytes)", ErrCorrupt, len(b))
+	}
+	if [8]byte(b[:8]) != magic {
+		return 0, fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[:8])
+	}
+	if got, want := binary.LittleEndian.Uint32(b[28:32]), crc(b[:28]); got != want {
+		return 0, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
+	}
+	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion {
+		return 0, fmt.Errorf("%w: unsupported format version %d", ErrCorrupt, v)
+	}
+	return binary.LittleEndian.Uint64(b[16:24]), nil
+}
+
+// Records (journal, segments, cursor logs): bodyLen u32 LE, crc32c(body) u32 LE, body.
+const recHeaderSize = 8
+
+// Segment record body: entryID u64, publishTime i64, data.
+const segBodyPrefix = 16
+const segRecordOverhead = recHeaderSize + segBodyPrefix
+
+// maxRecordBody bounds any record body we accept when decoding (the largest legal entry plus slack).
+const maxRecordBody = 64 << 20
+
+// errTorn says a record is incomplete or fails its checksum: at a file's tail this is a torn write.
+var errTorn = errors.New("torn or corrupt record")
+
+// decodeRecord parses one record at the start of b (seed, if any, is checksummed before the
+// body). It returns the body and the record's total size.
+func decodeRecord(b []byte, seed []byte) (body []byte, size int, err error) {
+	if len(b) < recHeaderSize {
+		return nil, 0, errTorn
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if n > maxRecordBody || int(n) > len(b)-recHeaderSize {
+		return nil, 0, errTorn
+	}
+	body = b[recHeaderSize : recHeaderSize+int(n)]
+	sum := crc32.Update(crc32.Update(0, castagnoli, seed), castagnoli, body)
+	if sum != binary.LittleEndian.Uint32(b[4:8]) {
+		return nil, 0, errTorn
+	}
+	return body, recHeaderSize + int(n), nil
+}
+
+// appendSegRecord appends a segment record for one entry.
+func appendSegRecord(b []byte, entryID, publishTime int64, data []byte) []byte {
+	start := len(b)
+	b = binary.LittleEndian.AppendUint32(b, uint32(segBodyPrefix+len(data)))
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, uint64(entryID))
+	b = binary.LittleEndian.AppendUint64(b, uint64(publishTime))
+	b = append(b, data...)
+	binary.LittleEndian.PutUint32(b[start+4:], crc(b[start+recHeaderSize:]))
+	return b
+}
+
+// parseSegBody splits a segment record body.
+func parseSegBody(body []byte) (entryID, publishTime int64, data []byte, err error) {
+	if len(body) < segBodyPrefix {
+		return 0, 0, nil, fmt.Errorf("%w: short entry record", ErrCorrupt)
+	}
+	return int64(binary.LittleEndian.Uint64(body)), int64(binary.LittleEndian.Uint64(body[8:])), body[16:], nil
+}
+
+// Journal record types.
+const (
+	jEntry      byte = 1 // slot u32, ledgerID u64, segment record
+	jAnnounce   byte = 2 // slot u32, ledger name
+	jCursor     byte = 3 // slot u32, cursor state (see encodeCursorState)
+	jDelCursor  byte = 4 // slot u32, cursor name
+	jTrim       byte = 5 // slot u32, ledgerID u64: the segment file is removed
+	jDelLedger  byte = 6 // slot u32: the whole ledger directory is removed
+	jVoid       byte = 7 // slot u32: the ledger was fenced; its later entries in the journal were never acknowledged
+)
+
+// appendJournalRecordHeader reserves the record header; finishJournalRecord fills it.
+func beginJournalRecord(b []byte, typ byte, slot uint32) ([]byte, int) {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, typ)
+	b = binary.LittleEndian.AppendUint32(b, slot)
+	return b, start
+}
+
+func finishJournalRecord(b []byte, start int) {
+	body := b[start+recHeaderSize:]
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(b[start+4:], crc(body))
+}
+
+// Cursor log record types (body: type u8, then payload).
+const (
+	cState  byte = 1 // encodeCursorState
+	cDelete byte = 2 // cursor name
+)
+
+func appendPlainRecord(b []byte, body []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(body)))
+	b = binary.LittleEndian.AppendUint32(b, crc(body))
+	return append(b, body...)
+}
+
+// ---- engine state file ----
+
+// engineState is the content of the engine's state file.
+type engineState struct {
+	ledgerIDLimit uint64 // ledger ids below this may have been handed out; the next run starts here
+	firstJournal  uint64 // the first journal file recovery must replay
+}
+
+func encodeEngineState(s engineState) []byte {
+	b := appendHeader(nil, magicState, 0)
+	body := binary.LittleEndian.AppendUint64(nil, s.ledgerIDLimit)
+	body = binary.LittleEndian.AppendUint64(body, s.firstJournal)
+	return appendPlainRecord(b, body)
+}
+
+func decodeEngineState(b []byte) (engineState, error) {
+	if _, err := parseHeader(b, magicState); err != nil {
+		return engineState{}, err
+	}
+	body, _, err := decodeRecord(b[headerSize:], nil)
+	if err != nil || len(body) != 16 {
+		return engineState{}, fmt.Errorf("%w: engine state record", ErrCorrupt)
+	}
+	return engineState{binary.LittleEndian.Uint64(body), binary.LittleEndian.Uint64(body[8:])}, nil
+}
+
+// ---- segment index files ----
+
+// indexPoint marks where an entry's record starts; maxTime is the largest publish time among the
+// entries from this point up to the next point.
+type indexPoint struct {
+	entryID int64
+	offset  int64
+	maxTime int64
+}
+
+// segIndex summarises a sealed segment.
+type segIndex struct {
+	ledgerID int64
+	entries  int64
+	bytes    int64 // entry data bytes
+	fileSize int64
+	minTime  int64
+	maxTime  int64
+	points   []indexPoint
+}
+
+func encodeIndex(ix *segIndex) []byte {
+	b := appendHeader(nil, magicIndex, uint64(ix.ledgerID))
+	body := make([]byte, 0, 52+24*len(ix.points))
+	for _, v := range []int64{ix.entries, ix.bytes, ix.fileSize, ix.minTime, ix.maxTime} {
+		body = binary.LittleEndian.AppendUint64(body, uint64(v))
+	}
+	body = binary.LittleEndian.AppendUint32(body, uint32(len(ix.points)))
+	for _, p := range ix.points {
+		body = binary.LittleEndian.AppendUint64(body, uint64(p.entryID))
+		body = binary.LittleEndian.AppendUint64(body, uint64(p.offset))
+		body = binary.LittleEndian.AppendUint64(body, uint64(p.maxTime))
+	}
+	return appendPlainRecord(b, body)
+}
+
+func decodeIndex(b []byte) (*segIndex, error) {
+	id, err := parseHeader(b, magicIndex)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := decodeRecord(b[headerSize:], nil)
+	if err != nil || len(body) < 44 {
+		return nil, fmt.Errorf("%w: index record", ErrCorrupt)
+	}
+	ix := &segIndex{ledgerID: int64(id)}
+	vals := []*int64{&ix.entries, &ix.bytes, &ix.fileSize, &ix.minTime, &ix.maxTime}
+	for i, v := range vals {
+		*v = int64(binary.LittleEndian.Uint64(body[8*i:]))
+	}
+	n := binary.LittleEndian.Uint32(body[40:])
+	rest := body[44:]
+	if uint64(len(rest)) != uint64(n)*24 {
+		return nil, fmt.Errorf("%w: index has %d bytes for %d points", ErrCorrupt, len(rest), n)
+	}
+	ix.points = make([]indexPoint, n)
+	for i := range ix.points {
+		p := rest[24*i:]
+		ix.points[i] = indexPoint{int64(binary.LittleEndian.Uint64(p)), int64(binary.LittleEndian.Uint64(p[8:])), int64(binary.LittleEndian.Uint64(p[16:]))}
+	}
+	if ix.entries < 0 || ix.bytes < 0 || ix.fileSize < headerSize {
+		return nil, fmt.Errorf("%w: index counters out of range", ErrCorrupt)
+	}
+	for i, p := range ix.points {
+		if p.entryID < 0 || p.entryID >= ix.entries || p.offset < headerSize || p.offset >= ix.fileSize ||
+			(i > 0 && (p.entryID <= ix.points[i-1].entryID || p.offset <= ix.points[i-1].offset)) {
+			return nil, fmt.Errorf("%w: index point %d out of order", ErrCorrupt, i)
+		}
+	}
+	if ix.entries > 0 && (len(ix.points) == 0 || ix.points[0].entryID != 0) {
+		return nil, fmt.Errorf("%w: index does not start at entry 0", ErrCorrupt)
+	}
+	return ix, nil
+}
+
+// ---- ledger directory names ----
+
+// dirName maps an opaque ledger name to a directory name: bytes outside [A-Za-z0-9._-] are
+// %XX-escaped (a leading '.' too); names whose escaped form exceeds 200 bytes are stored under
+// "~" + hex(crc32c) + "-" + the first 120 escaped bytes, with the full name in a NAME file.
+func dirName(name string) (dir string, hashed bool) {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || (c == '.' && i > 0) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	s := b.String()
+	if len(s) <= 200 {
+		return s, false
+	}
+	return fmt.Sprintf("~%08x%08x-%s", crc([]byte(name)), crc32.ChecksumIEEE([]byte(name)), s[:120]), true
+}
+
+// nameFromDir reverses dirName for unhashed directories.
+func nameFromDir(dir string) (string, bool) {
+	if strings.HasPrefix(dir, "~") || dir == "" {
+		return "", false
+	}
+	s, err := url.PathUnescape(dir)
+	if err != nil {
+		return "", false
+	}
+	if d, _ := dirName(s); d != dir {
+		return "", false
+	}
+	return s, true
+}

@@ -1,0 +1,464 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// recover opens the data directory and replays the journal files after the last checkpoint
+// into the ledgers' segment and cursor files. Replay is idempotent (entries already in a segment
+// are skipped), so a crash during recovery is harmless. Its cost is proportional to the journal
+// tail (at most about JournalFileBytes) plus the segments it touches.
+func (e *Engine) recover(ctx context.Context) error {
+	for _, d := range []string{e.dir, e.ledgersDir, e.journalDir} {
+		if err := e.fs.MkdirAll(d); err != nil {
+			return fmt.Errorf("storage: create %s: %w", d, err)
+		}
+	}
+	for _, d := range []string{path.Dir(e.dir), e.dir} {
+		if err := e.fs.SyncDir(d); err != nil {
+			return fmt.Errorf("storage: sync data dir: %w", err)
+		}
+	}
+	_ = e.fs.Remove(e.dir + "/" + stateFile + ".tmp")
+	st := engineState{ledgerIDLimit: 1, firstJournal: 1}
+	if f, err := e.fs.OpenFile(e.dir+"/"+stateFile, vfs.ReadOnly); err == nil {
+		b := make([]byte, 256)
+		n, _ := f.ReadAt(b, 0)
+		_ = f.Close()
+		if st, err = decodeEngineState(b[:n]); err != nil {
+			return fmt.Errorf("storage: %s: %w", stateFile, err)
+		}
+	} else if !vfs.IsNotExist(err) {
+		return fmt.Errorf("storage: read state: %w", err)
+	}
+	e.nextLedgerID, e.ledgerIDLimit, e.firstJournal = int64(st.ledgerIDLimit), int64(st.ledgerIDLimit), st.firstJournal
+
+	des, err := e.fs.ReadDir(e.journalDir)
+	if err != nil {
+		return fmt.Errorf("storage: list journal: %w", err)
+	}
+	var seqs []uint64
+	for _, de := range des {
+		id, ok := parseHexName(de.Name, ".jnl")
+		switch {
+		case !ok:
+		case uint64(id) < st.firstJournal:
+			_ = e.fs.Remove(e.journalDir + "/" + de.Name) // left over from an interrupted checkpoint
+		default:
+			seqs = append(seqs, uint64(id))
+		}
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	r := &replayer{e: e, segs: map[int64]*replaySeg{}, logs: map[string]int64{}, files: map[string]struct{}{},
+		dirs: map[string]struct{}{}, gaps: map[string]string{}, voided: map[string]bool{}}
+	for i, seq := range seqs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		nextUnclean := false
+		if i+1 < len(seqs) {
+			nextUnclean = e.journalFlags(seqs[i+1])&journalFlagPrevUnclean != 0
+		}
+		if err := r.replayFile(seq, i == len(seqs)-1, nextUnclean); err != nil {
+			return err
+		}
+	}
+	for name, why := range r.gaps {
+		if r.voided[name] {
+			continue
+		}
+		e.log.Error("ledger fenced by recovery: entries missing between its segment and the journal", "ledger", name, "detail", why)
+		if err := e.writeFenceMarker(name, why); err != nil {
+			return err
+		}
+	}
+	last := st.firstJournal - 1
+	if len(seqs) > 0 {
+		last = seqs[len(seqs)-1]
+	}
+	if len(seqs) > 0 || r.maxLedgerID >= e.ledgerIDLimit {
+		if err := e.syncFiles(r.files, r.dirs); err != nil {
+			return err
+		}
+		e.firstJournal = last + 1
+		if r.maxLedgerID >= e.ledgerIDLimit {
+			e.nextLedgerID, e.ledgerIDLimit = r.maxLedgerID+1, r.maxLedgerID+1
+		}
+		if err := e.writeState(); err != nil {
+			return err
+		}
+		for _, s := range seqs {
+			_ = e.fs.Remove(e.journalPath(s))
+		}
+		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "skipped", r.skipped, "tornTails", r.torn)
+	}
+	e.files.closeAll()
+	e.jseq = e.firstJournal
+	e.pending.seq = e.firstJournal
+	e.jsize = headerSize
+	return nil
+}
+
+func (e *Engine) journalFlags(seq uint64) uint32 {
+	f, err := e.fs.OpenFile(e.journalPath(seq), vfs.ReadOnly)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b := make([]byte, headerSize)
+	if n, _ := f.ReadAt(b, 0); n < headerSize {
+		return 0
+	}
+	_, flags, err := parseHeaderFlags(b, magicJournal)
+	if err != nil {
+		return 0
+	}
+	return flags
+}
+
+func (e *Engine) writeFenceMarker(name, why string) error {
+	dir := e.ledgerDir(name)
+	if err := e.fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("storage: fence marker: %w", err)
+	}
+	f, err := e.fs.OpenFile(dir+"/FENCED", vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err != nil {
+		return fmt.Errorf("storage: fence marker: %w", err)
+	}
+	_, err = f.WriteAt([]byte(why+"\n"), 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	_ = f.Close()
+	if err == nil {
+		err = e.fs.SyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: fence marker: %w", err)
+	}
+	return nil
+}
+
+type replaySeg struct {
+	path   string
+	dir    string
+	next   int64 // next entry id expected
+	end    int64 // end of the last valid record
+	badOff int64 // first invalid record, -1 if none
+	skip   bool
+}
+
+type replayer struct {
+	e           *Engine
+	segs        map[int64]*replaySeg
+	logs        map[string]int64 // cursor log path -> valid end
+	files       map[string]struct{}
+	dirs        map[string]struct{}
+	gaps        map[string]string
+	voided      map[string]bool
+	maxLedgerID int64
+
+	applied, skipped, torn int
+}
+
+func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
+	e := r.e
+	p := e.journalPath(seq)
+	f, err := e.fs.OpenFile(p, vfs.ReadOnly)
+	if err != nil {
+		return fmt.Errorf("storage: open journal: %w", err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		_ = f.Close()
+		return err
+	}
+	data := make([]byte, size)
+	n, rerr := f.ReadAt(data, 0)
+	_ = f.Close()
+	if rerr != nil && rerr != io.EOF {
+		return fmt.Errorf("storage: read journal %s: %w", p, rerr)
+	}
+	data = data[:n]
+	if hseq, err := parseHeader(data, magicJournal); err != nil || hseq != seq {
+		if last || nextUnclean {
+			e.log.Warn("ignoring journal file with a torn header", "file", p)
+			return nil
+		}
+		return fmt.Errorf("%w: journal %s header: %v", ErrCorrupt, p, err)
+	}
+	slots := map[uint32]string{}
+	off := headerSize
+	for off < len(data) {
+		body, sz, err := decodeRecord(data[off:], nil)
+		if err != nil {
+			if last || nextUnclean {
+				if !allZero(data[off:]) {
+					e.log.Warn("journal ends with a torn record (never acknowledged); ignored", "file", p, "offset", off, "size", len(data))
+				}
+				return nil
+			}
+			return fmt.Errorf("%w: journal %s: bad record at offset %d of %d in the middle of the journal", ErrCorrupt, p, off, len(data))
+		}
+		if err := r.apply(slots, body); err != nil {
+			return fmt.Errorf("storage: replay %s offset %d: %w", p, off, err)
+		}
+		off += sz
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *replayer) apply(slots map[uint32]string, body []byte) error {
+	e := r.e
+	if len(body) < 5 {
+		return fmt.Errorf("%w: short journal record", ErrCorrupt)
+	}
+	typ, slot, rest := body[0], binary.LittleEndian.Uint32(body[1:5]), body[5:]
+	if typ == jAnnounce {
+		slots[slot] = string(rest)
+		return nil
+	}
+	name, ok := slots[slot]
+	if !ok {
+		return fmt.Errorf("%w: journal record for unannounced slot %d", ErrCorrupt, slot)
+	}
+	dir := e.ledgerDir(name)
+	switch typ {
+	case jEntry:
+		if len(rest) < 8 {
+			return fmt.Errorf("%w: short entry record", ErrCorrupt)
+		}
+		id := int64(binary.LittleEndian.Uint64(rest))
+		rec := rest[8:]
+		segBody, _, err := decodeRecord(rec, nil)
+		if err != nil {
+			return fmt.Errorf("%w: entry record inside journal record", ErrCorrupt)
+		}
+		eid, _, _, err := parseSegBody(segBody)
+		if err != nil {
+			return err
+		}
+		r.maxLedgerID = max(r.maxLedgerID, id)
+		return r.applyEntry(name, dir, id, eid, rec)
+	case jCursor, jDelCursor:
+		return r.appendCursorLog(name, dir, rest)
+	case jTrim:
+		if len(rest) < 8 {
+			return fmt.Errorf("%w: short trim record", ErrCorrupt)
+		}
+		id := int64(binary.LittleEndian.Uint64(rest))
+		delete(r.segs, id)
+		for _, p := range []string{segPath(dir, id), idxPath(dir, id)} {
+			e.files.forget(p)
+			if err := e.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
+				return fmt.Errorf("storage: replay trim: %w", err)
+			}
+		}
+		r.dirs[dir] = struct{}{}
+	case jDelLedger:
+		for id, s := range r.segs {
+			if s.dir == dir {
+				delete(r.segs, id)
+			}
+		}
+		delete(r.logs, cursorLogPath(dir))
+		delete(r.gaps, name)
+		e.files.forgetPrefix(dir)
+		if err := e.fs.RemoveAll(dir); err != nil {
+			return fmt.Errorf("storage: replay delete: %w", err)
+		}
+		r.dirs[e.ledgersDir] = struct{}{}
+	case jVoid:
+		r.voided[name] = true
+	default:
+		return fmt.Errorf("%w: unknown journal record type %d", ErrCorrupt, typ)
+	}
+	return nil
+}
+
+func (r *replayer) ensureDir(name, dir string) error {
+	if _, err := r.e.fs.Stat(dir); err == nil {
+		return nil
+	}
+	if err := r.e.ensureLedgerDir(name, dir); err != nil {
+		return err
+	}
+	for d := range r.e.dirtyDirs {
+		r.dirs[d] = struct{}{}
+	}
+	for f := range r.e.dirtyFiles {
+		r.files[f] = struct{}{}
+	}
+	clear(r.e.dirtyDirs)
+	clear(r.e.dirtyFiles)
+	return nil
+}
+
+func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error {
+	e := r.e
+	rs := r.segs[id]
+	if rs == nil {
+		rs = &replaySeg{path: segPath(dir, id), dir: dir, badOff: -1}
+		r.segs[id] = rs
+		if err := r.ensureDir(name, dir); err != nil {
+			return err
+		}
+		if err := r.scanSegment(rs, id); err != nil {
+			return err
+		}
+		// The segment changes: its index (if any) is stale.
+		_ = e.fs.Remove(idxPath(dir, id))
+	}
+	if rs.skip || eid < rs.next {
+		r.skipped++
+		return nil
+	}
+	if eid > rs.next {
+		rs.skip = true
+		r.gaps[name] = fmt.Sprintf("segment %d holds entries up to %d, the journal continues at %d", id, rs.next-1, eid)
+		return nil
+	}
+	cf, err := e.files.acquire(rs.path, false)
+	if err != nil {
+		return fmt.Errorf("storage: replay open segment: %w", err)
+	}
+	defer e.files.release(cf)
+	if rs.badOff >= 0 {
+		if err := cf.f.Truncate(rs.badOff); err != nil {
+			return fmt.Errorf("storage: replay truncate: %w", err)
+		}
+		rs.end, rs.badOff = rs.badOff, -1
+		r.torn++
+		e.m.tornTails.Add(1)
+	}
+	if _, err := cf.f.WriteAt(rec, rs.end); err != nil {
+		return fmt.Errorf("storage: replay write: %w", err)
+	}
+	rs.end += int64(len(rec))
+	rs.next++
+	r.applied++
+	r.files[rs.path] = struct{}{}
+	return nil
+}
+
+// scanSegment finds how much of a segment is valid (creating it if missing).
+func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
+	e := r.e
+	cf, err := e.files.acquire(rs.path, true)
+	if err != nil {
+		return fmt.Errorf("storage: replay open segment: %w", err)
+	}
+	defer e.files.release(cf)
+	size, err := cf.f.Size()
+	if err != nil {
+		return err
+	}
+	hdr := make([]byte, headerSize)
+	n, _ := cf.f.ReadAt(hdr, 0)
+	if hid, herr := parseHeader(hdr[:n], magicSegment); herr != nil || int64(hid) != id {
+		if size > headerSize && herr == nil {
+			return fmt.Errorf("%w: segment %s has id %d", ErrCorrupt, rs.path, hid)
+		}
+		// New, or its header never became durable: start it over.
+		if err := cf.f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := cf.f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0); err != nil {
+			return fmt.Errorf("storage: replay segment header: %w", err)
+		}
+		rs.end = headerSize
+		r.files[rs.path] = struct{}{}
+		r.dirs[rs.dir] = struct{}{}
+		return nil
+	}
+	rs.end = headerSize
+	bad, err := scanRecords(cf.f, headerSize, size, func(off int64, body []byte) bool {
+		eid, _, _, err := parseSegBody(body)
+		if err != nil || eid != rs.next {
+			return false
+		}
+		rs.next++
+		rs.end = off + int64(recHeaderSize+len(body))
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("storage: replay scan: %w", err)
+	}
+	rs.badOff = bad
+	return nil
+}
+
+func (r *replayer) appendCursorLog(name, dir string, body []byte) error {
+	e := r.e
+	p := cursorLogPath(dir)
+	end, ok := r.logs[p]
+	if err := r.ensureDir(name, dir); err != nil {
+		return err
+	}
+	cf, err := e.files.acquire(p, true)
+	if err != nil {
+		return fmt.Errorf("storage: replay cursor log: %w", err)
+	}
+	defer e.files.release(cf)
+	if !ok {
+		size, err := cf.f.Size()
+		if err != nil {
+			return err
+		}
+		hdr := make([]byte, headerSize)
+		n, _ := cf.f.ReadAt(hdr, 0)
+		if _, herr := parseHeader(hdr[:n], magicCursors); herr != nil {
+			if err := cf.f.Truncate(0); err != nil {
+				return err
+			}
+			if _, err := cf.f.WriteAt(appendHeader(nil, magicCursors, 0), 0); err != nil {
+				return err
+			}
+			end = headerSize
+			r.dirs[dir] = struct{}{}
+		} else {
+			end = headerSize
+			bad, err := scanRecords(cf.f, headerSize, size, func(off int64, b []byte) bool {
+				end = off + int64(recHeaderSize+len(b))
+				return true
+			})
+			if err != nil {
+				return err
+			}
+			if bad >= 0 {
+				if err := cf.f.Truncate(bad); err != nil {
+					return err
+				}
+				end = bad
+			}
+		}
+	}
+	rec := appendPlainRecord(nil, body)
+	if _, err := cf.f.WriteAt(rec, end); err != nil {
+		return fmt.Errorf("storage: replay cursor log write: %w", err)
+	}
+	r.logs[p] = end + int64(len(rec))
+	r.files[p] = struct{}{}
+	return nil
+}
+
+var _ = errors.New
+var _ = strings.HasPrefix

@@ -1,0 +1,493 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Op names a filesystem operation, for error injection.
+type Op int
+
+// Operations that can fail by injection.
+const (
+	OpWrite Op = iota
+	OpSync
+	OpSyncDir
+	OpCreate
+	OpRename
+	OpRemove
+	OpTruncate
+	OpRead
+)
+
+func (o Op) String() string {
+	return [...]string{"write", "sync", "syncdir", "create", "rename", "remove", "truncate", "read"}[o]
+}
+
+// Injected errors.
+var (
+	EIO    error = syscall.EIO
+	ENOSPC error = syscall.ENOSPC
+)
+
+// Mem is an in-memory filesystem that remembers what was made durable.
+//
+// A file's durable content is its content at its last Sync; a directory's durable entries
+// are its entries at its last SyncDir (a new file whose parent directory was never synced
+// does not survive a crash, even if the file itself was synced). Crash returns a new Mem
+// holding only the durable state, optionally keeping a random prefix of each file's
+// unsynced appended bytes (a torn tail). Paths are slash-separated and cleaned.
+type Mem struct {
+	mu     sync.Mutex
+	root   *memNode
+	inject func(op Op, name string) error
+}
+
+type memNode struct {
+	dir bool
+	// files
+	data       []byte
+	synced     []byte
+	dirtyBelow int // lowest offset written (or truncated) since the last Sync
+	// directories
+	children       map[string]*memNode
+	syncedChildren map[string]*memNode
+}
+
+func newDirNode() *memNode {
+	return &memNode{dir: true, children: map[string]*memNode{}, syncedChildren: map[string]*memNode{}}
+}
+
+// NewMem returns an empty in-memory filesystem with a durable root directory.
+func NewMem() *Mem { return &Mem{root: newDirNode()} }
+
+var _ FS = (*Mem)(nil)
+
+// SetInjector installs f, called before each operation; a non-nil result fails the operation.
+// nil removes the injector.
+func (m *Mem) SetInjector(f func(op Op, name string) error) {
+	m.mu.Lock()
+	m.inject = f
+	m.mu.Unlock()
+}
+
+func (m *Mem) injected(op Op, name string) error {
+	if m.inject == nil {
+		return nil
+	}
+	if err := m.inject(op, name); err != nil {
+		return &fs.PathError{Op: op.String(), Path: name, Err: err}
+	}
+	return nil
+}
+
+func clean(name string) []string {
+	name = path.Clean("/" + strings.ReplaceAll(name, "\\", "/"))
+	if name == "/" {
+		return nil
+	}
+	return strings.Split(name[1:], "/")
+}
+
+// lookupDir returns the directory holding the last element of parts.
+func (m *Mem) lookupDir(parts []string, create bool) (*memNode, error) {
+	d := m.root
+	for _, p := range parts {
+		c, ok := d.children[p]
+		if !ok {
+			if !create {
+				return nil, fs.ErrNotExist
+			}
+			c = newDirNode()
+			d.children[p] = c
+		}
+		if !c.dir {
+			return nil, syscall.ENOTDIR
+		}
+		d = c
+	}
+	return d, nil
+}
+
+func (m *Mem) lookup(name string) (*memNode, error) {
+	parts := clean(name)
+	if len(parts) == 0 {
+		return m.root, nil
+	}
+	d, err := m.lookupDir(parts[:len(parts)-1], false)
+	if err != nil {
+		return nil, err
+	}
+	n, ok := d.children[parts[len(parts)-1]]
+	if !ok {
+		return nil, fs.ErrNotExist
+	}
+	return n, nil
+}
+
+// OpenFile implements FS.
+func (m *Mem) OpenFile(name string, flag int) (File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parts := clean(name)
+	if len(parts) == 0 {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
+	}
+	d, err := m.lookupDir(parts[:len(parts)-1], false)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	base := parts[len(parts)-1]
+	n, ok := d.children[base]
+	if ok && n.dir {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
+	}
+	if ok && flag&Create != 0 && flag&Excl != 0 {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
+	}
+	if !ok {
+		if flag&Create == 0 {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		if err := m.injected(OpCreate, name); err != nil {
+			return nil, err
+		}
+		n = &memNode{}
+		d.children[base] = n
+	}
+	if flag&Trunc != 0 && len(n.data) > 0 {
+		n.data = n.data[:0]
+		n.dirtyBelow = 0
+	}
+	return &memFile{m: m, n: n, name: name, writable: flag&(ReadWrite|Create) != 0}, nil
+}
+
+// Remove implements FS.
+func (m *Mem) Remove(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injected(OpRemove, name); err != nil {
+		return err
+	}
+	parts := clean(name)
+	if len(parts) == 0 {
+		return &fs.PathError{Op: "remove", Path: name, Err: syscall.EBUSY}
+	}
+	d, err := m.lookupDir(parts[:len(parts)-1], false)
+	if err != nil {
+		return &fs.PathError{Op: "remove", Path: name, Err: err}
+	}
+	n, ok := d.children[parts[len(parts)-1]]
+	if !ok {
+		return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
+	}
+	if n.dir && len(n.children) > 0 {
+		return &fs.PathError{Op: "remove", Path: name, Err: syscall.ENOTEMPTY}
+	}
+	delete(d.children, parts[len(parts)-1])
+	return nil
+}
+
+// RemoveAll implements FS.
+func (m *Mem) RemoveAll(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injected(OpRemove, name); err != nil {
+		return err
+	}
+	parts := clean(name)
+	if len(parts) == 0 {
+		m.root.children = map[string]*memNode{}
+		return nil
+	}
+	d, err := m.lookupDir(parts[:len(parts)-1], false)
+	if err != nil {
+		return nil
+	}
+	delete(d.children, parts[len(parts)-1])
+	return nil
+}
+
+// Rename implements FS.
+func (m *Mem) Rename(oldname, newname string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injected(OpRename, oldname); err != nil {
+		return err
+	}
+	op, np := clean(oldname), clean(newname)
+	if len(op) == 0 || len(np) == 0 {
+		return &fs.PathError{Op: "rename", Path: oldname, Err: syscall.EBUSY}
+	}
+	od, err := m.lookupDir(op[:len(op)-1], false)
+	if err != nil {
+		return &fs.PathError{Op: "rename", Path: oldname, Err: err}
+	}
+	n, ok := od.children[op[len(op)-1]]
+	if !ok {
+		return &fs.PathError{Op: "rename", Path: oldname, Err: fs.ErrNotExist}
+	}
+	nd, err := m.lookupDir(np[:len(np)-1], false)
+	if err != nil {
+		return &fs.PathError{Op: "rename", Path: newname, Err: err}
+	}
+	if old, ok := nd.children[np[len(np)-1]]; ok && old.dir && len(old.children) > 0 {
+		return &fs.PathError{Op: "rename", Path: newname, Err: syscall.ENOTEMPTY}
+	}
+	delete(od.children, op[len(op)-1])
+	nd.children[np[len(np)-1]] = n
+	return nil
+}
+
+// MkdirAll implements FS.
+func (m *Mem) MkdirAll(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, err := m.lookupDir(clean(name), true)
+	if err != nil {
+		return &fs.PathError{Op: "mkdir", Path: name, Err: err}
+	}
+	return nil
+}
+
+// ReadDir implements FS.
+func (m *Mem) ReadDir(name string) ([]FileInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, err := m.lookup(name)
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	if !d.dir {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: syscall.ENOTDIR}
+	}
+	out := make([]FileInfo, 0, len(d.children))
+	for k, c := range d.children {
+		out = append(out, FileInfo{Name: k, IsDir: c.dir, Size: int64(len(c.data))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Stat implements FS.
+func (m *Mem) Stat(name string) (FileInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, err := m.lookup(name)
+	if err != nil {
+		return FileInfo{}, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	return FileInfo{Name: path.Base("/" + name), IsDir: n.dir, Size: int64(len(n.data))}, nil
+}
+
+// SyncDir implements FS.
+func (m *Mem) SyncDir(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.injected(OpSyncDir, name); err != nil {
+		return err
+	}
+	d, err := m.lookup(name)
+	if err != nil {
+		return &fs.PathError{Op: "syncdir", Path: name, Err: err}
+	}
+	if !d.dir {
+		return &fs.PathError{Op: "syncdir", Path: name, Err: syscall.ENOTDIR}
+	}
+	d.syncedChildren = make(map[string]*memNode, len(d.children))
+	for k, v := range d.children {
+		d.syncedChildren[k] = v
+	}
+	return nil
+}
+
+// Crash returns the filesystem as it would be found after a power loss now: only synced
+// directory entries and synced file contents survive. With rng non-nil, each file whose
+// unsynced changes are pure appends keeps a random prefix of them (possibly cutting a record in
+// half), and may keep them in full: what a real disk may have written back on its own.
+func (m *Mem) Crash(rng *rand.Rand) *Mem {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[*memNode]*memNode{}
+	var copyDir func(d *memNode) *memNode
+	copyDir = func(d *memNode) *memNode {
+		nd := newDirNode()
+		for k, c := range d.syncedChildren {
+			var nc *memNode
+			if prev, ok := seen[c]; ok {
+				nc = prev
+			} else if c.dir {
+				nc = copyDir(c)
+			} else {
+				keep := append([]byte(nil), c.synced...)
+				if rng != nil && c.dirtyBelow >= len(c.synced) && len(c.data) > len(c.synced) && rng.IntN(2) == 0 {
+					extra := len(c.data) - len(c.synced)
+					n := rng.IntN(extra + 1)
+					keep = append(keep, c.data[len(c.synced):len(c.synced)+n]...)
+				}
+				nc = &memNode{data: keep, synced: append([]byte(nil), keep...), dirtyBelow: len(keep)}
+			}
+			seen[c] = nc
+			nd.children[k] = nc
+			nd.syncedChildren[k] = nc
+		}
+		return nd
+	}
+	return &Mem{root: copyDir(m.root)}
+}
+
+// String lists the tree (for debugging tests).
+func (m *Mem) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	var walk func(prefix string, d *memNode)
+	walk = func(prefix string, d *memNode) {
+		names := make([]string, 0, len(d.children))
+		for k := range d.children {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			c := d.children[k]
+			if c.dir {
+				fmt.Fprintf(&b, "%s%s/\n", prefix, k)
+				walk(prefix+"  ", c)
+			} else {
+				fmt.Fprintf(&b, "%s%s %d (synced %d)\n", prefix, k, len(c.data), len(c.synced))
+			}
+		}
+	}
+	walk("", m.root)
+	return b.String()
+}
+
+type memFile struct {
+	m        *Mem
+	n        *memNode
+	name     string
+	writable bool
+	closed   bool
+}
+
+var errClosedFile = errors.New("vfs: file closed")
+
+func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if f.closed {
+		return 0, errClosedFile
+	}
+	if err := f.m.injected(OpRead, f.name); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	if off >= int64(len(f.n.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.n.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if f.closed {
+		return 0, errClosedFile
+	}
+	if !f.writable {
+		return 0, syscall.EBADF
+	}
+	if err := f.m.injected(OpWrite, f.name); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	end := int(off) + len(p)
+	if end > len(f.n.data) {
+		if end > cap(f.n.data) {
+			nd := make([]byte, end, end*5/4+512)
+			copy(nd, f.n.data)
+			f.n.data = nd
+		} else {
+			f.n.data = f.n.data[:end]
+		}
+	}
+	copy(f.n.data[off:], p)
+	if int(off) < f.n.dirtyBelow {
+		f.n.dirtyBelow = int(off)
+	}
+	return len(p), nil
+}
+
+func (f *memFile) Sync() error {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if f.closed {
+		return errClosedFile
+	}
+	if err := f.m.injected(OpSync, f.name); err != nil {
+		return err
+	}
+	n := f.n
+	if n.dirtyBelow >= len(n.synced) && len(n.data) >= len(n.synced) {
+		n.synced = append(n.synced, n.data[len(n.synced):]...)
+	} else {
+		n.synced = append(n.synced[:0:0], n.data...)
+	}
+	n.dirtyBelow = len(n.synced)
+	return nil
+}
+
+func (f *memFile) Truncate(size int64) error {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if f.closed {
+		return errClosedFile
+	}
+	if err := f.m.injected(OpTruncate, f.name); err != nil {
+		return err
+	}
+	if size < 0 {
+		return syscall.EINVAL
+	}
+	if int(size) <= len(f.n.data) {
+		f.n.data = f.n.data[:size]
+	} else {
+		f.n.data = append(f.n.data, make([]byte, int(size)-len(f.n.data))...)
+	}
+	if int(size) < f.n.dirtyBelow {
+		f.n.dirtyBelow = int(size)
+	}
+	return nil
+}
+
+func (f *memFile) Size() (int64, error) {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	return int64(len(f.n.data)), nil
+}
+
+func (f *memFile) Close() error {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if f.closed {
+		return errClosedFile
+	}
+	f.closed = true
+	return nil
+}
