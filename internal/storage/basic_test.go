@@ -26,7 +26,9 @@ func openMem(t testing.TB, fs vfs.FS, mod func(*Options)) *Engine {
 	return e
 }
 
-func payload(i int) []byte { return []byte(fmt.Sprintf("entry-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%50))) }
+func payload(i int) []byte {
+	return []byte(fmt.Sprintf("entry-%06d-%s", i, bytes.Repeat([]byte{'x'}, i%50)))
+}
 
 func TestAppendReadReopen(t *testing.T) {
 	ctx := context.Background()

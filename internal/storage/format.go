@@ -128,13 +128,13 @@ func parseSegBody(body []byte) (entryID, publishTime int64, data []byte, err err
 
 // Journal record types.
 const (
-	jEntry      byte = 1 // slot u32, ledgerID u64, segment record
-	jAnnounce   byte = 2 // slot u32, ledger name
-	jCursor     byte = 3 // slot u32, cursor state (see encodeCursorState)
-	jDelCursor  byte = 4 // slot u32, cursor name
-	jTrim       byte = 5 // slot u32, ledgerID u64: the segment file is removed
-	jDelLedger  byte = 6 // slot u32: the whole ledger directory is removed
-	jVoid       byte = 7 // slot u32: the ledger was fenced; its later entries in the journal were never acknowledged
+	jEntry     byte = 1 // slot u32, ledgerID u64, segment record
+	jAnnounce  byte = 2 // slot u32, ledger name
+	jCursor    byte = 3 // slot u32, cursor state (see encodeCursorState)
+	jDelCursor byte = 4 // slot u32, cursor name
+	jTrim      byte = 5 // slot u32, ledgerID u64: the segment file is removed
+	jDelLedger byte = 6 // slot u32: the whole ledger directory is removed
+	jVoid      byte = 7 // slot u32: the ledger was fenced; its later entries in the journal were never acknowledged
 )
 
 // appendJournalRecordHeader reserves the record header; finishJournalRecord fills it.
