@@ -59,6 +59,7 @@ type Engine struct {
 
 	ckptMu      sync.Mutex // serialises checkpoints
 	ckptCh      chan checkpointJob
+	ckptCarry   *checkpointJob // a failed checkpoint's files, retried with the next one (checkpointer only)
 	loopDone    chan struct{}
 	ckptDone    chan struct{}
 	bgStop      chan struct{}
@@ -532,7 +533,8 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 		e.qmu.Unlock()
 		it := fill(&batch{seq: b.seq})
 		if it.done != nil {
-			it.done(Position{}, ErrClosed)
+			// Never call back on the caller's goroutine (it may hold locks done needs).
+			go it.done(Position{}, ErrClosed)
 		}
 		return
 	}
@@ -854,22 +856,21 @@ func (e *Engine) apply(b *batch) {
 // the state file that recovery can start after it and deletes it.
 func (e *Engine) checkpointer() {
 	defer close(e.ckptDone)
-	var carry *checkpointJob
 	for job := range e.ckptCh {
-		if carry != nil {
-			for f := range carry.files {
+		if e.ckptCarry != nil {
+			for f := range e.ckptCarry.files {
 				job.files[f] = struct{}{}
 			}
-			for d := range carry.dirs {
+			for d := range e.ckptCarry.dirs {
 				job.dirs[d] = struct{}{}
 			}
-			carry = nil
+			e.ckptCarry = nil
 		}
 		if err := e.checkpoint(job.seq, job.files, job.dirs); err != nil {
 			e.log.Error("checkpoint failed; journal kept for recovery", "err", err)
 			e.lastCkptErr.Store(err.Error())
 			j := job
-			carry = &j
+			e.ckptCarry = &j
 		}
 	}
 }
@@ -931,6 +932,15 @@ func (e *Engine) syncFiles(files, dirs map[string]struct{}) error {
 
 // finalCheckpoint runs after the sync loop stopped: everything is synced and the journal emptied.
 func (e *Engine) finalCheckpoint() error {
+	if e.ckptCarry != nil {
+		for f := range e.ckptCarry.files {
+			e.dirtyFiles[f] = struct{}{}
+		}
+		for d := range e.ckptCarry.dirs {
+			e.dirtyDirs[d] = struct{}{}
+		}
+		e.ckptCarry = nil
+	}
 	if e.journal == nil && len(e.dirtyFiles) == 0 && len(e.dirtyDirs) == 0 {
 		return nil
 	}
