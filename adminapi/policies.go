@@ -184,6 +184,11 @@ type BundlesData struct {
 	NumBundles int      `json:"numBundles"`
 }
 
+// DefaultBundles is one bundle covering the whole hash range (Meridian has one broker per cluster).
+func DefaultBundles() *BundlesData {
+	return &BundlesData{Boundaries: []string{"0x00000000", "0xffffffff"}, NumBundles: 1}
+}
+
 // RetentionPolicies: keep acknowledged data for this long / up to this size (-1 = unlimited, 0 = none).
 type RetentionPolicies struct {
 	RetentionTimeInMinutes int   `json:"retentionTimeInMinutes"`

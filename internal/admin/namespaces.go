@@ -316,11 +316,6 @@ func (h *Handler) namespaceGet(w http.ResponseWriter, r *http.Request) error {
 	return ok(w, p)
 }
 
-// defaultBundles is one bundle covering the whole hash range.
-func defaultBundles() *adminapi.BundlesData {
-	return &adminapi.BundlesData{Boundaries: []string{"0x00000000", "0xffffffff"}, NumBundles: 1}
-}
-
 func (h *Handler) namespaceCreate(w http.ResponseWriter, r *http.Request) error {
 	ns, err := h.namespaceFromPath(r)
 	if err != nil {
@@ -345,9 +340,6 @@ func (h *Handler) namespaceCreate(w http.ResponseWriter, r *http.Request) error 
 	p.Normalize()
 	if len(p.ReplicationClusters) == 0 {
 		p.ReplicationClusters = []string{h.cfg.Cluster}
-	}
-	if p.Bundles == nil || p.Bundles.NumBundles <= 0 && len(p.Bundles.Boundaries) < 2 {
-		p.Bundles = defaultBundles()
 	}
 	if _, found := h.cat.Tenant(ns.Tenant); !found {
 		return fail(http.StatusNotFound, "Tenant does not exist")

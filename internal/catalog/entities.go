@@ -371,6 +371,9 @@ func (c *Catalog) CreateNamespace(ctx context.Context, ns string, policies admin
 		return refuse(ErrNotFound, "Tenant does not exist")
 	}
 	policies.Normalize()
+	if policies.Bundles == nil || (policies.Bundles.NumBundles <= 0 && len(policies.Bundles.Boundaries) < 2) {
+		policies.Bundles = adminapi.DefaultBundles()
+	}
 	clusters, err := c.ValidateReplicationClusters(name.Tenant, policies.ReplicationClusters)
 	if err != nil {
 		return err
