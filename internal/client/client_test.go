@@ -1,0 +1,417 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newTestClient(t *testing.T, addr string) *Client {
+	t.Helper()
+	c, err := New(Options{
+		ServiceURL:       "pulsar://" + addr,
+		MinBackoff:       5 * time.Millisecond,
+		MaxBackoff:       50 * time.Millisecond,
+		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OperationTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestLookupAndPartitionedMetadata(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	addr, err := c.Lookup(ctx, "t")
+	if err != nil || addr != b.addr() {
+		t.Fatalf("lookup: %q %v", addr, err)
+	}
+	b.mu.Lock()
+	b.partitions = 3
+	b.mu.Unlock()
+	n, err := c.PartitionedMetadata(ctx, "persistent://public/default/t")
+	if err != nil || n != 3 {
+		t.Fatalf("partitions %d %v", n, err)
+	}
+	if _, err := c.Lookup(ctx, "a/b/c/d"); err == nil {
+		t.Fatal("invalid topic name accepted")
+	}
+}
+
+func TestProduceConsumePipelined(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	cons, err := c.Subscribe(ctx, ConsumerOptions{Topic: "t", Subscription: "s", ReceiverQueueSize: 10, AckWithResponse: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name() != "fake-producer-1" {
+		t.Fatalf("name %q", p.Name())
+	}
+	const n = 200
+	var mu sync.Mutex
+	var ids []MessageID
+	for i := 0; i < n; i++ {
+		err := p.SendAsync(ctx, ProducerMessage{Payload: []byte(fmt.Sprint(i)), Key: "k", Properties: map[string]string{"i": fmt.Sprint(i)}}, func(id MessageID, err error) {
+			if err != nil {
+				t.Errorf("send: %v", err)
+			}
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := append([]MessageID(nil), ids...)
+	mu.Unlock()
+	if len(got) != n {
+		t.Fatalf("%d receipts after Flush", len(got))
+	}
+	for i, id := range got {
+		if id.EntryID != uint64(i) {
+			t.Fatalf("receipt %d has entry %d: out of order", i, id.EntryID)
+		}
+	}
+	for i, s := range b.sendsCopy() {
+		if s.GetSequenceId() != uint64(i) {
+			t.Fatalf("send %d has sequence %d", i, s.GetSequenceId())
+		}
+	}
+	// The queue of 10 forces several FLOW rounds.
+	for i := 0; i < n; i++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Payload) != fmt.Sprint(i) || m.Key != "k" || m.Properties["i"] != fmt.Sprint(i) || m.ProducerName != "fake-producer-1" || m.SequenceID != uint64(i) {
+			t.Fatalf("message %d: %+v", i, m)
+		}
+		if err := cons.Ack(ctx, m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cons.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, ProducerMessage{Payload: []byte("late")}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+}
+
+func TestProducerResendsPendingAfterReconnect(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", Name: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, ProducerMessage{Payload: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	// The broker swallows the next sends, then the connection dies: they must be resent.
+	b.mu.Lock()
+	b.blackholeSend = true
+	b.mu.Unlock()
+	done := make(chan error, 5)
+	for i := 0; i < 5; i++ {
+		if err := p.SendAsync(ctx, ProducerMessage{Payload: []byte{byte(i)}}, func(_ MessageID, err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "sends reach the broker", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.swallowed == 5
+	})
+	b.mu.Lock()
+	b.blackholeSend = false
+	b.mu.Unlock()
+	b.dropConnections()
+	for i := 0; i < 5; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.storedCount(); got != 6 {
+		t.Fatalf("%d stored, want 6", got)
+	}
+	for i, s := range b.sendsCopy() {
+		if s.GetSequenceId() != uint64(i) {
+			t.Fatalf("stored send %d has sequence %d", i, s.GetSequenceId())
+		}
+	}
+	if p.Name() != "mine" || !p.Connected() {
+		t.Fatalf("after reconnect: name %q connected %v", p.Name(), p.Connected())
+	}
+}
+
+func TestProducerSequenceFromBroker(t *testing.T) {
+	b := newFakeBroker(t)
+	b.lastSequence = 41
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, ProducerMessage{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := wire.DecodeMetadata(b.stored(0))
+	if md.GetSequenceId() != 42 {
+		t.Fatalf("sequence %d, want 42", md.GetSequenceId())
+	}
+	start := uint64(100)
+	p2, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", Name: "p2", InitialSequenceID: &start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p2.Send(ctx, ProducerMessage{Payload: []byte("y")}); err != nil {
+		t.Fatal(err)
+	}
+	md, _ = wire.DecodeMetadata(b.stored(1))
+	if md.GetSequenceId() != 100 || md.GetProducerName() != "p2" {
+		t.Fatalf("metadata %v", md)
+	}
+}
+
+func TestProducerCreationError(t *testing.T) {
+	b := newFakeBroker(t)
+	busy := pulsarpb.ServerError_ProducerBusy
+	b.producerErr = &busy
+	c := newTestClient(t, b.addr())
+	_, err := c.CreateProducer(testCtx(t), ProducerOptions{Topic: "t", Name: "taken"})
+	if !errors.Is(err, wire.ErrProducerBusy) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestSendRawForwardsEntryBytes(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", Name: "pulsar.repl.a-->b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := &pulsarpb.MessageMetadata{ProducerName: proto.String("origin"), SequenceId: proto.Uint64(9000), PublishTime: proto.Uint64(1), NumMessagesInBatch: proto.Int32(1)}
+	var body []byte
+	body, _ = wire.AppendBatchRecord(body, &pulsarpb.SingleMessageMetadata{}, []byte("m"))
+	entry, _ := wire.EncodeEntry(md, body)
+	entry, _ = wire.SetReplicatedFrom(entry, "a", "3:4")
+	if _, err := p.SendRaw(ctx, RawMessage{Entry: entry, SourcePosition: &MessageID{LedgerID: 3, EntryID: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.stored(0), entry) {
+		t.Fatal("stored bytes differ from the forwarded entry")
+	}
+	s := b.sendsCopy()[0]
+	if s.GetSequenceId() != 0 || s.GetMessageId().GetEntryId() != 4 || s.NumMessages == nil || s.GetNumMessages() != 1 {
+		t.Fatalf("send command %v", s)
+	}
+	// A corrupted entry is refused by the broker with ChecksumError.
+	bad := bytes.Clone(entry)
+	bad[len(bad)-1] ^= 0xff
+	if _, err := p.SendRaw(ctx, RawMessage{Entry: bad}); !errors.Is(err, wire.ErrChecksum) {
+		t.Fatalf("corrupt entry: %v", err)
+	}
+}
+
+func TestConsumerBatchAckSetAndSeek(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	for i := 0; i < 3; i++ {
+		body, _ = wire.AppendBatchRecord(body, &pulsarpb.SingleMessageMetadata{PartitionKey: proto.String(fmt.Sprint("k", i))}, []byte{byte('a' + i)})
+	}
+	md := &pulsarpb.MessageMetadata{ProducerName: proto.String("x"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(1), NumMessagesInBatch: proto.Int32(3)}
+	entry, _ := wire.EncodeEntry(md, body)
+	if _, err := p.SendRaw(ctx, RawMessage{Entry: entry}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, ProducerMessage{Payload: []byte("single")}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := c.Subscribe(ctx, ConsumerOptions{Topic: "t", Subscription: "s", InitialPosition: PositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := 0; i < 4; i++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s@%d/%d", m.Payload, m.ID.EntryID, m.ID.BatchIndex))
+		if i < 3 && (m.Key != fmt.Sprint("k", i) || m.ID.BatchSize != 3) {
+			t.Fatalf("batch message %d: %+v", i, m.ID)
+		}
+		if err := cons.Ack(ctx, m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := "[a@0/0 b@0/1 c@0/2 single@1/-1]"; fmt.Sprint(got) != want {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	// The batch is acked once, after its last message.
+	eventually(t, "acks", func() bool { return len(b.acksCopy()) == 2 })
+	if acks := b.acksCopy(); acks[0].GetMessageId()[0].GetEntryId() != 0 || acks[1].GetMessageId()[0].GetEntryId() != 1 {
+		t.Fatalf("acks %v", acks)
+	}
+
+	last, markDelete, err := cons.GetLastMessageID(ctx)
+	if err != nil || last.EntryID != 1 || markDelete == nil {
+		t.Fatalf("last id %v %v %v", last, markDelete, err)
+	}
+
+	// Seek back to entry 1: the broker closes the consumer, which resubscribes and gets it again.
+	if err := cons.Seek(ctx, MessageID{LedgerID: 7, EntryID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Receive(ctx)
+	if err != nil || string(m.Payload) != "single" {
+		t.Fatalf("after seek: %v %v", m, err)
+	}
+}
+
+func TestConsumerSkipsAckedBatchIndexes(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	cons, err := c.Subscribe(ctx, ConsumerOptions{Topic: "t", Subscription: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons.mu.Lock()
+	cn := cons.cn
+	cons.mu.Unlock()
+	var body []byte
+	for i := 0; i < 3; i++ {
+		body, _ = wire.AppendBatchRecord(body, &pulsarpb.SingleMessageMetadata{}, []byte{byte('a' + i)})
+	}
+	entry, _ := wire.EncodeEntry(&pulsarpb.MessageMetadata{ProducerName: proto.String("x"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(1), NumMessagesInBatch: proto.Int32(3)}, body)
+	// Index 1 acknowledged: ack_set has bits 0 and 2 set.
+	cons.onMessage(cn, &pulsarpb.CommandMessage{ConsumerId: proto.Uint64(cons.id), MessageId: &pulsarpb.MessageIdData{LedgerId: proto.Uint64(7), EntryId: proto.Uint64(5)}, AckSet: []int64{5}, RedeliveryCount: proto.Uint32(2)}, entry)
+	for _, want := range []string{"a", "c"} {
+		m, err := cons.Receive(ctx)
+		if err != nil || string(m.Payload) != want || m.RedeliveryCount != 2 {
+			t.Fatalf("got %v %v, want %s", m, err, want)
+		}
+	}
+}
+
+func TestClientAnswersPing(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	if _, err := c.Lookup(testCtx(t), "t"); err != nil {
+		t.Fatal(err)
+	}
+	b.pingClients()
+	eventually(t, "pong", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.pongs > 0
+	})
+}
+
+func TestKeepAliveClosesSilentConnection(t *testing.T) {
+	// A "broker" that completes the handshake and then never says anything again.
+	b := newFakeBroker(t)
+	c, err := New(Options{ServiceURL: b.addr(), KeepAliveInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cn, err := c.connTo(testCtx(t), b.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once the broker stops answering PINGs, the connection is closed.
+	b.mu.Lock()
+	for fc := range b.conns {
+		fc.wmu.Lock() // block every write of the fake
+		defer fc.wmu.Unlock()
+	}
+	b.mu.Unlock()
+	eventually(t, "silent connection closed", cn.isClosed)
+}
+
+func TestOptionsAndURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		"pulsar://h:1": "h:1", "h:2": "h:2", "pulsar://h": "h:6650",
+	} {
+		got, err := hostPort(in)
+		if err != nil || got != want {
+			t.Errorf("%s: %q %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "http://h:1", "pulsar://"} {
+		if _, err := hostPort(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	var got []time.Duration
+	for i := 0; i < 8; i++ {
+		got = append(got, bo.delay())
+	}
+	if fmt.Sprint(got) != "[100ms 200ms 400ms 800ms 1.6s 3.2s 5s 5s]" {
+		t.Fatalf("backoff %v", got)
+	}
+}

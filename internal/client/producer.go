@@ -1,0 +1,565 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// Producer access modes (pulsarpb.ProducerAccessMode).
+const (
+	AccessShared           = pulsarpb.ProducerAccessMode_Shared
+	AccessExclusive        = pulsarpb.ProducerAccessMode_Exclusive
+	AccessWaitForExclusive = pulsarpb.ProducerAccessMode_WaitForExclusive
+)
+
+// ProducerOptions configure CreateProducer.
+type ProducerOptions struct {
+	// Topic to publish to (short names are expanded to persistent://public/default/...). A
+	// partitioned topic needs one producer per partition ("<topic>-partition-<i>").
+	Topic string
+	// Name of the producer; empty lets the broker choose (the chosen name is kept across
+	// reconnections). With deduplication, the name is the dedup key.
+	Name string
+	// InitialSequenceID, if set, is the sequence id of the first message; otherwise the broker's
+	// last_sequence_id + 1 (0 for a new producer).
+	InitialSequenceID *uint64
+	// AccessMode: AccessShared (default), AccessExclusive or AccessWaitForExclusive.
+	AccessMode pulsarpb.ProducerAccessMode
+	// MaxPending bounds sends awaiting their receipt; Send blocks beyond it. Default 1000.
+	MaxPending int
+	// Properties are the producer's metadata (CommandProducer.metadata).
+	Properties map[string]string
+}
+
+// ProducerMessage is one message to send.
+type ProducerMessage struct {
+	Payload    []byte
+	Key        string
+	Properties map[string]string
+	EventTime  time.Time
+	// SequenceID overrides the producer's counter (the counter continues after it).
+	SequenceID *uint64
+	// DeliverAt asks the broker to hold the message until then (Shared subscriptions).
+	DeliverAt time.Time
+	// ReplicateTo restricts geo-replication to these clusters ("__local__": none).
+	ReplicateTo []string
+}
+
+// RawMessage is an already-encoded entry to forward unchanged: the entry bytes as the broker
+// stores them (magic, checksum, metadata size, metadata, body; see package wire). The metadata's
+// own sequence id and producer name are kept; the SEND command carries the producer's sequence
+// counter, which is what receipts are matched on.
+type RawMessage struct {
+	Entry []byte
+	// SourcePosition, if set, is sent as CommandSend.message_id: the entry's position in its
+	// origin topic (replication).
+	SourcePosition *MessageID
+}
+
+// Producer publishes to one topic. Sends are pipelined: many may be in flight, receipts complete
+// them in order. Safe for concurrent use.
+type Producer struct {
+	client *Client
+	opts   ProducerOptions
+	topic  string
+	id     uint64
+	log    *slog.Logger
+
+	slots chan struct{} // one token per pending send
+
+	mu        sync.Mutex
+	name      string
+	cn        *conn // nil while disconnected
+	epoch     uint64
+	nextSeq   uint64
+	pending   []*pendingSend
+	changed   chan struct{} // closed and replaced whenever pending shrinks
+	lastErr   error
+	closed    bool
+	reconnect chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+type pendingSend struct {
+	seq   uint64
+	cmd   *pulsarpb.BaseCommand
+	entry []byte
+	cb    func(MessageID, error)
+	done  bool // callback has run (guarded by Producer.mu)
+}
+
+// CreateProducer registers a producer on the topic's broker. Errors from the broker (ProducerBusy,
+// TopicNotFound, ...) are returned, not retried; after creation the producer reconnects by itself.
+func (c *Client) CreateProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
+	topic, err := normalizeTopic(opts.Topic)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = 1000
+	}
+	p := &Producer{
+		client:    c,
+		opts:      opts,
+		topic:     topic,
+		id:        c.producerID.Add(1),
+		name:      opts.Name,
+		slots:     make(chan struct{}, opts.MaxPending),
+		changed:   make(chan struct{}),
+		reconnect: make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	p.log = c.opts.Logger.With("topic", topic, "producer_id", p.id)
+	octx, cancel := c.opContext(ctx)
+	defer cancel()
+	if err := p.connect(octx, true); err != nil {
+		return nil, err
+	}
+	if err := c.register(p, nil); err != nil {
+		p.mu.Lock()
+		cn := p.cn
+		p.mu.Unlock()
+		p.closeOnBroker(ctx, cn)
+		return nil, err
+	}
+	go p.run()
+	return p, nil
+}
+
+// Topic is the producer's fully qualified topic.
+func (p *Producer) Topic() string { return p.topic }
+
+// Name is the producer name (chosen by the broker unless given).
+func (p *Producer) Name() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.name
+}
+
+// LastError is the most recent connection or send failure (nil if none since the last success).
+func (p *Producer) LastError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
+}
+
+// Connected reports whether the producer is currently registered on a live connection.
+func (p *Producer) Connected() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cn != nil
+}
+
+// Pending is the number of sends awaiting a receipt.
+func (p *Producer) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.pending)
+}
+
+// connect looks the topic up, registers the producer and resends what is pending.
+func (p *Producer) connect(ctx context.Context, first bool) error {
+	cn, err := p.client.connectTopic(ctx, p.topic)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	name, epoch := p.name, p.epoch
+	p.mu.Unlock()
+	reqID := p.client.nextRequestID()
+	cmd := &pulsarpb.CommandProducer{
+		Topic:                    ptr(p.topic),
+		ProducerId:               ptr(p.id),
+		RequestId:                ptr(reqID),
+		Epoch:                    ptr(epoch),
+		UserProvidedProducerName: ptr(p.opts.Name != ""),
+		ProducerAccessMode:       ptr(p.opts.AccessMode),
+	}
+	if name != "" {
+		cmd.ProducerName = ptr(name)
+	}
+	for _, k := range sortedKeys(p.opts.Properties) {
+		cmd.Metadata = append(cmd.Metadata, &pulsarpb.KeyValue{Key: ptr(k), Value: ptr(p.opts.Properties[k])})
+	}
+	cn.addProducer(p.id, p)
+	resp, err := cn.request(ctx, reqID, wire.Command(cmd))
+	if err == nil {
+		err = errorOf(resp)
+	}
+	if err == nil && resp.GetProducerSuccess() == nil {
+		err = fmt.Errorf("unexpected %s", resp.GetType())
+	}
+	if err != nil {
+		cn.removeProducer(p.id)
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// The broker may still create it: tell it we gave up.
+			p.closeOnBroker(context.Background(), cn)
+		}
+		return fmt.Errorf("client: create producer on %s: %w", p.topic, err)
+	}
+	ps := resp.GetProducerSuccess()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		cn.removeProducer(p.id)
+		return ErrClosed
+	}
+	p.name = ps.GetProducerName()
+	if first {
+		if p.opts.InitialSequenceID != nil {
+			p.nextSeq = *p.opts.InitialSequenceID
+		} else if last := ps.GetLastSequenceId(); last >= 0 {
+			p.nextSeq = uint64(last) + 1
+		}
+	}
+	p.epoch++
+	p.cn = cn
+	p.lastErr = nil
+	for _, s := range p.pending {
+		_ = cn.send(s.cmd, s.entry)
+	}
+	return nil
+}
+
+// closeOnBroker sends CLOSE_PRODUCER (best effort, bounded by ctx and the operation timeout).
+func (p *Producer) closeOnBroker(ctx context.Context, cn *conn) {
+	if cn == nil || cn.isClosed() {
+		return
+	}
+	cn.removeProducer(p.id)
+	ctx, cancel := p.client.opContext(ctx)
+	defer cancel()
+	reqID := p.client.nextRequestID()
+	_, _ = cn.request(ctx, reqID, wire.Command(&pulsarpb.CommandCloseProducer{ProducerId: ptr(p.id), RequestId: ptr(reqID)}))
+}
+
+// run reconnects after a lost connection, with backoff, until Close.
+func (p *Producer) run() {
+	defer close(p.done)
+	bo := newBackoff(&p.client.opts)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.reconnect:
+		}
+		for {
+			p.mu.Lock()
+			connected := p.cn != nil
+			p.mu.Unlock()
+			if connected {
+				break
+			}
+			if !sleepCtx(p.stop, bo.delay()) {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), p.client.opts.OperationTimeout)
+			go func() { // stop aborts a connection attempt in progress
+				select {
+				case <-p.stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			err := p.connect(ctx, false)
+			cancel()
+			if err == nil {
+				bo.reset()
+				p.log.Info("client: producer reconnected")
+				break
+			}
+			if errors.Is(err, ErrClosed) {
+				return
+			}
+			p.mu.Lock()
+			p.lastErr = err
+			p.mu.Unlock()
+			p.log.Warn("client: producer reconnect failed", "err", err)
+		}
+	}
+}
+
+func (p *Producer) onDisconnect(c *conn, reason error) {
+	p.mu.Lock()
+	if p.cn != c {
+		p.mu.Unlock()
+		return
+	}
+	p.cn = nil
+	p.lastErr = reason
+	p.mu.Unlock()
+	select {
+	case p.reconnect <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Producer) onReceipt(c *conn, r *pulsarpb.CommandSendReceipt) {
+	p.mu.Lock()
+	if p.cn != c || len(p.pending) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	head := p.pending[0]
+	seq := r.GetSequenceId()
+	switch {
+	case seq < head.seq:
+		p.mu.Unlock() // late receipt for something already settled
+		return
+	case seq > head.seq:
+		p.mu.Unlock()
+		// Receipts must come in order; a gap means the broker lost track: start over on a new
+		// connection and resend everything pending (the Go client does the same).
+		p.log.Warn("client: out-of-order receipt, reconnecting", "expected", head.seq, "got", seq)
+		c.shutdown(fmt.Errorf("receipt for sequence %d while expecting %d", seq, head.seq))
+		return
+	}
+	p.popLocked()
+	p.mu.Unlock()
+	id := MessageID{BatchIndex: -1, Partition: -1}
+	if m := r.GetMessageId(); m != nil {
+		id.LedgerID, id.EntryID = m.GetLedgerId(), m.GetEntryId()
+	}
+	p.settle(head, id, nil)
+}
+
+func (p *Producer) onSendError(c *conn, e *pulsarpb.CommandSendError) {
+	p.mu.Lock()
+	if p.cn != c || len(p.pending) == 0 || p.pending[0].seq != e.GetSequenceId() {
+		p.mu.Unlock()
+		return
+	}
+	head := p.popLocked()
+	p.lastErr = wire.ErrorFromServer(e.GetError(), e.GetMessage())
+	err := p.lastErr
+	p.mu.Unlock()
+	p.settle(head, MessageID{}, fmt.Errorf("client: send to %s: %w", p.topic, err))
+}
+
+// popLocked removes the head of pending; the caller settles it after unlocking.
+func (p *Producer) popLocked() *pendingSend {
+	head := p.pending[0]
+	p.pending[0] = nil
+	p.pending = p.pending[1:]
+	return head
+}
+
+// settle completes a send that was removed from pending: frees its slot, runs its callback and
+// then wakes Flush waiters (so Flush returns only after the callbacks ran).
+func (p *Producer) settle(s *pendingSend, id MessageID, err error) {
+	<-p.slots
+	if s.cb != nil {
+		s.cb(id, err)
+	}
+	p.mu.Lock()
+	s.done = true
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// SendAsync queues a message; cb runs once with its id or error, on a connection goroutine, and
+// must not block. SendAsync blocks only while MaxPending sends are outstanding.
+func (p *Producer) SendAsync(ctx context.Context, msg ProducerMessage, cb func(MessageID, error)) error {
+	return p.enqueue(ctx, func(seq uint64) (*pulsarpb.BaseCommand, []byte, error) {
+		if msg.SequenceID != nil {
+			seq = *msg.SequenceID
+		}
+		md := &pulsarpb.MessageMetadata{
+			ProducerName: ptr(p.name),
+			SequenceId:   ptr(seq),
+			PublishTime:  ptr(uint64(time.Now().UnixMilli())),
+			ReplicateTo:  msg.ReplicateTo,
+		}
+		if msg.Key != "" {
+			md.PartitionKey = ptr(msg.Key)
+		}
+		if !msg.EventTime.IsZero() {
+			md.EventTime = ptr(uint64(msg.EventTime.UnixMilli()))
+		}
+		if !msg.DeliverAt.IsZero() {
+			md.DeliverAtTime = ptr(msg.DeliverAt.UnixMilli())
+		}
+		for _, k := range sortedKeys(msg.Properties) {
+			md.Properties = append(md.Properties, &pulsarpb.KeyValue{Key: ptr(k), Value: ptr(msg.Properties[k])})
+		}
+		entry, err := wire.EncodeEntry(md, msg.Payload)
+		if err != nil {
+			return nil, nil, err
+		}
+		return wire.Command(&pulsarpb.CommandSend{ProducerId: ptr(p.id), SequenceId: ptr(seq)}), entry, nil
+	}, cb)
+}
+
+// Send sends a message and waits for its receipt. If ctx ends first the message may still be
+// persisted.
+func (p *Producer) Send(ctx context.Context, msg ProducerMessage) (MessageID, error) {
+	return wait(ctx, func(cb func(MessageID, error)) error { return p.SendAsync(ctx, msg, cb) })
+}
+
+// SendRawAsync forwards an encoded entry (see RawMessage).
+func (p *Producer) SendRawAsync(ctx context.Context, msg RawMessage, cb func(MessageID, error)) error {
+	return p.enqueue(ctx, func(seq uint64) (*pulsarpb.BaseCommand, []byte, error) {
+		entry, err := wire.NormalizeEntry(msg.Entry)
+		if err != nil {
+			return nil, nil, err
+		}
+		md, err := wire.DecodeMetadata(entry)
+		if err != nil {
+			return nil, nil, err
+		}
+		send := &pulsarpb.CommandSend{ProducerId: ptr(p.id), SequenceId: ptr(seq)}
+		if n := wire.NumMessages(md); md.NumMessagesInBatch != nil {
+			send.NumMessages = ptr(int32(n))
+		}
+		if md.GetNumChunksFromMsg() > 1 {
+			send.IsChunk = ptr(true)
+		}
+		if md.HighestSequenceId != nil {
+			send.HighestSequenceId = ptr(md.GetHighestSequenceId())
+		}
+		if msg.SourcePosition != nil {
+			send.MessageId = &pulsarpb.MessageIdData{LedgerId: ptr(msg.SourcePosition.LedgerID), EntryId: ptr(msg.SourcePosition.EntryID)}
+		}
+		return wire.Command(send), entry, nil
+	}, cb)
+}
+
+// SendRaw forwards an encoded entry and waits for its receipt.
+func (p *Producer) SendRaw(ctx context.Context, msg RawMessage) (MessageID, error) {
+	return wait(ctx, func(cb func(MessageID, error)) error { return p.SendRawAsync(ctx, msg, cb) })
+}
+
+// enqueue takes a pending slot, builds the frame with the next sequence id and sends it if
+// connected (otherwise it goes out after reconnection). build gets the counter's value and returns
+// the SEND command (whose sequence id may differ, for user-supplied ids) and the entry bytes.
+func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (*pulsarpb.BaseCommand, []byte, error), cb func(MessageID, error)) error {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.stop:
+		return ErrClosed
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.slots
+		return ErrClosed
+	}
+	cmd, entry, err := build(p.nextSeq)
+	if err == nil && p.cn != nil && len(entry) > p.cn.maxMsg {
+		err = fmt.Errorf("client: %d bytes: %w", len(entry), wire.ErrTooLarge)
+	}
+	if err != nil {
+		p.mu.Unlock()
+		<-p.slots
+		return err
+	}
+	seq := cmd.GetSend().GetSequenceId()
+	if len(p.pending) > 0 && seq <= p.pending[len(p.pending)-1].seq {
+		p.mu.Unlock()
+		<-p.slots
+		return fmt.Errorf("client: sequence id %d not above the last pending %d", seq, p.pending[len(p.pending)-1].seq)
+	}
+	p.nextSeq = seq + 1
+	s := &pendingSend{seq: seq, cmd: cmd, entry: entry, cb: cb}
+	p.pending = append(p.pending, s)
+	if p.cn != nil {
+		_ = p.cn.send(cmd, entry)
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// Flush waits until every send queued so far has its receipt or error.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	if len(p.pending) == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	last := p.pending[len(p.pending)-1]
+	p.mu.Unlock()
+	for {
+		p.mu.Lock()
+		if last.done {
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close flushes pending sends (until ctx ends), closes the producer on the broker and stops its
+// goroutine. Sends still pending fail with ErrClosed.
+func (p *Producer) Close(ctx context.Context) error {
+	ferr := p.Flush(ctx)
+	p.shutdown(ctx, ErrClosed)
+	p.client.unregister(p, nil)
+	return ferr
+}
+
+func (p *Producer) shutdown(ctx context.Context, reason error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.done
+		return
+	}
+	p.closed = true
+	cn := p.cn
+	p.cn = nil
+	rest := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	close(p.stop)
+	<-p.done
+	p.closeOnBroker(ctx, cn)
+	for _, s := range rest {
+		p.settle(s, MessageID{}, reason)
+	}
+}
+
+// wait turns an async send into a blocking one.
+func wait(ctx context.Context, start func(cb func(MessageID, error)) error) (MessageID, error) {
+	type result struct {
+		id  MessageID
+		err error
+	}
+	ch := make(chan result, 1)
+	if err := start(func(id MessageID, err error) { ch <- result{id, err} }); err != nil {
+		return MessageID{}, err
+	}
+	select {
+	case r := <-ch:
+		return r.id, r.err
+	case <-ctx.Done():
+		return MessageID{}, ctx.Err()
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
