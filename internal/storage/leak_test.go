@@ -1,0 +1,9 @@
+package storage
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func runWithLeakCheck(m *testing.M) { goleak.VerifyTestMain(m) }
