@@ -422,3 +422,22 @@ type countingWriter struct {
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) { c.n++; return c.Buffer.Write(p) }
+
+func TestAppendFrameHeaderMatchesAppendFrame(t *testing.T) {
+	entry, _ := EncodeEntry(testMetadata(), []byte("body"))
+	cmd := Command(&pulsarpb.CommandMessage{ConsumerId: proto.Uint64(1), MessageId: &pulsarpb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(2)}})
+	whole, err := AppendFrame(nil, cmd, entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := AppendFrameHeader([]byte("x"), cmd, len(entry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(append(head[1:], entry...), whole) {
+		t.Fatal("header + payload differs from AppendFrame")
+	}
+	if _, err := AppendFrameHeader(nil, cmd, -1); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("negative size: %v", err)
+	}
+}

@@ -170,6 +170,23 @@ func AppendFrame(dst []byte, cmd *pulsarpb.BaseCommand, payload ...[]byte) ([]by
 	return dst, nil
 }
 
+// AppendFrameHeader appends the head of a payload frame (sizes and command) whose payload of
+// payloadSize bytes the caller writes separately, e.g. a stored entry sent with writev without
+// copying. AppendFrameHeader(dst, cmd, len(p)) followed by p equals AppendFrame(dst, cmd, p).
+func AppendFrameHeader(dst []byte, cmd *pulsarpb.BaseCommand, payloadSize int) ([]byte, error) {
+	start := len(dst)
+	dst, err := AppendFrame(dst, cmd)
+	if err != nil {
+		return dst, err
+	}
+	total := uint64(len(dst)-start-4) + uint64(payloadSize)
+	if payloadSize < 0 || total > math.MaxUint32 {
+		return dst[:start], fmt.Errorf("%w: payload of %d bytes", ErrFrameTooLarge, payloadSize)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(total))
+	return dst, nil
+}
+
 // EncodeFrame is AppendFrame into a new slice.
 func EncodeFrame(cmd *pulsarpb.BaseCommand, payload ...[]byte) ([]byte, error) {
 	n := 8 + marshalOpts.Size(cmd)
