@@ -620,8 +620,8 @@ func RawMessageFromHeaders(h http.Header, body []byte) (RawMessage, error) {
 		return m, err
 	}
 	m.ID = id
-	m.PublishTime, _ = strconv.ParseInt(h.Get(HeaderPublishTime), 10, 64)
-	m.EventTime, _ = strconv.ParseInt(h.Get(HeaderEventTime), 10, 64)
+	m.PublishTime = ParseHeaderTime(h.Get(HeaderPublishTime))
+	m.EventTime = ParseHeaderTime(h.Get(HeaderEventTime))
 	if v := h.Get(HeaderNumBatchMessage); v != "" {
 		m.Batched = true
 		m.NumBatchMessages, _ = strconv.Atoi(v)
@@ -634,6 +634,24 @@ func RawMessageFromHeaders(h http.Header, body []byte) (RawMessage, error) {
 	m.SequenceID, _ = strconv.ParseInt(h.Get(HeaderSequenceID), 10, 64)
 	m.ReplicatedFrom = h.Get(HeaderReplicatedFrom)
 	return m, nil
+}
+
+// headerTimeLayout is how Pulsar's broker writes times in headers (ISO 8601, UTC, milliseconds).
+const headerTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatHeaderTime formats ms since the epoch for the X-Pulsar-*-Time headers.
+func FormatHeaderTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(headerTimeLayout) }
+
+// ParseHeaderTime reads an X-Pulsar-*-Time header (ISO 8601, or ms since the epoch); 0 if absent.
+func ParseHeaderTime(s string) int64 {
+	if s == "" {
+		return 0
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UnixMilli()
+	}
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }
 
 // Response headers of the peek and get-message endpoints (Pulsar's names; Go canonicalises case).

@@ -337,11 +337,12 @@ func writeRawMessage(w http.ResponseWriter, m adminapi.RawMessage) error {
 		id.BatchIndex = -1
 	}
 	hd.Set(adminapi.HeaderMessageID, strconv.FormatInt(id.LedgerID, 10)+":"+strconv.FormatInt(id.EntryID, 10)+":"+strconv.Itoa(id.PartitionIndex))
+	// Times as Pulsar's broker formats them: ISO 8601 in UTC with milliseconds.
 	if m.PublishTime > 0 {
-		hd.Set(adminapi.HeaderPublishTime, strconv.FormatInt(m.PublishTime, 10))
+		hd.Set(adminapi.HeaderPublishTime, adminapi.FormatHeaderTime(m.PublishTime))
 	}
 	if m.EventTime > 0 {
-		hd.Set(adminapi.HeaderEventTime, strconv.FormatInt(m.EventTime, 10))
+		hd.Set(adminapi.HeaderEventTime, adminapi.FormatHeaderTime(m.EventTime))
 	}
 	if m.Batched {
 		hd.Set(adminapi.HeaderNumBatchMessage, strconv.Itoa(m.NumBatchMessages))
