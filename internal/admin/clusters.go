@@ -14,9 +14,7 @@ func (h *Handler) routes() {
 		h.metrics.ServeHTTP(w, r)
 		return nil
 	})
-	h.handle("/", func(w http.ResponseWriter, r *http.Request) error {
-		return fail(http.StatusNotFound, "Not found: %s %s", r.Method, r.URL.Path)
-	})
+	h.handle("/", h.notFound)
 
 	// brokers
 	h.handle("GET /admin/v2/brokers/ready", h.brokersReady)
@@ -67,6 +65,27 @@ func (h *Handler) routes() {
 	h.namespaceRoutes()
 	h.topicRoutes()
 	h.lookupRoutes()
+}
+
+// notFound answers paths no endpoint serves; when the path exists for other methods it answers 405
+// with Allow, as a ServeMux without the catch-all would.
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) error {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := h.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		return fail(http.StatusMethodNotAllowed, "Method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))
+	}
+	return fail(http.StatusNotFound, "Not found: %s %s", r.Method, r.URL.Path)
 }
 
 // ---- brokers ----

@@ -170,6 +170,8 @@ func TestClustersAndTenants(t *testing.T) {
 		e.expect("DELETE", "/admin/v2/tenants/acme", "", 404, "Tenant does not exist")
 		e.expect("DELETE", "/admin/v2/clusters/east", "", 204, "")
 		e.expect("GET", "/admin/v2/nope", "", 404, "Not found")
+		e.expect("PATCH", "/admin/v2/clusters/east", "", 405, "not allowed")
+		e.expect("DELETE", "/admin/v2/clusters", "", 405, "allowed: GET")
 	})
 }
 

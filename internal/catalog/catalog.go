@@ -91,8 +91,8 @@ type entry[T any] struct {
 }
 
 // maxSubscriberQueue bounds a subscriber's undelivered events before they collapse into one
-// EventResync.
-const maxSubscriberQueue = 10000
+// EventResync. A variable so that tests can lower it.
+var maxSubscriberQueue = 10000
 
 // writeRetries bounds compare-and-swap retries of one write; between retries the writer sleeps a
 // random, growing delay (at most 50 ms) so that many concurrent writers spread out.
