@@ -121,9 +121,6 @@ func (p *process) waitReady(t *testing.T, webAddr string) {
 	for {
 		select {
 		case <-p.exited:
-			if strings.Contains(p.out.String(), "not implemented yet") {
-				t.Skipf("a component is not implemented yet:\n%s", p.out.String()) // removed once storage lands
-			}
 			t.Fatalf("meridian exited before it was ready: %v\n%s", p.err, p.out.String())
 		default:
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata"
@@ -27,6 +28,7 @@ type components struct {
 	catalog     *catalog.Catalog
 	broker      *broker.Broker
 	server      *server.Server
+	admin       *admin.Handler
 
 	watchStop func()         // ends the catalog subscription that feeds the broker
 	bg        sync.WaitGroup // background goroutines: server accept loop, policy watcher
@@ -51,7 +53,7 @@ func (n *Node) compose(ctx context.Context) error {
 		Dir:          storageDir(n.opts.DataDir),
 		Sync:         sync,
 		MaxEntrySize: n.opts.MaxMessageSize + server.FramePadding,
-		Logger:       log.With("component", "storage"),
+		Logger:       log,
 	})
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)
@@ -91,7 +93,7 @@ func (n *Node) compose(ctx context.Context) error {
 	}, broker.Deps{
 		Storage:  c.engine,
 		Policies: policySource{cat: c.catalog},
-		Logger:   log.With("component", "broker"),
+		Logger:   log,
 	})
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
@@ -179,6 +181,9 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 		if err := c.server.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close server: %w", err))
 		}
+	}
+	if c.admin != nil {
+		_ = c.admin.Close()
 	}
 	if c.watchStop != nil {
 		c.watchStop()

@@ -178,6 +178,7 @@ func (n *Node) Close() error {
 
 // shutdown stops whatever start got to, in reverse order.
 func (n *Node) shutdown() error {
+	began := time.Now()
 	n.setNotReady(errors.New("shutting down"))
 	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ShutdownTimeout)
 	defer cancel()
@@ -196,5 +197,7 @@ func (n *Node) shutdown() error {
 	}
 	n.wg.Wait()
 	errs = append(errs, n.lock.release())
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	n.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond), "err", err)
+	return err
 }

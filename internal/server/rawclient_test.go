@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -66,9 +65,6 @@ func newTestBroker(t *testing.T) *broker.Broker {
 	t.Helper()
 	engine, err := storage.Open(t.Context(), storage.Options{Dir: t.TempDir(), Logger: testLogger()})
 	if err != nil {
-		if strings.Contains(err.Error(), "not implemented") {
-			t.Skipf("storage engine not available yet: %v", err) // removed once storage lands
-		}
 		t.Fatal(err)
 	}
 	b, err := broker.New(broker.Config{Cluster: "test", AutoTopicCreation: true}, broker.Deps{Storage: engine, Logger: testLogger()})

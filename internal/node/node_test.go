@@ -1,0 +1,218 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meridian-mq/meridian/adminapi"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func testOptions(t *testing.T, dir string) Options {
+	t.Helper()
+	o := DefaultOptions()
+	o.DataDir = dir
+	o.BrokerAddr = "127.0.0.1:0"
+	o.WebAddr = "127.0.0.1:0"
+	if os.Getenv("NODE_TEST_LOG") != "" {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	} else {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func startNode(t *testing.T, o Options) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Start(ctx, o)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestStartBootstrapsClusterTenantNamespaceAndIsReady(t *testing.T) {
+	n := startNode(t, testOptions(t, t.TempDir()))
+	if code, body := httpGet(t, n.WebURL()+"/admin/v2/brokers/ready"); code != http.StatusOK {
+		t.Fatalf("ready: %d %s", code, body)
+	}
+	cat := n.components.catalog
+	cluster, ok := cat.Cluster("standalone")
+	if !ok {
+		t.Fatal("cluster standalone not registered")
+	}
+	if cluster.ServiceURL != n.WebURL() || cluster.BrokerServiceURL != n.ServiceURL() {
+		t.Errorf("cluster URLs %q %q, want %q %q", cluster.ServiceURL, cluster.BrokerServiceURL, n.WebURL(), n.ServiceURL())
+	}
+	tenant, ok := cat.Tenant("public")
+	if !ok || len(tenant.AllowedClusters) != 1 || tenant.AllowedClusters[0] != "standalone" {
+		t.Errorf("tenant public: %+v %v", tenant, ok)
+	}
+	ns, ok := cat.Namespace("public/default")
+	if !ok || len(ns.ReplicationClusters) != 1 || ns.ReplicationClusters[0] != "standalone" {
+		t.Errorf("namespace public/default: %+v %v", ns.ReplicationClusters, ok)
+	}
+	if !strings.HasPrefix(n.ServiceURL(), "pulsar://127.0.0.1:") || !strings.HasPrefix(n.WebURL(), "http://127.0.0.1:") {
+		t.Errorf("URLs %s %s", n.ServiceURL(), n.WebURL())
+	}
+	// The admin API is mounted beside readiness.
+	if code, body := httpGet(t, n.WebURL()+"/admin/v2/clusters"); code != http.StatusOK || !strings.Contains(body, "standalone") {
+		t.Errorf("GET clusters: %d %s", code, body)
+	}
+	if code, body := httpGet(t, n.WebURL()+"/metrics"); code != http.StatusOK || !strings.Contains(body, `meridian_fsync_mode{mode="always"} 1`) {
+		t.Errorf("GET metrics: %d, fsync mode missing", code)
+	}
+}
+
+func TestReadinessAnswers503WithReason(t *testing.T) {
+	n := &Node{}
+	n.setNotReady(errors.New("recovering storage"))
+	rec := httptest.NewRecorder()
+	n.serveReady(rec, httptest.NewRequest(http.MethodGet, "/admin/v2/brokers/ready", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "recovering storage") {
+		t.Errorf("got %d %q", rec.Code, rec.Body.String())
+	}
+	n.setNotReady(nil)
+	rec = httptest.NewRecorder()
+	n.serveReady(rec, httptest.NewRequest(http.MethodGet, "/admin/v2/brokers/ready", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("ready node answered %d", rec.Code)
+	}
+}
+
+func TestRestartOnSameDataDirAndPortsKeepsPolicies(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(t, dir)
+	n := startNode(t, o)
+	dedup := true
+	if err := n.components.catalog.UpdateNamespace(context.Background(), "public/default", func(p *adminapi.Policies) error {
+		p.DeduplicationEnabled = &dedup
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	o.BrokerAddr, o.WebAddr = n.BrokerAddr().String(), n.WebAddr().String()
+	start := time.Now()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Close took %v, over 5 s", took)
+	}
+	n2 := startNode(t, o) // same ports, at once
+	if n2.BrokerAddr().String() != o.BrokerAddr {
+		t.Errorf("restarted on %s, want %s", n2.BrokerAddr(), o.BrokerAddr)
+	}
+	ns, _ := n2.components.catalog.Namespace("public/default")
+	if ns.DeduplicationEnabled == nil || !*ns.DeduplicationEnabled {
+		t.Error("bootstrap on restart overwrote the existing namespace's policies")
+	}
+}
+
+func TestDataDirOfAnotherClusterIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, testOptions(t, dir))
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t, dir)
+	o.Cluster = "elsewhere"
+	_, err := Start(context.Background(), o)
+	if !errors.Is(err, ErrForeignDataDir) {
+		t.Fatalf("got %v, want ErrForeignDataDir", err)
+	}
+}
+
+func TestSecondNodeOnALockedDataDirIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	startNode(t, testOptions(t, dir))
+	_, err := Start(context.Background(), testOptions(t, dir))
+	if !errors.Is(err, ErrDataDirLocked) {
+		t.Fatalf("got %v, want ErrDataDirLocked", err)
+	}
+}
+
+func TestStartFailsCleanlyWhenAPortIsTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	o := testOptions(t, dir)
+	o.WebAddr = ln.Addr().String()
+	if _, err := Start(context.Background(), o); err == nil || !strings.Contains(err.Error(), "--web-addr") {
+		t.Fatalf("got %v, want a --web-addr listen error", err)
+	}
+	// Everything was released: the data dir can be used at once.
+	n := startNode(t, testOptions(t, dir))
+	_ = n.Close()
+}
+
+func TestClusterFileIsWrittenOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := bindDataDir(dir, "east"); err != nil {
+		t.Fatal(err)
+	}
+	if err := bindDataDir(dir, "east"); err != nil {
+		t.Fatalf("rebinding the same cluster: %v", err)
+	}
+	if err := bindDataDir(dir, "west"); !errors.Is(err, ErrForeignDataDir) {
+		t.Fatalf("got %v, want ErrForeignDataDir", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, clusterFileName), []byte("{garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := bindDataDir(dir, "east"); err == nil {
+		t.Fatal("a corrupt cluster.json was accepted")
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	o := DefaultOptions()
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	o.BrokerAddr = "0.0.0.0:6650"
+	o.AdvertisedAddress = "broker.example"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--insecure-allow-plaintext") {
+		t.Errorf("non-loopback without plaintext flag: %v", err)
+	}
+	o.InsecureAllowPlaintext = true
+	if err := o.Validate(); err != nil {
+		t.Errorf("non-loopback with plaintext flag: %v", err)
+	}
+	o.AdvertisedAddress = ""
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--advertised-address") {
+		t.Errorf("wildcard listener without advertised address: %v", err)
+	}
+}
