@@ -53,19 +53,25 @@ type ParsedEntry struct {
 // ParseEntry splits stored bytes [0x0e01 crc32c] [u32 metadata size] [metadata] [payload] and checks
 // the checksum when present.
 func ParseEntry(data []byte) (ParsedEntry, error) {
-	if err := wire.VerifyChecksum(data); err != nil {
-		return ParsedEntry{}, fmt.Errorf("%w: %v", ErrCorruptEntry, err)
-	}
 	parts, err := wire.ParseEntry(data)
 	if err != nil {
 		return ParsedEntry{}, fmt.Errorf("%w: %v", ErrCorruptEntry, err)
 	}
-	md, err := wire.DecodeMetadata(data)
-	if err != nil {
-		return ParsedEntry{}, fmt.Errorf("%w: %v", ErrCorruptEntry, err)
+	if parts.HasChecksum {
+		if got := wire.Checksum(parts.Checked); got != parts.Checksum {
+			return ParsedEntry{}, fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorruptEntry, got, parts.Checksum)
+		}
+	}
+	md := &pulsarpb.MessageMetadata{}
+	if err := unmarshalPartial.Unmarshal(parts.Metadata, md); err != nil {
+		return ParsedEntry{}, fmt.Errorf("%w: metadata: %v", ErrCorruptEntry, err)
 	}
 	return ParsedEntry{Metadata: md, Payload: parts.Body}, nil
 }
+
+// unmarshalPartial decodes metadata without requiring proto2 required fields: a decision about an
+// entry must not depend on a producer's sloppiness (the broker stored it).
+var unmarshalPartial = proto.UnmarshalOptions{AllowPartial: true, DiscardUnknown: false}
 
 // EncodeEntry builds stored/sent bytes with a CRC32C checksum from metadata and payload.
 func EncodeEntry(md *pulsarpb.MessageMetadata, payload []byte) ([]byte, error) {
