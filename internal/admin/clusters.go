@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/meridian-mq/meridian/adminapi"
@@ -22,14 +23,26 @@ func (h *Handler) routes() {
 	h.handle("GET /admin/v2/brokers", h.brokersList)
 	h.handle("GET /admin/v2/brokers/{cluster}", h.brokersOfCluster)
 	h.handle("GET /admin/v2/brokers/leaderBroker", h.leaderBroker)
-	h.handle("GET /admin/v2/brokers/configuration", func(w http.ResponseWriter, r *http.Request) error {
-		return ok(w, []string{})
-	})
+	h.handle("GET /admin/v2/brokers/configuration", h.dynamicConfigNames)
 	h.handle("GET /admin/v2/brokers/configuration/values", func(w http.ResponseWriter, r *http.Request) error {
-		return ok(w, map[string]string{})
+		return ok(w, nonNilMap(h.cat.DynamicConfig()))
 	})
 	h.handle("GET /admin/v2/brokers/configuration/runtime", func(w http.ResponseWriter, r *http.Request) error {
-		return ok(w, map[string]string{})
+		return ok(w, nonNilMap(h.cat.DynamicConfig()))
+	})
+	h.handle("POST /admin/v2/brokers/configuration/{name}/{value...}", func(w http.ResponseWriter, r *http.Request) error {
+		if err := h.cat.SetDynamicConfig(r.Context(), r.PathValue("name"), r.PathValue("value")); err != nil {
+			return err
+		}
+		// Pulsar answers this write with 200, and the client test suite checks it.
+		w.WriteHeader(http.StatusOK)
+		return nil
+	})
+	h.handle("DELETE /admin/v2/brokers/configuration/{name}", func(w http.ResponseWriter, r *http.Request) error {
+		if err := h.cat.DeleteDynamicConfig(r.Context(), r.PathValue("name")); err != nil {
+			return err
+		}
+		return noContent(w)
 	})
 	h.handle("GET /admin/v2/brokers/internal-configuration", func(w http.ResponseWriter, r *http.Request) error {
 		return ok(w, map[string]any{})
@@ -89,6 +102,35 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) error {
 }
 
 // ---- brokers ----
+
+// dynamicConfigNames are Pulsar's dynamic broker settings most often changed at runtime; Meridian
+// stores any name it is given (GET .../configuration lists these plus every name set).
+var dynamicConfigNames = []string{
+	"allowAutoSubscriptionCreation", "allowAutoTopicCreation", "allowAutoTopicCreationType", "defaultNumPartitions",
+	"brokerDeduplicationEnabled", "brokerDeleteInactiveTopicsEnabled", "backlogQuotaDefaultLimitBytes",
+	"backlogQuotaDefaultLimitSecond", "defaultRetentionTimeInMinutes", "defaultRetentionSizeInMB", "ttlDurationDefaultInSeconds",
+	"dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte", "dispatchThrottlingRatePerReplicatorInMsg",
+	"dispatchThrottlingRatePerReplicatorInByte", "maxProducersPerTopic", "maxConsumersPerTopic", "maxConsumersPerSubscription",
+	"maxUnackedMessagesPerConsumer", "maxUnackedMessagesPerSubscription", "maxMessageSize", "replicationProducerQueueSize",
+}
+
+func (h *Handler) dynamicConfigNames(w http.ResponseWriter, r *http.Request) error {
+	names := slices.Clone(dynamicConfigNames)
+	for k := range h.cat.DynamicConfig() {
+		if !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return ok(w, names)
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
 
 func (h *Handler) readyErr(r *http.Request) error {
 	if h.cfg.Ready != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -510,6 +511,11 @@ func TestBrokersLookupMetrics(t *testing.T) {
 		t.Fatalf("brokers = %s", b)
 	}
 	e.expect("GET", "/admin/v2/brokers/leaderBroker", "", 200, `"serviceUrl":"http://127.0.0.1:8080"`)
+	e.expect("POST", "/admin/v2/brokers/configuration/allowAutoSubscriptionCreation/"+url.PathEscape(`{"key/123":"https://example.com/"}`), "", 200, "")
+	e.expect("GET", "/admin/v2/brokers/configuration/values", "", 200, `"allowAutoSubscriptionCreation":"{\"key/123\":\"https://example.com/\"}"`)
+	e.expect("GET", "/admin/v2/brokers/configuration", "", 200, "allowAutoSubscriptionCreation")
+	e.expect("DELETE", "/admin/v2/brokers/configuration/allowAutoSubscriptionCreation", "", 204, "")
+	e.expect("DELETE", "/admin/v2/brokers/configuration/allowAutoSubscriptionCreation", "", 404, "not set")
 	e.expect("PUT", "/admin/v2/persistent/public/default/m", "", 204, "")
 	e.topics.addEntries("persistent://public/default/m", 1)
 	_, b, _ := e.call("GET", "/metrics", "")

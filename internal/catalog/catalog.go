@@ -54,6 +54,8 @@ const (
 	EventPartitionedTopic
 	// EventTopicPolicies: topic-level policies changed. Name is the full (base) topic name.
 	EventTopicPolicies
+	// EventDynamicConfig: the brokers' dynamic configuration changed.
+	EventDynamicConfig
 	// EventResync: the subscriber missed events (it fell behind, or the store's watch had to restart
 	// from a fresh listing). Re-read everything of interest.
 	EventResync
@@ -71,6 +73,8 @@ func (k EventKind) String() string {
 		return "partitioned-topic"
 	case EventTopicPolicies:
 		return "topic-policies"
+	case EventDynamicConfig:
+		return "dynamic-config"
 	case EventResync:
 		return "resync"
 	}
@@ -114,6 +118,7 @@ type Catalog struct {
 	namespaces    map[string]entry[adminapi.Policies] // "tenant/ns"
 	partitioned   map[string]entry[adminapi.PartitionedTopicMetadata]
 	topicPolicies map[string]entry[adminapi.TopicPolicies]
+	dynamic       entry[map[string]string]
 	subs          map[*subscriber]struct{}
 	watchErr      error
 	stopped       bool
@@ -166,6 +171,7 @@ func (c *Catalog) reload(ctx context.Context) (int64, error) {
 	c.namespaces = map[string]entry[adminapi.Policies]{}
 	c.partitioned = map[string]entry[adminapi.PartitionedTopicMetadata]{}
 	c.topicPolicies = map[string]entry[adminapi.TopicPolicies]{}
+	c.dynamic = entry[map[string]string]{}
 	for _, kv := range kvs {
 		c.applyLocked(metadata.Event{Type: metadata.EventPut, KV: kv, Revision: kv.ModRevision})
 	}
@@ -330,6 +336,17 @@ func (c *Catalog) applyLocked(ev metadata.Event) (Event, bool) {
 			c.partitioned[name] = entry[adminapi.PartitionedTopicMetadata]{v, rev}
 		}
 		return Event{Kind: EventPartitionedTopic, Name: name, Deleted: del, Revision: rev}, true
+	case keyDynamic:
+		if del {
+			c.dynamic = entry[map[string]string]{}
+		} else {
+			var v map[string]string
+			if err := json.Unmarshal(ev.KV.Value, &v); err != nil {
+				return bad(err)
+			}
+			c.dynamic = entry[map[string]string]{v, rev}
+		}
+		return Event{Kind: EventDynamicConfig, Deleted: del, Revision: rev}, true
 	case keyTopicPolicies:
 		if del {
 			delete(c.topicPolicies, name)
@@ -570,6 +587,8 @@ func (c *Catalog) hasAtRevLocked(kind keyKind, name string, modRev int64) bool {
 	case keyTopicPolicies:
 		e, ok := c.topicPolicies[name]
 		return ok && e.modRev == modRev
+	case keyDynamic:
+		return c.dynamic.modRev == modRev
 	}
 	return false
 }

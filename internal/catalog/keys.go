@@ -15,6 +15,7 @@ const (
 	prefixPolicies      = "/admin/policies/"
 	prefixPartitioned   = "/admin/partitioned-topics/"
 	prefixTopicPolicies = "/admin/topic-policies/"
+	keyDynamicConfig    = "/admin/configuration"
 )
 
 func clusterKey(name string) string  { return prefixClusters + name }
@@ -42,10 +43,13 @@ const (
 	keyNamespace
 	keyPartitioned
 	keyTopicPolicies
+	keyDynamic
 )
 
 func parseKey(key string) (keyKind, string) {
 	switch {
+	case key == keyDynamicConfig:
+		return keyDynamic, ""
 	case strings.HasPrefix(key, prefixClusters):
 		name := key[len(prefixClusters):]
 		if name == "" || strings.Contains(name, "/") {
