@@ -415,3 +415,21 @@ func TestOptionsAndURLs(t *testing.T) {
 		t.Fatalf("backoff %v", got)
 	}
 }
+
+func TestWaitForExclusiveWaitsForReadyProducer(t *testing.T) {
+	b := newFakeBroker(t)
+	b.lastSequence = 9
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", AccessMode: AccessWaitForExclusive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The "not ready" answer carries no last_sequence_id; the ready one does.
+	if _, err := p.Send(ctx, ProducerMessage{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if md, _ := wire.DecodeMetadata(b.stored(0)); md.GetSequenceId() != 10 {
+		t.Fatalf("sequence %d: the not-ready answer was taken for the real one", md.GetSequenceId())
+	}
+}

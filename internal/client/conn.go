@@ -386,12 +386,14 @@ func (c *conn) dispatch(f wire.Frame) {
 		// Informational; the consumer stays subscribed.
 	default:
 		if id, ok := responseRequestID(cmd); ok {
+			if ps := cmd.GetProducerSuccess(); ps != nil && !ps.GetProducerReady() {
+				// WaitForExclusive: queued behind another producer. A second PRODUCER_SUCCESS
+				// with the same request id and producer_ready = true follows; keep waiting.
+				return
+			}
 			c.mu.Lock()
 			ch := c.pending[id]
-			// A "not ready" PRODUCER_SUCCESS is followed by a second one with the same id.
-			if ps := cmd.GetProducerSuccess(); ps == nil || ps.GetProducerReady() {
-				delete(c.pending, id)
-			}
+			delete(c.pending, id)
 			c.mu.Unlock()
 			if ch != nil {
 				select {

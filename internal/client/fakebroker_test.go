@@ -157,6 +157,9 @@ func (b *fakeBroker) handle(c *fakeConn, f wire.Frame) {
 		if name == "" {
 			name = "fake-producer-1"
 		}
+		if p.GetProducerAccessMode() == pulsarpb.ProducerAccessMode_WaitForExclusive {
+			c.write(wire.Command(&pulsarpb.CommandProducerSuccess{RequestId: p.RequestId, ProducerName: proto.String(name), ProducerReady: proto.Bool(false)}))
+		}
 		c.write(wire.Command(&pulsarpb.CommandProducerSuccess{RequestId: p.RequestId, ProducerName: proto.String(name), LastSequenceId: proto.Int64(last)}))
 	case pulsarpb.BaseCommand_SEND:
 		s := cmd.GetSend()
