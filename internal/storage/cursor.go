@@ -436,7 +436,9 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 			}
 			l.dirMade = true
 		}
-		if err := l.rewriteCursorLog(nil); err != nil {
+		// A new cursor log needs no fsync here: the journal holds its records until the next
+		// checkpoint syncs the file and its directory.
+		if err := l.createCursorLog(); err != nil {
 			return err
 		}
 	}
@@ -486,6 +488,42 @@ func (l *Ledger) liveCursorRecords() [][]byte {
 		c.mu.Unlock()
 	}
 	return out
+}
+
+func (l *Ledger) createCursorLog() error {
+	e := l.e
+	p := cursorLogPath(l.dir)
+	e.files.forget(p)
+	f, err := e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err != nil {
+		return fmt.Errorf("storage: create cursor log: %w", err)
+	}
+	hdr := appendHeader(nil, magicCursors, 0)
+	_, err = f.WriteAt(hdr, 0)
+	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("storage: create cursor log: %w", err)
+	}
+	l.logSize = int64(len(hdr))
+	e.dirtyFiles[p] = struct{}{}
+	e.dirtyDirs[l.dir] = struct{}{}
+	return nil
+}
+
+func truncateFile(fsys vfs.FS, p string, size int64) error {
+	f, err := fsys.OpenFile(p, vfs.ReadWrite)
+	if err != nil {
+		return fmt.Errorf("storage: truncate %s: %w", p, err)
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("storage: truncate %s: %w", p, err)
+	}
+	return nil
 }
 
 // rewriteCursorLog atomically replaces the cursor log with the given records (tmp file, fsync,
@@ -538,6 +576,7 @@ func (l *Ledger) loadCursors() error {
 		return err
 	}
 	states := map[string]*cursorState{}
+	truncateAt := int64(-1)
 	hdr := make([]byte, headerSize)
 	if n, _ := f.ReadAt(hdr, 0); n == headerSize {
 		if _, herr := parseHeader(hdr, magicCursors); herr == nil {
@@ -565,12 +604,29 @@ func (l *Ledger) loadCursors() error {
 			}
 			if bad >= 0 {
 				e.log.Warn("cursor log has a torn or corrupt tail; later cursor updates are lost (redelivery)", "ledger", l.name, "offset", bad, "size", size)
+				truncateAt = bad
 			}
 		} else {
 			e.log.Warn("cursor log header unreadable; cursors start over", "ledger", l.name, "err", herr)
+			truncateAt = 0
 		}
+	} else {
+		truncateAt = 0
 	}
 	_ = f.Close()
+	if truncateAt >= 0 {
+		// Later appends must not land behind garbage: cut it off (the journal had replayed
+		// everything durable already, so this is an unacknowledged tail or real damage).
+		size = truncateAt
+		if size < headerSize {
+			if err := l.rewriteCursorLog(nil); err != nil {
+				return err
+			}
+			size = l.logSize
+		} else if err := truncateFile(e.fs, p, size); err != nil {
+			return err
+		}
+	}
 	names := make([]string, 0, len(states))
 	for n := range states {
 		names = append(names, n)
@@ -587,7 +643,12 @@ func (l *Ledger) loadCursors() error {
 		l.cursors[n] = c
 		bodies = append(bodies, encodeCursorState([]byte{cState}, st))
 	}
-	if l.err == nil {
+	var live int64
+	for _, b := range bodies {
+		live += int64(recHeaderSize + len(b))
+	}
+	// Compact only when mostly superseded states: a rewrite costs two fsyncs.
+	if l.err == nil && size > 64<<10 && size > 2*live+headerSize {
 		if err := l.rewriteCursorLog(bodies); err != nil {
 			return err
 		}
