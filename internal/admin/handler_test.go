@@ -351,6 +351,10 @@ func TestTopics(t *testing.T) {
 		if err != nil || stats.MsgInCounter != 5 || stats.Replication["west"].LastError == "" {
 			t.Fatalf("stats = %+v %v", stats, err)
 		}
+		e.expect("PUT", base+"/np/subscription/s0", "", 204, "")
+		e.expect("GET", base+"/np/stats", "", 200, `"consumersAfterMarkDeletePosition":{}`)
+		e.expect("GET", base+"/np/stats", "", 200, `"subscriptionProperties":{}`)
+		e.expect("DELETE", base+"/np/subscription/s0", "", 204, "")
 		e.expect("GET", base+"/nope/stats", "", 404, "Topic not found")
 		e.topics.addEntries("persistent://public/default/p1-partition-0", 2)
 		e.topics.addEntries("persistent://public/default/p1-partition-4", 3)

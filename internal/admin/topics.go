@@ -438,12 +438,36 @@ func (h *Handler) topicStats(w http.ResponseWriter, r *http.Request) error {
 	return ok(w, st)
 }
 
+// normalizeStats turns absent lists and maps into empty ones, as Pulsar answers them (pulsaradmin's
+// tests compare e.g. subscriptionProperties with an empty map, not null).
 func normalizeStats(st *adminapi.TopicStats) {
 	if st.Publishers == nil {
 		st.Publishers = []adminapi.PublisherStats{}
 	}
+	for i := range st.Publishers {
+		if st.Publishers[i].Metadata == nil {
+			st.Publishers[i].Metadata = map[string]string{}
+		}
+	}
 	if st.Subscriptions == nil {
 		st.Subscriptions = map[string]adminapi.SubscriptionStats{}
+	}
+	for name, s := range st.Subscriptions {
+		if s.Consumers == nil {
+			s.Consumers = []adminapi.ConsumerStats{}
+		}
+		for i := range s.Consumers {
+			if s.Consumers[i].Metadata == nil {
+				s.Consumers[i].Metadata = map[string]string{}
+			}
+		}
+		if s.ConsumersAfterMarkDeletePosition == nil {
+			s.ConsumersAfterMarkDeletePosition = map[string]string{}
+		}
+		if s.SubscriptionProperties == nil {
+			s.SubscriptionProperties = map[string]string{}
+		}
+		st.Subscriptions[name] = s
 	}
 	if st.Replication == nil {
 		st.Replication = map[string]adminapi.ReplicatorStats{}
