@@ -433,3 +433,45 @@ func TestWaitForExclusiveWaitsForReadyProducer(t *testing.T) {
 		t.Fatalf("sequence %d: the not-ready answer was taken for the real one", md.GetSequenceId())
 	}
 }
+
+func TestAbortClosesOnBrokerEvenWithEndedContext(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", Name: "repl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.blackholeSend = true
+	b.mu.Unlock()
+	failed := make(chan error, 1)
+	if err := p.SendAsync(ctx, ProducerMessage{Payload: []byte("lost")}, func(_ MessageID, err error) { failed <- err }); err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.Close(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("close with ended context: %v", err)
+	}
+	if err := <-failed; !errors.Is(err, ErrClosed) {
+		t.Fatalf("pending send: %v", err)
+	}
+	eventually(t, "CLOSE_PRODUCER", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.closedProducers == 1
+	})
+	p2, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", Name: "repl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Abort(ended); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "second CLOSE_PRODUCER", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.closedProducers == 2
+	})
+}

@@ -19,19 +19,20 @@ type fakeBroker struct {
 	ln net.Listener
 	wg sync.WaitGroup
 
-	mu            sync.Mutex
-	conns         map[*fakeConn]struct{}
-	logs          map[string][][]byte // topic -> entry bytes
-	sends         []*pulsarpb.CommandSend
-	cursors       map[string]int // topic|subscription -> next entry
-	acks          []*pulsarpb.CommandAck
-	blackholeSend bool // swallow SENDs (no receipt, not stored)
-	swallowed     int
-	producerErr   *pulsarpb.ServerError
-	lastSequence  int64
-	partitions    uint32
-	pongs         int
-	closed        bool
+	mu              sync.Mutex
+	conns           map[*fakeConn]struct{}
+	logs            map[string][][]byte // topic -> entry bytes
+	sends           []*pulsarpb.CommandSend
+	cursors         map[string]int // topic|subscription -> next entry
+	acks            []*pulsarpb.CommandAck
+	blackholeSend   bool // swallow SENDs (no receipt, not stored)
+	swallowed       int
+	closedProducers int
+	producerErr     *pulsarpb.ServerError
+	lastSequence    int64
+	partitions      uint32
+	pongs           int
+	closed          bool
 }
 
 type fakeConn struct {
@@ -232,6 +233,9 @@ func (b *fakeBroker) handle(c *fakeConn, f wire.Frame) {
 			ConsumerMarkDeletePosition: &pulsarpb.MessageIdData{LedgerId: proto.Uint64(7), EntryId: proto.Uint64(wire.EntryIDNone)},
 		}))
 	case pulsarpb.BaseCommand_CLOSE_PRODUCER:
+		b.mu.Lock()
+		b.closedProducers++
+		b.mu.Unlock()
 		c.write(wire.Command(&pulsarpb.CommandSuccess{RequestId: cmd.GetCloseProducer().RequestId}))
 	case pulsarpb.BaseCommand_CLOSE_CONSUMER:
 		b.mu.Lock()

@@ -237,7 +237,9 @@ func (p *Producer) closeOnBroker(ctx context.Context, cn *conn) {
 		return
 	}
 	cn.removeProducer(p.id)
-	ctx, cancel := p.client.opContext(ctx)
+	// Sent even when the caller's context has ended (Close after a failed Flush): a producer left
+	// registered on the broker would make a successor with the same name get ProducerBusy.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.client.opts.OperationTimeout)
 	defer cancel()
 	reqID := p.client.nextRequestID()
 	_, _ = cn.request(ctx, reqID, wire.Command(&pulsarpb.CommandCloseProducer{ProducerId: ptr(p.id), RequestId: ptr(reqID)}))
@@ -514,6 +516,15 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.shutdown(ctx, ErrClosed)
 	p.client.unregister(p, nil)
 	return ferr
+}
+
+// Abort closes the producer without flushing: sends still pending fail with ErrClosed at once, and
+// CLOSE_PRODUCER is sent (bounded by OperationTimeout even if ctx has ended), so that a new producer
+// with the same name can register right away.
+func (p *Producer) Abort(ctx context.Context) error {
+	p.shutdown(ctx, ErrClosed)
+	p.client.unregister(p, nil)
+	return nil
 }
 
 func (p *Producer) shutdown(ctx context.Context, reason error) {
