@@ -366,3 +366,14 @@ func sleepCtx(stop <-chan struct{}, d time.Duration) bool {
 		return false
 	}
 }
+
+// closeContext bounds a CLOSE_PRODUCER/CLOSE_CONSUMER request. It is sent even when ctx has ended
+// (a producer left registered would block a successor with the same name): it keeps ctx's deadline
+// while that is in the future, and otherwise allows the operation timeout.
+func closeContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > 0 {
+		return context.WithDeadline(base, dl)
+	}
+	return context.WithTimeout(base, timeout)
+}

@@ -227,7 +227,7 @@ func (cs *Consumer) closeOnBroker(ctx context.Context, cn *conn) {
 		return
 	}
 	cn.removeConsumer(cs.id)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cs.client.opts.OperationTimeout)
+	ctx, cancel := closeContext(ctx, cs.client.opts.OperationTimeout)
 	defer cancel()
 	reqID := cs.client.nextRequestID()
 	_, _ = cn.request(ctx, reqID, wire.Command(&pulsarpb.CommandCloseConsumer{ConsumerId: ptr(cs.id), RequestId: ptr(reqID)}))

@@ -239,7 +239,7 @@ func (p *Producer) closeOnBroker(ctx context.Context, cn *conn) {
 	cn.removeProducer(p.id)
 	// Sent even when the caller's context has ended (Close after a failed Flush): a producer left
 	// registered on the broker would make a successor with the same name get ProducerBusy.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.client.opts.OperationTimeout)
+	ctx, cancel := closeContext(ctx, p.client.opts.OperationTimeout)
 	defer cancel()
 	reqID := p.client.nextRequestID()
 	_, _ = cn.request(ctx, reqID, wire.Command(&pulsarpb.CommandCloseProducer{ProducerId: ptr(p.id), RequestId: ptr(reqID)}))
