@@ -563,3 +563,35 @@ func TestNotReady(t *testing.T) {
 		t.Fatalf("stats = %d %s", rec.Code, rec.Body)
 	}
 }
+
+// Topic local names may hold characters that need escaping in paths and in store keys.
+func TestOddTopicNames(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { s.Close() })
+	e := newEnv(t, s)
+	ctx := context.Background()
+	for _, local := range []string{"a b", "100%", "x:y=z", "é-ü", "dots.and_under"} {
+		topic := "persistent://public/default/" + local
+		if err := e.client.CreateTopic(ctx, topic, 2, map[string]string{"k": "v"}); err != nil {
+			t.Fatalf("%q: %v", local, err)
+		}
+		m, err := e.client.GetPartitionedMetadata(ctx, topic)
+		if err != nil || m.Partitions != 2 {
+			t.Fatalf("%q: metadata %+v %v", local, m, err)
+		}
+		if err := e.client.SetTopicPolicy(ctx, "POST", topic, "maxProducers", nil, 3); err != nil {
+			t.Fatalf("%q: policy %v", local, err)
+		}
+		var v int
+		if set, err := e.client.GetTopicPolicy(ctx, topic, "maxProducers", nil, &v); err != nil || !set || v != 3 {
+			t.Fatalf("%q: policy read %d %v %v", local, v, set, err)
+		}
+		if _, ok := e.cat.PartitionedTopic(topic); !ok {
+			t.Fatalf("%q: not in the catalog", local)
+		}
+		if err := e.client.DeleteTopic(ctx, topic, true, true); err != nil {
+			t.Fatalf("%q: delete %v", local, err)
+		}
+	}
+	e.expect("PUT", "/admin/v2/persistent/public/default/a%2Fb/partitions", "2", 412, "Topic name is not valid")
+}
