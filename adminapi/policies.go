@@ -282,6 +282,8 @@ type PersistencePolicies struct {
 	BookkeeperWriteQuorum          int     `json:"bookkeeperWriteQuorum"`
 	BookkeeperAckQuorum            int     `json:"bookkeeperAckQuorum"`
 	ManagedLedgerMaxMarkDeleteRate float64 `json:"managedLedgerMaxMarkDeleteRate"`
+	// ManagedLedgerStorageClassName is Pulsar 4's storage class choice.
+	ManagedLedgerStorageClassName string `json:"managedLedgerStorageClassName,omitempty"`
 }
 
 // BookieAffinityGroupData is stored and returned; Meridian has no bookies.
