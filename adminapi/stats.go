@@ -150,6 +150,14 @@ type ReplicatorStats struct {
 	LastErrorTimestamp int64 `json:"lastErrorTimestamp,omitempty"`
 	// RateLimited reports whether replicatorDispatchRate is currently holding the replicator back.
 	RateLimited bool `json:"rateLimited,omitempty"`
+	// DuplicatesDropped counts inbound replicated entries this cluster already had (by origin position).
+	DuplicatesDropped int64 `json:"duplicatesDropped,omitempty"`
+	// Reconnects counts the replicator's reconnections to the remote cluster.
+	Reconnects int64 `json:"reconnects,omitempty"`
+	// Skipped counts entries not sent, by reason (markers, already replicated, replicate_to).
+	Skipped map[string]int64 `json:"skipped,omitempty"`
+	// MarkDeletePosition is the replication cursor's "ledgerId:entryId".
+	MarkDeletePosition string `json:"markDeletePosition,omitempty"`
 }
 
 // PartitionedTopicStats is `GET .../{topic}/partitioned-stats`: aggregates plus, with perPartition=true,
