@@ -585,7 +585,7 @@ func (s *subscriptionState) deliver(ds []delivery) {
 // read performs a read plan.
 func (s *subscriptionState) read(ctx context.Context, p readPlan) ([]storage.Entry, error) {
 	if p.seq {
-		return s.topic.ledger.Read(ctx, p.from, p.max, s.topic.b.cfg.DispatchMaxBytes)
+		return s.topic.ledger.Read(ctx, p.from, p.max, s.topic.readBytesHint(p.max))
 	}
 	out := make([]storage.Entry, 0, len(p.replay))
 	for _, pos := range p.replay {
