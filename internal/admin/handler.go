@@ -57,8 +57,10 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes); larger bodies get 413.
 	MaxBodyBytes int64
-	// AutoTopicCreation is the broker default (--auto-topic-creation), used by the partitioned
-	// metadata lookup with checkAllowAutoCreation when the namespace has no override.
+	// AutoTopicCreation is the broker default (--auto-topic-creation). The broker-wide default
+	// creates non-partitioned topics, so today only a namespace's autoTopicCreation override (type
+	// partitioned) makes `GET .../partitions?checkAllowAutoCreation=true` create partitioned metadata,
+	// whatever this value; it is kept for a broker-wide partitioned default.
 	AutoTopicCreation bool
 }
 
