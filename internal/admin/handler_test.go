@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -594,4 +596,66 @@ func TestOddTopicNames(t *testing.T) {
 		}
 	}
 	e.expect("PUT", "/admin/v2/persistent/public/default/a%2Fb/partitions", "2", 412, "Topic name is not valid")
+}
+
+// failingTopics refuses to create the n-th topic, to check that partitioned creation rolls back.
+type failingTopics struct {
+	*fakeTopics
+	mu     sync.Mutex
+	calls  int
+	failAt int
+}
+
+func (f *failingTopics) CreateTopic(ctx context.Context, topic string, props map[string]string) error {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls == f.failAt
+	f.mu.Unlock()
+	if fail {
+		return errors.New("disk full")
+	}
+	return f.fakeTopics.CreateTopic(ctx, topic, props)
+}
+
+func TestPartitionedCreationRollsBack(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { s.Close() })
+	e := newEnv(t, s)
+	ft := &failingTopics{fakeTopics: e.topics, failAt: 3}
+	h, err := admin.NewHandler(admin.Config{Cluster: "standalone", Catalog: e.cat, Topics: ft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+		return rec.Code
+	}
+	base := "/admin/v2/persistent/public/default/rb"
+	if code := call("PUT", base+"/partitions", "4"); code != 500 {
+		t.Fatalf("create = %d", code)
+	}
+	if _, found := e.cat.PartitionedTopic("persistent://public/default/rb"); found {
+		t.Fatal("metadata left after a failed creation")
+	}
+	if list, _ := e.topics.ListTopics(context.Background(), "public/default"); len(list) != 0 {
+		t.Fatalf("partitions left after a failed creation: %v", list)
+	}
+	// Growing: the count goes back when a new partition cannot be created.
+	ft.failAt = 0
+	if code := call("PUT", base+"/partitions", "2"); code != 204 {
+		t.Fatalf("create = %d", code)
+	}
+	ft.mu.Lock()
+	ft.failAt = ft.calls + 2
+	ft.mu.Unlock()
+	if code := call("POST", base+"/partitions", "5"); code != 500 {
+		t.Fatalf("update = %d", code)
+	}
+	if m, _ := e.cat.PartitionedTopic("persistent://public/default/rb"); m.Partitions != 2 {
+		t.Fatalf("partitions after a failed update = %d, want 2", m.Partitions)
+	}
+	if list, _ := e.topics.ListTopics(context.Background(), "public/default"); len(list) != 2 {
+		t.Fatalf("topics after a failed update: %v", list)
+	}
 }

@@ -279,15 +279,30 @@ func (h *Handler) partitionedCreate(w http.ResponseWriter, r *http.Request) erro
 	return noContent(w)
 }
 
-// createPartitions creates partitions [from, to) in the broker (existing ones are fine).
+// createPartitions creates partitions [from, to) in the broker (existing ones are fine). On failure
+// it deletes the partitions it created, so the caller can roll the metadata back to a whole state.
 func (h *Handler) createPartitions(ctx context.Context, t naming.TopicName, from, to int) error {
 	if h.cfg.Topics == nil {
 		return nil
 	}
+	var created []string
 	for i := from; i < to; i++ {
-		if err := h.cfg.Topics.CreateTopic(ctx, t.Partition(i).String(), nil); err != nil && !errors.Is(err, ErrTopicExists) {
-			return err
+		p := t.Partition(i).String()
+		err := h.cfg.Topics.CreateTopic(ctx, p, nil)
+		if err == nil {
+			created = append(created, p)
+			continue
 		}
+		if errors.Is(err, ErrTopicExists) {
+			continue
+		}
+		cleanup := context.WithoutCancel(ctx)
+		for _, c := range created {
+			if derr := h.cfg.Topics.DeleteTopic(cleanup, c, true); derr != nil && !errors.Is(derr, ErrTopicNotFound) {
+				h.log.Error("removing a partition after a failed creation", "topic", c, "err", derr)
+			}
+		}
+		return err
 	}
 	return nil
 }
@@ -316,6 +331,13 @@ func (h *Handler) partitionedUpdate(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if err := h.createPartitions(r.Context(), t, before.Partitions, n); err != nil {
+		// Back to the old count, so metadata never names partitions that do not exist.
+		if rerr := h.cat.UpdatePartitionedTopicWith(context.WithoutCancel(r.Context()), t.String(), func(m *adminapi.PartitionedTopicMetadata) error {
+			m.Partitions = before.Partitions
+			return nil
+		}); rerr != nil {
+			h.log.Error("rolling back a partition count failed", "topic", t.String(), "err", rerr)
+		}
 		return err
 	}
 	return noContent(w)
