@@ -319,3 +319,42 @@ func TestUnsubscribeAndCloseEndGoroutines(t *testing.T) {
 		t.Fatal("closed catalog reports healthy")
 	}
 }
+
+// Values the catalog cannot read (another writer, a newer release) are logged and skipped, never a
+// crash or a failed start.
+func TestUnreadableValuesAreSkipped(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := context.Background()
+	for k, v := range map[string]string{
+		"/admin/clusters/bad":         "{not json",
+		"/admin/clusters/good":        `{"serviceUrl":"http://g:8080"}`,
+		"/admin/policies/a/b/c":       `{}`,
+		"/admin/something-else/x":     `1`,
+		"/admin/partitioned-topics/x": `{"partitions":2}`,
+	} {
+		if _, err := s.Put(ctx, k, []byte(v), metadata.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := open(t, s)
+	if got := c.Clusters(); !slices.Equal(got, []string{"good"}) {
+		t.Fatalf("clusters = %v", got)
+	}
+	events, stop := c.Subscribe()
+	defer stop()
+	if _, err := s.Put(ctx, "/admin/clusters/bad2", []byte("]"), metadata.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateCluster(ctx, "after", adminapi.ClusterData{}); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range events {
+		if ev.Name == "bad2" {
+			t.Fatal("an unreadable value produced an event")
+		}
+		if ev.Name == "after" {
+			break
+		}
+	}
+}
