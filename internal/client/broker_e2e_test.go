@@ -177,7 +177,13 @@ func TestBrokerProducerSurvivesRestart(t *testing.T) {
 
 // BenchmarkBrokerProduce1KiB publishes 1 KiB messages through the client to an in-process broker
 // (fsync before each receipt, group commit), MaxPending in flight: the path replication takes.
-func BenchmarkBrokerProduce1KiB(b *testing.B) {
+func BenchmarkBrokerProduce1KiB(b *testing.B) { benchProduce(b, 0) }
+
+// BenchmarkBrokerProduceBatched1KiB is the same with producer batching (up to 1000 messages or
+// 128 KiB per entry, 10 ms delay), as pulsar-perf produces by default.
+func BenchmarkBrokerProduceBatched1KiB(b *testing.B) { benchProduce(b, 1000) }
+
+func benchProduce(b *testing.B, batching int) {
 	br := brokertest.Start(b)
 	c, err := client.New(client.Options{ServiceURL: br.ServiceURL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -185,7 +191,7 @@ func BenchmarkBrokerProduce1KiB(b *testing.B) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: "bench-produce", MaxPending: 1000})
+	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: "bench-produce", MaxPending: 1000, BatchingMaxMessages: batching})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -475,3 +475,108 @@ func TestAbortClosesOnBrokerEvenWithEndedContext(t *testing.T) {
 		return b.closedProducers == 2
 	})
 }
+
+func TestBatchingProducer(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	cons, err := c.Subscribe(ctx, ConsumerOptions{Topic: "t", Subscription: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", BatchingMaxMessages: 10, BatchingMaxDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var ids []MessageID
+	for i := 0; i < 25; i++ {
+		err := p.SendAsync(ctx, ProducerMessage{Payload: []byte(fmt.Sprint(i)), Key: fmt.Sprint("k", i), Properties: map[string]string{"i": fmt.Sprint(i)}}, func(id MessageID, err error) {
+			if err != nil {
+				t.Errorf("send: %v", err)
+			}
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two full batches went out; Flush sends the last five.
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.storedCount(); got != 3 {
+		t.Fatalf("%d entries, want 3", got)
+	}
+	sends := b.sendsCopy()
+	for i, want := range []int32{10, 10, 5} {
+		if sends[i].GetNumMessages() != want || sends[i].GetSequenceId() != uint64(10*i) {
+			t.Fatalf("send %d: %v", i, sends[i])
+		}
+	}
+	md, _ := wire.DecodeMetadata(b.stored(1))
+	if wire.NumMessages(md) != 10 || md.GetSequenceId() != 10 || md.GetHighestSequenceId() != 19 || md.GetPartitionKey() != "k10" {
+		t.Fatalf("batch metadata %v", md)
+	}
+	mu.Lock()
+	got := append([]MessageID(nil), ids...)
+	mu.Unlock()
+	for i, id := range got {
+		if id.EntryID != uint64(i/10) || id.BatchIndex != int32(i%10) {
+			t.Fatalf("id %d: %+v", i, id)
+		}
+	}
+	for i := 0; i < 25; i++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Payload) != fmt.Sprint(i) || m.Key != fmt.Sprint("k", i) || m.Properties["i"] != fmt.Sprint(i) || m.SequenceID != uint64(i) {
+			t.Fatalf("message %d: %q key %q props %v seq %d", i, m.Payload, m.Key, m.Properties, m.SequenceID)
+		}
+	}
+}
+
+func TestBatchingDelayAndUnbatchable(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", BatchingMaxMessages: 100, BatchingMaxDelay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lone message goes out when the delay expires.
+	id, err := p.Send(ctx, ProducerMessage{Payload: []byte("alone")})
+	if err != nil || id.BatchIndex != 0 || id.BatchSize != 1 {
+		t.Fatalf("delayed batch: %+v %v", id, err)
+	}
+	// A delayed-delivery message closes the open batch and goes alone, in order.
+	done := make(chan error, 2)
+	if err := p.SendAsync(ctx, ProducerMessage{Payload: []byte("batched")}, func(_ MessageID, err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendAsync(ctx, ProducerMessage{Payload: []byte("later"), DeliverAt: time.Now().Add(time.Minute)}, func(_ MessageID, err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sends := b.sendsCopy()
+	if len(sends) != 3 || sends[1].GetSequenceId() != 1 || sends[2].GetSequenceId() != 2 || sends[2].NumMessages != nil {
+		t.Fatalf("sends %v", sends)
+	}
+	// Close flushes what is still batched.
+	if err := p.SendAsync(ctx, ProducerMessage{Payload: []byte("x")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.storedCount() != 4 {
+		t.Fatalf("%d stored after close", b.storedCount())
+	}
+}

@@ -37,6 +37,13 @@ type ProducerOptions struct {
 	MaxPending int
 	// Properties are the producer's metadata (CommandProducer.metadata).
 	Properties map[string]string
+	// BatchingMaxMessages > 1 turns batching on: up to this many messages share one entry (one
+	// SEND, one receipt). Messages with DeliverAt or ReplicateTo are always sent alone.
+	BatchingMaxMessages int
+	// BatchingMaxBytes bounds a batch's body; default 128 KiB.
+	BatchingMaxBytes int
+	// BatchingMaxDelay is how long a batch waits for more messages; default 10 ms.
+	BatchingMaxDelay time.Duration
 }
 
 // ProducerMessage is one message to send.
@@ -81,6 +88,7 @@ type Producer struct {
 	epoch     uint64
 	nextSeq   uint64
 	pending   []*pendingSend
+	batch     *openBatch    // messages waiting to be sent as one entry
 	changed   chan struct{} // closed and replaced whenever pending shrinks
 	lastErr   error
 	closed    bool
@@ -93,8 +101,10 @@ type pendingSend struct {
 	seq   uint64
 	cmd   *pulsarpb.BaseCommand
 	entry []byte
-	cb    func(MessageID, error)
-	done  bool // callback has run (guarded by Producer.mu)
+	// cbs has one callback (possibly nil) per message of the entry; each holds a pending slot.
+	cbs     []func(MessageID, error)
+	batched bool
+	done    bool // callbacks have run (guarded by Producer.mu)
 }
 
 // CreateProducer registers a producer on the topic's broker. Errors from the broker (ProducerBusy,
@@ -106,6 +116,12 @@ func (c *Client) CreateProducer(ctx context.Context, opts ProducerOptions) (*Pro
 	}
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = 1000
+	}
+	if opts.BatchingMaxBytes <= 0 {
+		opts.BatchingMaxBytes = 128 * 1024
+	}
+	if opts.BatchingMaxDelay <= 0 {
+		opts.BatchingMaxDelay = 10 * time.Millisecond
 	}
 	p := &Producer{
 		client:    c,
@@ -356,12 +372,20 @@ func (p *Producer) popLocked() *pendingSend {
 	return head
 }
 
-// settle completes a send that was removed from pending: frees its slot, runs its callback and
-// then wakes Flush waiters (so Flush returns only after the callbacks ran).
+// settle completes a send that was removed from pending: frees its slots, runs its callbacks (each
+// message of a batch gets its batch index) and then wakes Flush waiters (so Flush returns only
+// after the callbacks ran).
 func (p *Producer) settle(s *pendingSend, id MessageID, err error) {
-	<-p.slots
-	if s.cb != nil {
-		s.cb(id, err)
+	for i, cb := range s.cbs {
+		<-p.slots
+		if cb == nil {
+			continue
+		}
+		mid := id
+		if s.batched && err == nil {
+			mid.BatchIndex, mid.BatchSize = int32(i), int32(len(s.cbs))
+		}
+		cb(mid, err)
 	}
 	p.mu.Lock()
 	s.done = true
@@ -373,6 +397,9 @@ func (p *Producer) settle(s *pendingSend, id MessageID, err error) {
 // SendAsync queues a message; cb runs once with its id or error, on a connection goroutine, and
 // must not block. SendAsync blocks only while MaxPending sends are outstanding.
 func (p *Producer) SendAsync(ctx context.Context, msg ProducerMessage, cb func(MessageID, error)) error {
+	if p.opts.BatchingMaxMessages > 1 && msg.DeliverAt.IsZero() && len(msg.ReplicateTo) == 0 {
+		return p.addToBatch(ctx, msg, cb)
+	}
 	return p.enqueue(ctx, func(seq uint64) (*pulsarpb.BaseCommand, []byte, error) {
 		if msg.SequenceID != nil {
 			seq = *msg.SequenceID
@@ -459,6 +486,9 @@ func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (*pulsarp
 		<-p.slots
 		return ErrClosed
 	}
+	if p.batch != nil {
+		p.flushBatchLocked() // keep send order
+	}
 	cmd, entry, err := build(p.nextSeq)
 	if err == nil && p.cn != nil && len(entry) > p.cn.maxMsg {
 		err = fmt.Errorf("client: %d bytes: %w", len(entry), wire.ErrTooLarge)
@@ -475,7 +505,7 @@ func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (*pulsarp
 		return fmt.Errorf("client: sequence id %d not above the last pending %d", seq, p.pending[len(p.pending)-1].seq)
 	}
 	p.nextSeq = seq + 1
-	s := &pendingSend{seq: seq, cmd: cmd, entry: entry, cb: cb}
+	s := &pendingSend{seq: seq, cmd: cmd, entry: entry, cbs: []func(MessageID, error){cb}}
 	p.pending = append(p.pending, s)
 	if p.cn != nil {
 		_ = p.cn.send(cmd, entry)
@@ -487,6 +517,9 @@ func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (*pulsarp
 // Flush waits until every send queued so far has its receipt or error.
 func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
+	if p.batch != nil {
+		p.flushBatchLocked()
+	}
 	if len(p.pending) == 0 {
 		p.mu.Unlock()
 		return nil
@@ -539,6 +572,11 @@ func (p *Producer) shutdown(ctx context.Context, reason error) {
 	p.cn = nil
 	rest := p.pending
 	p.pending = nil
+	if b := p.batch; b != nil {
+		p.batch = nil
+		b.timer.Stop()
+		rest = append(rest, &pendingSend{cbs: b.cbs})
+	}
 	p.mu.Unlock()
 	close(p.stop)
 	<-p.done
@@ -573,4 +611,114 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// openBatch collects messages sent as one batch entry.
+type openBatch struct {
+	firstSeq, lastSeq uint64
+	key               string
+	body              []byte
+	cbs               []func(MessageID, error)
+	timer             *time.Timer
+}
+
+// addToBatch appends a message to the open batch (opening one, with its delay timer, if needed)
+// and sends the batch when it is full.
+func (p *Producer) addToBatch(ctx context.Context, msg ProducerMessage, cb func(MessageID, error)) error {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.stop:
+		return ErrClosed
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		<-p.slots
+		return ErrClosed
+	}
+	seq := p.nextSeq
+	if msg.SequenceID != nil {
+		seq = *msg.SequenceID
+	}
+	last, hasLast := uint64(0), false
+	if p.batch != nil {
+		last, hasLast = p.batch.lastSeq, true
+	} else if n := len(p.pending); n > 0 {
+		last, hasLast = p.pending[n-1].seq, true
+	}
+	if hasLast && seq <= last {
+		<-p.slots
+		return fmt.Errorf("client: sequence id %d not above the last pending %d", seq, last)
+	}
+	if b := p.batch; b != nil && len(b.body)+len(msg.Payload) > p.opts.BatchingMaxBytes {
+		p.flushBatchLocked()
+	}
+	smm := &pulsarpb.SingleMessageMetadata{SequenceId: ptr(seq)}
+	if msg.Key != "" {
+		smm.PartitionKey = ptr(msg.Key)
+	}
+	if !msg.EventTime.IsZero() {
+		smm.EventTime = ptr(uint64(msg.EventTime.UnixMilli()))
+	}
+	for _, k := range sortedKeys(msg.Properties) {
+		smm.Properties = append(smm.Properties, &pulsarpb.KeyValue{Key: ptr(k), Value: ptr(msg.Properties[k])})
+	}
+	b := p.batch
+	if b == nil {
+		b = &openBatch{firstSeq: seq, key: msg.Key}
+		b.timer = time.AfterFunc(p.opts.BatchingMaxDelay, func() {
+			p.mu.Lock()
+			if p.batch == b {
+				p.flushBatchLocked()
+			}
+			p.mu.Unlock()
+		})
+		p.batch = b
+	}
+	body, err := wire.AppendBatchRecord(b.body, smm, msg.Payload)
+	if err != nil {
+		<-p.slots
+		return err
+	}
+	b.body, b.lastSeq = body, seq
+	b.cbs = append(b.cbs, cb)
+	p.nextSeq = seq + 1
+	if len(b.cbs) >= p.opts.BatchingMaxMessages || len(b.body) >= p.opts.BatchingMaxBytes {
+		p.flushBatchLocked()
+	}
+	return nil
+}
+
+// flushBatchLocked turns the open batch into one pending SEND. Called with p.mu held.
+func (p *Producer) flushBatchLocked() {
+	b := p.batch
+	p.batch = nil
+	b.timer.Stop()
+	n := len(b.cbs)
+	md := &pulsarpb.MessageMetadata{
+		ProducerName:       ptr(p.name),
+		SequenceId:         ptr(b.firstSeq),
+		HighestSequenceId:  ptr(b.lastSeq),
+		PublishTime:        ptr(uint64(time.Now().UnixMilli())),
+		NumMessagesInBatch: ptr(int32(n)),
+		UncompressedSize:   ptr(uint32(len(b.body))),
+	}
+	if b.key != "" {
+		md.PartitionKey = ptr(b.key) // the broker routes Key_Shared by the entry's key
+	}
+	send := &pulsarpb.CommandSend{ProducerId: ptr(p.id), SequenceId: ptr(b.firstSeq), HighestSequenceId: ptr(b.lastSeq), NumMessages: ptr(int32(n))}
+	s := &pendingSend{seq: b.firstSeq, cmd: wire.Command(send), cbs: b.cbs, batched: true}
+	entry, err := wire.EncodeEntry(md, b.body)
+	if err != nil {
+		// Cannot happen with the fields set above; fail the messages rather than send garbage.
+		go p.settle(s, MessageID{}, err)
+		return
+	}
+	s.entry = entry
+	p.pending = append(p.pending, s)
+	if p.cn != nil {
+		_ = p.cn.send(s.cmd, s.entry)
+	}
 }
