@@ -29,6 +29,10 @@ type Config struct {
 	DispatchMaxEntries int
 	// DispatchMaxBytes bounds one storage read of a dispatcher. Default 5 MiB.
 	DispatchMaxBytes int64
+	// MaxUnackedMessagesPerConsumer stops dispatching to a Shared or Key_Shared consumer holding
+	// this many unacknowledged messages until it acknowledges some. Default 50000 (Pulsar's); <0 =
+	// unlimited.
+	MaxUnackedMessagesPerConsumer int
 	// MaxPublishBytesInFlight is the broker-wide budget of bytes of published entries not yet
 	// acknowledged by storage (see Broker.PublishLimiter). Default 256 MiB; <0 = unlimited.
 	MaxPublishBytesInFlight int64

@@ -68,6 +68,9 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 	if cfg.MaxPublishBytesInFlight == 0 {
 		cfg.MaxPublishBytesInFlight = 256 << 20
 	}
+	if cfg.MaxUnackedMessagesPerConsumer == 0 {
+		cfg.MaxUnackedMessagesPerConsumer = 50000
+	}
 	if cfg.StatsInterval <= 0 {
 		cfg.StatsInterval = 5 * time.Second
 	}

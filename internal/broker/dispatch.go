@@ -78,6 +78,9 @@ type dispatchState struct {
 	redeliveries map[storage.Position]uint32
 	// owner maps each pending position to the consumer holding it.
 	owner map[storage.Position]*dconsumer
+	// maxUnacked blocks a Shared/Key_Shared consumer holding this many unacknowledged messages
+	// (Pulsar's maxUnackedMessagesPerConsumer); 0 = no limit.
+	maxUnacked int64
 	// gen changes whenever readPos is moved backwards or the replay set is reset, so that a storage
 	// read started before the change is discarded.
 	gen uint64
@@ -193,13 +196,21 @@ func (d *dispatchState) flow(c *dconsumer, n uint32) { c.permits += int64(n) }
 
 // eligible reports whether c may receive entries now.
 func (d *dispatchState) eligible(c *dconsumer) bool {
-	if c.permits <= 0 {
-		return false
-	}
 	if d.singleActive() {
-		return c == d.active
+		return c.permits > 0 && c == d.active
 	}
-	return true
+	return d.canTake(c)
+}
+
+// canTake reports whether a Shared/Key_Shared consumer has permits and is not blocked on unacked
+// messages.
+func (d *dispatchState) canTake(c *dconsumer) bool {
+	return c.permits > 0 && !d.blocked(c)
+}
+
+// blocked reports whether c reached the unacked-message limit.
+func (d *dispatchState) blocked(c *dconsumer) bool {
+	return d.maxUnacked > 0 && !d.singleActive() && c.unacked >= d.maxUnacked
 }
 
 // hasPermits reports whether any consumer can receive entries.
@@ -288,7 +299,7 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 	}
 	if d.subType == SubKeyShared {
 		c := d.keyOwner(e.keyHash)
-		if c != nil && c.permits > 0 {
+		if c != nil && d.canTake(c) {
 			return c
 		}
 		return nil
@@ -297,7 +308,7 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 	best := int32(0)
 	found := false
 	for _, c := range d.consumers {
-		if c.permits > 0 && (!found || c.priority < best) {
+		if d.canTake(c) && (!found || c.priority < best) {
 			best, found = c.priority, true
 		}
 	}
@@ -308,7 +319,7 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 	for k := 0; k < n; k++ {
 		i := (d.rr + k) % n
 		c := d.consumers[i]
-		if c.permits > 0 && c.priority == best {
+		if d.canTake(c) && c.priority == best {
 			d.rr = (i + 1) % n
 			return c
 		}

@@ -322,3 +322,31 @@ func TestUnackedSet(t *testing.T) {
 		t.Fatalf("set %v left %d", set, left)
 	}
 }
+
+func TestSharedConsumerBlockedOnUnackedLimit(t *testing.T) {
+	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d.maxUnacked = 3
+	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
+	d.addConsumer(a, pos(1, -1))
+	d.addConsumer(b, pos(1, -1))
+	d.flow(a, 100)
+	d.flow(b, 100)
+	p, _ := d.plan(100, pos(1, 9), false, false)
+	res := d.assign(p, entries(1, 0, 9, 1), nil, 0)
+	got := deliveredTo(res)
+	if len(got["a"]) != 3 || len(got["b"]) != 3 || d.readPos != pos(1, 6) {
+		t.Fatalf("got %v readPos %v", got, d.readPos)
+	}
+	if _, ok := d.plan(100, pos(1, 9), false, false); ok {
+		t.Fatal("plan while both consumers are blocked")
+	}
+	d.acked(pos(1, 0))
+	p, ok := d.plan(100, pos(1, 9), false, false)
+	if !ok {
+		t.Fatal("no plan after an ack")
+	}
+	res = d.assign(p, entries(1, 6, 9, 1), nil, 0)
+	if got := deliveredTo(res); len(got["a"]) != 1 || len(got["b"]) != 0 {
+		t.Fatalf("after ack got %v", got)
+	}
+}

@@ -48,6 +48,9 @@ var (
 	ErrPersistence = wire.ErrPersistence
 	// ErrServiceNotReady: the broker is closing or the topic still loading. ServiceNotReady.
 	ErrServiceNotReady = wire.ErrServiceNotReady
+	// ErrProducerBlockedQuota: a subscription's backlog exceeds the backlog quota (Pulsar's default
+	// producer_request_hold policy refuses new producers). ProducerBlockedQuotaExceededError.
+	ErrProducerBlockedQuota = wire.ErrProducerBlockedQuotaExceeded
 	// ErrBrokerClosed: the broker was closed. ServiceNotReady.
 	ErrBrokerClosed = fmt.Errorf("broker closed: %w", wire.ErrServiceNotReady)
 )

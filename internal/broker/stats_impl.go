@@ -154,32 +154,38 @@ func (s *subscriptionState) stats() SubscriptionStats {
 	cs := slices.Clone(s.consumers)
 	unacked := make([]int64, len(cs))
 	permits := make([]int64, len(cs))
+	blocked := make([]bool, len(cs))
 	for i, c := range cs {
 		unacked[i] = c.dc.unacked
 		permits[i] = c.dc.permits
+		blocked[i] = s.d.blocked(c.dc)
 	}
 	s.mu.Unlock()
 	for i, c := range cs {
 		cst := ConsumerStats{
-			ConsumerName:              c.name,
-			MsgRateOut:                c.rateOut.value(),
-			MsgThroughputOut:          c.rateBytesOut.value(),
-			BytesOutCounter:           c.bytesOut.Load(),
-			MsgOutCounter:             c.msgOut.Load(),
-			MsgRateRedeliver:          c.rateRedeliver.value(),
-			MessageAckRate:            c.rateAck.value(),
-			AvailablePermits:          permits[i],
-			UnackedMessages:           unacked[i],
-			Address:                   c.opts.Address,
-			ConnectedSince:            formatTime(c.connectedSince),
-			ClientVersion:             c.opts.ClientVersion,
-			LastAckedTimestamp:        c.lastAcked.Load(),
-			LastConsumedTimestamp:     c.lastConsumed.Load(),
-			LastConsumedFlowTimestamp: c.lastFlow.Load(),
-			Metadata:                  maps.Clone(c.opts.Metadata),
+			ConsumerName:                 c.name,
+			MsgRateOut:                   c.rateOut.value(),
+			MsgThroughputOut:             c.rateBytesOut.value(),
+			BytesOutCounter:              c.bytesOut.Load(),
+			MsgOutCounter:                c.msgOut.Load(),
+			MsgRateRedeliver:             c.rateRedeliver.value(),
+			MessageAckRate:               c.rateAck.value(),
+			AvailablePermits:             permits[i],
+			BlockedConsumerOnUnackedMsgs: blocked[i],
+			UnackedMessages:              unacked[i],
+			Address:                      c.opts.Address,
+			ConnectedSince:               formatTime(c.connectedSince),
+			ClientVersion:                c.opts.ClientVersion,
+			LastAckedTimestamp:           c.lastAcked.Load(),
+			LastConsumedTimestamp:        c.lastConsumed.Load(),
+			LastConsumedFlowTimestamp:    c.lastFlow.Load(),
+			Metadata:                     maps.Clone(c.opts.Metadata),
 		}
 		if cst.Metadata == nil {
 			cst.Metadata = map[string]string{}
+		}
+		if n := c.entriesOut.Load(); n > 0 {
+			cst.AvgMessagesPerEntry = int(cst.MsgOutCounter / n)
 		}
 		ss.UnackedMessages += unacked[i]
 		ss.MsgRateRedeliver += cst.MsgRateRedeliver

@@ -28,6 +28,7 @@ type consumerState struct {
 	closed bool
 
 	msgOut, bytesOut, msgRedeliver, msgAcked atomic.Int64
+	entriesOut                               atomic.Int64
 	lastAcked, lastConsumed, lastFlow        atomic.Int64 // unix ms
 	rateOut, rateBytesOut, rateRedeliver     rate
 	rateAck                                  rate
@@ -50,6 +51,7 @@ func (c *consumerState) send(ds []Delivery) {
 	c.sendMu.Unlock()
 	c.msgOut.Add(msgs)
 	c.bytesOut.Add(bytes)
+	c.entriesOut.Add(int64(len(ds)))
 	c.sub.msgOut.Add(msgs)
 	c.sub.bytesOut.Add(bytes)
 	c.sub.topic.msgOut.Add(msgs)
@@ -118,7 +120,7 @@ type subscriptionState struct {
 }
 
 func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable bool) *subscriptionState {
-	return &subscriptionState{
+	s := &subscriptionState{
 		name:    name,
 		topic:   t,
 		cursor:  cursor,
@@ -126,6 +128,8 @@ func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable
 		wake:    make(chan struct{}, 1),
 		d:       newDispatchState(SubExclusive, int32(t.name.PartitionIndex), next(cursor.MarkDeletePosition())),
 	}
+	s.d.maxUnacked = int64(max(t.b.cfg.MaxUnackedMessagesPerConsumer, 0))
+	return s
 }
 
 // notify wakes the dispatcher (non-blocking).
@@ -262,6 +266,7 @@ func (s *subscriptionState) flow(c *consumerState, permits uint32) {
 
 // ack applies acknowledgements from consumer c.
 func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ack, cumulative bool) error {
+	defer s.notify() // a consumer blocked on its unacked limit may take messages again
 	if c.isClosed() {
 		return ErrConsumerNotFound
 	}
@@ -309,8 +314,12 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 		whole = append(whole, a.Position)
 	}
 	if len(whole) > 0 {
+		before := s.cursor.MarkDeletePosition()
 		if err := s.cursor.Delete(ctx, whole...); err != nil {
 			return fmt.Errorf("ack on %q: %w", s.name, err)
+		}
+		if s.cursor.MarkDeletePosition() != before {
+			s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
 		}
 		s.mu.Lock()
 		s.d.acked(whole...)

@@ -333,6 +333,9 @@ func (t *topicState) notifySubscriptions() {
 
 // addProducer implements Topic.AddProducer.
 func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
+	if err := t.checkBacklogQuota(opts.Name); err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	if err := t.openLocked(); err != nil {
 		t.mu.Unlock()
@@ -940,4 +943,31 @@ func (t *topicState) readBytesHint(n int) int64 {
 		limit = min(limit, 2*int64(n)*avg+64<<10)
 	}
 	return limit
+}
+
+// checkBacklogQuota refuses a new producer while a subscription's backlog exceeds the quota
+// (replicators are exempt, as in Pulsar).
+func (t *topicState) checkBacklogQuota(producerName string) error {
+	t.mu.Lock()
+	limit := t.policies.BacklogQuotaLimitBytes
+	subs := make([]*subscriptionState, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	if limit <= 0 || strings.HasPrefix(producerName, t.b.cfg.ReplicatorPrefix+".") {
+		return nil
+	}
+	entries := t.ledger.Entries()
+	if entries == 0 {
+		return nil
+	}
+	avg := t.ledger.Bytes() / entries
+	for _, s := range subs {
+		if size := s.cursor.Backlog() * avg; size > limit {
+			return fmt.Errorf("backlog of subscription %q (~%d bytes) exceeds the quota of %d bytes on %s: %w",
+				s.name, size, limit, t.name, ErrProducerBlockedQuota)
+		}
+	}
+	return nil
 }
