@@ -530,6 +530,7 @@ func TestBrokersLookupMetrics(t *testing.T) {
 		`pulsar_replication_backlog{cluster="standalone",namespace="public/default",remote_cluster="west",topic="persistent://public/default/m"} 3`,
 		`pulsar_replication_connected_count{cluster="standalone",namespace="public/default",remote_cluster="west",topic="persistent://public/default/m"} 0`,
 		`meridian_replication_error{cluster="standalone",namespace="public/default",remote_cluster="west",topic="persistent://public/default/m"} 1`,
+		`meridian_configuration_store_following{cluster="standalone"} 1`,
 	} {
 		if !strings.Contains(b, want) {
 			t.Fatalf("metrics lack %s:\n%s", want, b)

@@ -50,12 +50,14 @@ var (
 	descReplProgress  = prometheus.NewDesc("meridian_replication_last_progress_timestamp_seconds", "When the remote cluster last acknowledged a replicated entry.", replLabels, nil)
 
 	descScrapeErrors = prometheus.NewDesc("meridian_admin_topic_stats_errors", "Topic stats that could not be collected in this scrape.", []string{"cluster"}, nil)
+	descCatalogOK    = prometheus.NewDesc("meridian_configuration_store_following", "1 while the broker's catalog follows the configuration store's watch.", []string{"cluster"}, nil)
+	descCatalogRev   = prometheus.NewDesc("meridian_configuration_store_revision", "Configuration store revision the broker's catalog reflects.", []string{"cluster"}, nil)
 
 	allDescs = []*prometheus.Desc{descSubscriptions, descProducers, descConsumers, descRateIn, descRateOut, descThroughputIn,
 		descThroughputOut, descStorageSize, descBacklogSize, descMsgBacklog, descInBytes, descInMessages, descOutBytes,
 		descOutMessages, descSubBacklog, descSubRateOut, descSubThrOut, descSubUnacked, descSubConsumer, descReplRateIn,
 		descReplRateOut, descReplThrIn, descReplThrOut, descReplBacklog, descReplConnected, descReplDelay, descReplError,
-		descReplProgress, descScrapeErrors}
+		descReplProgress, descScrapeErrors, descCatalogOK, descCatalogRev}
 )
 
 // topicCollector turns topic stats into Pulsar's per-topic metrics at scrape time, so /metrics and
@@ -73,6 +75,8 @@ func (c topicCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.h
 	cluster := h.cfg.Cluster
+	ch <- prometheus.MustNewConstMetric(descCatalogOK, prometheus.GaugeValue, b2f(h.cat.Health() == nil), cluster)
+	ch <- prometheus.MustNewConstMetric(descCatalogRev, prometheus.GaugeValue, float64(h.cat.Revision()), cluster)
 	if h.cfg.Topics == nil {
 		return
 	}
