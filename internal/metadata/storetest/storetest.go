@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) metadata.Store) {
 		{"WatchOrderUnderConcurrentWrites", testWatchOrderConcurrent},
 		{"ListThenWatchNoGap", testListThenWatchNoGap},
 		{"WatchStopsOnCancel", testWatchStopsOnCancel},
+		{"ManyWatchersSlowReader", testManyWatchersSlowReader},
 		{"SessionEphemeralKeys", testSessionEphemeral},
 		{"SessionPlainPutDetaches", testSessionPlainPutDetaches},
 		{"Closed", testClosed},
@@ -617,6 +618,37 @@ func testWatchStopsOnCancel(t *testing.T, s metadata.Store) {
 			}
 		case <-timeout:
 			t.Fatalf("watch channel still open %v after cancel", waitTimeout)
+		}
+	}
+}
+
+// testManyWatchersSlowReader: several watchers on one prefix each see every change in order, and a
+// watcher that reads nothing while hundreds of changes happen neither blocks the writer nor loses any.
+func testManyWatchersSlowReader(t *testing.T, s metadata.Store) {
+	ctx := ctxT(t)
+	_, rev, err := s.List(ctx, "/m/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const watchers, writes = 4, 300
+	chans := make([]<-chan metadata.Event, watchers)
+	for i := range chans {
+		if chans[i], err = s.Watch(ctx, "/m/", rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nobody reads while the writes happen; far more than any channel buffer.
+	revs := make([]int64, 0, writes)
+	for i := range writes {
+		kv := mustPut(t, s, fmt.Sprintf("/m/k%d", i%10), strconv.Itoa(i), metadata.AnyVersion)
+		revs = append(revs, kv.ModRevision)
+	}
+	for w, ch := range chans {
+		for i := range writes {
+			ev := next(t, ch)
+			if ev.Revision != revs[i] || string(ev.KV.Value) != strconv.Itoa(i) {
+				t.Fatalf("watcher %d event %d: %s=%s@%d, want value %d@%d", w, i, ev.KV.Key, ev.KV.Value, ev.Revision, i, revs[i])
+			}
 		}
 	}
 }
