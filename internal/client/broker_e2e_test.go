@@ -220,3 +220,53 @@ func benchProduce(b *testing.B, batching int) {
 	default:
 	}
 }
+
+func TestBrokerConsumerResubscribesAfterRestart(t *testing.T) {
+	b := brokertest.Start(t)
+	c := e2eClient(t, b.ServiceURL)
+	ctx := e2eCtx(t)
+	topic := "persistent://public/default/client-resub"
+	cons, err := c.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "s", Type: client.Failover, InitialPosition: client.PositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Receive(ctx)
+	if err != nil || string(m.Payload) != "one" {
+		t.Fatalf("before restart: %v %v", m, err)
+	}
+	if err := cons.Ack(ctx, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !cons.IsActive() {
+		if time.Now().After(deadline) {
+			t.Fatal("failover consumer never told it is active")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.Restart()
+	if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte("two")}); err != nil {
+		t.Fatal(err)
+	}
+	// The durable subscription resumes after the acknowledged message (redelivery of "one" would
+	// only be allowed if its ack had not been persisted).
+	for {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("after restart: %v (last error %v)", err, cons.LastError())
+		}
+		if string(m.Payload) == "two" {
+			break
+		}
+		if string(m.Payload) != "one" {
+			t.Fatalf("unexpected %q", m.Payload)
+		}
+	}
+}
