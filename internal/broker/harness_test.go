@@ -277,3 +277,5 @@ func markerEntry(t testing.TB) []byte {
 	}
 	return b
 }
+
+func newMemFS() *vfs.Mem { return vfs.NewMem() }

@@ -107,8 +107,11 @@ type subscriptionState struct {
 	consumers   []*consumerState
 	consumerSeq uint64
 	deleted     bool
-	caughtUp    bool
-	caughtUpAt  storage.Position
+	// caughtUp: a sequential read from caughtUpRead found nothing while the log ended at caughtUpAt;
+	// no need to read again until either changes.
+	caughtUp     bool
+	caughtUpAt   storage.Position
+	caughtUpRead storage.Position
 	wake        chan struct{}
 	stop        context.CancelFunc // dispatcher; nil when not running
 	done        chan struct{}
@@ -502,7 +505,7 @@ func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 		lc := s.topic.ledger.LastConfirmed()
 		now := b.nowMs()
 		nextDue := s.d.releaseDelayed(now)
-		caughtUp := s.caughtUp && s.caughtUpAt == lc
+		caughtUp := s.caughtUp && s.caughtUpAt == lc && s.caughtUpRead == s.d.readPos
 		plan, ok := s.d.plan(b.cfg.DispatchMaxEntries, lc, caughtUp, replayStalled)
 		s.mu.Unlock()
 		if !ok {
@@ -551,7 +554,7 @@ func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 		}
 		s.mu.Lock()
 		if plan.seq && len(entries) == 0 && plan.gen == s.d.gen {
-			s.caughtUp, s.caughtUpAt = true, lc
+			s.caughtUp, s.caughtUpAt, s.caughtUpRead = true, lc, plan.from
 		}
 		replayBefore := len(s.d.replay)
 		res := s.d.assign(plan, infos, s.cursor.IsAcknowledged, now)

@@ -1,0 +1,250 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// policies is a PolicySource for tests.
+type policies struct {
+	mu  sync.Mutex
+	pol map[string]TopicPolicies // by namespace
+}
+
+func (p *policies) TopicPolicies(_ context.Context, t naming.TopicName) (TopicPolicies, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pol, ok := p.pol[t.NamespaceName().String()]
+	if !ok {
+		return TopicPolicies{}, fmt.Errorf("namespace %s: %w", t.NamespaceName(), ErrNamespaceNotFound)
+	}
+	return pol, nil
+}
+
+func (p *policies) set(ns string, pol TopicPolicies) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pol[ns] = pol
+}
+
+func TestPoliciesNamespaceDedupToggleAndPartitions(t *testing.T) {
+	pol := &policies{pol: map[string]TopicPolicies{"public/default": {Partitions: 0}}}
+	e := &env{t: t, cfg: Config{AutoTopicCreation: false}, pol: pol}
+	e.fs = newMemFS()
+	e.open()
+	t.Cleanup(e.close)
+	ctx := context.Background()
+
+	tn, _ := naming.ParseTopic("persistent://nope/ns/t")
+	if _, err := e.b.GetTopic(ctx, tn, true); !errors.Is(err, ErrNamespaceNotFound) || wire.ServerErrorOf(err) != pulsarpb.ServerError_TopicNotFound {
+		t.Fatalf("missing namespace: %v", err)
+	}
+	// Partitions of a partitioned topic are created even with auto-creation off; others are not.
+	pol.set("public/default", TopicPolicies{Partitions: 2})
+	base, _ := naming.ParseTopic("pt")
+	if _, err := e.b.GetTopic(ctx, base.Partition(1), true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.GetTopic(ctx, base.Partition(2), true); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("partition out of range: %v", err)
+	}
+	if _, err := e.b.GetTopic(ctx, base, true); !errors.Is(err, ErrNotAllowed) {
+		t.Fatalf("partitioned base: %v", err)
+	}
+
+	// Dedup switched on by policy for a loaded topic.
+	on := true
+	pol.set("public/default", TopicPolicies{Partitions: 2, Deduplication: &on})
+	top := e.topic("pt-partition-1")
+	if top.DedupEnabled() {
+		t.Fatal("dedup on before the policy change was applied")
+	}
+	e.b.PoliciesChanged(naming.NamespaceName{Tenant: "public", Namespace: "default"})
+	waitUntil(t, "dedup on", top.DedupEnabled)
+	p := addProducer(t, top, ProducerOptions{Name: "x"})
+	publishSync(t, p, PublishRequest{Entry: entry(t, "x", 7, 1, "a"), SequenceID: 7})
+	if r := publishSync(t, p, PublishRequest{Entry: entry(t, "x", 7, 1, "a"), SequenceID: 7}); !r.Duplicate {
+		t.Fatalf("not deduplicated: %+v", r)
+	}
+	off := false
+	pol.set("public/default", TopicPolicies{Partitions: 2, Deduplication: &off})
+	e.b.PoliciesChanged(naming.NamespaceName{Tenant: "public", Namespace: "default"})
+	waitUntil(t, "dedup off", func() bool { return !top.DedupEnabled() })
+	if top.Ledger().Cursor(dedupCursorName) != nil {
+		t.Fatal("dedup cursor kept after disabling")
+	}
+	if r := publishSync(t, p, PublishRequest{Entry: entry(t, "x", 7, 1, "a"), SequenceID: 7}); r.Duplicate || r.Err != nil {
+		t.Fatalf("dedup still applied: %+v", r)
+	}
+}
+
+func TestReplicationCursorsForNewTopics(t *testing.T) {
+	pol := &policies{pol: map[string]TopicPolicies{"public/default": {ReplicationClusters: []string{"a", "b", "c"}}}}
+	e := &env{t: t, cfg: Config{Cluster: "a", AutoTopicCreation: true}, pol: pol}
+	e.fs = newMemFS()
+	e.open()
+	t.Cleanup(e.close)
+	top := e.topic("replicated")
+	cursors := top.InternalStats().Cursors
+	if _, ok := cursors["pulsar.repl.b"]; !ok {
+		t.Fatalf("cursors %v", cursors)
+	}
+	if _, ok := cursors["pulsar.repl.c"]; !ok {
+		t.Fatalf("cursors %v", cursors)
+	}
+	if _, ok := cursors["pulsar.repl.a"]; ok {
+		t.Fatal("cursor for the local cluster")
+	}
+	if subs := top.Subscriptions(); len(subs) != 0 {
+		t.Fatalf("replication cursors listed as subscriptions: %v", subs)
+	}
+}
+
+func TestSlowConsumerDoesNotBlockOthers(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("slow")
+	p := addProducer(t, top, ProducerOptions{})
+	// "slow" never sends permits; "fast" on another subscription and on the same one keep going.
+	slow, slowSink := subscribe(t, top, SubscribeOptions{Subscription: "lagging", Durable: true, Type: SubShared})
+	_ = slow
+	fast, fastSink := subscribe(t, top, SubscribeOptions{Subscription: "fast", Durable: true})
+	peer, peerSink := subscribe(t, top, SubscribeOptions{Subscription: "lagging", Durable: true, Type: SubShared})
+	fast.Flow(10000)
+	peer.Flow(10000)
+	const n = 500
+	for i := 0; i < n; i++ {
+		if r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "x"), SequenceID: int64(i)}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	fastSink.waitMessages(t, n)
+	peerSink.waitMessages(t, n)
+	if slowSink.count() != 0 {
+		t.Fatal("consumer without permits got messages")
+	}
+	if st := top.Stats().Subscriptions["lagging"]; st.MsgBacklog != n {
+		t.Fatalf("backlog %d", st.MsgBacklog)
+	}
+}
+
+func TestKeySharedKeepsKeysOnOneConsumer(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("ks")
+	p := addProducer(t, top, ProducerOptions{})
+	opts := SubscribeOptions{Subscription: "ks", Type: SubKeyShared, Durable: true, InitialPosition: InitialEarliest,
+		KeyShared: &KeySharedOptions{Mode: KeySharedAutoSplit}}
+	c1, s1 := subscribe(t, top, opts)
+	c2, s2 := subscribe(t, top, opts)
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
+	for i := 0; i < 80; i++ {
+		md := &pulsarpb.MessageMetadata{ProducerName: proto.String(p.Name()), SequenceId: proto.Uint64(uint64(i)),
+			PublishTime: proto.Uint64(1), PartitionKey: proto.String(keys[i%len(keys)])}
+		b, _ := wire.EncodeEntry(md, []byte(keys[i%len(keys)]))
+		publishSync(t, p, PublishRequest{Entry: b, SequenceID: int64(i)})
+	}
+	c1.Flow(1000)
+	c2.Flow(1000)
+	waitUntil(t, "all delivered", func() bool { return s1.count()+s2.count() == 80 })
+	owner := map[string]*sink{}
+	for _, s := range []*sink{s1, s2} {
+		for _, d := range s.waitMessages(t, 0) {
+			k := payloadOf(t, d)
+			if o, ok := owner[k]; ok && o != s {
+				t.Fatalf("key %s on two consumers", k)
+			}
+			owner[k] = s
+		}
+	}
+}
+
+func TestDelayedDeliveryShared(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("delayed")
+	p := addProducer(t, top, ProducerOptions{})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "d", Type: SubShared, Durable: true})
+	c.Flow(100)
+	due := time.Now().Add(300 * time.Millisecond)
+	md := &pulsarpb.MessageMetadata{ProducerName: proto.String(p.Name()), SequenceId: proto.Uint64(0),
+		PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())), DeliverAtTime: proto.Int64(due.UnixMilli())}
+	late, _ := wire.EncodeEntry(md, []byte("late"))
+	publishSync(t, p, PublishRequest{Entry: late})
+	publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 1, 1, "now"), SequenceID: 1})
+	got := s.waitMessages(t, 1)
+	if payloadOf(t, got[0]) != "now" {
+		t.Fatalf("first delivered %q", payloadOf(t, got[0]))
+	}
+	if d := top.Stats().Subscriptions["d"].MsgDelayed; d != 1 {
+		t.Fatalf("msgDelayed %d", d)
+	}
+	got = s.waitMessages(t, 2)
+	if payloadOf(t, got[1]) != "late" || time.Now().Before(due) {
+		t.Fatalf("delayed message %q at %v (due %v)", payloadOf(t, got[1]), time.Now(), due)
+	}
+}
+
+func TestWaitForExclusiveGivesUpWithContext(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("wfe")
+	ex := addProducer(t, top, ProducerOptions{AccessMode: AccessExclusive})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := top.AddProducer(ctx, ProducerOptions{AccessMode: AccessWaitForExclusive, OnQueued: cancel})
+		errc <- err
+	}()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	if n := top.Stats().WaitingPublishers; n != 0 {
+		t.Fatalf("waiting publishers %d", n)
+	}
+	ex.Close(context.Background())
+	// The topic is free again.
+	addProducer(t, top, ProducerOptions{AccessMode: AccessExclusive})
+}
+
+func TestStatsShape(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true, StatsInterval: 20 * time.Millisecond})
+	top := e.topic("stats")
+	p := addProducer(t, top, ProducerOptions{Properties: map[string]string{"k": "v"}, ClientVersion: "Pulsar-Go-version-0.19.0", Address: "127.0.0.1:1"})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Durable: true, Metadata: map[string]string{"m": "1"}})
+	st := top.Stats()
+	sub := st.Subscriptions["s"]
+	if sub.LastMarkDeleteAdvancedTimestamp != 0 || sub.MsgOutCounter != 0 || len(sub.Consumers) != 1 {
+		t.Fatalf("fresh subscription %+v", sub)
+	}
+	c.Flow(10)
+	for i := 0; i < 5; i++ {
+		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "x"), SequenceID: int64(i)})
+	}
+	got := s.waitMessages(t, 5)
+	c.Ack(context.Background(), []Ack{{Position: got[4].Position}}, true)
+	waitUntil(t, "rates", func() bool { return top.Stats().MsgRateIn > 0 || top.Stats().MsgInCounter == 5 })
+	st = top.Stats()
+	pub := st.Publishers[0]
+	if pub.Metadata["k"] != "v" || pub.ClientVersion != "Pulsar-Go-version-0.19.0" || pub.AccessMode != "Shared" || pub.ConnectedSince == "" {
+		t.Fatalf("publisher %+v", pub)
+	}
+	sub = st.Subscriptions["s"]
+	cs := sub.Consumers[0]
+	if cs.Metadata["m"] != "1" || cs.LastConsumedFlowTimestamp == 0 || cs.AvgMessagesPerEntry != 1 || cs.MsgOutCounter != 5 {
+		t.Fatalf("consumer %+v", cs)
+	}
+	if sub.LastMarkDeleteAdvancedTimestamp == 0 || sub.Type != "Exclusive" || !sub.IsDurable || st.MsgInCounter != 5 || st.StorageSize == 0 {
+		t.Fatalf("subscription %+v topic %+v", sub, st)
+	}
+	in := top.InternalStats()
+	if in.NumberOfEntries != 5 || in.Cursors["s"].MarkDeletePosition != got[4].Position.String() {
+		t.Fatalf("internal %+v", in)
+	}
+}
