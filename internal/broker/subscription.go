@@ -112,9 +112,9 @@ type subscriptionState struct {
 	caughtUp     bool
 	caughtUpAt   storage.Position
 	caughtUpRead storage.Position
-	wake        chan struct{}
-	stop        context.CancelFunc // dispatcher; nil when not running
-	done        chan struct{}
+	wake         chan struct{}
+	stop         context.CancelFunc // dispatcher; nil when not running
+	done         chan struct{}
 
 	msgOut, bytesOut, msgExpired   atomic.Int64
 	rateOut, rateBytesOut          rate
