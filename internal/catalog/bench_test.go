@@ -46,6 +46,19 @@ func BenchmarkNamespaceRead(b *testing.B) {
 	}
 }
 
+// BenchmarkNamespaceShared: the same document without a copy (read-only).
+func BenchmarkNamespaceShared(b *testing.B) {
+	s := memstore.New()
+	b.Cleanup(func() { s.Close() })
+	c := benchCatalog(b, s)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := c.NamespaceShared("public/default"); !ok {
+			b.Fatal("missing")
+		}
+	}
+}
+
 // BenchmarkReplicationClusters: the effective replication list of a topic (what a broker asks on
 // topic load and on every policy event).
 func BenchmarkReplicationClusters(b *testing.B) {

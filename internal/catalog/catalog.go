@@ -92,6 +92,7 @@ type Event struct {
 type entry[T any] struct {
 	val    T
 	modRev int64
+	ptr    *T // the same value, for shared read-only access (set for namespaces)
 }
 
 // maxSubscriberQueue bounds a subscriber's undelivered events before they collapse into one
@@ -299,7 +300,7 @@ func (c *Catalog) applyLocked(ev metadata.Event) (Event, bool) {
 			if err := json.Unmarshal(ev.KV.Value, &v); err != nil {
 				return bad(err)
 			}
-			c.clusters[name] = entry[adminapi.ClusterData]{v, rev}
+			c.clusters[name] = entry[adminapi.ClusterData]{val: v, modRev: rev}
 		}
 		return Event{Kind: EventCluster, Name: name, Deleted: del, Revision: rev}, true
 	case keyTenant:
@@ -310,7 +311,7 @@ func (c *Catalog) applyLocked(ev metadata.Event) (Event, bool) {
 			if err := json.Unmarshal(ev.KV.Value, &v); err != nil {
 				return bad(err)
 			}
-			c.tenants[name] = entry[adminapi.TenantInfo]{v, rev}
+			c.tenants[name] = entry[adminapi.TenantInfo]{val: v, modRev: rev}
 		}
 		return Event{Kind: EventTenant, Name: name, Deleted: del, Revision: rev}, true
 	case keyNamespace:
@@ -322,7 +323,7 @@ func (c *Catalog) applyLocked(ev metadata.Event) (Event, bool) {
 				return bad(err)
 			}
 			v.Normalize()
-			c.namespaces[name] = entry[adminapi.Policies]{v, rev}
+			c.namespaces[name] = entry[adminapi.Policies]{val: v, modRev: rev, ptr: &v}
 		}
 		return Event{Kind: EventNamespace, Name: name, Deleted: del, Revision: rev}, true
 	case keyPartitioned:
@@ -333,7 +334,7 @@ func (c *Catalog) applyLocked(ev metadata.Event) (Event, bool) {
 			if err := json.Unmarshal(ev.KV.Value, &v); err != nil {
 				return bad(err)
 			}
-			c.partitioned[name] = entry[adminapi.PartitionedTopicMetadata]{v, rev}
+			c.partitioned[name] = entry[adminapi.PartitionedTopicMetadata]{val: v, modRev: rev}
 		}
 		return Event{Kind: EventPartitionedTopic, Name: name, Deleted: del, Revision: rev}, true
 	case keyDynamic:
@@ -344,7 +345,7 @@ func (c *Catalog) applyLocked(ev metadata.Event) (Event, bool) {
 			if err := json.Unmarshal(ev.KV.Value, &v); err != nil {
 				return bad(err)
 			}
-			c.dynamic = entry[map[string]string]{v, rev}
+			c.dynamic = entry[map[string]string]{val: v, modRev: rev}
 		}
 		return Event{Kind: EventDynamicConfig, Deleted: del, Revision: rev}, true
 	case keyTopicPolicies:
@@ -355,7 +356,7 @@ func (c *Catalog) applyLocked(ev metadata.Event) (Event, bool) {
 			if err := json.Unmarshal(ev.KV.Value, &v); err != nil {
 				return bad(err)
 			}
-			c.topicPolicies[name] = entry[adminapi.TopicPolicies]{v, rev}
+			c.topicPolicies[name] = entry[adminapi.TopicPolicies]{val: v, modRev: rev}
 		}
 		return Event{Kind: EventTopicPolicies, Name: name, Deleted: del, Revision: rev}, true
 	}

@@ -201,6 +201,9 @@ func TestTopicPoliciesAndEffectiveReplication(t *testing.T) {
 		if !slices.Equal(got, []string{"east"}) {
 			t.Fatalf("effective = %v", got)
 		}
+		if shared, ok := c.NamespaceShared("public/default"); !ok || !slices.Equal(shared.ReplicationClusters, []string{"east"}) {
+			t.Fatalf("shared = %+v %v", shared, ok)
+		}
 		if err := c.UpdateTopicPolicies(ctx, topic, func(p *adminapi.TopicPolicies) error {
 			p.ReplicationClusters = []string{"east", "west"}
 			return nil

@@ -315,6 +315,19 @@ func (c *Catalog) Namespace(ns string) (adminapi.Policies, bool) {
 	return clonePolicies(e.val), true
 }
 
+// NamespaceShared returns the cached policies without copying them: cheap (no allocation) for hot
+// paths such as loading thousands of topics, but the caller must treat the result as read-only — it
+// is shared with every other reader and replaced, never modified, when the namespace changes.
+func (c *Catalog) NamespaceShared(ns string) (*adminapi.Policies, bool) {
+	c.mu.RLock()
+	e, ok := c.namespaces[ns]
+	c.mu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return e.ptr, true
+}
+
 func clonePolicies(p adminapi.Policies) adminapi.Policies {
 	var out adminapi.Policies
 	b, err := json.Marshal(p)
