@@ -113,12 +113,18 @@ func openReplicationCursor(ctx context.Context, t LocalTopic, remote string, sta
 	if err != nil {
 		return nil, fmt.Errorf("replication: open cursor %s on %s: %w", CursorName(remote), t.Name(), err)
 	}
-	if created {
-		props := cur.Properties()
+	props := cur.Properties()
+	if created || props[PropStartMode] == "" {
 		if props == nil {
 			props = map[string]string{}
 		}
-		props[PropStartMode] = string(startAt)
+		mode := startAt
+		if !created {
+			// A cursor the broker created with a new topic, before its first entry: everything the
+			// topic ever held is replicated.
+			mode = StartEarliest
+		}
+		props[PropStartMode] = string(mode)
 		props[PropStartPosition] = cur.MarkDeletePosition().String()
 		props[PropCreatedAt] = now.UTC().Format(time.RFC3339Nano)
 		if err := cur.SetProperties(ctx, props); err != nil {
