@@ -151,6 +151,24 @@ func (c *Client) Ready(ctx context.Context) error {
 	return err
 }
 
+// WaitReady polls /admin/v2/brokers/ready every interval until it answers 200 or ctx ends (then it
+// returns the last error).
+func (c *Client) WaitReady(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		err := c.Ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("broker at %s not ready: %w (last: %v)", c.base.Redacted(), ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
 // Health calls GET /admin/v2/brokers/health.
 func (c *Client) Health(ctx context.Context) error {
 	_, _, err := c.DoRaw(ctx, http.MethodGet, "/admin/v2/brokers/health", nil, nil)
