@@ -248,3 +248,40 @@ func TestStatsShape(t *testing.T) {
 		t.Fatalf("internal %+v", in)
 	}
 }
+
+// A reader (non-durable) that seeks keeps its subscription: the client re-subscribes and continues
+// at the new position (the Go client's Latest+inclusive reader seeks before its first FLOW).
+func TestReaderSeekKeepsSubscription(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("reader-seek")
+	p := addProducer(t, top, ProducerOptions{})
+	var last PublishResult
+	for i := 0; i < 5; i++ {
+		last = publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
+	}
+	start := LatestPosition
+	opts := SubscribeOptions{Subscription: "reader-1", Type: SubExclusive, StartPosition: &start}
+	c, s := subscribe(t, top, opts)
+	lm, err := c.LastMessageID(context.Background())
+	if err != nil || lm.Position != last.Position {
+		t.Fatalf("LastMessageID %+v %v", lm, err)
+	}
+	if err := c.Seek(context.Background(), lm.Position); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(t, "closed", func(s *sink) bool { return s.closed })
+	if subs := top.Subscriptions(); len(subs) != 1 {
+		t.Fatalf("subscriptions after seek %v", subs)
+	}
+	restart := lm.Position
+	opts.StartPosition = &restart
+	c, s = subscribe(t, top, opts)
+	c.Flow(10)
+	if got := s.waitMessages(t, 1); got[0].Position != last.Position {
+		t.Fatalf("after seek got %v", got[0].Position)
+	}
+	c.Close()
+	if subs := top.Subscriptions(); len(subs) != 0 {
+		t.Fatalf("reader subscription kept after close: %v", subs)
+	}
+}

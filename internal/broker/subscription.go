@@ -101,6 +101,10 @@ type subscriptionState struct {
 	// opMu serialises structural operations (subscribe, close, seek, unsubscribe), so that a seek
 	// and a re-subscribe never interleave. Never taken by the dispatcher goroutine.
 	opMu sync.Mutex
+	// resetting is set (under opMu) while a seek disconnects consumers: a non-durable subscription
+	// then survives losing its last consumer, so the reconnecting reader finds it at the new
+	// position (as Pulsar keeps it during a cursor reset).
+	resetting bool
 
 	mu          sync.Mutex // guards everything below; never held across storage I/O or sink calls
 	d           *dispatchState
@@ -237,7 +241,7 @@ func (s *subscriptionState) removeConsumerLocked(c *consumerState, notify bool) 
 		stop()
 		<-done
 	}
-	if last && !s.durable {
+	if last && !s.durable && !s.resetting {
 		s.topic.dropSubscription(s)
 	}
 	s.notify()
@@ -423,7 +427,9 @@ func (s *subscriptionState) reset(ctx context.Context, p storage.Position, byTim
 	p = s.resolve(p)
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
+	s.resetting = true
 	s.closeAllLocked(nil)
+	s.resetting = false
 	if err := s.cursor.ResetTo(ctx, p); err != nil {
 		return fmt.Errorf("reset %q to %s: %w", s.name, p, err)
 	}
