@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -238,7 +239,20 @@ func brokersCmd(a *app) *cobra.Command {
 			return a.done("ok")
 		})
 	}}
+	var wait time.Duration
 	ready := &cobra.Command{Use: "ready", Short: "Check that the broker is ready (exit status 1 if not)", Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
+		if wait > 0 {
+			c, err := a.api()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+			defer cancel()
+			if err := c.WaitReady(ctx, 200*time.Millisecond); err != nil {
+				return err
+			}
+			return a.done("ok")
+		}
 		return a.call(cmd, func(ctx context.Context, c *adminapi.Client) error {
 			if err := c.Ready(ctx); err != nil {
 				return err
@@ -246,6 +260,7 @@ func brokersCmd(a *app) *cobra.Command {
 			return a.done("ok")
 		})
 	}}
+	ready.Flags().DurationVar(&wait, "wait", 0, "keep asking until ready or this long has passed (e.g. 30s)")
 	leader := &cobra.Command{Use: "leader-broker", Short: "Show the leader broker", Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
 		return a.call(cmd, func(ctx context.Context, c *adminapi.Client) error {
 			var b adminapi.BrokerInfo

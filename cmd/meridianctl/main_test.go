@@ -202,6 +202,9 @@ func TestBrokersAndConnectionErrors(t *testing.T) {
 	if out := mustCtl(t, url, "brokers", "healthcheck"); out != "ok\n" {
 		t.Fatalf("healthcheck = %q", out)
 	}
+	if out := mustCtl(t, url, "brokers", "ready", "--wait", "5s"); out != "ok\n" {
+		t.Fatalf("ready = %q", out)
+	}
 	if out := mustCtl(t, url, "brokers", "list"); out != "127.0.0.1:8080\n" {
 		t.Fatalf("brokers = %q", out)
 	}
