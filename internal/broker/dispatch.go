@@ -41,7 +41,12 @@ type dconsumer struct {
 	unacked int64 // sum of pending messages
 	// keyRange is the consumer's Key_Shared hash range (inclusive); sticky ranges when set by the client.
 	sticky []HashRange
-	owner  *consumerState // nil in pure tests
+	// joinedAt (Key_Shared): the read position when the consumer joined a subscription that already
+	// had consumers. Until everything before it is acknowledged, the consumer gets no entries at or
+	// after it, so a key that moves to it never overtakes that key's older, still unacknowledged
+	// messages at another consumer (Pulsar's "recently joined consumers").
+	joinedAt *storage.Position
+	owner    *consumerState // nil in pure tests
 }
 
 // pendingEntry is one delivered, unacknowledged entry.
@@ -78,6 +83,8 @@ type dispatchState struct {
 	redeliveries map[storage.Position]uint32
 	// owner maps each pending position to the consumer holding it.
 	owner map[storage.Position]*dconsumer
+	// markDelete is the cursor's mark-delete position, refreshed by the driver before each plan.
+	markDelete storage.Position
 	// maxUnacked blocks a Shared/Key_Shared consumer holding this many unacknowledged messages
 	// (Pulsar's maxUnackedMessagesPerConsumer); 0 = no limit.
 	maxUnacked int64
@@ -158,6 +165,10 @@ func (d *dispatchState) updateActive(markDelete storage.Position, announceAll bo
 
 // addConsumer registers a consumer; it returns the ACTIVE_CONSUMER_CHANGE notifications to send.
 func (d *dispatchState) addConsumer(c *dconsumer, markDelete storage.Position) []activeChange {
+	if d.subType == SubKeyShared && len(d.consumers) > 0 && d.readPos.Compare(next(markDelete)) > 0 {
+		at := d.readPos
+		c.joinedAt = &at
+	}
 	d.consumers = append(d.consumers, c)
 	changes := d.updateActive(markDelete, true)
 	if d.subType == SubFailover && len(changes) == 0 {
@@ -299,7 +310,7 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 	}
 	if d.subType == SubKeyShared {
 		c := d.keyOwner(e.keyHash)
-		if c != nil && d.canTake(c) {
+		if c != nil && d.canTake(c) && d.joinAllows(c, e.pos) {
 			return c
 		}
 		return nil
@@ -325,6 +336,18 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 		}
 	}
 	return nil
+}
+
+// joinAllows applies the recently-joined restriction of Key_Shared consumers.
+func (d *dispatchState) joinAllows(c *dconsumer, p storage.Position) bool {
+	if c.joinedAt == nil {
+		return true
+	}
+	if d.markDelete.Compare(*c.joinedAt) >= 0 || next(d.markDelete) == *c.joinedAt {
+		c.joinedAt = nil // everything before the join point is acknowledged
+		return true
+	}
+	return p.Compare(*c.joinedAt) < 0
 }
 
 // keyOwner maps a key hash to a Key_Shared consumer: a consumer whose sticky ranges contain it,

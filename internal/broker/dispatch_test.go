@@ -350,3 +350,40 @@ func TestSharedConsumerBlockedOnUnackedLimit(t *testing.T) {
 		t.Fatalf("after ack got %v", got)
 	}
 }
+
+func TestKeySharedNewConsumerWaitsForOlderMessages(t *testing.T) {
+	d := newDispatchState(SubKeyShared, -1, pos(1, 0))
+	a := newDConsumer(1, "a", 0)
+	d.addConsumer(a, pos(1, -1))
+	d.flow(a, 100)
+	es := entries(1, 0, 3, 1)
+	for i := range es {
+		es[i].keyHash = 60000 // one key, in the upper half of the hash space
+	}
+	p, _ := d.plan(100, pos(1, 3), false, false)
+	d.assign(p, es, nil, 0)
+	// b joins: the key moves to b (upper half), but entries 0-3 are unacknowledged at a.
+	b := newDConsumer(2, "b", 0)
+	d.addConsumer(b, pos(1, -1))
+	d.flow(b, 100)
+	if b.joinedAt == nil || *b.joinedAt != pos(1, 4) {
+		t.Fatalf("joinedAt %v", b.joinedAt)
+	}
+	more := entries(1, 4, 5, 1)
+	for i := range more {
+		more[i].keyHash = 60000
+	}
+	p, _ = d.plan(100, pos(1, 5), false, false)
+	res := d.assign(p, more, nil, 0)
+	if len(res.deliveries) != 0 || len(d.replay) != 2 {
+		t.Fatalf("delivered %v replay %v", deliveredTo(res), d.replay)
+	}
+	// a acknowledges everything before the join point: b may take the key now.
+	d.ackedUpTo(pos(1, 3))
+	d.markDelete = pos(1, 3)
+	p, _ = d.plan(100, pos(1, 5), false, false)
+	res = d.assign(p, more, nil, 0)
+	if got := deliveredTo(res)["b"]; len(got) != 2 {
+		t.Fatalf("b got %v", got)
+	}
+}

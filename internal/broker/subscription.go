@@ -509,6 +509,7 @@ func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 	for {
 		s.mu.Lock()
 		lc := s.topic.ledger.LastConfirmed()
+		s.d.markDelete = s.cursor.MarkDeletePosition()
 		now := b.nowMs()
 		nextDue := s.d.releaseDelayed(now)
 		caughtUp := s.caughtUp && s.caughtUpAt == lc && s.caughtUpRead == s.d.readPos
