@@ -86,7 +86,11 @@ func TestPerf(t *testing.T) {
 	if !strings.Contains(out, "summary: produce 300 messages") || !strings.Contains(out, "p99") {
 		t.Fatalf("perf produce = %q", out)
 	}
-	if r := ctlBroker(t, b, "perf", "consume", topic, "-p", "earliest", "-n", "300", "-i", "50ms"); r.code != 0 || !strings.Contains(r.stdout, "summary: consume 300 messages") {
+	out = mustBroker(t, b, "perf", "produce", topic, "-r", "0", "-n", "300", "-s", "100", "--disable-batching")
+	if !strings.Contains(out, "summary: produce 300 messages") {
+		t.Fatalf("perf produce unbatched = %q", out)
+	}
+	if r := ctlBroker(t, b, "perf", "consume", topic, "-p", "earliest", "-n", "600", "-i", "50ms"); r.code != 0 || !strings.Contains(r.stdout, "summary: consume 600 messages") {
 		t.Fatalf("perf consume = %+v", r)
 	}
 }

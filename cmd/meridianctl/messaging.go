@@ -61,14 +61,16 @@ type multiProducer struct {
 	next int
 }
 
-func openProducers(ctx context.Context, c *client.Client, topic string, maxPending int) (*multiProducer, error) {
+func openProducers(ctx context.Context, c *client.Client, topic string, base client.ProducerOptions) (*multiProducer, error) {
 	names, err := partitions(ctx, c, topic)
 	if err != nil {
 		return nil, err
 	}
 	mp := &multiProducer{}
 	for _, n := range names {
-		p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: n, MaxPending: maxPending})
+		o := base
+		o.Topic = n
+		p, err := c.CreateProducer(ctx, o)
 		if err != nil {
 			mp.close(ctx)
 			return nil, fmt.Errorf("creating a producer on %s: %w", n, err)
@@ -154,7 +156,7 @@ func produceCmd(a *app) *cobra.Command {
 			return err
 		}
 		defer c.Close()
-		mp, err := openProducers(ctx, c, args[0], 1000)
+		mp, err := openProducers(ctx, c, args[0], client.ProducerOptions{MaxPending: 1000})
 		if err != nil {
 			return err
 		}

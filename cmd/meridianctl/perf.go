@@ -163,10 +163,12 @@ func (r *reporter) final() {
 func perfCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "perf", Short: "Load generators printing rate and latency percentiles"}
 	var (
-		rate           float64
-		size, pending  int
-		total          int64
-		duration, intv time.Duration
+		rate                      float64
+		size, pending             int
+		total                     int64
+		duration, intv, batchTime time.Duration
+		batchMsgs, batchKiB       int
+		noBatch                   bool
 	)
 	produce := &cobra.Command{Use: "produce TOPIC", Short: "Publish at a rate; latency is send to receipt (after fsync on the broker)", Args: cobra.ExactArgs(1), RunE: func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
@@ -180,7 +182,13 @@ func perfCmd(a *app) *cobra.Command {
 			return err
 		}
 		defer c.Close()
-		mp, err := openProducers(ctx, c, args[0], pending)
+		opts := client.ProducerOptions{MaxPending: pending}
+		if !noBatch && batchMsgs > 1 {
+			opts.BatchingMaxMessages = batchMsgs
+			opts.BatchingMaxBytes = batchKiB << 10
+			opts.BatchingMaxDelay = batchTime
+		}
+		mp, err := openProducers(ctx, c, args[0], opts)
 		if err != nil {
 			return err
 		}
@@ -242,6 +250,10 @@ func perfCmd(a *app) *cobra.Command {
 	pf.Int64VarP(&total, "num-messages", "n", 0, "stop after this many (0 = until interrupted or --duration)")
 	pf.DurationVarP(&duration, "duration", "d", 0, "stop after this long")
 	pf.DurationVarP(&intv, "interval", "i", 5*time.Second, "reporting interval")
+	pf.DurationVarP(&batchTime, "batching-time", "b", time.Millisecond, "how long a batch waits for more messages (like pulsar-perf)")
+	pf.IntVar(&batchKiB, "batching-max-size", 128, "largest batch body in KiB")
+	pf.IntVar(&batchMsgs, "batching-num-messages", 1000, "most messages per batch")
+	pf.BoolVar(&noBatch, "disable-batching", false, "send every message as its own entry")
 
 	var sub, typ, position string
 	var queue int
