@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +20,7 @@ func (n *Node) mountAdmin() error {
 		Cluster:           n.opts.Cluster,
 		Catalog:           c.catalog,
 		Topics:            topicService{broker: c.broker, cat: c.catalog},
-		Ready:             func(context.Context) error { return n.Ready() },
+		Ready:             n.Healthy,
 		Registry:          reg,
 		Logger:            n.opts.Logger,
 		AutoTopicCreation: n.opts.AutoTopicCreation,

@@ -156,9 +156,40 @@ func (n *Node) fatal(err error) {
 	})
 }
 
-func (n *Node) serveReady(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+// storeHealthTimeout bounds the configuration store check of a readiness probe.
+const storeHealthTimeout = time.Second
+
+// Healthy is Ready plus a live check of the metadata stores: an unreachable etcd makes the node
+// unready (new topics, policy changes and lookups of new namespaces would fail), even though the
+// catalog keeps serving its cache.
+func (n *Node) Healthy(ctx context.Context) error {
 	if err := n.Ready(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeHealthTimeout)
+	defer cancel()
+	c := &n.components
+	if c.configStore != nil {
+		if err := c.configStore.Health(ctx); err != nil {
+			return fmt.Errorf("configuration store: %w", err)
+		}
+	}
+	if c.localStore != nil && c.localStore != c.configStore {
+		if err := c.localStore.Health(ctx); err != nil {
+			return fmt.Errorf("local metadata store: %w", err)
+		}
+	}
+	if c.catalog != nil {
+		if err := c.catalog.Health(); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) serveReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := n.Healthy(r.Context()); err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintf(w, "not ready: %v\n", err)
 		return
