@@ -55,7 +55,8 @@ type Engine struct {
 	dirtyDirs   map[string]struct{}
 	unsyncedLed map[*Ledger]struct{} // SyncInterval: ledgers with acknowledged unsynced appends
 	lastSync    time.Time
-	prevUnclean bool // the next journal file follows an abandoned one
+	prevUnclean bool   // the next journal file follows an abandoned one
+	arena       []byte // segment write buffer, reused by every batch
 
 	ckptMu      sync.Mutex // serialises checkpoints
 	ckptCh      chan checkpointJob
@@ -108,8 +109,10 @@ type item struct {
 	off, n      int // the segment record (kEntry) or cursor-log body (kCursor, kDelCursor) in buf
 	err         error
 	done        func(Position, error)
-	cursor      *Cursor // kCursor: clears its in-flight flag
-	version     uint64  // kCursor: state version written
+	cursor      *Cursor   // kCursor: clears its in-flight flag
+	version     uint64    // kCursor: state version written
+	fileOff     int64     // kEntry: where its record went in the segment file
+	w           *segWrite // kEntry: the segment write it is part of
 }
 
 type checkpointJob struct {
@@ -808,6 +811,8 @@ func (e *Engine) failBatch(b *batch, err error) {
 
 // apply writes a durable batch's effects to the ledgers' files and memory, then completes it.
 func (e *Engine) apply(b *batch) {
+	e.writeEntries(b)
+	var slab []byte
 	for i := range b.items {
 		it := &b.items[i]
 		l := it.l
@@ -819,7 +824,7 @@ func (e *Engine) apply(b *batch) {
 				it.done(Position{}, nil)
 			}
 		case kEntry:
-			p, err := l.applyEntry(it, b.buf[it.off:it.off+it.n])
+			p, err := l.applyEntry(it, &slab)
 			if err == nil && e.opts.Sync == SyncInterval {
 				if e.unsyncedLed == nil {
 					e.unsyncedLed = map[*Ledger]struct{}{}

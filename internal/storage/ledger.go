@@ -421,58 +421,138 @@ func (l *Ledger) switchSegmentLocked(b *batch, id int64) {
 	b.items = append(b.items, item{kind: kSeal, l: l, ledgerID: old})
 }
 
-// applyEntry runs on the sync loop once the entry's journal record is durable.
-func (l *Ledger) applyEntry(it *item, rec []byte) (Position, error) {
-	e := l.e
-	l.mu.Lock()
-	if l.err != nil || l.closed {
-		err := l.err
-		if err == nil {
-			err = ErrClosed
-		}
-		l.mu.Unlock()
-		return Position{}, err
-	}
-	seg := l.segByIDLocked(it.ledgerID)
-	if seg == nil || seg.entries != it.entryID {
-		l.mu.Unlock()
-		err := fmt.Errorf("storage: internal error: entry %d:%d out of sequence", it.ledgerID, it.entryID)
-		l.fence(err)
-		return Position{}, err
-	}
-	created := seg.created
-	off := seg.size
-	l.mu.Unlock()
+// segWrite collects one segment's records of a batch, written with one WriteAt.
+type segWrite struct {
+	l    *Ledger
+	seg  *segment
+	off  int64 // file offset of buf[0]
+	size int
+	buf  []byte
+	err  error
+}
 
-	p := segPath(l.dir, seg.id)
-	if !created {
-		if err := l.createSegmentFile(seg.id); err != nil {
-			l.fence(err)
-			return Position{}, err
+// writeEntries writes the entry records of a durable batch to their segment files, one write
+// per segment, and records each item's file offset (phase one of applying a batch).
+func (e *Engine) writeEntries(b *batch) {
+	var writes []*segWrite
+	var last *segWrite
+	for i := range b.items {
+		it := &b.items[i]
+		if it.kind != kEntry {
+			continue
 		}
-		off = headerSize
+		l := it.l
+		if last == nil || last.l != l || last.seg.id != it.ledgerID {
+			last = nil
+			for _, w := range writes {
+				if w.l == l && w.seg.id == it.ledgerID {
+					last = w
+					break
+				}
+			}
+		}
+		if last == nil {
+			l.mu.RLock()
+			err := l.err
+			if err == nil && l.closed {
+				err = ErrClosed
+			}
+			seg := l.segByIDLocked(it.ledgerID)
+			l.mu.RUnlock()
+			if err == nil && seg == nil {
+				err = fmt.Errorf("storage: internal error: no segment %d for entry %d", it.ledgerID, it.entryID)
+			}
+			if err != nil {
+				it.err = err
+				continue
+			}
+			last = &segWrite{l: l, seg: seg, off: seg.size}
+			if !seg.created {
+				last.off = headerSize
+			}
+			if seg.entries != it.entryID {
+				last.err = fmt.Errorf("storage: internal error: entry %d:%d out of sequence (have %d)", it.ledgerID, it.entryID, seg.entries)
+			}
+			writes = append(writes, last)
+		}
+		it.fileOff = last.off + int64(last.size)
+		it.w = last
+		last.size += it.n
 	}
-	cf, err := e.files.acquire(p, false)
-	if err == nil {
-		_, err = cf.f.WriteAt(rec, off)
-		e.files.release(cf)
+	// Lay the records of each segment out contiguously in one reused arena.
+	total := 0
+	for _, w := range writes {
+		total += w.size
 	}
-	if err != nil {
-		err = fmt.Errorf("storage: segment write: %w", err)
-		l.fence(err)
-		return Position{}, err
+	if cap(e.arena) < total {
+		e.arena = make([]byte, total)
 	}
-	e.dirtyFiles[p] = struct{}{}
+	arena := e.arena[:total]
+	for _, w := range writes {
+		w.buf, arena = arena[:0:w.size], arena[w.size:]
+	}
+	for i := range b.items {
+		if it := &b.items[i]; it.kind == kEntry && it.w != nil {
+			it.w.buf = append(it.w.buf, b.buf[it.off:it.off+it.n]...)
+		}
+	}
+	for _, w := range writes {
+		if w.err != nil {
+			continue
+		}
+		p := segPath(w.l.dir, w.seg.id)
+		if !w.seg.created {
+			if err := w.l.createSegmentFile(w.seg.id); err != nil {
+				w.err = err
+				continue
+			}
+		}
+		cf, err := e.files.acquire(p, false)
+		if err == nil {
+			_, err = cf.f.WriteAt(w.buf, w.off)
+			e.files.release(cf)
+		}
+		if err != nil {
+			w.err = fmt.Errorf("storage: segment write: %w", err)
+			continue
+		}
+		e.dirtyFiles[p] = struct{}{}
+	}
+}
+
+// applyEntry makes a written entry visible and returns its position (phase two).
+func (l *Ledger) applyEntry(it *item, slab *[]byte) (Position, error) {
+	e := l.e
+	if it.err != nil {
+		return Position{}, it.err
+	}
+	if it.w.err != nil {
+		l.fence(it.w.err)
+		return Position{}, it.w.err
+	}
+	seg := it.w.seg
+	rec := it.w.buf[it.fileOff-it.w.off:][:it.n]
 	data := rec[segRecordOverhead:]
 	pos := Position{seg.id, it.entryID}
 	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Position{}, ErrClosed
+	}
 	seg.created = true
-	seg.addEntry(off, int64(len(rec)), it.publishTime, int64(len(data)))
+	seg.addEntry(it.fileOff, int64(len(rec)), it.publishTime, int64(len(data)))
 	l.entries++
 	l.bytes += int64(len(data))
 	l.mu.Unlock()
 	if e.cache.limit > 0 {
-		e.cache.put(pos, it.publishTime, append([]byte(nil), data...))
+		// One allocation per batch holds the cached copies of all its entries.
+		if len(*slab) < len(data) {
+			*slab = make([]byte, max(len(data), 256<<10))
+		}
+		c := (*slab)[:len(data):len(data)]
+		*slab = (*slab)[len(data):]
+		copy(c, data)
+		e.cache.put(pos, it.publishTime, c)
 	}
 	return pos, nil
 }
