@@ -773,7 +773,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 		}
 		var seg *segment
 		var start, startOff int64
-		var limit int64
+		var limit, avgRec int64
 		for _, s := range l.segs {
 			if s.entries == 0 || s.id < from.LedgerID || (s.id == from.LedgerID && from.EntryID >= s.entries) {
 				continue
@@ -784,6 +784,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 				start = max(from.EntryID, 0)
 			}
 			limit = s.entries
+			avgRec = max((s.size-headerSize)/s.entries, segRecordOverhead)
 			i := sort.Search(len(s.points), func(i int) bool { return s.points[i].entryID > start }) - 1
 			startOff = s.points[i].offset
 			start, from = s.points[i].entryID, Position{s.id, start}
@@ -794,7 +795,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 			return out, nil
 		}
 		var err error
-		out, total, err = l.readSegment(seg.id, start, startOff, from.EntryID, limit, out, total, maxEntries, maxBytes)
+		out, total, err = l.readSegment(seg.id, start, startOff, from.EntryID, limit, avgRec, out, total, maxEntries, maxBytes)
 		if err != nil {
 			if vfs.IsNotExist(err) {
 				// Trimmed while reading: continue with what is still stored.
@@ -812,7 +813,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 
 // readSegment appends entries want..limit-1 of segment id to out, starting the file scan at
 // entry at (file offset off), serving entries from the cache where possible.
-func (l *Ledger) readSegment(id, at, off, want, limit int64, out []Entry, total int64, maxEntries int, maxBytes int64) ([]Entry, int64, error) {
+func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry, total int64, maxEntries int, maxBytes int64) ([]Entry, int64, error) {
 	e := l.e
 	full := func() bool {
 		return (maxEntries > 0 && len(out) >= maxEntries) || (maxBytes > 0 && total >= maxBytes && len(out) > 0)
@@ -850,10 +851,15 @@ func (l *Ledger) readSegment(id, at, off, want, limit int64, out []Entry, total 
 		return out, total, err
 	}
 	defer e.files.release(cf)
+	// Size the read by what is wanted: maxEntries average records, at most maxBytes (plus one).
 	chunk := int64(256 << 10)
-	if maxBytes > 0 {
-		chunk = min(max(maxBytes+int64(segRecordOverhead)*16, 16<<10), 4<<20)
+	if maxEntries > 0 {
+		chunk = int64(maxEntries-len(out))*avgRec + recHeaderSize
 	}
+	if maxBytes > 0 {
+		chunk = min(chunk, maxBytes-total+avgRec)
+	}
+	chunk = min(max(chunk, 4<<10), 4<<20)
 	buf := make([]byte, chunk)
 	for at < limit && !full() {
 		n, rerr := cf.f.ReadAt(buf, off)
