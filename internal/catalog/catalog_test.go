@@ -214,6 +214,10 @@ func TestTopicPoliciesAndEffectiveReplication(t *testing.T) {
 		if !slices.Equal(got, []string{"east", "west"}) {
 			t.Fatalf("effective = %v", got)
 		}
+		// A cluster a topic replicates to can be neither unregistered nor disallowed.
+		wantKind(t, c.DeleteCluster(ctx, "west"), catalog.ErrPrecondition, "")
+		wantKind(t, c.UpdateTenant(ctx, "public", adminapi.TenantInfo{AllowedClusters: []string{"east"}}), catalog.ErrPrecondition,
+			"Failed to update the tenant: topic persistent://public/default/orders still replicates to cluster west")
 		// Clearing the only policy deletes the document.
 		if err := c.UpdateTopicPolicies(ctx, topic, func(p *adminapi.TopicPolicies) error { p.ReplicationClusters = nil; return nil }); err != nil {
 			t.Fatal(err)
@@ -327,7 +331,7 @@ func TestUnsubscribeAndCloseEndGoroutines(t *testing.T) {
 // crash or a failed start.
 func TestUnreadableValuesAreSkipped(t *testing.T) {
 	s := memstore.New()
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	for k, v := range map[string]string{
 		"/admin/clusters/bad":         "{not json",

@@ -126,6 +126,12 @@ func (c *Catalog) DeleteCluster(ctx context.Context, name string) error {
 			return refuse(ErrPrecondition, "Cluster %s is still in the replication clusters of namespace %s", name, ns)
 		}
 	}
+	for _, t := range sortedKeys(c.topicPolicies) {
+		if slices.Contains(c.topicPolicies[t].val.ReplicationClusters, name) {
+			c.mu.RUnlock()
+			return refuse(ErrPrecondition, "Cluster %s is still in the replication clusters of topic %s", name, t)
+		}
+	}
 	c.mu.RUnlock()
 	return update(ctx, c, clusterKey(name), func() adminapi.ClusterData { return adminapi.ClusterData{} },
 		func(v *adminapi.ClusterData, exists bool) (bool, error) {
@@ -246,6 +252,17 @@ func (c *Catalog) UpdateTenant(ctx context.Context, name string, info adminapi.T
 			}
 		}
 	}
+	for _, t := range sortedKeys(c.topicPolicies) {
+		if !topicInTenant(t, name) {
+			continue
+		}
+		for _, cl := range c.topicPolicies[t].val.ReplicationClusters {
+			if !slices.Contains(info.AllowedClusters, cl) {
+				c.mu.RUnlock()
+				return refuse(ErrPrecondition, "Failed to update the tenant: topic %s still replicates to cluster %s", t, cl)
+			}
+		}
+	}
 	c.mu.RUnlock()
 	return update(ctx, c, tenantKey(name), func() adminapi.TenantInfo { return adminapi.TenantInfo{} },
 		func(v *adminapi.TenantInfo, exists bool) (bool, error) {
@@ -271,6 +288,11 @@ func (c *Catalog) DeleteTenant(ctx context.Context, name string) error {
 			}
 			return true, nil
 		})
+}
+
+func topicInTenant(topic, tenant string) bool {
+	i := strings.Index(topic, "://")
+	return i >= 0 && strings.HasPrefix(topic[i+3:], tenant+"/")
 }
 
 // EnsureTenant creates the tenant if it does not exist; an existing tenant is left as it is.
