@@ -34,6 +34,9 @@ type brokerState struct {
 	closed  bool
 	topics  map[string]*topicState // by full name
 	loading map[string]*topicLoad
+	// closing holds topics being unloaded: a new load waits, so that it never gets the old,
+	// still-open ledger from storage.
+	closing map[string]chan struct{}
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -87,6 +90,7 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 		replicatedIndex: deps.ReplicatedIndex,
 		topics:          make(map[string]*topicState),
 		loading:         make(map[string]*topicLoad),
+		closing:         make(map[string]chan struct{}),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -144,6 +148,15 @@ func (b *brokerState) getTopic(ctx context.Context, name naming.TopicName, creat
 		if t := b.topics[key]; t != nil {
 			b.mu.Unlock()
 			return t.public, nil
+		}
+		if ch := b.closing[key]; ch != nil {
+			b.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
 		}
 		if l := b.loading[key]; l != nil {
 			b.mu.Unlock()
@@ -308,7 +321,7 @@ func (b *brokerState) createTopic(ctx context.Context, name naming.TopicName) er
 	// Explicit creation ignores the auto-creation policy.
 	key := name.String()
 	b.mu.Lock()
-	if b.topics[key] != nil || b.loading[key] != nil {
+	if b.topics[key] != nil || b.loading[key] != nil || b.closing[key] != nil {
 		b.mu.Unlock()
 		return fmt.Errorf("topic %s already exists: %w", name, ErrNotAllowed)
 	}
@@ -349,14 +362,26 @@ func (b *brokerState) loadTopicForce(ctx context.Context, name naming.TopicName)
 	return t, nil
 }
 
-// detach removes a loaded topic from the map (so the next GetTopic loads it again) and closes it.
+// detach removes a loaded topic from the map (so the next GetTopic loads it again, once this
+// close is complete) and closes it.
 func (b *brokerState) detach(ctx context.Context, t *topicState) error {
+	key := t.name.String()
 	b.mu.Lock()
-	if b.topics[t.name.String()] == t {
-		delete(b.topics, t.name.String())
+	var ch chan struct{}
+	if b.topics[key] == t {
+		delete(b.topics, key)
+		ch = make(chan struct{})
+		b.closing[key] = ch
 	}
 	b.mu.Unlock()
-	return t.close(ctx)
+	err := t.close(ctx)
+	if ch != nil {
+		b.mu.Lock()
+		delete(b.closing, key)
+		b.mu.Unlock()
+		close(ch)
+	}
+	return err
 }
 
 func (b *brokerState) deleteTopic(ctx context.Context, name naming.TopicName, force bool) error {
@@ -406,7 +431,13 @@ func (b *brokerState) fenceTopicAsync(t *topicState, cause error) {
 		return
 	}
 	b.log.Error("topic storage failed; unloading it", slog.String("topic", t.name.String()), slog.Any("err", cause))
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return // Close unloads every topic anyway
+	}
 	b.wg.Add(1)
+	b.mu.Unlock()
 	go func() {
 		defer b.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -285,3 +285,44 @@ func TestReaderSeekKeepsSubscription(t *testing.T) {
 		t.Fatalf("reader subscription kept after close: %v", subs)
 	}
 }
+
+// Unloading and loading again concurrently never hands the new topic the old, closing ledger.
+func TestConcurrentUnloadAndLoad(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	ctx := context.Background()
+	tn, _ := naming.ParseTopic("churn")
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				top, err := e.b.GetTopic(ctx, tn, true)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				p, err := top.AddProducer(ctx, ProducerOptions{})
+				if err == nil {
+					ch := make(chan PublishResult, 1)
+					p.Publish(PublishRequest{Entry: entry(t, p.Name(), 0, 1, "x")}, func(r PublishResult) { ch <- r })
+					if r := <-ch; r.Err != nil && !errors.Is(r.Err, ErrTopicFenced) && !errors.Is(r.Err, ErrProducerClosed) {
+						t.Errorf("publish: %v", r.Err)
+					}
+					p.Close(ctx)
+				} else if !errors.Is(err, ErrTopicFenced) {
+					t.Error(err)
+				}
+				if err := e.b.UnloadTopic(ctx, tn); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	top := e.topic("churn")
+	p := addProducer(t, top, ProducerOptions{})
+	if r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "x")}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+}

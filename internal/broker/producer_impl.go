@@ -233,7 +233,7 @@ func (t *topicState) appended(p *producerState, slot *pubSlot, res PublishResult
 			res.Err = fmt.Errorf("storing entry on %s: %w: %w", t.name, ErrPersistence, err)
 		}
 		p.complete(slot, res)
-		if t.ledger.Err() != nil {
+		if t.ledger.Err() != nil || errors.Is(err, storage.ErrClosed) {
 			t.b.fenceTopicAsync(t, err)
 		}
 		return

@@ -209,7 +209,8 @@ func (t *topicState) applyDedupPolicy(ctx context.Context) error {
 		t.dedup, t.dedupCursor = dd, cur
 		t.dedupMu.Unlock()
 	case !want && have:
-		t.bg.Wait() // a running snapshot must not recreate the cursor
+		t.inflight.Wait() // completions may start snapshots; none can start after this (pubMu held)
+		t.bg.Wait()       // a running snapshot must not recreate the cursor
 		t.dedupMu.Lock()
 		t.dedup, t.dedupCursor = nil, nil
 		t.dedupMu.Unlock()
@@ -839,6 +840,10 @@ func (t *topicState) close(ctx context.Context) error {
 		s.closeAllLocked(nil)
 		s.opMu.Unlock()
 	}
+	// Barrier: a publish that saw the topic open has registered its append (inflight.Add under
+	// pubMu) before we wait for appends.
+	t.pubMu.Lock()
+	t.pubMu.Unlock() //nolint:staticcheck // empty critical section on purpose
 	t.inflight.Wait()
 	t.bg.Wait()
 	t.releaseWaiters(storage.Position{}, true)
