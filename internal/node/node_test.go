@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
 )
 
 func TestMain(m *testing.M) {
@@ -214,5 +215,45 @@ func TestOptionsValidation(t *testing.T) {
 	o.AdvertisedAddress = ""
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--advertised-address") {
 		t.Errorf("wildcard listener without advertised address: %v", err)
+	}
+}
+
+func TestReadinessFollowsConfigurationStoreReachability(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	proxy, err := etcdtest.NewProxy(etcd.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	o := testOptions(t, t.TempDir())
+	o.ConfigStore = "etcd://" + proxy.Addr() + "/meridian-node-test"
+	n := startNode(t, o)
+	ready := func() int {
+		code, _ := httpGet(t, n.WebURL()+"/admin/v2/brokers/ready")
+		return code
+	}
+	if code := ready(); code != http.StatusOK {
+		t.Fatalf("ready with etcd up: %d", code)
+	}
+	proxy.Cut()
+	waitForCode(t, ready, http.StatusServiceUnavailable)
+	if err := proxy.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitForCode(t, ready, http.StatusOK)
+}
+
+func waitForCode(t *testing.T, get func() int, want int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := get()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %d, want %d", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
