@@ -83,6 +83,9 @@ type dispatchState struct {
 	redeliveries map[storage.Position]uint32
 	// owner maps each pending position to the consumer holding it.
 	owner map[storage.Position]*dconsumer
+	// avgBatch is a moving average of messages per entry, so that a read is sized in entries from
+	// permits counted in messages (as Pulsar's avgMessagesPerEntry).
+	avgBatch float64
 	// markDelete is the cursor's mark-delete position, refreshed by the driver before each plan.
 	markDelete storage.Position
 	// maxUnacked blocks a Shared/Key_Shared consumer holding this many unacknowledged messages
@@ -269,7 +272,11 @@ func (d *dispatchState) plan(maxEntries int, lastConfirmed storage.Position, cau
 	if permits <= 0 {
 		return readPlan{}, false
 	}
-	n := int(min(int64(maxEntries), permits))
+	want := permits
+	if d.avgBatch > 1 {
+		want = max(int64(float64(permits)/d.avgBatch), 1)
+	}
+	n := int(min(int64(maxEntries), want))
 	if len(d.replay) > 0 && !replayStalled {
 		k := min(n, len(d.replay))
 		return readPlan{replay: slices.Clone(d.replay[:k]), gen: d.gen}, true
@@ -428,6 +435,11 @@ func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(sto
 				continue
 			}
 			break
+		}
+		if d.avgBatch == 0 {
+			d.avgBatch = float64(e.numMessages)
+		} else {
+			d.avgBatch = 0.9*d.avgBatch + 0.1*float64(e.numMessages)
 		}
 		msgs := e.numMessages
 		var ackSet []int64
