@@ -1,10 +1,12 @@
 package admin
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/naming"
@@ -103,6 +105,9 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) error {
 
 // ---- brokers ----
 
+// storeCheckTimeout bounds the configuration store check of /health and /metrics.
+const storeCheckTimeout = time.Second
+
 // dynamicConfigNames are Pulsar's dynamic broker settings most often changed at runtime; Meridian
 // stores any name it is given (GET .../configuration lists these plus every name set).
 var dynamicConfigNames = []string{
@@ -154,7 +159,9 @@ func (h *Handler) brokersHealth(w http.ResponseWriter, r *http.Request) error {
 	if err := h.readyErr(r); err != nil {
 		return err
 	}
-	if err := h.cat.Health(); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), storeCheckTimeout)
+	defer cancel()
+	if err := h.cat.CheckStore(ctx); err != nil {
 		return fail(http.StatusServiceUnavailable, "%v", err)
 	}
 	w.Header().Set("Content-Type", "text/plain")

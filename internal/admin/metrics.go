@@ -50,7 +50,7 @@ var (
 	descReplProgress  = prometheus.NewDesc("meridian_replication_last_progress_timestamp_seconds", "When the remote cluster last acknowledged a replicated entry.", replLabels, nil)
 
 	descScrapeErrors = prometheus.NewDesc("meridian_admin_topic_stats_errors", "Topic stats that could not be collected in this scrape.", []string{"cluster"}, nil)
-	descCatalogOK    = prometheus.NewDesc("meridian_configuration_store_following", "1 while the broker's catalog follows the configuration store's watch.", []string{"cluster"}, nil)
+	descCatalogOK    = prometheus.NewDesc("meridian_configuration_store_following", "1 while the configuration store answers and the broker's catalog follows its watch.", []string{"cluster"}, nil)
 	descCatalogRev   = prometheus.NewDesc("meridian_configuration_store_revision", "Configuration store revision the broker's catalog reflects.", []string{"cluster"}, nil)
 
 	allDescs = []*prometheus.Desc{descSubscriptions, descProducers, descConsumers, descRateIn, descRateOut, descThroughputIn,
@@ -75,7 +75,10 @@ func (c topicCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.h
 	cluster := h.cfg.Cluster
-	ch <- prometheus.MustNewConstMetric(descCatalogOK, prometheus.GaugeValue, b2f(h.cat.Health() == nil), cluster)
+	sctx, scancel := context.WithTimeout(context.Background(), storeCheckTimeout)
+	storeOK := h.cat.CheckStore(sctx) == nil
+	scancel()
+	ch <- prometheus.MustNewConstMetric(descCatalogOK, prometheus.GaugeValue, b2f(storeOK), cluster)
 	ch <- prometheus.MustNewConstMetric(descCatalogRev, prometheus.GaugeValue, float64(h.cat.Revision()), cluster)
 	if h.cfg.Topics == nil {
 		return

@@ -273,6 +273,19 @@ func (c *Catalog) Health() error {
 	return nil
 }
 
+// CheckStore asks the configuration store itself whether it is reachable (etcd resumes watches
+// silently during an outage, so Health alone does not notice one). It is cheap: a linearizable read
+// on etcd, a read transaction on the local store.
+func (c *Catalog) CheckStore(ctx context.Context) error {
+	if err := c.Health(); err != nil {
+		return err
+	}
+	if err := c.store.Health(ctx); err != nil {
+		return fmt.Errorf("configuration store: %w", err)
+	}
+	return nil
+}
+
 // Revision is the store revision the cache reflects.
 func (c *Catalog) Revision() int64 {
 	c.mu.RLock()

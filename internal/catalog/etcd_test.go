@@ -72,3 +72,54 @@ func sharedStore(t *testing.T, srv *etcdtest.Server) {
 		}
 	}
 }
+
+// TestStoreOutageIsReported: while etcd is unreachable CheckStore fails (readiness and /health can
+// say so) and the cache keeps serving; after it returns, changes flow again.
+func TestStoreOutageIsReported(t *testing.T) {
+	srv := etcdtest.Start(t)
+	proxy, err := etcdtest.NewProxy(srv.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	ctx := context.Background()
+	s, err := metastores.Open(ctx, "etcd://"+proxy.Addr()+"/meridian", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, err := catalog.New(ctx, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	bootstrap(t, c, "east")
+	check := func() error {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return c.CheckStore(cctx)
+	}
+	if err := check(); err != nil {
+		t.Fatalf("healthy store reported %v", err)
+	}
+	proxy.Cut()
+	if err := check(); err == nil {
+		t.Fatal("outage not reported")
+	}
+	if _, ok := c.Namespace("public/default"); !ok {
+		t.Fatal("cache lost during the outage")
+	}
+	if err := proxy.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for check() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("store never reported healthy again")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := c.CreateCluster(ctx, "west", adminapi.ClusterData{}); err != nil {
+		t.Fatal(err)
+	}
+}
