@@ -26,7 +26,7 @@ type testServer struct {
 
 // startServer starts a server with the given options (Broker defaults to a broker without
 // storage, enough for connection-level tests).
-func startServer(t *testing.T, opts Options) *testServer {
+func startServer(t testing.TB, opts Options) *testServer {
 	t.Helper()
 	if opts.Broker == nil {
 		opts.Broker = newTestBroker(t)
@@ -61,7 +61,7 @@ func startServer(t *testing.T, opts Options) *testServer {
 }
 
 // newTestBroker builds a broker core on a storage engine in a temporary directory.
-func newTestBroker(t *testing.T) *broker.Broker {
+func newTestBroker(t testing.TB) *broker.Broker {
 	t.Helper()
 	engine, err := storage.Open(t.Context(), storage.Options{Dir: t.TempDir(), Logger: testLogger()})
 	if err != nil {
