@@ -1,0 +1,297 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+func appendN(t *testing.T, l *Ledger, n int) []Position {
+	t.Helper()
+	var ps []Position
+	for i := 0; i < n; i++ {
+		p, err := l.Append(context.Background(), payload(i), time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func TestCursorStateTable(t *testing.T) {
+	// Two segments: ledger 5 with entries 0..3, ledger 9 with entries 0..2.
+	entries := map[int64]int64{5: 4, 9: 3}
+	next := func(p Position) (Position, bool) {
+		for _, id := range []int64{5, 9} {
+			if id < p.LedgerID {
+				continue
+			}
+			if id == p.LedgerID {
+				if p.EntryID+1 < entries[id] {
+					return Position{id, p.EntryID + 1}, true
+				}
+				continue
+			}
+			return Position{id, 0}, true
+		}
+		return Position{}, false
+	}
+	s := &cursorState{markDelete: Position{5, -1}}
+	s.ack(Position{5, 2})
+	s.ack(Position{9, 0})
+	s.ack(Position{5, 3})
+	s.normalize(next)
+	if s.markDelete != (Position{5, -1}) || len(s.acked) != 2 || s.ackedCount != 3 {
+		t.Fatalf("after holes: %+v", s)
+	}
+	s.ack(Position{5, 1})
+	s.ack(Position{5, 0})
+	s.normalize(next)
+	// 5:0..3 and 9:0 are contiguous across the segment boundary.
+	if s.markDelete != (Position{9, 0}) || len(s.acked) != 0 || s.ackedCount != 0 {
+		t.Fatalf("after filling: %+v", s)
+	}
+	s.ack(Position{9, 2})
+	s.setMarkDelete(Position{9, 1})
+	s.normalize(next)
+	if s.markDelete != (Position{9, 2}) || s.ackedCount != 0 {
+		t.Fatalf("mark-delete over an ack: %+v", s)
+	}
+	if !s.ackBatch(Position{10, 0}, 3, []int{0, 1, 2}) {
+		t.Fatal("full batch not complete")
+	}
+	if s.ackBatch(Position{10, 1}, 3, []int{0, 2}) || s.batches[Position{10, 1}].acked[0] != 0b101 {
+		t.Fatal("partial batch")
+	}
+	st, err := decodeCursorState(encodeCursorState(nil, s))
+	if err != nil || st.markDelete != s.markDelete || st.batches[Position{10, 1}].acked[0] != 0b101 {
+		t.Fatalf("round trip: %v %+v", err, st)
+	}
+}
+
+func TestCursorAcksAndReset(t *testing.T) {
+	ctx := context.Background()
+	e := openMem(t, vfs.NewMem(), nil)
+	defer e.Close()
+	l, _ := e.OpenLedger(ctx, "c")
+	c, _ := l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
+	ps := appendN(t, l, 5)
+	if err := l.Roll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ps = append(ps, appendN(t, l, 5)...)
+	_ = c.Delete(ctx, ps[1], ps[4], ps[5])
+	if c.Backlog() != 7 || !c.IsAcknowledged(ps[4]) || c.IsAcknowledged(ps[2]) {
+		t.Fatalf("backlog %d", c.Backlog())
+	}
+	_ = c.Delete(ctx, ps[0], ps[2], ps[3])
+	if c.MarkDeletePosition() != ps[5] || c.Backlog() != 4 {
+		t.Fatalf("md %v backlog %d", c.MarkDeletePosition(), c.Backlog())
+	}
+	_ = c.AckBatchIndexes(ctx, ps[6], 4, []int{0, 3})
+	if got := c.AckedBatchIndexes(ps[6]); len(got) != 1 || got[0] != 0b1001 {
+		t.Fatalf("batch bits %v", got)
+	}
+	_ = c.AckBatchIndexes(ctx, ps[6], 4, []int{1, 2})
+	if c.MarkDeletePosition() != ps[6] || c.AckedBatchIndexes(ps[6]) != nil {
+		t.Fatalf("batch completion: md %v", c.MarkDeletePosition())
+	}
+	_ = c.ResetTo(ctx, ps[2])
+	if c.MarkDeletePosition() != (Position{ps[2].LedgerID, 1}) || c.Backlog() != 8 {
+		t.Fatalf("reset: md %v backlog %d", c.MarkDeletePosition(), c.Backlog())
+	}
+	_ = c.ResetTo(ctx, Latest)
+	if c.Backlog() != 0 {
+		t.Fatalf("reset to latest: backlog %d", c.Backlog())
+	}
+	_ = c.SetProperties(ctx, map[string]string{"a": "b"})
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	latest, _ := l.OpenCursor(ctx, "late", CursorOptions{Initial: Latest})
+	if latest.Backlog() != 0 || latest.Durable() {
+		t.Fatal("non-durable latest cursor")
+	}
+	_, _ = l.Append(ctx, []byte("x"), 1)
+	if latest.Backlog() != 1 {
+		t.Fatalf("latest backlog %d", latest.Backlog())
+	}
+	if err := l.DeleteCursor(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if l.Cursor("s") != nil || len(l.Cursors()) != 1 {
+		t.Fatal("cursor not deleted")
+	}
+}
+
+func TestTrimAndRetention(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	e := openMem(t, fs, nil)
+	l, _ := e.OpenLedger(ctx, "r")
+	c, _ := l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
+	var all []Position
+	for i := 0; i < 4; i++ {
+		all = append(all, appendN(t, l, 10)...)
+		_ = l.Roll(ctx)
+	}
+	l.SetRetention(-1, -1)
+	_ = c.MarkDelete(ctx, all[len(all)-1])
+	if err := l.Trim(ctx); err != nil || l.Entries() != 40 {
+		t.Fatalf("infinite retention trimmed: %d %v", l.Entries(), err)
+	}
+	l.SetRetention(-1, 351) // each segment holds 175 bytes: keep two (Pulsar: remove while larger)
+	_ = l.Trim(ctx)
+	if n := l.Entries(); n != 20 {
+		t.Fatalf("size retention kept %d entries, want 20", n)
+	}
+	l.SetRetention(0, 0)
+	_ = c.ResetTo(ctx, all[25]) // the cursor needs 25.. again: nothing before its segment may go
+	_ = l.Trim(ctx)
+	if l.FirstPosition() != all[20] {
+		t.Fatalf("first %v", l.FirstPosition())
+	}
+	_ = c.MarkDelete(ctx, all[len(all)-1])
+	_ = l.Trim(ctx)
+	if l.Entries() != 0 || c.Backlog() != 0 {
+		t.Fatalf("after full trim: %d entries", l.Entries())
+	}
+	if _, err := l.ReadEntry(ctx, all[0]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("trimmed entry: %v", err)
+	}
+	crashed := fs.Crash(nil)
+	e.Close()
+	e2 := openMem(t, crashed, nil)
+	defer e2.Close()
+	l2, _ := e2.OpenLedger(ctx, "r")
+	if l2.Entries() != 0 {
+		t.Fatalf("trimmed data came back after a crash: %d entries", l2.Entries())
+	}
+}
+
+func TestDeleteLedgerNeverReusesIDs(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	e := openMem(t, fs, nil)
+	name := "persistent://t/ns/" + strings.Repeat("long-name-", 40)
+	l, _ := e.OpenLedger(ctx, name)
+	ps := appendN(t, l, 3)
+	_, _ = l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
+	if names, _ := e.ListLedgers(ctx, "persistent://t/"); len(names) != 1 || names[0] != name {
+		t.Fatalf("list %v", names)
+	}
+	if err := e.DeleteLedger(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.LedgerExists(ctx, name); ok {
+		t.Fatal("deleted ledger exists")
+	}
+	e.Close()
+	e = openMem(t, fs, nil)
+	defer e.Close()
+	l, _ = e.OpenLedger(ctx, name)
+	if l.Entries() != 0 || len(l.Cursors()) != 0 {
+		t.Fatal("data or cursors survived deletion")
+	}
+	p, _ := l.Append(ctx, []byte("again"), 1)
+	if p.LedgerID <= ps[2].LedgerID {
+		t.Fatalf("ledger id reused: %v after %v", p, ps[2])
+	}
+}
+
+func TestFsyncFailureFences(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	e := openMem(t, fs, nil)
+	defer e.Close()
+	l, _ := e.OpenLedger(ctx, "f")
+	ok := appendN(t, l, 3)
+	fs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.Contains(name, "/journal/") {
+			return vfs.EIO
+		}
+		return nil
+	})
+	if _, err := l.Append(ctx, []byte("lost"), 1); err == nil {
+		t.Fatal("append acknowledged although fsync failed")
+	}
+	if !errors.Is(l.Err(), ErrFenced) {
+		t.Fatalf("not fenced: %v", l.Err())
+	}
+	if _, err := l.Append(ctx, []byte("after"), 1); !errors.Is(err, ErrFenced) {
+		t.Fatalf("append on fenced ledger: %v", err)
+	}
+	fs.SetInjector(nil)
+	_ = l.Close()
+	l, err := e.OpenLedger(ctx, "f")
+	if err != nil || l.Err() != nil || l.Entries() != 3 {
+		t.Fatalf("reopen after fence: %v %v %d", err, l.Err(), l.Entries())
+	}
+	if _, err := l.Append(ctx, []byte("works"), 1); err != nil {
+		t.Fatal(err)
+	}
+	_ = ok
+	crashed := fs.Crash(nil)
+	e2 := openMem(t, crashed, nil)
+	defer e2.Close()
+	l2, _ := e2.OpenLedger(ctx, "f")
+	if l2.Err() != nil || l2.Entries() != 4 {
+		t.Fatalf("after crash: %v, %d entries", l2.Err(), l2.Entries())
+	}
+}
+
+func TestSyncIntervalMode(t *testing.T) {
+	ctx := context.Background()
+	e := openMem(t, vfs.NewMem(), func(o *Options) { o.Sync = SyncInterval; o.SyncInterval = 5 * time.Millisecond })
+	defer e.Close()
+	l, _ := e.OpenLedger(ctx, "i")
+	appendN(t, l, 20)
+	m := e.Metrics()
+	if m.SyncMode != "interval" || m.UnsyncedAcks != 20 {
+		t.Fatalf("metrics %+v", m)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Metrics().Fsyncs == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("interval fsync never ran")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestMidSegmentCorruptionFences(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	e := openMem(t, fs, nil)
+	l, _ := e.OpenLedger(ctx, "m")
+	appendN(t, l, 50)
+	e.Close() // checkpoint: segment durable, journal empty
+	des, _ := fs.ReadDir("/data/ledgers/m")
+	var seg string
+	for _, d := range des {
+		if strings.HasSuffix(d.Name, ".seg") {
+			seg = "/data/ledgers/m/" + d.Name
+		}
+	}
+	f, _ := fs.OpenFile(seg, vfs.ReadWrite)
+	_, _ = f.WriteAt([]byte{0xde, 0xad}, 200) // inside an early record
+	_ = f.Sync()
+	_ = f.Close()
+	e = openMem(t, fs, nil)
+	defer e.Close()
+	l, err := e.OpenLedger(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(l.Err(), ErrFenced) || !errors.Is(l.Err(), ErrCorrupt) {
+		t.Fatalf("corruption not reported: %v", l.Err())
+	}
+	if _, err := l.Append(ctx, []byte("x"), 1); err == nil {
+		t.Fatal("append to a corrupt ledger")
+	}
+}
