@@ -305,11 +305,29 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 		return nil, errors.New("storage: empty ledger name")
 	}
 	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if l, ok := e.ledgers[name]; ok {
+	for {
+		if e.closed {
+			e.mu.Unlock()
+			return nil, ErrClosed
+		}
+		l, ok := e.ledgers[name]
+		if !ok {
+			break
+		}
+		if l.closing.Load() {
+			// Being closed: wait until its pending work is done, then load it afresh.
+			e.mu.Unlock()
+			select {
+			case <-l.closedCh:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			e.mu.Lock()
+			if e.ledgers[name] == l {
+				delete(e.ledgers, name)
+			}
+			continue
+		}
 		e.mu.Unlock()
 		<-l.ready
 		if l.loadErr != nil {
@@ -319,7 +337,7 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 	}
 	e.slot++
 	l := &Ledger{e: e, name: name, dir: e.ledgerDir(name), slot: e.slot, ready: make(chan struct{}),
-		maxAge: 0, maxBytes: 0}
+		closedCh: make(chan struct{})}
 	e.ledgers[name] = l
 	e.mu.Unlock()
 

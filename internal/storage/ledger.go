@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
@@ -46,6 +47,8 @@ type Ledger struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closing   atomic.Bool
+	closedCh  chan struct{}
 }
 
 // segment is one ledger id of a Ledger.
@@ -1093,6 +1096,9 @@ func (l *Ledger) applyTrim(id int64) {
 
 func (l *Ledger) applyDelete() error {
 	e := l.e
+	e.qmu.Lock()
+	l.qClosed = true // later appends fail without a journal record
+	e.qmu.Unlock()
 	l.mu.Lock()
 	l.closed = true
 	if l.err == nil {
@@ -1115,6 +1121,8 @@ func (l *Ledger) applyDelete() error {
 // Close flushes cursors and releases the ledger; appends already accepted complete first.
 func (l *Ledger) Close() error {
 	l.closeOnce.Do(func() {
+		defer close(l.closedCh)
+		l.closing.Store(true)
 		l.flushCursors(nil, nil)
 		ch := make(chan error, 1)
 		l.e.enqueue(nil, func(b *batch) item {

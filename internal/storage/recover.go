@@ -59,7 +59,8 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 	r := &replayer{e: e, segs: map[int64]*replaySeg{}, logs: map[string]int64{}, files: map[string]struct{}{},
-		dirs: map[string]struct{}{}, gaps: map[string]string{}, voided: map[string]bool{}}
+		dirs: map[string]struct{}{}, gaps: map[string]string{}, voided: map[string]bool{},
+		deletedSlots: map[uint32]bool{}}
 	for i, seq := range seqs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -166,6 +167,8 @@ type replayer struct {
 	gaps        map[string]string
 	voided      map[string]bool
 	maxLedgerID int64
+	// Slots are unique within one engine run, and every replayed journal file is from the last run.
+	deletedSlots map[uint32]bool
 
 	applied, skipped, torn int
 }
@@ -240,6 +243,10 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 	if !ok {
 		return fmt.Errorf("%w: journal record for unannounced slot %d", ErrCorrupt, slot)
 	}
+	if r.deletedSlots[slot] {
+		// Records a deleted ledger's handle queued after the delete were never acknowledged.
+		return nil
+	}
 	dir := e.ledgerDir(name)
 	switch typ {
 	case jEntry:
@@ -274,6 +281,7 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 		}
 		r.dirs[dir] = struct{}{}
 	case jDelLedger:
+		r.deletedSlots[slot] = true
 		for id, s := range r.segs {
 			if s.dir == dir {
 				delete(r.segs, id)
