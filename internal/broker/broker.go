@@ -124,7 +124,9 @@ func New(cfg Config, deps Deps) (*Broker, error) { return newBroker(cfg, deps) }
 // data it is created when createIfMissing is set and the policies allow it (auto topic creation,
 // or a partition of an existing partitioned topic); otherwise the error wraps ErrTopicNotFound.
 // Loading recovers the deduplication state (snapshot plus replay) before the topic is returned.
-// Concurrent callers for one name share one load.
+// Concurrent callers for one name share one load. Non-persistent topics live in memory only:
+// published messages go at once to a consumer with permits in each subscription, and are dropped
+// for subscriptions that have none (no storage, acks and seeks do not apply).
 func (b *Broker) GetTopic(ctx context.Context, name naming.TopicName, createIfMissing bool) (*Topic, error) {
 	return b.b.getTopic(ctx, name, createIfMissing)
 }
@@ -140,8 +142,8 @@ func (b *Broker) TopicExists(ctx context.Context, name naming.TopicName) (bool, 
 	return b.b.topicExists(ctx, name)
 }
 
-// ListTopics lists the persistent topics (and partitions, individually) of a namespace that exist
-// in storage or are loaded, sorted by name.
+// ListTopics lists the topics (and partitions, individually) of a namespace: persistent ones that
+// exist in storage or are loaded, and loaded non-persistent ones; sorted by name.
 func (b *Broker) ListTopics(ctx context.Context, ns naming.NamespaceName) ([]naming.TopicName, error) {
 	return b.b.listTopics(ctx, ns)
 }

@@ -135,9 +135,6 @@ func (b *brokerState) topicPolicies(ctx context.Context, name naming.TopicName) 
 }
 
 func (b *brokerState) getTopic(ctx context.Context, name naming.TopicName, create bool) (*Topic, error) {
-	if !name.IsPersistent() {
-		return nil, fmt.Errorf("topic %s: non-persistent topics are not supported yet: %w", name, ErrNotAllowed)
-	}
 	key := name.String()
 	for {
 		b.mu.Lock()
@@ -206,6 +203,14 @@ func (b *brokerState) loadTopic(ctx context.Context, name naming.TopicName, crea
 	pol, err := b.topicPolicies(ctx, name)
 	if err != nil {
 		return nil, err
+	}
+	if !name.IsPersistent() {
+		// Non-persistent topics live in memory only: "missing" means "not loaded".
+		if err := b.mayCreate(name, pol, create); err != nil {
+			return nil, err
+		}
+		b.log.Info("non-persistent topic loaded", slog.String("topic", name.String()))
+		return newTopicState(b, name, nil, pol), nil
 	}
 	exists, err := b.storage.LedgerExists(ctx, name.StorageName())
 	if err != nil {
@@ -277,6 +282,9 @@ func (b *brokerState) loadedTopics() []*Topic {
 func (b *brokerState) topicExists(ctx context.Context, name naming.TopicName) (bool, error) {
 	if b.loadedTopic(name) != nil {
 		return true, nil
+	}
+	if !name.IsPersistent() {
+		return false, nil
 	}
 	return b.storage.LedgerExists(ctx, name.StorageName())
 }
@@ -350,6 +358,9 @@ func (b *brokerState) loadTopicForce(ctx context.Context, name naming.TopicName)
 	if err != nil {
 		return nil, err
 	}
+	if !name.IsPersistent() {
+		return newTopicState(b, name, nil, pol), nil
+	}
 	ledger, err := b.storage.OpenLedger(ctx, name.StorageName())
 	if err != nil {
 		return nil, fmt.Errorf("creating ledger of %s: %w", name, err)
@@ -395,6 +406,8 @@ func (b *brokerState) deleteTopic(ctx context.Context, name naming.TopicName, fo
 		if err := b.detach(ctx, t); err != nil {
 			b.log.Warn("closing topic for deletion", slog.String("topic", name.String()), slog.Any("err", err))
 		}
+	} else if !name.IsPersistent() {
+		return fmt.Errorf("topic %s: %w", name, ErrTopicNotFound)
 	} else {
 		exists, err := b.storage.LedgerExists(ctx, name.StorageName())
 		if err != nil {
@@ -403,6 +416,9 @@ func (b *brokerState) deleteTopic(ctx context.Context, name naming.TopicName, fo
 		if !exists {
 			return fmt.Errorf("topic %s: %w", name, ErrTopicNotFound)
 		}
+	}
+	if !name.IsPersistent() {
+		return nil
 	}
 	if err := b.storage.DeleteLedger(ctx, name.StorageName()); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("deleting topic %s: %w", name, err)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -324,5 +325,46 @@ func TestConcurrentUnloadAndLoad(t *testing.T) {
 	p := addProducer(t, top, ProducerOptions{})
 	if r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "x")}); r.Err != nil {
 		t.Fatal(r.Err)
+	}
+}
+
+func TestNonPersistentTopic(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("non-persistent://public/default/np")
+	if top.Ledger() != nil {
+		t.Fatal("non-persistent topic has a ledger")
+	}
+	p := addProducer(t, top, ProducerOptions{})
+	// No subscription yet: published and dropped.
+	if r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "lost")}); r.Err != nil || r.Position != (storage.Position{}) {
+		t.Fatalf("publish %+v", r)
+	}
+	fast, fs := subscribe(t, top, SubscribeOptions{Subscription: "fast", Type: SubShared})
+	_, slowSink := subscribe(t, top, SubscribeOptions{Subscription: "slow"}) // never sends permits
+	fast.Flow(3)
+	for i := 1; i <= 5; i++ {
+		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
+	}
+	got := fs.waitMessages(t, 3)
+	if payloadOf(t, got[0]) != "1" || payloadOf(t, got[2]) != "3" || fs.count() != 3 || slowSink.count() != 0 {
+		t.Fatalf("got %d fast, %d slow", fs.count(), slowSink.count())
+	}
+	if err := fast.Ack(context.Background(), []Ack{{Position: got[0].Position}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := fast.Seek(context.Background(), storage.Position{}); !errors.Is(err, ErrNotAllowed) {
+		t.Fatalf("seek: %v", err)
+	}
+	st := top.Stats()
+	if st.MsgInCounter != 6 || st.StorageSize != 0 || st.Subscriptions["fast"].MsgOutCounter != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+	list, _ := e.b.ListTopics(context.Background(), naming.NamespaceName{Tenant: "public", Namespace: "default"})
+	if len(list) != 1 || list[0].String() != "non-persistent://public/default/np" {
+		t.Fatalf("list %v", list)
+	}
+	fast.Close()
+	if err := e.b.DeleteTopic(context.Background(), top.Name(), true); err != nil {
+		t.Fatal(err)
 	}
 }

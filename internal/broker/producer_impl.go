@@ -74,6 +74,18 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 		p.complete(slot, res)
 		return
 	}
+	if t.nonPersistent() {
+		t.dispatchNonPersistent(req.Entry, req.Marker)
+		t.pubMu.Unlock()
+		p.msgIn.Add(int64(req.NumMessages))
+		p.bytesIn.Add(n)
+		t.msgIn.Add(int64(req.NumMessages))
+		t.bytesIn.Add(n)
+		t.lastPublish.Store(t.b.nowMs())
+		res.Position = storage.Position{} // Pulsar answers 0:0 on non-persistent topics
+		p.complete(slot, res)
+		return
+	}
 	var commit func(ledger, entry int64, err error)
 	if p.isReplicator && t.replIndex != nil {
 		// Replicated entries are deduplicated by their origin position, never by producer dedup.

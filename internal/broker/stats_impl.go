@@ -57,7 +57,7 @@ func (t *topicState) stats() TopicStats {
 		MsgInCounter:           t.msgIn.Load(),
 		BytesOutCounter:        t.bytesOut.Load(),
 		MsgOutCounter:          t.msgOut.Load(),
-		StorageSize:            t.ledger.Bytes(),
+		StorageSize:            t.storageSize(),
 		Publishers:             []PublisherStats{},
 		Subscriptions:          map[string]SubscriptionStats{},
 		Replication:            map[string]ReplicatorStats{},
@@ -121,7 +121,10 @@ func (t *topicState) stats() TopicStats {
 
 // stats returns one subscription's stats.
 func (s *subscriptionState) stats() SubscriptionStats {
-	backlog := s.cursor.Backlog()
+	var backlog int64
+	if s.cursor != nil {
+		backlog = s.cursor.Backlog()
+	}
 	ss := SubscriptionStats{
 		MsgRateOut:                      s.rateOut.value(),
 		MsgThroughputOut:                s.rateBytesOut.value(),
@@ -141,7 +144,9 @@ func (s *subscriptionState) stats() SubscriptionStats {
 	if ss.SubscriptionProperties == nil {
 		ss.SubscriptionProperties = map[string]string{}
 	}
-	if total := s.topic.ledger.Entries(); total > 0 {
+	if s.cursor == nil {
+		// non-persistent: no backlog
+	} else if total := s.topic.ledger.Entries(); total > 0 {
 		ss.BacklogSize = s.topic.ledger.Bytes() * backlog / total // estimate: average entry size
 	}
 	s.mu.Lock()
@@ -199,7 +204,17 @@ func (s *subscriptionState) stats() SubscriptionStats {
 }
 
 // internalStats implements Topic.InternalStats.
+func (t *topicState) storageSize() int64 {
+	if t.nonPersistent() {
+		return 0
+	}
+	return t.ledger.Bytes()
+}
+
 func (t *topicState) internalStats() InternalStats {
+	if t.nonPersistent() {
+		return InternalStats{LastConfirmedEntry: "-1:-1", State: "NonPersistent", Cursors: map[string]CursorStats{}}
+	}
 	lc := t.ledger.LastConfirmed()
 	st := InternalStats{
 		EntriesAddedCounter:  t.ledger.Entries(),

@@ -121,6 +121,7 @@ type subscriptionState struct {
 	done         chan struct{}
 
 	msgOut, bytesOut, msgExpired   atomic.Int64
+	msgDropped                     atomic.Int64 // non-persistent: messages no consumer could take
 	rateOut, rateBytesOut          rate
 	lastMarkDeleteMove, lastExpire atomic.Int64
 	rateExpired                    rate
@@ -133,10 +134,18 @@ func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable
 		cursor:  cursor,
 		durable: durable,
 		wake:    make(chan struct{}, 1),
-		d:       newDispatchState(SubExclusive, int32(t.name.PartitionIndex), next(cursor.MarkDeletePosition())),
 	}
+	s.d = newDispatchState(SubExclusive, int32(t.name.PartitionIndex), next(s.markDelete()))
 	s.d.maxUnacked = int64(max(t.b.cfg.MaxUnackedMessagesPerConsumer, 0))
 	return s
+}
+
+// markDelete is the cursor's mark-delete position ((-1,-1) without a cursor: non-persistent topics).
+func (s *subscriptionState) markDelete() storage.Position {
+	if s.cursor == nil {
+		return storage.Position{LedgerID: -1, EntryID: -1}
+	}
+	return s.cursor.MarkDeletePosition()
 }
 
 // notify wakes the dispatcher (non-blocking).
@@ -182,8 +191,8 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 		c.dc.sticky = slices.Clone(opts.KeyShared.Ranges)
 	}
 	s.consumers = append(s.consumers, c)
-	changes := s.d.addConsumer(c.dc, s.cursor.MarkDeletePosition())
-	start := s.stop == nil
+	changes := s.d.addConsumer(c.dc, s.markDelete())
+	start := s.stop == nil && s.cursor != nil // non-persistent topics push from the publish path
 	if start {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stop = cancel
@@ -227,7 +236,7 @@ func (s *subscriptionState) removeConsumerLocked(c *consumerState, notify bool) 
 		return
 	}
 	s.consumers = slices.Delete(s.consumers, i, i+1)
-	changes := s.d.removeConsumer(c.dc, s.cursor.MarkDeletePosition())
+	changes := s.d.removeConsumer(c.dc, s.markDelete())
 	last := len(s.consumers) == 0
 	var stop context.CancelFunc
 	var done chan struct{}
@@ -277,8 +286,8 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 	if c.isClosed() {
 		return ErrConsumerNotFound
 	}
-	if len(acks) == 0 {
-		return nil
+	if len(acks) == 0 || s.cursor == nil {
+		return nil // non-persistent: nothing to acknowledge
 	}
 	c.lastAcked.Store(s.topic.b.nowMs())
 	s.mu.Lock()
@@ -382,7 +391,9 @@ func (s *subscriptionState) redeliver(c *consumerState, positions []storage.Posi
 		s.mu.Unlock()
 		return
 	}
-	if s.d.singleActive() {
+	if s.cursor == nil {
+		// non-persistent: nothing is kept to redeliver
+	} else if s.d.singleActive() {
 		s.d.rewind(s.cursor.MarkDeletePosition())
 		s.caughtUp = false
 	} else {
@@ -411,6 +422,9 @@ func (s *subscriptionState) resolve(p storage.Position) storage.Position {
 func (s *subscriptionState) seek(ctx context.Context, c *consumerState, p storage.Position, byTime bool, ts int64) error {
 	if c.isClosed() {
 		return ErrConsumerNotFound
+	}
+	if err := s.topic.needStorage(); err != nil {
+		return err
 	}
 	return s.reset(ctx, p, byTime, ts)
 }
@@ -446,7 +460,7 @@ func (s *subscriptionState) reset(ctx context.Context, p storage.Position, byTim
 
 // lastMessageID implements Consumer.LastMessageID.
 func (s *subscriptionState) lastMessageID(ctx context.Context) (LastMessageID, error) {
-	res := LastMessageID{BatchIndex: -1, MarkDelete: s.cursor.MarkDeletePosition()}
+	res := LastMessageID{BatchIndex: -1, MarkDelete: s.markDelete()}
 	last, ok, err := s.topic.lastEntry(ctx)
 	if err != nil {
 		return res, err
@@ -485,6 +499,10 @@ func (s *subscriptionState) deleteLocked(ctx context.Context, except *consumerSt
 	s.deleted = true
 	s.mu.Unlock()
 	s.closeAllLocked(except)
+	if s.cursor == nil {
+		s.topic.dropSubscription(s)
+		return nil
+	}
 	if err := s.topic.ledger.DeleteCursor(ctx, s.name); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		s.mu.Lock()
 		s.deleted = false
@@ -660,6 +678,9 @@ func entryInfoOf(e storage.Entry, log *slog.Logger) entryInfo {
 
 // expire acknowledges every entry published before cutoffMs (unix ms).
 func (s *subscriptionState) expire(ctx context.Context, cutoffMs int64) error {
+	if s.cursor == nil {
+		return nil
+	}
 	p, err := s.topic.ledger.FindByTime(ctx, cutoffMs)
 	if err != nil {
 		return fmt.Errorf("expire on %q: %w", s.name, err)

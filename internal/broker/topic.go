@@ -32,7 +32,12 @@ func (t *Topic) Subscribe(ctx context.Context, opts SubscribeOptions, sink Consu
 }
 
 // LastPosition is the position of the last stored entry (EntryID -1 if the topic is empty).
-func (t *Topic) LastPosition() storage.Position { return t.t.ledger.LastConfirmed() }
+func (t *Topic) LastPosition() storage.Position {
+	if t.t.nonPersistent() {
+		return storage.Position{LedgerID: -1, EntryID: -1}
+	}
+	return t.t.ledger.LastConfirmed()
+}
 
 // Subscriptions lists the topic's subscriptions (durable ones from storage, non-durable loaded
 // ones), sorted. Replicator and dedup cursors are not subscriptions.
@@ -75,6 +80,9 @@ func (t *Topic) Peek(ctx context.Context, name string, n int) ([]storage.Entry, 
 
 // ReadEntry reads the entry at p (admin get-message-by-id).
 func (t *Topic) ReadEntry(ctx context.Context, p storage.Position) (storage.Entry, error) {
+	if err := t.t.needStorage(); err != nil {
+		return storage.Entry{}, err
+	}
 	return t.t.ledger.ReadEntry(ctx, p)
 }
 
@@ -94,6 +102,9 @@ func (t *Topic) InternalStats() InternalStats { return t.t.internalStats() }
 // MessageIDByTimestamp returns the position of the first entry published at or after publishTimeMs
 // (or the next position to be written).
 func (t *Topic) MessageIDByTimestamp(ctx context.Context, publishTimeMs int64) (storage.Position, error) {
+	if err := t.t.needStorage(); err != nil {
+		return storage.Position{}, err
+	}
 	return t.t.ledger.FindByTime(ctx, publishTimeMs)
 }
 
@@ -112,7 +123,8 @@ func (t *Topic) WaitForEntries(from storage.Position) <-chan struct{} {
 	return t.t.waitForEntries(from)
 }
 
-// Ledger is the topic's storage ledger (replicators open their cursors and read entries on it).
+// Ledger is the topic's storage ledger (replicators open their cursors and read entries on it);
+// nil for a non-persistent topic.
 func (t *Topic) Ledger() *storage.Ledger { return t.t.ledger }
 
 // Closed reports whether the topic was unloaded (a new GetTopic loads it again).

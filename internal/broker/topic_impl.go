@@ -76,7 +76,7 @@ func (t *topicState) waitForEntries(from storage.Position) <-chan struct{} {
 	ch := make(chan struct{})
 	t.waitMu.Lock()
 	defer t.waitMu.Unlock()
-	if t.isClosed() || (t.ledger.Entries() > 0 && t.ledger.LastConfirmed().Compare(from) >= 0) {
+	if t.isClosed() || (!t.nonPersistent() && t.ledger.Entries() > 0 && t.ledger.LastConfirmed().Compare(from) >= 0) {
 		close(ch)
 		return ch
 	}
@@ -102,6 +102,18 @@ func (t *topicState) releaseWaiters(pos storage.Position, all bool) {
 	}
 	clear(t.waiters[len(kept):])
 	t.waiters = kept
+}
+
+// nonPersistent reports a non-persistent topic: no ledger, no cursors; messages go straight to the
+// consumers that have permits and are dropped for the others (Pulsar's semantics).
+func (t *topicState) nonPersistent() bool { return t.ledger == nil }
+
+// needStorage refuses storage-backed operations on non-persistent topics.
+func (t *topicState) needStorage() error {
+	if t.nonPersistent() {
+		return fmt.Errorf("topic %s is non-persistent: %w", t.name, ErrNotAllowed)
+	}
+	return nil
 }
 
 func (t *topicState) isClosed() bool {
@@ -145,6 +157,9 @@ const internalCursorPrefix = "meridian."
 // load builds the topic's subscriptions from its stored cursors, prepares replication cursors of a
 // new topic and recovers deduplication. Called once, before the topic is published.
 func (t *topicState) load(ctx context.Context, isNew bool) error {
+	if t.nonPersistent() {
+		return nil
+	}
 	for _, c := range t.ledger.Cursors() {
 		if t.b.isInternalCursor(c.Name()) || !c.Durable() {
 			continue
@@ -193,6 +208,9 @@ func (t *topicState) dedupEnabled() bool {
 
 // applyDedupPolicy turns deduplication on (recovering its state) or off (dropping its cursor).
 func (t *topicState) applyDedupPolicy(ctx context.Context) error {
+	if t.nonPersistent() {
+		return nil
+	}
 	want := t.dedupWanted()
 	t.pubMu.Lock() // no publish decisions while the state is rebuilt
 	defer t.pubMu.Unlock()
@@ -565,6 +583,21 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 		return nil, fmt.Errorf("topic %s reached its limit of %d consumers: %w", t.name, max, ErrConsumerBusy)
 	}
 	t.mu.Unlock()
+	if t.nonPersistent() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if err := t.openLocked(); err != nil {
+			return nil, err
+		}
+		if sub := t.subs[opts.Subscription]; sub != nil {
+			return sub, nil
+		}
+		sub := newSubscription(t, opts.Subscription, nil, false)
+		sub.props = opts.SubscriptionProperties
+		t.subs[opts.Subscription] = sub
+		t.publishSubList()
+		return sub, nil
+	}
 	initial := storage.Latest
 	if opts.InitialPosition == InitialEarliest {
 		initial = storage.Earliest
@@ -613,6 +646,9 @@ func (t *topicState) dropSubscription(s *subscriptionState) {
 		s.mu.Lock()
 		s.deleted = true
 		s.mu.Unlock()
+		if s.cursor == nil {
+			return
+		}
 		if err := t.ledger.DeleteCursor(context.Background(), s.name); err != nil && !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrClosed) {
 			t.b.log.Warn("dropping non-durable cursor failed", slog.String("topic", t.name.String()), slog.String("cursor", s.name), slog.Any("err", err))
 		}
@@ -641,6 +677,9 @@ func (t *topicState) subscriptionNames() []string {
 }
 
 func (t *topicState) createSubscription(ctx context.Context, name string, start storage.Position, replicated bool) error {
+	if err := t.needStorage(); err != nil {
+		return err
+	}
 	if err := t.validSubscriptionName(name); err != nil {
 		return err
 	}
@@ -680,6 +719,9 @@ func (t *topicState) deleteSubscription(ctx context.Context, name string, force 
 }
 
 func (t *topicState) resetSubscription(ctx context.Context, name string, p storage.Position, byTime bool, ts int64) error {
+	if err := t.needStorage(); err != nil {
+		return err
+	}
 	s, err := t.subscription(name)
 	if err != nil {
 		return err
@@ -688,6 +730,9 @@ func (t *topicState) resetSubscription(ctx context.Context, name string, p stora
 }
 
 func (t *topicState) skipAll(ctx context.Context, name string) error {
+	if err := t.needStorage(); err != nil {
+		return err
+	}
 	s, err := t.subscription(name)
 	if err != nil {
 		return err
@@ -704,6 +749,9 @@ func (t *topicState) skipAll(ctx context.Context, name string) error {
 }
 
 func (t *topicState) skip(ctx context.Context, name string, n int) error {
+	if err := t.needStorage(); err != nil {
+		return err
+	}
 	s, err := t.subscription(name)
 	if err != nil {
 		return err
@@ -741,6 +789,9 @@ func (t *topicState) skip(ctx context.Context, name string, n int) error {
 }
 
 func (t *topicState) peek(ctx context.Context, name string, n int) ([]storage.Entry, error) {
+	if err := t.needStorage(); err != nil {
+		return nil, err
+	}
 	s, err := t.subscription(name)
 	if err != nil {
 		return nil, err
@@ -767,6 +818,9 @@ func (t *topicState) peek(ctx context.Context, name string, n int) ([]storage.En
 
 // terminate implements Topic.Terminate.
 func (t *topicState) terminate(ctx context.Context) (storage.Position, error) {
+	if err := t.needStorage(); err != nil {
+		return storage.Position{}, err
+	}
 	t.pubMu.Lock()
 	t.mu.Lock()
 	if err := t.openLocked(); err != nil {
@@ -795,6 +849,9 @@ type lastEntryInfo struct {
 
 // lastEntry returns the last stored entry's position and batch size (ok false if the log is empty).
 func (t *topicState) lastEntry(ctx context.Context) (lastEntryInfo, bool, error) {
+	if t.nonPersistent() {
+		return lastEntryInfo{}, false, nil
+	}
 	lc := t.ledger.LastConfirmed()
 	if lc.EntryID < 0 || t.ledger.Entries() == 0 {
 		return lastEntryInfo{}, false, nil
@@ -859,6 +916,12 @@ func (t *topicState) close(ctx context.Context) error {
 		props = dd.snapshot()
 	}
 	t.dedupMu.Unlock()
+	if t.nonPersistent() {
+		t.mu.Lock()
+		t.state = topicClosed
+		t.mu.Unlock()
+		return nil
+	}
 	if props != nil && cur != nil && t.ledger.Err() == nil {
 		if err := cur.SetProperties(ctx, props); err == nil {
 			if err := cur.MarkDelete(ctx, t.ledger.LastConfirmed()); err != nil {
@@ -899,6 +962,9 @@ func (t *topicState) setPolicies(ctx context.Context, pol TopicPolicies) error {
 	t.mu.Lock()
 	t.policies = pol
 	t.mu.Unlock()
+	if t.nonPersistent() {
+		return nil
+	}
 	t.ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)
 	return t.applyDedupPolicy(ctx)
 }
@@ -911,6 +977,9 @@ func (t *topicState) producerCount() int {
 
 // expireMessages acknowledges entries older than age on one subscription.
 func (t *topicState) expireMessages(ctx context.Context, name string, age time.Duration) error {
+	if err := t.needStorage(); err != nil {
+		return err
+	}
 	s, err := t.subscription(name)
 	if err != nil {
 		return err
@@ -927,7 +996,7 @@ func (t *topicState) expireAll(ctx context.Context) {
 		subs = append(subs, s)
 	}
 	t.mu.Unlock()
-	if ttl <= 0 {
+	if ttl <= 0 || t.nonPersistent() {
 		return
 	}
 	cutoff := t.b.nowMs() - ttl.Milliseconds()
@@ -960,7 +1029,7 @@ func (t *topicState) checkBacklogQuota(producerName string) error {
 		subs = append(subs, s)
 	}
 	t.mu.Unlock()
-	if limit <= 0 || strings.HasPrefix(producerName, t.b.cfg.ReplicatorPrefix+".") {
+	if limit <= 0 || t.nonPersistent() || strings.HasPrefix(producerName, t.b.cfg.ReplicatorPrefix+".") {
 		return nil
 	}
 	entries := t.ledger.Entries()
@@ -975,4 +1044,32 @@ func (t *topicState) checkBacklogQuota(producerName string) error {
 		}
 	}
 	return nil
+}
+
+// dispatchNonPersistent hands one published entry to one consumer with permits of every
+// subscription, right away; subscriptions without such a consumer drop it (counted). The caller
+// holds pubMu, so entries reach each consumer in publish order.
+func (t *topicState) dispatchNonPersistent(data []byte, marker bool) {
+	if marker {
+		return
+	}
+	info := entryInfoOf(storage.Entry{Data: data}, t.b.log)
+	if info.marker {
+		return
+	}
+	for _, s := range *t.subList.Load() {
+		s.mu.Lock()
+		c := s.d.selectConsumer(&info)
+		if c != nil {
+			c.permits -= int64(info.numMessages)
+		}
+		s.mu.Unlock()
+		if c == nil {
+			s.msgDropped.Add(int64(info.numMessages))
+			continue
+		}
+		if c.owner != nil {
+			c.owner.send([]Delivery{{Position: storage.Position{}, Partition: int32(t.name.PartitionIndex), NumMessages: info.numMessages, Data: data}})
+		}
+	}
 }
