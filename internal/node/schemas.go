@@ -1,0 +1,50 @@
+package node
+
+import (
+	"context"
+
+	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/metadata"
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/schema"
+)
+
+// newSchemaRegistry builds the schema registry on the cluster's local metadata store (Pulsar keeps
+// schemas per cluster; replication registers them on remotes), with compatibility strategies from
+// the namespace policies.
+func newSchemaRegistry(local metadata.Store, cat *catalog.Catalog) *schema.Registry {
+	return schema.New(local, schema.Options{Strategy: schemaStrategy(cat)})
+}
+
+// schemaStrategy resolves a topic's compatibility strategy as Pulsar does: the namespace's
+// schema_compatibility_strategy unless UNDEFINED, else its older
+// schema_auto_update_compatibility_strategy (default "Full"), else the broker default FULL.
+func schemaStrategy(cat *catalog.Catalog) schema.StrategySource {
+	return func(_ context.Context, topic naming.TopicName) schema.Strategy {
+		p, ok := cat.NamespaceShared(topic.NamespaceName().String())
+		if !ok {
+			return schema.DefaultStrategy
+		}
+		s, err := schema.ParseStrategy(p.SchemaCompatibilityStrategy)
+		if err == nil && s != schema.StrategyUndefined {
+			return s
+		}
+		legacy, err := schema.ParseStrategy(p.SchemaAutoUpdateCompatibilityStrategy)
+		if err != nil {
+			legacy = schema.StrategyUndefined
+		}
+		return legacy.Resolve(schema.DefaultStrategy)
+	}
+}
+
+// schemaAutoUpdate reports the namespace policy is_allow_auto_update_schema (default true): may
+// producers register new schema versions.
+func schemaAutoUpdate(cat *catalog.Catalog) func(context.Context, naming.NamespaceName) bool {
+	return func(_ context.Context, ns naming.NamespaceName) bool {
+		p, ok := cat.NamespaceShared(ns.String())
+		if !ok || p.IsAllowAutoUpdateSchema == nil {
+			return true
+		}
+		return *p.IsAllowAutoUpdateSchema
+	}
+}
