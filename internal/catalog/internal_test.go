@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/naming"
 )
 
 // A subscriber that does not read does not hold anyone up; its queue collapses into one resync.
@@ -53,4 +55,30 @@ func TestSlowSubscriberGetsResync(t *testing.T) {
 	if len(kinds) > maxSubscriberQueue+2 {
 		t.Fatalf("slow subscriber got %d events, want the queue bounded", len(kinds))
 	}
+}
+
+// FuzzTopicKeys: every valid topic name maps to store keys that parse back to the same (base) name,
+// and no key parses to a topic that does not round-trip.
+func FuzzTopicKeys(f *testing.F) {
+	for _, s := range []string{"t", "a b", "100%", "x:y=z", "é", "p-partition-3", "%2F", "a%"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, local string) {
+		tn, err := naming.ParseTopic("persistent://public/default/" + local)
+		if err != nil {
+			return
+		}
+		for _, key := range []string{partitionedKey(tn), topicPoliciesKey(tn)} {
+			if err := metadata.ValidateKey(key); err != nil {
+				t.Fatalf("%q: key %q invalid: %v", local, key, err)
+			}
+			kind, name := parseKey(key)
+			if kind != keyPartitioned && kind != keyTopicPolicies || name != tn.Base().String() {
+				t.Fatalf("%q: key %q parses to %v %q, want %q", local, key, kind, name, tn.Base().String())
+			}
+		}
+		// Arbitrary keys never panic.
+		parseKey(prefixPartitioned + local)
+		parseKey(prefixPolicies + local)
+	})
 }
