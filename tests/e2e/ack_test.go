@@ -180,7 +180,6 @@ func TestNackRedelivery(t *testing.T) {
 // TestAckSurvivesRestart acknowledges half a backlog, restarts the broker gracefully, and checks
 // that the subscription resumes after the acknowledged messages (cursor persisted on close).
 func TestAckSurvivesRestart(t *testing.T) {
-	harness.Pending(t, "broker not runnable yet")
 	b := harness.StartInProcess(t, nil)
 	chk := checker.New()
 	topic := harness.Topic(t)

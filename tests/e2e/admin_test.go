@@ -119,7 +119,6 @@ func TestAdminSmoke(t *testing.T) {
 // TestAutoTopicCreationDisabled checks that with --auto-topic-creation=false a producer on a topic
 // that does not exist is refused, and one on a topic created over REST works.
 func TestAutoTopicCreationDisabled(t *testing.T) {
-	harness.Pending(t, "broker not runnable yet")
 	b := harness.StartStandalone(t, harness.Options{NoAutoTopicCreate: true})
 	client := harness.NewClient(t, b, nil)
 	topic := harness.Topic(t)

@@ -31,7 +31,6 @@ func frame(cmd []byte) []byte {
 // disconnects) and checks that the broker closes those connections, stays up, logs no panic, and
 // still serves a real client.
 func TestBadInputDoesNotCrash(t *testing.T) {
-	harness.Pending(t, "broker not runnable yet")
 	p := harness.StartStandalone(t, harness.Options{})
 	addr := p.ServiceURL()[len("pulsar://"):]
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -34,7 +34,6 @@ type brokerConfig struct {
 // MERIDIAN_E2E_TARGET=process.
 func startBroker(t *testing.T, cfg brokerConfig) harness.Broker {
 	t.Helper()
-	harness.Pending(t, "broker not runnable yet")
 	if os.Getenv("MERIDIAN_E2E_TARGET") == "process" {
 		return harness.StartStandalone(t, harness.Options{Dedup: cfg.dedup, MaxMessageSize: cfg.maxMessageSize})
 	}
@@ -150,7 +149,7 @@ func receiveN(t *testing.T, chk *checker.Checker, stream string, cons pulsar.Con
 	for len(msgs) < n {
 		m, err := cons.Receive(ctx)
 		if err != nil {
-			t.Fatalf("Receive: got %d of %d messages: %v", len(msgs), n, err)
+			t.Fatalf("Receive: got %d of %d messages (%s): %v", len(msgs), n, describe(msgs), err)
 		}
 		chk.Received(stream, m.Payload(), m.ID().String())
 		if !noAck {
@@ -172,7 +171,7 @@ func readN(t *testing.T, chk *checker.Checker, stream string, r pulsar.Reader, n
 	for len(msgs) < n {
 		m, err := r.Next(ctx)
 		if err != nil {
-			t.Fatalf("Reader.Next: got %d of %d messages: %v", len(msgs), n, err)
+			t.Fatalf("Reader.Next: got %d of %d messages (%s): %v", len(msgs), n, describe(msgs), err)
 		}
 		chk.Received(stream, m.Payload(), m.ID().String())
 		msgs = append(msgs, m)
@@ -211,4 +210,22 @@ func keyOf(t *testing.T, m pulsar.Message) checker.Key {
 		t.Fatalf("message %v: %v %s", m.ID(), err, corrupt)
 	}
 	return k
+}
+
+// describe summarizes received messages for failure messages: "p#6 (3:6:-1) ... p#19 (3:19:-1)".
+func describe(msgs []pulsar.Message) string {
+	one := func(m pulsar.Message) string {
+		k, _, err := checker.Parse(m.Payload())
+		if err != nil {
+			return fmt.Sprintf("%q (%v)", m.Payload(), m.ID())
+		}
+		return fmt.Sprintf("%s (%v)", k, m.ID())
+	}
+	switch len(msgs) {
+	case 0:
+		return "none"
+	case 1:
+		return one(msgs[0])
+	}
+	return one(msgs[0]) + " ... " + one(msgs[len(msgs)-1])
 }

@@ -66,10 +66,14 @@ func TestPartitionedTopic(t *testing.T) {
 		}
 	}
 	partitionsSeen := map[int32]bool{}
+	onPartition1 := map[checker.Key]bool{}
 	for _, m := range receiveN(t, chk, "s", cons, keys*perKey, 30*time.Second, false) {
 		partitionsSeen[m.ID().PartitionIdx()] = true
 		if m.Key() != keyOf(t, m).Producer {
 			t.Fatalf("message key %q, payload says %s", m.Key(), keyOf(t, m))
+		}
+		if m.ID().PartitionIdx() == 1 {
+			onPartition1[keyOf(t, m)] = true
 		}
 	}
 	verify(t, chk, "s", checker.Expect{})
@@ -77,17 +81,22 @@ func TestPartitionedTopic(t *testing.T) {
 		t.Fatalf("8 keys landed on %d partition(s): %v", len(partitionsSeen), partitionsSeen)
 	}
 
-	// A reader on one partition sees only the messages of that partition.
+	// A reader on one partition sees exactly the messages the consumer got from that partition.
 	r := newReader(t, client, pulsar.ReaderOptions{Topic: parts[1], StartMessageID: pulsar.EarliestMessageID()})
 	ctx2 := testCtx(t, 10*time.Second)
+	read := 0
 	for r.HasNext() {
 		m, err := r.Next(ctx2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.ID().PartitionIdx() != 1 {
-			t.Fatalf("reader on partition 1 got a message of partition %d", m.ID().PartitionIdx())
+		if k := keyOf(t, m); !onPartition1[k] {
+			t.Fatalf("reader on %s got %s, which the consumer did not get from partition 1", parts[1], k)
 		}
+		read++
+	}
+	if read != len(onPartition1) {
+		t.Fatalf("reader on %s read %d messages, the consumer got %d from partition 1", parts[1], read, len(onPartition1))
 	}
 
 	// Updating the partition count is visible to the admin API.

@@ -81,6 +81,7 @@ func TestReaders(t *testing.T) {
 // TestReaderStartInclusiveLatest checks the corner the client relies on for "read the last message":
 // a reader at LatestMessageID with StartMessageIDInclusive gets the last stored message.
 func TestReaderStartInclusiveLatest(t *testing.T) {
+	harness.Pending(t, "SEEK before FLOW on a reader fails; the client then hangs in CreateReader (to-broker.md 09:20, item 2)")
 	b := startBroker(t, brokerConfig{})
 	client := harness.NewClient(t, b, nil)
 	topic := harness.Topic(t)
@@ -154,6 +155,7 @@ func TestGetLastMessageID(t *testing.T) {
 // TestSeekByID checks Consumer.Seek and Reader.Seek to a message id: delivery restarts at that
 // message (a consumer's seek is inclusive), and the client reconnects after the broker closes it.
 func TestSeekByID(t *testing.T) {
+	harness.Pending(t, "consumer SEEK by id is exclusive, must be inclusive (to-broker.md 09:20, item 1)")
 	b := startBroker(t, brokerConfig{})
 	client := harness.NewClient(t, b, nil)
 	topic := harness.Topic(t)
@@ -202,9 +204,11 @@ func TestSeekByTime(t *testing.T) {
 	chk := checker.New()
 	prod := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	sendSync(t, chk, prod, "p", 0, 10, 64)
-	// Publish times have millisecond resolution: make sure the second half is strictly later.
+	// Publish times have millisecond resolution: put mid strictly between the two halves. The
+	// sleeps are not waits for a condition; they separate timestamps.
+	time.Sleep(3 * time.Millisecond)
 	mid := time.Now()
-	time.Sleep(5 * time.Millisecond) // not a wait for a condition: it separates two timestamps
+	time.Sleep(3 * time.Millisecond)
 	sendSync(t, chk, prod, "p", 10, 20, 64)
 
 	cons := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})

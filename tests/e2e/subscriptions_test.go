@@ -221,8 +221,10 @@ func TestSubscriptionInitialPosition(t *testing.T) {
 	early := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "early", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
 	late := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "late", SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest})
 	sendSync(t, chk, prod, "p", 10, 20, 64)
-	receiveN(t, chk, "early", early, 15, 30*time.Second, false)
-	verify(t, chk, "early", checker.Expect{Partial: true}) // 0..14 so far
+	first := receiveN(t, chk, "early", early, 15, 30*time.Second, false)
+	if k := keyOf(t, first[0]); k.Seq != 0 {
+		t.Fatalf("earliest subscription started at %s, want p#0", k)
+	}
 	late1 := receiveN(t, chk, "late", late, 10, 30*time.Second, false)
 	if k := keyOf(t, late1[0]); k.Seq != 10 {
 		t.Fatalf("latest subscription started at %s, want p#10", k)

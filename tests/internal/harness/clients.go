@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/auth"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -62,12 +65,22 @@ func NewClient(t testing.TB, b Broker, modify func(*pulsar.ClientOptions)) pulsa
 	return c
 }
 
-// NewAdmin creates a pulsaradmin client for b's admin REST API.
+// NewAdmin creates a pulsaradmin client for b's admin REST API. Its idle HTTP connections are closed
+// in t.Cleanup (before the broker's own cleanup, which runs later because the broker was started
+// first), so a broker's graceful shutdown never waits for them.
 func NewAdmin(t testing.TB, b Broker) pulsaradmin.Client {
 	t.Helper()
-	a, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: b.WebURL()})
+	cfg := &pulsaradmin.Config{WebServiceURL: b.WebURL()}
+	transport, err := auth.NewDefaultTransport(cfg)
 	if err != nil {
-		t.Fatalf("pulsaradmin.NewClient(%s): %v", b.WebURL(), err)
+		t.Fatalf("pulsaradmin transport: %v", err)
+	}
+	if tr, ok := transport.(*http.Transport); ok {
+		t.Cleanup(tr.CloseIdleConnections)
+	}
+	a, err := admin.NewPulsarClientWithAuthProvider(cfg, auth.NewDefaultProvider(transport))
+	if err != nil {
+		t.Fatalf("pulsaradmin client for %s: %v", b.WebURL(), err)
 	}
 	return a
 }

@@ -70,7 +70,6 @@ func TestTopicNames(t *testing.T) {
 }
 
 func TestStandaloneLifecycle(t *testing.T) {
-	Pending(t, "meridian standalone is not runnable yet")
 	p := StartStandalone(t, Options{})
 	if err := checkReady(context.Background(), p.WebURL()); err != nil {
 		t.Fatalf("not ready after Start: %v", err)

@@ -18,6 +18,14 @@ var LeakOptions = []goleak.Option{
 	// etcd's and grpc's process-wide background goroutines.
 	goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 	goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/traceutil.(*Trace).LogIfLong"),
+	// pulsar-client-go v0.19.0: a producer's send-timeout loop notices Close only at its next timer
+	// tick (up to SendTimeout later); it then exits.
+	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).failTimeoutMessages"),
+	// pulsar-client-go v0.19.0: after Unsubscribe a consumer is marked closed, so Close returns early
+	// and its dispatcher, events loop and ack-grouping ticker never stop (internalUnsubscribe).
+	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).dispatcher"),
+	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).runEventsLoop"),
+	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.newAckGroupingTracker.func1"),
 }
 
 // Main runs the package's tests, removes what the harness built, and fails the run if goroutines

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/meridian-mq/meridian/tests/internal/harness"
+)
+
+const (
+	userSchemaV1 = `{"type":"record","name":"User","namespace":"test","fields":[{"name":"name","type":"string"}]}`
+	userSchemaV2 = `{"type":"record","name":"User","namespace":"test","fields":[{"name":"name","type":"string"},{"name":"age","type":"int","default":0}]}`
+	// Incompatible with v1 under FULL: a new field without a default.
+	userSchemaBad = `{"type":"record","name":"User","namespace":"test","fields":[{"name":"name","type":"string"},{"name":"email","type":"string"}]}`
+)
+
+type userV1 struct {
+	Name string `avro:"name" json:"name"`
+}
+
+type userV2 struct {
+	Name string `avro:"name" json:"name"`
+	Age  int    `avro:"age" json:"age"`
+}
+
+// TestSchemaAvroProduceConsume: an Avro producer registers version 0, a consumer with the same
+// schema decodes the values (GET_SCHEMA for the message's version), a compatible producer adds
+// version 1, an incompatible producer and a consumer of another type are refused, and the admin
+// API shows the history.
+func TestSchemaAvroProduceConsume(t *testing.T) {
+	b := startBroker(t, brokerConfig{})
+	client := harness.NewClient(t, b, nil)
+	admin := harness.NewAdmin(t, b)
+	topic := harness.Topic(t)
+	ctx := testCtx(t, 60*time.Second)
+
+	cons := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		Schema: pulsar.NewAvroSchema(userSchemaV1, nil)})
+	p1 := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaV1, nil)})
+	if _, err := p1.Send(ctx, &pulsar.ProducerMessage{Value: &userV1{Name: "ada"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got userV1
+	if err := m.GetSchemaValue(&got); err != nil || got.Name != "ada" {
+		t.Fatalf("GetSchemaValue: %+v %v", got, err)
+	}
+	if v := m.SchemaVersion(); len(v) != 8 || v[7] != 0 {
+		t.Fatalf("schema version %v, want 8-byte 0", v)
+	}
+	_ = cons.Ack(m)
+
+	p2 := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaV2, nil)})
+	if _, err := p2.Send(ctx, &pulsar.ProducerMessage{Value: &userV2{Name: "bob", Age: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err = cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := m.SchemaVersion(); len(v) != 8 || v[7] != 1 {
+		t.Fatalf("schema version %v, want 8-byte 1", v)
+	}
+	_ = cons.Ack(m)
+
+	if p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaBad, nil)}); err == nil {
+		p.Close()
+		t.Fatal("incompatible producer schema accepted")
+	}
+	if c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s2",
+		Schema: pulsar.NewStringSchema(nil)}); err == nil {
+		c.Close()
+		t.Fatal("consumer with a STRING schema accepted on an AVRO topic")
+	}
+
+	info, err := admin.Schemas().GetSchemaInfoWithVersion(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != 1 || info.SchemaInfo.Type != "AVRO" || string(info.SchemaInfo.Schema) != userSchemaV2 {
+		t.Fatalf("latest schema %+v %+v", info, info.SchemaInfo)
+	}
+	all, err := admin.Schemas().GetAllSchemas(topic)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("all schemas: %d %v", len(all), err)
+	}
+	comp, err := admin.Schemas().TestCompatibilityWithPostSchemaPayload(topic, utils.PostSchemaPayload{SchemaType: "AVRO", Schema: userSchemaBad})
+	if err != nil || comp.IsCompatibility {
+		t.Fatalf("compatibility of the bad schema: %+v %v", comp, err)
+	}
+	v, err := admin.Schemas().GetVersionByPayload(topic, utils.PostSchemaPayload{SchemaType: "AVRO", Schema: userSchemaV1})
+	if err != nil || v != 0 {
+		t.Fatalf("version of v1: %d %v", v, err)
+	}
+	// After a delete, a schema of another type may be registered (a new lineage).
+	if err := admin.Schemas().DeleteSchema(topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Schemas().GetSchemaInfo(topic); err == nil {
+		t.Fatal("schema still there after delete")
+	}
+	if err := admin.Schemas().CreateSchemaByPayload(topic, utils.PostSchemaPayload{SchemaType: "STRING", Schema: ""}); err != nil {
+		t.Fatal(err)
+	}
+	ps := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewStringSchema(nil)})
+	if _, err := ps.Send(ctx, &pulsar.ProducerMessage{Value: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSchemaJSONAndBytes: JSON schema producers and consumers round-trip values; a producer without
+// a schema (BYTES) may still write to a topic with one, as on Pulsar.
+func TestSchemaJSONAndBytes(t *testing.T) {
+	b := startBroker(t, brokerConfig{})
+	client := harness.NewClient(t, b, nil)
+	topic := harness.Topic(t)
+	ctx := testCtx(t, 60*time.Second)
+	js := pulsar.NewJSONSchema(userSchemaV1, nil)
+	cons := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Schema: js})
+	p := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewJSONSchema(userSchemaV1, nil)})
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Value: &userV1{Name: "json"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got userV1
+	if err := m.GetSchemaValue(&got); err != nil || got.Name != "json" {
+		t.Fatalf("GetSchemaValue: %+v %v", got, err)
+	}
+	raw := newProducer(t, client, pulsar.ProducerOptions{Topic: topic})
+	if _, err := raw.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(`{"name":"raw"}`)}); err != nil {
+		t.Fatalf("BYTES producer on a JSON topic: %v", err)
+	}
+}
