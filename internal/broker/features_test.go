@@ -368,3 +368,50 @@ func TestNonPersistentTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Acks of entries that do not exist yet are ignored, and seeking past the end waits for new entries.
+func TestHostileAcksAndSeeks(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("hostile")
+	p := addProducer(t, top, ProducerOptions{})
+	r0 := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "a")})
+	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest}
+	c, s := subscribe(t, top, opts)
+	future := storage.Position{LedgerID: r0.Position.LedgerID, EntryID: r0.Position.EntryID + 1}
+	if err := c.Ack(context.Background(), []Ack{{Position: future}}, false); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("ack of a future entry: %v", err)
+	}
+	if err := c.Ack(context.Background(), []Ack{{Position: storage.Position{LedgerID: 1 << 50, EntryID: 0}}}, false); err == nil {
+		t.Fatal("ack far in the future accepted")
+	}
+	r1 := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 1, 1, "b")})
+	if r1.Position != future {
+		t.Fatalf("next entry at %v, want %v", r1.Position, future)
+	}
+	c.Flow(10)
+	if got := s.waitMessages(t, 2); got[1].Position != future {
+		t.Fatalf("future entry not delivered: %+v", got)
+	}
+	c.Close()
+	// Seek far past the end: the next published entry is delivered.
+	c, s = subscribe(t, top, opts)
+	if err := c.Seek(context.Background(), storage.Position{LedgerID: 1 << 50, EntryID: 7}); err != nil {
+		t.Fatal(err)
+	}
+	c, s = subscribe(t, top, opts)
+	c.Flow(10)
+	r2 := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 2, 1, "c")})
+	if got := s.waitMessages(t, 1); got[0].Position != r2.Position {
+		t.Fatalf("after seek past the end got %v", got[0].Position)
+	}
+	c.Close()
+	// A reader starting at an id that does not exist yet starts after the last entry.
+	start := storage.Position{LedgerID: 1 << 50, EntryID: 0}
+	rc, rs := subscribe(t, top, SubscribeOptions{Subscription: "reader", StartPosition: &start})
+	rc.Flow(10)
+	r3 := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 3, 1, "d")})
+	if got := rs.waitMessages(t, 1); got[0].Position != r3.Position {
+		t.Fatalf("reader got %v", got[0].Position)
+	}
+	rc.Close()
+}

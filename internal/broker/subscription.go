@@ -290,6 +290,16 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 		return nil // non-persistent: nothing to acknowledge
 	}
 	c.lastAcked.Store(s.topic.b.nowMs())
+	acks, invalid := s.validAcks(acks)
+	if invalid != nil {
+		defer func() {
+			s.topic.b.log.Warn("acknowledgement of entries that do not exist ignored", slog.String("topic", s.topic.name.String()),
+				slog.String("subscription", s.name), slog.Any("err", invalid))
+		}()
+		if len(acks) == 0 {
+			return invalid
+		}
+	}
 	s.mu.Lock()
 	subType := s.d.subType
 	s.mu.Unlock()
@@ -343,6 +353,25 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 		c.msgAcked.Add(int64(len(whole)))
 	}
 	return nil
+}
+
+// validAcks drops acknowledgements of positions after the last stored entry: acknowledging an
+// entry before it exists would hide it from this subscription once written (Pulsar refuses them too).
+func (s *subscriptionState) validAcks(acks []Ack) ([]Ack, error) {
+	last := s.topic.ledger.LastConfirmed()
+	var bad []storage.Position
+	kept := acks[:0:0]
+	for _, a := range acks {
+		if a.Position.Compare(last) > 0 || a.Position.LedgerID < 0 {
+			bad = append(bad, a.Position)
+			continue
+		}
+		kept = append(kept, a)
+	}
+	if bad == nil {
+		return acks, nil
+	}
+	return kept, fmt.Errorf("ack of %v after the last entry %s: %w", bad, last, ErrInvalidRequest)
 }
 
 // ackBatch applies a batch-index acknowledgement (a.AckSet: bit set = still unacknowledged).
@@ -409,11 +438,13 @@ func (s *subscriptionState) redeliver(c *consumerState, positions []storage.Posi
 
 // resolve turns the wire sentinels into real positions.
 func (s *subscriptionState) resolve(p storage.Position) storage.Position {
-	switch p {
-	case storage.Earliest:
+	if p == storage.Earliest {
 		return s.topic.ledger.FirstPosition()
-	case storage.Latest:
-		return next(s.topic.ledger.LastConfirmed())
+	}
+	// Beyond the end (the Latest sentinel, or an id not written yet) means "after the last entry":
+	// a read position past the next entry would skip everything written later.
+	if end := next(s.topic.ledger.LastConfirmed()); p.Compare(end) > 0 {
+		return end
 	}
 	return p
 }

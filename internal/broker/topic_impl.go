@@ -604,6 +604,9 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 	}
 	if !opts.Durable && opts.StartPosition != nil {
 		initial = *opts.StartPosition
+		if initial != storage.Earliest && initial.Compare(next(t.ledger.LastConfirmed())) > 0 {
+			initial = storage.Latest // an id not written yet: start after the last entry
+		}
 	}
 	cur, err := t.ledger.OpenCursor(ctx, opts.Subscription, storage.CursorOptions{Initial: initial, Durable: opts.Durable})
 	if err != nil {
