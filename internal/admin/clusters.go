@@ -80,6 +80,7 @@ func (h *Handler) routes() {
 	h.namespaceRoutes()
 	h.topicRoutes()
 	h.lookupRoutes()
+	h.schemaRoutes()
 }
 
 // notFound answers paths no endpoint serves; when the path exists for other methods it answers 405

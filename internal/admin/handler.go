@@ -32,6 +32,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata"
+	"github.com/meridian-mq/meridian/internal/schema"
 )
 
 // DefaultMaxBodyBytes bounds request bodies (a policy document is a few KiB; the store's values are
@@ -47,6 +48,9 @@ type Config struct {
 	Catalog *catalog.Catalog
 	// Topics serves topic and subscription operations. If nil they answer 503.
 	Topics TopicService
+	// Schemas is the schema registry behind /admin/v2/schemas (the one the binary protocol uses). If
+	// nil those endpoints answer 503.
+	Schemas *schema.Registry
 	// Ready reports whether the broker is ready (storage recovered, bootstrap done, listeners up);
 	// /admin/v2/brokers/ready and /health answer 503 with its error. nil means always ready.
 	Ready func(ctx context.Context) error

@@ -1,26 +1,35 @@
 package admin
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/schema"
 )
 
-// This file serves Pulsar's schema registry REST API (/admin/v2/schemas/{tenant}/{namespace}/{topic}/...)
-// on internal/schema's registry, mounted by MountSchemas. Shapes are Pulsar's (pulsaradmin's
-// utils.GetSchemaResponse, GetAllSchemasResponse, PostSchemaPayload, IsCompatibility):
+// Schema registry REST (`/admin/v2/schemas/{tenant}/{namespace}/{topic}/...`), Pulsar's shapes:
 //
-//	GET    .../schema            latest schema              404 when none
-//	GET    .../schema/{version}  one version                404 when missing or deleted
-//	GET    .../schemas           every live version         {"getSchemaResponses":[...]}
-//	DELETE .../schema[?force=]   tombstone (or erase all)   {"version":N}
-//	POST   .../schema            register a payload         {"version":{"version":N}}; 409 incompatible
-//	POST   .../compatibility     test a payload             {"compatibility":b,"schemaCompatibilityStrategy":"FULL"}
-//	POST   .../version           version of a payload       {"version":N}; 404 when not registered
+//	GET    .../schema               latest schema             {"version","type","timestamp","data","properties"}
+//	GET    .../schema/{version}     one version
+//	GET    .../schemas              all live versions         {"getSchemaResponses":[...]}
+//	POST   .../schema               register {"type","schema","properties"} -> {"version": n}
+//	DELETE .../schema[?force=true]  tombstone (or erase)      {"version": n}
+//	POST   .../version              version of an identical schema -> {"version": n}
+//	POST   .../compatibility        -> {"compatibility": bool, "schemaCompatibilityStrategy": "FULL"}
+//
+// The topic has no domain in these paths (a schema belongs to the topic's base name in both domains).
+
+const schemaBase = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
+
+// postSchemaPayload is what clients send (pulsaradmin's PostSchemaPayload).
+type postSchemaPayload struct {
+	Type       string            `json:"type"`
+	Schema     string            `json:"schema"`
+	Properties map[string]string `json:"properties"`
+}
 
 // getSchemaResponse is Pulsar's GetSchemaResponse.
 type getSchemaResponse struct {
@@ -31,42 +40,30 @@ type getSchemaResponse struct {
 	Properties map[string]string `json:"properties"`
 }
 
-// postSchemaPayload is Pulsar's PostSchemaPayload.
-type postSchemaPayload struct {
-	Type       string            `json:"type"`
-	Schema     string            `json:"schema"`
-	Properties map[string]string `json:"properties"`
+func (h *Handler) schemaRoutes() {
+	h.handle("GET "+schemaBase+"/schema", h.schemaGetLatest)
+	h.handle("GET "+schemaBase+"/schema/{version}", h.schemaGetVersion)
+	h.handle("GET "+schemaBase+"/schemas", h.schemaGetAll)
+	h.handle("POST "+schemaBase+"/schema", h.schemaPost)
+	h.handle("DELETE "+schemaBase+"/schema", h.schemaDelete)
+	h.handle("POST "+schemaBase+"/version", h.schemaVersionOf)
+	h.handle("POST "+schemaBase+"/compatibility", h.schemaCompatibility)
 }
 
-// MountSchemas serves the schema REST API on reg. Call it once, after NewHandler and before the
-// handler serves requests.
-func (h *Handler) MountSchemas(reg *schema.Registry) {
-	const base = "/admin/v2/schemas/{tenant}/{namespace}/{topic}/"
-	s := schemaAPI{h: h, reg: reg}
-	h.handle("GET "+base+"schema", s.latest)
-	h.handle("GET "+base+"schema/{version}", s.version)
-	h.handle("GET "+base+"schemas", s.all)
-	h.handle("DELETE "+base+"schema", s.delete)
-	h.handle("POST "+base+"schema", s.post)
-	h.handle("POST "+base+"compatibility", s.compatibility)
-	h.handle("POST "+base+"version", s.versionOf)
-}
-
-type schemaAPI struct {
-	h   *Handler
-	reg *schema.Registry
-}
-
-// topic parses the path's topic; schemas belong to the topic's base name in either domain.
-func (s schemaAPI) topic(r *http.Request) (naming.TopicName, error) {
+// schemaTopic resolves the path's topic (persistent domain; the registry keys by base name) and
+// checks the namespace and that a registry is configured.
+func (h *Handler) schemaTopic(r *http.Request) (naming.TopicName, *schema.Registry, error) {
 	t, err := naming.ParseTopic("persistent://" + r.PathValue("tenant") + "/" + r.PathValue("namespace") + "/" + r.PathValue("topic"))
 	if err != nil {
-		return naming.TopicName{}, fail(http.StatusPreconditionFailed, "Invalid topic name: %v", err)
+		return t, nil, fail(http.StatusPreconditionFailed, "Topic name is not valid: %v", err)
 	}
-	if _, ok := s.h.cat.NamespaceShared(t.NamespaceName().String()); !ok {
-		return naming.TopicName{}, fail(http.StatusNotFound, "Namespace does not exist")
+	if err := h.requireTopicNamespace(t); err != nil {
+		return t, nil, err
 	}
-	return t, nil
+	if h.cfg.Schemas == nil {
+		return t, nil, fail(http.StatusServiceUnavailable, "Schema registry not available")
+	}
+	return t.Base(), h.cfg.Schemas, nil
 }
 
 // schemaError maps registry errors to Pulsar's statuses.
@@ -77,12 +74,12 @@ func schemaError(err error) error {
 	case errors.Is(err, schema.ErrIncompatible):
 		return fail(http.StatusConflict, "%v", err)
 	case errors.Is(err, schema.ErrInvalidSchema):
-		return fail(http.StatusUnprocessableEntity, "Invalid schema definition data: %v", err)
+		return fail(http.StatusUnprocessableEntity, "%v", err)
 	}
 	return err
 }
 
-func responseOf(v schema.Version) getSchemaResponse {
+func toSchemaResponse(v schema.Version) getSchemaResponse {
 	props := v.Properties
 	if props == nil {
 		props = map[string]string{}
@@ -90,20 +87,20 @@ func responseOf(v schema.Version) getSchemaResponse {
 	return getSchemaResponse{Version: v.Version, Type: v.Type.String(), Timestamp: v.Timestamp, Data: string(v.Data), Properties: props}
 }
 
-func (s schemaAPI) latest(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.topic(r)
+func (h *Handler) schemaGetLatest(w http.ResponseWriter, r *http.Request) error {
+	t, reg, err := h.schemaTopic(r)
 	if err != nil {
 		return err
 	}
-	v, err := s.reg.Latest(r.Context(), t)
+	v, err := reg.Latest(r.Context(), t)
 	if err != nil {
 		return schemaError(err)
 	}
-	return ok(w, responseOf(v))
+	return ok(w, toSchemaResponse(v))
 }
 
-func (s schemaAPI) version(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.topic(r)
+func (h *Handler) schemaGetVersion(w http.ResponseWriter, r *http.Request) error {
+	t, reg, err := h.schemaTopic(r)
 	if err != nil {
 		return err
 	}
@@ -111,109 +108,110 @@ func (s schemaAPI) version(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || n < 0 {
 		return fail(http.StatusBadRequest, "Invalid schema version %q", r.PathValue("version"))
 	}
-	v, err := s.reg.Get(r.Context(), t, n)
-	if err == nil && v.Deleted {
-		err = schema.ErrNotFound
-	}
+	v, err := reg.Get(r.Context(), t, n)
 	if err != nil {
 		return schemaError(err)
 	}
-	return ok(w, responseOf(v))
+	if v.Deleted {
+		return fail(http.StatusNotFound, "Schema not found")
+	}
+	return ok(w, toSchemaResponse(v))
 }
 
-func (s schemaAPI) all(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.topic(r)
+func (h *Handler) schemaGetAll(w http.ResponseWriter, r *http.Request) error {
+	t, reg, err := h.schemaTopic(r)
 	if err != nil {
 		return err
 	}
-	live, err := s.reg.Live(r.Context(), t)
+	live, err := reg.Live(r.Context(), t)
 	if err != nil {
 		return schemaError(err)
 	}
-	out := make([]getSchemaResponse, 0, len(live))
+	out := struct {
+		Schemas []getSchemaResponse `json:"getSchemaResponses"`
+	}{Schemas: []getSchemaResponse{}}
 	for _, v := range live {
-		out = append(out, responseOf(v))
+		out.Schemas = append(out.Schemas, toSchemaResponse(v))
 	}
-	return ok(w, map[string]any{"getSchemaResponses": out})
+	return ok(w, out)
 }
 
-func (s schemaAPI) delete(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.topic(r)
-	if err != nil {
-		return err
-	}
-	force := r.URL.Query().Get("force") == "true"
-	v, err := s.reg.Delete(r.Context(), t, force)
-	if err != nil {
-		return schemaError(err)
-	}
-	return ok(w, map[string]int64{"version": v})
-}
-
-// payload reads a PostSchemaPayload.
-func (s schemaAPI) payload(r *http.Request) (schema.Info, error) {
-	body, err := readBody(r)
-	if err != nil {
+// decodeSchemaPayload reads a POST body into the registry's Info.
+func decodeSchemaPayload(r *http.Request, name string) (schema.Info, error) {
+	var p postSchemaPayload
+	if err := decodeBody(r, &p); err != nil {
 		return schema.Info{}, err
 	}
-	var p postSchemaPayload
-	if err := json.Unmarshal(body, &p); err != nil {
-		return schema.Info{}, fail(http.StatusBadRequest, "Invalid schema payload: %v", err)
-	}
-	ty, err := schema.ParseType(p.Type)
+	typ, err := schema.ParseType(p.Type)
 	if err != nil {
 		return schema.Info{}, fail(http.StatusUnprocessableEntity, "%v", err)
 	}
-	return schema.Info{Name: r.PathValue("topic"), Type: ty, Data: []byte(p.Schema), Properties: p.Properties}, nil
+	return schema.Info{Name: name, Type: typ, Data: []byte(p.Schema), Properties: p.Properties}, nil
 }
 
-func (s schemaAPI) post(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.topic(r)
+func (h *Handler) schemaPost(w http.ResponseWriter, r *http.Request) error {
+	t, reg, err := h.schemaTopic(r)
 	if err != nil {
 		return err
 	}
-	info, err := s.payload(r)
+	info, err := decodeSchemaPayload(r, t.Local)
 	if err != nil {
 		return err
 	}
 	if info.IsNone() {
-		return fail(http.StatusUnprocessableEntity, "A BYTES schema is not stored")
+		return fail(http.StatusUnprocessableEntity, "Schema type %s declares no schema; nothing to register", info.Type)
 	}
-	v, err := s.reg.Put(r.Context(), t, info)
-	if err != nil {
-		return schemaError(err)
-	}
-	return ok(w, map[string]any{"version": map[string]int64{"version": v}})
-}
-
-func (s schemaAPI) compatibility(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.topic(r)
-	if err != nil {
-		return err
-	}
-	info, err := s.payload(r)
-	if err != nil {
-		return err
-	}
-	strategy, err := s.reg.Check(r.Context(), t, info)
-	if err != nil && !errors.Is(err, schema.ErrIncompatible) && !errors.Is(err, schema.ErrInvalidSchema) {
-		return err
-	}
-	return ok(w, map[string]any{"compatibility": err == nil, "schemaCompatibilityStrategy": strategy.String()})
-}
-
-func (s schemaAPI) versionOf(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.topic(r)
-	if err != nil {
-		return err
-	}
-	info, err := s.payload(r)
-	if err != nil {
-		return err
-	}
-	v, err := s.reg.Find(r.Context(), t, info)
+	v, err := reg.Put(r.Context(), t, info)
 	if err != nil {
 		return schemaError(err)
 	}
 	return ok(w, map[string]int64{"version": v})
+}
+
+func (h *Handler) schemaDelete(w http.ResponseWriter, r *http.Request) error {
+	t, reg, err := h.schemaTopic(r)
+	if err != nil {
+		return err
+	}
+	v, err := reg.Delete(r.Context(), t, queryBool(r, "force"))
+	if err != nil {
+		return schemaError(err)
+	}
+	return ok(w, map[string]int64{"version": v})
+}
+
+func (h *Handler) schemaVersionOf(w http.ResponseWriter, r *http.Request) error {
+	t, reg, err := h.schemaTopic(r)
+	if err != nil {
+		return err
+	}
+	info, err := decodeSchemaPayload(r, t.Local)
+	if err != nil {
+		return err
+	}
+	v, err := reg.Find(r.Context(), t, info)
+	if err != nil {
+		return schemaError(err)
+	}
+	return ok(w, map[string]int64{"version": v})
+}
+
+func (h *Handler) schemaCompatibility(w http.ResponseWriter, r *http.Request) error {
+	t, reg, err := h.schemaTopic(r)
+	if err != nil {
+		return err
+	}
+	info, err := decodeSchemaPayload(r, t.Local)
+	if err != nil {
+		return err
+	}
+	strategy, err := reg.Check(r.Context(), t, info)
+	compatible := err == nil
+	if err != nil && !errors.Is(err, schema.ErrIncompatible) {
+		return schemaError(err)
+	}
+	if strategy == schema.StrategyUndefined {
+		strategy = schema.DefaultStrategy
+	}
+	return ok(w, map[string]any{"compatibility": compatible, "schemaCompatibilityStrategy": strings.ToUpper(strategy.String())})
 }
