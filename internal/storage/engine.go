@@ -42,7 +42,6 @@ type Engine struct {
 	qmu      sync.Mutex
 	qcond    *sync.Cond
 	pending  *batch
-	spare    *batch
 	jseq     uint64 // journal sequence the pending batch will be written to
 	jsize    int64  // size of journal jseq including the pending batch
 	stopping bool
@@ -53,12 +52,14 @@ type Engine struct {
 	journalSeq  uint64
 	dirtyFiles  map[string]struct{}
 	dirtyDirs   map[string]struct{}
-	unsyncedLed map[*Ledger]struct{} // SyncInterval: ledgers with acknowledged unsynced appends
+	unsynced    map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
 	lastSync    time.Time
 	prevUnclean bool   // the next journal file follows an abandoned one
 	arena       []byte // segment write buffer, reused by every batch
 
-	ckptMu      sync.Mutex // serialises checkpoints
+	applyCh     chan applyJob // sync loop -> applier
+	freeCh      chan *batch   // applier -> sync loop: batches to fill again
+	ckptMu      sync.Mutex    // serialises checkpoints
 	ckptCh      chan checkpointJob
 	ckptCarry   *checkpointJob // a failed checkpoint's files, retried with the next one (checkpointer only)
 	loopDone    chan struct{}
@@ -190,7 +191,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.journalDir = e.dir + "/journal"
 	e.qcond = sync.NewCond(&e.qmu)
 	e.pending = &batch{}
-	e.spare = &batch{}
+	e.applyCh = make(chan applyJob, 2)
+	e.freeCh = make(chan *batch, 3)
+	e.freeCh <- &batch{}
+	e.freeCh <- &batch{}
 	start := time.Now()
 	if err := e.recover(ctx); err != nil {
 		e.files.closeAll()
@@ -198,6 +202,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.log.Info("storage opened", "dir", e.dir, "sync", opts.Sync.String(), "recovery", time.Since(start).String())
 	go e.syncLoop()
+	go e.applier()
 	go e.checkpointer()
 	go e.background()
 	return e, nil
@@ -592,21 +597,26 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 // ---- sync loop ----
 
 func (e *Engine) syncLoop() {
-	defer close(e.loopDone)
+	defer close(e.applyCh)
 	e.lastSync = time.Now()
 	var timer *time.Timer
+	var free *batch
 	for {
+		if free == nil {
+			free = <-e.freeCh // back-pressure: the applier is at most two batches behind
+		}
 		e.qmu.Lock()
-		for len(e.pending.items) == 0 && !e.stopping && len(e.unsyncedLed) == 0 {
+		for len(e.pending.items) == 0 && !e.stopping && len(e.unsynced) == 0 {
 			e.qcond.Wait()
 		}
 		if len(e.pending.items) == 0 && e.stopping {
 			e.qmu.Unlock()
-			if len(e.unsyncedLed) > 0 {
+			if len(e.unsynced) > 0 {
 				if err := e.syncJournal(); err != nil {
 					e.abandonJournal(e.journalSeq, err)
 				}
 			}
+			e.freeCh <- free
 			return
 		}
 		if len(e.pending.items) == 0 {
@@ -629,7 +639,7 @@ func (e *Engine) syncLoop() {
 			continue
 		}
 		b := e.pending
-		e.pending, e.spare = e.spare, nil
+		e.pending, free = free, nil
 		e.pending.buf = e.pending.buf[:0]
 		e.pending.items = e.pending.items[:0]
 		e.pending.seq = b.seq
@@ -643,18 +653,44 @@ func (e *Engine) syncLoop() {
 		e.qmu.Unlock()
 
 		e.commit(b)
-
-		e.qmu.Lock()
-		for i := range b.items {
-			b.items[i] = item{}
-		}
-		e.spare = b
-		e.qmu.Unlock()
 	}
 }
 
-// commit writes one batch to the journal, makes it durable (SyncAlways), applies it to the
-// ledgers' files and memory and completes its items.
+// applier applies durable batches (segment writes, visibility, callbacks) while the sync loop
+// already writes and fsyncs the next one: a group commit round costs max(fsync, apply), not
+// their sum. Batches are applied strictly in order, so callbacks stay in append order.
+func (e *Engine) applier() {
+	defer close(e.loopDone)
+	for job := range e.applyCh {
+		if job.b != nil {
+			if job.err != nil {
+				e.failBatch(job.b, job.err)
+			} else {
+				e.apply(job.b)
+			}
+		}
+		if job.rotate {
+			e.handOffCheckpoint(job.seq)
+		}
+		if job.b != nil {
+			for i := range job.b.items {
+				job.b.items[i] = item{}
+			}
+			e.freeCh <- job.b
+		}
+	}
+}
+
+// applyJob is one batch (or a bare journal rotation) handed from the sync loop to the applier.
+type applyJob struct {
+	b      *batch
+	err    error
+	rotate bool // after this, journal file seq is closed: hand its files to the checkpointer
+	seq    uint64
+}
+
+// commit writes one batch to the journal and makes it durable (SyncAlways), then hands it to
+// the applier.
 func (e *Engine) commit(b *batch) {
 	var err error
 	if len(b.buf) > 0 {
@@ -681,18 +717,27 @@ func (e *Engine) commit(b *batch) {
 	}
 	if err != nil {
 		e.abandonJournal(b.seq, err)
-		e.failBatch(b, err)
+		e.applyCh <- applyJob{b: b, err: err}
 		return
 	}
-	e.apply(b)
-	if e.opts.Sync == SyncInterval && time.Since(e.lastSync) >= e.opts.SyncInterval {
-		if err := e.syncJournal(); err != nil {
-			e.abandonJournal(e.journalSeq, err)
-			return
+	if e.opts.Sync == SyncInterval && !b.rotate {
+		for _, it := range b.items {
+			if it.kind == kEntry {
+				if e.unsynced == nil {
+					e.unsynced = map[*Ledger]struct{}{}
+				}
+				e.unsynced[it.l] = struct{}{}
+			}
 		}
 	}
+	e.applyCh <- applyJob{b: b, rotate: b.rotate && e.journal != nil, seq: b.seq}
 	if b.rotate && e.journal != nil {
-		e.rotate(b.seq)
+		e.closeJournal()
+	}
+	if e.opts.Sync == SyncInterval && len(e.unsynced) > 0 && time.Since(e.lastSync) >= e.opts.SyncInterval {
+		if err := e.syncJournal(); err != nil {
+			e.abandonJournal(e.journalSeq, err)
+		}
 	}
 }
 
@@ -711,7 +756,7 @@ func (e *Engine) announcements(b *batch) []byte {
 	return append(out, b.buf...)
 }
 
-// syncJournal fsyncs the journal.
+// syncJournal fsyncs the journal (sync loop only).
 func (e *Engine) syncJournal() error {
 	if e.journal == nil {
 		return nil
@@ -730,14 +775,14 @@ func (e *Engine) syncJournal() error {
 		e.m.fsyncErrors.Add(1)
 		return fmt.Errorf("storage: journal fsync: %w", err)
 	}
-	clear(e.unsyncedLed)
+	clear(e.unsynced)
 	return nil
 }
 
 // abandonJournal gives up journal file seq after a failed write or fsync: nothing written since
 // its last good fsync may be on disk, so it is never written again. Ledgers with acknowledged
 // unsynced appends (SyncInterval) are fenced; later batches go to a new file whose header says
-// that this one may end torn.
+// that this one may end torn (sync loop only).
 func (e *Engine) abandonJournal(seq uint64, err error) {
 	e.log.Error("journal write or fsync failed; continuing in a new journal file", "seq", seq, "err", err)
 	e.qmu.Lock()
@@ -749,12 +794,20 @@ func (e *Engine) abandonJournal(seq uint64, err error) {
 	e.jseq = e.pending.seq
 	e.qmu.Unlock()
 	e.prevUnclean = true
-	for l := range e.unsyncedLed {
+	for l := range e.unsynced {
 		l.fence(err)
 	}
-	clear(e.unsyncedLed)
+	clear(e.unsynced)
 	if e.journal != nil && e.journalSeq == seq {
-		e.rotate(seq)
+		e.closeJournal()
+		e.applyCh <- applyJob{rotate: true, seq: seq}
+	}
+}
+
+func (e *Engine) closeJournal() {
+	if e.journal != nil {
+		_ = e.journal.Close()
+		e.journal = nil
 	}
 }
 
@@ -790,12 +843,9 @@ func (e *Engine) openJournal(seq uint64) error {
 	return nil
 }
 
-// rotate closes journal seq and hands everything written since the last rotation to the checkpointer.
-func (e *Engine) rotate(seq uint64) {
-	if e.journal != nil {
-		_ = e.journal.Close()
-		e.journal = nil
-	}
+// handOffCheckpoint hands everything written since the last hand-off (journal files <= seq) to
+// the checkpointer (applier only).
+func (e *Engine) handOffCheckpoint(seq uint64) {
 	job := checkpointJob{seq: seq, files: e.dirtyFiles, dirs: e.dirtyDirs}
 	e.dirtyFiles = map[string]struct{}{}
 	e.dirtyDirs = map[string]struct{}{}
@@ -815,6 +865,10 @@ func (e *Engine) rotate(seq uint64) {
 // failBatch fences the ledgers of a batch whose journal write or fsync failed and fails its items.
 func (e *Engine) failBatch(b *batch, err error) {
 	for _, it := range b.items {
+		if it.kind == kFail {
+			it.done(Position{}, it.err)
+			continue
+		}
 		if it.l != nil && it.kind != kBarrier {
 			it.l.fence(err)
 		}
@@ -844,10 +898,6 @@ func (e *Engine) apply(b *batch) {
 		case kEntry:
 			p, err := l.applyEntry(it, &slab)
 			if err == nil && e.opts.Sync == SyncInterval {
-				if e.unsyncedLed == nil {
-					e.unsyncedLed = map[*Ledger]struct{}{}
-				}
-				e.unsyncedLed[l] = struct{}{}
 				e.m.unsyncedAcks.Add(1)
 			}
 			e.m.entriesWritten.Add(1)
