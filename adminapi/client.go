@@ -687,3 +687,69 @@ const (
 	HeaderCompression     = "X-Pulsar-Compression"
 	HeaderUncompressed    = "X-Pulsar-Uncompressed-Size"
 )
+
+// ---- schemas ----
+
+// SchemaPayload registers a schema (`POST /admin/v2/schemas/.../schema`).
+type SchemaPayload struct {
+	Type       string            `json:"type"`
+	Schema     string            `json:"schema"`
+	Properties map[string]string `json:"properties"`
+}
+
+// SchemaResponse is one stored schema version.
+type SchemaResponse struct {
+	Version    int64             `json:"version"`
+	Type       string            `json:"type"`
+	Timestamp  int64             `json:"timestamp"`
+	Data       string            `json:"data"`
+	Properties map[string]string `json:"properties"`
+}
+
+// schemaPath is /admin/v2/schemas/<tenant>/<ns>/<local> (schemas have no domain in the path).
+func schemaPath(topic string) (string, error) {
+	p, err := TopicRESTPath(topic)
+	if err != nil {
+		return "", err
+	}
+	_, rest, _ := strings.Cut(p, "/")
+	return "/admin/v2/schemas/" + rest, nil
+}
+
+// GetSchema returns the latest schema, or one version when version >= 0.
+func (c *Client) GetSchema(ctx context.Context, topic string, version int64) (SchemaResponse, error) {
+	var out SchemaResponse
+	p, err := schemaPath(topic)
+	if err != nil {
+		return out, err
+	}
+	p += "/schema"
+	if version >= 0 {
+		p += "/" + strconv.FormatInt(version, 10)
+	}
+	_, err = c.Do(ctx, http.MethodGet, p, nil, nil, &out)
+	return out, err
+}
+
+// UploadSchema registers a schema and returns its version.
+func (c *Client) UploadSchema(ctx context.Context, topic string, s SchemaPayload) (int64, error) {
+	p, err := schemaPath(topic)
+	if err != nil {
+		return 0, err
+	}
+	var out struct {
+		Version int64 `json:"version"`
+	}
+	_, err = c.Do(ctx, http.MethodPost, p+"/schema", nil, s, &out)
+	return out.Version, err
+}
+
+// DeleteSchema deletes a topic's schema (force erases its whole history).
+func (c *Client) DeleteSchema(ctx context.Context, topic string, force bool) error {
+	p, err := schemaPath(topic)
+	if err != nil {
+		return err
+	}
+	_, err = c.Do(ctx, http.MethodDelete, p+"/schema", url.Values{"force": {strconv.FormatBool(force)}}, nil, nil)
+	return err
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -115,3 +116,24 @@ func TestHistogram(t *testing.T) {
 }
 
 func timeMs(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func TestSchemasGroup(t *testing.T) {
+	b := brokertest.Start(t)
+	if r := ctlBroker(t, b, "schemas", "get", "orders"); r.code != 1 || !(strings.Contains(r.stderr, "Schema not found") || strings.Contains(r.stderr, "HTTP 503")) {
+		t.Fatalf("get missing = %+v", r)
+	}
+	if r := ctlBroker(t, b, "schemas", "get", "orders"); strings.Contains(r.stderr, "HTTP 503") {
+		t.Skip("the node does not pass its schema registry to the admin API yet")
+	}
+	f := t.TempDir() + "/s.json"
+	if err := os.WriteFile(f, []byte(`{"type":"STRING","schema":"","properties":{"a":"b"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustBroker(t, b, "schemas", "upload", "orders", "-f", f); !strings.Contains(out, "schema version 0") {
+		t.Fatalf("upload = %q", out)
+	}
+	if out := mustBroker(t, b, "schemas", "get", "orders"); !strings.Contains(out, "STRING") {
+		t.Fatalf("get = %q", out)
+	}
+	mustBroker(t, b, "schemas", "delete", "orders", "--force")
+}
