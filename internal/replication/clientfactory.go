@@ -197,7 +197,15 @@ func (c *clientProducer) Send(out Outbound, done func(error)) {
 	}
 }
 
-func (c *clientProducer) Close(ctx context.Context) error { return c.p.Close(ctx) }
+// Close abandons what is pending (the replicator resends it from its cursor) and closes the producer
+// on the broker, so that a new producer with the same name is not refused as busy. It uses the
+// client's Abort when it has one; Close otherwise (which first waits for pending receipts).
+func (c *clientProducer) Close(ctx context.Context) error {
+	if a, ok := any(c.p).(interface{ Abort(context.Context) error }); ok {
+		return a.Abort(ctx)
+	}
+	return c.p.Close(ctx)
+}
 
 // Connected reports whether the producer's connection is up (for stats).
 func (c *clientProducer) Connected() bool { return c.p.Connected() }

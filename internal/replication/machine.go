@@ -578,7 +578,9 @@ func (m *Machine) advance(acts []Action) []Action {
 		return acts
 	}
 	m.markDeleteWanted = m.pending[n-1].pos
-	m.pending = append(m.pending[:0], m.pending[n:]...)
+	// Drop the head by reslicing (no copy per receipt); clearing releases the entries' bytes.
+	clear(m.pending[:n])
+	m.pending = m.pending[n:]
 	m.sendIdx -= n
 	return m.flushMarkDelete(acts)
 }

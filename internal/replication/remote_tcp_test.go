@@ -36,6 +36,18 @@ func TestClientFactoryAgainstRealBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const topic = "persistent://public/default/repl-tcp"
+	// The receiving cluster accepts replicated traffic from a registered cluster that the tenant
+	// allows.
+	adm, err := adminapi.NewClient(b.AdminURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.CreateCluster(ctx, "origin", adminapi.ClusterData{ServiceURL: "http://127.0.0.1:1", BrokerServiceURL: "pulsar://127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.UpdateTenant(ctx, "public", adminapi.TenantInfo{AllowedClusters: []string{"remote", "origin"}, AdminRoles: []string{}}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Subscribe first (the topic is created by the consumer).
 	cl, err := client.New(client.Options{ServiceURL: b.ServiceURL})
