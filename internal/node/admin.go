@@ -16,10 +16,13 @@ func (n *Node) mountAdmin() error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&nodeCollector{n: n})
+	if c.replication != nil {
+		reg.MustRegister(c.replication.Collector())
+	}
 	h, err := admin.NewHandler(admin.Config{
 		Cluster:           n.opts.Cluster,
 		Catalog:           c.catalog,
-		Topics:            topicService{broker: c.broker, cat: c.catalog},
+		Topics:            topicService{broker: c.broker, cat: c.catalog, repl: c.replication},
 		Ready:             n.Healthy,
 		Registry:          reg,
 		Logger:            n.opts.Logger,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/meridian-mq/meridian/adminapi"
@@ -15,8 +16,10 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/metadata/stores"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/server"
 	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // components are the pieces a node builds, in start order.
@@ -29,6 +32,7 @@ type components struct {
 	broker      *broker.Broker
 	server      *server.Server
 	admin       *admin.Handler
+	replication *replication.Manager
 
 	watchStop func()         // ends the catalog subscription that feeds the broker
 	bg        sync.WaitGroup // background goroutines: server accept loop, policy watcher
@@ -86,14 +90,28 @@ func (n *Node) compose(ctx context.Context) error {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 
+	// The replication manager exists before the broker: the broker's ReplicatedIndex hook opens
+	// each topic's inbound index through it. It reads the broker through a pointer.
+	c.replication, err = replication.NewManager(replication.ManagerOptions{
+		Local:    n.opts.Cluster,
+		Policies: c.catalog,
+		Topics:   replTopics{broker: &c.broker},
+		StartAt:  replication.StartAt(n.opts.ReplicationStartAt),
+		Logger:   log.With("component", "replication"),
+	})
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+
 	c.broker, err = broker.New(broker.Config{
 		Cluster:           n.opts.Cluster,
 		DedupDefault:      n.opts.Dedup,
 		AutoTopicCreation: n.opts.AutoTopicCreation,
 	}, broker.Deps{
-		Storage:  c.engine,
-		Policies: policySource{cat: c.catalog},
-		Logger:   log,
+		Storage:         c.engine,
+		Policies:        policySource{cat: c.catalog},
+		Logger:          log,
+		ReplicatedIndex: replicatedIndexHook(c.replication),
 	})
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
@@ -106,6 +124,7 @@ func (n *Node) compose(ctx context.Context) error {
 		ServiceURL:        n.serviceURL,
 		MaxMessageSize:    n.opts.MaxMessageSize,
 		KeepAliveInterval: n.opts.KeepAliveInterval,
+		AdmitReplicator:   n.admitReplicator,
 		Logger:            log,
 	})
 	if err != nil {
@@ -118,7 +137,13 @@ func (n *Node) compose(ctx context.Context) error {
 			n.fatal(fmt.Errorf("broker listener: %w", err))
 		}
 	}()
-	return n.mountAdmin()
+	if err := n.mountAdmin(); err != nil {
+		return err
+	}
+	// Replicators start once this broker serves: remotes replicating into us need the listener,
+	// and our replicators need loaded topics.
+	c.replication.Start(context.WithoutCancel(ctx))
+	return nil
 }
 
 // bootstrap runs on every start: register (or update) this cluster with its advertised URLs,
@@ -132,14 +157,20 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("register cluster %s: %w", n.opts.Cluster, err)
 	}
-	if err := cat.EnsureTenant(ctx, naming.DefaultTenant, adminapi.TenantInfo{AllowedClusters: []string{n.opts.Cluster}}); err != nil {
-		return fmt.Errorf("create tenant %s: %w", naming.DefaultTenant, err)
+	// Only create what is missing: with a shared configuration store another cluster may have
+	// created them, and an operator may have changed them since; neither is touched.
+	if _, ok := cat.Tenant(naming.DefaultTenant); !ok {
+		if err := cat.EnsureTenant(ctx, naming.DefaultTenant, adminapi.TenantInfo{AllowedClusters: []string{n.opts.Cluster}}); err != nil {
+			return fmt.Errorf("create tenant %s: %w", naming.DefaultTenant, err)
+		}
 	}
-	policies := adminapi.NewPolicies()
-	policies.ReplicationClusters = []string{n.opts.Cluster}
 	ns := naming.DefaultTenant + "/" + naming.DefaultNamespace
-	if err := cat.EnsureNamespace(ctx, ns, policies); err != nil {
-		return fmt.Errorf("create namespace %s: %w", ns, err)
+	if _, ok := cat.Namespace(ns); !ok {
+		policies := adminapi.NewPolicies()
+		policies.ReplicationClusters = []string{n.opts.Cluster}
+		if err := cat.EnsureNamespace(ctx, ns, policies); err != nil {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
 	}
 	return nil
 }
@@ -188,6 +219,11 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 	if c.watchStop != nil {
 		c.watchStop()
 	}
+	if c.replication != nil {
+		if err := c.replication.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close replication: %w", err))
+		}
+	}
 	if c.broker != nil {
 		if err := c.broker.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close broker: %w", err))
@@ -217,6 +253,27 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 	if err := errors.Join(errs...); err != nil {
 		log.Warn("shutdown had errors", "err", err)
 		return err
+	}
+	return nil
+}
+
+// admitReplicator is the receiving side of replication (DESIGN.md §6): replicated traffic from
+// source is accepted into an existing namespace of a tenant whose allowedClusters include source,
+// whatever the namespace's own replication list. Refusals carry a named ServerError (TopicNotFound
+// for a missing namespace, NotAllowedError for an unknown or disallowed source); the sending
+// replicator keeps its cursor, retries and shows the reason as lastError.
+func (n *Node) admitReplicator(_ context.Context, topic naming.TopicName, source string) error {
+	cat := n.components.catalog
+	ns := topic.NamespaceName().String()
+	if _, ok := cat.Namespace(ns); !ok {
+		return fmt.Errorf("namespace %s does not exist on cluster %s: %w", ns, n.opts.Cluster, broker.ErrNamespaceNotFound)
+	}
+	if _, ok := cat.Cluster(source); !ok {
+		return fmt.Errorf("%w: replication source cluster %s is not registered on cluster %s", wire.ErrNotAllowed, source, n.opts.Cluster)
+	}
+	allowed, _ := cat.AllowedClusters(topic.Tenant)
+	if !slices.Contains(allowed, source) {
+		return fmt.Errorf("%w: cluster %s is not allowed for tenant %s on cluster %s", wire.ErrNotAllowed, source, topic.Tenant, n.opts.Cluster)
 	}
 	return nil
 }

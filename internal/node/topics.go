@@ -11,6 +11,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -20,6 +21,7 @@ import (
 type topicService struct {
 	broker *broker.Broker
 	cat    *catalog.Catalog
+	repl   *replication.Manager // nil: no replication stats
 }
 
 var _ admin.TopicService = topicService{}
@@ -127,6 +129,9 @@ func (s topicService) TopicStats(ctx context.Context, topic string, opts adminap
 	var out adminapi.TopicStats
 	if err := convertJSON(t.Stats(), &out); err != nil {
 		return adminapi.TopicStats{}, fmt.Errorf("topic stats: %w", err)
+	}
+	if s.repl != nil {
+		out.Replication = s.repl.AdminStats(topic)
 	}
 	if opts.ExcludePublishers {
 		out.Publishers = nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -107,7 +108,25 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 	})
 }
 
+// replicatorPrefix marks replicator producers (Pulsar's replicatorPrefix): "pulsar.repl.<source>--><target>".
+const replicatorPrefix = "pulsar.repl."
+
+// replicatorSource returns the source cluster named by a replicator producer name.
+func replicatorSource(producerName string) (string, bool) {
+	rest, ok := strings.CutPrefix(producerName, replicatorPrefix)
+	if !ok {
+		return "", false
+	}
+	src, _, _ := strings.Cut(rest, "-->")
+	return src, src != ""
+}
+
 func (c *conn) createProducer(ctx context.Context, topic naming.TopicName, opts broker.ProducerOptions) (*broker.Producer, error) {
+	if src, ok := replicatorSource(opts.Name); ok && c.s.opts.AdmitReplicator != nil {
+		if err := c.s.opts.AdmitReplicator(ctx, topic, src); err != nil {
+			return nil, err
+		}
+	}
 	t, err := c.s.opts.Broker.GetTopic(ctx, topic, true)
 	if err != nil {
 		return nil, err

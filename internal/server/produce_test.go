@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -267,4 +270,33 @@ func TestPublishFloodStaysWithinLimits(t *testing.T) {
 		t.Errorf("%d publishes in flight on one connection, limit %d", got, maxPending)
 	}
 	t.Logf("max in flight %d, throttled %d times", maxSeen.Load(), s.Stats().Throttled)
+}
+
+func TestReplicatorProducerIsAdmittedByHook(t *testing.T) {
+	var asked []string
+	s := startServer(t, Options{AdmitReplicator: func(_ context.Context, topic naming.TopicName, source string) error {
+		asked = append(asked, source+" "+topic.String())
+		if source == "east" {
+			return fmt.Errorf("%w: cluster east is not allowed for tenant public", wire.ErrNotAllowed)
+		}
+		return nil
+	}})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	topic := "persistent://public/default/repl"
+	c.send(&pulsarpb.CommandProducer{Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
+		ProducerName: proto.String("pulsar.repl.east-->west"), UserProvidedProducerName: proto.Bool(true)})
+	e := c.expect(pulsarpb.BaseCommand_ERROR).Cmd.GetError()
+	if e.GetError() != pulsarpb.ServerError_NotAllowedError || !strings.Contains(e.GetMessage(), "not allowed") {
+		t.Fatalf("refused replicator: %v", e)
+	}
+	c.send(&pulsarpb.CommandProducer{Topic: proto.String(topic), ProducerId: proto.Uint64(2), RequestId: proto.Uint64(2),
+		ProducerName: proto.String("pulsar.repl.north-->west"), UserProvidedProducerName: proto.Bool(true)})
+	if ps := c.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS).Cmd.GetProducerSuccess(); ps.GetProducerName() != "pulsar.repl.north-->west" {
+		t.Fatalf("admitted replicator: %v", ps)
+	}
+	c.createProducer(topic, 3, 3) // ordinary producers are not asked about
+	if len(asked) != 2 {
+		t.Errorf("hook called for %v, want the two replicators only", asked)
+	}
 }

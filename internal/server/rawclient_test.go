@@ -90,12 +90,12 @@ func testLogger() *slog.Logger {
 
 // rawClient speaks the protocol frame by frame with wire's codec, so tests control every byte.
 type rawClient struct {
-	t  *testing.T
+	t  testing.TB
 	nc net.Conn
 	r  *wire.Reader
 }
 
-func dialRaw(t *testing.T, addr string) *rawClient {
+func dialRaw(t testing.TB, addr string) *rawClient {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {

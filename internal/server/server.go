@@ -66,6 +66,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/naming"
 )
 
 // Defaults for Options.
@@ -103,6 +104,11 @@ type Options struct {
 	// MaxOutboundBytes per connection: beyond it the connection stops reading until the client
 	// drains its socket.
 	MaxOutboundBytes int
+	// AdmitReplicator decides whether a replicator producer (name "pulsar.repl.<source>-->...")
+	// from cluster source may publish to topic (DESIGN.md §6: the tenant must allow the source and
+	// the namespace must exist). A refusal is sent as ERROR with the error's ServerError code, and
+	// the remote replicator shows it as its lastError. nil admits every replicator.
+	AdmitReplicator func(ctx context.Context, topic naming.TopicName, source string) error
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
