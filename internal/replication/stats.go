@@ -64,6 +64,20 @@ func (s Stats) Admin() adminapi.ReplicatorStats {
 		StartMode:                 string(s.StartMode),
 		LastError:                 s.LastError,
 		RateLimited:               s.RateLimited,
+		DuplicatesDropped:         s.DuplicatesDropped,
+		Reconnects:                s.Reconnects,
+	}
+	for reason, n := range s.Skipped {
+		if n == 0 {
+			continue
+		}
+		if a.Skipped == nil {
+			a.Skipped = map[string]int64{}
+		}
+		a.Skipped[string(reason)] = n
+	}
+	if s.StartMode != "" || s.MarkDeletePosition != (Position{}) {
+		a.MarkDeletePosition = s.MarkDeletePosition.String()
 	}
 	if !s.OutboundConnectedSince.IsZero() {
 		a.OutboundConnectedSince = s.OutboundConnectedSince.UTC().Format(time.RFC3339Nano)
