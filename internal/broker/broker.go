@@ -142,10 +142,22 @@ func (b *Broker) TopicExists(ctx context.Context, name naming.TopicName) (bool, 
 	return b.b.topicExists(ctx, name)
 }
 
-// ListTopics lists the topics (and partitions, individually) of a namespace: persistent ones that
-// exist in storage or are loaded, and loaded non-persistent ones; sorted by name.
+// ListTopics lists the persistent topics (and partitions, individually) of a namespace that exist
+// in storage or are loaded, sorted by name.
 func (b *Broker) ListTopics(ctx context.Context, ns naming.NamespaceName) ([]naming.TopicName, error) {
 	return b.b.listTopics(ctx, ns)
+}
+
+// ListNonPersistentTopics lists the loaded non-persistent topics of a namespace (they exist only
+// while loaded), sorted by name.
+func (b *Broker) ListNonPersistentTopics(ns naming.NamespaceName) []naming.TopicName {
+	var out []naming.TopicName
+	for _, t := range b.b.loadedTopics() {
+		if !t.t.name.IsPersistent() && t.t.name.NamespaceName() == ns {
+			out = append(out, t.t.name)
+		}
+	}
+	return out
 }
 
 // CreateTopic creates a non-partitioned topic (or one partition) explicitly, as the admin API does.

@@ -307,7 +307,7 @@ func (b *brokerState) listTopics(ctx context.Context, ns naming.NamespaceName) (
 		out = append(out, t)
 	}
 	for _, t := range b.loadedTopics() {
-		if t.t.name.NamespaceName() == ns && !seen[t.t.name.String()] {
+		if t.t.name.IsPersistent() && t.t.name.NamespaceName() == ns && !seen[t.t.name.String()] {
 			out = append(out, t.t.name)
 		}
 	}

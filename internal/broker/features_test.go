@@ -359,9 +359,12 @@ func TestNonPersistentTopic(t *testing.T) {
 	if st.MsgInCounter != 6 || st.StorageSize != 0 || st.Subscriptions["fast"].MsgOutCounter != 3 {
 		t.Fatalf("stats %+v", st)
 	}
-	list, _ := e.b.ListTopics(context.Background(), naming.NamespaceName{Tenant: "public", Namespace: "default"})
-	if len(list) != 1 || list[0].String() != "non-persistent://public/default/np" {
-		t.Fatalf("list %v", list)
+	ns := naming.NamespaceName{Tenant: "public", Namespace: "default"}
+	if list, _ := e.b.ListTopics(context.Background(), ns); len(list) != 0 {
+		t.Fatalf("persistent list %v", list)
+	}
+	if list := e.b.ListNonPersistentTopics(ns); len(list) != 1 || list[0].String() != "non-persistent://public/default/np" {
+		t.Fatalf("non-persistent list %v", list)
 	}
 	fast.Close()
 	if err := e.b.DeleteTopic(context.Background(), top.Name(), true); err != nil {
