@@ -21,7 +21,7 @@ import (
 // position afterwards must see every message exactly once. Finally a new producer with the same name
 // learns the last persisted sequence id and its resends are dropped as duplicates.
 func TestDedupKill9(t *testing.T) {
-	harness.Pending(t, "dedup state recovered after kill -9 is stale (to-broker.md 10:05)")
+	harness.Pending(t, "dedup state recovered after kill -9 is stale (to-broker.md 09:41)")
 	total, kills := 20000, 10
 	if testing.Short() {
 		total, kills = 3000, 2
