@@ -1,6 +1,7 @@
 // Package admin serves Meridian's admin REST API: Pulsar's `/admin/v2` (clusters, tenants, namespaces
-// and their policies, topics, subscriptions, brokers), `/lookup/v2/topic/...` and `/metrics`, as one
-// http.Handler built on net/http's ServeMux patterns.
+// and their policies, topics, subscriptions, topic-level policies, schemas, brokers and their dynamic
+// configuration), `/lookup/v2/topic/...` and `/metrics`, as one http.Handler built on net/http's
+// ServeMux patterns. docs/admin.md lists every endpoint.
 //
 // Answers follow Pulsar's conventions so that pulsaradmin, pulsar-admin and dashboards work unchanged:
 // JSON with Pulsar's field names (package adminapi), 204 for successful writes, errors as

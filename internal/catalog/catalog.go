@@ -19,6 +19,7 @@
 //	/admin/policies/<tenant>/<namespace>                         adminapi.Policies
 //	/admin/partitioned-topics/<tenant>/<ns>/<domain>/<local>     adminapi.PartitionedTopicMetadata
 //	/admin/topic-policies/<tenant>/<ns>/<domain>/<local>         adminapi.TopicPolicies
+//	/admin/configuration                                         {"name": "value"} broker dynamic configuration
 //
 // <local> is the topic's local name, path-escaped (url.PathEscape). The layout mirrors Pulsar's
 // ZooKeeper layout (/admin/clusters, /admin/policies, /admin/partitioned-topics).
