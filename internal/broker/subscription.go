@@ -422,6 +422,8 @@ func (s *subscriptionState) redeliver(c *consumerState, positions []storage.Posi
 	}
 	if s.cursor == nil {
 		// non-persistent: nothing is kept to redeliver
+	} else if s.d.singleActive() && s.d.active != c.dc {
+		// Only the active consumer may ask for a redelivery (as in Pulsar).
 	} else if s.d.singleActive() {
 		s.d.rewind(s.cursor.MarkDeletePosition())
 		s.caughtUp = false
