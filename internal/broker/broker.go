@@ -33,6 +33,10 @@ type Config struct {
 	// this many unacknowledged messages until it acknowledges some. Default 50000 (Pulsar's); <0 =
 	// unlimited.
 	MaxUnackedMessagesPerConsumer int
+	// MaxUnackedMessagesPerSubscription stops dispatching on a Shared or Key_Shared subscription
+	// whose consumers hold this many unacknowledged messages together. Default 200000 (Pulsar's);
+	// <0 = unlimited.
+	MaxUnackedMessagesPerSubscription int
 	// MaxPublishBytesInFlight is the broker-wide budget of bytes of published entries not yet
 	// acknowledged by storage (see Broker.PublishLimiter). Default 256 MiB; <0 = unlimited.
 	MaxPublishBytesInFlight int64

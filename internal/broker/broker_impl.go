@@ -74,6 +74,9 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 	if cfg.MaxUnackedMessagesPerConsumer == 0 {
 		cfg.MaxUnackedMessagesPerConsumer = 50000
 	}
+	if cfg.MaxUnackedMessagesPerSubscription == 0 {
+		cfg.MaxUnackedMessagesPerSubscription = 200000
+	}
 	if cfg.StatsInterval <= 0 {
 		cfg.StatsInterval = 5 * time.Second
 	}

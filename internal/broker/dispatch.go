@@ -91,6 +91,9 @@ type dispatchState struct {
 	// maxUnacked blocks a Shared/Key_Shared consumer holding this many unacknowledged messages
 	// (Pulsar's maxUnackedMessagesPerConsumer); 0 = no limit.
 	maxUnacked int64
+	// maxUnackedSub blocks a whole Shared/Key_Shared subscription holding this many unacknowledged
+	// messages (Pulsar's maxUnackedMessagesPerSubscription); 0 = no limit.
+	maxUnackedSub int64
 	// gen changes whenever readPos is moved backwards or the replay set is reset, so that a storage
 	// read started before the change is discarded.
 	gen uint64
@@ -222,6 +225,18 @@ func (d *dispatchState) canTake(c *dconsumer) bool {
 	return c.permits > 0 && !d.blocked(c)
 }
 
+// subscriptionBlocked reports whether a Shared/Key_Shared subscription reached its unacked limit.
+func (d *dispatchState) subscriptionBlocked() bool {
+	if d.maxUnackedSub <= 0 || d.singleActive() {
+		return false
+	}
+	var n int64
+	for _, c := range d.consumers {
+		n += c.unacked
+	}
+	return n >= d.maxUnackedSub
+}
+
 // blocked reports whether c reached the unacked-message limit.
 func (d *dispatchState) blocked(c *dconsumer) bool {
 	return d.maxUnacked > 0 && !d.singleActive() && c.unacked >= d.maxUnacked
@@ -268,6 +283,9 @@ type readPlan struct {
 // replayStalled tells that the last replay pass delivered nothing (Key_Shared: the keys' consumers
 // have no permits); then sequential reading goes on while the replay set is below maxReplay.
 func (d *dispatchState) plan(maxEntries int, lastConfirmed storage.Position, caughtUp, replayStalled bool) (readPlan, bool) {
+	if d.subscriptionBlocked() {
+		return readPlan{}, false
+	}
 	permits := d.totalPermits()
 	if permits <= 0 {
 		return readPlan{}, false

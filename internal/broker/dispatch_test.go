@@ -323,6 +323,31 @@ func TestUnackedSet(t *testing.T) {
 	}
 }
 
+func TestSharedSubscriptionBlockedOnUnackedLimit(t *testing.T) {
+	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d.maxUnackedSub = 4
+	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
+	d.addConsumer(a, pos(1, -1))
+	d.addConsumer(b, pos(1, -1))
+	d.flow(a, 100)
+	d.flow(b, 100)
+	p, _ := d.plan(100, pos(1, 9), false, false)
+	d.assign(p, entries(1, 0, 9, 2), nil, 0)
+	// The pass itself is not cut short (as in Pulsar, the limit is checked between reads).
+	if !d.subscriptionBlocked() {
+		t.Fatal("subscription not blocked")
+	}
+	if _, ok := d.plan(100, pos(1, 19), false, false); ok {
+		t.Fatal("plan while blocked")
+	}
+	for q := range d.owner {
+		d.acked(q)
+	}
+	if _, ok := d.plan(100, pos(1, 19), false, false); !ok {
+		t.Fatal("no plan after acks")
+	}
+}
+
 func TestSharedConsumerBlockedOnUnackedLimit(t *testing.T) {
 	d := newDispatchState(SubShared, -1, pos(1, 0))
 	d.maxUnacked = 3

@@ -151,6 +151,7 @@ func (s *subscriptionState) stats() SubscriptionStats {
 	}
 	s.mu.Lock()
 	ss.Type = s.d.subType.String()
+	ss.BlockedSubscriptionOnUnackedMsgs = s.d.subscriptionBlocked()
 	ss.MsgDelayed = int64(len(s.d.delayed))
 	ss.MsgBacklogNoDelayed = max(backlog-ss.MsgDelayed, 0)
 	if s.d.active != nil && s.d.active.owner != nil {

@@ -137,6 +137,7 @@ func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable
 	}
 	s.d = newDispatchState(SubExclusive, int32(t.name.PartitionIndex), next(s.markDelete()))
 	s.d.maxUnacked = int64(max(t.b.cfg.MaxUnackedMessagesPerConsumer, 0))
+	s.d.maxUnackedSub = int64(max(t.b.cfg.MaxUnackedMessagesPerSubscription, 0))
 	return s
 }
 
