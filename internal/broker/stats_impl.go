@@ -158,6 +158,11 @@ func (s *subscriptionState) stats() SubscriptionStats {
 		ss.ActiveConsumerName = s.d.active.owner.name
 	}
 	cs := slices.Clone(s.consumers)
+	for _, c := range cs {
+		if k := c.opts.KeyShared; k != nil && k.AllowOutOfOrderDelivery {
+			ss.AllowOutOfOrderDelivery = true
+		}
+	}
 	unacked := make([]int64, len(cs))
 	permits := make([]int64, len(cs))
 	blocked := make([]bool, len(cs))

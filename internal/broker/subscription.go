@@ -193,6 +193,9 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 	}
 	s.consumers = append(s.consumers, c)
 	changes := s.d.addConsumer(c.dc, s.markDelete())
+	if opts.KeyShared != nil && opts.KeyShared.AllowOutOfOrderDelivery {
+		c.dc.joinedAt = nil // the consumer accepted out-of-order delivery across joins
+	}
 	start := s.stop == nil && s.cursor != nil // non-persistent topics push from the publish path
 	if start {
 		ctx, cancel := context.WithCancel(context.Background())
