@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/node"
 )
 
@@ -175,4 +176,34 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// Cluster is one member of a multi-cluster setup started by StartClusters.
+type Cluster = Broker
+
+// StartClusters starts one broker per name in this process, sharing an in-memory configuration
+// store (as `meridian standalone --clusters` does), and makes namespace public/default replicate
+// between all of them (full mesh) over real TCP. opts apply to every broker (WithCluster is
+// overridden by the names). The brokers stop when the test ends; each can be stopped and
+// restarted on its own.
+func StartClusters(t testing.TB, names []string, opts ...Option) []*Cluster {
+	t.Helper()
+	if len(names) < 2 {
+		t.Fatalf("brokertest: StartClusters needs at least two names, got %v", names)
+	}
+	shared := memstore.New()
+	t.Cleanup(func() { _ = shared.Close() }) // registered first: runs after the brokers stopped
+	out := make([]*Cluster, 0, len(names))
+	for _, name := range names {
+		all := append(append([]Option(nil), opts...), WithCluster(name), WithNodeOptions(func(o *node.Options) {
+			o.SharedConfigStore = shared
+		}))
+		out = append(out, Start(t, all...))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := node.ReplicateFullMesh(ctx, out[0].Node(), names); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	return out
 }

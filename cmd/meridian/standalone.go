@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/node"
 )
 
@@ -167,10 +168,13 @@ func shiftPort(addr string, delta int) (string, error) {
 // runNodes starts the nodes, reports their URLs and runs until ctx ends (SIGTERM or interrupt),
 // then shuts them down gracefully.
 func runNodes(ctx context.Context, configs []node.Options) error {
-	if len(configs) > 1 {
-		return errors.New("--clusters mode needs cross-cluster replication, which this build does not have yet; run one `meridian standalone` per cluster for now")
+	if len(configs) == 1 {
+		return runStandalone(ctx, configs[0])
 	}
-	opts := configs[0]
+	return runClusters(ctx, configs)
+}
+
+func runStandalone(ctx context.Context, opts node.Options) error {
 	n, err := node.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -188,4 +192,55 @@ func runNodes(ctx context.Context, configs []node.Options) error {
 		}
 	}
 	return n.Close()
+}
+
+// runClusters is `--clusters a,b,c`: one full broker per cluster in this process, sharing an
+// in-process configuration store, with public/default replicated full mesh over real TCP.
+func runClusters(ctx context.Context, configs []node.Options) error {
+	shared := memstore.New()
+	defer shared.Close()
+	log := configs[0].Logger
+	var nodes []*node.Node
+	closeAll := func() error {
+		var errs []error
+		for i := len(nodes) - 1; i >= 0; i-- {
+			errs = append(errs, nodes[i].Close())
+		}
+		return errors.Join(errs...)
+	}
+	names := make([]string, 0, len(configs))
+	for _, o := range configs {
+		o.SharedConfigStore = shared
+		n, err := node.Start(ctx, o)
+		if err != nil {
+			_ = closeAll()
+			return fmt.Errorf("cluster %s: %w", o.Cluster, err)
+		}
+		nodes = append(nodes, n)
+		names = append(names, o.Cluster)
+	}
+	if err := node.ReplicateFullMesh(ctx, nodes[0], names); err != nil {
+		_ = closeAll()
+		return err
+	}
+	for _, n := range nodes {
+		fmt.Printf("cluster %s: serviceUrl %s webServiceUrl %s\n", n.Cluster(), n.ServiceURL(), n.WebURL())
+	}
+	log.Info("meridian clusters ready", "clusters", strings.Join(names, ","), "replication", "public/default full mesh")
+	failed := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			if err := <-n.Done(); err != nil {
+				failed <- fmt.Errorf("cluster %s: %w", n.Cluster(), err)
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", context.Cause(ctx))
+		return closeAll()
+	case err := <-failed:
+		log.Error("a cluster failed; stopping all", "err", err)
+		return errors.Join(err, closeAll())
+	}
 }

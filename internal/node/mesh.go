@@ -1,0 +1,49 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/naming"
+)
+
+// Catalog returns the node's view of the configuration store.
+func (n *Node) Catalog() *catalog.Catalog { return n.components.catalog }
+
+// ReplicateFullMesh makes namespace public/default replicate between all clusters (full mesh),
+// through the configuration store that n shares with the others (the `--clusters` mode and
+// brokertest.StartClusters): every cluster is allowed for tenant public, then listed in the
+// namespace's replication_clusters. Clusters must be registered already (each node registers
+// itself on start). Idempotent.
+func ReplicateFullMesh(ctx context.Context, n *Node, clusters []string) error {
+	cat := n.Catalog()
+	for _, c := range clusters {
+		if _, ok := cat.Cluster(c); !ok {
+			return fmt.Errorf("full mesh: cluster %s is not registered in the shared configuration store", c)
+		}
+	}
+	tenant, ok := cat.Tenant(naming.DefaultTenant)
+	if !ok {
+		return fmt.Errorf("full mesh: tenant %s does not exist", naming.DefaultTenant)
+	}
+	for _, c := range clusters {
+		if !slices.Contains(tenant.AllowedClusters, c) {
+			tenant.AllowedClusters = append(tenant.AllowedClusters, c)
+		}
+	}
+	if err := cat.UpdateTenant(ctx, naming.DefaultTenant, tenant); err != nil {
+		return fmt.Errorf("full mesh: allow clusters for tenant %s: %w", naming.DefaultTenant, err)
+	}
+	ns := naming.DefaultTenant + "/" + naming.DefaultNamespace
+	err := cat.UpdateNamespace(ctx, ns, func(p *adminapi.Policies) error {
+		p.ReplicationClusters = slices.Clone(clusters)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("full mesh: replication clusters of %s: %w", ns, err)
+	}
+	return nil
+}
