@@ -418,3 +418,19 @@ func TestHostileAcksAndSeeks(t *testing.T) {
 	}
 	rc.Close()
 }
+
+func TestLastMessageIDSkipsTrailingMarkers(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("last-marker")
+	p := addProducer(t, top, ProducerOptions{})
+	r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 2, "x"), SequenceID: 0, NumMessages: 2})
+	for i := 0; i < 3; i++ {
+		publishSync(t, p, PublishRequest{Entry: markerEntry(t), Marker: true})
+	}
+	c, _ := subscribe(t, top, SubscribeOptions{Subscription: "s", Durable: true})
+	lm, err := c.LastMessageID(context.Background())
+	if err != nil || lm.Position != r.Position || lm.BatchIndex != 1 {
+		t.Fatalf("LastMessageID %+v %v, want %v batch 1", lm, err, r.Position)
+	}
+	c.Close()
+}

@@ -843,6 +843,9 @@ func (t *topicState) terminate(ctx context.Context) (storage.Position, error) {
 	return t.ledger.LastConfirmed(), nil
 }
 
+// maxMarkerWalkBack bounds how many trailing marker entries GET_LAST_MESSAGE_ID skips.
+const maxMarkerWalkBack = 64
+
 // lastEntryInfo describes the last stored entry.
 type lastEntryInfo struct {
 	pos         storage.Position
@@ -859,16 +862,32 @@ func (t *topicState) lastEntry(ctx context.Context) (lastEntryInfo, bool, error)
 	if lc.EntryID < 0 || t.ledger.Entries() == 0 {
 		return lastEntryInfo{}, false, nil
 	}
-	e, err := t.ledger.ReadEntry(ctx, lc)
-	if err != nil {
-		return lastEntryInfo{}, false, fmt.Errorf("reading last entry of %s: %w", t.name, err)
+	// Marker entries are never dispatched, so they are not "the last message" either: a reader told
+	// that a marker is there would wait for it forever (HasNext true, Next blocking). Walk back over
+	// trailing markers within the last ledger id (markers come one per second at most).
+	p := lc
+	for steps := 0; p.EntryID >= 0 && steps < maxMarkerWalkBack; steps++ {
+		e, err := t.ledger.ReadEntry(ctx, p)
+		if err != nil {
+			return lastEntryInfo{}, false, fmt.Errorf("reading last entry of %s: %w", t.name, err)
+		}
+		md, err := wire.DecodeMetadata(e.Data)
+		if err == nil && wire.IsMarker(md) {
+			p.EntryID--
+			continue
+		}
+		info := lastEntryInfo{pos: p, numMessages: 1}
+		if err == nil && md.NumMessagesInBatch != nil {
+			info.batched = true
+			info.numMessages = int(md.GetNumMessagesInBatch())
+		}
+		return info, true, nil
 	}
-	info := lastEntryInfo{pos: lc, numMessages: 1}
-	if md, err := wire.DecodeMetadata(e.Data); err == nil && md.NumMessagesInBatch != nil {
-		info.batched = true
-		info.numMessages = int(md.GetNumMessagesInBatch())
+	if p.EntryID < 0 {
+		// Only markers in the last ledger id: report the position before them.
+		return lastEntryInfo{pos: p, numMessages: 1}, true, nil
 	}
-	return info, true, nil
+	return lastEntryInfo{pos: lc, numMessages: 1}, true, nil
 }
 
 // close unloads the topic: producers and consumers are disconnected (told), pending appends
