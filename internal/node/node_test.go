@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
 )
 
@@ -255,5 +257,38 @@ func waitForCode(t *testing.T, get func() int, want int) {
 			t.Fatalf("status %d, want %d", got, want)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestAdminTopicOperationsOnTheBroker(t *testing.T) {
+	n := startNode(t, testOptions(t, t.TempDir()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.New(client.Options{ServiceURL: n.ServiceURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: "admin-ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UnixMilli()
+	for i := 0; i < 3; i++ {
+		if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte(fmt.Sprintf("m%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := n.WebURL() + "/admin/v2/persistent/public/default/admin-ops"
+	// Peek on a subscription that was never created reads from the first entry.
+	if code, body := httpGet(t, base+"/subscription/never-created/position/1"); code != http.StatusOK || body != "m0" {
+		t.Errorf("peek: %d %q", code, body)
+	}
+	// Message id by timestamp: the first message published at or after the time.
+	if code, body := httpGet(t, fmt.Sprintf("%s/messageid/%d", base, before)); code != http.StatusOK || !strings.Contains(body, `"entryId":0`) {
+		t.Errorf("messageid by time: %d %s", code, body)
+	}
+	if code, body := httpGet(t, base+"/stats"); code != http.StatusOK || !strings.Contains(body, `"publishers"`) {
+		t.Errorf("stats: %d %s", code, body)
 	}
 }
