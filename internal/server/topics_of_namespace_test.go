@@ -3,6 +3,7 @@ package server
 import (
 	"hash/crc32"
 	"slices"
+	"strconv"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -72,5 +73,26 @@ func TestFilterTopicsAndResponse(t *testing.T) {
 	plain, _ := topicsOfNamespaceResponse(&pulsarpb.CommandGetTopicsOfNamespace{RequestId: proto.Uint64(8)}, names)
 	if plain.GetFiltered() || !plain.GetChanged() || len(plain.GetTopics()) != 4 {
 		t.Fatalf("plain response %v", plain)
+	}
+}
+
+// BenchmarkTopicsOfNamespaceResponse: a Java pattern consumer polling a namespace of 1000 topics
+// with an unchanged hash (filter + hash, no list sent).
+func BenchmarkTopicsOfNamespaceResponse(b *testing.B) {
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = "persistent://public/default/topic-" + string(rune('a'+i%26)) + "-" + strconv.Itoa(i)
+	}
+	cmd := &pulsarpb.CommandGetTopicsOfNamespace{RequestId: proto.Uint64(1), TopicsPattern: proto.String("persistent://public/default/topic-a-.*")}
+	first, err := topicsOfNamespaceResponse(cmd, names)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.TopicsHash = proto.String(first.GetTopicsHash())
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp, _ := topicsOfNamespaceResponse(cmd, names); resp.GetChanged() {
+			b.Fatal("changed")
+		}
 	}
 }
