@@ -23,6 +23,7 @@ func (n *Node) mountAdmin() error {
 		Cluster:           n.opts.Cluster,
 		Catalog:           c.catalog,
 		Topics:            topicService{broker: c.broker, cat: c.catalog, repl: c.replication},
+		Schemas:           c.schemas,
 		Ready:             n.Healthy,
 		Registry:          reg,
 		Logger:            n.opts.Logger,

@@ -17,6 +17,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata/stores"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
+	"github.com/meridian-mq/meridian/internal/schema"
 	"github.com/meridian-mq/meridian/internal/server"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -32,6 +33,7 @@ type components struct {
 	broker      *broker.Broker
 	server      *server.Server
 	admin       *admin.Handler
+	schemas     *schema.Registry
 	replication *replication.Manager
 
 	watchStop func()         // ends the catalog subscription that feeds the broker
@@ -130,6 +132,8 @@ func (n *Node) compose(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.schemas = newSchemaRegistry(c.localStore, c.catalog)
+	c.server.SetSchemas(c.schemas, schemaAutoUpdate(c.catalog))
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()

@@ -70,19 +70,9 @@ func (c *conn) handle(f wire.Frame) error {
 		c.handleConsumerStats(cmd.GetConsumerStats())
 
 	case pulsarpb.BaseCommand_GET_SCHEMA:
-		// Schemas are issue 4; answer in the command's own response type so the client reports a
-		// clear error instead of waiting for a timeout.
-		c.sendCommand(&pulsarpb.CommandGetSchemaResponse{
-			RequestId:    proto.Uint64(cmd.GetGetSchema().GetRequestId()),
-			ErrorCode:    pulsarpb.ServerError_TopicNotFound.Enum(),
-			ErrorMessage: proto.String("schema registry not available on this broker yet"),
-		})
+		c.handleGetSchema(cmd.GetGetSchema())
 	case pulsarpb.BaseCommand_GET_OR_CREATE_SCHEMA:
-		c.sendCommand(&pulsarpb.CommandGetOrCreateSchemaResponse{
-			RequestId:    proto.Uint64(cmd.GetGetOrCreateSchema().GetRequestId()),
-			ErrorCode:    pulsarpb.ServerError_NotAllowedError.Enum(),
-			ErrorMessage: proto.String("schema registry not available on this broker yet"),
-		})
+		c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
 	default:
 		// Known to the protocol but not served here (transactions, auth refresh, topic watchers,
 		// broker-to-client commands sent by a confused peer): ERROR, connection lives on.

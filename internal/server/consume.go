@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/schema"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -186,7 +187,7 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 	create := cmd.ForceTopicCreation == nil || cmd.GetForceTopicCreation()
 
 	c.goRequest(func(ctx context.Context) {
-		cons, err := c.subscribe(ctx, topic, create, opts, h.sink)
+		cons, err := c.subscribe(ctx, topic, create, opts, h.sink, schemaInfoOf(cmd.GetSchema()))
 		if err != nil {
 			c.forgetConsumer(h)
 			c.log.Debug("subscribe refused", "topic", topic.String(), "subscription", opts.Subscription, "err", err)
@@ -210,9 +211,12 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 	})
 }
 
-func (c *conn) subscribe(ctx context.Context, topic naming.TopicName, create bool, opts broker.SubscribeOptions, sink *consumerSink) (*broker.Consumer, error) {
+func (c *conn) subscribe(ctx context.Context, topic naming.TopicName, create bool, opts broker.SubscribeOptions, sink *consumerSink, info *schema.Info) (*broker.Consumer, error) {
 	t, err := c.s.opts.Broker.GetTopic(ctx, topic, create)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.consumerSchema(ctx, t, info); err != nil {
 		return nil, err
 	}
 	return t.Subscribe(ctx, opts, sink)

@@ -33,17 +33,10 @@ type PartitionedTopic struct {
 	Partitions int
 }
 
-// parseTopic normalises a topic name as the client does (short names, tenant/ns/topic, partitions)
-// and refuses non-persistent topics, which this broker does not serve yet.
+// parseTopic normalises a topic name as the client does (short names, tenant/ns/topic,
+// partitions). Both domains are served: non-persistent topics live in the broker's memory.
 func parseTopic(s string) (naming.TopicName, error) {
-	t, err := naming.ParseTopic(s)
-	if err != nil {
-		return naming.TopicName{}, err
-	}
-	if !t.IsPersistent() {
-		return naming.TopicName{}, fmt.Errorf("%w: non-persistent topics are not supported yet: %s", wire.ErrNotAllowed, t)
-	}
-	return t, nil
+	return naming.ParseTopic(s)
 }
 
 // handleLookup answers LOOKUP: this broker serves every topic, so the answer is always Connect to
@@ -124,12 +117,15 @@ func (c *conn) handleGetTopicsOfNamespace(cmd *pulsarpb.CommandGetTopicsOfNamesp
 				return
 			}
 		}
-		c.sendCommand(&pulsarpb.CommandGetTopicsOfNamespaceResponse{
-			RequestId: proto.Uint64(reqID),
-			Topics:    names,
-			Filtered:  proto.Bool(false),
-			Changed:   proto.Bool(true),
-		})
+		if mode != pulsarpb.CommandGetTopicsOfNamespace_PERSISTENT {
+			names = append(names, c.nonPersistentTopics(ns)...)
+		}
+		resp, err := topicsOfNamespaceResponse(cmd, names)
+		if err != nil {
+			c.sendError(reqID, fmt.Errorf("%w: %v", wire.ErrNotAllowed, err))
+			return
+		}
+		c.sendCommand(resp)
 	})
 }
 

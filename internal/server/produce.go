@@ -10,6 +10,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/schema"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -23,6 +24,8 @@ type producerHandle struct {
 	prod      *broker.Producer // nil while creating
 	// lastSequenceID and topicEpoch are remembered for a repeated PRODUCER on a ready producer.
 	lastSequenceID int64
+	// schemaVersion is the producer's schema version for PRODUCER_SUCCESS (nil: none).
+	schemaVersion []byte
 }
 
 // release closes the broker producer, if it was created.
@@ -49,7 +52,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 			return
 		}
 		// The client repeats PRODUCER for a producer that exists: Pulsar answers success again.
-		c.sendProducerSuccess(reqID, h.prod, true)
+		c.sendProducerSuccess(reqID, h.prod, h.schemaVersion, true)
 		return
 	}
 	h := &producerHandle{id: id, topic: topic, requestID: reqID}
@@ -83,7 +86,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 	opts.OnClosed = func() { c.brokerClosedProducer(h) }
 
 	c.goRequest(func(ctx context.Context) {
-		prod, err := c.createProducer(ctx, topic, opts)
+		prod, version, err := c.createProducer(ctx, topic, opts, schemaInfoOf(cmd.GetSchema()))
 		if err != nil {
 			c.forgetProducer(h)
 			c.log.Debug("producer refused", "topic", topic.String(), "producerId", id, "err", err)
@@ -96,6 +99,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 		if stillWanted {
 			h.prod = prod
 			h.lastSequenceID = prod.LastSequenceID()
+			h.schemaVersion = version
 		}
 		c.mu.Unlock()
 		if !stillWanted {
@@ -104,7 +108,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 			c.sendError(reqID, fmt.Errorf("%w: producer closed while being created", wire.ErrServiceNotReady))
 			return
 		}
-		c.sendProducerSuccess(reqID, prod, true)
+		c.sendProducerSuccess(reqID, prod, version, true)
 	})
 }
 
@@ -121,25 +125,31 @@ func replicatorSource(producerName string) (string, bool) {
 	return src, src != ""
 }
 
-func (c *conn) createProducer(ctx context.Context, topic naming.TopicName, opts broker.ProducerOptions) (*broker.Producer, error) {
+func (c *conn) createProducer(ctx context.Context, topic naming.TopicName, opts broker.ProducerOptions, info *schema.Info) (*broker.Producer, []byte, error) {
 	if src, ok := replicatorSource(opts.Name); ok && c.s.opts.AdmitReplicator != nil {
 		if err := c.s.opts.AdmitReplicator(ctx, topic, src); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	t, err := c.s.opts.Broker.GetTopic(ctx, topic, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return t.AddProducer(ctx, opts)
+	version, err := c.producerSchema(ctx, topic, info)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := t.AddProducer(ctx, opts)
+	return p, version, err
 }
 
-func (c *conn) sendProducerSuccess(reqID uint64, prod *broker.Producer, ready bool) {
+func (c *conn) sendProducerSuccess(reqID uint64, prod *broker.Producer, schemaVersion []byte, ready bool) {
 	resp := &pulsarpb.CommandProducerSuccess{
 		RequestId:      proto.Uint64(reqID),
 		ProducerName:   proto.String(prod.Name()),
 		LastSequenceId: proto.Int64(prod.LastSequenceID()),
 		ProducerReady:  proto.Bool(ready),
+		SchemaVersion:  schemaVersion,
 	}
 	if epoch, ok := prod.TopicEpoch(); ok {
 		resp.TopicEpoch = proto.Uint64(epoch)

@@ -14,6 +14,7 @@
 //	consume.go    SUBSCRIBE, FLOW, MESSAGE, ACK/ACK_RESPONSE, REDELIVER, SEEK, GET_LAST_MESSAGE_ID,
 //	              UNSUBSCRIBE, CLOSE_CONSUMER, CONSUMER_STATS, ACTIVE_CONSUMER_CHANGE
 //	errors.go     broker errors to ServerError codes (through wire's table)
+//	schema.go, topics_of_namespace.go   schema commands and namespace listing (issue 4, features helper)
 //
 // # Command coverage
 //
@@ -24,8 +25,9 @@
 //	                             Failed + InvalidTopicName for bad names
 //	PARTITIONED_METADATA         partition count from the catalog (0: not partitioned, a partition,
 //	                             or not created yet); missing namespace: TopicNotFound
-//	GET_TOPICS_OF_NAMESPACE      persistent topics and partitions, individually; missing namespace:
-//	                             empty list
+//	GET_TOPICS_OF_NAMESPACE      topics of the mode's domains, partitions individually, pattern and
+//	                             hash applied as Pulsar does (topics_of_namespace.go); missing
+//	                             namespace: empty list
 //	PRODUCER                     PRODUCER_SUCCESS {producer_name, last_sequence_id, topic_epoch};
 //	                             producer_ready=false first for a queued WaitForExclusive producer
 //	SEND                         checksum verified; SEND_RECEIPT in order per producer, or SEND_ERROR
@@ -33,7 +35,8 @@
 //	                             closes one (unload, seek, fencing) and on shutdown
 //	SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, SEEK, GET_LAST_MESSAGE_ID, UNSUBSCRIBE,
 //	CONSUMER_STATS               on the broker's consumer; ACK_RESPONSE when a request id is given
-//	GET_SCHEMA, GET_OR_CREATE_SCHEMA   their response type with an error (no schema registry yet)
+//	GET_SCHEMA, GET_OR_CREATE_SCHEMA   served from internal/schema (schema.go); PRODUCER and SUBSCRIBE
+//	                             schemas are checked and registered there
 //	anything else                ERROR NotAllowedError (transactions, AUTH_RESPONSE, WATCH_TOPIC_LIST)
 //
 // # Rules the server keeps
