@@ -136,10 +136,10 @@ func TestDedupSurvivesRestartAndCrash(t *testing.T) {
 	e.crash()
 	top = e.topic("dedup")
 	p = addProducer(t, top, ProducerOptions{Name: "prod"})
-	if p.LastSequenceID() != 5 {
-		t.Fatalf("after crash LastSequenceID = %d, want 5", p.LastSequenceID())
+	if p.LastSequenceID() != 9 {
+		t.Fatalf("after crash LastSequenceID = %d, want 9 (the batch 5..9)", p.LastSequenceID())
 	}
-	for _, seq := range []int64{3, 5} {
+	for _, seq := range []int64{3, 5, 9} {
 		if r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", uint64(seq), 1, "x"), SequenceID: seq}); !r.Duplicate {
 			t.Fatalf("seq %d after crash not a duplicate: %+v", seq, r)
 		}

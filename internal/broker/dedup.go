@@ -29,6 +29,22 @@ const (
 	maxDedupProducers = 10000
 )
 
+// highestSequenceID is the sequence id an entry is recorded under: the SEND's (or metadata's)
+// highest_sequence_id when set, else, for a batch of n messages, sequence_id + n - 1 — the Go client
+// numbers the messages of a batch consecutively from sequence_id and never sets
+// highest_sequence_id, so that is the id of the batch's last message (recording only the first
+// would hand a reconnecting producer a last_sequence_id inside its last batch). For strictly
+// increasing ids it never overestimates.
+func highestSequenceID(seq, highest int64, n int) int64 {
+	if highest > 0 {
+		return max(seq, highest)
+	}
+	if n > 1 {
+		return seq + int64(n) - 1
+	}
+	return seq
+}
+
 // dedupStatus is the outcome of a dedup check.
 type dedupStatus int
 
@@ -127,6 +143,9 @@ func (d *dedupState) replay(md *pulsarpb.MessageMetadata) {
 	if name == "" {
 		return
 	}
-	highest := max(int64(md.GetSequenceId()), int64(md.GetHighestSequenceId()))
-	d.persistedEntry(name, highest)
+	n := 1
+	if md.NumMessagesInBatch != nil {
+		n = int(md.GetNumMessagesInBatch())
+	}
+	d.persistedEntry(name, highestSequenceID(int64(md.GetSequenceId()), int64(md.GetHighestSequenceId()), n))
 }

@@ -66,6 +66,11 @@ func TestDedupSnapshotRoundTripAndReplay(t *testing.T) {
 	r.replay(&pulsarpb.MessageMetadata{ProducerName: proto.String("a"), SequenceId: proto.Uint64(42), HighestSequenceId: proto.Uint64(45)})
 	r.replay(&pulsarpb.MessageMetadata{ProducerName: proto.String("c"), SequenceId: proto.Uint64(3), ChunkId: proto.Int32(0), NumChunksFromMsg: proto.Int32(2)})
 	r.replay(&pulsarpb.MessageMetadata{ProducerName: proto.String("m"), SequenceId: proto.Uint64(3), MarkerType: proto.Int32(10)})
+	// A batch without highest_sequence_id (the Go client): recorded as sequence_id + n - 1.
+	r.replay(&pulsarpb.MessageMetadata{ProducerName: proto.String("g"), SequenceId: proto.Uint64(10), NumMessagesInBatch: proto.Int32(5)})
+	if r.lastSequenceID("g") != 14 {
+		t.Fatalf("batch recorded as %d, want 14", r.lastSequenceID("g"))
+	}
 	if r.lastSequenceID("a") != 45 || r.lastSequenceID("c") != -1 || r.lastSequenceID("m") != -1 {
 		t.Fatalf("after replay %v", r.persisted)
 	}

@@ -56,11 +56,11 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	p.queue = append(p.queue, slot)
 	p.qmu.Unlock()
 
-	highest := max(req.SequenceID, req.HighestSequenceID)
-	res := PublishResult{SequenceID: req.SequenceID, HighestSequenceID: highest}
 	if req.NumMessages <= 0 {
 		req.NumMessages = 1
 	}
+	highest := highestSequenceID(req.SequenceID, req.HighestSequenceID, req.NumMessages)
+	res := PublishResult{SequenceID: req.SequenceID, HighestSequenceID: highest}
 	if req.HighestSequenceID > 0 && req.HighestSequenceID < req.SequenceID {
 		res.Err = fmt.Errorf("lowest sequence id %d above highest %d: %w", req.SequenceID, req.HighestSequenceID, ErrInvalidRequest)
 		p.complete(slot, res)

@@ -151,8 +151,8 @@ type PublishResult struct {
 	Position storage.Position
 	// Duplicate is set when dedup dropped the entry.
 	Duplicate bool
-	// SequenceID and HighestSequenceID echo the request (HighestSequenceID normalised to
-	// max(SequenceID, HighestSequenceID)).
+	// SequenceID and HighestSequenceID echo the request; HighestSequenceID is normalised: the
+	// request's when set, else SequenceID + NumMessages - 1 (a batch's last message).
 	SequenceID        int64
 	HighestSequenceID int64
 	// Err is non-nil if the publish failed; it wraps a sentinel of errors.go or a storage error.
