@@ -423,9 +423,43 @@ func (c *conn) goRequest(fn func(ctx context.Context)) {
 	}()
 }
 
+// clientHandles lists the broker-to-client commands pulsar-client-go v0.19.0 handles
+// (connection.go receivedCommand). Any other type makes it drop the whole connection, so the
+// server refuses to send one: a bug then costs a log line, not every client's connection.
+var clientHandles = func() (known [128]bool) {
+	for _, t := range []pulsarpb.BaseCommand_Type{
+		pulsarpb.BaseCommand_CONNECTED, pulsarpb.BaseCommand_SUCCESS, pulsarpb.BaseCommand_ERROR,
+		pulsarpb.BaseCommand_PRODUCER_SUCCESS, pulsarpb.BaseCommand_PARTITIONED_METADATA_RESPONSE,
+		pulsarpb.BaseCommand_LOOKUP_RESPONSE, pulsarpb.BaseCommand_CONSUMER_STATS_RESPONSE,
+		pulsarpb.BaseCommand_GET_LAST_MESSAGE_ID_RESPONSE, pulsarpb.BaseCommand_GET_TOPICS_OF_NAMESPACE_RESPONSE,
+		pulsarpb.BaseCommand_GET_SCHEMA_RESPONSE, pulsarpb.BaseCommand_GET_OR_CREATE_SCHEMA_RESPONSE,
+		pulsarpb.BaseCommand_SEND_RECEIPT, pulsarpb.BaseCommand_SEND_ERROR, pulsarpb.BaseCommand_MESSAGE,
+		pulsarpb.BaseCommand_ACK_RESPONSE, pulsarpb.BaseCommand_CLOSE_PRODUCER, pulsarpb.BaseCommand_CLOSE_CONSUMER,
+		pulsarpb.BaseCommand_ACTIVE_CONSUMER_CHANGE, pulsarpb.BaseCommand_TOPIC_MIGRATED,
+		pulsarpb.BaseCommand_AUTH_CHALLENGE, pulsarpb.BaseCommand_PING, pulsarpb.BaseCommand_PONG,
+	} {
+		known[t] = true
+	}
+	return known
+}()
+
+// sendable reports whether cmd may go to a client, logging the bug when it may not.
+func (c *conn) sendable(cmd *pulsarpb.BaseCommand) bool {
+	t := cmd.GetType()
+	if t > 0 && int(t) < len(clientHandles) && clientHandles[t] {
+		return true
+	}
+	c.log.Error("refusing to send a command the Pulsar Go client does not handle (it would drop the connection)", "type", t.String())
+	return false
+}
+
 // sendCommand queues a simple command. It reports false if the connection is closing.
 func (c *conn) sendCommand(body proto.Message) bool {
-	frame, err := wire.EncodeFrame(wire.Command(body))
+	cmd := wire.Command(body)
+	if !c.sendable(cmd) {
+		return false
+	}
+	frame, err := wire.EncodeFrame(cmd)
 	if err != nil {
 		// Only a missing required field can fail here: a bug, not a client problem.
 		c.log.Error("encoding a command failed", "err", err)
@@ -437,7 +471,11 @@ func (c *conn) sendCommand(body proto.Message) bool {
 // sendPayloadCommand queues a command followed by payload, which is not copied (MESSAGE frames
 // carry the stored entry as is).
 func (c *conn) sendPayloadCommand(body proto.Message, payload []byte) bool {
-	hdr, err := wire.EncodeFrame(wire.Command(body))
+	cmd := wire.Command(body)
+	if !c.sendable(cmd) {
+		return false
+	}
+	hdr, err := wire.EncodeFrame(cmd)
 	if err != nil {
 		c.log.Error("encoding a command failed", "err", err)
 		return false

@@ -216,3 +216,29 @@ func TestServerCloseDisconnectsClients(t *testing.T) {
 	}
 	c.expectClosed()
 }
+
+func TestCommandsTheClientDoesNotHandleAreNeverSent(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	var sc *conn
+	waitFor(t, "connection registered", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for x := range s.conns {
+			sc = x
+		}
+		return sc != nil
+	})
+	for _, body := range []proto.Message{
+		&pulsarpb.CommandReachedEndOfTopic{ConsumerId: proto.Uint64(1)},
+		&pulsarpb.CommandWatchTopicListSuccess{RequestId: proto.Uint64(1), WatcherId: proto.Uint64(1)},
+		&pulsarpb.CommandWatchTopicUpdate{WatcherId: proto.Uint64(1)},
+	} {
+		if sc.sendCommand(body) {
+			t.Errorf("%T was queued", body)
+		}
+	}
+	c.send(&pulsarpb.CommandPing{})
+	c.expect(pulsarpb.BaseCommand_PONG) // nothing else came first
+}

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -299,4 +300,69 @@ func TestReplicatorProducerIsAdmittedByHook(t *testing.T) {
 	if len(asked) != 2 {
 		t.Errorf("hook called for %v, want the two replicators only", asked)
 	}
+}
+
+// TestBrokerWidePublishBudgetBoundsMemory floods from several connections against a small
+// broker-wide budget of in-flight publish bytes: the bytes held never exceed the budget by more
+// than one frame per connection (a connection checks the budget before reading the next frame),
+// and every SEND is answered.
+func TestBrokerWidePublishBudgetBoundsMemory(t *testing.T) {
+	const budget = 64 * 1024
+	const conns, perConn, size = 4, 300, 4096
+	b := newTestBrokerWith(t, broker.Config{Cluster: "test", AutoTopicCreation: true, MaxPublishBytesInFlight: budget})
+	s := startServer(t, Options{Broker: b})
+
+	var maxBytes atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			if n, _ := b.PublishLimiter().InUse(); n > maxBytes.Load() {
+				maxBytes.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			default:
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for i := 0; i < conns; i++ {
+		c := dialRaw(t, s.addr)
+		c.connect()
+		name := c.createProducer(fmt.Sprintf("persistent://public/default/budget-%d", i), 1, 1)
+		var frames []byte
+		for seq := uint64(0); seq < perConn; seq++ {
+			f, err := wire.EncodeFrame(wire.Command(&pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(seq)}), entry(t, name, seq, make([]byte, size)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames = append(frames, f...)
+		}
+		wg.Add(2)
+		go func() { defer wg.Done(); _, _ = c.nc.Write(frames) }()
+		go func() {
+			defer wg.Done()
+			for seq := uint64(0); seq < perConn; seq++ {
+				f, err := c.read()
+				if err != nil || f.Type() != pulsarpb.BaseCommand_SEND_RECEIPT || f.Cmd.GetSendReceipt().GetSequenceId() != seq {
+					t.Errorf("connection %s: receipt %d: %v %v", name, seq, err, f.Cmd)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	frame := int64(size + 200)
+	if got, limit := maxBytes.Load(), int64(budget)+conns*frame; got > limit {
+		t.Errorf("%d bytes in flight, budget %d (+%d for one frame per connection)", got, budget, conns*frame)
+	}
+	t.Logf("max %d bytes in flight with a %d byte budget; connections throttled %d times", maxBytes.Load(), budget, s.Stats().Throttled)
 }

@@ -63,11 +63,17 @@ func startServer(t testing.TB, opts Options) *testServer {
 // newTestBroker builds a broker core on a storage engine in a temporary directory.
 func newTestBroker(t testing.TB) *broker.Broker {
 	t.Helper()
+	return newTestBrokerWith(t, broker.Config{Cluster: "test", AutoTopicCreation: true})
+}
+
+// newTestBrokerWith builds a broker core with cfg on a storage engine in a temporary directory.
+func newTestBrokerWith(t testing.TB, cfg broker.Config) *broker.Broker {
+	t.Helper()
 	engine, err := storage.Open(t.Context(), storage.Options{Dir: t.TempDir(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(broker.Config{Cluster: "test", AutoTopicCreation: true}, broker.Deps{Storage: engine, Logger: testLogger()})
+	b, err := broker.New(cfg, broker.Deps{Storage: engine, Logger: testLogger()})
 	if err != nil {
 		_ = engine.Close()
 		t.Fatal(err)
