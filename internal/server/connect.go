@@ -106,13 +106,13 @@ func (c *conn) handleConnect(cmd *pulsarpb.CommandConnect) error {
 	if !c.stopping() {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
-	c.log = c.log.With("client", c.clientVersion)
+	// c.log stays as built in newConn: other goroutines read it concurrently.
 	c.sendCommand(&pulsarpb.CommandConnected{
 		ServerVersion:   proto.String(ServerVersion),
 		ProtocolVersion: proto.Int32(c.protocolVersion),
 		MaxMessageSize:  proto.Int32(int32(c.s.opts.MaxMessageSize)),
 		FeatureFlags:    &pulsarpb.FeatureFlags{SupportsAuthRefresh: proto.Bool(false)},
 	})
-	c.log.Debug("client connected", "protocolVersion", version)
+	c.log.Debug("client connected", "client", c.clientVersion, "protocolVersion", version)
 	return nil
 }
