@@ -108,6 +108,14 @@ var forwardedMarkers = map[int32]bool{10: true, 11: true, 13: true}
 // id, publish time and properties unchanged) with replicated_from = local, the source position in
 // SourcePositionProperty, transaction ids cleared and the checksum recomputed.
 func PrepareEntry(e Entry, local, remote string) (Outbound, SkipReason, error) {
+	if out, reason, ok := prepareFast(e, local, remote); ok {
+		return out, reason, nil
+	}
+	return prepareGeneral(e, local, remote)
+}
+
+// prepareGeneral decodes the metadata, edits it and encodes it again.
+func prepareGeneral(e Entry, local, remote string) (Outbound, SkipReason, error) {
 	pe, err := ParseEntry(e.Data)
 	if err != nil {
 		return Outbound{}, SkipCorrupt, err

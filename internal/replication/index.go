@@ -210,11 +210,7 @@ func (x *Index) scan(ctx context.Context, from Position) (int, error) {
 // Observe records a stored entry (used while rebuilding; harmless for entries that are not
 // replicated or already recorded).
 func (x *Index) Observe(local Position, data []byte) {
-	md, err := wire.DecodeMetadata(data)
-	if err != nil {
-		return
-	}
-	origin, pos, ok, err := SourceOf(md)
+	origin, pos, _, ok, err := replicatedSource(data)
 	if !ok || err != nil {
 		return
 	}
@@ -244,18 +240,10 @@ func (x *Index) origin(name string) *originState {
 // without a source position are not indexed (commit is nil, dup false). err wraps ErrIndexPending
 // when the same origin position is being appended, or reports unparseable metadata.
 func (x *Index) Admit(data []byte) (dup bool, dupLedger, dupEntry int64, commit func(ledger, entry int64, err error), err error) {
-	md, err := wire.DecodeMetadata(data)
-	if err != nil {
-		return false, 0, 0, nil, fmt.Errorf("replication: replicated entry: %w", err)
+	origin, pos, msgs, indexed, err := replicatedSource(data)
+	if err != nil || !indexed {
+		return false, 0, 0, nil, err
 	}
-	origin, pos, ok, err := SourceOf(md)
-	if err != nil {
-		return false, 0, 0, nil, fmt.Errorf("replication: replicated entry from %s: %w", origin, err)
-	}
-	if !ok {
-		return false, 0, 0, nil, nil
-	}
-	msgs := int64(wire.NumMessages(md))
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	o := x.origin(origin)
@@ -350,6 +338,31 @@ func (o *originState) lookup(pos Position) (Position, bool) {
 		return Position{}, false
 	}
 	return Position{r.local.LedgerID, r.local.EntryID + (pos.EntryID - r.origin.EntryID)}, true
+}
+
+// replicatedSource extracts the origin cluster, origin position and message count of a replicated
+// entry without decoding its metadata into a message (this runs for every replicated SEND).
+func replicatedSource(data []byte) (origin string, pos Position, msgs int64, indexed bool, err error) {
+	parts, err := wire.ParseEntry(data)
+	if err != nil {
+		return "", Position{}, 0, false, fmt.Errorf("replication: replicated entry: %w", err)
+	}
+	s, err := scanMetadata(parts.Metadata)
+	if err != nil {
+		return "", Position{}, 0, false, fmt.Errorf("replication: replicated entry: malformed metadata")
+	}
+	if !s.hasReplicatedFrom || !s.hasSourcePosition {
+		return "", Position{}, 0, false, nil
+	}
+	pos, err = ParsePosition(s.sourcePosition)
+	if err != nil {
+		return s.replicatedFrom, Position{}, 0, false, fmt.Errorf("replication: replicated entry from %s: %w", s.replicatedFrom, err)
+	}
+	msgs = int64(s.numMessages)
+	if !s.hasNumMessages || msgs < 1 {
+		msgs = 1
+	}
+	return s.replicatedFrom, pos, msgs, true, nil
 }
 
 // Lookup returns the local position holding origin cluster's entry at pos. ok is false if that

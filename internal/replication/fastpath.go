@@ -1,0 +1,184 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/meridian-mq/meridian/internal/wire"
+)
+
+// The replicator's hot path: most entries are ordinary messages whose metadata only needs
+// replicated_from and the source-position property added. Protobuf allows fields in any order and
+// a repeated field's elements to be split, so both can be appended to the encoded metadata as it is,
+// without decoding it into a message and encoding it again. mdScan reads just the fields the skip
+// rules need; anything unusual (transaction ids to clear, an existing source-position property,
+// malformed input) takes the general path, PrepareEntry's decode-edit-encode.
+
+// MessageMetadata field numbers (PulsarApi.proto).
+const (
+	fieldProperties         = 4
+	fieldReplicatedFrom     = 5
+	fieldReplicateTo        = 7
+	fieldNumMessagesInBatch = 11
+	fieldMarkerType         = 20
+	fieldTxnidLeastBits     = 22
+	fieldTxnidMostBits      = 23
+	fieldChunkID            = 29
+)
+
+type mdScan struct {
+	hasReplicatedFrom bool
+	replicatedFrom    string
+	replicateTo       []string
+	hasMarker         bool
+	markerType        int32
+	hasTxn            bool
+	numMessages       int32 // 1 if absent
+	hasNumMessages    bool
+	chunkID           int32
+	sourcePosition    string
+	hasSourcePosition bool
+}
+
+var errScan = errors.New("metadata scan")
+
+// scanMetadata reads the fields of encoded MessageMetadata that replication decisions need.
+func scanMetadata(b []byte) (mdScan, error) {
+	s := mdScan{numMessages: 1}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return s, errScan
+		}
+		b = b[n:]
+		switch {
+		case typ == protowire.BytesType && (num == fieldReplicatedFrom || num == fieldReplicateTo || num == fieldProperties):
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return s, errScan
+			}
+			b = b[n:]
+			switch num {
+			case fieldReplicatedFrom:
+				s.hasReplicatedFrom, s.replicatedFrom = true, string(v)
+			case fieldReplicateTo:
+				s.replicateTo = append(s.replicateTo, string(v))
+			case fieldProperties:
+				k, val, err := scanKeyValue(v)
+				if err != nil {
+					return s, err
+				}
+				if k == SourcePositionProperty {
+					s.hasSourcePosition, s.sourcePosition = true, val
+				}
+			}
+		case typ == protowire.VarintType && (num == fieldNumMessagesInBatch || num == fieldMarkerType || num == fieldTxnidLeastBits || num == fieldTxnidMostBits || num == fieldChunkID):
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return s, errScan
+			}
+			b = b[n:]
+			switch num {
+			case fieldNumMessagesInBatch:
+				s.numMessages, s.hasNumMessages = int32(v), true
+			case fieldMarkerType:
+				s.hasMarker, s.markerType = true, int32(v)
+			case fieldTxnidLeastBits, fieldTxnidMostBits:
+				s.hasTxn = true
+			case fieldChunkID:
+				s.chunkID = int32(v)
+			}
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return s, errScan
+			}
+			b = b[n:]
+		}
+	}
+	return s, nil
+}
+
+func scanKeyValue(b []byte) (key, value string, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", "", errScan
+		}
+		b = b[n:]
+		if typ == protowire.BytesType && (num == 1 || num == 2) {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return "", "", errScan
+			}
+			b = b[n:]
+			if num == 1 {
+				key = string(v)
+			} else {
+				value = string(v)
+			}
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return "", "", errScan
+		}
+		b = b[n:]
+	}
+	return key, value, nil
+}
+
+// prepareFast is PrepareEntry for the common case; ok is false when the general path must decide.
+func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason, ok bool) {
+	parts, err := wire.ParseEntry(e.Data)
+	if err != nil {
+		return Outbound{}, "", false
+	}
+	if parts.HasChecksum && wire.Checksum(parts.Checked) != parts.Checksum {
+		return Outbound{}, "", false
+	}
+	s, err := scanMetadata(parts.Metadata)
+	if err != nil {
+		return Outbound{}, "", false
+	}
+	if s.hasReplicatedFrom {
+		return Outbound{}, SkipReplicated, true
+	}
+	marker := s.hasMarker && s.markerType != 0
+	if marker && !forwardedMarkers[s.markerType] {
+		return Outbound{}, SkipMarker, true
+	}
+	if len(s.replicateTo) > 0 && !slices.Contains(s.replicateTo, remote) {
+		return Outbound{}, SkipReplicateTo, true
+	}
+	if s.hasTxn || s.hasSourcePosition {
+		return Outbound{}, "", false // needs editing, not only appending
+	}
+	// Appended fields: replicated_from (5) and one more properties (4) element {key, value}.
+	pos := e.Position.String()
+	kvLen := protowire.SizeTag(1) + protowire.SizeBytes(len(SourcePositionProperty)) + protowire.SizeTag(2) + protowire.SizeBytes(len(pos))
+	extra := protowire.SizeTag(fieldReplicatedFrom) + protowire.SizeBytes(len(local)) + protowire.SizeTag(fieldProperties) + protowire.SizeBytes(kvLen)
+	mdLen := len(parts.Metadata) + extra
+	buf := make([]byte, 10, 10+mdLen+len(parts.Body))
+	buf = append(buf, parts.Metadata...)
+	buf = protowire.AppendTag(buf, fieldReplicatedFrom, protowire.BytesType)
+	buf = protowire.AppendString(buf, local)
+	buf = protowire.AppendTag(buf, fieldProperties, protowire.BytesType)
+	buf = protowire.AppendVarint(buf, uint64(kvLen))
+	buf = protowire.AppendTag(buf, 1, protowire.BytesType)
+	buf = protowire.AppendString(buf, SourcePositionProperty)
+	buf = protowire.AppendTag(buf, 2, protowire.BytesType)
+	buf = protowire.AppendString(buf, pos)
+	buf = append(buf, parts.Body...)
+	binary.BigEndian.PutUint16(buf, wire.MagicCRC32C)
+	binary.BigEndian.PutUint32(buf[6:], uint32(mdLen))
+	binary.BigEndian.PutUint32(buf[2:], wire.Checksum(buf[6:]))
+	n := int(s.numMessages)
+	if !s.hasNumMessages || n < 1 {
+		n = 1
+	}
+	return Outbound{Source: e.Position, Data: buf, Messages: n, PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID}, SkipNone, true
+}

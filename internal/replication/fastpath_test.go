@@ -1,0 +1,80 @@
+package replication
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// checkFastMatchesGeneral asserts that the append-only fast path and the decode-edit-encode path
+// agree on the decision and on the resulting message.
+func checkFastMatchesGeneral(t *testing.T, e Entry) {
+	t.Helper()
+	fast, fr, ok := prepareFast(e, "a", "b")
+	gen, gr, gerr := prepareGeneral(e, "a", "b")
+	if !ok {
+		return // the general path decides alone
+	}
+	if gerr != nil {
+		t.Fatalf("fast path accepted what the general path rejects: %v", gerr)
+	}
+	if fr != gr {
+		t.Fatalf("decision: fast %q, general %q", fr, gr)
+	}
+	if fr != SkipNone {
+		return
+	}
+	pf, err := ParseEntry(fast.Data)
+	if err != nil {
+		t.Fatalf("fast output does not parse: %v", err)
+	}
+	pg, err := ParseEntry(gen.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(pf.Metadata, pg.Metadata) || !bytes.Equal(pf.Payload, pg.Payload) {
+		t.Fatalf("outputs differ:\nfast    %v\ngeneral %v", pf.Metadata, pg.Metadata)
+	}
+	if fast.Messages != gen.Messages || fast.Marker != gen.Marker || fast.ChunkID != gen.ChunkID {
+		t.Fatalf("outbound fields differ: %+v vs %+v", fast, gen)
+	}
+}
+
+func TestPrepareFastMatchesGeneral(t *testing.T) {
+	cases := []func(*pulsarpb.MessageMetadata){
+		nil,
+		func(md *pulsarpb.MessageMetadata) { md.NumMessagesInBatch = proto.Int32(10) },
+		func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"b", "c"} },
+		func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"c"} },
+		func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("x") },
+		func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(10) },
+		func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(12) },
+		func(md *pulsarpb.MessageMetadata) { md.TxnidLeastBits = proto.Uint64(1) },
+		func(md *pulsarpb.MessageMetadata) { md.ChunkId = proto.Int32(3); md.NumChunksFromMsg = proto.Int32(5) },
+		func(md *pulsarpb.MessageMetadata) {
+			md.Properties = append(md.Properties, &pulsarpb.KeyValue{Key: proto.String(SourcePositionProperty), Value: proto.String("1:1")})
+		},
+		func(md *pulsarpb.MessageMetadata) {
+			md.Compression = pulsarpb.CompressionType_LZ4.Enum()
+			md.UncompressedSize = proto.Uint32(1000)
+			md.PartitionKey = proto.String("key")
+			md.EventTime = proto.Uint64(5)
+		},
+	}
+	for i, tweak := range cases {
+		e := mkEntry(t, Position{3, int64(i)}, "payload", tweak)
+		checkFastMatchesGeneral(t, e)
+	}
+}
+
+func FuzzPrepareFastMatchesGeneral(f *testing.F) {
+	f.Add(mkEntry(f, Position{1, 1}, "payload", nil).Data)
+	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"b"} }).Data)
+	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.NumMessagesInBatch = proto.Int32(4) }).Data)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkFastMatchesGeneral(t, Entry{Position: Position{7, 9}, Data: b})
+	})
+}
