@@ -374,6 +374,8 @@ func TestTopics(t *testing.T) {
 		}
 		e.expect("GET", base+"/np/messageid/1700000000003", "", 200, `"entryId":3`)
 		e.expect("PUT", base+"/p1/unload", "", 204, "")
+		e.expect("POST", base+"/np/terminate", "", 200, `"entryId":4`)
+		e.expect("POST", base+"/p1/terminate", "", 405, "partitioned")
 
 		// Subscriptions.
 		e.expect("PUT", base+"/np/subscription/s1", `{"ledgerId":-1,"entryId":-1,"partitionIndex":-1}`, 204, "")

@@ -59,6 +59,12 @@ type TopicService interface {
 	GetMessageByID(ctx context.Context, topic string, ledgerID, entryID int64) (adminapi.RawMessage, error)
 }
 
+// TopicTerminator is optionally implemented by a TopicService: Terminate seals a topic (producers
+// refused from then on) and returns its last message id. Without it `POST .../terminate` answers 501.
+type TopicTerminator interface {
+	Terminate(ctx context.Context, topic string) (adminapi.MessageID, error)
+}
+
 // Sentinel errors a TopicService wraps. Each maps to Pulsar's status and reason.
 var (
 	ErrTopicNotFound        = errors.New("Topic not found")                          // 404

@@ -53,6 +53,7 @@ func (h *Handler) topicRoutes() {
 		h.handle("GET "+base+"/lastMessageId", h.topicLastMessageID)
 		h.handle("GET "+base+"/messageid/{timestamp}", h.topicMessageIDByTime)
 		h.handle("PUT "+base+"/unload", h.topicUnload)
+		h.handle("POST "+base+"/terminate", h.topicTerminate)
 		h.handle("GET "+base+"/properties", h.topicPropertiesGet)
 		h.handle("PUT "+base+"/properties", h.topicPropertiesUpdate)
 		h.handle("DELETE "+base+"/properties", h.topicPropertiesRemove)
@@ -703,6 +704,32 @@ func (h *Handler) topicUnload(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return noContent(w)
+}
+
+func (h *Handler) topicTerminate(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.topicFromPath(r)
+	if err != nil {
+		return err
+	}
+	if err := h.requireTopicNamespace(t); err != nil {
+		return err
+	}
+	if h.partitionsOf(t) != nil {
+		return fail(http.StatusMethodNotAllowed, "Termination of a partitioned topic is not allowed")
+	}
+	svc, err := h.topics()
+	if err != nil {
+		return err
+	}
+	term, supported := svc.(TopicTerminator)
+	if !supported {
+		return fail(http.StatusNotImplemented, "Operation not supported: terminate")
+	}
+	id, err := term.Terminate(r.Context(), t.String())
+	if err != nil {
+		return err
+	}
+	return ok(w, id)
 }
 
 // ---- properties: partitioned topics keep them in their metadata, others in the topic policies ----
