@@ -251,3 +251,13 @@ func (f *fakeTopics) addEntries(topic string, n int64) {
 		t.subs[s] += n
 	}
 }
+
+func (f *fakeTopics) Terminate(_ context.Context, topic string) (adminapi.MessageID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.get(topic)
+	if err != nil {
+		return adminapi.MessageID{}, err
+	}
+	return adminapi.MessageID{LedgerID: 1, EntryID: t.entries - 1, PartitionIndex: -1}, nil
+}
