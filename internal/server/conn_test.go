@@ -242,3 +242,20 @@ func TestCommandsTheClientDoesNotHandleAreNeverSent(t *testing.T) {
 	c.send(&pulsarpb.CommandPing{})
 	c.expect(pulsarpb.BaseCommand_PONG) // nothing else came first
 }
+
+func TestActiveConsumerChangeWaitsForTheConsumersFirstFlow(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	c.send(&pulsarpb.CommandSubscribe{Topic: proto.String("persistent://public/default/failover"), Subscription: proto.String("f"),
+		SubType: pulsarpb.CommandSubscribe_Failover.Enum(), ConsumerId: proto.Uint64(7), RequestId: proto.Uint64(1)})
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+	// Before FLOW nothing but our own PONG may come: the client could not route the event yet.
+	c.send(&pulsarpb.CommandPing{})
+	c.expect(pulsarpb.BaseCommand_PONG)
+	c.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(7), MessagePermits: proto.Uint32(10)})
+	ac := c.expect(pulsarpb.BaseCommand_ACTIVE_CONSUMER_CHANGE).Cmd.GetActiveConsumerChange()
+	if ac.GetConsumerId() != 7 || !ac.GetIsActive() {
+		t.Fatalf("ACTIVE_CONSUMER_CHANGE %v", ac)
+	}
+}

@@ -34,18 +34,27 @@ func (h *consumerHandle) release() {
 }
 
 // consumerSink is the broker's way to one consumer: it turns deliveries into MESSAGE frames on the
-// connection's outbox. It never blocks. Until the SUBSCRIBE is answered it holds back
-// ACTIVE_CONSUMER_CHANGE (the client ignores it for a consumer it has not registered yet).
+// connection's outbox. It never blocks.
+//
+// ACTIVE_CONSUMER_CHANGE is held back until the client can route it: pulsar-client-go registers a
+// consumer's handler only after it has processed the SUBSCRIBE answer, on another goroutine, and
+// drops the event for an unknown consumer. So the event waits for the consumer's first FLOW (which
+// the client sends after registering), or activeFallback after SUCCESS for consumers that send no
+// FLOW yet (zero-queue consumers send theirs on the first Receive).
 type consumerSink struct {
 	c  *conn
 	h  *consumerHandle
 	id uint64
 
 	mu            sync.Mutex
-	answered      bool  // SUCCESS queued
-	pendingActive *bool // latest ACTIVE_CONSUMER_CHANGE before SUCCESS
-	detached      bool  // nothing more is sent
+	routable      bool        // the client knows the consumer: FLOW seen, or the fallback fired
+	pendingActive *bool       // latest ACTIVE_CONSUMER_CHANGE not sent yet
+	fallback      *time.Timer // makes the consumer routable if no FLOW comes
+	detached      bool        // nothing more is sent
 }
+
+// activeFallback bounds how long ACTIVE_CONSUMER_CHANGE waits for the consumer's first FLOW.
+const activeFallback = 500 * time.Millisecond
 
 var _ broker.ConsumerSink = (*consumerSink)(nil)
 
@@ -76,19 +85,21 @@ func (s *consumerSink) SendMessages(msgs []broker.Delivery) {
 	}
 }
 
-// ActiveConsumerChanged sends ACTIVE_CONSUMER_CHANGE (after the SUBSCRIBE answer).
+// ActiveConsumerChanged sends ACTIVE_CONSUMER_CHANGE once the client can route it.
 func (s *consumerSink) ActiveConsumerChanged(active bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.detached {
-		s.mu.Unlock()
 		return
 	}
-	if !s.answered {
+	if !s.routable {
 		s.pendingActive = &active
-		s.mu.Unlock()
 		return
 	}
-	s.mu.Unlock()
+	s.sendActiveLocked(active)
+}
+
+func (s *consumerSink) sendActiveLocked(active bool) {
 	s.c.sendCommand(&pulsarpb.CommandActiveConsumerChange{ConsumerId: proto.Uint64(s.id), IsActive: proto.Bool(active)})
 }
 
@@ -100,27 +111,50 @@ func (s *consumerSink) Closed() {
 		s.mu.Unlock()
 		return
 	}
-	s.detached = true
+	s.detachLocked()
 	s.mu.Unlock()
 	s.c.forgetConsumer(s.h)
 	s.c.sendCommand(&pulsarpb.CommandCloseConsumer{ConsumerId: proto.Uint64(s.id), RequestId: proto.Uint64(0)})
 }
 
-// answer queues the SUBSCRIBE answer, then any ACTIVE_CONSUMER_CHANGE that waited for it.
+// answer queues the SUBSCRIBE answer and starts the fallback for held-back events.
 func (s *consumerSink) answer(reqID uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.c.sendSuccess(reqID)
-	s.answered = true
-	if s.pendingActive != nil && !s.detached {
-		s.c.sendCommand(&pulsarpb.CommandActiveConsumerChange{ConsumerId: proto.Uint64(s.id), IsActive: proto.Bool(*s.pendingActive)})
+	if !s.detached && !s.routable {
+		s.fallback = time.AfterFunc(activeFallback, s.makeRoutable)
+	}
+}
+
+// makeRoutable sends the held-back ACTIVE_CONSUMER_CHANGE: the first FLOW arrived, or the
+// fallback fired.
+func (s *consumerSink) makeRoutable() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.routable || s.detached {
+		return
+	}
+	s.routable = true
+	if s.fallback != nil {
+		s.fallback.Stop()
+	}
+	if s.pendingActive != nil {
+		s.sendActiveLocked(*s.pendingActive)
 		s.pendingActive = nil
+	}
+}
+
+func (s *consumerSink) detachLocked() {
+	s.detached = true
+	if s.fallback != nil {
+		s.fallback.Stop()
 	}
 }
 
 func (s *consumerSink) detach() {
 	s.mu.Lock()
-	s.detached = true
+	s.detachLocked()
 	s.mu.Unlock()
 }
 
@@ -248,6 +282,7 @@ var errConsumerNotFound = fmt.Errorf("%w: Consumer not found", wire.ErrMetadata)
 
 func (c *conn) handleFlow(cmd *pulsarpb.CommandFlow) {
 	if h := c.consumer(cmd.GetConsumerId()); h != nil {
+		h.sink.makeRoutable()
 		h.cons.Flow(cmd.GetMessagePermits())
 	}
 }

@@ -86,7 +86,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 	opts.OnClosed = func() { c.brokerClosedProducer(h) }
 
 	c.goRequest(func(ctx context.Context) {
-		prod, version, err := c.createProducer(ctx, topic, opts, schemaInfoOf(cmd.GetSchema()))
+		prod, version, err := c.createProducer(ctx, topic, opts, schemaInfoOf(cmd.GetSchema()), cmd.GetInitialSubscriptionName())
 		if err != nil {
 			c.forgetProducer(h)
 			c.log.Debug("producer refused", "topic", topic.String(), "producerId", id, "err", err)
@@ -125,7 +125,10 @@ func replicatorSource(producerName string) (string, bool) {
 	return src, src != ""
 }
 
-func (c *conn) createProducer(ctx context.Context, topic naming.TopicName, opts broker.ProducerOptions, info *schema.Info) (*broker.Producer, []byte, error) {
+// createProducer checks a replicator's source, loads (or creates) the topic, registers the
+// producer's schema, creates the producer's initial subscription if it asked for one, and attaches
+// the producer.
+func (c *conn) createProducer(ctx context.Context, topic naming.TopicName, opts broker.ProducerOptions, info *schema.Info, initialSub string) (*broker.Producer, []byte, error) {
 	if src, ok := replicatorSource(opts.Name); ok && c.s.opts.AdmitReplicator != nil {
 		if err := c.s.opts.AdmitReplicator(ctx, topic, src); err != nil {
 			return nil, nil, err
@@ -138,6 +141,15 @@ func (c *conn) createProducer(ctx context.Context, topic naming.TopicName, opts 
 	version, err := c.producerSchema(ctx, topic, info)
 	if err != nil {
 		return nil, nil, err
+	}
+	if initialSub != "" {
+		// PRODUCER.initial_subscription_name (the Go client's DLQ producer): a durable subscription
+		// that exists before the first message, so a consumer that comes later misses nothing. An
+		// existing subscription is left as it is.
+		err := t.CreateSubscription(ctx, initialSub, broker.EarliestPosition, false)
+		if err != nil && !errors.Is(err, broker.ErrNotAllowed) {
+			return nil, nil, fmt.Errorf("initial subscription %q: %w", initialSub, err)
+		}
 	}
 	p, err := t.AddProducer(ctx, opts)
 	return p, version, err

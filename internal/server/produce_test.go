@@ -366,3 +366,21 @@ func TestBrokerWidePublishBudgetBoundsMemory(t *testing.T) {
 	}
 	t.Logf("max %d bytes in flight with a %d byte budget; connections throttled %d times", maxBytes.Load(), budget, s.Stats().Throttled)
 }
+
+func TestProducerInitialSubscriptionIsCreatedBeforeTheFirstMessage(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	topic := "persistent://public/default/with-initial-sub"
+	c.send(&pulsarpb.CommandProducer{Topic: proto.String(topic), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1),
+		InitialSubscriptionName: proto.String("dlq-sub")})
+	name := c.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS).Cmd.GetProducerSuccess().GetProducerName()
+	c.sendMessage(1, 0, entry(t, name, 0, []byte("dead letter")))
+	c.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
+	// A consumer arriving later with the default initial position (Latest) still gets it.
+	c.send(&pulsarpb.CommandSubscribe{Topic: proto.String(topic), Subscription: proto.String("dlq-sub"),
+		SubType: pulsarpb.CommandSubscribe_Shared.Enum(), ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(2)})
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+	c.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)})
+	c.expectSkipping(pulsarpb.BaseCommand_MESSAGE, pulsarpb.BaseCommand_ACTIVE_CONSUMER_CHANGE)
+}
