@@ -21,8 +21,13 @@ echo "== go vet"
 go vet ./...
 (cd tests && go vet ./...)
 
+# Both modules always run, so one failure does not hide another; the script fails if either failed.
+status=0
 echo "== go test (root module)"
-go test -race -short -count=1 -timeout 15m ./...
+go test -race -short -count=1 -timeout 15m ./... || status=1
 
 echo "== go test (tests module)"
-(cd tests && go test -race -short -count=1 -timeout 15m ./...)
+(cd tests && go test -race -short -count=1 -timeout 15m ./...) || status=1
+
+if [ $status -ne 0 ]; then echo "FAIL: see the failures above"; fi
+exit $status
