@@ -1,0 +1,552 @@
+package replication_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/brokertest"
+	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/node"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// cluster is one in-process broker with its admin client.
+type cluster struct {
+	name  string
+	b     *brokertest.Broker
+	admin *adminapi.Client
+}
+
+func startCluster(t *testing.T, name string) *cluster {
+	t.Helper()
+	b := brokertest.Start(t, brokertest.WithCluster(name))
+	a, err := adminapi.NewClient(b.AdminURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{name: name, b: b, admin: a}
+}
+
+// knows registers other on c and allows both for tenant public (c then accepts other's traffic).
+func (c *cluster) knows(t *testing.T, ctx context.Context, others ...*cluster) {
+	t.Helper()
+	allowed := []string{c.name}
+	for _, o := range others {
+		if err := c.admin.CreateCluster(ctx, o.name, adminapi.ClusterData{ServiceURL: o.b.AdminURL, BrokerServiceURL: o.b.ServiceURL}); err != nil {
+			t.Fatalf("%s: register %s: %v", c.name, o.name, err)
+		}
+		allowed = append(allowed, o.name)
+	}
+	if err := c.admin.UpdateTenant(ctx, "public", adminapi.TenantInfo{AllowedClusters: allowed, AdminRoles: []string{}}); err != nil {
+		t.Fatalf("%s: tenant: %v", c.name, err)
+	}
+}
+
+func (c *cluster) replicateTo(t *testing.T, ctx context.Context, clusters ...string) {
+	t.Helper()
+	if err := c.admin.SetReplicationClusters(ctx, "public/default", clusters); err != nil {
+		t.Fatalf("%s: set clusters: %v", c.name, err)
+	}
+}
+
+func (c *cluster) client(t *testing.T) *client.Client {
+	t.Helper()
+	cl, err := client.New(client.Options{ServiceURL: c.b.ServiceURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func produce(t *testing.T, ctx context.Context, cl *client.Client, topic, prefix string, n int) {
+	t.Helper()
+	p, err := cl.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	for i := range n {
+		if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte(fmt.Sprintf("%s-%d", prefix, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// receiveAll reads exactly want messages (failing on more within a short grace period) and returns
+// payload -> replicated_from, checking per-origin order.
+func receiveAll(t *testing.T, ctx context.Context, cs *client.Consumer, want int) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	type seq struct {
+		prefix string
+		i      int
+	}
+	last := map[string]seq{} // per origin: the last message's producer prefix and index
+	for len(got) < want {
+		m, err := cs.Receive(ctx)
+		if err != nil {
+			t.Fatalf("after %d of %d messages: %v", len(got), want, err)
+		}
+		p := string(m.Payload)
+		if _, dup := got[p]; dup {
+			t.Fatalf("duplicate %q", p)
+		}
+		got[p] = m.ReplicatedFrom
+		var s seq
+		if prefix, idx, ok := strings.Cut(p, "-"); ok {
+			s.prefix = prefix
+			s.i, _ = strconv.Atoi(idx)
+		}
+		if prev, ok := last[m.ReplicatedFrom]; ok && prev.prefix == s.prefix && s.i <= prev.i {
+			t.Fatalf("order: %q after index %d from %q", p, prev.i, m.ReplicatedFrom)
+		}
+		last[m.ReplicatedFrom] = s
+		_ = cs.Ack(ctx, m.ID)
+	}
+	extra, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if m, err := cs.Receive(extra); err == nil {
+		t.Fatalf("unexpected extra message %q from %q", m.Payload, m.ReplicatedFrom)
+	}
+	return got
+}
+
+func waitStats(t *testing.T, ctx context.Context, c *cluster, topic, remote string, what string, ok func(adminapi.ReplicatorStats) bool) adminapi.ReplicatorStats {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var last adminapi.ReplicatorStats
+	for time.Now().Before(deadline) {
+		st, err := c.admin.TopicStats(ctx, topic)
+		if err == nil {
+			last = st.Replication[remote]
+			if ok(last) {
+				return last
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: %s -> %s: %s: last stats %+v", c.name, topic, remote, what, last)
+	return last
+}
+
+func TestEndToEndOneWayThenTwoWay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	a.replicateTo(t, ctx, "a", "b")
+	const topic = "persistent://public/default/e2e"
+
+	// One way: produce on a (the topic is created by its first producer in a replicated namespace).
+	ca, cb := a.client(t), b.client(t)
+	produce(t, ctx, ca, topic, "a", 200)
+	consB, err := cb.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "check",
+		InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := receiveAll(t, ctx, consB, 200)
+	for p, from := range got {
+		if from != "a" {
+			t.Fatalf("%q replicated_from %q", p, from)
+		}
+	}
+	st := waitStats(t, ctx, a, topic, "b", "caught up", func(s adminapi.ReplicatorStats) bool {
+		return s.Connected && s.ReplicationBacklog == 0 && s.MsgOutCounter == 200
+	})
+	if st.LastError != "" || st.OutboundConnectedSince == "" || st.StartMode != "earliest" {
+		t.Fatalf("stats %+v", st)
+	}
+	waitStats(t, ctx, b, topic, "a", "inbound counted", func(s adminapi.ReplicatorStats) bool { return s.MsgInCounter == 200 })
+
+	// Two way: b replicates back; a's messages are not sent back to a.
+	b.replicateTo(t, ctx, "a", "b")
+	consA, err := ca.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "check-a", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, ctx, b, topic, "a", "b's replicator running", func(s adminapi.ReplicatorStats) bool { return s.Connected })
+	produce(t, ctx, cb, topic, "b", 100)
+	gotA := receiveAll(t, ctx, consA, 300) // a's own 200 + b's 100
+	n := 0
+	for p, from := range gotA {
+		if from == "b" {
+			n++
+		} else if from != "" {
+			t.Fatalf("%q on a replicated from %q", p, from)
+		}
+	}
+	if n != 100 {
+		t.Fatalf("a got %d messages from b", n)
+	}
+	gotB := receiveAll(t, ctx, consB, 100) // only b's own new messages: nothing looped back
+	for p, from := range gotB {
+		if from != "" {
+			t.Fatalf("%q on b replicated from %q (loop)", p, from)
+		}
+	}
+	st = waitStats(t, ctx, b, topic, "a", "b caught up", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 })
+	if st.StartMode != "latest" || st.MsgInCounter != 200 {
+		t.Fatalf("b -> a: a replicator added to a topic with data starts at latest: %+v", st)
+	}
+}
+
+// TestEndToEndTargetDownAndBack stops the target, checks that the source says so, restarts the target
+// on the same ports and data, and checks that replication resumes within 10 s with nothing lost or
+// duplicated.
+func TestEndToEndTargetDownAndBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	a.replicateTo(t, ctx, "a", "b")
+	const topic = "persistent://public/default/outage"
+	ca := a.client(t)
+	produce(t, ctx, ca, topic, "x", 50)
+	waitStats(t, ctx, a, topic, "b", "caught up", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
+
+	b.b.Stop()
+	produce(t, ctx, ca, topic, "y", 50)
+	waitStats(t, ctx, a, topic, "b", "outage visible", func(s adminapi.ReplicatorStats) bool {
+		return !s.Connected && s.LastError != "" && s.ReplicationBacklog == 50
+	})
+	b.b.Restart()
+	back := time.Now()
+	waitStats(t, ctx, a, topic, "b", "resumed", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
+	if d := time.Since(back); d > 10*time.Second {
+		t.Fatalf("resumed %v after the target returned", d)
+	}
+	cb := b.client(t)
+	consB, err := cb.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "check", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveAll(t, ctx, consB, 100)
+}
+
+// TestEndToEndMeshSharedStore: three clusters sharing one configuration store, configured once;
+// each receives exactly the union of all clusters' messages, in order per origin, once.
+func TestEndToEndMeshSharedStore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	store := memstore.New()
+	defer store.Close()
+	shared := brokertest.WithNodeOptions(func(o *node.Options) { o.SharedConfigStore = store })
+	var cs []*cluster
+	for i, name := range []string{"a", "b", "c"} {
+		b := brokertest.Start(t, brokertest.WithCluster(name), shared)
+		adm, err := adminapi.NewClient(b.AdminURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, &cluster{name: name, b: b, admin: adm})
+		if i == 0 {
+			// Configure once, on the shared store: the other clusters (registered now, their URLs
+			// are updated when they start) are allowed for the tenant.
+			for _, o := range []string{"b", "c"} {
+				if err := adm.CreateCluster(ctx, o, adminapi.ClusterData{ServiceURL: "http://127.0.0.1:1", BrokerServiceURL: "pulsar://127.0.0.1:1"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := adm.UpdateTenant(ctx, "public", adminapi.TenantInfo{AllowedClusters: []string{"a", "b", "c"}, AdminRoles: []string{}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cs[0].replicateTo(t, ctx, "a", "b", "c")
+	const topic = "persistent://public/default/mesh"
+	consumers := map[string]*client.Consumer{}
+	for _, c := range cs {
+		cons, err := c.client(t).Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "check", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumers[c.name] = cons
+	}
+	for _, c := range cs {
+		produce(t, ctx, c.client(t), topic, c.name, 100)
+	}
+	for _, c := range cs {
+		got := receiveAll(t, ctx, consumers[c.name], 300)
+		for p, from := range got {
+			origin, _, _ := strings.Cut(p, "-")
+			want := origin
+			if origin == c.name {
+				want = ""
+			}
+			if from != want {
+				t.Fatalf("%s: %q replicated_from %q, want %q", c.name, p, from, want)
+			}
+		}
+	}
+}
+
+// TestEndToEndSourceRestartNoDuplicates restarts the source while it replicates: the replicator
+// resumes from its cursor, and the target drops what it already stored by source position.
+func TestEndToEndSourceRestartNoDuplicates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	a.replicateTo(t, ctx, "a", "b")
+	const topic = "persistent://public/default/restart"
+	produce(t, ctx, a.client(t), topic, "m", 1000)
+	a.b.Restart() // very likely in the middle of replicating the 1000
+	cons, err := b.client(t).Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "check", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveAll(t, ctx, cons, 1000)
+	waitStats(t, ctx, a, topic, "b", "caught up after restart", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
+}
+
+// TestEndToEndRefusedThenAllowed: the target does not allow the source for the tenant; the source
+// shows the refusal as lastError and keeps retrying; once allowed, replication proceeds.
+func TestEndToEndRefusedThenAllowed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	a.replicateTo(t, ctx, "a", "b")
+	const topic = "persistent://public/default/refused"
+	produce(t, ctx, a.client(t), topic, "m", 10)
+	st := waitStats(t, ctx, a, topic, "b", "refusal shown", func(s adminapi.ReplicatorStats) bool { return !s.Connected && s.LastError != "" })
+	t.Logf("lastError while refused: %s", st.LastError)
+	b.knows(t, ctx, a)
+	waitStats(t, ctx, a, topic, "b", "replicated once allowed", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
+}
+
+// TestEndToEndRemoveCluster: removing the remote stops its replicator and deletes its cursor.
+func TestEndToEndRemoveCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	a.replicateTo(t, ctx, "a", "b")
+	const topic = "persistent://public/default/removed"
+	produce(t, ctx, a.client(t), topic, "m", 10)
+	waitStats(t, ctx, a, topic, "b", "caught up", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
+	a.replicateTo(t, ctx, "a")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		is, err := a.admin.InternalStats(ctx, topic)
+		st, err2 := a.admin.TopicStats(ctx, topic)
+		if err == nil && err2 == nil {
+			_, hasCursor := is.Cursors["pulsar.repl.b"]
+			_, hasStats := st.Replication["b"]
+			if !hasCursor && !hasStats {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicator or cursor of b still there: %v %v", err, err2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEndToEndDispatchRate: a replicator under replicatorDispatchRate runs within ±20% of the limit.
+func TestEndToEndDispatchRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes several seconds")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	if err := a.admin.SetNamespacePolicy(ctx, "POST", "public/default", "replicatorDispatchRate", nil,
+		adminapi.DispatchRate{DispatchThrottlingRateInMsg: 200, DispatchThrottlingRateInByte: -1}); err != nil {
+		t.Fatal(err)
+	}
+	const topic = "persistent://public/default/rate"
+	produce(t, ctx, a.client(t), topic, "m", 1400) // stored before replication starts: a pure catch-up
+	if err := a.admin.SetNamespacePolicy(ctx, "PUT", "public/default", "properties", nil, map[string]string{"replicationStartAt": "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a.replicateTo(t, ctx, "a", "b")
+	st := waitStats(t, ctx, a, topic, "b", "caught up", func(s adminapi.ReplicatorStats) bool { return s.MsgOutCounter == 1400 })
+	if st.StartMode != "earliest" {
+		t.Fatalf("start mode %q, want earliest (namespace property)", st.StartMode)
+	}
+	// 200 msg/s with one second of burst: 1400 messages take about 6 s.
+	el := time.Since(start).Seconds()
+	rate := 1200 / (el - 0) // the first 200 go as the burst
+	if rate < 160 || rate > 240 {
+		t.Fatalf("1400 messages at 200 msg/s took %.1f s (%.0f msg/s after the burst)", el, rate)
+	}
+}
+
+// TestReplicationCatchUpThroughput measures catch-up: N x 1 KiB stored on a, then replication to b
+// enabled at earliest; the rate is N / time until b acknowledged everything. Both sides fsync before
+// acknowledging. Run with MERIDIAN_BENCH_CATCHUP=N (e.g. 200000).
+func TestReplicationCatchUpThroughput(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_CATCHUP"))
+	if n <= 0 {
+		t.Skip("set MERIDIAN_BENCH_CATCHUP=N to measure")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	const topic = "persistent://public/default/catchup"
+	p, err := a.client(t).CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 1024)
+	errs := make(chan error, 1)
+	for range n {
+		if err := p.SendAsync(ctx, client.ProducerMessage{Payload: payload}, func(_ client.MessageID, err error) {
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	if err := a.admin.SetNamespacePolicy(ctx, "PUT", "public/default", "properties", nil, map[string]string{"replicationStartAt": "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a.replicateTo(t, ctx, "a", "b")
+	for {
+		st, err := a.admin.TopicStats(ctx, topic)
+		if err == nil && st.Replication["b"].MsgOutCounter >= int64(n) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	el := time.Since(start)
+	t.Logf("catch-up of %d x 1 KiB: %v, %.0f msg/s, %.1f MB/s", n, el, float64(n)/el.Seconds(), float64(n)*1024/el.Seconds()/1e6)
+}
+
+// TestReplicationLatency measures producer-on-a to consumer-on-b latency at a fixed rate (1 KiB,
+// publish time to receive time, same clock). Run with MERIDIAN_BENCH_LATENCY=msgPerSec (e.g. 5000);
+// it runs 10 s.
+func TestReplicationLatency(t *testing.T) {
+	rate, _ := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_LATENCY"))
+	if rate <= 0 {
+		t.Skip("set MERIDIAN_BENCH_LATENCY=msgPerSec to measure")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	a.replicateTo(t, ctx, "a", "b")
+	const topic = "persistent://public/default/latency"
+	p, err := a.client(t).CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := b.client(t).Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "lat", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, ctx, a, topic, "b", "connected", func(s adminapi.ReplicatorStats) bool { return s.Connected })
+	const dur = 10 * time.Second
+	total := rate * int(dur/time.Second)
+	payload := make([]byte, 1024)
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		sent := 0
+		for sent < total {
+			<-tick.C
+			due := int(time.Since(start).Seconds() * float64(rate))
+			for ; sent < due && sent < total; sent++ {
+				msg := client.ProducerMessage{Payload: payload, Properties: map[string]string{"t": strconv.FormatInt(time.Now().UnixNano(), 10)}}
+				if err := p.SendAsync(ctx, msg, func(client.MessageID, error) {}); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	lat := make([]time.Duration, 0, total)
+	for len(lat) < total {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("after %d: %v", len(lat), err)
+		}
+		ns, _ := strconv.ParseInt(m.Properties["t"], 10, 64)
+		lat = append(lat, time.Since(time.Unix(0, ns)))
+		_ = cons.Ack(ctx, m.ID)
+	}
+	slices.Sort(lat)
+	t.Logf("latency a->b at %d msg/s x 1 KiB over %v: p50 %v, p99 %v, max %v", rate, dur, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+}
+
+// TestEndToEndPartitionedTopic: a partitioned topic on independent clusters; the replicators create
+// the remote partitioned topic with the same partition count and replicate partition by partition.
+func TestEndToEndPartitionedTopic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	const base = "persistent://public/default/parts"
+	if err := a.admin.CreateTopic(ctx, base, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	a.replicateTo(t, ctx, "a", "b")
+	ca := a.client(t)
+	for i := range 3 {
+		produce(t, ctx, ca, fmt.Sprintf("%s-partition-%d", base, i), fmt.Sprintf("p%d", i), 20)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		md, err := b.admin.GetPartitionedMetadata(ctx, base)
+		if err == nil && md.Partitions == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("remote partitioned topic: %+v %v", md, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cb := b.client(t)
+	for i := range 3 {
+		part := fmt.Sprintf("%s-partition-%d", base, i)
+		cons, err := cb.Subscribe(ctx, client.ConsumerOptions{Topic: part, Subscription: "check", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := receiveAll(t, ctx, cons, 20)
+		for p := range got {
+			if !strings.HasPrefix(p, fmt.Sprintf("p%d-", i)) {
+				t.Fatalf("%s received %q", part, p)
+			}
+		}
+	}
+}
