@@ -101,7 +101,8 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 		t.Fatalf("running %v with a local-only namespace", m.Running())
 	}
 
-	// Adding b: a replicator starts within a second, at latest (the old data stays local).
+	// Adding b: a replicator starts within a second (typically a few ms; the wait allows for a loaded
+	// CI machine), at latest (the old data stays local).
 	changed := time.Now()
 	if err := cat.UpdateNamespace(ctx, "t/ns", func(p *adminapi.Policies) error {
 		p.ReplicationClusters = []string{"a", "b"}
@@ -109,7 +110,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "replicator to b", func() bool { return len(m.Running()) == 1 })
+	waitFor(t, 3*time.Second, "replicator to b", func() bool { return len(m.Running()) == 1 })
 	t.Logf("replicator started %v after the policy change", time.Since(changed))
 	lt.append(mkEntry(t, Position{}, "new", nil).Data, 1)
 	waitFor(t, 5*time.Second, "new entry at b", func() bool { return remotes.get("b").topic.LastConfirmed().EntryID == 0 })
@@ -135,7 +136,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "rate applied", func() bool { return m.Stats(topic)["c"].Rate.MessagesPerSecond == 50 })
+	waitFor(t, 3*time.Second, "rate applied", func() bool { return m.Stats(topic)["c"].Rate.MessagesPerSecond == 50 })
 
 	// Removing b while it is down: stopped within a second, cursor deleted, backlog counted.
 	rb := remotes.get("b")
@@ -155,7 +156,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "b removed", func() bool {
+	waitFor(t, 3*time.Second, "b removed", func() bool {
 		_, hasB := m.Stats(topic)["b"]
 		return !hasB && m.Abandoned()["b"] == 3
 	})
