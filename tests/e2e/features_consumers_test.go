@@ -381,7 +381,6 @@ func TestNonPersistentTopic(t *testing.T) {
 	topic := strings.Replace(harness.Topic(t), "persistent://", "non-persistent://", 1)
 	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
 	if err != nil {
-		harness.Pending(t, "non-persistent topics refused by the server: "+err.Error())
 		t.Fatal(err)
 	}
 	t.Cleanup(cons.Close)

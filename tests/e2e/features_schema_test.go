@@ -31,7 +31,6 @@ type userV2 struct {
 // version 1, an incompatible producer and a consumer of another type are refused, and the admin
 // API shows the history.
 func TestSchemaAvroProduceConsume(t *testing.T) {
-	harness.Pending(t, "schema hooks in internal/server and internal/node (to-server.md, features 09:5x)")
 	b := startBroker(t, brokerConfig{})
 	client := harness.NewClient(t, b, nil)
 	admin := harness.NewAdmin(t, b)
@@ -123,7 +122,6 @@ func TestSchemaAvroProduceConsume(t *testing.T) {
 // TestSchemaJSONAndBytes: JSON schema producers and consumers round-trip values; a producer without
 // a schema (BYTES) may still write to a topic with one, as on Pulsar.
 func TestSchemaJSONAndBytes(t *testing.T) {
-	harness.Pending(t, "schema hooks in internal/server and internal/node (to-server.md, features 09:5x)")
 	b := startBroker(t, brokerConfig{})
 	client := harness.NewClient(t, b, nil)
 	topic := harness.Topic(t)
