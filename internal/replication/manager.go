@@ -75,10 +75,13 @@ type Manager struct {
 	topicReq  map[string]bool
 	nsReq     map[string]bool
 	fullReq   bool
-	kick      chan struct{}
-	cancel    context.CancelFunc
-	done      chan struct{}
-	started   bool
+	// thoroughReq makes the next full pass open every topic (to find cursors of remotes removed
+	// while this broker was down); set at start and on a catalog resync, not by the periodic pass.
+	thoroughReq bool
+	kick        chan struct{}
+	cancel      context.CancelFunc
+	done        chan struct{}
+	started     bool
 }
 
 type managed struct {
@@ -123,7 +126,7 @@ func (m *Manager) Start(ctx context.Context) {
 		return
 	}
 	m.started = true
-	m.fullReq = true
+	m.fullReq, m.thoroughReq = true, true
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel, m.done = cancel, make(chan struct{})
 	m.mu.Unlock()
@@ -258,7 +261,9 @@ func (m *Manager) onEvent(ev catalog.Event) {
 			m.ownsProd.forget(ev.Name)
 		}
 		m.fullReq = true
-	case catalog.EventResync, catalog.EventTenant:
+	case catalog.EventResync:
+		m.fullReq, m.thoroughReq = true, true
+	case catalog.EventTenant:
 		m.fullReq = true
 	}
 }
@@ -284,8 +289,8 @@ func (m *Manager) restartClosedTopics(ctx context.Context) {
 // reconcile runs one control pass over what was requested.
 func (m *Manager) reconcile(ctx context.Context) {
 	m.mu.Lock()
-	full, nsReq, topicReq := m.fullReq, m.nsReq, m.topicReq
-	m.fullReq, m.nsReq, m.topicReq = false, map[string]bool{}, map[string]bool{}
+	full, thorough, nsReq, topicReq := m.fullReq, m.thoroughReq, m.nsReq, m.topicReq
+	m.fullReq, m.thoroughReq, m.nsReq, m.topicReq = false, false, map[string]bool{}, map[string]bool{}
 	m.mu.Unlock()
 
 	namespaces := map[string]bool{}
@@ -328,7 +333,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 
 	var inputs []TopicInput
 	for _, t := range sortedKeys(topics) {
-		in, lt, ok := m.input(ctx, t, opened[t], full || nsReq[namespaceOf(t)] || topicReq[t])
+		in, lt, ok := m.input(ctx, t, opened[t], (full && thorough) || nsReq[namespaceOf(t)] || topicReq[t])
 		if !ok {
 			continue // could not open it now; keep what runs, retry on the next pass
 		}
