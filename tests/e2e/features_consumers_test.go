@@ -406,3 +406,35 @@ func TestNonPersistentTopic(t *testing.T) {
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
 	expectNothing(t, late, 300*time.Millisecond)
 }
+
+// TestNonPersistentSlowConsumerDrops: a non-persistent topic never holds messages back for a slow
+// consumer: a consumer that receives nothing while 300 messages go by gets at most what its permits
+// allowed, and the producer is never blocked.
+func TestNonPersistentSlowConsumerDrops(t *testing.T) {
+	b := startBroker(t, brokerConfig{})
+	client := harness.NewClient(t, b, nil)
+	topic := strings.Replace(harness.Topic(t), "persistent://", "non-persistent://", 1)
+	slow := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "slow", ReceiverQueueSize: 10})
+	prod := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	ctx := testCtx(t, 30*time.Second)
+	for i := 0; i < 300; i++ {
+		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	got := 0
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		m, err := slow.Receive(rctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		_ = slow.Ack(m)
+		got++
+	}
+	if got == 0 || got >= 300 {
+		t.Fatalf("slow consumer got %d of 300 messages; want some, but not all (the rest dropped)", got)
+	}
+	t.Logf("slow consumer got %d of 300", got)
+}
