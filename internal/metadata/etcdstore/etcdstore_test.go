@@ -85,20 +85,22 @@ func TestConformanceEtcdProcess(t *testing.T) {
 }
 
 func TestPrefixesAreIsolated(t *testing.T) {
-	a := open(t, shared.Endpoints(), "/iso")
-	b := open(t, shared.Endpoints(), "/isolated")
+	pa := newPrefix()
+	pb := pa + "lated" // pa is a string prefix of pb
+	a := open(t, shared.Endpoints(), pa)
+	b := open(t, shared.Endpoints(), pb)
 	ctx := context.Background()
 	if _, err := b.Put(ctx, "/k", []byte("b"), 0); err != nil {
 		t.Fatal(err)
 	}
 	kvs, _, err := a.List(ctx, "")
 	if err != nil || len(kvs) != 0 {
-		t.Fatalf("store /iso sees %v (err %v) from store /isolated", kvs, err)
+		t.Fatalf("store %s sees %v (err %v) from store %s", pa, kvs, err, pb)
 	}
 	if _, err := a.Get(ctx, "/k"); !errors.Is(err, metadata.ErrNotFound) {
 		t.Fatalf("Get across prefixes: %v", err)
 	}
-	raw, err := b.Client().Get(ctx, "/isolated/k")
+	raw, err := b.Client().Get(ctx, pb+"/k")
 	if err != nil || len(raw.Kvs) != 1 {
 		t.Fatalf("key not stored under the prefix: %v %v", raw, err)
 	}
