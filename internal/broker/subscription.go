@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -595,6 +596,13 @@ func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, errStoragePanic) {
+				// Do not retry a read that crashes: unload the topic (clients reconnect, storage
+				// reopens the ledger) and wait to be stopped.
+				b.fenceTopicAsync(s.topic, err)
+				<-ctx.Done()
+				return
+			}
 			if s.handleReadError(plan, err) {
 				continue
 			}
@@ -656,8 +664,19 @@ func (s *subscriptionState) deliver(ds []delivery) {
 	}
 }
 
-// read performs a read plan.
-func (s *subscriptionState) read(ctx context.Context, p readPlan) ([]storage.Entry, error) {
+// errStoragePanic marks a storage read that panicked.
+var errStoragePanic = errors.New("storage read panicked")
+
+// read performs a read plan. A panic inside storage is turned into an error (with its stack in the
+// log), so that one damaged ledger cannot take the whole broker down.
+func (s *subscriptionState) read(ctx context.Context, p readPlan) (entries []storage.Entry, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.topic.b.log.Error("storage read panicked", slog.String("topic", s.topic.name.String()),
+				slog.String("subscription", s.name), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			entries, err = nil, fmt.Errorf("%w: %v", errStoragePanic, r)
+		}
+	}()
 	if p.seq {
 		return s.topic.ledger.Read(ctx, p.from, p.max, s.topic.readBytesHint(p.max))
 	}
