@@ -160,6 +160,11 @@ func (s *subscriptionState) notify() {
 
 // addConsumer attaches a consumer (the caller holds s.opMu).
 func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink) (*consumerState, error) {
+	// The topic's close sets its state before it takes each subscription's opMu (held here) to
+	// disconnect consumers: either it sees this consumer, or this check sees the close.
+	if s.topic.isClosed() {
+		return nil, fmt.Errorf("topic %s is closing: %w", s.topic.name, ErrTopicFenced)
+	}
 	s.mu.Lock()
 	if s.deleted {
 		s.mu.Unlock()
