@@ -876,10 +876,17 @@ func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry
 		for at < limit && !full() {
 			body, sz, derr := decodeRecord(buf[pos:n], nil)
 			if derr != nil {
-				need := int(binary.LittleEndian.Uint32(buf[pos:])) + recHeaderSize
-				if pos+recHeaderSize <= n && need > len(buf) && need <= maxRecordBody+recHeaderSize {
-					buf = make([]byte, need)
-				} else if pos == 0 {
+				// The record may just continue past this read: refill from it (growing the
+				// buffer for a record larger than it). At the start of a read it is corrupt.
+				grow := false
+				if pos+recHeaderSize <= n {
+					need := int(binary.LittleEndian.Uint32(buf[pos:])) + recHeaderSize
+					if need > len(buf) && need <= maxRecordBody+recHeaderSize {
+						buf = make([]byte, need)
+						grow = true
+					}
+				}
+				if pos == 0 && !grow {
 					return out, total, fmt.Errorf("%w: segment %d: bad record at offset %d", ErrCorrupt, id, off)
 				}
 				break

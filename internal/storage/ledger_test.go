@@ -295,3 +295,46 @@ func TestMidSegmentCorruptionFences(t *testing.T) {
 		t.Fatal("append to a corrupt ledger")
 	}
 }
+
+// TestReadChunkBoundaries reads with every batch size over records of mixed sizes, so that
+// records straddle the end of every read buffer (a regression test for a panic there).
+func TestReadChunkBoundaries(t *testing.T) {
+	ctx := context.Background()
+	e := openMem(t, vfs.NewMem(), func(o *Options) { o.CacheBytes = -1 })
+	defer e.Close()
+	l, _ := e.OpenLedger(ctx, "chunks")
+	var want [][]byte
+	for i := 0; i < 300; i++ {
+		d := []byte(strings.Repeat(string(rune('a'+i%26)), (i*397)%9000))
+		if _, err := l.Append(ctx, d, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, d)
+	}
+	for _, batch := range []int{0, 1, 2, 3, 7, 64, 299} {
+		for _, maxBytes := range []int64{0, 1, 5000, 1 << 20} {
+			var got []Entry
+			from := Earliest
+			for {
+				es, err := l.Read(ctx, from, batch, maxBytes)
+				if err != nil {
+					t.Fatalf("batch %d maxBytes %d: %v", batch, maxBytes, err)
+				}
+				if len(es) == 0 {
+					break
+				}
+				got = append(got, es...)
+				last := es[len(es)-1].Position
+				from = Position{last.LedgerID, last.EntryID + 1}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("batch %d maxBytes %d: %d entries", batch, maxBytes, len(got))
+			}
+			for i := range got {
+				if string(got[i].Data) != string(want[i]) {
+					t.Fatalf("batch %d maxBytes %d: entry %d differs", batch, maxBytes, i)
+				}
+			}
+		}
+	}
+}
