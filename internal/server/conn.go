@@ -481,6 +481,14 @@ func (c *conn) sendPayloadCommand(body proto.Message, payload []byte) bool {
 		return false
 	}
 	binary.BigEndian.PutUint32(hdr, uint32(len(hdr)-4+len(payload)))
+	if queued := c.out.queuedBytes(); queued > c.s.opts.maxQueuedBytes() {
+		// Deliveries are bounded by the permits the client granted, but a client may grant
+		// billions and then stop reading. Past this bound it is dropped rather than allowed to
+		// pin unbounded memory; it reconnects and its unacknowledged messages are redelivered.
+		c.log.Warn("closing connection: the client does not read what it asked for", "queuedBytes", queued)
+		c.abort(fmt.Errorf("outbound queue of %d bytes: client not reading", queued))
+		return false
+	}
 	return c.out.push(hdr, payload)
 }
 

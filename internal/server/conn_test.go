@@ -259,3 +259,30 @@ func TestActiveConsumerChangeWaitsForTheConsumersFirstFlow(t *testing.T) {
 		t.Fatalf("ACTIVE_CONSUMER_CHANGE %v", ac)
 	}
 }
+
+// TestConsumerThatStopsReadingIsDisconnected grants huge permits and never reads: the server must
+// drop that connection once its outbound queue passes the bound, and keep serving the producer.
+func TestConsumerThatStopsReadingIsDisconnected(t *testing.T) {
+	s := startServer(t, Options{MaxOutboundBytes: 64 * 1024})
+	topic := "persistent://public/default/not-reading"
+	sub := dialRaw(t, s.addr)
+	sub.connect()
+	sub.send(&pulsarpb.CommandSubscribe{Topic: proto.String(topic), Subscription: proto.String("s"),
+		SubType: pulsarpb.CommandSubscribe_Exclusive.Enum(), ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(1)})
+	sub.expect(pulsarpb.BaseCommand_SUCCESS)
+	sub.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1 << 31)})
+	// From now on the subscriber reads nothing.
+
+	pub := dialRaw(t, s.addr)
+	pub.connect()
+	name := pub.createProducer(topic, 1, 1)
+	body := make([]byte, 64*1024)
+	open := func() int64 { return s.Stats().ConnectionsOpen }
+	for seq := uint64(0); seq < 2000 && open() == 2; seq++ {
+		pub.sendMessage(1, seq, entry(t, name, seq, body))
+		pub.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
+	}
+	waitFor(t, "the non-reading consumer's connection to close", func() bool { return open() == 1 })
+	pub.send(&pulsarpb.CommandPing{})
+	pub.expect(pulsarpb.BaseCommand_PONG)
+}

@@ -105,7 +105,8 @@ type Options struct {
 	// broker.Config.MaxPublishBytesInFlight, applies): beyond it the connection stops reading.
 	MaxPendingSendBytes int64
 	// MaxOutboundBytes per connection: beyond it the connection stops reading until the client
-	// drains its socket.
+	// drains its socket; at four times it the connection is closed (a client that granted permits
+	// and stopped reading must not pin unbounded memory).
 	MaxOutboundBytes int
 	// AdmitReplicator decides whether a replicator producer (name "pulsar.repl.<source>-->...")
 	// from cluster source may publish to topic (DESIGN.md §6: the tenant must allow the source and
@@ -115,6 +116,9 @@ type Options struct {
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// maxQueuedBytes is the outbound queue size at which a connection is closed.
+func (o *Options) maxQueuedBytes() int { return 4 * o.MaxOutboundBytes }
 
 func (o *Options) setDefaults() error {
 	if o.Broker == nil {
