@@ -28,6 +28,10 @@ type entryInfo struct {
 	publishTime int64
 	// acked is the bitset (bit set = acknowledged) of a partially acknowledged batch, from the cursor.
 	acked []uint64
+	// chunkUUID identifies a chunked message (MessageMetadata.uuid) when the entry is one of its
+	// chunks; lastChunk marks its last chunk.
+	chunkUUID string
+	lastChunk bool
 }
 
 // dconsumer is the dispatcher's view of one consumer.
@@ -83,6 +87,9 @@ type dispatchState struct {
 	redeliveries map[storage.Position]uint32
 	// owner maps each pending position to the consumer holding it.
 	owner map[storage.Position]*dconsumer
+	// chunkOwner keeps the chunks of one chunked message on one Shared consumer, so the client can
+	// reassemble it: message uuid -> the consumer that got its first chunk.
+	chunkOwner map[string]*dconsumer
 	// avgBatch is a moving average of messages per entry, so that a read is sized in entries from
 	// permits counted in messages (as Pulsar's avgMessagesPerEntry).
 	avgBatch float64
@@ -340,6 +347,18 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 		}
 		return nil
 	}
+	// Shared: the rest of a chunked message goes where its first chunk went.
+	if e.chunkUUID != "" {
+		if c := d.chunkOwner[e.chunkUUID]; c != nil {
+			if slices.Contains(d.consumers, c) {
+				if d.canTake(c) {
+					return c
+				}
+				return nil
+			}
+			delete(d.chunkOwner, e.chunkUUID) // its consumer left: the client restarts the message
+		}
+	}
 	// Shared: round robin among the consumers with permits at the best (lowest) priority level.
 	best := int32(0)
 	found := false
@@ -443,6 +462,16 @@ func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(sto
 			continue
 		}
 		c := d.selectConsumer(e)
+		if c != nil && e.chunkUUID != "" && d.subType == SubShared {
+			if e.lastChunk {
+				delete(d.chunkOwner, e.chunkUUID)
+			} else {
+				if d.chunkOwner == nil {
+					d.chunkOwner = make(map[string]*dconsumer)
+				}
+				d.chunkOwner[e.chunkUUID] = c
+			}
+		}
 		if c == nil {
 			if d.subType == SubKeyShared && len(d.consumers) > 0 {
 				// Its key's consumer has no permits: keep it for later, let other keys flow.
@@ -625,6 +654,7 @@ func (d *dispatchState) reset(readPos storage.Position) {
 	clear(d.owner)
 	clear(d.redeliveries)
 	clear(d.delayed)
+	clear(d.chunkOwner)
 	d.replay = nil
 	d.readPos = readPos
 	d.gen++

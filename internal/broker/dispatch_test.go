@@ -312,6 +312,29 @@ func TestKeySharedRoutesByKeyAndParksBlockedKeys(t *testing.T) {
 	}
 }
 
+func TestSharedKeepsChunksOfOneMessageTogether(t *testing.T) {
+	d := newDispatchState(SubShared, -1, pos(1, 0))
+	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
+	d.addConsumer(a, pos(1, -1))
+	d.addConsumer(b, pos(1, -1))
+	d.flow(a, 100)
+	d.flow(b, 100)
+	es := entries(1, 0, 5, 1)
+	for i := range 3 { // entries 0-2: chunks of message "m1"; 3 and 4 plain; 5: chunk of "m2"
+		es[i].chunkUUID, es[i].lastChunk = "m1", i == 2
+	}
+	es[5].chunkUUID = "m2"
+	p, _ := d.plan(100, pos(1, 5), false, false)
+	res := d.assign(p, es, nil, 0)
+	got := deliveredTo(res)
+	if len(got["a"]) < 3 || got["a"][0] != 0 || got["a"][1] != 1 || got["a"][2] != 2 {
+		t.Fatalf("chunks split: %v", got)
+	}
+	if _, ok := d.chunkOwner["m1"]; ok || d.chunkOwner["m2"] == nil {
+		t.Fatalf("chunk owners %v", d.chunkOwner)
+	}
+}
+
 func TestUnackedSet(t *testing.T) {
 	set, left := unackedSet([]uint64{0b1011}, 5)
 	if left != 2 || set[0] != 0b10100 {

@@ -727,6 +727,10 @@ func entryInfoOf(e storage.Entry, log *slog.Logger) entryInfo {
 		return info
 	}
 	info.numMessages = max(wire.NumMessages(md), 1)
+	if md.NumChunksFromMsg != nil && md.GetNumChunksFromMsg() > 1 {
+		info.chunkUUID = md.GetUuid()
+		info.lastChunk = md.GetChunkId() >= md.GetNumChunksFromMsg()-1
+	}
 	info.marker = wire.IsMarker(md)
 	info.deliverAt = md.GetDeliverAtTime()
 	if k := md.GetOrderingKey(); len(k) > 0 {
