@@ -550,3 +550,29 @@ func TestEndToEndPartitionedTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestEndToEndPartitionMismatchReported: different partition counts are reported in lastError and
+// nothing is sent until they agree.
+func TestEndToEndPartitionMismatchReported(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	const base = "persistent://public/default/mismatch"
+	if err := a.admin.CreateTopic(ctx, base, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.admin.CreateTopic(ctx, base, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	a.replicateTo(t, ctx, "a", "b")
+	part := base + "-partition-0"
+	produce(t, ctx, a.client(t), part, "m", 5)
+	st := waitStats(t, ctx, a, part, "b", "mismatch reported", func(s adminapi.ReplicatorStats) bool {
+		return !s.Connected && strings.Contains(s.LastError, "partition count mismatch")
+	})
+	if st.ReplicationBacklog != 5 {
+		t.Fatalf("backlog %d, want 5 (nothing sent)", st.ReplicationBacklog)
+	}
+}
