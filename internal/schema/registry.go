@@ -190,6 +190,22 @@ func (r *Registry) Get(ctx context.Context, topic naming.TopicName, version int6
 	}, nil
 }
 
+// GetLive returns a version of the live lineage: ErrNotFound for a version that does not exist,
+// is a tombstone, or was written before the last delete (GET_SCHEMA: a deleted schema is gone for
+// the messages written with it too, as on Pulsar).
+func (r *Registry) GetLive(ctx context.Context, topic naming.TopicName, version int64) (Version, error) {
+	l, err := r.Live(ctx, topic)
+	if err != nil {
+		return Version{}, err
+	}
+	for _, v := range l {
+		if v.Version == version {
+			return v, nil
+		}
+	}
+	return Version{}, fmt.Errorf("%w: topic %s has no live schema version %d", ErrNotFound, ID(topic), version)
+}
+
 // StrategyFor is the compatibility strategy that applies to topic.
 func (r *Registry) StrategyFor(ctx context.Context, topic naming.TopicName) Strategy {
 	if r.strategy == nil {
@@ -239,9 +255,6 @@ func (r *Registry) Check(ctx context.Context, topic naming.TopicName, info Info)
 // Put registers info on topic: the version of an identical live schema, or a new version if info
 // is compatible with the live ones under the topic's strategy (ErrIncompatible otherwise).
 func (r *Registry) Put(ctx context.Context, topic naming.TopicName, info Info) (int64, error) {
-	if info.IsNone() {
-		return 0, fmt.Errorf("%w: a BYTES/NONE schema is not stored", ErrInvalidSchema)
-	}
 	if err := Validate(info); err != nil {
 		return 0, err
 	}
@@ -317,9 +330,22 @@ func (r *Registry) Delete(ctx context.Context, topic naming.TopicName, force boo
 // ForProducer applies a producer's declared schema (PRODUCER.schema): none → no version; else the
 // version of the schema, registering it when autoUpdate allows (namespace policy
 // is_allow_auto_update_schema, true by default); without autoUpdate the schema must already exist.
+//
+// A declared BYTES (NONE) schema is registered like any other on a topic without a schema (or with
+// a BYTES one), as Pulsar does, so its messages carry a version that GET_SCHEMA resolves; on a topic
+// with a typed schema it is accepted without a version, like a producer that declares nothing.
 func (r *Registry) ForProducer(ctx context.Context, topic naming.TopicName, info *Info, autoUpdate bool) ([]byte, error) {
-	if info.IsNone() {
+	if info == nil {
 		return nil, nil
+	}
+	if info.Type == TypeNone {
+		l, err := r.Live(ctx, topic)
+		if err != nil {
+			return nil, err
+		}
+		if len(l) > 0 && l[len(l)-1].Type != TypeNone {
+			return nil, nil
+		}
 	}
 	if !autoUpdate {
 		v, err := r.Find(ctx, topic, *info)

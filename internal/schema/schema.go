@@ -20,8 +20,10 @@
 // Versions travel on the wire as 8-byte big-endian integers (VersionBytes), as Pulsar encodes
 // them and as pulsar-client-go's HTTP lookup decodes them.
 //
-// The NONE/BYTES type (0) means "no schema": it is never stored, a producer or consumer that
-// declares it is accepted on any topic and gets no version.
+// The NONE/BYTES type (0) is a schema too when a producer declares it (pulsar-client-go's
+// BytesSchema): it is stored on a topic without a typed schema, so that its messages carry a
+// version GET_SCHEMA resolves, as on Pulsar. On a topic with a typed schema a BYTES producer is
+// accepted without a version, and a consumer declaring BYTES is accepted everywhere.
 //
 // # Compatibility
 //

@@ -193,8 +193,30 @@ func TestProducerAndConsumerRules(t *testing.T) {
 	strategy := StrategyFull
 	r := New(store, Options{Strategy: func(context.Context, naming.TopicName) Strategy { return strategy }})
 	tp := topic(t, "t")
-	if v, err := r.ForProducer(ctx, tp, &Info{Type: TypeNone}, true); v != nil || err != nil {
+	if v, err := r.ForProducer(ctx, tp, nil, true); v != nil || err != nil {
+		t.Fatalf("producer without schema: %v %v", v, err)
+	}
+	// A BYTES producer on a topic without schema registers BYTES (as Pulsar), so its messages
+	// carry a version; on a typed topic it gets none.
+	other := topic(t, "bytes-then-typed")
+	if v, err := r.ForProducer(ctx, other, &Info{Type: TypeNone}, true); len(v) != 8 || err != nil {
 		t.Fatalf("bytes producer: %v %v", v, err)
+	}
+	if err := r.ForConsumer(ctx, other, &Info{Type: TypeNone}, false); err != nil {
+		t.Fatalf("bytes consumer: %v", err)
+	}
+	typed := topic(t, "typed")
+	if _, err := r.Put(ctx, typed, avroInfo(userV1)); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.ForProducer(ctx, typed, &Info{Type: TypeNone}, true); v != nil || err != nil {
+		t.Fatalf("bytes producer on a typed topic: %v %v", v, err)
+	}
+	if _, err := r.Delete(ctx, typed, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.GetLive(ctx, typed, 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("version of a deleted lineage still live: %v", err)
 	}
 	if _, err := r.ForProducer(ctx, tp, &Info{Type: TypeString}, false); !errors.Is(err, ErrIncompatible) {
 		t.Fatalf("auto update off: %v", err)

@@ -129,10 +129,7 @@ func (c *conn) handleGetSchema(cmd *pulsarpb.CommandGetSchema) {
 		var v schema.Version
 		var err error
 		if specific {
-			v, err = reg.Get(ctx, topic, version)
-			if err == nil && v.Deleted {
-				err = fmt.Errorf("%w: schema version %d of %s was deleted", schema.ErrNotFound, version, topic)
-			}
+			v, err = reg.GetLive(ctx, topic, version)
 		} else {
 			v, err = reg.Latest(ctx, topic)
 		}
@@ -177,7 +174,7 @@ func (c *conn) handleGetOrCreateSchema(cmd *pulsarpb.CommandGetOrCreateSchema) {
 			return
 		}
 		if version == nil {
-			// BYTES/NONE: never stored; Pulsar answers an empty version.
+			// BYTES on a topic with a typed schema: accepted without a version.
 			version = []byte{}
 		}
 		c.sendCommand(&pulsarpb.CommandGetOrCreateSchemaResponse{
@@ -192,7 +189,7 @@ func (c *conn) handleGetOrCreateSchema(cmd *pulsarpb.CommandGetOrCreateSchema) {
 // producer declares none, or without a registry). Errors wrap wire.ErrIncompatibleSchema.
 func (c *conn) producerSchema(ctx context.Context, topic naming.TopicName, info *schema.Info) ([]byte, error) {
 	reg := c.schemaRegistry()
-	if reg == nil || info.IsNone() {
+	if reg == nil || info == nil {
 		return nil, nil
 	}
 	v, err := reg.ForProducer(ctx, topic, info, c.schemaAutoUpdate(ctx, topic.NamespaceName()))
