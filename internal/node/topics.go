@@ -328,3 +328,18 @@ func rawMessage(e storage.Entry, name naming.TopicName) (adminapi.RawMessage, er
 	}
 	return m, nil
 }
+
+var _ admin.TopicTerminator = topicService{}
+
+// Terminate seals the topic (admin terminate): producers are refused, consumers drain.
+func (s topicService) Terminate(ctx context.Context, topic string) (adminapi.MessageID, error) {
+	t, name, err := s.topic(ctx, topic)
+	if err != nil {
+		return adminapi.MessageID{}, err
+	}
+	p, err := t.Terminate(ctx)
+	if err != nil {
+		return adminapi.MessageID{}, adminErr(err, nil)
+	}
+	return messageID(p, name), nil
+}
