@@ -84,7 +84,9 @@ func TestTopicsOfNamespaceModesPatternAndHash(t *testing.T) {
 
 	raw := dialRaw(t, b.ServiceURL())
 	ns := proto.String("public/default")
-	mode := func(m pulsarpb.CommandGetTopicsOfNamespace_Mode) *pulsarpb.CommandGetTopicsOfNamespace_Mode { return &m }
+	mode := func(m pulsarpb.CommandGetTopicsOfNamespace_Mode) *pulsarpb.CommandGetTopicsOfNamespace_Mode {
+		return &m
+	}
 	mine := func(names []string) []string {
 		var out []string
 		for _, n := range names {
