@@ -136,9 +136,11 @@ type Index struct {
 	dirty     bool
 	cursor    Cursor
 	closed    bool
-	stop      chan struct{}
-	done      chan struct{}
 	onClose   func() // set by Manager.OpenIndex
+
+	saveMu       sync.Mutex // serialises Save (Maintain and Close may race)
+	lastSave     time.Time
+	savedCovered Position // the local position the last saved snapshot covers
 }
 
 // NewIndex returns an empty, in-memory index (no snapshots); used by tests and by LoadIndex.
@@ -149,8 +151,8 @@ func NewIndex(opts IndexOptions) *Index {
 
 // LoadIndex opens the index of topic: it loads the snapshot from the cursor IndexCursorName (creating
 // the cursor at the end of the log if missing, after scanning the whole log once), reads the entries
-// written after the snapshot, and starts the background snapshot saver. It must complete before the
-// topic accepts replicated entries. Close stops the saver and saves a last snapshot.
+// written after the snapshot. It must complete before the topic accepts replicated entries. The owner
+// calls Maintain about once a second (snapshots, rates) and Close when the topic unloads.
 func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index, error) {
 	x := NewIndex(opts)
 	x.topic = topic
@@ -181,8 +183,7 @@ func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index
 	if n > 0 || created {
 		x.dirty = true
 	}
-	x.stop, x.done = make(chan struct{}), make(chan struct{})
-	go x.saver()
+	x.lastSave = x.opts.Now()
 	return x, nil
 }
 
@@ -426,7 +427,7 @@ func (x *Index) Inbound() []InboundStats {
 	return out
 }
 
-// Tick samples rates; LoadIndex's saver calls it every second.
+// Tick samples rates (called about once a second).
 func (x *Index) Tick(now time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -435,40 +436,34 @@ func (x *Index) Tick(now time.Time) {
 	}
 }
 
-func (x *Index) saver() {
-	defer close(x.done)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	lastSave := x.opts.Now()
-	for {
-		select {
-		case <-x.stop:
-			return
-		case <-tick.C:
-			now := x.opts.Now()
-			x.Tick(now)
-			if now.Sub(lastSave) >= x.opts.SnapshotInterval {
-				lastSave = now
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := x.Save(ctx); err != nil {
-					x.log.Warn("save inbound replication index snapshot", "err", err)
-				}
-				cancel()
-			}
-		}
+// Maintain is called about once a second by the index's owner (Manager): it samples rates and saves
+// a snapshot every SnapshotInterval. There is no goroutine per index, so ten thousand topics cost
+// ten thousand small structs, not ten thousand tickers.
+func (x *Index) Maintain(ctx context.Context, now time.Time) {
+	x.Tick(now)
+	x.mu.Lock()
+	due := now.Sub(x.lastSave) >= x.opts.SnapshotInterval
+	if due {
+		x.lastSave = now
+	}
+	x.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := x.Save(ctx); err != nil {
+		x.log.Warn("save inbound replication index snapshot", "err", err)
 	}
 }
 
-// Save writes a snapshot if the index changed since the last one.
+// Save writes a snapshot if the index changed, or the log grew, since the last one. The snapshot's
+// cursor is mark-deleted up to what the snapshot covers, so it never holds back trimming for long.
 func (x *Index) Save(ctx context.Context) error {
 	if x.cursor == nil {
 		return nil
 	}
+	x.saveMu.Lock()
+	defer x.saveMu.Unlock()
 	x.mu.Lock()
-	if !x.dirty {
-		x.mu.Unlock()
-		return nil
-	}
 	// With nothing pending, every replicated entry up to the end of the log is recorded; otherwise
 	// only those up to the highest recorded local position are known to be.
 	covered := x.lastLocal
@@ -477,15 +472,23 @@ func (x *Index) Save(ctx context.Context) error {
 			covered = lc
 		}
 	}
+	if !x.dirty && covered.Compare(x.savedCovered) <= 0 {
+		x.mu.Unlock()
+		return nil
+	}
 	props := x.encodeSnapshot(covered.Next())
+	wasDirty := x.dirty
 	x.dirty = false
 	x.mu.Unlock()
 	if err := x.cursor.SetProperties(ctx, props); err != nil {
 		x.mu.Lock()
-		x.dirty = true
+		x.dirty = x.dirty || wasDirty
 		x.mu.Unlock()
 		return err
 	}
+	x.mu.Lock()
+	x.savedCovered = covered
+	x.mu.Unlock()
 	if covered.EntryID >= 0 {
 		if err := x.cursor.MarkDelete(ctx, covered); err != nil {
 			return err
@@ -494,18 +497,15 @@ func (x *Index) Save(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the snapshot saver and saves a last snapshot.
+// Close saves a last snapshot; the index must not be used afterwards.
 func (x *Index) Close(ctx context.Context) error {
 	x.mu.Lock()
-	if x.closed || x.stop == nil {
-		x.closed = true
+	if x.closed {
 		x.mu.Unlock()
 		return nil
 	}
 	x.closed = true
 	x.mu.Unlock()
-	close(x.stop)
-	<-x.done
 	if x.onClose != nil {
 		x.onClose()
 	}

@@ -263,3 +263,36 @@ func FuzzPrepareEntry(f *testing.F) {
 		}
 	})
 }
+
+// TestIndexSnapshotFollowsLocalTraffic: with only local traffic after a replicated entry, the snapshot
+// (and its cursor, which would otherwise hold back trimming) still moves to the end of the log.
+func TestIndexSnapshotFollowsLocalTraffic(t *testing.T) {
+	ctx := context.Background()
+	topic := newMemTopic("persistent://t/n/local", 4)
+	x, err := LoadIndex(ctx, topic, IndexOptions{SnapshotInterval: time.Second, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := replicated(t, "a", Position{1, 0}, "x")
+	_, _, _, c, _ := x.Admit(data)
+	p := topic.append(data, 1)
+	c(p.LedgerID, p.EntryID, nil)
+	for range 10 {
+		topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+	}
+	x.Maintain(ctx, time.Now().Add(2*time.Second))
+	cur := topic.cursors[IndexCursorName]
+	if md := cur.MarkDeletePosition(); md != (Position{4, 10}) {
+		t.Fatalf("index cursor at %v, want 4:10 (end of the log)", md)
+	}
+	for range 5 {
+		topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+	}
+	x.Maintain(ctx, time.Now().Add(4*time.Second))
+	if md := cur.MarkDeletePosition(); md != (Position{4, 15}) {
+		t.Fatalf("index cursor at %v after more local traffic, want 4:15", md)
+	}
+	if err := x.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -241,6 +241,7 @@ func (m *Manager) loop(ctx context.Context, events <-chan catalog.Event, unsubsc
 			m.reconcile(ctx)
 		case <-health.C:
 			m.restartClosedTopics(ctx)
+			m.maintainIndexes(ctx)
 		}
 	}
 }
@@ -265,6 +266,22 @@ func (m *Manager) onEvent(ev catalog.Event) {
 		m.fullReq, m.thoroughReq = true, true
 	case catalog.EventTenant:
 		m.fullReq = true
+	}
+}
+
+// maintainIndexes lets every inbound index sample its rates and save its snapshot when due.
+func (m *Manager) maintainIndexes(ctx context.Context) {
+	m.mu.Lock()
+	xs := make([]*Index, 0, len(m.indexes))
+	for _, x := range m.indexes {
+		xs = append(xs, x)
+	}
+	m.mu.Unlock()
+	now := time.Now()
+	for _, x := range xs {
+		saveCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		x.Maintain(saveCtx, now)
+		cancel()
 	}
 }
 
