@@ -4,6 +4,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -27,6 +28,10 @@ const (
 	dedupPropPrefix = "p:"
 	// maxDedupProducers bounds the snapshot (Pulsar's maxNumberOfProducers default is 10000).
 	maxDedupProducers = 10000
+	// dedupInactivity is how long a producer name that published nothing is remembered (Pulsar's
+	// brokerDeduplicationProducerInactivityTimeoutMinutes, 6 h), so that clients cycling through
+	// names cannot grow the state without bound.
+	dedupInactivity = 6 * time.Hour
 )
 
 // highestSequenceID is the sequence id an entry is recorded under: the SEND's (or metadata's)
@@ -58,12 +63,15 @@ const (
 type dedupState struct {
 	pushed    map[string]int64
 	persisted map[string]int64
+	lastUsed  map[string]int64 // unix ms of the producer's last persisted entry (or of the load)
+	now       func() int64     // unix ms
 	// sinceSnapshot counts entries persisted since the last snapshot.
 	sinceSnapshot int
 }
 
-func newDedupState() *dedupState {
-	return &dedupState{pushed: make(map[string]int64), persisted: make(map[string]int64)}
+func newDedupState(now func() int64) *dedupState {
+	return &dedupState{pushed: make(map[string]int64), persisted: make(map[string]int64),
+		lastUsed: make(map[string]int64), now: now}
 }
 
 // check decides a publish; for a new one it records highest as pushed.
@@ -86,7 +94,21 @@ func (d *dedupState) persistedEntry(producer string, highest int64) {
 	if p, ok := d.pushed[producer]; !ok || highest > p {
 		d.pushed[producer] = highest
 	}
+	d.lastUsed[producer] = d.now()
 	d.sinceSnapshot++
+}
+
+// purge forgets producers inactive for longer than dedupInactivity (after the snapshot interval,
+// so a producer that reconnects within it still finds its state).
+func (d *dedupState) purge() {
+	cutoff := d.now() - dedupInactivity.Milliseconds()
+	for name, at := range d.lastUsed {
+		if at < cutoff {
+			delete(d.lastUsed, name)
+			delete(d.persisted, name)
+			delete(d.pushed, name)
+		}
+	}
 }
 
 // failed forgets what was pushed but not persisted (after a storage failure), as Pulsar does.
@@ -102,8 +124,9 @@ func (d *dedupState) lastSequenceID(producer string) int64 {
 	return -1
 }
 
-// snapshot returns the persisted map as cursor properties.
+// snapshot returns the persisted map as cursor properties (after forgetting inactive producers).
 func (d *dedupState) snapshot() map[string]string {
+	d.purge()
 	out := make(map[string]string, len(d.persisted))
 	for name, seq := range d.persisted {
 		if len(out) >= maxDedupProducers {
@@ -128,6 +151,7 @@ func (d *dedupState) restore(props map[string]string) {
 		}
 		d.persisted[name] = seq
 		d.pushed[name] = seq
+		d.lastUsed[name] = d.now()
 	}
 }
 

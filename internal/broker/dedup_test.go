@@ -9,7 +9,7 @@ import (
 )
 
 func TestDedupDecisions(t *testing.T) {
-	d := newDedupState()
+	d := newDedupState(func() int64 { return 0 })
 	steps := []struct {
 		op       string // "check" or "persist" or "fail"
 		producer string
@@ -50,14 +50,14 @@ func TestDedupDecisions(t *testing.T) {
 }
 
 func TestDedupSnapshotRoundTripAndReplay(t *testing.T) {
-	d := newDedupState()
+	d := newDedupState(func() int64 { return 0 })
 	d.persistedEntry("a", 41)
 	d.persistedEntry("b:with:colons", 7)
 	props := d.snapshot()
 	props["unrelated"] = "x"
 	props[dedupPropPrefix+"bad"] = "not-a-number"
 
-	r := newDedupState()
+	r := newDedupState(func() int64 { return 0 })
 	r.restore(props)
 	if r.lastSequenceID("a") != 41 || r.lastSequenceID("b:with:colons") != 7 || r.lastSequenceID("bad") != -1 {
 		t.Fatalf("restored %v", r.persisted)
@@ -80,5 +80,21 @@ func TestDedupSnapshotRoundTripAndReplay(t *testing.T) {
 	}
 	if got := r.check("a", 45, 45); got != dedupDuplicate {
 		t.Fatalf("check after replay = %v", got)
+	}
+}
+
+func TestDedupForgetsInactiveProducers(t *testing.T) {
+	now := int64(0)
+	d := newDedupState(func() int64 { return now })
+	d.persistedEntry("old", 5)
+	now = dedupInactivity.Milliseconds() / 2
+	d.persistedEntry("recent", 7)
+	now = dedupInactivity.Milliseconds() + 1
+	props := d.snapshot()
+	if _, ok := props[dedupPropPrefix+"old"]; ok || d.lastSequenceID("old") != -1 {
+		t.Fatalf("inactive producer kept: %v", props)
+	}
+	if d.lastSequenceID("recent") != 7 {
+		t.Fatal("active producer forgotten")
 	}
 }

@@ -252,7 +252,7 @@ func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cu
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening dedup cursor: %w", err)
 	}
-	dd := newDedupState()
+	dd := newDedupState(t.b.nowMs)
 	dd.restore(cur.Properties())
 	from := next(cur.MarkDeletePosition())
 	last := t.ledger.LastConfirmed()
