@@ -169,6 +169,10 @@ func TestClustersAndTenants(t *testing.T) {
 			t.Fatalf("tenant = %+v %v", ti, err)
 		}
 		e.expect("DELETE", "/admin/v2/tenants/public", "", 409, "The tenant still has active namespaces")
+		e.expect("DELETE", "/admin/v2/tenants/public%2Fdefault", "", 412, "Tenant name is not valid")
+		e.expect("POST", "/admin/v2/tenants/public%2Fdefault", `{"allowedClusters":["standalone"]}`, 412, "Tenant name is not valid")
+		e.expect("DELETE", "/admin/v2/clusters/west%2Fx", "", 412, "Cluster name is not valid")
+		e.expect("GET", "/admin/v2/namespaces/public/default", "", 200, "")
 		e.expect("DELETE", "/admin/v2/tenants/acme", "", 204, "")
 		e.expect("DELETE", "/admin/v2/tenants/acme", "", 404, "Tenant does not exist")
 		e.expect("DELETE", "/admin/v2/clusters/east", "", 204, "")

@@ -131,6 +131,14 @@ func TestRefusals(t *testing.T) {
 		wantKind(t, c.CreateTenant(ctx, "t2", adminapi.TenantInfo{AllowedClusters: []string{"mars"}}), catalog.ErrPrecondition, "")
 		wantKind(t, c.DeleteTenant(ctx, "public"), catalog.ErrConflict, "The tenant still has active namespaces")
 		wantKind(t, c.DeleteTenant(ctx, "nope"), catalog.ErrNotFound, "Tenant does not exist")
+		// A name with '/' must not reach another document (here the namespace public/default).
+		wantKind(t, c.DeleteTenant(ctx, "public/default"), catalog.ErrPrecondition, "")
+		wantKind(t, c.UpdateTenant(ctx, "public/default", adminapi.TenantInfo{AllowedClusters: []string{"east"}}), catalog.ErrPrecondition, "")
+		wantKind(t, c.DeleteCluster(ctx, "east/x"), catalog.ErrPrecondition, "")
+		wantKind(t, c.UpdateCluster(ctx, "east/x", adminapi.ClusterData{}), catalog.ErrPrecondition, "")
+		if _, ok := c.Namespace("public/default"); !ok {
+			t.Fatal("namespace reached through a tenant name")
+		}
 
 		p := adminapi.NewPolicies()
 		p.ReplicationClusters = []string{"east"}

@@ -77,8 +77,27 @@ func (c *Catalog) CreateCluster(ctx context.Context, name string, data adminapi.
 		})
 }
 
+// validClusterName refuses names that are not cluster names (a '/' would address another key).
+func validClusterName(name string) error {
+	if err := naming.ValidateCluster(name); err != nil {
+		return refuse(ErrPrecondition, "Cluster name is not valid: %v", err)
+	}
+	return nil
+}
+
+// validTenantName refuses names that are not tenant names (a '/' would address a namespace key).
+func validTenantName(name string) error {
+	if err := naming.ValidateTenant(name); err != nil {
+		return refuse(ErrPrecondition, "Tenant name is not valid: %v", err)
+	}
+	return nil
+}
+
 // UpdateCluster replaces a cluster's data; ErrNotFound if it is not registered.
 func (c *Catalog) UpdateCluster(ctx context.Context, name string, data adminapi.ClusterData) error {
+	if err := validClusterName(name); err != nil {
+		return err
+	}
 	if err := validateClusterData(data); err != nil {
 		return err
 	}
@@ -94,6 +113,9 @@ func (c *Catalog) UpdateCluster(ctx context.Context, name string, data adminapi.
 
 // UpdateClusterWith applies fn to a registered cluster's data (read-modify-write).
 func (c *Catalog) UpdateClusterWith(ctx context.Context, name string, fn func(*adminapi.ClusterData) error) error {
+	if err := validClusterName(name); err != nil {
+		return err
+	}
 	return update(ctx, c, clusterKey(name), func() adminapi.ClusterData { return adminapi.ClusterData{} },
 		func(v *adminapi.ClusterData, exists bool) (bool, error) {
 			if !exists {
@@ -109,6 +131,9 @@ func (c *Catalog) UpdateClusterWith(ctx context.Context, name string, fn func(*a
 // DeleteCluster removes a cluster. Refused (ErrPrecondition) while a tenant allows it or a namespace
 // replicates to it, so that no policy names an unknown cluster.
 func (c *Catalog) DeleteCluster(ctx context.Context, name string) error {
+	if err := validClusterName(name); err != nil {
+		return err
+	}
 	c.mu.RLock()
 	if _, ok := c.clusters[name]; !ok {
 		c.mu.RUnlock()
@@ -237,6 +262,9 @@ func (c *Catalog) CreateTenant(ctx context.Context, name string, info adminapi.T
 // UpdateTenant replaces a tenant's data. A cluster still used by one of the tenant's namespaces for
 // replication cannot be removed from its allowed clusters (ErrPrecondition).
 func (c *Catalog) UpdateTenant(ctx context.Context, name string, info adminapi.TenantInfo) error {
+	if err := validTenantName(name); err != nil {
+		return err
+	}
 	if err := c.validateTenantInfo(&info); err != nil {
 		return err
 	}
@@ -276,6 +304,9 @@ func (c *Catalog) UpdateTenant(ctx context.Context, name string, info adminapi.T
 
 // DeleteTenant removes a tenant that has no namespaces.
 func (c *Catalog) DeleteTenant(ctx context.Context, name string) error {
+	if err := validTenantName(name); err != nil {
+		return err
+	}
 	if len(c.Namespaces(name)) > 0 {
 		if _, ok := c.Tenant(name); ok {
 			return refuse(ErrConflict, "The tenant still has active namespaces")
