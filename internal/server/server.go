@@ -28,13 +28,18 @@
 //	GET_TOPICS_OF_NAMESPACE      topics of the mode's domains, partitions individually, pattern and
 //	                             hash applied as Pulsar does (topics_of_namespace.go); missing
 //	                             namespace: empty list
-//	PRODUCER                     PRODUCER_SUCCESS {producer_name, last_sequence_id, topic_epoch};
-//	                             producer_ready=false first for a queued WaitForExclusive producer
+//	PRODUCER                     PRODUCER_SUCCESS {producer_name, last_sequence_id, topic_epoch,
+//	                             schema_version}; producer_ready=false first for a queued
+//	                             WaitForExclusive producer; initial_subscription_name creates that
+//	                             durable subscription first; replicator producers ("pulsar.repl.")
+//	                             pass Options.AdmitReplicator
 //	SEND                         checksum verified; SEND_RECEIPT in order per producer, or SEND_ERROR
 //	CLOSE_PRODUCER/CONSUMER      SUCCESS (also for unknown ids); sent by the server when the broker
 //	                             closes one (unload, seek, fencing) and on shutdown
 //	SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, SEEK, GET_LAST_MESSAGE_ID, UNSUBSCRIBE,
 //	CONSUMER_STATS               on the broker's consumer; ACK_RESPONSE when a request id is given
+//	ACTIVE_CONSUMER_CHANGE       sent once the consumer's first FLOW shows the client has registered
+//	                             it (or 500 ms after SUCCESS), never before
 //	GET_SCHEMA, GET_OR_CREATE_SCHEMA   served from internal/schema (schema.go); PRODUCER and SUBSCRIBE
 //	                             schemas are checked and registered there
 //	anything else                ERROR NotAllowedError (transactions, AUTH_RESPONSE, WATCH_TOPIC_LIST)
@@ -53,7 +58,9 @@
 //     payloads without them); MESSAGE frames carry them unchanged, without copying.
 //   - Throttling pauses reading (TCP flow control), never drops: a connection stops reading when it
 //     has MaxPendingSends publishes in flight, when the broker-wide publish memory budget is
-//     exhausted, or when its own outbound queue exceeds MaxOutboundBytes.
+//     exhausted, or when its own outbound queue exceeds MaxOutboundBytes. A client that granted
+//     permits and stopped reading is disconnected at 4x MaxOutboundBytes queued.
+//   - Every command type sent is checked against the list pulsar-client-go v0.19.0 handles.
 //   - ACKs that report a corrupt message (validation_error) are not applied, so the message is
 //     redelivered instead of lost.
 package server
