@@ -397,6 +397,7 @@ func TestTopics(t *testing.T) {
 			t.Fatalf("headers = %v", hdr)
 		}
 		e.expect("GET", base+"/np/subscription/s1/position/9", "", 404, "Message not found")
+		e.expect("GET", base+"/np/subscription/s1/position/99999999", "", 412, "peek limit")
 		e.expect("POST", base+"/np/subscription/s1/skip/2", "", 204, "")
 		e.expect("POST", base+"/np/subscription/s1/resetcursor", `{"ledgerId":1,"entryId":1,"partitionIndex":-1}`, 204, "")
 		e.expect("POST", base+"/np/subscription/s1/resetcursor/1700000000000", "", 204, "")

@@ -14,6 +14,9 @@ import (
 	"github.com/meridian-mq/meridian/internal/naming"
 )
 
+// MaxPeekPosition bounds peek positions, so a request cannot make the broker walk an unbounded backlog.
+const MaxPeekPosition = 10000
+
 func (h *Handler) subscriptionRoutes(base string) {
 	sub := base + "/subscription/{subscription}"
 	h.handle("GET "+base+"/subscriptions", h.subscriptionsList)
@@ -290,6 +293,9 @@ func (h *Handler) subscriptionPeek(w http.ResponseWriter, r *http.Request) error
 	n, err := strconv.Atoi(r.PathValue("n"))
 	if err != nil || n < 1 {
 		return fail(http.StatusPreconditionFailed, "Invalid message position %q: positions start at 1", r.PathValue("n"))
+	}
+	if n > MaxPeekPosition {
+		return fail(http.StatusPreconditionFailed, "Message position %d is beyond the peek limit of %d; reset a subscription or read by id instead", n, MaxPeekPosition)
 	}
 	if len(targets) > 1 || h.partitionsOf(t) != nil {
 		return fail(http.StatusMethodNotAllowed, "Peek messages on a partitioned topic is not allowed; peek its partitions")
