@@ -15,7 +15,7 @@ import (
 )
 
 // MaxPeekPosition bounds peek positions, so a request cannot make the broker walk an unbounded backlog.
-const MaxPeekPosition = 10000
+const MaxPeekPosition = 1000
 
 func (h *Handler) subscriptionRoutes(base string) {
 	sub := base + "/subscription/{subscription}"
