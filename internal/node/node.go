@@ -43,6 +43,10 @@ type Node struct {
 	// notReady is nil when the node is ready, else the reason it is not.
 	notReady atomic.Pointer[error]
 
+	healthMu  sync.Mutex // guards the cached metadata store check
+	healthAt  time.Time
+	healthErr error
+
 	components components // the pieces built in Start, closed in Close (compose.go)
 
 	done      chan error // receives at most one fatal error, then is closed by Close
@@ -169,6 +173,21 @@ func (n *Node) Healthy(ctx context.Context) error {
 	if err := n.Ready(); err != nil {
 		return err
 	}
+	// Probes and dashboards may ask often; the store check is a round trip to etcd.
+	n.healthMu.Lock()
+	defer n.healthMu.Unlock()
+	if time.Since(n.healthAt) < healthCacheFor {
+		return n.healthErr
+	}
+	n.healthErr = n.checkStores(ctx)
+	n.healthAt = time.Now()
+	return n.healthErr
+}
+
+// healthCacheFor is how long a metadata store check is reused.
+const healthCacheFor = time.Second
+
+func (n *Node) checkStores(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, storeHealthTimeout)
 	defer cancel()
 	c := &n.components
