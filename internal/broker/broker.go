@@ -114,6 +114,9 @@ type TopicPolicies struct {
 	// MaxProducers and MaxConsumers per topic; 0 = unlimited.
 	MaxProducers int
 	MaxConsumers int
+	// SubscriptionExpiration deletes durable subscriptions that have had no consumer for this long
+	// (namespace subscription_expiration_time_minutes); 0 = never. Replicated subscriptions are kept.
+	SubscriptionExpiration time.Duration
 }
 
 // Broker is the broker core: the set of topics this broker has loaded.

@@ -459,3 +459,28 @@ func TestExclusiveRewindSkipsAcked(t *testing.T) {
 	s.quiet(t, 8)
 	c.Close()
 }
+
+func TestSubscriptionExpiration(t *testing.T) {
+	pol := &policies{pol: map[string]TopicPolicies{"public/default": {SubscriptionExpiration: time.Hour}}}
+	clock := &fakeClock{now: time.Now()}
+	e := &env{t: t, cfg: Config{AutoTopicCreation: true}, pol: pol, clock: clock}
+	e.fs = newMemFS()
+	e.open()
+	t.Cleanup(e.close)
+	top := e.topic("expiring")
+	c1, _ := subscribe(t, top, SubscribeOptions{Subscription: "idle", Durable: true})
+	c1.Close()
+	subscribe(t, top, SubscribeOptions{Subscription: "busy", Durable: true})
+	c3, _ := subscribe(t, top, SubscribeOptions{Subscription: "replicated", Durable: true, ReplicateSubscriptionState: true})
+	c3.Close()
+	clock.advance(30 * time.Minute)
+	top.t.expireAll(context.Background())
+	if subs := top.Subscriptions(); len(subs) != 3 {
+		t.Fatalf("expired too early: %v", subs)
+	}
+	clock.advance(31 * time.Minute)
+	top.t.expireAll(context.Background())
+	if subs := top.Subscriptions(); len(subs) != 2 || subs[0] != "busy" || subs[1] != "replicated" {
+		t.Fatalf("after expiration: %v", subs)
+	}
+}

@@ -41,6 +41,7 @@ type env struct {
 	b      *Broker
 	cfg    Config
 	pol    PolicySource
+	clock  Clock
 }
 
 func newEnv(t testing.TB, cfg Config) *env {
@@ -57,7 +58,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatalf("storage.Open: %v", err)
 	}
-	b, err := New(e.cfg, Deps{Storage: eng, Logger: testLogger(), Policies: e.pol})
+	b, err := New(e.cfg, Deps{Storage: eng, Logger: testLogger(), Policies: e.pol, Clock: e.clock})
 	if err != nil {
 		e.t.Fatalf("broker.New: %v", err)
 	}
@@ -279,3 +280,21 @@ func markerEntry(t testing.TB) []byte {
 }
 
 func newMemFS() *vfs.Mem { return vfs.NewMem() }
+
+// fakeClock is a settable Clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}

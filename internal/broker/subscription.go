@@ -125,7 +125,10 @@ type subscriptionState struct {
 	msgDropped                     atomic.Int64 // non-persistent: messages no consumer could take
 	rateOut, rateBytesOut          rate
 	lastMarkDeleteMove, lastExpire atomic.Int64
-	rateExpired                    rate
+	// lastActive is when the subscription last had a consumer (unix ms): created, or its last
+	// consumer left. Subscription expiration counts from it.
+	lastActive  atomic.Int64
+	rateExpired rate
 }
 
 func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable bool) *subscriptionState {
@@ -137,6 +140,7 @@ func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable
 		wake:    make(chan struct{}, 1),
 	}
 	s.d = newDispatchState(SubExclusive, int32(t.name.PartitionIndex), next(s.markDelete()))
+	s.lastActive.Store(t.b.nowMs())
 	s.d.maxUnacked = int64(max(t.b.cfg.MaxUnackedMessagesPerConsumer, 0))
 	s.d.maxUnackedSub = int64(max(t.b.cfg.MaxUnackedMessagesPerSubscription, 0))
 	return s
@@ -259,6 +263,9 @@ func (s *subscriptionState) removeConsumerLocked(c *consumerState, notify bool) 
 	if stop != nil {
 		stop()
 		<-done
+	}
+	if last {
+		s.lastActive.Store(s.topic.b.nowMs())
 	}
 	if last && !s.durable && !s.resetting {
 		s.topic.dropSubscription(s)

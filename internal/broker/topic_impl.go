@@ -1009,8 +1009,44 @@ func (t *topicState) expireMessages(ctx context.Context, name string, age time.D
 	return s.expire(ctx, t.b.nowMs()-age.Milliseconds())
 }
 
+// expireSubscriptions deletes durable subscriptions without consumers for longer than the
+// subscription expiration policy.
+func (t *topicState) expireSubscriptions(ctx context.Context) {
+	t.mu.Lock()
+	limit := t.policies.SubscriptionExpiration
+	subs := make([]*subscriptionState, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	if limit <= 0 || t.nonPersistent() {
+		return
+	}
+	cutoff := t.b.nowMs() - limit.Milliseconds()
+	for _, s := range subs {
+		if !s.durable || s.replicated.Load() || s.lastActive.Load() > cutoff {
+			continue
+		}
+		s.opMu.Lock()
+		s.mu.Lock()
+		idle := len(s.consumers) == 0
+		s.mu.Unlock()
+		var err error
+		if idle {
+			err = s.deleteLocked(ctx, nil)
+		}
+		s.opMu.Unlock()
+		if err != nil {
+			t.b.log.Warn("expiring subscription failed", slog.String("topic", t.name.String()), slog.String("subscription", s.name), slog.Any("err", err))
+		} else if idle {
+			t.b.log.Info("subscription expired", slog.String("topic", t.name.String()), slog.String("subscription", s.name))
+		}
+	}
+}
+
 // expireAll applies the message TTL policy to every subscription.
 func (t *topicState) expireAll(ctx context.Context) {
+	t.expireSubscriptions(ctx)
 	t.mu.Lock()
 	ttl := t.policies.MessageTTL
 	subs := make([]*subscriptionState, 0, len(t.subs))
