@@ -23,10 +23,10 @@ func (t *Topic) AddProducer(ctx context.Context, opts ProducerOptions) (*Produce
 	return t.t.addProducer(ctx, opts)
 }
 
-// Subscribe attaches a consumer to a subscription, creating the subscription if needed. The broker
-// calls sink.ActiveConsumerChanged right away for Exclusive and Failover subscriptions and starts
-// dispatching once the consumer sends permits (Consumer.Flow). Errors wrap ErrConsumerBusy,
-// ErrTopicFenced or storage errors.
+// Subscribe attaches a consumer to a subscription, creating the subscription if needed. For a
+// Failover subscription the broker calls sink.ActiveConsumerChanged right away (possibly before
+// Subscribe returns: queue it behind the SUBSCRIBE answer). Dispatching starts once the consumer
+// sends permits (Consumer.Flow). Errors wrap ErrConsumerBusy, ErrTopicFenced or storage errors.
 func (t *Topic) Subscribe(ctx context.Context, opts SubscribeOptions, sink ConsumerSink) (*Consumer, error) {
 	return t.t.subscribe(ctx, opts, sink)
 }

@@ -106,13 +106,14 @@ type Ack struct {
 
 // ConsumerSink receives what the broker sends to one consumer. The server implements it per
 // consumer. Methods must not block (queue and return) and must not call back into the broker
-// synchronously. Calls for one consumer are not concurrent with each other... except Closed, which
-// may race with a SendMessages in flight; after Closed returns nothing more is sent.
+// synchronously. Calls for one consumer are serialised (never concurrent), and nothing is sent after
+// Closed or after Consumer.Close/Unsubscribe returned.
 type ConsumerSink interface {
 	// SendMessages delivers entries, in order. The consumer's permits already account for them.
 	SendMessages(msgs []Delivery)
-	// ActiveConsumerChanged tells a Failover (or Exclusive) consumer whether it is now the active
-	// one (ACTIVE_CONSUMER_CHANGE). Called once right after subscribing and on every change.
+	// ActiveConsumerChanged tells a Failover consumer whether it is now the active one
+	// (ACTIVE_CONSUMER_CHANGE): right after it subscribes, and whenever the active consumer of the
+	// subscription changes (every consumer is told). Not called for other subscription types.
 	ActiveConsumerChanged(active bool)
 	// Closed tells the server that the broker closed the consumer (after a seek, a forced unsubscribe
 	// by another consumer, topic unload or deletion): send CLOSE_CONSUMER so the client reconnects.
