@@ -167,6 +167,17 @@ func FuzzLoadSegment(f *testing.F) {
 		if int64(len(es)) > l.Entries() {
 			t.Fatalf("read %d entries, ledger says %d", len(es), l.Entries())
 		}
+		for _, batch := range []int{1, 3} {
+			from := Earliest
+			for i := 0; i < 100; i++ {
+				es, err := l.Read(context.Background(), from, batch, 10)
+				if err != nil || len(es) == 0 {
+					break
+				}
+				last := es[len(es)-1].Position
+				from = Position{last.LedgerID, last.EntryID + 1}
+			}
+		}
 		_, _ = l.FindByTime(context.Background(), 1)
 		for _, c := range l.Cursors() {
 			if c.Backlog() < 0 {
