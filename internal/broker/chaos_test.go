@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
+)
+
+// TestSharedChaos: producers publish while Shared consumers come and go, acknowledge, negatively
+// acknowledge and stall; every message must end up acknowledged (at-least-once), and the backlog
+// must drain to zero.
+func TestSharedChaos(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true, MaxUnackedMessagesPerConsumer: 50})
+	top := e.topic("chaos")
+	const producers, perProducer = 3, 300
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest}
+
+	stop := make(chan struct{})
+	var cwg sync.WaitGroup
+	consumer := func(id int) {
+		defer cwg.Done()
+		rng := rand.New(rand.NewPCG(uint64(id), 7))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ch := make(chan []Delivery, 1000)
+			c, err := top.Subscribe(ctx, opts, &chanSink{ch: ch})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c.Flow(uint32(10 + rng.IntN(50)))
+			life := time.After(time.Duration(20+rng.IntN(80)) * time.Millisecond)
+		loop:
+			for {
+				select {
+				case <-stop:
+					break loop
+				case <-life:
+					break loop
+				case ms := <-ch:
+					var acks []Ack
+					var nacks []storage.Position
+					for _, m := range ms {
+						switch r := rng.IntN(10); {
+						case r < 7:
+							acks = append(acks, Ack{Position: m.Position})
+							p, _ := wire.ParseEntry(m.Data)
+							mu.Lock()
+							acked[string(p.Body)] = true
+							mu.Unlock()
+						case r < 9:
+							nacks = append(nacks, m.Position)
+						default: // keep it unacknowledged until this consumer goes away
+						}
+					}
+					if len(acks) > 0 {
+						if err := c.Ack(ctx, acks, false); err != nil {
+							t.Error(err)
+						}
+					}
+					if len(nacks) > 0 {
+						c.RedeliverUnacknowledged(nacks)
+					}
+					c.Flow(uint32(len(ms)))
+				}
+			}
+			c.Close()
+		}
+	}
+	for i := 0; i < 3; i++ {
+		cwg.Add(1)
+		go consumer(i)
+	}
+
+	var pwg sync.WaitGroup
+	for i := 0; i < producers; i++ {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			p := addProducer(t, top, ProducerOptions{})
+			for j := 0; j < perProducer; j++ {
+				body := fmt.Sprintf("%d-%d", i, j)
+				if r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(j), 1, body), SequenceID: int64(j)}); r.Err != nil {
+					t.Error(r.Err)
+					return
+				}
+			}
+		}()
+	}
+	pwg.Wait()
+	waitUntil(t, "everything acknowledged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked) == producers*perProducer
+	})
+	close(stop)
+	cwg.Wait()
+	// Every entry was acknowledged at least once on the cursor: nothing is left in the backlog.
+	waitUntil(t, "backlog 0", func() bool { return top.Stats().Subscriptions["s"].MsgBacklog == 0 })
+}
