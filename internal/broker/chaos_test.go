@@ -112,3 +112,73 @@ func TestSharedChaos(t *testing.T) {
 	// Every entry was acknowledged at least once on the cursor: nothing is left in the backlog.
 	waitUntil(t, "backlog 0", func() bool { return top.Stats().Subscriptions["s"].MsgBacklog == 0 })
 }
+
+// TestFailoverChaos: Failover consumers come and go and acknowledge cumulatively while a producer
+// publishes; each consumer sees entries in log order within one activation, and the subscription
+// ends fully acknowledged.
+func TestFailoverChaos(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("fo-chaos")
+	ctx := context.Background()
+	const total = 600
+	opts := SubscribeOptions{Subscription: "f", Type: SubFailover, Durable: true, InitialPosition: InitialEarliest}
+	stop := make(chan struct{})
+	var cwg sync.WaitGroup
+	for id := 0; id < 3; id++ {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			rng := rand.New(rand.NewPCG(uint64(id), 3))
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ch := make(chan []Delivery, 1000)
+				o := opts
+				o.ConsumerName = fmt.Sprintf("c%d-%d", id, n)
+				c, err := top.Subscribe(ctx, o, &chanSink{ch: ch})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c.Flow(100)
+				var last storage.Position
+				life := time.After(time.Duration(10+rng.IntN(60)) * time.Millisecond)
+			loop:
+				for {
+					select {
+					case <-stop:
+						break loop
+					case <-life:
+						break loop
+					case ms := <-ch:
+						for _, m := range ms {
+							if m.RedeliveryCount == 0 && last != (storage.Position{}) && m.Position.Compare(last) <= 0 {
+								t.Errorf("%s: %v after %v without a redelivery", o.ConsumerName, m.Position, last)
+							}
+							last = m.Position
+						}
+						if err := c.Ack(ctx, []Ack{{Position: ms[len(ms)-1].Position}}, true); err != nil {
+							t.Error(err)
+						}
+						c.Flow(uint32(len(ms)))
+					}
+				}
+				c.Close()
+			}
+		}()
+	}
+	p := addProducer(t, top, ProducerOptions{})
+	var last PublishResult
+	for j := 0; j < total; j++ {
+		last = publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(j), 1, "x"), SequenceID: int64(j)})
+	}
+	waitUntil(t, "fully acknowledged", func() bool {
+		lm, err := top.t.lastEntryOrErr()
+		return err == nil && lm == last.Position && top.Stats().Subscriptions["f"].MsgBacklog == 0
+	})
+	close(stop)
+	cwg.Wait()
+}

@@ -298,3 +298,9 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
+
+// lastEntryOrErr is the last stored entry's position (tests).
+func (t *topicState) lastEntryOrErr() (storage.Position, error) {
+	info, _, err := t.lastEntry(context.Background())
+	return info.pos, err
+}
