@@ -47,6 +47,7 @@ type ClientFactoryOptions struct {
 // per remote cluster, rebuilt when the cluster's brokerServiceUrl changes.
 type ClientFactory struct {
 	opts    ClientFactoryOptions
+	schemas schemaCache
 	mu      sync.Mutex
 	remotes map[string]*remoteClient
 	closed  bool

@@ -10,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/brokertest"
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/node"
+	"github.com/meridian-mq/meridian/internal/schema"
+	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -575,4 +579,62 @@ func TestEndToEndPartitionMismatchReported(t *testing.T) {
 	if st.ReplicationBacklog != 5 {
 		t.Fatalf("backlog %d, want 5 (nothing sent)", st.ReplicationBacklog)
 	}
+}
+
+// TestEndToEndSchemaRegisteredBeforeData: an entry carrying a schema version of cluster a arrives at
+// b with b's version of the same schema, registered on b before the entry.
+func TestEndToEndSchemaRegisteredBeforeData(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := startCluster(t, "a"), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	const topic = "persistent://public/default/schemas"
+	// Give b an unrelated topic's schema history, and a two versions, so versions differ.
+	jsonSchema := func(field string) string {
+		return `{"type":"record","name":"R","fields":[{"name":"` + field + `","type":["null","string"],"default":null}]}`
+	}
+	if _, err := a.admin.UploadSchema(ctx, topic, adminapi.SchemaPayload{Type: "JSON", Schema: jsonSchema("x")}); err != nil {
+		t.Fatal(err)
+	}
+	va, err := a.admin.UploadSchema(ctx, topic, adminapi.SchemaPayload{Type: "JSON", Schema: jsonSchema("y")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.replicateTo(t, ctx, "a", "b")
+	p, err := a.client(t).CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := &pulsarpb.MessageMetadata{
+		ProducerName: proto.String("app"), SequenceId: proto.Uint64(0),
+		PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())), SchemaVersion: schema.VersionBytes(va),
+	}
+	entry, err := wire.EncodeEntry(md, []byte(`{"y":"hello"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SendRaw(ctx, client.RawMessage{Entry: entry}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := b.client(t).Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "check", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, ok, err := schema.ParseVersion(m.Metadata.GetSchemaVersion())
+	if err != nil || !ok {
+		t.Fatalf("schema version on b: %x %v", m.Metadata.GetSchemaVersion(), err)
+	}
+	sb, err := b.admin.GetSchema(ctx, topic, vb)
+	if err != nil {
+		t.Fatalf("b has no schema version %d: %v", vb, err)
+	}
+	if sb.Data != jsonSchema("y") {
+		t.Fatalf("b's version %d is %q, want the schema the entry was written with", vb, sb.Data)
+	}
+	t.Logf("schema version %d on a arrived as version %d on b", va, vb)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,6 +30,9 @@ type RunnerConfig struct {
 	Now func() time.Time
 	// TickInterval drives rates and the receipt timeout; default 1 s.
 	TickInterval time.Duration
+	// Schemas registers schemas on the remote before the entries that use them; nil = entries keep
+	// their schema_version (when Producers implements SchemaTranslator, StartRunner uses it).
+	Schemas SchemaTranslator
 }
 
 // Runner drives a Machine against a local topic and a remote producer: it owns one event-loop
@@ -74,6 +78,9 @@ func StartRunner(ctx context.Context, cfg RunnerConfig) (*Runner, error) {
 	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = time.Second
+	}
+	if cfg.Schemas == nil {
+		cfg.Schemas, _ = cfg.Producers.(SchemaTranslator)
 	}
 	r := &Runner{
 		cfg: cfg, now: cfg.Now,
@@ -354,6 +361,11 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 		go func() {
 			defer r.workers.Done()
 			es, err := r.cfg.Topic.Read(ctx, a.From, a.MaxEntries, a.MaxBytes)
+			if err == nil && r.cfg.Schemas != nil {
+				// Entries are handed over as read-only; translation replaces Data, never edits it.
+				es = slices.Clone(es)
+				err = translateSchemas(ctx, r.cfg.Schemas, r.cfg.Machine.Local, r.cfg.Machine.Remote, r.cfg.Topic.Name(), es)
+			}
 			if ctx.Err() != nil {
 				return
 			}

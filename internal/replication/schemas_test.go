@@ -1,0 +1,70 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+type fakeTranslator struct {
+	calls int
+	err   error
+}
+
+func (f *fakeTranslator) TranslateSchema(ctx context.Context, remote, topic string, v []byte) ([]byte, error) {
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	return []byte{0, 0, 0, 0, 0, 0, 0, v[7] + 10}, nil
+}
+
+func TestTranslateSchemas(t *testing.T) {
+	withSchema := func(v byte, tweak func(*pulsarpb.MessageMetadata)) func(*pulsarpb.MessageMetadata) {
+		return func(md *pulsarpb.MessageMetadata) {
+			md.SchemaVersion = []byte{0, 0, 0, 0, 0, 0, 0, v}
+			if tweak != nil {
+				tweak(md)
+			}
+		}
+	}
+	es := []Entry{
+		mkEntry(t, Position{1, 0}, "plain", nil),
+		mkEntry(t, Position{1, 1}, "v1", withSchema(1, nil)),
+		mkEntry(t, Position{1, 2}, "not-for-b", withSchema(2, func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"c"} })),
+	}
+	orig := es[1].Data
+	tr := &fakeTranslator{}
+	if err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", es); err != nil {
+		t.Fatal(err)
+	}
+	if tr.calls != 1 {
+		t.Fatalf("%d translations, want 1 (skipped entries need none)", tr.calls)
+	}
+	pe, err := ParseEntry(es[1].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pe.Metadata.GetSchemaVersion(); len(got) != 8 || got[7] != 11 || string(pe.Payload) != "v1" {
+		t.Fatalf("schema version %x payload %q", got, pe.Payload)
+	}
+	if &orig[0] == &es[1].Data[0] {
+		t.Fatal("stored bytes edited in place")
+	}
+	// The rewritten entry still goes through the fast path and keeps its new version.
+	out, reason, err := PrepareEntry(es[1], "a", "b")
+	if err != nil || reason != SkipNone {
+		t.Fatal(reason, err)
+	}
+	pe, _ = ParseEntry(out.Data)
+	if pe.Metadata.GetSchemaVersion()[7] != 11 || pe.Metadata.GetReplicatedFrom() != "a" {
+		t.Fatalf("prepared %v", pe.Metadata)
+	}
+	tr.err = errors.New("incompatible schema")
+	es = []Entry{mkEntry(t, Position{1, 3}, "v1", withSchema(1, nil))}
+	if err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", es); err == nil {
+		t.Fatal("translation failure not reported")
+	}
+}
