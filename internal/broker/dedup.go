@@ -26,6 +26,9 @@ const (
 	dedupCursorName = "pulsar.dedup"
 	// dedupPropPrefix prefixes producer names in the snapshot properties, leaving room for other keys.
 	dedupPropPrefix = "p:"
+	// dedupVersionKey holds the snapshot format version (dedupFormatVersion).
+	dedupVersionKey    = "v"
+	dedupFormatVersion = "1"
 	// maxDedupProducers bounds the snapshot (Pulsar's maxNumberOfProducers default is 10000).
 	maxDedupProducers = 10000
 	// dedupInactivity is how long a producer name that published nothing is remembered (Pulsar's
@@ -127,7 +130,8 @@ func (d *dedupState) lastSequenceID(producer string) int64 {
 // snapshot returns the persisted map as cursor properties (after forgetting inactive producers).
 func (d *dedupState) snapshot() map[string]string {
 	d.purge()
-	out := make(map[string]string, len(d.persisted))
+	out := make(map[string]string, len(d.persisted)+1)
+	out[dedupVersionKey] = dedupFormatVersion
 	for name, seq := range d.persisted {
 		if len(out) >= maxDedupProducers {
 			break

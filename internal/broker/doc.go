@@ -26,6 +26,19 @@
 // Decision logic lives in small deterministic types (dedupState, the dispatch planner in dispatch.go,
 // the failover selector) so it can be tested with tables; goroutines and storage I/O stay at the edges.
 //
+// # Persisted state
+//
+// The broker core keeps no files of its own; what it persists lives in storage cursors:
+//
+//   - one cursor per durable subscription, named after it;
+//   - "pulsar.dedup": producer deduplication snapshot, format version 1, in the cursor's
+//     properties: key "v" = "1" (the format version), and for each producer name N a key "p:N" whose
+//     value is the decimal highest persisted sequence id (at most 10,000 producers). The cursor's
+//     mark-delete position is the last entry the snapshot covers; entries after it are replayed
+//     on load. Unknown keys are ignored, so later versions may add some;
+//   - "pulsar.repl.<cluster>": replication cursors created for new topics (owned by replication);
+//   - "meridian.*": reserved for Meridian's own cursors (e.g. the replication index).
+//
 // # Errors
 //
 // Errors returned to the server wrap the sentinel errors declared in errors.go; each sentinel maps to
