@@ -553,6 +553,18 @@ func TestEndToEndPartitionedTopic(t *testing.T) {
 			}
 		}
 	}
+	// The partitioned topic's stats aggregate the partitions' replicators.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		st, err := a.admin.PartitionedTopicStats(ctx, base, false)
+		if err == nil && st.Replication["b"].MsgOutCounter == 60 && st.Replication["b"].ReplicationBacklog == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partitioned stats: %+v %v", st.Replication, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestEndToEndPartitionMismatchReported: different partition counts are reported in lastError and
