@@ -272,3 +272,50 @@ func BenchmarkRecovery1GiB(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkAppendAsync measures what the broker does: AppendAsync with many appends in flight
+// (a producer's pending-message window), 1 KiB and 64 KiB entries round-robin over 100 topics.
+func BenchmarkAppendAsync(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10} {
+		for _, window := range []int{256, 1024} {
+			b.Run(fmt.Sprintf("topics=100/size=%dKiB/inflight=%d", size>>10, window), func(b *testing.B) {
+				ctx := context.Background()
+				e, err := Open(ctx, Options{Dir: b.TempDir(), Logger: testLogger()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				ledgers := make([]*Ledger, 100)
+				for i := range ledgers {
+					ledgers[i], _ = e.OpenLedger(ctx, fmt.Sprintf("async-%d", i))
+				}
+				data := make([]byte, size)
+				sem := make(chan struct{}, window)
+				var wg sync.WaitGroup
+				before := e.Metrics()
+				b.SetBytes(int64(size))
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					sem <- struct{}{}
+					wg.Add(1)
+					ledgers[i%len(ledgers)].AppendAsync(data, int64(i), func(_ Position, err error) {
+						if err != nil {
+							b.Error(err)
+						}
+						<-sem
+						wg.Done()
+					})
+				}
+				wg.Wait()
+				el := time.Since(start)
+				b.StopTimer()
+				after := e.Metrics()
+				b.ReportMetric(float64(b.N)/el.Seconds(), "entries/s")
+				if r := after.SyncRounds - before.SyncRounds; r > 0 {
+					b.ReportMetric(float64(b.N)/float64(r), "entries/fsync")
+				}
+			})
+		}
+	}
+}
