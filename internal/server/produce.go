@@ -278,10 +278,13 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		sendError(pulsarpb.ServerError_MetadataError, err.Error())
 		return nil
 	}
-	if parts, _ := wire.ParseEntry(entry); len(parts.Checked)-4 > c.s.opts.MaxMessageSize {
-		// The client checks this itself; a peer that does not is told so (Pulsar: NotAllowedError,
-		// which makes the client give up on the message rather than reconnect and resend it).
-		sendError(pulsarpb.ServerError_NotAllowedError, fmt.Sprintf("message of %d bytes exceeds the max message size %d", len(parts.Checked)-4, c.s.opts.MaxMessageSize))
+	if parts, _ := wire.ParseEntry(entry); len(parts.Body) > c.s.opts.MaxMessageSize {
+		// The frame limit (max message size + FramePadding) already bounds what is read; this
+		// refuses a payload that alone exceeds the max message size from a client that does not
+		// check it (Pulsar: NotAllowedError, which makes the client give up on the message rather
+		// than reconnect and resend it). Metadata is not counted: the Go client sizes a chunk as
+		// the max message size minus its metadata, and its chunk metadata grows a little after that.
+		sendError(pulsarpb.ServerError_NotAllowedError, fmt.Sprintf("message payload of %d bytes exceeds the max message size %d", len(parts.Body), c.s.opts.MaxMessageSize))
 		return nil
 	}
 	numMessages := 1
