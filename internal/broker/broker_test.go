@@ -447,7 +447,7 @@ func TestProducerAccessModes(t *testing.T) {
 	if _, err := top.AddProducer(ctx, ProducerOptions{}); !errors.Is(err, ErrProducerBusy) {
 		t.Fatalf("shared while exclusive: %v", err)
 	}
-	if _, err := top.AddProducer(ctx, ProducerOptions{AccessMode: AccessExclusive}); !errors.Is(err, ErrProducerBusy) {
+	if _, err := top.AddProducer(ctx, ProducerOptions{AccessMode: AccessExclusive}); !errors.Is(err, ErrProducerFenced) {
 		t.Fatalf("exclusive while exclusive: %v", err)
 	}
 	queued := make(chan struct{})

@@ -87,6 +87,8 @@ type dispatchState struct {
 	redeliveries map[storage.Position]uint32
 	// owner maps each pending position to the consumer holding it.
 	owner map[storage.Position]*dconsumer
+	// autoSplit owns the hash ranges of the auto-split Key_Shared consumers (keyshared.go).
+	autoSplit autoSplitRanges
 	// chunkOwner keeps the chunks of one chunked message on one Shared consumer, so the client can
 	// reassemble it: message uuid -> the consumer that got its first chunk.
 	chunkOwner map[string]*dconsumer
@@ -182,6 +184,9 @@ func (d *dispatchState) addConsumer(c *dconsumer, markDelete storage.Position) [
 		at := d.readPos
 		c.joinedAt = &at
 	}
+	if d.subType == SubKeyShared && len(c.sticky) == 0 {
+		d.autoSplit.add(c)
+	}
 	d.consumers = append(d.consumers, c)
 	changes := d.updateActive(markDelete, true)
 	if d.subType == SubFailover && len(changes) == 0 {
@@ -198,6 +203,7 @@ func (d *dispatchState) removeConsumer(c *dconsumer, markDelete storage.Position
 		return nil
 	}
 	d.consumers = slices.Delete(d.consumers, i, i+1)
+	d.autoSplit.remove(c)
 	if d.rr > i {
 		d.rr--
 	}
@@ -395,25 +401,17 @@ func (d *dispatchState) joinAllows(c *dconsumer, p storage.Position) bool {
 }
 
 // keyOwner maps a key hash to a Key_Shared consumer: a consumer whose sticky ranges contain it,
-// else the auto-split owner (the hash space divided evenly among the non-sticky consumers in join
-// order).
+// else the auto-split owner (keyshared.go: a join splits the largest range, a leave merges the
+// leaver's range into a neighbour's, so surviving consumers keep their keys).
 func (d *dispatchState) keyOwner(h uint32) *dconsumer {
-	var auto []*dconsumer
 	for _, c := range d.consumers {
-		if len(c.sticky) == 0 {
-			auto = append(auto, c)
-			continue
-		}
 		for _, r := range c.sticky {
 			if int32(h) >= r.Start && int32(h) <= r.End {
 				return c
 			}
 		}
 	}
-	if len(auto) == 0 {
-		return nil
-	}
-	return auto[int(h)*len(auto)/65536]
+	return d.autoSplit.owner(h)
 }
 
 // assignResult is the outcome of assigning read entries.

@@ -295,7 +295,8 @@ func TestKeySharedRoutesByKeyAndParksBlockedKeys(t *testing.T) {
 	d.addConsumer(b, pos(1, -1))
 	d.flow(a, 100) // b has no permits
 	es := entries(1, 0, 3, 1)
-	es[0].keyHash, es[1].keyHash, es[2].keyHash, es[3].keyHash = 10, 40000, 20, 50000
+	// a joined first and kept the upper half when b split the space: b owns 0..32767.
+	es[0].keyHash, es[1].keyHash, es[2].keyHash, es[3].keyHash = 40000, 10, 50000, 20
 	p, _ := d.plan(100, pos(1, 3), false, false)
 	res := d.assign(p, es, nil, 0)
 	if got := deliveredTo(res)["a"]; len(got) != 2 || got[0] != 0 || got[1] != 2 {
@@ -406,7 +407,7 @@ func TestKeySharedNewConsumerWaitsForOlderMessages(t *testing.T) {
 	d.flow(a, 100)
 	es := entries(1, 0, 3, 1)
 	for i := range es {
-		es[i].keyHash = 60000 // one key, in the upper half of the hash space
+		es[i].keyHash = 100 // one key, in the lower half: it moves to the next consumer to join
 	}
 	p, _ := d.plan(100, pos(1, 3), false, false)
 	d.assign(p, es, nil, 0)
@@ -419,7 +420,7 @@ func TestKeySharedNewConsumerWaitsForOlderMessages(t *testing.T) {
 	}
 	more := entries(1, 4, 5, 1)
 	for i := range more {
-		more[i].keyHash = 60000
+		more[i].keyHash = 100
 	}
 	p, _ = d.plan(100, pos(1, 5), false, false)
 	res := d.assign(p, more, nil, 0)

@@ -17,8 +17,9 @@ type Topic struct {
 func (t *Topic) Name() naming.TopicName { return t.t.name }
 
 // AddProducer attaches a producer (see ProducerOptions for access modes and naming). Errors wrap
-// ErrProducerBusy (name in use, exclusive taken), ErrProducerFenced, ErrTopicTerminated or
-// ErrTopicFenced.
+// ErrProducerBusy (name in use; a Shared producer while an exclusive one holds the topic),
+// ErrProducerFenced (an Exclusive producer while others exist, as Pulsar; an old topic epoch),
+// ErrTopicTerminated or ErrTopicFenced.
 func (t *Topic) AddProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
 	return t.t.addProducer(ctx, opts)
 }

@@ -401,7 +401,8 @@ func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Pr
 		if len(t.producers) > 0 || len(t.waiting) > 0 {
 			t.mu.Unlock()
 			t.closeProducers(evicted)
-			return nil, fmt.Errorf("topic %s already has producers; exclusive access refused: %w", t.name, ErrProducerBusy)
+			// Pulsar answers ProducerFenced here (the client's TestExclusiveProducer checks it).
+			return nil, fmt.Errorf("topic %s already has producers; exclusive access refused: %w", t.name, ErrProducerFenced)
 		}
 		exclusive = true
 	case AccessExclusiveWithFencing:
