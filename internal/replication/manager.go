@@ -70,6 +70,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	running   map[Key]*managed
+	failed    map[Key]failedStart // replicators that could not start; retried, shown in stats
 	indexes   map[string]*Index
 	abandoned map[string]int64 // never-replicated entries dropped with removed remotes, by remote
 	topicReq  map[string]bool
@@ -83,6 +84,17 @@ type Manager struct {
 	done        chan struct{}
 	started     bool
 }
+
+// failedStart records why a wanted replicator is not running, for stats; the Manager retries it.
+type failedStart struct {
+	err     string
+	at      time.Time
+	startAt StartAt
+}
+
+// startRetryDelay is how soon a replicator that failed to start (or whose topic failed to open) is
+// tried again.
+const startRetryDelay = time.Second
 
 type managed struct {
 	runner *Runner
@@ -106,7 +118,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	m := &Manager{
 		opts: opts, log: opts.Logger.With("component", "replication"),
-		running: map[Key]*managed{}, indexes: map[string]*Index{}, abandoned: map[string]int64{},
+		running: map[Key]*managed{}, failed: map[Key]failedStart{}, indexes: map[string]*Index{}, abandoned: map[string]int64{},
 		topicReq: map[string]bool{}, nsReq: map[string]bool{}, kick: make(chan struct{}, 1),
 	}
 	m.producers = opts.Producers
@@ -359,6 +371,16 @@ func (m *Manager) reconcile(ctx context.Context) {
 		}
 		inputs = append(inputs, in)
 	}
+	// Failures of earlier starts are re-decided by this pass for the topics it covers.
+	m.mu.Lock()
+	for _, in := range inputs {
+		for k := range m.failed {
+			if k.Topic == in.Topic {
+				delete(m.failed, k)
+			}
+		}
+	}
+	m.mu.Unlock()
 	plan := Plan(m.opts.Local, inputs, running)
 	for _, s := range plan.Stop {
 		m.stop(ctx, s, opened[s.Topic])
@@ -407,6 +429,9 @@ func (m *Manager) input(ctx context.Context, topic string, lt LocalTopic, thorou
 		lt, err = m.opts.Topics.OpenTopic(ctx, topic)
 		if err != nil {
 			m.log.Warn("open topic for replication", "topic", topic, "err", err)
+			if hasRemote {
+				m.retrySoon(topic)
+			}
 			return in, nil, false
 		}
 	}
@@ -433,11 +458,16 @@ func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
 		Machine: mc, Topic: lt, Producers: m.producers, StartAt: w.StartAt, Logger: m.log,
 	})
 	if err != nil {
-		// The next pass retries (TopicLoaded, an event or the resync); say why meanwhile.
-		m.log.Warn("start replicator", "topic", w.Topic, "remote_cluster", w.Remote, "err", err)
+		// Never silent: shown in the topic's stats as lastError, logged, and retried shortly.
+		m.log.Warn("start replicator; retrying", "topic", w.Topic, "remote_cluster", w.Remote, "err", err)
+		m.mu.Lock()
+		m.failed[w.Key] = failedStart{err: "start replicator: " + err.Error(), at: time.Now(), startAt: w.StartAt}
+		m.mu.Unlock()
+		m.retrySoon(w.Topic)
 		return
 	}
 	m.mu.Lock()
+	delete(m.failed, w.Key)
 	m.running[w.Key] = &managed{runner: r, topic: lt, rate: w.Rate}
 	m.mu.Unlock()
 }
@@ -446,6 +476,7 @@ func (m *Manager) stop(ctx context.Context, s StopOrder, lt LocalTopic) {
 	m.mu.Lock()
 	mg := m.running[s.Key]
 	delete(m.running, s.Key)
+	delete(m.failed, s.Key)
 	m.mu.Unlock()
 	if mg != nil {
 		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -480,6 +511,11 @@ func (m *Manager) stop(ctx context.Context, s StopOrder, lt LocalTopic) {
 	} else {
 		m.log.Info("replication removed", "topic", s.Topic, "remote_cluster", s.Remote)
 	}
+}
+
+// retrySoon asks for another pass over topic after startRetryDelay.
+func (m *Manager) retrySoon(topic string) {
+	time.AfterFunc(startRetryDelay, func() { m.TopicLoaded(topic) })
 }
 
 // OpenIndex loads the inbound index of a topic (see LoadIndex) and keeps it for stats until it is
@@ -518,8 +554,18 @@ func (m *Manager) Stats(topic string) map[string]Stats {
 		}
 	}
 	x := m.indexes[topic]
+	var failed []Stats
+	for k, f := range m.failed {
+		if k.Topic == topic {
+			failed = append(failed, Stats{Topic: topic, LocalCluster: m.opts.Local, RemoteCluster: k.Remote,
+				Phase: "not started", LastError: f.err, LastErrorTime: f.at, StartMode: f.startAt})
+		}
+	}
 	m.mu.Unlock()
 	out := map[string]Stats{}
+	for _, s := range failed {
+		out[s.RemoteCluster] = s
+	}
 	for _, r := range runners {
 		out[r.Remote()] = r.Stats()
 	}

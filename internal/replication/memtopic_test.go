@@ -19,6 +19,7 @@ type memTopic struct {
 	cursors map[string]*memCursor
 	waiters []memWaiter
 	readErr error
+	openErr error // OpenCursor fails with it while set
 }
 
 type memWaiter struct {
@@ -62,6 +63,9 @@ func (t *memTopic) LastConfirmed() Position {
 func (t *memTopic) OpenCursor(ctx context.Context, name string, initial Position) (Cursor, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.openErr != nil {
+		return nil, false, t.openErr
+	}
 	if c := t.cursors[name]; c != nil {
 		return c, false, nil
 	}
