@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +26,6 @@ import (
 // position afterwards must see every message exactly once. Finally a new producer with the same name
 // learns the last persisted sequence id and its resends are dropped as duplicates.
 func TestDedupKill9(t *testing.T) {
-	harness.Pending(t, "dedup state recovered after kill -9 is stale (to-broker.md 09:41)")
 	total, kills := 20000, 10
 	if testing.Short() {
 		total, kills = 3000, 2
@@ -38,6 +42,10 @@ func runDedupKill9(t *testing.T, batching bool, total, kills int) {
 	client := harness.NewClient(t, p, func(o *pulsar.ClientOptions) {
 		o.OperationTimeout = 30 * time.Second
 	})
+	// Every wait below ends early if the broker process dies on its own (the client would otherwise
+	// retry forever); the failure then says so and the harness prints the broker's log.
+	runCtx, cancelRun := p.CrashContext(testCtx(t, 5*time.Minute))
+	defer cancelRun()
 	topic := harness.Topic(t)
 	chk := checker.New()
 	const name = "dedup-producer"
@@ -62,71 +70,39 @@ func runDedupKill9(t *testing.T, batching bool, total, kills int) {
 	}()
 	defer func() { stopConsumer(); consWG.Wait() }()
 
-	prod := newProducer(t, client, pulsar.ProducerOptions{
-		Topic: topic, Name: name,
-		SendTimeout:             2 * time.Minute, // outlives every restart: the client resends, never gives up
-		DisableBatching:         !batching,
-		BatchingMaxPublishDelay: 2 * time.Millisecond,
-		MaxPendingMessages:      500,
-	})
-
-	// Send everything asynchronously while a killer goroutine kills and restarts the broker every
-	// total/(kills+1) acknowledged messages.
+	// The producer runs in its own process (cmd/e2e-producer, see there why) and reports every
+	// outcome; a killer goroutine kills and restarts the broker every total/(kills+1) receipts.
+	for seq := int64(0); seq < int64(total); seq++ {
+		chk.Sent(name, seq, size)
+	}
 	var acked atomic.Int64
-	sendCtx := testCtx(t, 5*time.Minute)
-	results := make(chan error, total)
-	var killErr error
-	killerDone := make(chan struct{})
+	sendCtx := runCtx
+	killErr := make(chan error, 1)
 	go func() {
-		defer close(killerDone)
+		defer close(killErr)
 		for k := 1; k <= kills; k++ {
 			threshold := int64(total * k / (kills + 1))
 			for acked.Load() < threshold {
 				select {
 				case <-sendCtx.Done():
-					killErr = fmt.Errorf("kill %d: acked stuck at %d < %d", k, acked.Load(), threshold)
+					killErr <- fmt.Errorf("kill %d: acked stuck at %d < %d: %v", k, acked.Load(), threshold, context.Cause(sendCtx))
 					return
 				case <-time.After(5 * time.Millisecond):
 				}
 			}
+			ackedAtKill := acked.Load()
 			if err := p.RestartE(); err != nil { // SIGKILL, start, wait for ready
-				killErr = fmt.Errorf("kill %d: %w", k, err)
+				killErr <- fmt.Errorf("kill %d: %w", k, err)
 				return
 			}
+			t.Logf("kill %d: %d of %d acked when killed", k, ackedAtKill, total)
 		}
 	}()
-	for seq := int64(0); seq < int64(total); seq++ {
-		chk.Sent(name, seq, size)
-		s := seq
-		prod.SendAsync(sendCtx, &pulsar.ProducerMessage{Payload: checker.Payload(name, seq, size), SequenceID: &s},
-			func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-				if err != nil {
-					chk.Failed(name, s, err)
-				} else {
-					chk.Acked(name, s, id.String())
-					acked.Add(1)
-				}
-				results <- err
-			})
-	}
-	failed := 0
-	var firstErr error
-	for i := 0; i < total; i++ {
-		select {
-		case err := <-results:
-			if err != nil {
-				failed++
-				if firstErr == nil {
-					firstErr = err
-				}
-			}
-		case <-sendCtx.Done():
-			t.Fatalf("waiting for send results: %v (acked %d of %d)", sendCtx.Err(), acked.Load(), total)
-		}
-	}
-	<-killerDone
-	if killErr != nil {
-		t.Fatal(killErr)
+	failed, firstErr := runProducerProcess(t, sendCtx, chk, producerRun{
+		url: p.ServiceURL(), topic: topic, name: name, from: 0, n: int64(total), size: size, batching: batching,
+	}, func() { acked.Add(1) })
+	if err := <-killErr; err != nil {
+		t.Fatal(err)
 	}
 	ackedN, failedN, pendingN := chk.Counts()
 	t.Logf("%d kills: acked %d, failed %d, pending %d (first error: %v)", kills, ackedN, failedN, pendingN, firstErr)
@@ -136,37 +112,41 @@ func runDedupKill9(t *testing.T, batching bool, total, kills int) {
 	}
 
 	// The live consumer catches up: every acked message at least once.
-	harness.Eventually(t, 60*time.Second, "live consumer caught up", func() error {
+	catchUp, cancelCatchUp := context.WithTimeout(runCtx, 60*time.Second)
+	defer cancelCatchUp()
+	if err := harness.WaitFor(catchUp, func(context.Context) error {
 		if n := chk.DistinctReceived("live", checker.Expect{}); n < ackedN {
 			return fmt.Errorf("live consumer has %d of %d", n, ackedN)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatalf("live consumer catching up: %v (%v)", err, context.Cause(catchUp))
+	}
 	stopConsumer()
 	consWG.Wait()
 	verify(t, chk, "live", checker.Expect{AllowDuplicates: true})
 
 	// What is stored: every message exactly once, in order.
 	r := newReader(t, client, pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
-	readCtx := testCtx(t, 60*time.Second)
+	readCtx, cancelRead := context.WithTimeout(runCtx, 2*time.Minute)
+	defer cancelRead()
 	for r.HasNext() {
 		m, err := r.Next(readCtx)
 		if err != nil {
-			t.Fatalf("reader: %v", err)
+			t.Fatalf("reader: %v (%v)", err, context.Cause(readCtx))
 		}
 		chk.Received("stored", m.Payload(), m.ID().String())
 	}
 	verify(t, chk, "stored", checker.Expect{})
 
 	// A new producer with the same name resumes after the last persisted sequence id, and resending
-	// the last messages does not store them again.
-	prod.Close()
+	// the last messages does not store them again. (The producer process has exited.)
 	p.Restart()
 	prod2 := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Name: name, DisableBatching: true})
 	// pulsar-client-go seeds its next sequence id from PRODUCER_SUCCESS.last_sequence_id, but
 	// LastSequenceID() reflects receipts only: send one message without a sequence id and check the
 	// id it got.
-	ctx := testCtx(t, 30*time.Second)
+	ctx := readCtx
 	chk.Sent(name, int64(total), size)
 	id, err := prod2.Send(ctx, &pulsar.ProducerMessage{Payload: checker.Payload(name, int64(total), size)})
 	if err != nil {
@@ -243,4 +223,72 @@ func TestGracefulStopKeepsData(t *testing.T) {
 		t.Fatalf("after a graceful restart the subscription resumed at %s, want p#60", k)
 	}
 	verify(t, chk, "rest", checker.Expect{Partial: true})
+}
+
+// producerRun describes one cmd/e2e-producer run.
+type producerRun struct {
+	url, topic, name string
+	from, n          int64
+	size             int
+	batching         bool
+}
+
+// runProducerProcess runs cmd/e2e-producer and records its outcomes in chk (the sends must already
+// be recorded with chk.Sent); onAck runs for every receipt. It returns the number of failed sends and
+// the first error, and fails the test if the process fails or ctx ends first.
+func runProducerProcess(t *testing.T, ctx context.Context, chk *checker.Checker, r producerRun, onAck func()) (int, error) {
+	t.Helper()
+	bin := harness.ToolBinary(t, "e2e-producer")
+	cmd := exec.CommandContext(ctx, bin, "-url", r.url, "-topic", r.topic, "-name", r.name,
+		"-from", fmt.Sprint(r.from), "-n", fmt.Sprint(r.n), "-size", fmt.Sprint(r.size),
+		fmt.Sprintf("-batching=%v", r.batching))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start e2e-producer: %v", err)
+	}
+	failed, done := 0, false
+	var firstErr error
+	dec := json.NewDecoder(out)
+	for {
+		var res struct {
+			Seq  int64  `json:"seq"`
+			ID   string `json:"id"`
+			Err  string `json:"err"`
+			Done bool   `json:"done"`
+		}
+		if err := dec.Decode(&res); err != nil {
+			break // EOF when the process ends (or is killed by ctx)
+		}
+		switch {
+		case res.Done:
+			done = true
+		case res.Err != "":
+			failed++
+			if firstErr == nil {
+				firstErr = errors.New(res.Err)
+			}
+			chk.Failed(r.name, res.Seq, firstErr)
+		default:
+			chk.Acked(r.name, res.Seq, res.ID)
+			onAck()
+		}
+	}
+	werr := cmd.Wait()
+	if !done || werr != nil {
+		t.Fatalf("e2e-producer did not finish (%v, context: %v); stderr:\n%s", werr, context.Cause(ctx), tail(stderr.String(), 40))
+	}
+	return failed, firstErr
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

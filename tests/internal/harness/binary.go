@@ -15,6 +15,9 @@ var (
 	buildDir  string
 	buildPath string
 	buildErr  error
+
+	toolsMu sync.Mutex
+	tools   = map[string]string{} // tool name -> built path
 )
 
 // RepoRoot returns the directory of the root module (github.com/meridian-mq/meridian), found from
@@ -36,8 +39,7 @@ func MeridianBinary(t testing.TB) string {
 		return p
 	}
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "meridian-bin-")
-		if buildErr != nil {
+		if buildErr = ensureBuildDir(); buildErr != nil {
 			return
 		}
 		buildPath = filepath.Join(buildDir, "meridian")
@@ -57,6 +59,40 @@ func MeridianBinary(t testing.TB) string {
 		t.Fatalf("harness: %v", buildErr)
 	}
 	return buildPath
+}
+
+// ToolBinary returns the path of ./cmd/<name> of the tests module, built (without -race) at most once
+// per test process. Tools run pulsar-client-go code whose own data races must not fail a -race test
+// binary (see cmd/e2e-producer).
+func ToolBinary(t testing.TB, name string) string {
+	t.Helper()
+	toolsMu.Lock()
+	defer toolsMu.Unlock()
+	if p, ok := tools[name]; ok {
+		return p
+	}
+	if err := ensureBuildDir(); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	out := filepath.Join(buildDir, name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+	cmd.Dir = filepath.Join(RepoRoot(), "tests")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("harness: go build ./cmd/%s: %v\n%s", name, err, b)
+	}
+	tools[name] = out
+	return out
+}
+
+var buildDirOnce sync.Once
+
+func ensureBuildDir() error {
+	var err error
+	buildDirOnce.Do(func() { buildDir, err = os.MkdirTemp("", "meridian-bin-") })
+	if err == nil && buildDir == "" {
+		err = fmt.Errorf("no build directory")
+	}
+	return err
 }
 
 // Cleanup removes what the package built for the whole test process (the meridian binary). Call it

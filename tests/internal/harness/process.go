@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -53,6 +54,12 @@ type Process struct {
 	exited  chan struct{} // closed when the current process has exited
 	waitErr error         // cmd.Wait's result, valid after exited is closed
 	starts  int
+
+	// signalled is set before the harness signals the process, so that an exit without it is a crash.
+	signalled atomic.Bool
+	crashOnce sync.Once
+	crashed   chan struct{} // closed when the process exits without having been signalled
+	crashErr  error
 }
 
 var processSeq struct {
@@ -98,7 +105,7 @@ func NewStandalone(t testing.TB, opts Options) *Process {
 	if err != nil {
 		t.Fatalf("harness: create log file: %v", err)
 	}
-	p := &Process{t: t, bin: bin, opts: opts, logPath: logPath, logFile: f}
+	p := &Process{t: t, bin: bin, opts: opts, logPath: logPath, logFile: f, crashed: make(chan struct{})}
 	t.Cleanup(p.cleanup)
 	return p
 }
@@ -189,10 +196,18 @@ func (p *Process) StartE() error {
 		return fmt.Errorf("start meridian: %w", err)
 	}
 	p.cmd = cmd
+	p.signalled.Store(false)
 	exited := make(chan struct{})
 	p.exited = exited
 	go func() { // owned by p; ends when the process exits, which cleanup guarantees
-		p.waitErr = cmd.Wait()
+		err := cmd.Wait()
+		p.waitErr = err
+		if !p.signalled.Load() {
+			p.crashOnce.Do(func() {
+				p.crashErr = fmt.Errorf("meridian exited on its own (%v)", err)
+				close(p.crashed)
+			})
+		}
 		close(exited)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ReadyTimeout)
@@ -242,6 +257,7 @@ func (p *Process) Stop() error {
 		return nil
 	}
 	start := time.Now()
+	p.signalled.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -261,9 +277,39 @@ func (p *Process) Kill() {
 	if !p.Running() {
 		return
 	}
+	p.signalled.Store(true)
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exited
 	fmt.Fprintf(p.logFile, "==== harness: SIGKILL\n")
+}
+
+// Crashed is closed when the process exits without the harness having stopped or killed it (a crash,
+// a fatal error, an os.Exit). Tests that wait on clients, which retry forever while the broker is
+// gone, select on it or use CrashContext to fail fast.
+func (p *Process) Crashed() <-chan struct{} { return p.crashed }
+
+// CrashContext returns a context that ends when parent ends or the process crashes
+// (context.Cause(ctx) then says why). Call cancel when done.
+func (p *Process) CrashContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	go func() { // ends when ctx ends (the caller's cancel) or on a crash
+		select {
+		case <-p.crashed:
+			cancel(p.crashErr)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// CrashErr is the reason the process crashed, or nil.
+func (p *Process) CrashErr() error {
+	select {
+	case <-p.crashed:
+		return p.crashErr
+	default:
+		return nil
+	}
 }
 
 // Restart kills the process with SIGKILL and starts it again on the same ports and data dir.
@@ -319,6 +365,9 @@ func (p *Process) logProblems() []string {
 }
 
 func (p *Process) cleanup() {
+	if err := p.CrashErr(); err != nil {
+		p.t.Errorf("harness: %v", err)
+	}
 	if err := p.Stop(); err != nil {
 		p.t.Errorf("harness: %v", err)
 	}
