@@ -2,6 +2,7 @@ package broker
 
 import (
 	"cmp"
+	"container/heap"
 	"slices"
 
 	"github.com/meridian-mq/meridian/internal/storage"
@@ -83,6 +84,10 @@ type dispatchState struct {
 	replay []storage.Position
 	// delayed holds Shared/Key_Shared entries whose deliver_at_time is in the future -> deliver time.
 	delayed map[storage.Position]int64
+	// delayQueue orders the delayed entries by due time (a min-heap with lazy deletion: an item
+	// whose position left delayed, or got another time, is skipped when it surfaces), so releasing
+	// due entries costs O(log n) each instead of a scan of every delayed entry per dispatch pass.
+	delayQueue delayHeap
 	// redeliveries counts earlier deliveries per position (Pulsar's redelivery tracker, in memory).
 	redeliveries map[storage.Position]uint32
 	// owner maps each pending position to the consumer holding it.
@@ -456,6 +461,7 @@ func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(sto
 		}
 		if e.deliverAt > now && !d.singleActive() {
 			d.delayed[e.pos] = e.deliverAt
+			heap.Push(&d.delayQueue, delayItem{at: e.deliverAt, pos: e.pos})
 			d.handled(p, e.pos)
 			continue
 		}
@@ -653,6 +659,7 @@ func (d *dispatchState) reset(readPos storage.Position) {
 	clear(d.redeliveries)
 	clear(d.delayed)
 	clear(d.chunkOwner)
+	d.delayQueue = nil
 	d.replay = nil
 	d.readPos = readPos
 	d.gen++
@@ -661,16 +668,43 @@ func (d *dispatchState) reset(readPos storage.Position) {
 // releaseDelayed moves delayed entries due at or before now to the replay set; it returns the next
 // due time (0 if none).
 func (d *dispatchState) releaseDelayed(now int64) int64 {
-	var nextDue int64
-	for p, at := range d.delayed {
-		if at <= now {
-			delete(d.delayed, p)
-			d.replayInsert(p)
+	for len(d.delayQueue) > 0 {
+		top := d.delayQueue[0]
+		if at, ok := d.delayed[top.pos]; !ok || at != top.at {
+			heap.Pop(&d.delayQueue) // stale: acknowledged, reset or re-scheduled
 			continue
 		}
-		if nextDue == 0 || at < nextDue {
-			nextDue = at
+		if top.at > now {
+			return top.at
 		}
+		heap.Pop(&d.delayQueue)
+		delete(d.delayed, top.pos)
+		d.replayInsert(top.pos)
 	}
-	return nextDue
+	return 0
+}
+
+// delayItem is one delayed entry in the delay queue.
+type delayItem struct {
+	at  int64
+	pos storage.Position
+}
+
+// delayHeap is a min-heap of delayItems by due time (container/heap).
+type delayHeap []delayItem
+
+func (h delayHeap) Len() int { return len(h) }
+func (h delayHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].pos.Compare(h[j].pos) < 0
+}
+func (h delayHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *delayHeap) Push(x any)   { *h = append(*h, x.(delayItem)) }
+func (h *delayHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
 }
