@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -295,4 +296,38 @@ func TestIndexSnapshotFollowsLocalTraffic(t *testing.T) {
 	if err := x.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestMergeInbound(t *testing.T) {
+	repl := map[string]adminapi.ReplicatorStats{"b": {ReplicationBacklog: 3}}
+	got := MergeInbound(repl, []adminapi.PublisherStats{
+		{ProducerName: "app-1", Address: "/127.0.0.1:1"},
+		{ProducerName: "pulsar.repl.b-->a", Address: "/127.0.0.1:2", ConnectedSince: "2026-01-01T00:00:00Z", MsgRateIn: 5},
+		{ProducerName: "pulsar.repl.c-->a", Address: "/127.0.0.1:3"},
+	})
+	if got["b"].InboundConnection != "/127.0.0.1:2" || got["b"].ReplicationBacklog != 3 || got["b"].MsgRateIn != 5 {
+		t.Fatalf("b: %+v", got["b"])
+	}
+	if got["c"].InboundConnection != "/127.0.0.1:3" || len(got) != 2 {
+		t.Fatalf("merged %+v", got)
+	}
+}
+
+func FuzzIndexAdmit(f *testing.F) {
+	f.Add(replicated(f, "a", Position{1, 2}, "x"))
+	f.Add(mkEntry(f, Position{}, "plain", nil).Data)
+	f.Add([]byte{0x0e, 0x01, 0, 0, 0, 0, 0, 0, 0, 1, 0x2a})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x := NewIndex(IndexOptions{})
+		dup, _, _, commit, err := x.Admit(b)
+		if err != nil || dup {
+			return
+		}
+		if commit != nil {
+			commit(1, 0, nil)
+			if dup2, _, _, _, _ := x.Admit(b); !dup2 {
+				t.Fatal("the same replicated entry admitted twice")
+			}
+		}
+	})
 }

@@ -135,3 +135,26 @@ func (w *rateWindow) rates() (msgs, bytes float64) {
 	}
 	return float64(newest.msgs-oldest.msgs) / dt, float64(newest.bytes-oldest.bytes) / dt
 }
+
+// MergeInbound fills the inbound connection fields of a topic's replication section from its
+// publishers: a replicator producer ("pulsar.repl.<src>-->...") of cluster src is src's inbound
+// connection. Entries are created for sources that have no section yet.
+func MergeInbound(repl map[string]adminapi.ReplicatorStats, publishers []adminapi.PublisherStats) map[string]adminapi.ReplicatorStats {
+	for _, p := range publishers {
+		src, ok := RemoteOfProducer(p.ProducerName)
+		if !ok {
+			continue
+		}
+		if repl == nil {
+			repl = map[string]adminapi.ReplicatorStats{}
+		}
+		s := repl[src]
+		s.InboundConnection = p.Address
+		s.InboundConnectedSince = p.ConnectedSince
+		if s.MsgRateIn == 0 && s.MsgThroughputIn == 0 {
+			s.MsgRateIn, s.MsgThroughputIn = p.MsgRateIn, p.MsgThroughputIn
+		}
+		repl[src] = s
+	}
+	return repl
+}
