@@ -159,10 +159,19 @@ func (r *Runner) Stop(ctx context.Context) error {
 	go func() { r.workers.Wait(); close(wait) }()
 	select {
 	case <-wait:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("replication: stop replicator %s -> %s: %w", r.cfg.Topic.Name(), r.cfg.Machine.Remote, ctx.Err())
 	}
+	// A producer whose creation finished after the loop stopped is still registered on the remote;
+	// close it, or the next replicator of this topic would be refused as a busy producer name.
+	for _, msg := range r.inbox.drain() {
+		if cr, ok := msg.(connectResult); ok && cr.p != nil {
+			if err := cr.p.Close(ctx); err != nil {
+				r.log.Debug("close replicator producer", "err", err)
+			}
+		}
+	}
+	return nil
 }
 
 // Stats returns a snapshot of the replicator (outbound side only; Manager merges the inbound side).
