@@ -26,6 +26,14 @@
 // saying so: every failure is retried (backoff 100 ms doubling to 5 s) and shown as lastError in stats
 // and in the log.
 //
+// # Hot path
+//
+// Per entry, the replicator scans the encoded metadata for the fields its skip rules need and appends
+// replicated_from and the source-position property to it (fastpath.go); entries that need editing take
+// the general decode-edit-encode path, and a fuzz test keeps both in agreement. Before an entry with a
+// schema_version is sent, its schema is registered on the remote and the version rewritten
+// (schemas.go). The receiving side's Index reads the origin the same way, without decoding.
+//
 // # Persisted state
 //
 // The replication cursor's properties (version 1, written when the cursor is created):
