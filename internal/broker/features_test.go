@@ -484,3 +484,25 @@ func TestSubscriptionExpiration(t *testing.T) {
 		t.Fatalf("after expiration: %v", subs)
 	}
 }
+
+func TestKeySharedStickyRangesConflict(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	top := e.topic("sticky")
+	sticky := func(ranges ...HashRange) SubscribeOptions {
+		return SubscribeOptions{Subscription: "s", Type: SubKeyShared, Durable: true,
+			KeyShared: &KeySharedOptions{Mode: KeySharedSticky, Ranges: ranges}}
+	}
+	subscribe(t, top, sticky(HashRange{0, 100}))
+	for _, bad := range []SubscribeOptions{
+		sticky(HashRange{50, 200}),
+		sticky(HashRange{300, 200}),
+		sticky(HashRange{200, 70000}),
+		sticky(HashRange{200, 300}, HashRange{250, 400}),
+		sticky(),
+	} {
+		if _, err := top.Subscribe(context.Background(), bad, newSink()); !errors.Is(err, ErrConsumerAssign) {
+			t.Fatalf("ranges %v: %v", bad.KeyShared.Ranges, err)
+		}
+	}
+	subscribe(t, top, sticky(HashRange{101, 65535}))
+}

@@ -188,6 +188,12 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 		s.d.subType = opts.Type
 		s.d.rr = 0
 	}
+	if opts.Type == SubKeyShared && opts.KeyShared != nil && opts.KeyShared.Mode == KeySharedSticky {
+		if err := s.checkStickyRangesLocked(opts.KeyShared.Ranges); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
 	s.consumerSeq++
 	c := &consumerState{
 		name:           opts.ConsumerName,
@@ -220,6 +226,32 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 	s.sendActiveChanges(changes)
 	s.notify()
 	return c, nil
+}
+
+// checkStickyRangesLocked refuses sticky hash ranges that are empty, out of 0..65535, or overlap
+// each other or another consumer's (Pulsar's ConsumerAssignException).
+func (s *subscriptionState) checkStickyRangesLocked(ranges []HashRange) error {
+	if len(ranges) == 0 {
+		return fmt.Errorf("sticky Key_Shared consumer without hash ranges: %w", ErrConsumerAssign)
+	}
+	for i, r := range ranges {
+		if r.Start < 0 || r.End >= keyHashSpace || r.Start > r.End {
+			return fmt.Errorf("invalid hash range [%d, %d]: %w", r.Start, r.End, ErrConsumerAssign)
+		}
+		for _, q := range ranges[:i] {
+			if r.Start <= q.End && q.Start <= r.End {
+				return fmt.Errorf("hash ranges [%d, %d] and [%d, %d] overlap: %w", q.Start, q.End, r.Start, r.End, ErrConsumerAssign)
+			}
+		}
+		for _, c := range s.consumers {
+			for _, q := range c.dc.sticky {
+				if r.Start <= q.End && q.Start <= r.End {
+					return fmt.Errorf("hash range [%d, %d] conflicts with consumer %q: %w", r.Start, r.End, c.name, ErrConsumerAssign)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (s *subscriptionState) sendActiveChanges(changes []activeChange) {
