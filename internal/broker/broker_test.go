@@ -468,8 +468,6 @@ func TestProducerAccessModes(t *testing.T) {
 		t.Fatalf("waiter epoch %d", epoch)
 	}
 	// Fencing takes the topic and tells the current producer.
-	fenced := make(chan struct{})
-	_ = fenced
 	closedCh := make(chan struct{})
 	w.p.opts.OnClosed = func() { close(closedCh) }
 	f := addProducer(t, top, ProducerOptions{AccessMode: AccessExclusiveWithFencing})

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -253,6 +252,5 @@ func (t *topicState) internalStats() InternalStats {
 		}
 		st.Cursors[c.Name()] = cs
 	}
-	_ = fmt.Sprint
 	return st
 }
