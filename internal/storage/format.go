@@ -70,7 +70,7 @@ func parseHeaderOnly(b []byte, magic [8]byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
 	}
 	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion {
-		return 0, fmt.Errorf("%w: unsupported format version %d", ErrCorrupt, v)
+		return 0, fmt.Errorf("%w: format version %d (this build reads %d)", errUnsupportedVersion, v, FormatVersion)
 	}
 	return binary.LittleEndian.Uint64(b[16:24]), nil
 }
@@ -84,6 +84,9 @@ const segRecordOverhead = recHeaderSize + segBodyPrefix
 
 // maxRecordBody bounds any record body we accept when decoding (the largest legal entry plus slack).
 const maxRecordBody = 64 << 20
+
+// errUnsupportedVersion: a well-formed header of another format version (never treated as torn).
+var errUnsupportedVersion = errors.New("storage: unsupported on-disk format version")
 
 // errTorn says a record is incomplete or fails its checksum: at a file's tail this is a torn write.
 var errTorn = errors.New("torn or corrupt record")

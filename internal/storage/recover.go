@@ -8,7 +8,6 @@ import (
 	"io"
 	"path"
 	"sort"
-	"strings"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -193,6 +192,9 @@ func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
 	}
 	data = data[:n]
 	if hseq, err := parseHeader(data, magicJournal); err != nil || hseq != seq {
+		if errors.Is(err, errUnsupportedVersion) {
+			return fmt.Errorf("storage: journal %s: %w", p, err)
+		}
 		if last || nextUnclean {
 			e.log.Warn("ignoring journal file with a torn header", "file", p)
 			return nil
@@ -467,6 +469,3 @@ func (r *replayer) appendCursorLog(name, dir string, body []byte) error {
 	r.files[p] = struct{}{}
 	return nil
 }
-
-var _ = errors.New
-var _ = strings.HasPrefix
