@@ -506,3 +506,39 @@ func TestKeySharedStickyRangesConflict(t *testing.T) {
 	}
 	subscribe(t, top, sticky(HashRange{101, 65535}))
 }
+
+// Entries whose metadata does not parse are stored and dispatched as single messages (the client
+// validates them), skipped by the dedup replay, and never crash the broker.
+func TestGarbageEntries(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true, DedupDefault: true})
+	top := e.topic("garbage")
+	p := addProducer(t, top, ProducerOptions{Name: "g"})
+	garbage := [][]byte{
+		{0x0e, 0x01, 0, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 0xff}, // magic, checksum, metadata size 3, bad protobuf
+		{0, 0, 0, 0}, // no magic, empty metadata
+		{0x0e, 0x01, 1, 2, 3, 4, 0xff, 0xff, 0xff, 0xff}, // metadata size larger than the entry
+	}
+	for i, g := range garbage {
+		if r := publishSync(t, p, PublishRequest{Entry: g, SequenceID: int64(i)}); r.Err != nil {
+			t.Fatalf("publish %d: %v", i, r.Err)
+		}
+	}
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest})
+	c.Flow(10)
+	got := s.waitMessages(t, len(garbage))
+	for _, d := range got {
+		if d.NumMessages != 1 {
+			t.Fatalf("delivery %+v", d)
+		}
+	}
+	if _, err := c.LastMessageID(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	e.crash() // the dedup replay reads the garbage
+	top = e.topic("garbage")
+	p = addProducer(t, top, ProducerOptions{Name: "g"})
+	if r := publishSync(t, p, PublishRequest{Entry: entry(t, "g", 5, 1, "ok"), SequenceID: 5}); r.Err != nil || r.Duplicate {
+		t.Fatalf("after garbage: %+v", r)
+	}
+}
