@@ -223,8 +223,7 @@ func decodeCluster(r *http.Request) (adminapi.ClusterData, error) {
 	if len(strings.TrimSpace(string(b))) == 0 {
 		return d, nil
 	}
-	// Pulsar's Java ClusterData also carries "name"? No: the name is in the path only. Unknown names
-	// are refused.
+	// The cluster's name is in the path only; a body field Pulsar does not define is refused.
 	return d, decodeBytes(b, &d)
 }
 
