@@ -428,10 +428,10 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 	if closed {
 		return ErrClosed
 	}
-	p := cursorLogPath(l.dir)
+	p := cursorLogPath(l.dirPath())
 	if l.logSize == 0 {
 		if !l.dirMade {
-			if err := e.ensureLedgerDir(l.name, l.dir); err != nil {
+			if err := e.ensureLedgerDir(l.name, l.dirPath()); err != nil {
 				return err
 			}
 			l.dirMade = true
@@ -492,7 +492,7 @@ func (l *Ledger) liveCursorRecords() [][]byte {
 
 func (l *Ledger) createCursorLog() error {
 	e := l.e
-	p := cursorLogPath(l.dir)
+	p := cursorLogPath(l.dirPath())
 	e.files.forget(p)
 	f, err := e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
 	if err != nil {
@@ -506,7 +506,7 @@ func (l *Ledger) createCursorLog() error {
 	}
 	l.logSize = int64(len(hdr))
 	e.dirtyFiles[p] = struct{}{}
-	e.dirtyDirs[l.dir] = struct{}{}
+	e.dirtyDirs[l.dirPath()] = struct{}{}
 	return nil
 }
 
@@ -530,7 +530,7 @@ func truncateFile(fsys vfs.FS, p string, size int64) error {
 // rename, directory fsync).
 func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 	e := l.e
-	p := cursorLogPath(l.dir)
+	p := cursorLogPath(l.dirPath())
 	tmp := p + ".tmp"
 	b := appendHeader(nil, magicCursors, 0)
 	for _, body := range bodies {
@@ -552,7 +552,7 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 		err = e.fs.Rename(tmp, p)
 	}
 	if err == nil {
-		err = e.fs.SyncDir(l.dir)
+		err = e.fs.SyncDir(l.dirPath())
 	}
 	if err != nil {
 		return fmt.Errorf("storage: write cursor log: %w", err)
@@ -565,7 +565,7 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 // ignored), reconciles each state with the stored entries and compacts the log.
 func (l *Ledger) loadCursors() error {
 	e := l.e
-	p := cursorLogPath(l.dir)
+	p := cursorLogPath(l.dirPath())
 	f, err := e.fs.OpenFile(p, vfs.ReadOnly)
 	if err != nil {
 		return fmt.Errorf("storage: open cursor log: %w", err)

@@ -122,6 +122,7 @@
 //	5 trim      ledger id u64: that segment and its index are removed
 //	6 delledger the ledger's directory is removed
 //	7 void      the ledger was fenced; its later entry records were never acknowledged
+//	8 create    the ledger was created: its directory exists from now on
 //
 // Cursor log record body: type u8, then for type 1 (state) the cursor state below, for type 2
 // (delete) the cursor name. Cursor state (integers as Go varints, zig-zag for signed):

@@ -101,6 +101,7 @@ const (
 	kSeal
 	kBarrier
 	kFail // report err in order
+	kCreate
 )
 
 type item struct {
@@ -343,12 +344,16 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 		return l, nil
 	}
 	e.slot++
-	l := &Ledger{e: e, name: name, dir: e.ledgerDir(name), slot: e.slot, ready: make(chan struct{}),
-		closedCh: make(chan struct{})}
+	l := &Ledger{e: e, name: name, slot: e.slot, ready: make(chan struct{})}
 	e.ledgers[name] = l
 	e.mu.Unlock()
 
 	err := l.load(ctx)
+	if err == nil && !l.dirMade {
+		// A new ledger: make its existence durable (one shared group commit), so a topic
+		// created without data still exists after a restart.
+		err = l.persistCreation(ctx)
+	}
 	if err != nil {
 		l.loadErr = err
 		e.mu.Lock()
@@ -602,6 +607,11 @@ func (e *Engine) syncLoop() {
 	defer close(e.applyCh)
 	e.lastSync = time.Now()
 	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	var free *batch
 	for {
 		if free == nil {
@@ -949,6 +959,16 @@ func (e *Engine) apply(b *batch) {
 			l.applySeal(it.ledgerID)
 			if it.done != nil {
 				it.done(Position{}, nil)
+			}
+		case kCreate:
+			var err error
+			if !l.dirMade {
+				if err = e.ensureLedgerDir(l.name, l.dirPath()); err == nil {
+					l.dirMade = true
+				}
+			}
+			if it.done != nil {
+				it.done(Position{}, err)
 			}
 		case kDelLedger:
 			err := l.applyDelete()

@@ -138,6 +138,7 @@ const (
 	jTrim      byte = 5 // slot u32, ledgerID u64: the segment file is removed
 	jDelLedger byte = 6 // slot u32: the whole ledger directory is removed
 	jVoid      byte = 7 // slot u32: the ledger was fenced; its later entries in the journal were never acknowledged
+	jCreate    byte = 8 // slot u32: the ledger was created (its directory exists from now on)
 )
 
 // appendJournalRecordHeader reserves the record header; finishJournalRecord fills it.

@@ -20,7 +20,6 @@ import (
 type Ledger struct {
 	e       *Engine
 	name    string
-	dir     string
 	slot    uint32
 	ready   chan struct{}
 	loadErr error
@@ -77,7 +76,7 @@ const (
 
 func (l *Ledger) load(ctx context.Context) error {
 	e := l.e
-	des, err := e.fs.ReadDir(l.dir)
+	des, err := e.fs.ReadDir(l.dirPath())
 	if err != nil && !vfs.IsNotExist(err) {
 		return fmt.Errorf("storage: open ledger %q: %w", l.name, err)
 	}
@@ -119,8 +118,8 @@ func (l *Ledger) load(ctx context.Context) error {
 			}
 		}
 		if seg.entries == 0 {
-			_ = e.fs.Remove(segPath(l.dir, id))
-			_ = e.fs.Remove(idxPath(l.dir, id))
+			_ = e.fs.Remove(segPath(l.dirPath(), id))
+			_ = e.fs.Remove(idxPath(l.dirPath(), id))
 			continue
 		}
 		l.segs = append(l.segs, seg)
@@ -141,10 +140,29 @@ func (l *Ledger) load(ctx context.Context) error {
 	return nil
 }
 
+func (l *Ledger) persistCreation(ctx context.Context) error {
+	ch := make(chan error, 1)
+	l.e.enqueue(l, func(b *batch) item {
+		var start int
+		b.buf, start = beginJournalRecord(b.buf, jCreate, l.slot)
+		finishJournalRecord(b.buf, start)
+		return item{kind: kCreate, done: func(_ Position, err error) { ch <- err }}
+	})
+	select {
+	case err := <-ch:
+		if err != nil {
+			return fmt.Errorf("storage: create ledger %q: %w", l.name, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // loadSegment reads a sealed segment's index, or rebuilds it by scanning the file.
 func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 	e := l.e
-	p := segPath(l.dir, id)
+	p := segPath(l.dirPath(), id)
 	st, err := e.fs.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("storage: stat segment: %w", err)
@@ -309,7 +327,7 @@ func (s *segment) addEntry(off, recLen, publishTime, dataLen int64) {
 }
 
 func (l *Ledger) readIndex(id int64) (*segIndex, error) {
-	f, err := l.e.fs.OpenFile(idxPath(l.dir, id), vfs.ReadOnly)
+	f, err := l.e.fs.OpenFile(idxPath(l.dirPath(), id), vfs.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +354,7 @@ func (l *Ledger) saveIndex(seg *segment) {
 	}
 	ix := &segIndex{ledgerID: seg.id, entries: seg.entries, bytes: seg.bytes, fileSize: seg.size,
 		minTime: seg.minTime, maxTime: seg.maxTime, points: seg.points}
-	p := idxPath(l.dir, seg.id)
+	p := idxPath(l.dirPath(), seg.id)
 	f, err := l.e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
 	if err == nil {
 		_, err = f.WriteAt(encodeIndex(ix), 0)
@@ -503,7 +521,7 @@ func (e *Engine) writeEntries(b *batch) {
 		if w.err != nil {
 			continue
 		}
-		p := segPath(w.l.dir, w.seg.id)
+		p := segPath(w.l.dirPath(), w.seg.id)
 		if !w.seg.created {
 			if err := w.l.createSegmentFile(w.seg.id); err != nil {
 				w.err = err
@@ -563,12 +581,12 @@ func (l *Ledger) applyEntry(it *item, slab *[]byte) (Position, error) {
 func (l *Ledger) createSegmentFile(id int64) error {
 	e := l.e
 	if !l.dirMade {
-		if err := e.ensureLedgerDir(l.name, l.dir); err != nil {
+		if err := e.ensureLedgerDir(l.name, l.dirPath()); err != nil {
 			return err
 		}
 		l.dirMade = true
 	}
-	f, err := e.fs.OpenFile(segPath(l.dir, id), vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	f, err := e.fs.OpenFile(segPath(l.dirPath(), id), vfs.ReadWrite|vfs.Create|vfs.Trunc)
 	if err != nil {
 		return fmt.Errorf("storage: create segment: %w", err)
 	}
@@ -577,7 +595,7 @@ func (l *Ledger) createSegmentFile(id int64) error {
 	if err != nil {
 		return fmt.Errorf("storage: write segment header: %w", err)
 	}
-	e.dirtyDirs[l.dir] = struct{}{}
+	e.dirtyDirs[l.dirPath()] = struct{}{}
 	return nil
 }
 
@@ -610,7 +628,7 @@ func (l *Ledger) applySeal(id int64) {
 	l.mu.Unlock()
 	l.saveIndex(seg)
 	if seg.idxSaved {
-		l.e.dirtyFiles[idxPath(l.dir, seg.id)] = struct{}{}
+		l.e.dirtyFiles[idxPath(l.dirPath(), seg.id)] = struct{}{}
 	}
 }
 
@@ -653,6 +671,9 @@ func (l *Ledger) Err() error {
 
 // Name returns the ledger's name.
 func (l *Ledger) Name() string { return l.name }
+
+// dirPath is the ledger's directory (derived from the name, not stored: idle ledgers stay small).
+func (l *Ledger) dirPath() string { return l.e.ledgerDir(l.name) }
 
 // ---- positions and counts ----
 
@@ -849,7 +870,7 @@ func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry
 		at, off = s.points[i].entryID, s.points[i].offset
 		l.mu.RUnlock()
 	}
-	cf, err := e.files.acquire(segPath(l.dir, id), false)
+	cf, err := e.files.acquire(segPath(l.dirPath(), id), false)
 	if err != nil {
 		return out, total, err
 	}
@@ -1087,13 +1108,13 @@ func (l *Ledger) applyTrim(id int64) {
 	}
 	l.mu.Unlock()
 	e.cache.dropLedger(id, seg.entries)
-	for _, p := range []string{segPath(l.dir, id), idxPath(l.dir, id)} {
+	for _, p := range []string{segPath(l.dirPath(), id), idxPath(l.dirPath(), id)} {
 		e.files.forget(p)
 		if err := e.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
 			e.log.Warn("cannot remove trimmed segment file", "path", p, "err", err)
 		}
 	}
-	e.dirtyDirs[l.dir] = struct{}{}
+	e.dirtyDirs[l.dirPath()] = struct{}{}
 	e.m.trimmedSegments.Add(1)
 	// Non-durable cursors may lag behind the trimmed data: move them to the first stored entry.
 	for _, c := range cursors {
@@ -1117,8 +1138,8 @@ func (l *Ledger) applyDelete() error {
 	for _, s := range segs {
 		e.cache.dropLedger(s.id, s.entries)
 	}
-	e.files.forgetPrefix(l.dir)
-	if err := e.fs.RemoveAll(l.dir); err != nil {
+	e.files.forgetPrefix(l.dirPath())
+	if err := e.fs.RemoveAll(l.dirPath()); err != nil {
 		return fmt.Errorf("storage: delete ledger %q: %w", l.name, err)
 	}
 	e.dirtyDirs[e.ledgersDir] = struct{}{}
@@ -1128,8 +1149,9 @@ func (l *Ledger) applyDelete() error {
 // Close flushes cursors and releases the ledger; appends already accepted complete first.
 func (l *Ledger) Close() error {
 	l.closeOnce.Do(func() {
+		l.closedCh = make(chan struct{})
 		defer close(l.closedCh)
-		l.closing.Store(true)
+		l.closing.Store(true) // publishes closedCh to OpenLedger
 		l.flushCursors(nil, nil)
 		ch := make(chan error, 1)
 		l.e.enqueue(nil, func(b *batch) item {

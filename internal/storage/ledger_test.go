@@ -338,3 +338,19 @@ func TestReadChunkBoundaries(t *testing.T) {
 		}
 	}
 }
+
+func TestCreatedLedgerSurvivesCrash(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	e := openMem(t, fs, nil)
+	if _, err := e.OpenLedger(ctx, "public/default/persistent/empty"); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.Crash(nil)
+	e.Close()
+	e2 := openMem(t, crashed, nil)
+	defer e2.Close()
+	if ok, err := e2.LedgerExists(ctx, "public/default/persistent/empty"); !ok || err != nil {
+		t.Fatalf("created ledger lost in a crash: %v %v", ok, err)
+	}
+}

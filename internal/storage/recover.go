@@ -298,6 +298,8 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 		r.dirs[e.ledgersDir] = struct{}{}
 	case jVoid:
 		r.voided[name] = true
+	case jCreate:
+		return r.ensureDir(name, dir)
 	default:
 		return fmt.Errorf("%w: unknown journal record type %d", ErrCorrupt, typ)
 	}

@@ -35,12 +35,28 @@ func TestTenThousandTopics(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	start := time.Now()
 	ledgers := make([]*Ledger, topics)
+	// Creating a ledger is durable (a journal record): open them concurrently so the
+	// creations share group commits, as a broker loading many topics does.
+	var openWG sync.WaitGroup
+	openErrs := make(chan error, topics)
+	sem := make(chan struct{}, 256)
 	for i := range ledgers {
-		l, err := e.OpenLedger(ctx, fmt.Sprintf("persistent://public/default/topic-%05d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ledgers[i] = l
+		openWG.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; openWG.Done() }()
+			l, err := e.OpenLedger(ctx, fmt.Sprintf("persistent://public/default/topic-%05d", i))
+			if err != nil {
+				openErrs <- err
+				return
+			}
+			ledgers[i] = l
+		}()
+	}
+	openWG.Wait()
+	close(openErrs)
+	for err := range openErrs {
+		t.Fatal(err)
 	}
 	t.Logf("opened in %v", time.Since(start))
 	var wg sync.WaitGroup
@@ -69,7 +85,6 @@ func TestTenThousandTopics(t *testing.T) {
 	}
 	t.Logf("appended in %v", time.Since(start))
 	if !testing.Short() {
-		sem := make(chan struct{}, 256)
 		for _, l := range ledgers {
 			wg.Add(1)
 			sem <- struct{}{}
