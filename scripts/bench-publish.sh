@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Publish throughput and latency, Meridian next to the NATS JetStream peer, in one run on this machine.
+# Loopback only; every process started here is stopped; every load loop is bounded in time.
+#
+# usage: scripts/bench-publish.sh            (results in $OUT, default /tmp/bench-publish)
+# env:   BIN   folder with the peer's binaries: nats-server and perf (pulsar-client-go's perf tool);
+#              built when missing with the `go install` lines of ../shared/bench/README.md
+#        DUR   seconds per Meridian producer run (default 30)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bench=$(cd "$root/../shared/bench" && pwd)
+OUT=${OUT:-/tmp/bench-publish}
+BIN=${BIN:-$OUT/bin}
+DUR=${DUR:-30}
+mkdir -p "$OUT" "$BIN"
+[ -x "$BIN/nats-server" ] || GOBIN="$BIN" go install github.com/nats-io/nats-server/v2@v2.15.2
+[ -x "$BIN/perf" ] || GOBIN="$BIN" go install github.com/apache/pulsar-client-go/perf@v0.19.0
+(cd "$root" && go build -o "$BIN/meridian" ./cmd/meridian)
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+echo "## peer: NATS JetStream publish (nats.sh pub, REPS=1)"
+NATS_SERVER="$BIN/nats-server" REPS=1 WORK="$OUT/natsbench" "$bench/nats.sh" pub 2>&1 | tee "$OUT/nats-pub.log" | grep -Ev '^\s*$'
+
+echo "## Meridian standalone (fsync before every receipt)"
+data="$OUT/meridian-data"
+rm -rf "$data"
+"$BIN/meridian" standalone --data-dir "$data" --broker-addr 127.0.0.1:46650 --web-addr 127.0.0.1:48080 > "$OUT/meridian.log" 2>&1 &
+mpid=$!
+trap 'kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true' EXIT
+for _ in $(seq 100); do curl -fs http://127.0.0.1:48080/admin/v2/brokers/ready >/dev/null 2>&1 && break; sleep 0.1; done
+grep -m1 'fsync=' "$OUT/meridian.log" | sed 's/.*\(fsync=[a-z]*\).*/\1/'
+
+run_perf() { # name, env...
+  local name=$1; shift
+  # The perf tool prints a stats line every 10 s and hangs on shutdown (see the server helper's note in
+  # docs/performance.md), so it is stopped with SIGKILL after DUR+2 s and only its stats lines are read.
+  env "$@" PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46650 TOPIC="persistent://public/default/$name" \
+    timeout -s KILL "$((DUR + 5))s" "$bench/pulsar-perf.sh" produce > "$OUT/$name.log" 2>&1 || true
+  echo "### $name ($*)"; grep 'Publish rate' "$OUT/$name.log" | sed 's/.*Publish rate/Publish rate/; s/\\[nt]//g; s/"$//' || true
+}
+run_perf perf-1k-unthrottled SIZE=1024 RATE=0 DUR="$DUR"
+run_perf perf-1k-5000 SIZE=1024 RATE=5000 DUR="$DUR"
