@@ -284,6 +284,12 @@ func TestAdminTopicOperationsOnTheBroker(t *testing.T) {
 	if code, body := httpGet(t, base+"/subscription/never-created/position/1"); code != http.StatusOK || body != "m0" {
 		t.Errorf("peek: %d %q", code, body)
 	}
+	if code, body := httpGet(t, base+"/subscription/never-created/position/3"); code != http.StatusOK || body != "m2" {
+		t.Errorf("peek 3: %d %q", code, body)
+	}
+	if code, _ := httpGet(t, base+"/subscription/never-created/position/4"); code != http.StatusNotFound {
+		t.Errorf("peek past the end: %d, want 404", code)
+	}
 	// Message id by timestamp: the first message published at or after the time.
 	if code, body := httpGet(t, fmt.Sprintf("%s/messageid/%d", base, before)); code != http.StatusOK || !strings.Contains(body, `"entryId":0`) {
 		t.Errorf("messageid by time: %d %s", code, body)

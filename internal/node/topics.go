@@ -270,7 +270,14 @@ func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int)
 	if errors.Is(err, broker.ErrSubscriptionNotFound) && t.Ledger() != nil {
 		// Pulsar peeks a subscription that does not exist like a reader from the first entry
 		// (pulsaradmin's TestPeekMessagesWithProperties relies on it).
-		entries, err = t.Ledger().Read(ctx, t.Ledger().FirstPosition(), n, 0)
+		e, found, err := nthEntry(ctx, t.Ledger(), n)
+		if err != nil {
+			return adminapi.RawMessage{}, adminErr(err, nil)
+		}
+		if !found {
+			return adminapi.RawMessage{}, fmt.Errorf("%w: the topic holds fewer than %d entries", admin.ErrMessageNotFound, n)
+		}
+		return rawMessage(e, name)
 	}
 	if err != nil {
 		return adminapi.RawMessage{}, adminErr(err, nil)
@@ -279,6 +286,29 @@ func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int)
 		return adminapi.RawMessage{}, fmt.Errorf("%w: the backlog holds %d entries", admin.ErrMessageNotFound, len(entries))
 	}
 	return rawMessage(entries[n-1], name)
+}
+
+// nthEntry returns the n-th (1-based) stored entry, reading in bounded chunks so that peeking far
+// into a topic of large messages never holds more than one chunk.
+func nthEntry(ctx context.Context, l *storage.Ledger, n int) (storage.Entry, bool, error) {
+	const chunkEntries, chunkBytes = 64, 8 << 20
+	from := l.FirstPosition()
+	for n > 0 {
+		es, err := l.Read(ctx, from, min(n, chunkEntries), chunkBytes)
+		if err != nil {
+			return storage.Entry{}, false, err
+		}
+		if len(es) == 0 {
+			return storage.Entry{}, false, nil
+		}
+		if len(es) >= n {
+			return es[n-1], true, nil
+		}
+		n -= len(es)
+		last := es[len(es)-1].Position
+		from = storage.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
+	}
+	return storage.Entry{}, false, nil
 }
 
 func (s topicService) GetMessageByID(ctx context.Context, topic string, ledgerID, entryID int64) (adminapi.RawMessage, error) {
