@@ -42,6 +42,10 @@ type Config struct {
 	MaxPublishBytesInFlight int64
 	// StatsInterval is how often rates (msgRateIn, ...) are recomputed. Default 5 s.
 	StatsInterval time.Duration
+	// BacklogQuotaCheckInterval is how often backlog quotas are enforced on loaded topics (Pulsar's
+	// backlogQuotaCheckIntervalInSeconds). Default 5 s; it runs on the stats ticker, so it is at
+	// least StatsInterval.
+	BacklogQuotaCheckInterval time.Duration
 	// ReplicatorPrefix marks producer and cursor names of replicators. Default "pulsar.repl".
 	ReplicatorPrefix string
 }
@@ -106,9 +110,17 @@ type TopicPolicies struct {
 	// RetentionTime / RetentionSizeBytes keep acknowledged data: -1 infinite, 0 none (default).
 	RetentionTime      time.Duration
 	RetentionSizeBytes int64
-	// BacklogQuotaLimitBytes refuses producers (ProducerBlockedQuotaExceededError) once a
-	// subscription's backlog exceeds it; <=0 = no quota.
+	// BacklogQuotaLimitBytes is the destination-storage backlog quota: once a subscription's
+	// backlog exceeds it, BacklogQuotaPolicy applies (checked every Config.BacklogQuotaCheckInterval
+	// and when a producer is created); <=0 = no quota.
 	BacklogQuotaLimitBytes int64
+	// BacklogQuotaPolicy is Pulsar's retention policy name: "producer_request_hold" (default:
+	// producers are disconnected and refused with ProducerBlockedQuotaExceededError, so clients
+	// hold their messages and retry), "producer_exception" (the same with
+	// ProducerBlockedQuotaExceededException: clients fail their pending messages), or
+	// "consumer_backlog_eviction" (the oldest backlog of the subscriptions over the quota is
+	// acknowledged until they fit).
+	BacklogQuotaPolicy string
 	// ReplicationClusters lists the clusters the topic replicates to (including this one).
 	ReplicationClusters []string
 	// MaxProducers and MaxConsumers per topic; 0 = unlimited.

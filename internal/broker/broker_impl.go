@@ -80,6 +80,9 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 	if cfg.StatsInterval <= 0 {
 		cfg.StatsInterval = 5 * time.Second
 	}
+	if cfg.BacklogQuotaCheckInterval <= 0 {
+		cfg.BacklogQuotaCheckInterval = 5 * time.Second
+	}
 	if cfg.ReplicatorPrefix == "" {
 		cfg.ReplicatorPrefix = "pulsar.repl"
 	}
@@ -535,13 +538,19 @@ func (b *brokerState) statsLoop(ctx context.Context) {
 	defer b.wg.Done()
 	tick := time.NewTicker(b.cfg.StatsInterval)
 	defer tick.Stop()
-	lastTTL := b.clock.Now()
+	lastTTL, lastQuota := b.clock.Now(), b.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			b.sampleRates()
+			if now := b.clock.Now(); now.Sub(lastQuota) >= b.cfg.BacklogQuotaCheckInterval {
+				lastQuota = now
+				for _, t := range b.loadedTopics() {
+					t.t.enforceBacklogQuota(ctx)
+				}
+			}
 			if now := b.clock.Now(); now.Sub(lastTTL) >= ttlCheckInterval {
 				lastTTL = now
 				for _, t := range b.loadedTopics() {

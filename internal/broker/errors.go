@@ -51,6 +51,9 @@ var (
 	// ErrProducerBlockedQuota: a subscription's backlog exceeds the backlog quota (Pulsar's default
 	// producer_request_hold policy refuses new producers). ProducerBlockedQuotaExceededError.
 	ErrProducerBlockedQuota = wire.ErrProducerBlockedQuotaExceeded
+	// ErrProducerBlockedQuotaException: the same under the producer_exception policy.
+	// ProducerBlockedQuotaExceededException.
+	ErrProducerBlockedQuotaException = wire.ErrProducerBlockedQuotaExceededException
 	// ErrConsumerAssign: a Key_Shared sticky consumer's hash ranges are invalid or overlap another
 	// consumer's. ConsumerAssignError.
 	ErrConsumerAssign = wire.ErrConsumerAssign

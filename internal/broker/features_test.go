@@ -542,3 +542,54 @@ func TestGarbageEntries(t *testing.T) {
 		t.Fatalf("after garbage: %+v", r)
 	}
 }
+
+func TestBacklogQuotaPolicies(t *testing.T) {
+	for _, tt := range []struct {
+		policy string
+		want   error
+	}{
+		{"", ErrProducerBlockedQuota},
+		{"producer_request_hold", ErrProducerBlockedQuota},
+		{"producer_exception", ErrProducerBlockedQuotaException},
+		{"consumer_backlog_eviction", nil},
+	} {
+		t.Run(tt.policy, func(t *testing.T) {
+			pol := &policies{pol: map[string]TopicPolicies{"public/default": {BacklogQuotaLimitBytes: 10 << 10, BacklogQuotaPolicy: tt.policy}}}
+			e := &env{t: t, cfg: Config{AutoTopicCreation: true}, pol: pol}
+			e.fs = newMemFS()
+			e.open()
+			t.Cleanup(e.close)
+			top := e.topic("quota")
+			subscribe(t, top, SubscribeOptions{Subscription: "slow", Durable: true}) // never reads
+			closed := make(chan struct{})
+			p := addProducer(t, top, ProducerOptions{Name: "p", OnClosed: func() { close(closed) }})
+			body := string(make([]byte, 1024))
+			for i := 0; i < 20; i++ {
+				publishSync(t, p, PublishRequest{Entry: entry(t, "p", uint64(i), 1, body), SequenceID: int64(i)})
+			}
+			top.t.enforceBacklogQuota(context.Background())
+			_, err := top.AddProducer(context.Background(), ProducerOptions{Name: "p2"})
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("producer refused under eviction: %v", err)
+				}
+				if b := top.Stats().Subscriptions["slow"].MsgBacklog; b > 10 {
+					t.Fatalf("backlog %d entries after eviction", b)
+				}
+				return
+			}
+			<-closed // the connected producer was disconnected
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("new producer: %v, want %v", err, tt.want)
+			}
+			if r := publishSync(t, p, PublishRequest{Entry: entry(t, "p", 99, 1, "x"), SequenceID: 99}); r.Err == nil {
+				t.Fatal("disconnected producer still publishes")
+			}
+			// The backlog is consumed: producers are welcome again.
+			if err := top.SkipAll(context.Background(), "slow"); err != nil {
+				t.Fatal(err)
+			}
+			addProducer(t, top, ProducerOptions{Name: "p"})
+		})
+	}
+}

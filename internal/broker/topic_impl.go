@@ -1078,31 +1078,100 @@ func (t *topicState) readBytesHint(n int) int64 {
 	return limit
 }
 
-// checkBacklogQuota refuses a new producer while a subscription's backlog exceeds the quota
-// (replicators are exempt, as in Pulsar).
-func (t *topicState) checkBacklogQuota(producerName string) error {
+// Backlog quota policies (Pulsar's names).
+const (
+	quotaProducerRequestHold     = "producer_request_hold"
+	quotaProducerException       = "producer_exception"
+	quotaConsumerBacklogEviction = "consumer_backlog_eviction"
+)
+
+// overQuota returns the subscriptions whose estimated backlog size exceeds the backlog quota,
+// with the quota, the policy and the average entry size used for the estimate.
+func (t *topicState) overQuota() (over []*subscriptionState, limit int64, policy string, avg int64) {
 	t.mu.Lock()
-	limit := t.policies.BacklogQuotaLimitBytes
+	limit, policy = t.policies.BacklogQuotaLimitBytes, t.policies.BacklogQuotaPolicy
 	subs := make([]*subscriptionState, 0, len(t.subs))
 	for _, s := range t.subs {
 		subs = append(subs, s)
 	}
 	t.mu.Unlock()
-	if limit <= 0 || t.nonPersistent() || strings.HasPrefix(producerName, t.b.cfg.ReplicatorPrefix+".") {
-		return nil
+	if limit <= 0 || t.nonPersistent() {
+		return nil, limit, policy, 0
 	}
 	entries := t.ledger.Entries()
 	if entries == 0 {
-		return nil
+		return nil, limit, policy, 0
 	}
-	avg := t.ledger.Bytes() / entries
+	avg = max(t.ledger.Bytes()/entries, 1)
 	for _, s := range subs {
-		if size := s.cursor.Backlog() * avg; size > limit {
-			return fmt.Errorf("backlog of subscription %q (~%d bytes) exceeds the quota of %d bytes on %s: %w",
-				s.name, size, limit, t.name, ErrProducerBlockedQuota)
+		if s.durable && s.cursor.Backlog()*avg > limit {
+			over = append(over, s)
 		}
 	}
-	return nil
+	return over, limit, policy, avg
+}
+
+// quotaError is the error refusing producers under a backlog quota policy.
+func (t *topicState) quotaError(s *subscriptionState, limit, avg int64, policy string) error {
+	sentinel := ErrProducerBlockedQuota
+	if policy == quotaProducerException {
+		sentinel = ErrProducerBlockedQuotaException
+	}
+	return fmt.Errorf("backlog of subscription %q (~%d bytes) exceeds the quota of %d bytes on %s: %w",
+		s.name, s.cursor.Backlog()*avg, limit, t.name, sentinel)
+}
+
+// checkBacklogQuota refuses a new producer while a subscription's backlog exceeds the quota
+// (replicators are exempt, as in Pulsar; consumer_backlog_eviction never refuses producers).
+func (t *topicState) checkBacklogQuota(producerName string) error {
+	if strings.HasPrefix(producerName, t.b.cfg.ReplicatorPrefix+".") {
+		return nil
+	}
+	over, limit, policy, avg := t.overQuota()
+	if len(over) == 0 || policy == quotaConsumerBacklogEviction {
+		return nil
+	}
+	return t.quotaError(over[0], limit, avg, policy)
+}
+
+// enforceBacklogQuota applies the backlog quota policy (periodically): under the producer
+// policies the connected producers (not replicators) are disconnected, and their re-creation is
+// refused by checkBacklogQuota until the backlog shrinks; under consumer_backlog_eviction the
+// oldest entries of each subscription over the quota are acknowledged until it fits.
+func (t *topicState) enforceBacklogQuota(ctx context.Context) {
+	over, limit, policy, avg := t.overQuota()
+	if len(over) == 0 {
+		return
+	}
+	if policy == quotaConsumerBacklogEviction {
+		for _, s := range over {
+			n := int(s.cursor.Backlog() - limit/avg)
+			if err := t.skip(ctx, s.name, n); err != nil {
+				t.b.log.Warn("backlog eviction failed", slog.String("topic", t.name.String()), slog.String("subscription", s.name), slog.Any("err", err))
+				continue
+			}
+			t.b.log.Info("backlog quota exceeded: oldest messages evicted", slog.String("topic", t.name.String()),
+				slog.String("subscription", s.name), slog.Int("entries", n))
+		}
+		return
+	}
+	t.mu.Lock()
+	var evicted []*producerState
+	for name, p := range t.producers {
+		if !p.isReplicator {
+			delete(t.producers, name)
+			evicted = append(evicted, p)
+		}
+	}
+	if len(t.producers) == 0 {
+		t.exclusive = false
+	}
+	t.mu.Unlock()
+	if len(evicted) > 0 {
+		t.b.log.Info("backlog quota exceeded: producers disconnected", slog.String("topic", t.name.String()),
+			slog.String("policy", policy), slog.Int("producers", len(evicted)), slog.Any("reason", t.quotaError(over[0], limit, avg, policy)))
+		t.closeProducers(evicted)
+	}
 }
 
 // dispatchNonPersistent hands one published entry to one consumer with permits of every
