@@ -48,3 +48,12 @@ func schemaAutoUpdate(cat *catalog.Catalog) func(context.Context, naming.Namespa
 		return *p.IsAllowAutoUpdateSchema
 	}
 }
+
+// schemaValidationEnforced reports the namespace policy schema_validation_enforced (default false):
+// producers without a schema are refused on topics that have one.
+func schemaValidationEnforced(cat *catalog.Catalog) func(context.Context, naming.NamespaceName) bool {
+	return func(_ context.Context, ns naming.NamespaceName) bool {
+		p, ok := cat.NamespaceShared(ns.String())
+		return ok && p.SchemaValidationEnforced
+	}
+}

@@ -24,6 +24,8 @@ import (
 type schemaConfig struct {
 	reg        *schema.Registry
 	autoUpdate func(context.Context, naming.NamespaceName) bool
+	// enforced: namespace policy schema_validation_enforced (nil = never).
+	enforced func(context.Context, naming.NamespaceName) bool
 }
 
 // schemaConfigs holds each Server's schemaConfig. It lives beside Server rather than in Options so
@@ -38,7 +40,24 @@ func (s *Server) SetSchemas(reg *schema.Registry, autoUpdate func(context.Contex
 		schemaConfigs.Delete(s)
 		return
 	}
-	schemaConfigs.Store(s, &schemaConfig{reg: reg, autoUpdate: autoUpdate})
+	cfg := &schemaConfig{reg: reg, autoUpdate: autoUpdate}
+	if v, ok := schemaConfigs.Load(s); ok {
+		cfg.enforced = v.(*schemaConfig).enforced
+	}
+	schemaConfigs.Store(s, cfg)
+}
+
+// SetSchemaValidationEnforced gives the server the namespace policy schema_validation_enforced:
+// when it is true, a producer that declares no schema is refused (IncompatibleSchema) on a topic
+// that has one, as Pulsar does. Call it after SetSchemas, before Serve.
+func (s *Server) SetSchemaValidationEnforced(enforced func(context.Context, naming.NamespaceName) bool) {
+	v, ok := schemaConfigs.Load(s)
+	if !ok {
+		return
+	}
+	cfg := *v.(*schemaConfig)
+	cfg.enforced = enforced
+	schemaConfigs.Store(s, &cfg)
 }
 
 // schemaRegistry is the server's registry, nil without one.
@@ -189,11 +208,31 @@ func (c *conn) handleGetOrCreateSchema(cmd *pulsarpb.CommandGetOrCreateSchema) {
 // producer declares none, or without a registry). Errors wrap wire.ErrIncompatibleSchema.
 func (c *conn) producerSchema(ctx context.Context, topic naming.TopicName, info *schema.Info) ([]byte, error) {
 	reg := c.schemaRegistry()
-	if reg == nil || info == nil {
+	if reg == nil {
 		return nil, nil
+	}
+	if info == nil {
+		return nil, c.checkSchemaless(ctx, reg, topic)
 	}
 	v, err := reg.ForProducer(ctx, topic, info, c.schemaAutoUpdate(ctx, topic.NamespaceName()))
 	return v, schemaErr(err)
+}
+
+// checkSchemaless refuses a producer without a schema on a topic with one when the namespace
+// enforces schema validation.
+func (c *conn) checkSchemaless(ctx context.Context, reg *schema.Registry, topic naming.TopicName) error {
+	v, ok := schemaConfigs.Load(c.s)
+	if !ok || v.(*schemaConfig).enforced == nil || !v.(*schemaConfig).enforced(ctx, topic.NamespaceName()) {
+		return nil
+	}
+	latest, err := reg.Latest(ctx, topic)
+	if errors.Is(err, schema.ErrNotFound) || err == nil && latest.Type == schema.TypeNone {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: producers cannot connect without a schema to topic %s, which has one, while schema validation is enforced", wire.ErrIncompatibleSchema, topic)
 }
 
 // consumerSchema applies the schema a consumer declares (SUBSCRIBE.schema) on a loaded topic: it

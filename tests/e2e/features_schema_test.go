@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,39 @@ func TestSchemaJSONAndBytes(t *testing.T) {
 	raw := newProducer(t, client, pulsar.ProducerOptions{Topic: topic})
 	if _, err := raw.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(`{"name":"raw"}`)}); err != nil {
 		t.Fatalf("BYTES producer on a JSON topic: %v", err)
+	}
+}
+
+// TestSchemaValidationEnforced: with the namespace policy schemaValidationEnforced, a producer that
+// declares no schema is refused on a topic with a schema (and still accepted on one without).
+func TestSchemaValidationEnforced(t *testing.T) {
+	harness.Pending(t, "node must call Server.SetSchemaValidationEnforced (to-server.md, features 10:25)")
+	b := startBroker(t, brokerConfig{})
+	client := harness.NewClient(t, b, nil)
+	admin := harness.NewAdmin(t, b)
+	ns := "public/enforced"
+	if err := admin.Namespaces().CreateNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	nsName, err := utils.GetNamespaceName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Namespaces().SetSchemaValidationEnforced(*nsName, true); err != nil {
+		t.Fatal(err)
+	}
+	typed := harness.TopicIn(t, ns)
+	newProducer(t, client, pulsar.ProducerOptions{Topic: typed, Schema: pulsar.NewStringSchema(nil)})
+	harness.Eventually(t, 10*time.Second, "a schema-less producer refused", func() error {
+		p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: typed, SendTimeout: time.Second})
+		if err == nil {
+			p.Close()
+			return fmt.Errorf("schema-less producer accepted")
+		}
+		return nil
+	})
+	plain := newProducer(t, client, pulsar.ProducerOptions{Topic: harness.TopicIn(t, ns)})
+	if _, err := plain.Send(testCtx(t, 20*time.Second), &pulsar.ProducerMessage{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
 	}
 }
