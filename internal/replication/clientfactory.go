@@ -54,8 +54,8 @@ type ClientFactory struct {
 }
 
 type remoteClient struct {
-	brokerURL, serviceURL string
-	c                     *client.Client
+	brokerURL string
+	c         *client.Client
 }
 
 // NewClientFactory returns a factory; Close closes every remote client.
@@ -83,7 +83,6 @@ func (f *ClientFactory) remote(name string) (*remoteClient, error) {
 		return nil, client.ErrClosed
 	}
 	if rc := f.remotes[name]; rc != nil && rc.brokerURL == cd.BrokerServiceURL {
-		rc.serviceURL = cd.ServiceURL
 		return rc, nil
 	} else if rc != nil {
 		_ = rc.c.Close() // the cluster moved; producers on the old client fail and are recreated
@@ -97,7 +96,7 @@ func (f *ClientFactory) remote(name string) (*remoteClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replication: client for cluster %q: %w", name, err)
 	}
-	rc := &remoteClient{brokerURL: cd.BrokerServiceURL, serviceURL: cd.ServiceURL, c: c}
+	rc := &remoteClient{brokerURL: cd.BrokerServiceURL, c: c}
 	f.remotes[name] = rc
 	return rc, nil
 }
@@ -136,10 +135,11 @@ func (f *ClientFactory) preparePartitions(ctx context.Context, rc *remoteClient,
 		return fmt.Errorf("partitioned metadata of %s on %s: %w", base, remote, err)
 	}
 	if got == 0 {
-		if rc.serviceURL == "" {
+		cd, _ := f.opts.Clusters.Cluster(remote)
+		if cd.ServiceURL == "" {
 			return fmt.Errorf("%w: %s is not partitioned on %s, which has no serviceUrl to create it", ErrPartitionMismatch, base, remote)
 		}
-		admin, err := adminapi.NewClient(rc.serviceURL, f.opts.HTTPClient)
+		admin, err := adminapi.NewClient(cd.ServiceURL, f.opts.HTTPClient)
 		if err != nil {
 			return fmt.Errorf("admin client for %s: %w", remote, err)
 		}

@@ -59,6 +59,7 @@ type Runner struct {
 	// Loop-owned state.
 	producers map[int64]RemoteProducer
 	waitCh    <-chan struct{}
+	tailing   bool // the next read follows a new-entry notification (read inline)
 	timerSeq  map[TimerKind]int64
 	timers    map[TimerKind]*time.Timer
 	lastErr   string
@@ -249,7 +250,9 @@ func (r *Runner) loop(ctx context.Context, markDelete Position) {
 			}
 		case <-r.waitCh:
 			r.waitCh = nil
+			r.tailing = true
 			r.handle(ctx, EvDataAvailable{Now: r.now()})
+			r.tailing = false
 		case <-ticker.C:
 			now := r.now()
 			r.mu.Lock()
@@ -366,9 +369,7 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 			r.closeProducer(p)
 		}
 	case ActRead:
-		r.workers.Add(1)
-		go func() {
-			defer r.workers.Done()
+		read := func() {
 			es, err := r.cfg.Topic.Read(ctx, a.From, a.MaxEntries, a.MaxBytes)
 			if err == nil && r.cfg.Schemas != nil {
 				// Entries are handed over as read-only; translation replaces Data, never edits it.
@@ -379,6 +380,18 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 				return
 			}
 			r.inbox.post(EvReadDone{Now: r.now(), Epoch: a.Epoch, Entries: es, Err: err})
+		}
+		if r.tailing {
+			// Caught up and just woken by a new entry: it is in the entry cache, so read it here
+			// rather than hand over to another goroutine and back (latency of the live path).
+			r.tailing = false
+			read()
+			return
+		}
+		r.workers.Add(1)
+		go func() {
+			defer r.workers.Done()
+			read()
 		}()
 	case ActSend:
 		p, ok := r.producers[a.Gen]
