@@ -180,3 +180,30 @@ func TestSchemaValidationEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSchemaOnNonPersistentTopic: schemas work the same on non-persistent topics (the history is
+// shared with the persistent topic of the same name, as in Pulsar).
+func TestSchemaOnNonPersistentTopic(t *testing.T) {
+	b := startBroker(t, brokerConfig{})
+	client := harness.NewClient(t, b, nil)
+	topic := strings.Replace(harness.Topic(t), "persistent://", "non-persistent://", 1)
+	ctx := testCtx(t, 30*time.Second)
+	cons := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Schema: pulsar.NewStringSchema(nil)})
+	p := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewStringSchema(nil)})
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Value: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s *string // the client's StringSchema decodes into a *string
+	if err := m.GetSchemaValue(&s); err != nil || s == nil || *s != "hi" {
+		t.Fatalf("GetSchemaValue: %v %v", s, err)
+	}
+	if c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s2",
+		Schema: pulsar.NewAvroSchema(userSchemaV1, nil)}); err == nil {
+		c.Close()
+		t.Fatal("AVRO consumer accepted on a STRING topic")
+	}
+}
