@@ -126,7 +126,7 @@ func receiveAll(t *testing.T, ctx context.Context, cs *client.Consumer, want int
 
 func waitStats(t *testing.T, ctx context.Context, c *cluster, topic, remote string, what string, ok func(adminapi.ReplicatorStats) bool) adminapi.ReplicatorStats {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	var last adminapi.ReplicatorStats
 	for time.Now().Before(deadline) {
 		st, err := c.admin.TopicStats(ctx, topic)
@@ -344,7 +344,7 @@ func TestEndToEndRemoveCluster(t *testing.T) {
 	produce(t, ctx, a.client(t), topic, "m", 10)
 	waitStats(t, ctx, a, topic, "b", "caught up", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
 	a.replicateTo(t, ctx, "a")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		is, err := a.admin.InternalStats(ctx, topic)
 		st, err2 := a.admin.TopicStats(ctx, topic)

@@ -111,7 +111,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Second, "replicator to b", func() bool { return len(m.Running()) == 1 })
+	waitFor(t, 5*time.Second, "replicator to b", func() bool { return len(m.Running()) == 1 })
 	t.Logf("replicator started %v after the policy change", time.Since(changed))
 	lt.append(mkEntry(t, Position{}, "new", nil).Data, 1)
 	waitFor(t, 5*time.Second, "new entry at b", func() bool { return remotes.get("b").topic.LastConfirmed().EntryID == 0 })
@@ -137,7 +137,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Second, "rate applied", func() bool { return m.Stats(topic)["c"].Rate.MessagesPerSecond == 50 })
+	waitFor(t, 5*time.Second, "rate applied", func() bool { return m.Stats(topic)["c"].Rate.MessagesPerSecond == 50 })
 
 	// Removing b while it is down: stopped within a second, cursor deleted, backlog counted.
 	rb := remotes.get("b")
@@ -157,7 +157,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Second, "b removed", func() bool {
+	waitFor(t, 5*time.Second, "b removed", func() bool {
 		_, hasB := m.Stats(topic)["b"]
 		return !hasB && m.Abandoned()["b"] == 3
 	})
@@ -232,7 +232,7 @@ func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
 	}
 	m.Start(ctx)
 	defer m.Close(ctx)
-	waitFor(t, 3*time.Second, "start failure in stats", func() bool {
+	waitFor(t, 5*time.Second, "start failure in stats", func() bool {
 		s, ok := m.Stats(topic)["b"]
 		return ok && strings.Contains(s.LastError, "disk full") && !s.Connected
 	})
