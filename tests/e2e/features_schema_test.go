@@ -207,3 +207,43 @@ func TestSchemaOnNonPersistentTopic(t *testing.T) {
 		t.Fatal("AVRO consumer accepted on a STRING topic")
 	}
 }
+
+// TestSchemaSurvivesRestart: schemas live in the broker's metadata store; after a restart the
+// history is intact and the same schema keeps its version.
+func TestSchemaSurvivesRestart(t *testing.T) {
+	b := harness.StartInProcess(t, nil)
+	client := harness.NewClient(t, b, nil)
+	admin := harness.NewAdmin(t, b)
+	topic := harness.Topic(t)
+	ctx := testCtx(t, 60*time.Second)
+	p := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaV1, nil)})
+	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Value: &userV1{Name: "before"}}); err != nil {
+		t.Fatal(err)
+	}
+	p2 := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaV2, nil)})
+	if _, err := p2.Send(ctx, &pulsar.ProducerMessage{Value: &userV2{Name: "v2", Age: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.Start()
+	all, err := admin.Schemas().GetAllSchemas(topic)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("after restart: %d versions, %v", len(all), err)
+	}
+	cons := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, Schema: pulsar.NewAvroSchema(userSchemaV2, nil)})
+	m, err := cons.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got userV2
+	if err := m.GetSchemaValue(&got); err != nil || got.Name != "before" {
+		t.Fatalf("first message after restart: %+v %v", got, err)
+	}
+	again, err := admin.Schemas().GetVersionByPayload(topic, utils.PostSchemaPayload{SchemaType: "AVRO", Schema: string(all[0].SchemaInfo.Schema)})
+	if err != nil || again != 0 {
+		t.Fatalf("version of v1 after restart: %d %v", again, err)
+	}
+}
