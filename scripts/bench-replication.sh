@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 6 replication benchmarks, side by side with NATS JetStream mirrors in the same run:
+#   1. catch-up of 1,000,000 x 1 KiB into a second cluster (budget: >= 2x NATS mirror catch-up)
+#   2. producer-on-A to consumer-on-B latency at 5,000 msg/s (budget: p50 <= 2 ms, p99 <= 10 ms)
+# Both Meridian clusters fsync before acknowledging (the default); NATS runs with SYNC=always
+# (fsync every write) unless SYNC=default is given. Loopback only; every step is bounded in time.
+#
+# usage: scripts/bench-replication.sh            (env: NATS_SERVER, SYNC, BATCH, UNBATCHED_N, LAT_RATE)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NATS_SERVER=${NATS_SERVER:-/work/benchbin/nats-server}
+SYNC=${SYNC:-always}
+BATCH=${BATCH:-100}             # messages per entry for the batched catch-up (pulsar-perf and the Go client batch)
+UNBATCHED_N=${UNBATCHED_N:-200000}
+LAT_RATE=${LAT_RATE:-5000}
+
+echo "## machine: $(nproc) vCPU; $(uptime)"
+if [ -x "$NATS_SERVER" ] || command -v "$NATS_SERVER" >/dev/null 2>&1; then
+  echo "## NATS JetStream mirror (SYNC=$SYNC)"
+  NATS_SERVER="$NATS_SERVER" SYNC="$SYNC" LAT_RATE="$LAT_RATE" timeout 20m ../shared/bench/nats.sh catchup latency 2>&1 |
+    grep -Ev '^\s*$' || echo "(nats.sh failed)"
+else
+  echo "## NATS: $NATS_SERVER not found; skipping the peer"
+fi
+
+echo "## Meridian: two in-process clusters over loopback TCP, fsync before every acknowledgement"
+run() { # env assignments...; prints the test's figure lines
+  env "$@" go test -count=1 -timeout 20m -run "$TEST" -v ./internal/replication 2>&1 | grep -E 'catch-up of|latency a->b|FAIL|panic' || true
+}
+TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP=1000000 MERIDIAN_BENCH_BATCH="$BATCH"
+TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1
+TEST=TestReplicationLatency run MERIDIAN_BENCH_LATENCY="$LAT_RATE"
+echo "## machine after: $(uptime)"
