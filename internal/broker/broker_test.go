@@ -186,11 +186,12 @@ func TestSharedRoundRobinAndRedeliveryOnClose(t *testing.T) {
 	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest}
 	c1, s1 := subscribe(t, top, opts)
 	c2, s2 := subscribe(t, top, opts)
+	// Permits first: both consumers can take every entry, so round robin splits them.
+	c1.Flow(100)
+	c2.Flow(100)
 	for i := 0; i < 10; i++ {
 		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
 	}
-	c1.Flow(100)
-	c2.Flow(100)
 	waitUntil(t, "all delivered", func() bool { return s1.count()+s2.count() == 10 })
 	if s1.count() == 0 || s2.count() == 0 {
 		t.Fatalf("not shared: %d/%d", s1.count(), s2.count())

@@ -174,7 +174,8 @@ func TestDelayedDeliveryShared(t *testing.T) {
 	p := addProducer(t, top, ProducerOptions{})
 	c, s := subscribe(t, top, SubscribeOptions{Subscription: "d", Type: SubShared, Durable: true})
 	c.Flow(100)
-	due := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond) // deliver_at_time is in ms
+	// 1 s: long enough that "now" is read before "late" is due even on a loaded machine.
+	due := time.Now().Add(time.Second).Truncate(time.Millisecond) // deliver_at_time is in ms
 	md := &pulsarpb.MessageMetadata{ProducerName: proto.String(p.Name()), SequenceId: proto.Uint64(0),
 		PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())), DeliverAtTime: proto.Int64(due.UnixMilli())}
 	late, _ := wire.EncodeEntry(md, []byte("late"))
