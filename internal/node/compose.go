@@ -134,6 +134,7 @@ func (n *Node) compose(ctx context.Context) error {
 	}
 	c.schemas = newSchemaRegistry(c.localStore, c.catalog)
 	c.server.SetSchemas(c.schemas, schemaAutoUpdate(c.catalog))
+	c.server.SetSchemaValidationEnforced(schemaValidationEnforced(c.catalog))
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()

@@ -130,6 +130,9 @@ func (s topicService) TopicStats(ctx context.Context, topic string, opts adminap
 	}
 	if s.repl != nil {
 		out.Replication = s.repl.AdminStats(topic)
+		// Inbound side (Pulsar's inboundConnection fields) from the replicator producers attached
+		// here; before ExcludePublishers clears them.
+		out.Replication = replication.MergeInbound(out.Replication, out.Publishers)
 	}
 	if opts.ExcludePublishers {
 		out.Publishers = nil
