@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -469,4 +468,3 @@ func position(m *pulsarpb.MessageIdData) storage.Position {
 	return storage.Position{LedgerID: int64(m.GetLedgerId()), EntryID: int64(m.GetEntryId())}
 }
 
-var _ = errors.Is
