@@ -467,4 +467,3 @@ func (c *conn) handleConsumerStats(cmd *pulsarpb.CommandConsumerStats) {
 func position(m *pulsarpb.MessageIdData) storage.Position {
 	return storage.Position{LedgerID: int64(m.GetLedgerId()), EntryID: int64(m.GetEntryId())}
 }
-
