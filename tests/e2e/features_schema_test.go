@@ -150,7 +150,6 @@ func TestSchemaJSONAndBytes(t *testing.T) {
 // TestSchemaValidationEnforced: with the namespace policy schemaValidationEnforced, a producer that
 // declares no schema is refused on a topic with a schema (and still accepted on one without).
 func TestSchemaValidationEnforced(t *testing.T) {
-	harness.Pending(t, "node must call Server.SetSchemaValidationEnforced (to-server.md, features 10:25)")
 	b := startBroker(t, brokerConfig{})
 	client := harness.NewClient(t, b, nil)
 	admin := harness.NewAdmin(t, b)
