@@ -215,14 +215,26 @@ func TestSchemaSurvivesRestart(t *testing.T) {
 	admin := harness.NewAdmin(t, b)
 	topic := harness.Topic(t)
 	ctx := testCtx(t, 60*time.Second)
-	p := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaV1, nil)})
+	// The producers are closed before the restart: a producer still reconnecting when the test
+	// ends leaves the client's lookup retry running (pulsar-client-go does not cancel it on Close).
+	p, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaV1, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
 	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Value: &userV1{Name: "before"}}); err != nil {
 		t.Fatal(err)
 	}
-	p2 := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaV2, nil)})
+	p2, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(userSchemaV2, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
 	if _, err := p2.Send(ctx, &pulsar.ProducerMessage{Value: &userV2{Name: "v2", Age: 1}}); err != nil {
 		t.Fatal(err)
 	}
+	p.Close()
+	p2.Close()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
