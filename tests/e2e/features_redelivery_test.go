@@ -221,7 +221,12 @@ func TestDelayedDeliverySurvivesRestart(t *testing.T) {
 	topic := harness.Topic(t)
 	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared}
 	cons := newConsumer(t, client, opts)
-	prod := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	// Closed before the restart: a producer still reconnecting when the test ends would leave the
+	// client's lookup retry running (pulsar-client-go does not cancel it on Close).
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := testCtx(t, 60*time.Second)
 	start := time.Now()
 	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("delayed"), DeliverAfter: 4 * time.Second}); err != nil {
@@ -235,6 +240,7 @@ func TestDelayedDeliverySurvivesRestart(t *testing.T) {
 		t.Fatalf("first: %v %v", m, err)
 	}
 	_ = cons.Ack(m)
+	prod.Close()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
