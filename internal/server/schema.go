@@ -187,6 +187,11 @@ func (c *conn) handleGetOrCreateSchema(cmd *pulsarpb.CommandGetOrCreateSchema) {
 	}
 	info := schemaInfoOf(cmd.GetSchema())
 	c.goRequest(func(ctx context.Context) {
+		// The topic must exist (or be creatable): no schema is stored for a missing namespace.
+		if _, err := c.s.opts.Broker.GetTopic(ctx, topic, true); err != nil {
+			fail(err)
+			return
+		}
 		version, err := c.producerSchema(ctx, topic, info)
 		if err != nil {
 			fail(err)
