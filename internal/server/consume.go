@@ -177,8 +177,9 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 	}
 	c.mu.Lock()
 	if h, ok := c.consumers[id]; ok {
+		ready := h.cons != nil
 		c.mu.Unlock()
-		if h.cons == nil {
+		if !ready {
 			c.sendError(reqID, fmt.Errorf("%w: consumer %d is already being created on this connection", wire.ErrServiceNotReady, id))
 			return
 		}

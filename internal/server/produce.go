@@ -46,13 +46,14 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 	}
 	c.mu.Lock()
 	if h, ok := c.producers[id]; ok {
+		prod, version := h.prod, h.schemaVersion
 		c.mu.Unlock()
-		if h.prod == nil {
+		if prod == nil {
 			c.sendError(reqID, fmt.Errorf("%w: producer %d is already being created on this connection", wire.ErrServiceNotReady, id))
 			return
 		}
 		// The client repeats PRODUCER for a producer that exists: Pulsar answers success again.
-		c.sendProducerSuccess(reqID, h.prod, h.schemaVersion, true)
+		c.sendProducerSuccess(reqID, prod, version, true)
 		return
 	}
 	h := &producerHandle{id: id, topic: topic, requestID: reqID}
@@ -212,14 +213,18 @@ func (c *conn) handleCloseProducer(cmd *pulsarpb.CommandCloseProducer) {
 		delete(c.producers, id)
 	}
 	c.markProducerClosedLocked(id)
+	var prod *broker.Producer
+	if ok {
+		prod = h.prod
+	}
 	c.mu.Unlock()
-	if !ok || h.prod == nil {
+	if prod == nil {
 		// Unknown, or still being created: the creating goroutine sees it is gone and closes it.
 		c.sendSuccess(reqID)
 		return
 	}
 	c.goRequest(func(ctx context.Context) {
-		if err := h.prod.Close(ctx); err != nil && ctx.Err() == nil {
+		if err := prod.Close(ctx); err != nil && ctx.Err() == nil {
 			c.log.Debug("closing producer", "producerId", id, "err", err)
 		}
 		c.sendSuccess(reqID)
@@ -233,6 +238,10 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	id, seq := cmd.GetProducerId(), cmd.GetSequenceId()
 	c.mu.Lock()
 	h := c.producers[id]
+	var prod *broker.Producer
+	if h != nil {
+		prod = h.prod // written under c.mu by the creating goroutine
+	}
 	_, recentlyClosed := c.closedProducers[id]
 	c.mu.Unlock()
 	if h == nil && recentlyClosed {
@@ -241,7 +250,7 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		c.log.Debug("SEND for a recently closed producer ignored", "producerId", id, "sequenceId", seq)
 		return nil
 	}
-	if h == nil || h.prod == nil {
+	if prod == nil {
 		return c.badFrame(fmt.Errorf("SEND for producer %d, which is not ready on this connection", id))
 	}
 	sendError := func(code pulsarpb.ServerError, msg string) {
@@ -307,7 +316,7 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		req.LastChunk = md.GetChunkId() >= md.GetNumChunksFromMsg()-1
 	}
 	c.pendingSends.Add(1)
-	h.prod.Publish(req, func(res broker.PublishResult) { c.completeSend(id, seq, res) })
+	prod.Publish(req, func(res broker.PublishResult) { c.completeSend(id, seq, res) })
 	return nil
 }
 
