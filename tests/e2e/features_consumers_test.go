@@ -178,6 +178,16 @@ func TestKeySharedSticky(t *testing.T) {
 	if per := col.check(t, true); len(per) != 2 {
 		t.Errorf("consumers served: %v", per)
 	}
+	// A sticky consumer whose range overlaps another's is refused (ConsumerAssignError).
+	overlap, err := pulsar.NewKeySharedPolicySticky([]int{30000, 40000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "ks", Type: pulsar.KeyShared,
+		KeySharedPolicy: overlap}); err == nil {
+		c.Close()
+		t.Fatal("overlapping sticky ranges accepted")
+	}
 }
 
 // TestKeySharedOrderingAcrossJoin: a consumer holds unacknowledged messages of every key when a
