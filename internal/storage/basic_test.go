@@ -6,12 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-func testLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func testLogger() *slog.Logger {
+	if os.Getenv("CRASH_DEBUG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func openMem(t testing.TB, fs vfs.FS, mod func(*Options)) *Engine {
 	t.Helper()

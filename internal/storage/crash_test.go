@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -148,6 +149,7 @@ func runCrashSeed(t *testing.T, seed uint64) {
 			} else {
 				_ = c.Delete(ctx, p)
 			}
+			dbg(t, "%s ack %v -> md %v", n, p, c.MarkDeletePosition())
 			if md := c.MarkDeletePosition(); md.Compare(m.lastMD) > 0 {
 				m.lastMD = md
 			}
@@ -157,6 +159,7 @@ func runCrashSeed(t *testing.T, seed uint64) {
 				if err := c.Flush(ctx); err == nil {
 					m.flushedMD = md
 				}
+				dbg(t, "%s flush md %v flushed %v", n, md, m.flushedMD)
 			}
 		case op < 78: // roll (which trims) or trim
 			if c := l.Cursor("sub"); c != nil {
@@ -169,6 +172,7 @@ func runCrashSeed(t *testing.T, seed uint64) {
 			} else {
 				_ = l.Trim(ctx)
 			}
+			dbg(t, "%s roll/trim first %v lc %v", n, l.FirstPosition(), l.LastConfirmed())
 		case op < 85:
 			faults = !faults
 			if faults {
@@ -205,6 +209,12 @@ func runCrashSeed(t *testing.T, seed uint64) {
 	}
 	fs.SetInjector(nil)
 	_ = e.Close()
+}
+
+func dbg(t *testing.T, f string, args ...any) {
+	if os.Getenv("CRASH_DEBUG") != "" {
+		t.Logf(f, args...)
+	}
 }
 
 func cloneAcked(models map[string]*crashModel) map[string]map[Position][]byte {
@@ -266,6 +276,7 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 				m.acked[p] = d
 			}
 		}
+		dbg(t, "%s reopened: first %v lc %v entries %d", n, l.FirstPosition(), l.LastConfirmed(), l.Entries())
 		if c := l.Cursor("sub"); c != nil && !m.hasCursor {
 			// Created while faults were injected: OpenCursor failed, but the record made it.
 			m.hasCursor = true

@@ -576,6 +576,11 @@ func (l *Ledger) loadCursors() error {
 		return err
 	}
 	states := map[string]*cursorState{}
+	defer func() {
+		for n, st := range states {
+			e.log.Debug("loaded cursor", "ledger", l.name, "cursor", n, "md", st.markDelete.String())
+		}
+	}()
 	truncateAt := int64(-1)
 	hdr := make([]byte, headerSize)
 	if n, _ := f.ReadAt(hdr, 0); n == headerSize {
@@ -636,7 +641,9 @@ func (l *Ledger) loadCursors() error {
 	for _, n := range names {
 		st := states[n]
 		l.reconcile(st)
-		c := &Cursor{l: l, name: n, durable: true, st: *st}
+		// version 1 > flushedV 0: the reconciled state is persisted by the next flush (reconcile
+		// may have moved it, and a later Flush must not skip it as unchanged).
+		c := &Cursor{l: l, name: n, durable: true, st: *st, version: 1}
 		if l.cursors == nil {
 			l.cursors = map[string]*Cursor{}
 		}

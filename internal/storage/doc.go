@@ -121,7 +121,8 @@
 //	4 delcursor a cursor-log body of type 2 (below)
 //	5 trim      ledger id u64: that segment and its index are removed
 //	6 delledger the ledger's directory is removed
-//	7 void      the ledger was fenced; its later entry records were never acknowledged
+//	7 void      the ledger was fenced: pairs of (ledger id u64, first entry u64); entries of that
+//	            ledger id from that entry on were never acknowledged and are not replayed
 //	8 create    the ledger was created: its directory exists from now on
 //
 // Cursor log record body: type u8, then for type 1 (state) the cursor state below, for type 2

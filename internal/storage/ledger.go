@@ -30,6 +30,7 @@ type Ledger struct {
 	nextEntry int64
 	curBytes  int64
 	qClosed   bool
+	qFenced   bool
 
 	mu       sync.RWMutex
 	segs     []*segment // ascending ids; the last is the current one (possibly empty)
@@ -414,6 +415,9 @@ func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position,
 		if l.qClosed {
 			return item{kind: kFail, err: ErrClosed, done: done}
 		}
+		if l.qFenced {
+			return item{kind: kFail, err: ErrFenced, done: done}
+		}
 		if rollTo > l.curID {
 			l.switchSegmentLocked(b, rollTo)
 		}
@@ -556,9 +560,13 @@ func (l *Ledger) applyEntry(it *item, slab *[]byte) (Position, error) {
 	data := rec[segRecordOverhead:]
 	pos := Position{seg.id, it.entryID}
 	l.mu.Lock()
-	if l.closed {
+	if l.closed || l.err != nil {
+		err := l.err
+		if err == nil {
+			err = ErrClosed
+		}
 		l.mu.Unlock()
-		return Position{}, ErrClosed
+		return Position{}, err
 	}
 	seg.created = true
 	seg.addEntry(it.fileOff, int64(len(rec)), it.publishTime, int64(len(data)))
@@ -645,17 +653,28 @@ func (l *Ledger) removeSegLocked(seg *segment) {
 // A void record tells recovery that this ledger's later entries in the journal were never
 // acknowledged (so the gap they leave is expected, not corruption).
 func (l *Ledger) fence(err error) {
+	e := l.e
+	// Under the queue lock, so that no entry is queued after the void positions are taken.
+	e.qmu.Lock()
 	l.mu.Lock()
 	first := l.err == nil
+	var voids []byte
 	if first {
 		l.err = fmt.Errorf("%w: %w", ErrFenced, err)
-		l.e.log.Error("ledger fenced", "ledger", l.name, "err", err)
+		l.qFenced = true
+		e.log.Error("ledger fenced", "ledger", l.name, "err", err)
+		for _, s := range l.segs {
+			voids = binary.LittleEndian.AppendUint64(voids, uint64(s.id))
+			voids = binary.LittleEndian.AppendUint64(voids, uint64(s.entries))
+		}
 	}
 	l.mu.Unlock()
+	e.qmu.Unlock()
 	if first {
-		l.e.enqueue(l, func(b *batch) item {
+		e.enqueue(l, func(b *batch) item {
 			var start int
 			b.buf, start = beginJournalRecord(b.buf, jVoid, l.slot)
+			b.buf = append(b.buf, voids...)
 			finishJournalRecord(b.buf, start)
 			return item{kind: kBarrier}
 		})
@@ -1116,6 +1135,7 @@ func (l *Ledger) applyTrim(id int64) {
 	}
 	e.dirtyDirs[l.dirPath()] = struct{}{}
 	e.m.trimmedSegments.Add(1)
+	e.log.Debug("trimmed", "ledger", l.name, "segment", id)
 	// Non-durable cursors may lag behind the trimmed data: move them to the first stored entry.
 	for _, c := range cursors {
 		c.skipTrimmed(first)

@@ -59,7 +59,12 @@ func (e *Engine) recover(ctx context.Context) error {
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 	r := &replayer{e: e, segs: map[int64]*replaySeg{}, logs: map[string]int64{}, files: map[string]struct{}{},
 		dirs: map[string]struct{}{}, gaps: map[string]string{}, voided: map[string]bool{},
-		deletedSlots: map[uint32]bool{}}
+		deletedSlots: map[uint32]bool{}, voidFrom: map[int64]int64{}}
+	// Void records name entries that were never acknowledged (their ledger was fenced before
+	// they were applied); they may precede the void record, so collect them first.
+	for _, seq := range seqs {
+		r.collectVoids(seq)
+	}
 	for i, seq := range seqs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -168,6 +173,7 @@ type replayer struct {
 	maxLedgerID int64
 	// Slots are unique within one engine run, and every replayed journal file is from the last run.
 	deletedSlots map[uint32]bool
+	voidFrom     map[int64]int64 // ledger id -> first entry that was never acknowledged
 
 	applied, skipped, torn int
 }
@@ -222,6 +228,37 @@ func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
 	return nil
 }
 
+func (r *replayer) collectVoids(seq uint64) {
+	f, err := r.e.fs.OpenFile(r.e.journalPath(seq), vfs.ReadOnly)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return
+	}
+	data := make([]byte, size)
+	n, _ := f.ReadAt(data, 0)
+	data = data[:n]
+	for off := headerSize; off < len(data); {
+		body, sz, err := decodeRecord(data[off:], nil)
+		if err != nil {
+			return
+		}
+		off += sz
+		if len(body) < 5 || body[0] != jVoid {
+			continue
+		}
+		for p := body[5:]; len(p) >= 16; p = p[16:] {
+			id, from := int64(binary.LittleEndian.Uint64(p)), int64(binary.LittleEndian.Uint64(p[8:]))
+			if v, ok := r.voidFrom[id]; !ok || from < v {
+				r.voidFrom[id] = from
+			}
+		}
+	}
+}
+
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
@@ -268,12 +305,16 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 		r.maxLedgerID = max(r.maxLedgerID, id)
 		return r.applyEntry(name, dir, id, eid, rec)
 	case jCursor, jDelCursor:
+		if st, err := decodeCursorState(rest[1:]); err == nil && typ == jCursor {
+			e.log.Debug("replay cursor", "ledger", name, "cursor", st.name, "md", st.markDelete.String())
+		}
 		return r.appendCursorLog(name, dir, rest)
 	case jTrim:
 		if len(rest) < 8 {
 			return fmt.Errorf("%w: short trim record", ErrCorrupt)
 		}
 		id := int64(binary.LittleEndian.Uint64(rest))
+		e.log.Debug("replay trim", "ledger", name, "segment", id)
 		delete(r.segs, id)
 		for _, p := range []string{segPath(dir, id), idxPath(dir, id)} {
 			e.files.forget(p)
@@ -339,9 +380,12 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 		// The segment changes: its index (if any) is stale.
 		_ = e.fs.Remove(idxPath(dir, id))
 	}
-	if rs.skip || eid < rs.next {
+	if v, ok := r.voidFrom[id]; rs.skip || eid < rs.next || (ok && eid >= v) {
 		r.skipped++
 		return nil
+	}
+	if rs.next == 0 || eid == 0 {
+		e.log.Debug("replay entry", "ledger", name, "segment", id, "entry", eid, "next", rs.next)
 	}
 	if eid > rs.next {
 		rs.skip = true
