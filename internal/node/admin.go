@@ -22,7 +22,7 @@ func (n *Node) mountAdmin() error {
 	h, err := admin.NewHandler(admin.Config{
 		Cluster:           n.opts.Cluster,
 		Catalog:           c.catalog,
-		Topics:            topicService{broker: c.broker, cat: c.catalog, repl: c.replication},
+		Topics:            topicService{broker: c.broker, cat: c.catalog, repl: c.replication, schema: c.schemas},
 		Schemas:           c.schemas,
 		Ready:             n.Healthy,
 		Registry:          reg,

@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
+	"github.com/meridian-mq/meridian/internal/schema"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -23,6 +24,7 @@ type topicService struct {
 	broker *broker.Broker
 	cat    *catalog.Catalog
 	repl   *replication.Manager // nil: no replication stats
+	schema *schema.Registry     // nil: no schemas to delete with their topic
 }
 
 var _ admin.TopicService = topicService{}
@@ -106,7 +108,17 @@ func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool)
 	if err != nil {
 		return err
 	}
-	return adminErr(s.broker.DeleteTopic(ctx, name, force), admin.ErrTopicBusy)
+	if err := s.broker.DeleteTopic(ctx, name, force); err != nil {
+		return adminErr(err, admin.ErrTopicBusy)
+	}
+	// As Pulsar, a deleted topic takes its schema with it. A partition's schema belongs to its
+	// partitioned topic, which the admin layer deletes as a whole.
+	if s.schema != nil && !name.IsPartition() {
+		if _, err := s.schema.Delete(ctx, name, true); err != nil && !errors.Is(err, schema.ErrNotFound) {
+			return fmt.Errorf("topic deleted, but not its schema: %w", err)
+		}
+	}
+	return nil
 }
 
 // convertJSON copies between the broker's stats types and adminapi's: both carry Pulsar's JSON
