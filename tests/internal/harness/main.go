@@ -26,6 +26,10 @@ var LeakOptions = []goleak.Option{
 	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).dispatcher"),
 	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).runEventsLoop"),
 	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.newAckGroupingTracker.func1"),
+	// pulsar-client-go v0.19.0: a producer's or consumer's reconnect loop (lookup with retries) that
+	// was running when its client closed ends only when its current retry gives up.
+	goleak.IgnoreAnyFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionProducer).reconnectToBroker"),
+	goleak.IgnoreAnyFunction("github.com/apache/pulsar-client-go/pulsar.(*partitionConsumer).reconnectToBroker"),
 	// pulsar-client-go v0.19.0: one timer goroutine per chunked message lives for
 	// ExpireTimeOfIncompleteChunk (60 s) even after the message completed.
 	goleak.IgnoreTopFunction("github.com/apache/pulsar-client-go/pulsar.(*chunkedMsgCtxMap).discardChunkIfExpire"),
