@@ -69,9 +69,15 @@ func (e *Engine) recover(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// The next journal file with a valid header says whether this one was abandoned (files
+		// whose header never became valid were never written to: openJournal syncs the header
+		// before the first record).
 		nextUnclean := false
-		if i+1 < len(seqs) {
-			nextUnclean = e.journalFlags(seqs[i+1])&journalFlagPrevUnclean != 0
+		for _, next := range seqs[i+1:] {
+			if flags, ok := e.journalFlags(next); ok {
+				nextUnclean = flags&journalFlagPrevUnclean != 0
+				break
+			}
 		}
 		if err := r.replayFile(seq, i == len(seqs)-1, nextUnclean); err != nil {
 			return err
@@ -113,21 +119,21 @@ func (e *Engine) recover(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) journalFlags(seq uint64) uint32 {
+func (e *Engine) journalFlags(seq uint64) (uint32, bool) {
 	f, err := e.fs.OpenFile(e.journalPath(seq), vfs.ReadOnly)
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	defer f.Close()
 	b := make([]byte, headerSize)
 	if n, _ := f.ReadAt(b, 0); n < headerSize {
-		return 0
+		return 0, false
 	}
-	_, flags, err := parseHeaderFlags(b, magicJournal)
-	if err != nil {
-		return 0
+	hseq, flags, err := parseHeaderFlags(b, magicJournal)
+	if err != nil || hseq != seq {
+		return 0, false
 	}
-	return flags
+	return flags, true
 }
 
 func (e *Engine) writeFenceMarker(name, why string) error {
@@ -201,8 +207,9 @@ func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
 		if errors.Is(err, errUnsupportedVersion) {
 			return fmt.Errorf("storage: journal %s: %w", p, err)
 		}
-		if last || nextUnclean {
-			e.log.Warn("ignoring journal file with a torn header", "file", p)
+		if len(data) <= headerSize || allZero(data[headerSize:]) {
+			// Its header never became durable, so no record in it was ever acknowledged.
+			e.log.Warn("ignoring journal file with a torn header", "file", p, "size", len(data))
 			return nil
 		}
 		return fmt.Errorf("%w: journal %s header: %v", ErrCorrupt, p, err)
