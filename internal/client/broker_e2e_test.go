@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/brokertest"
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -107,6 +108,7 @@ func TestBrokerSendRawKeepsEntryBytes(t *testing.T) {
 	c := e2eClient(t, b.ServiceURL)
 	ctx := e2eCtx(t)
 	topic := "persistent://public/default/client-raw"
+	allowReplicationFrom(t, ctx, b, "east")
 	cons, err := c.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "s", InitialPosition: client.PositionEarliest})
 	if err != nil {
 		t.Fatal(err)
@@ -268,5 +270,26 @@ func TestBrokerConsumerResubscribesAfterRestart(t *testing.T) {
 		if string(m.Payload) != "one" {
 			t.Fatalf("unexpected %q", m.Payload)
 		}
+	}
+}
+
+// allowReplicationFrom registers cluster src and allows it for tenant public, as a receiving cluster
+// requires before it accepts a replicator producer from src.
+func allowReplicationFrom(t *testing.T, ctx context.Context, b *brokertest.Broker, src string) {
+	t.Helper()
+	admin, err := adminapi.NewClient(b.AdminURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateCluster(ctx, src, adminapi.ClusterData{ServiceURL: "http://127.0.0.1:1", BrokerServiceURL: "pulsar://127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	tenant, err := admin.GetTenant(ctx, "public")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant.AllowedClusters = append(tenant.AllowedClusters, src)
+	if err := admin.UpdateTenant(ctx, "public", tenant); err != nil {
+		t.Fatal(err)
 	}
 }
