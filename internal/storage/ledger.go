@@ -957,6 +957,9 @@ func (l *Ledger) ReadEntry(ctx context.Context, p Position) (Entry, error) {
 		return Entry{}, err
 	}
 	if len(es) == 0 || es[0].Position != p {
+		if p.Compare(l.FirstPosition()) < 0 {
+			return Entry{}, fmt.Errorf("%w: entry %s: %w", ErrNotFound, p, ErrTrimmed)
+		}
 		return Entry{}, fmt.Errorf("%w: entry %s", ErrNotFound, p)
 	}
 	return es[0], nil

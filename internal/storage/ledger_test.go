@@ -161,7 +161,7 @@ func TestTrimAndRetention(t *testing.T) {
 	if l.Entries() != 0 || c.Backlog() != 0 {
 		t.Fatalf("after full trim: %d entries", l.Entries())
 	}
-	if _, err := l.ReadEntry(ctx, all[0]); !errors.Is(err, ErrNotFound) {
+	if _, err := l.ReadEntry(ctx, all[0]); !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrTrimmed) {
 		t.Fatalf("trimmed entry: %v", err)
 	}
 	crashed := fs.Crash(nil)
