@@ -549,6 +549,15 @@ func TestEndToEndPartitionedTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.replicateTo(t, ctx, "a", "b")
+	// The partitions existed before replication was enabled, so their replicators start at "latest"
+	// (--replication-start-at), i.e. where the topic is when the replication manager creates the
+	// cursor. That happens asynchronously after the policy change (as in Pulsar): a message sent
+	// before it would not be replicated, by design. Wait until every partition's replicator runs
+	// (connected implies its cursor exists, and the remote partitioned topic was created).
+	for i := range 3 {
+		waitStats(t, ctx, a, fmt.Sprintf("%s-partition-%d", base, i), "b", "replicator running",
+			func(s adminapi.ReplicatorStats) bool { return s.Connected })
+	}
 	ca := a.client(t)
 	for i := range 3 {
 		produce(t, ctx, ca, fmt.Sprintf("%s-partition-%d", base, i), fmt.Sprintf("p%d", i), 20)

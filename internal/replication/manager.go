@@ -80,9 +80,13 @@ type Manager struct {
 	// while this broker was down); set at start and on a catalog resync, not by the periodic pass.
 	thoroughReq bool
 	kick        chan struct{}
-	cancel      context.CancelFunc
-	done        chan struct{}
-	started     bool
+	// passStarted / passDone count control passes; passCh is closed (and replaced) at the end of
+	// every pass. Sync waits on them.
+	passStarted, passDone int64
+	passCh                chan struct{}
+	cancel                context.CancelFunc
+	done                  chan struct{}
+	started               bool
 }
 
 // failedStart records why a wanted replicator is not running, for stats; the Manager retries it.
@@ -171,6 +175,46 @@ func (m *Manager) TopicUnloaded(ctx context.Context, topic string) {
 	for _, mg := range stop {
 		if err := mg.runner.Stop(ctx); err != nil {
 			m.log.Warn("stop replicator", "topic", topic, "err", err)
+		}
+	}
+}
+
+// Sync runs a control pass over namespace ns (whose policies must already be in the catalog) and
+// returns once it is done: every local topic of ns that replicates then has its replicators running
+// and their cursors created. Replication of a topic that existed before a remote was added starts at
+// "latest" when its cursor is created, which the watch-driven pass does a few milliseconds after the
+// policy change; an admin operation that changes replication clusters calls Sync before answering,
+// so that whatever is published after it returns is replicated. Topics that cannot be opened now are
+// retried in the background as usual and are not waited for.
+func (m *Manager) Sync(ctx context.Context, ns string) error {
+	m.mu.Lock()
+	if !m.started {
+		m.mu.Unlock()
+		return errors.New("replication: manager not started")
+	}
+	m.nsReq[ns] = true
+	// The next pass to start takes the request (passes take requests as they start, under m.mu).
+	target := m.passStarted + 1
+	if m.passCh == nil {
+		m.passCh = make(chan struct{})
+	}
+	ch, closed := m.passCh, m.done
+	m.mu.Unlock()
+	m.poke()
+	for {
+		select {
+		case <-ch:
+		case <-closed:
+			return errors.New("replication: manager closed")
+		case <-ctx.Done():
+			return fmt.Errorf("replication: sync %s: %w", ns, ctx.Err())
+		}
+		m.mu.Lock()
+		done := m.passDone >= target
+		ch = m.passCh
+		m.mu.Unlock()
+		if done {
+			return nil
 		}
 	}
 }
@@ -320,7 +364,18 @@ func (m *Manager) reconcile(ctx context.Context) {
 	m.mu.Lock()
 	full, thorough, nsReq, topicReq := m.fullReq, m.thoroughReq, m.nsReq, m.topicReq
 	m.fullReq, m.thoroughReq, m.nsReq, m.topicReq = false, false, map[string]bool{}, map[string]bool{}
+	m.passStarted++
+	pass := m.passStarted
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.passDone = pass
+		if m.passCh != nil {
+			close(m.passCh)
+		}
+		m.passCh = make(chan struct{})
+		m.mu.Unlock()
+	}()
 
 	namespaces := map[string]bool{}
 	if full {

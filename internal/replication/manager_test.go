@@ -244,3 +244,88 @@ func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
 		return len(m.Running()) == 1 && s.LastError == ""
 	})
 }
+
+// TestManagerSyncStartsReplicatorsBeforeReturning: after a remote is added to the namespace of an
+// existing topic, Sync returns only once the replicator runs, so an entry published right after it
+// (before the watch-driven pass would have created the cursor at "latest") is replicated.
+func TestManagerSyncStartsReplicatorsBeforeReturning(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	store := memstore.New()
+	defer store.Close()
+	cat, err := catalog.New(ctx, store, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	for _, c := range []string{"a", "b"} {
+		if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	const topic = "persistent://t/ns/orders"
+	lt := newMemTopic(topic, 3)
+	lt.append(mkEntry(t, Position{}, "before", nil).Data, 1)
+	topics := &memTopics{topics: map[string]*memTopic{topic: lt}}
+	remotes := &memRemotes{m: map[string]*memRemote{}}
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: topics, Producers: remotes,
+		StartAt: StartLatest, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(ctx, "t/ns"); err == nil {
+		t.Fatal("Sync of a manager not started succeeded")
+	}
+	m.Start(ctx)
+	defer func() {
+		if err := m.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	for round := range 20 {
+		clusters := []string{"a", "b"}
+		if round%2 == 1 {
+			clusters = []string{"a"}
+		}
+		if err := cat.UpdateNamespace(ctx, "t/ns", func(p *adminapi.Policies) error {
+			p.ReplicationClusters = clusters
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Sync(ctx, "t/ns"); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(m.Running()), len(clusters)-1; got != want {
+			t.Fatalf("round %d: %d replicators running right after Sync, want %d", round, got, want)
+		}
+	}
+	// The last round removed b; add it again and publish at once.
+	if err := cat.UpdateNamespace(ctx, "t/ns", func(p *adminapi.Policies) error {
+		p.ReplicationClusters = []string{"a", "b"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(ctx, "t/ns"); err != nil {
+		t.Fatal(err)
+	}
+	pos := lt.append(mkEntry(t, Position{}, "right-after", nil).Data, 1)
+	waitFor(t, 10*time.Second, "entry published right after Sync at b", func() bool {
+		return remotes.get("b").topic.LastConfirmed().EntryID >= 0
+	})
+	if st := m.Stats(topic)["b"]; st.StartPosition.Compare(pos) >= 0 {
+		t.Fatalf("b's cursor started at %v, after the entry %v", st.StartPosition, pos)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ccancel()
+	if err := m.Sync(cctx, "t/ns"); err != nil {
+		t.Fatal(err)
+	}
+}
