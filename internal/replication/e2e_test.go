@@ -618,9 +618,15 @@ func TestEndToEndPartitionMismatchReported(t *testing.T) {
 	}
 	a.replicateTo(t, ctx, "a", "b")
 	part := base + "-partition-0"
-	produce(t, ctx, a.client(t), part, "m", 5)
-	st := waitStats(t, ctx, a, part, "b", "mismatch reported", func(s adminapi.ReplicatorStats) bool {
+	mismatch := func(s adminapi.ReplicatorStats) bool {
 		return !s.Connected && strings.Contains(s.LastError, "partition count mismatch")
+	}
+	// The partition existed before replication was enabled: its replicator starts at "latest" when
+	// its cursor is created (asynchronously). Produce once it runs, so all 5 are its backlog.
+	waitStats(t, ctx, a, part, "b", "mismatch reported", mismatch)
+	produce(t, ctx, a.client(t), part, "m", 5)
+	st := waitStats(t, ctx, a, part, "b", "backlog of 5", func(s adminapi.ReplicatorStats) bool {
+		return mismatch(s) && s.ReplicationBacklog >= 5
 	})
 	if st.ReplicationBacklog != 5 {
 		t.Fatalf("backlog %d, want 5 (nothing sent)", st.ReplicationBacklog)
