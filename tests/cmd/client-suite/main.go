@@ -72,6 +72,7 @@ func main() {
 	skip := flag.String("skip", "", "skip tests whose name matches this regexp")
 	all := flag.Bool("all", false, "select every test file of the packages, not only the default areas")
 	listOnly := flag.Bool("list", false, "print the selection and exit")
+	inScopeOnly := flag.Bool("in-scope-only", false, "skip tests that need Docker, TLS, authentication or transactions (by source scan)")
 	flag.Parse()
 	if *src == "" || *out == "" {
 		flag.Usage()
@@ -116,6 +117,9 @@ func main() {
 				continue
 			}
 			needs := markers(f.body)
+			if *inScopeOnly && !inScope(needs) {
+				continue
+			}
 			cases = append(cases, &testCase{
 				Pkg: spec.dir, File: f.file, Name: name,
 				Area: area(spec.dir, f.file, name), Needs: needs, InScope: inScope(needs),
