@@ -67,6 +67,11 @@ type Config struct {
 	// partitioned) makes `GET .../partitions?checkAllowAutoCreation=true` create partitioned metadata,
 	// whatever this value; it is kept for a broker-wide partitioned default.
 	AutoTopicCreation bool
+	// ReplicationApplied, if set, is called after a write that changes the replication clusters of
+	// namespace ns (or of a topic in it) and before the answer, so the replicators and their cursors
+	// exist when the caller publishes next. Its error is logged, not returned: the policy is stored and
+	// the replication manager retries in the background.
+	ReplicationApplied func(ctx context.Context, ns string) error
 }
 
 // Handler is the admin API. Create with NewHandler.
@@ -287,3 +292,13 @@ func decodeBytes(b []byte, v any) error {
 type slogPromLogger struct{ l *slog.Logger }
 
 func (s slogPromLogger) Println(v ...any) { s.l.Error("metrics", "err", fmt.Sprint(v...)) }
+
+// replicationApplied runs Config.ReplicationApplied for namespace ns, logging its failure.
+func (h *Handler) replicationApplied(r *http.Request, ns string) {
+	if h.cfg.ReplicationApplied == nil {
+		return
+	}
+	if err := h.cfg.ReplicationApplied(r.Context(), ns); err != nil {
+		h.log.Warn("replicators not yet in step with the new replication clusters; retrying in the background", "namespace", ns, "err", err)
+	}
+}

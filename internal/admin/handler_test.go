@@ -667,3 +667,53 @@ func TestPartitionedCreationRollsBack(t *testing.T) {
 		t.Fatalf("topics after a failed update: %v", list)
 	}
 }
+
+// A replication change runs the ReplicationApplied hook before answering, with the policy already
+// visible in the catalog, for the namespace and the topic-level endpoints alike.
+func TestReplicationAppliedBeforeAnswer(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	ctx := context.Background()
+	cat, err := catalog.New(ctx, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	for _, c := range []string{"standalone", "west"} {
+		if err := cat.EnsureCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://127.0.0.1:8080", BrokerServiceURL: "pulsar://127.0.0.1:6650"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cat.EnsureTenant(ctx, "public", adminapi.TenantInfo{AllowedClusters: []string{"standalone", "west"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := adminapi.NewPolicies()
+	p.ReplicationClusters = []string{"standalone"}
+	if err := cat.EnsureNamespace(ctx, "public/default", p); err != nil {
+		t.Fatal(err)
+	}
+	topics := newFakeTopics()
+	var applied []string
+	h, err := admin.NewHandler(admin.Config{Cluster: "standalone", Catalog: cat, Topics: topics,
+		ReplicationApplied: func(_ context.Context, ns string) error {
+			clusters, _ := cat.ReplicationClusters("persistent://" + ns + "/t")
+			applied = append(applied, ns+"="+strings.Join(clusters, ","))
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/admin/v2/namespaces/public/default/replication", strings.NewReader(`["standalone","west"]`)))
+	if rec.Code != 204 {
+		t.Fatalf("set replication: %d %s", rec.Code, rec.Body)
+	}
+	if len(applied) != 1 || applied[0] != "public/default=standalone,west" {
+		t.Fatalf("hook calls = %q; want one call seeing the new clusters", applied)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/admin/v2/namespaces/public/default/replication", strings.NewReader(`["nowhere"]`)))
+	if rec.Code < 400 || len(applied) != 1 {
+		t.Fatalf("refused change: status %d, hook calls %q", rec.Code, applied)
+	}
+}

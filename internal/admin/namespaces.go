@@ -55,10 +55,14 @@ func (h *Handler) namespaceRoutes() {
 		if _, err := h.cat.ValidateReplicationClusters(ns.Tenant, clusters); err != nil {
 			return err
 		}
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+		if err := h.cat.UpdateNamespace(r.Context(), ns.String(), func(p *adminapi.Policies) error {
 			p.ReplicationClusters = clusters
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		h.replicationApplied(r, ns.String())
+		return noContent(w)
 	})
 
 	// backlog quotas: keyed by ?backlogQuotaType

@@ -860,6 +860,7 @@ func (h *Handler) topicReplicationSet(w http.ResponseWriter, r *http.Request) er
 	}); err != nil {
 		return err
 	}
+	h.replicationApplied(r, t.NamespaceName().String())
 	return noContent(w)
 }
 
@@ -877,6 +878,7 @@ func (h *Handler) topicReplicationRemove(w http.ResponseWriter, r *http.Request)
 	}); err != nil {
 		return err
 	}
+	h.replicationApplied(r, t.NamespaceName().String())
 	return noContent(w)
 }
 

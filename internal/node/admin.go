@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,8 +17,10 @@ func (n *Node) mountAdmin() error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&nodeCollector{n: n})
+	var replicationApplied func(context.Context, string) error
 	if c.replication != nil {
 		reg.MustRegister(c.replication.Collector())
+		replicationApplied = c.replication.Sync
 	}
 	h, err := admin.NewHandler(admin.Config{
 		Cluster:           n.opts.Cluster,
@@ -28,6 +31,8 @@ func (n *Node) mountAdmin() error {
 		Registry:          reg,
 		Logger:            n.opts.Logger,
 		AutoTopicCreation: n.opts.AutoTopicCreation,
+		// Replicators follow replication changes before the admin call answers (not only by watch).
+		ReplicationApplied: replicationApplied,
 	})
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
