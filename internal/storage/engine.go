@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,15 +50,16 @@ type Engine struct {
 	applying bool // the applier is working on a batch
 
 	// Owned by the sync loop.
-	journal     vfs.File
-	journalOff  int64
-	journalSeq  uint64
-	dirtyFiles  map[string]struct{}
-	dirtyDirs   map[string]struct{}
-	unsynced    map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
-	lastSync    time.Time
-	prevUnclean bool   // the next journal file follows an abandoned one
-	arena       []byte // segment write buffer, reused by every batch
+	journal      vfs.File
+	journalOff   int64
+	journalSeq   uint64
+	dirtyFiles   map[string]struct{}
+	dirtyDirs    map[string]struct{}
+	unsynced     map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
+	lastSync     time.Time
+	prevUnclean  bool   // the next journal file follows an abandoned one
+	pendingVoids []byte // void records to write first in the next group commit (sync loop only)
+	arena        []byte // segment write buffer, reused by every batch
 
 	applyCh     chan applyJob // sync loop -> applier
 	freeCh      chan *batch   // applier -> sync loop: batches to fill again
@@ -728,15 +730,17 @@ type applyJob struct {
 // the applier.
 func (e *Engine) commit(b *batch) {
 	var err error
-	if len(b.buf) > 0 {
+	if len(b.buf) > 0 || len(e.pendingVoids) > 0 {
 		if e.journal == nil || e.journalSeq != b.seq {
 			err = e.openJournal(b.seq)
 		}
 		if err == nil {
 			buf := b.buf
-			if b.moved {
-				// Encoded for a journal file that was abandoned: announce its ledgers again.
-				buf = e.announcements(b)
+			if b.moved || len(e.pendingVoids) > 0 {
+				// Void records of a failed batch go first, so they are durable no later than
+				// any later record of those ledgers; a batch encoded for an abandoned journal
+				// file announces its ledgers again.
+				buf = append(append([]byte(nil), e.pendingVoids...), e.announcements(b)...)
 			}
 			_, err = e.journal.WriteAt(buf, e.journalOff)
 			if err != nil {
@@ -752,9 +756,11 @@ func (e *Engine) commit(b *batch) {
 	}
 	if err != nil {
 		e.abandonJournal(b.seq, err)
+		e.voidBatch(b)
 		e.applyCh <- applyJob{b: b, err: err}
 		return
 	}
+	e.pendingVoids = e.pendingVoids[:0]
 	if e.opts.Sync == SyncInterval && !b.rotate {
 		for _, it := range b.items {
 			if it.kind == kEntry {
@@ -776,7 +782,44 @@ func (e *Engine) commit(b *batch) {
 	}
 }
 
+// voidBatch prepares void records for the entries of a batch that failed: all its ledgers are
+// fenced by the applier, and none of these entries (nor any later one of those ledgers that is
+// already queued) was acknowledged. They are written at the start of the next group commit.
+func (e *Engine) voidBatch(b *batch) {
+	type key struct {
+		l  *Ledger
+		id int64
+	}
+	first := map[key]int64{}
+	var order []key
+	for _, it := range b.items {
+		if it.kind != kEntry || it.l == nil {
+			continue
+		}
+		k := key{it.l, it.ledgerID}
+		if v, ok := first[k]; !ok || it.entryID < v {
+			if !ok {
+				order = append(order, k)
+			}
+			first[k] = it.entryID
+		}
+	}
+	for _, k := range order {
+		var start int
+		e.pendingVoids, start = beginJournalRecord(e.pendingVoids, jAnnounce, k.l.slot)
+		e.pendingVoids = append(e.pendingVoids, k.l.name...)
+		finishJournalRecord(e.pendingVoids, start)
+		e.pendingVoids, start = beginJournalRecord(e.pendingVoids, jVoid, k.l.slot)
+		e.pendingVoids = binary.LittleEndian.AppendUint64(e.pendingVoids, uint64(k.id))
+		e.pendingVoids = binary.LittleEndian.AppendUint64(e.pendingVoids, uint64(first[k]))
+		finishJournalRecord(e.pendingVoids, start)
+	}
+}
+
 func (e *Engine) announcements(b *batch) []byte {
+	if !b.moved {
+		return b.buf
+	}
 	var out []byte
 	seen := map[*Ledger]bool{}
 	for _, it := range b.items {
