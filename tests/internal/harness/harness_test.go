@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,4 +83,22 @@ func TestStandaloneLifecycle(t *testing.T) {
 		t.Fatal("still running after Stop")
 	}
 	p.Start()
+}
+
+func TestOwnLeaks(t *testing.T) {
+	report := `found unexpected goroutines:
+[Goroutine 1 in state select, with github.com/apache/pulsar-client-go/pulsar.(*negativeAcksTracker).track on top of the stack:
+github.com/apache/pulsar-client-go/pulsar.(*negativeAcksTracker).track(0xc001eb79d0)
+	/x/negative_acks_tracker.go:151 +0x10c
+ Goroutine 2 in state chan receive, with github.com/meridian-mq/meridian/internal/broker.(*x).loop on top of the stack:
+github.com/meridian-mq/meridian/internal/broker.(*x).loop()
+	/x/broker.go:1 +0x1
+]`
+	leaks := ownLeaks(report)
+	if len(leaks) != 1 || !strings.Contains(leaks[0], "internal/broker") {
+		t.Fatalf("ownLeaks = %q", leaks)
+	}
+	if l := ownLeaks("something else"); len(l) != 1 {
+		t.Fatalf("unparsable report must count: %q", l)
+	}
 }
