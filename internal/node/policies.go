@@ -63,6 +63,10 @@ func (p policySource) TopicPolicies(_ context.Context, topic naming.TopicName) (
 	}
 	if q, ok := quotas[adminapi.BacklogQuotaDestinationStorage]; ok && q.LimitSize > 0 {
 		out.BacklogQuotaLimitBytes = q.LimitSize
+		out.BacklogQuotaPolicy = q.Policy
+	}
+	if m := nsp.SubscriptionExpirationTimeMinutes; m != nil && *m > 0 {
+		out.SubscriptionExpiration = time.Duration(*m) * time.Minute
 	}
 	if v := firstInt(tp.MaxProducerPerTopic, nsp.MaxProducersPerTopic); v != nil {
 		out.MaxProducers = *v

@@ -42,6 +42,10 @@ func (s replTopics) OpenTopic(ctx context.Context, topic string) (replication.Lo
 	if err != nil {
 		return nil, err
 	}
+	if !name.IsPersistent() {
+		// Non-persistent topics have no ledger to replicate from (not replicated in this release).
+		return nil, fmt.Errorf("replicate %s: non-persistent topics are not replicated", topic)
+	}
 	b := *s.broker
 	if b == nil {
 		return nil, fmt.Errorf("broker not started")
