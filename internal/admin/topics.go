@@ -854,14 +854,7 @@ func (h *Handler) topicReplicationSet(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	if err := h.cat.UpdateTopicPolicies(r.Context(), t.Base().String(), func(tp *adminapi.TopicPolicies) error {
-		tp.ReplicationClusters = clusters
-		return nil
-	}); err != nil {
-		return err
-	}
-	h.replicationApplied(r, t.NamespaceName().String())
-	return noContent(w)
+	return h.storeTopicReplication(w, r, t, clusters)
 }
 
 func (h *Handler) topicReplicationRemove(w http.ResponseWriter, r *http.Request) error {
@@ -872,8 +865,14 @@ func (h *Handler) topicReplicationRemove(w http.ResponseWriter, r *http.Request)
 	if err := h.requireExistingTopic(r, t); err != nil {
 		return err
 	}
+	return h.storeTopicReplication(w, r, t, nil)
+}
+
+// storeTopicReplication stores a topic's replication clusters (nil: follow the namespace), brings the
+// replicators in step and answers 204.
+func (h *Handler) storeTopicReplication(w http.ResponseWriter, r *http.Request, t naming.TopicName, clusters []string) error {
 	if err := h.cat.UpdateTopicPolicies(r.Context(), t.Base().String(), func(tp *adminapi.TopicPolicies) error {
-		tp.ReplicationClusters = nil
+		tp.ReplicationClusters = clusters
 		return nil
 	}); err != nil {
 		return err
