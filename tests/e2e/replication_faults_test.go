@@ -199,6 +199,8 @@ type faultProxy struct {
 	ln     net.Listener
 	target string
 
+	delay atomic.Int64 // nanoseconds added before forwarding each chunk read (latency injection)
+
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
@@ -261,7 +263,21 @@ func (p *faultProxy) track(a, b net.Conn) bool {
 
 func (p *faultProxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if d := time.Duration(p.delay.Load()); d > 0 {
+				time.Sleep(d) // injected latency (the fault itself, not a wait for a condition)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()
@@ -275,6 +291,9 @@ func (p *faultProxy) closeAll() {
 		_ = c.Close()
 	}
 }
+
+// SetDelay adds d of latency to every chunk forwarded in either direction (0: none).
+func (p *faultProxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // Reset closes every open connection; new ones are accepted.
 func (p *faultProxy) Reset() {
@@ -353,7 +372,7 @@ func replicationState(ctx context.Context, p *harness.Process, topic, remote str
 
 // TestReplicationSurvivesNetworkFaults puts a TCP fault proxy between east and west: west advertises
 // the proxy's address (127.0.0.2, same port), so the replicator's lookups and connections go through
-// it. The proxy resets every connection in the middle of a first batch, then partitions the link for
+// it. The proxy delays traffic and resets every connection in the middle of a first batch, then partitions the link for
 // several seconds while a second batch is produced: east's stats must show connected=false, a
 // lastError and a backlog; after the link heals, replication must reconnect within 10 s, the backlog
 // return to 0, and west hold every message exactly once, in order.
@@ -406,9 +425,11 @@ func TestReplicationSurvivesNetworkFaults(t *testing.T) {
 		chk.Sent(name, seq, size)
 	}
 
-	// Batch 1 with connection resets in the middle.
+	// Batch 1: 5 ms of added latency per forwarded chunk for the first half, and connection resets
+	// at a quarter and at a half of it.
 	var acked atomic.Int64
 	resets := 0
+	proxy.SetDelay(5 * time.Millisecond)
 	if _, err := runProducerProcessCount(t, runCtx, chk, producerRun{
 		url: east.ServiceURL(), topic: topic, name: name, from: 0, n: half, size: size,
 	}, func() {
@@ -416,9 +437,31 @@ func TestReplicationSurvivesNetworkFaults(t *testing.T) {
 			proxy.Reset()
 			resets++
 		}
+		if acked.Load() == half/2 {
+			proxy.SetDelay(0)
+		}
 	}); err != nil {
 		t.Fatal(err)
 	}
+
+	// Batch 1 reaches west in full through the (now clean) link before the partition.
+	proxy.SetDelay(0)
+	batch1Ctx, cancelBatch1 := context.WithTimeout(runCtx, 60*time.Second)
+	defer cancelBatch1()
+	batch1Start := time.Now()
+	if err := harness.WaitFor(batch1Ctx, func(ctx context.Context) error {
+		st, err := replicationState(ctx, east, topic, "west")
+		if err != nil {
+			return err
+		}
+		if st.ReplicationBacklog != 0 || !st.Connected {
+			return fmt.Errorf("backlog %d, connected %v, lastError %q", st.ReplicationBacklog, st.Connected, st.LastError)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("batch 1 not replicated after the resets: %v", err)
+	}
+	batch1Drained := time.Since(batch1Start)
 
 	// The partition: cut, wait until east sees it, produce batch 2 while it lasts.
 	cutAt := time.Now()
@@ -488,8 +531,8 @@ func TestReplicationSurvivesNetworkFaults(t *testing.T) {
 		t.Fatalf("replication backlog did not return to 0: %v", err)
 	}
 	caughtUp := time.Since(healedAt)
-	t.Logf("%d resets during batch 1; partition of %v: east saw it after %v (lastError %q), backlog %d after batch 2 (%d messages); reconnected %v and backlog 0 %v after healing",
-		resets, partition, sawDown.Round(time.Millisecond), down.LastError, during.ReplicationBacklog, total-half, reconnected.Round(time.Millisecond), caughtUp.Round(time.Millisecond))
+	t.Logf("%d resets during batch 1 (%d messages), its backlog drained %v after the producer finished; partition of %v: east saw it after %v (lastError %q), backlog %d after batch 2 (%d messages); reconnected %v and backlog 0 %v after healing",
+		resets, half, batch1Drained.Round(time.Millisecond), partition, sawDown.Round(time.Millisecond), down.LastError, during.ReplicationBacklog, total-half, reconnected.Round(time.Millisecond), caughtUp.Round(time.Millisecond))
 
 	westClient := harness.NewClient(t, west, func(o *pulsar.ClientOptions) { o.OperationTimeout = 30 * time.Second })
 	r := newReader(t, westClient, pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
