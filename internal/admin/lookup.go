@@ -13,11 +13,7 @@ func (h *Handler) lookupRoutes() {
 			base := prefix + domain + "/{tenant}/{namespace}/{topic}"
 			h.handle("GET "+base, h.lookup)
 			h.handle("GET "+base+"/bundle", func(w http.ResponseWriter, r *http.Request) error {
-				t, err := h.topicFromPath(r)
-				if err != nil {
-					return err
-				}
-				if err := h.requireTopicNamespace(t); err != nil {
+				if _, err := h.topicInExistingNamespace(r); err != nil {
 					return err
 				}
 				return okText(w, "0x00000000_0xffffffff")
@@ -28,11 +24,7 @@ func (h *Handler) lookupRoutes() {
 
 // lookup answers where a topic is served: this broker (one broker per cluster in this release).
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
+	if _, err := h.topicInExistingNamespace(r); err != nil {
 		return err
 	}
 	d, found := h.cat.Cluster(h.cfg.Cluster)

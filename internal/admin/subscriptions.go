@@ -308,11 +308,8 @@ func (h *Handler) subscriptionPeek(w http.ResponseWriter, r *http.Request) error
 }
 
 func (h *Handler) messageByID(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	svc, err := h.topics()

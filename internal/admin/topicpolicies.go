@@ -24,11 +24,8 @@ type tpPolicy struct {
 
 func (h *Handler) registerTopicPolicy(base string, pol tpPolicy) {
 	h.handle("GET "+base+"/"+pol.path, func(w http.ResponseWriter, r *http.Request) error {
-		t, err := h.topicFromPath(r)
+		t, err := h.topicInExistingNamespace(r)
 		if err != nil {
-			return err
-		}
-		if err := h.requireTopicNamespace(t); err != nil {
 			return err
 		}
 		tp, _ := h.cat.TopicPolicies(t.String())

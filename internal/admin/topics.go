@@ -83,11 +83,22 @@ func (h *Handler) topicFromPath(r *http.Request) (naming.TopicName, error) {
 	return t, nil
 }
 
+// topicInExistingNamespace is topicFromPath followed by requireTopicNamespace, the start of most
+// topic endpoints.
+func (h *Handler) topicInExistingNamespace(r *http.Request) (naming.TopicName, error) {
+	t, err := h.topicFromPath(r)
+	if err != nil {
+		return t, err
+	}
+	return t, h.requireTopicNamespace(t)
+}
+
 func (h *Handler) requireTopicNamespace(t naming.TopicName) error {
 	if _, found := h.cat.Tenant(t.Tenant); !found {
 		return fail(http.StatusNotFound, "Tenant does not exist")
 	}
-	if _, found := h.cat.Namespace(t.NamespaceName().String()); !found {
+	// Existence only: the shared view avoids deep-copying the namespace's policies.
+	if _, found := h.cat.NamespaceShared(t.NamespaceName().String()); !found {
 		return fail(http.StatusNotFound, "Namespace does not exist")
 	}
 	return nil
@@ -191,11 +202,8 @@ func (h *Handler) topicCreate(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) topicDelete(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	if _, found := h.cat.PartitionedTopic(t.String()); found && !t.IsPartition() {
@@ -345,11 +353,8 @@ func (h *Handler) partitionedUpdate(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (h *Handler) partitionedMetadata(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	if meta, found := h.cat.PartitionedTopic(t.String()); found && !t.IsPartition() {
@@ -378,11 +383,8 @@ func (h *Handler) partitionedMetadata(w http.ResponseWriter, r *http.Request) er
 }
 
 func (h *Handler) partitionedDelete(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	parts := h.partitionsOf(t)
@@ -442,11 +444,8 @@ func statsOptions(r *http.Request) adminapi.GetStatsOptions {
 }
 
 func (h *Handler) topicStats(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	svc, err := h.topics()
@@ -498,11 +497,8 @@ func normalizeStats(st *adminapi.TopicStats) {
 }
 
 func (h *Handler) partitionedStats(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	meta, found := h.cat.PartitionedTopic(t.String())
@@ -616,11 +612,8 @@ func aggregate(agg *adminapi.PartitionedTopicStats, st adminapi.TopicStats) {
 }
 
 func (h *Handler) topicInternalStats(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	svc, err := h.topics()
@@ -641,11 +634,8 @@ func (h *Handler) topicInternalStats(w http.ResponseWriter, r *http.Request) err
 }
 
 func (h *Handler) topicLastMessageID(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	svc, err := h.topics()
@@ -683,11 +673,8 @@ func (h *Handler) topicMessageIDByTime(w http.ResponseWriter, r *http.Request) e
 }
 
 func (h *Handler) topicUnload(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	svc, err := h.topics()
@@ -707,11 +694,8 @@ func (h *Handler) topicUnload(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) topicTerminate(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	if h.partitionsOf(t) != nil {
@@ -820,11 +804,8 @@ func (h *Handler) topicPropertiesRemove(w http.ResponseWriter, r *http.Request) 
 // ---- topic-level replication and backlog quotas (need the tenant and query parameters) ----
 
 func (h *Handler) topicReplicationGet(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
+	t, err := h.topicInExistingNamespace(r)
 	if err != nil {
-		return err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
 	tp, _ := h.cat.TopicPolicies(t.String())
