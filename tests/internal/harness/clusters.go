@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/node"
 	"github.com/meridian-mq/meridian/tests/internal/checker"
@@ -36,13 +38,22 @@ type Cluster struct {
 	Process *Process
 	// Admin is a pulsaradmin client for the cluster's admin API.
 	Admin pulsaradmin.Client
+	// Meridian is Meridian's own admin client (adminapi), for the stats fields pulsaradmin does not
+	// decode (msgInCounter/msgOutCounter per remote, lastError, startMode, skipped...).
+	Meridian *adminapi.Client
 }
 
 // NewCluster wraps a running broker of cluster name (for example one StartStandalone started) so the
 // configuration helpers can drive it.
 func NewCluster(t testing.TB, name string, b Broker) *Cluster {
 	t.Helper()
-	c := &Cluster{Name: name, Broker: b, Admin: NewAdmin(t, b)}
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	mer, err := adminapi.NewClient(b.WebURL(), &http.Client{Transport: transport, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("adminapi client for %s: %v", b.WebURL(), err)
+	}
+	c := &Cluster{Name: name, Broker: b, Admin: NewAdmin(t, b), Meridian: mer}
 	switch v := b.(type) {
 	case *InProcess:
 		c.InProcess = v
@@ -232,6 +243,11 @@ func (c *Cluster) TopicStats(topic string) (utils.TopicStats, error) {
 		return utils.TopicStats{}, fmt.Errorf("topic name %q: %w", topic, err)
 	}
 	return c.Admin.Topics().GetStats(*tn)
+}
+
+// MeridianStats returns c's stats of topic as Meridian writes them (every field, adminapi.TopicStats).
+func (c *Cluster) MeridianStats(ctx context.Context, topic string) (adminapi.TopicStats, error) {
+	return c.Meridian.TopicStats(ctx, topic)
 }
 
 // ErrNoReplicator is returned by ReplicatorStats when the topic's stats have no replication.<remote>.

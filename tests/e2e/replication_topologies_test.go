@@ -1,0 +1,412 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
+	"github.com/meridian-mq/meridian/tests/internal/checker"
+	"github.com/meridian-mq/meridian/tests/internal/harness"
+)
+
+// Issue 6, "How it is checked": the replication topologies of docs/geo-replication.md §3, each set up
+// the way a user does it (pulsaradmin against each cluster's admin API, or once against a shared
+// etcd configuration store) and driven by pulsar-client-go producers and consumers. Every cluster is
+// an in-process broker; replication between them crosses real TCP through internal/client.
+//
+// Every test runs the same scenario (runTopology): consumers on every cluster, several producers on
+// the clusters that produce (batching off and on), then each cluster must receive exactly the
+// messages of the origins the topology promises it: no loss, no duplicates, order kept per producer
+// (the checker), IsReplicated()/GetReplicatedFrom() naming the origin cluster for remote messages
+// and false/"" for local ones, producer name, key and properties unchanged. Messages a cluster must
+// NOT receive (one-way back traffic, multi-hop forwarding through a hub) are caught after a barrier:
+// every replicator of every cluster has reported backlog 0 to its remotes (so anything that would
+// have been forwarded has been stored on its target already), then each consumer must stay silent.
+
+// geoNamespace is the namespace every topology test replicates (tenant geo, created by the test).
+const (
+	geoTenant    = "geo"
+	geoNamespace = "geo/events"
+)
+
+// topology is one scenario over clusters already configured by the test.
+type topology struct {
+	clusters []*harness.Cluster
+	// producers is how many producers each cluster in producing runs; even ones send without
+	// batching, odd ones with batching.
+	producers int
+	// producing lists the clusters that produce (nil: all).
+	producing []string
+	// receives maps each cluster to the origin clusters whose messages it must receive (its own
+	// included); messages of any other origin are a failure.
+	receives map[string][]string
+	// subscribeLate subscribes the consumers only after every message was acknowledged by its own
+	// cluster, so replication must create the topic on clusters that had no client (consumers read
+	// from the earliest position).
+	subscribeLate bool
+}
+
+// perProducer is the number of messages each producer sends.
+func perProducer() int {
+	if testing.Short() {
+		return 40
+	}
+	return 1500
+}
+
+// producerOrigin is the cluster a checker producer name ("<cluster>-p<i>") belongs to.
+func producerOrigin(name string) string {
+	origin, _, _ := strings.Cut(name, "-")
+	return origin
+}
+
+// runTopology runs the scenario described on top of this file and returns the checker.
+func runTopology(t *testing.T, topo topology) *checker.Checker {
+	t.Helper()
+	start := time.Now()
+	n := perProducer()
+	receiveTimeout := 30 * time.Second
+	if !testing.Short() {
+		receiveTimeout = 3 * time.Minute
+	}
+	topic := harness.TopicIn(t, geoNamespace)
+	chk := checker.New()
+
+	byName := make(map[string]*harness.Cluster)
+	clients := make(map[string]pulsar.Client)
+	for _, c := range topo.clusters {
+		byName[c.Name] = c
+		clients[c.Name] = c.Client(t)
+	}
+	consumers := make(map[string]pulsar.Consumer)
+	subscribe := func() {
+		for _, c := range topo.clusters {
+			consumers[c.Name] = newConsumer(t, clients[c.Name], pulsar.ConsumerOptions{
+				Topic:                       topic,
+				SubscriptionName:            "topology-check",
+				Type:                        pulsar.Exclusive,
+				SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+				ReceiverQueueSize:           500,
+			})
+		}
+	}
+	if !topo.subscribeLate {
+		subscribe()
+	}
+
+	// Every producer of every producing cluster sends concurrently, so local and replicated entries
+	// interleave on every cluster.
+	producing := topo.producing
+	if producing == nil {
+		for _, c := range topo.clusters {
+			producing = append(producing, c.Name)
+		}
+	}
+	sentBy := make(map[string]int) // origin cluster -> messages acknowledged
+	var wg sync.WaitGroup
+	errs := make(chan error, len(producing)*topo.producers)
+	for _, cname := range producing {
+		for i := range topo.producers {
+			name := fmt.Sprintf("%s-p%d", cname, i)
+			p := newProducer(t, clients[cname], pulsar.ProducerOptions{
+				Topic:                   topic,
+				Name:                    name,
+				DisableBatching:         i%2 == 0,
+				BatchingMaxMessages:     25,
+				BatchingMaxPublishDelay: 2 * time.Millisecond,
+				MaxPendingMessages:      500,
+			})
+			sentBy[cname] += n
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- produceAll(chk, p, cname, name, n)
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	produced := time.Since(start)
+	if topo.subscribeLate {
+		subscribe()
+	}
+
+	// Each cluster receives exactly what its origins produced.
+	for _, c := range topo.clusters {
+		want := 0
+		for _, origin := range topo.receives[c.Name] {
+			want += sentBy[origin]
+		}
+		msgs := harness.Drain(t, chk, c.Name, consumers[c.Name], want, receiveTimeout)
+		checkOrigins(t, c.Name, msgs)
+	}
+	received := time.Since(start)
+
+	// Barrier: every replicator has delivered everything its cluster stored (backlog 0, connected),
+	// so any message that would travel where it must not has arrived by now.
+	for _, c := range topo.clusters {
+		if remotes := replicationRemotes(t, c); len(remotes) > 0 {
+			c.WaitReplicationCaughtUp(t, 30*time.Second, topic, remotes...)
+		}
+	}
+	for _, c := range topo.clusters {
+		if extra := harness.DrainQuiet(t, chk, c.Name, consumers[c.Name], 200*time.Millisecond); len(extra) > 0 {
+			t.Errorf("%s: %d message(s) after the expected ones: %s", c.Name, len(extra), describe(extra))
+		}
+		origins := topo.receives[c.Name]
+		verify(t, chk, c.Name, checker.Expect{Producers: func(p string) bool { return slices.Contains(origins, producerOrigin(p)) }})
+	}
+	t.Logf("%d clusters, %d producers x %d messages on %v: produced in %v, all received in %v, verified in %v",
+		len(topo.clusters), topo.producers, n, producing, produced.Round(time.Millisecond),
+		received.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	return chk
+}
+
+// produceAll sends n checker messages of producer name with SendAsync, flushes, and waits for every
+// receipt. Each message carries key k<seq> and property origin=<cluster>, to check that replication
+// keeps them.
+func produceAll(chk *checker.Checker, p pulsar.Producer, cluster, name string, n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const size = 100
+	done := make(chan error, n)
+	for seq := range int64(n) {
+		chk.Sent(name, seq, size)
+		msg := &pulsar.ProducerMessage{
+			Payload:    checker.Payload(name, seq, size),
+			Key:        fmt.Sprintf("k%d", seq),
+			Properties: map[string]string{"origin": cluster},
+		}
+		p.SendAsync(ctx, msg, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				chk.Failed(name, seq, err)
+				done <- fmt.Errorf("%s: send #%d: %w", name, seq, err)
+				return
+			}
+			chk.Acked(name, seq, id.String())
+			done <- nil
+		})
+	}
+	if err := p.FlushWithCtx(ctx); err != nil {
+		return fmt.Errorf("%s: flush: %w", name, err)
+	}
+	for range n {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for receipts: %w", name, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// checkOrigins asserts what the consumers on cluster local see of each message's origin: a message
+// produced on local is not replicated (IsReplicated false, GetReplicatedFrom ""); a message produced
+// on another cluster is replicated from that cluster. Producer name, key and properties arrive as
+// produced.
+func checkOrigins(t *testing.T, local string, msgs []pulsar.Message) {
+	t.Helper()
+	var wrong []string
+	for _, m := range msgs {
+		k := keyOf(t, m)
+		origin := producerOrigin(k.Producer)
+		wantReplicated, wantFrom := origin != local, ""
+		if wantReplicated {
+			wantFrom = origin
+		}
+		var problems []string
+		if m.IsReplicated() != wantReplicated || m.GetReplicatedFrom() != wantFrom {
+			problems = append(problems, fmt.Sprintf("IsReplicated=%v GetReplicatedFrom=%q, want %v %q", m.IsReplicated(), m.GetReplicatedFrom(), wantReplicated, wantFrom))
+		}
+		if m.ProducerName() != k.Producer {
+			problems = append(problems, fmt.Sprintf("producer name %q", m.ProducerName()))
+		}
+		if want := fmt.Sprintf("k%d", k.Seq); m.Key() != want {
+			problems = append(problems, fmt.Sprintf("key %q, want %q", m.Key(), want))
+		}
+		if got := m.Properties()["origin"]; got != origin {
+			problems = append(problems, fmt.Sprintf("property origin=%q", got))
+		}
+		if len(problems) > 0 {
+			wrong = append(wrong, fmt.Sprintf("%s (%v): %s", k, m.ID(), strings.Join(problems, "; ")))
+		}
+	}
+	if len(wrong) > 0 {
+		t.Errorf("%s: %d of %d messages arrived with the wrong origin or metadata, first: %s", local, len(wrong), len(msgs), strings.Join(wrong[:min(len(wrong), 5)], " | "))
+	}
+}
+
+// replicationRemotes returns the remote clusters c's namespace replicates to, as c's admin API says.
+func replicationRemotes(t *testing.T, c *harness.Cluster) []string {
+	t.Helper()
+	list, err := c.Admin.Namespaces().GetNamespaceReplicationClusters(geoNamespace)
+	if err != nil {
+		t.Fatalf("%s: replication clusters of %s: %v", c.Name, geoNamespace, err)
+	}
+	return slices.DeleteFunc(list, func(s string) bool { return s == c.Name })
+}
+
+// TestTopologyOneWay: independent clusters a -> b. a registers b, allows it for the tenant and lists
+// it in the namespace; b registers a and allows it for the tenant, but b's namespace lists only b.
+// a's messages reach b marked replicated from a; b's own messages stay on b; a sees only its own.
+// b has no subscription or producer on the topic until a's messages were acknowledged: replication
+// creates the topic on b.
+func TestTopologyOneWay(t *testing.T) {
+	cs := harness.StartIndependentClusters(t, "a", "b")
+	a, b := cs[0], cs[1]
+	a.SetTenant(t, geoTenant, "a", "b")
+	a.CreateNamespace(t, geoNamespace, "a", "b")
+	b.SetTenant(t, geoTenant, "a", "b")
+	b.CreateNamespace(t, geoNamespace, "b")
+
+	runTopology(t, topology{
+		clusters:      cs,
+		producers:     2,
+		receives:      map[string][]string{"a": {"a"}, "b": {"a", "b"}},
+		subscribeLate: true,
+	})
+	assertNoOutbound(t, b, "a")
+}
+
+// assertNoOutbound asserts that c never sent anything to remote on the topic of the test (no
+// replicator, or one that never delivered a message).
+func assertNoOutbound(t *testing.T, c *harness.Cluster, remote string) {
+	t.Helper()
+	// runTopology used one topic; find it in the namespace.
+	topics, err := c.Admin.Namespaces().GetTopics(geoNamespace)
+	if err != nil || len(topics) == 0 {
+		t.Fatalf("%s: topics of %s: %v %v", c.Name, geoNamespace, topics, err)
+	}
+	for _, topic := range topics {
+		st, err := c.MeridianStats(context.Background(), topic)
+		if err != nil {
+			t.Fatalf("%s: stats of %s: %v", c.Name, topic, err)
+		}
+		if r, ok := st.Replication[remote]; ok && (r.MsgOutCounter != 0 || r.Connected || r.OutboundConnection != "") {
+			t.Errorf("%s: %s has an outbound replicator towards %s: %+v", c.Name, topic, remote, r)
+		}
+	}
+}
+
+// TestTopologyTwoWay: independent clusters a <-> b, each configured through its own admin API (each
+// registers the other, allows both for the tenant and lists both in its namespace). Each cluster
+// holds the union, in order per producer; replicated copies do not come back (no loop, no
+// duplicates).
+func TestTopologyTwoWay(t *testing.T) {
+	cs := harness.StartIndependentClusters(t, "a", "b")
+	for _, c := range cs {
+		c.SetTenant(t, geoTenant, "a", "b")
+		c.CreateNamespace(t, geoNamespace, "a", "b")
+	}
+	runTopology(t, topology{
+		clusters:  cs,
+		producers: 2,
+		receives:  map[string][]string{"a": {"a", "b"}, "b": {"a", "b"}},
+	})
+}
+
+// TestTopologyMesh: three clusters a, b, c in a full mesh, every cluster producing with several
+// producers (batching off and on); each cluster receives exactly the union of all clusters'
+// messages. With a shared etcd configuration store (embedded etcd 3.7, and Debian's etcd 3.4 binary
+// where one is installed) everything is configured once, through a's admin API, and reaches b and c
+// by watch; with independent stores every cluster is configured through its own API.
+func TestTopologyMesh(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	all := map[string][]string{"a": names, "b": names, "c": names}
+	shared := func(t *testing.T, url string) {
+		cs := harness.StartSharedClusters(t, url, names...)
+		cs[0].SetTenant(t, geoTenant, names...)
+		cs[0].CreateNamespace(t, geoNamespace, names...)
+		for _, c := range cs {
+			c.WaitReplicationClusters(t, 5*time.Second, geoNamespace, names...)
+		}
+		producers := 2
+		if !testing.Short() {
+			producers = 3
+		}
+		runTopology(t, topology{clusters: cs, producers: producers, receives: all})
+	}
+	t.Run("shared-embedded-etcd", func(t *testing.T) {
+		shared(t, harness.StartEtcd(t).ConfigStoreURL("meridian-mesh"))
+	})
+	t.Run("shared-etcd-binary", func(t *testing.T) {
+		srv := etcdtest.StartProcess(t) // skips without an etcd binary on PATH
+		t.Logf("etcd binary: %s", srv.Version())
+		shared(t, srv.URL("/meridian-mesh"))
+	})
+	t.Run("independent-stores", func(t *testing.T) {
+		cs := harness.StartIndependentClusters(t, names...)
+		for _, c := range cs {
+			c.SetTenant(t, geoTenant, names...)
+			c.CreateNamespace(t, geoNamespace, names...)
+		}
+		runTopology(t, topology{clusters: cs, producers: 2, receives: all})
+	})
+}
+
+// TestTopologyHubAndSpoke: edge aggregation with independent stores. Spokes s1 and s2 know only the
+// hub h and replicate into it (spoke namespaces list [spoke, h]); h knows both spokes, accepts them
+// and fans its own messages out (h's namespace lists h, s1, s2). h holds everything; each spoke holds
+// its own and h's messages, never the other spoke's: replicated messages are not forwarded again
+// (no multi-hop, DESIGN.md §6).
+func TestTopologyHubAndSpoke(t *testing.T) {
+	cs := harness.StartClusters(t, harness.ClustersOptions{}, "s1", "s2", "h")
+	s1, s2, h := cs[0], cs[1], cs[2]
+	h.Register(t, s1, s2)
+	h.SetTenant(t, geoTenant, "h", "s1", "s2")
+	h.CreateNamespace(t, geoNamespace, "h", "s1", "s2")
+	for _, s := range []*harness.Cluster{s1, s2} {
+		s.Register(t, h)
+		s.SetTenant(t, geoTenant, s.Name, "h")
+		s.CreateNamespace(t, geoNamespace, s.Name, "h")
+	}
+	chk := runTopology(t, topology{
+		clusters:  cs,
+		producers: 2,
+		receives:  map[string][]string{"h": {"h", "s1", "s2"}, "s1": {"s1", "h"}, "s2": {"s2", "h"}},
+	})
+	for _, s := range []string{"s1", "s2"} {
+		if got := chk.DistinctReceived(s, checker.Expect{}); got != 2*2*perProducer() {
+			t.Errorf("%s received %d distinct messages, want %d (its own and the hub's)", s, got, 2*2*perProducer())
+		}
+	}
+}
+
+// TestTopologyFanOut: active-standby with two standbys, independent stores. a replicates to b and c
+// (a's namespace lists a, b, c); b and c accept a but list only themselves. Local producers on the
+// standbys stay local.
+func TestTopologyFanOut(t *testing.T) {
+	cs := harness.StartClusters(t, harness.ClustersOptions{}, "a", "b", "c")
+	a := cs[0]
+	a.Register(t, cs[1:]...)
+	a.SetTenant(t, geoTenant, "a", "b", "c")
+	a.CreateNamespace(t, geoNamespace, "a", "b", "c")
+	for _, s := range cs[1:] {
+		s.Register(t, a)
+		s.SetTenant(t, geoTenant, s.Name, "a")
+		s.CreateNamespace(t, geoNamespace, s.Name)
+	}
+	runTopology(t, topology{
+		clusters:  cs,
+		producers: 2,
+		receives:  map[string][]string{"a": {"a"}, "b": {"a", "b"}, "c": {"a", "c"}},
+	})
+	for _, s := range cs[1:] {
+		assertNoOutbound(t, s, "a")
+	}
+}
