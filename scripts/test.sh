@@ -29,5 +29,8 @@ go test -race -short -count=1 -timeout 15m ./... || status=1
 echo "== go test (tests module)"
 (cd tests && go test -race -short -count=1 -timeout 15m ./...) || status=1
 
+echo "== fuzz smoke (every fuzz target, new inputs for FUZZTIME each)"
+scripts/fuzz-smoke.sh || status=1
+
 if [ $status -ne 0 ]; then echo "FAIL: see the failures above"; fi
 exit $status
