@@ -16,9 +16,11 @@ import (
 // ErrConnectionClosed is returned for requests whose connection went away before an answer.
 var ErrConnectionClosed = errors.New("client: connection closed")
 
-// outFrame is one frame waiting for the writer goroutine.
+// outFrame is one frame waiting for the writer goroutine: a command to encode, or (head != nil)
+// an already encoded frame head, followed by the payload if any.
 type outFrame struct {
 	cmd     *pulsarpb.BaseCommand
+	head    []byte
 	payload []byte
 }
 
@@ -128,7 +130,7 @@ func dialConn(ctx context.Context, o *Options, addr string) (*conn, error) {
 	}
 	c.wg.Add(3)
 	go c.readLoop(r)
-	go c.writeLoop(w)
+	go c.writeLoop(newBurstWriter(nc))
 	go c.keepAlive(o.KeepAliveInterval)
 	return c, nil
 }
@@ -197,6 +199,30 @@ func (c *conn) send(cmd *pulsarpb.BaseCommand, payload []byte) error {
 	return nil
 }
 
+// sendEncoded queues a frame whose head (sizes and command) is already encoded; payload follows it.
+func (c *conn) sendEncoded(head, payload []byte) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrConnectionClosed
+	}
+	c.out = append(c.out, outFrame{head: head, payload: payload})
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// sendFrame queues f (either form).
+func (c *conn) sendFrame(f outFrame) error {
+	if f.head != nil {
+		return c.sendEncoded(f.head, f.payload)
+	}
+	return c.send(f.cmd, f.payload)
+}
+
 // request sends cmd (whose request id is reqID) and waits for the response with that id.
 func (c *conn) request(ctx context.Context, reqID uint64, cmd *pulsarpb.BaseCommand) (*pulsarpb.BaseCommand, error) {
 	ch := make(chan *pulsarpb.BaseCommand, 2)
@@ -257,7 +283,8 @@ func (c *conn) removeConsumer(id uint64) {
 	c.mu.Unlock()
 }
 
-func (c *conn) writeLoop(w *wire.Writer) {
+// writeLoop writes everything queued since its last write in one system call (see burstWriter).
+func (c *conn) writeLoop(w *burstWriter) {
 	defer c.wg.Done()
 	var batch []outFrame
 	for {
@@ -270,13 +297,7 @@ func (c *conn) writeLoop(w *wire.Writer) {
 		batch, c.out = c.out, batch[:0]
 		c.mu.Unlock()
 		for i, f := range batch {
-			var err error
-			if f.payload != nil {
-				err = w.WritePayloadCommand(f.cmd, f.payload)
-			} else {
-				err = w.WriteCommand(f.cmd)
-			}
-			if err != nil {
+			if err := w.add(f); err != nil {
 				// A command we cannot encode is a bug in this package; drop the connection
 				// rather than send garbage.
 				c.log.Error("client: encode failed", "type", f.cmd.GetType(), "err", err)
@@ -284,8 +305,14 @@ func (c *conn) writeLoop(w *wire.Writer) {
 				return
 			}
 			batch[i] = outFrame{}
+			if w.full() {
+				if err := w.flush(); err != nil {
+					c.shutdown(err)
+					return
+				}
+			}
 		}
-		if err := w.Flush(); err != nil {
+		if err := w.flush(); err != nil {
 			c.shutdown(err)
 			return
 		}

@@ -99,8 +99,7 @@ type Producer struct {
 
 type pendingSend struct {
 	seq   uint64
-	cmd   *pulsarpb.BaseCommand
-	entry []byte
+	frame outFrame // the SEND: command (or encoded head) and entry
 	// cbs has one callback (possibly nil) per message of the entry; each holds a pending slot.
 	cbs     []func(MessageID, error)
 	batched bool
@@ -242,7 +241,7 @@ func (p *Producer) connect(ctx context.Context, first bool) error {
 	p.cn = cn
 	p.lastErr = nil
 	for _, s := range p.pending {
-		_ = cn.send(s.cmd, s.entry)
+		_ = cn.sendFrame(s.frame)
 	}
 	return nil
 }
@@ -400,7 +399,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg ProducerMessage, cb func(M
 	if p.opts.BatchingMaxMessages > 1 && msg.DeliverAt.IsZero() && len(msg.ReplicateTo) == 0 {
 		return p.addToBatch(ctx, msg, cb)
 	}
-	return p.enqueue(ctx, func(seq uint64) (*pulsarpb.BaseCommand, []byte, error) {
+	return p.enqueue(ctx, func(seq uint64) (uint64, outFrame, error) {
 		if msg.SequenceID != nil {
 			seq = *msg.SequenceID
 		}
@@ -424,9 +423,10 @@ func (p *Producer) SendAsync(ctx context.Context, msg ProducerMessage, cb func(M
 		}
 		entry, err := wire.EncodeEntry(md, msg.Payload)
 		if err != nil {
-			return nil, nil, err
+			return 0, outFrame{}, err
 		}
-		return wire.Command(&pulsarpb.CommandSend{ProducerId: ptr(p.id), SequenceId: ptr(seq)}), entry, nil
+		head, err := appendSendHead(nil, sendFields{producerID: p.id, sequenceID: seq}, len(entry))
+		return seq, outFrame{head: head, payload: entry}, err
 	}, cb)
 }
 
@@ -436,31 +436,27 @@ func (p *Producer) Send(ctx context.Context, msg ProducerMessage) (MessageID, er
 	return wait(ctx, func(cb func(MessageID, error)) error { return p.SendAsync(ctx, msg, cb) })
 }
 
-// SendRawAsync forwards an encoded entry (see RawMessage).
+// SendRawAsync forwards an encoded entry (see RawMessage). The SEND's num_messages,
+// highest_sequence_id, is_chunk and marker are taken from the entry's metadata, which is scanned,
+// not decoded.
 func (p *Producer) SendRawAsync(ctx context.Context, msg RawMessage, cb func(MessageID, error)) error {
-	return p.enqueue(ctx, func(seq uint64) (*pulsarpb.BaseCommand, []byte, error) {
+	return p.enqueue(ctx, func(seq uint64) (uint64, outFrame, error) {
 		entry, err := wire.NormalizeEntry(msg.Entry)
 		if err != nil {
-			return nil, nil, err
+			return 0, outFrame{}, err
 		}
-		md, err := wire.DecodeMetadata(entry)
+		f, err := scanSendFields(entry)
 		if err != nil {
-			return nil, nil, err
+			return 0, outFrame{}, err
 		}
-		send := &pulsarpb.CommandSend{ProducerId: ptr(p.id), SequenceId: ptr(seq)}
-		if n := wire.NumMessages(md); md.NumMessagesInBatch != nil {
-			send.NumMessages = ptr(int32(n))
-		}
-		if md.GetNumChunksFromMsg() > 1 {
-			send.IsChunk = ptr(true)
-		}
-		if md.HighestSequenceId != nil {
-			send.HighestSequenceId = ptr(md.GetHighestSequenceId())
-		}
+		f.producerID, f.sequenceID = p.id, seq
 		if msg.SourcePosition != nil {
+			send := f.command()
 			send.MessageId = &pulsarpb.MessageIdData{LedgerId: ptr(msg.SourcePosition.LedgerID), EntryId: ptr(msg.SourcePosition.EntryID)}
+			return seq, outFrame{cmd: wire.Command(send), payload: entry}, nil
 		}
-		return wire.Command(send), entry, nil
+		head, err := appendSendHead(nil, f, len(entry))
+		return seq, outFrame{head: head, payload: entry}, err
 	}, cb)
 }
 
@@ -471,8 +467,8 @@ func (p *Producer) SendRaw(ctx context.Context, msg RawMessage) (MessageID, erro
 
 // enqueue takes a pending slot, builds the frame with the next sequence id and sends it if
 // connected (otherwise it goes out after reconnection). build gets the counter's value and returns
-// the SEND command (whose sequence id may differ, for user-supplied ids) and the entry bytes.
-func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (*pulsarpb.BaseCommand, []byte, error), cb func(MessageID, error)) error {
+// the SEND's sequence id (which may differ, for user-supplied ids) and frame.
+func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (uint64, outFrame, error), cb func(MessageID, error)) error {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -489,26 +485,25 @@ func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (*pulsarp
 	if p.batch != nil {
 		p.flushBatchLocked() // keep send order
 	}
-	cmd, entry, err := build(p.nextSeq)
-	if err == nil && p.cn != nil && len(entry) > p.cn.maxMsg {
-		err = fmt.Errorf("client: %d bytes: %w", len(entry), wire.ErrTooLarge)
+	seq, frame, err := build(p.nextSeq)
+	if err == nil && p.cn != nil && len(frame.payload) > p.cn.maxMsg {
+		err = fmt.Errorf("client: %d bytes: %w", len(frame.payload), wire.ErrTooLarge)
 	}
 	if err != nil {
 		p.mu.Unlock()
 		<-p.slots
 		return err
 	}
-	seq := cmd.GetSend().GetSequenceId()
 	if len(p.pending) > 0 && seq <= p.pending[len(p.pending)-1].seq {
 		p.mu.Unlock()
 		<-p.slots
 		return fmt.Errorf("client: sequence id %d not above the last pending %d", seq, p.pending[len(p.pending)-1].seq)
 	}
 	p.nextSeq = seq + 1
-	s := &pendingSend{seq: seq, cmd: cmd, entry: entry, cbs: []func(MessageID, error){cb}}
+	s := &pendingSend{seq: seq, frame: frame, cbs: []func(MessageID, error){cb}}
 	p.pending = append(p.pending, s)
 	if p.cn != nil {
-		_ = p.cn.send(cmd, entry)
+		_ = p.cn.sendFrame(frame)
 	}
 	p.mu.Unlock()
 	return nil
@@ -708,17 +703,20 @@ func (p *Producer) flushBatchLocked() {
 	if b.key != "" {
 		md.PartitionKey = ptr(b.key) // the broker routes Key_Shared by the entry's key
 	}
-	send := &pulsarpb.CommandSend{ProducerId: ptr(p.id), SequenceId: ptr(b.firstSeq), HighestSequenceId: ptr(b.lastSeq), NumMessages: ptr(int32(n))}
-	s := &pendingSend{seq: b.firstSeq, cmd: wire.Command(send), cbs: b.cbs, batched: true}
+	s := &pendingSend{seq: b.firstSeq, cbs: b.cbs, batched: true}
 	entry, err := wire.EncodeEntry(md, b.body)
+	var head []byte
+	if err == nil {
+		head, err = appendSendHead(nil, sendFields{producerID: p.id, sequenceID: b.firstSeq, highestSequenceID: ptr(b.lastSeq), numMessages: ptr(int32(n))}, len(entry))
+	}
 	if err != nil {
 		// Cannot happen with the fields set above; fail the messages rather than send garbage.
 		go p.settle(s, MessageID{}, err)
 		return
 	}
-	s.entry = entry
+	s.frame = outFrame{head: head, payload: entry}
 	p.pending = append(p.pending, s)
 	if p.cn != nil {
-		_ = p.cn.send(s.cmd, s.entry)
+		_ = p.cn.sendFrame(s.frame)
 	}
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -463,11 +467,16 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	if err := a.admin.SetNamespacePolicy(ctx, "PUT", "public/default", "properties", nil, map[string]string{"replicationStartAt": "earliest"}); err != nil {
 		t.Fatal(err)
 	}
+	// MERIDIAN_BENCH_PROFILE=prefix writes prefix.cpu.prof and prefix.trace.out covering only the
+	// catch-up (not the staging of the backlog).
+	stopProfile := profileWindow(t, os.Getenv("MERIDIAN_BENCH_PROFILE"))
+	cpu0 := processCPU()
 	start := time.Now()
 	a.replicateTo(t, ctx, "a", "b")
 	for {
 		st, err := a.admin.TopicStats(ctx, topic)
 		if err == nil && st.Replication["b"].MsgOutCounter >= int64(n) {
+			stopProfile()
 			break
 		}
 		if ctx.Err() != nil {
@@ -476,7 +485,56 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	el := time.Since(start)
-	t.Logf("catch-up of %d x 1 KiB (%d per entry): %v, %.0f msg/s, %.1f MB/s", n, max(batch, 1), el, float64(n)/el.Seconds(), float64(n)*1024/el.Seconds()/1e6)
+	cpu := processCPU() - cpu0
+	stopProfile()
+	// CPU time of the whole process (both clusters) per message: far less sensitive to other load
+	// on the machine than the rate.
+	t.Logf("catch-up of %d x 1 KiB (%d per entry): %v, %.0f msg/s, %.1f MB/s; process CPU %v (%.2f µs/msg, %.0f%% of one core)",
+		n, max(batch, 1), el, float64(n)/el.Seconds(), float64(n)*1024/el.Seconds()/1e6,
+		cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n), 100*cpu.Seconds()/el.Seconds())
+}
+
+// processCPU is the user+system CPU time the test process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profileWindow starts a CPU profile and an execution trace written to prefix.cpu.prof and
+// prefix.trace.out (nothing if prefix is empty); the returned stop function is idempotent.
+func profileWindow(t *testing.T, prefix string) func() {
+	t.Helper()
+	if prefix == "" {
+		return func() {}
+	}
+	cpu, err := os.Create(prefix + ".cpu.prof")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := os.Create(prefix + ".trace.out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Start(tr); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			trace.Stop()
+			pprof.StopCPUProfile()
+			cpu.Close()
+			tr.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestReplicationLatency measures producer-on-a to consumer-on-b latency at a fixed rate (1 KiB,

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -78,6 +79,25 @@ func EncodeEntry(md *pulsarpb.MessageMetadata, payload []byte) ([]byte, error) {
 	return wire.EncodeEntry(md, payload)
 }
 
+// marshalPartial encodes metadata whether or not its proto2 required fields are set: an entry the
+// broker stored without them is forwarded as it is (what the fast path does), not dropped.
+var marshalPartial = proto.MarshalOptions{AllowPartial: true}
+
+// encodeStoredEntry is EncodeEntry for metadata read from a stored entry (required fields not
+// enforced).
+func encodeStoredEntry(md *pulsarpb.MessageMetadata, payload []byte) ([]byte, error) {
+	mdBytes, err := marshalPartial.Marshal(md)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode metadata: %v", ErrCorruptEntry, err)
+	}
+	buf := make([]byte, 10, 10+len(mdBytes)+len(payload))
+	buf = append(append(buf, mdBytes...), payload...)
+	binary.BigEndian.PutUint16(buf, wire.MagicCRC32C)
+	binary.BigEndian.PutUint32(buf[6:], uint32(len(mdBytes)))
+	binary.BigEndian.PutUint32(buf[2:], wire.Checksum(buf[6:]))
+	return buf, nil
+}
+
 // SkipReason says why an entry is not sent to a remote cluster ("" = it is sent).
 type SkipReason string
 
@@ -124,7 +144,7 @@ func prepareGeneral(e Entry, local, remote string) (Outbound, SkipReason, error)
 	if md.ReplicatedFrom != nil {
 		return Outbound{}, SkipReplicated, nil
 	}
-	marker := md.MarkerType != nil && md.GetMarkerType() != 0
+	marker := md.MarkerType != nil // any marker type, as the broker judges it (wire.IsMarker)
 	if marker && !forwardedMarkers[md.GetMarkerType()] {
 		return Outbound{}, SkipMarker, nil
 	}
@@ -142,7 +162,7 @@ func prepareGeneral(e Entry, local, remote string) (Outbound, SkipReason, error)
 	md.Properties = append(props, &pulsarpb.KeyValue{
 		Key: proto.String(SourcePositionProperty), Value: proto.String(e.Position.String()),
 	})
-	data, err := EncodeEntry(md, pe.Payload)
+	data, err := encodeStoredEntry(md, pe.Payload)
 	if err != nil {
 		return Outbound{}, SkipCorrupt, err
 	}

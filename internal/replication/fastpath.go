@@ -147,7 +147,7 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	if s.hasReplicatedFrom {
 		return Outbound{}, SkipReplicated, true
 	}
-	marker := s.hasMarker && s.markerType != 0
+	marker := s.hasMarker
 	if marker && !forwardedMarkers[s.markerType] {
 		return Outbound{}, SkipMarker, true
 	}

@@ -1,0 +1,155 @@
+package client
+
+import (
+	"bytes"
+	"net"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// appendSendHead must produce exactly what protobuf-go encodes for the same SEND.
+func TestAppendSendHeadMatchesProtobuf(t *testing.T) {
+	cases := []sendFields{
+		{producerID: 1, sequenceID: 0},
+		{producerID: 1 << 40, sequenceID: 1<<63 + 5},
+		{producerID: 7, sequenceID: 9, numMessages: ptr(int32(100)), highestSequenceID: ptr(uint64(108))},
+		{producerID: 7, sequenceID: 9, numMessages: ptr(int32(-1))},
+		{producerID: 7, sequenceID: 9, isChunk: true},
+		{producerID: 7, sequenceID: 9, marker: true, numMessages: ptr(int32(0))},
+		{producerID: 3, sequenceID: 4, numMessages: ptr(int32(2)), highestSequenceID: ptr(uint64(0)), isChunk: true, marker: true},
+	}
+	for _, f := range cases {
+		for _, size := range []int{0, 1, 1024, 1 << 20} {
+			got, err := appendSendHead([]byte("prefix"), f, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := wire.AppendFrameHeader([]byte("prefix"), wire.Command(f.command()), size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%+v size %d:\n got %x\nwant %x", f, size, got, want)
+			}
+		}
+	}
+	if _, err := appendSendHead(nil, sendFields{}, -1); err == nil {
+		t.Fatal("negative payload size accepted")
+	}
+}
+
+// scanSendFields agrees with decoding the metadata.
+func TestScanSendFields(t *testing.T) {
+	mds := []*pulsarpb.MessageMetadata{
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2)},
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2), NumMessagesInBatch: proto.Int32(10), HighestSequenceId: proto.Uint64(10)},
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2), NumChunksFromMsg: proto.Int32(3), ChunkId: proto.Int32(1)},
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2), NumChunksFromMsg: proto.Int32(1)},
+		{ProducerName: proto.String("pulsar.marker"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(2), MarkerType: proto.Int32(10), ReplicateTo: []string{"b"}},
+		{ProducerName: proto.String("pulsar.marker"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(2), MarkerType: proto.Int32(0)},
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2), Properties: []*pulsarpb.KeyValue{{Key: proto.String("k"), Value: proto.String("v")}}, NumMessagesInBatch: proto.Int32(-2)},
+	}
+	for _, md := range mds {
+		entry, err := wire.EncodeEntry(md, []byte("body"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := scanSendFields(entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (f.numMessages != nil) != (md.NumMessagesInBatch != nil) || (f.numMessages != nil && *f.numMessages != md.GetNumMessagesInBatch()) {
+			t.Errorf("%v: num messages %v", md, f.numMessages)
+		}
+		if (f.highestSequenceID != nil) != (md.HighestSequenceId != nil) || (f.highestSequenceID != nil && *f.highestSequenceID != md.GetHighestSequenceId()) {
+			t.Errorf("%v: highest %v", md, f.highestSequenceID)
+		}
+		if f.isChunk != (md.GetNumChunksFromMsg() > 1) {
+			t.Errorf("%v: chunk %v", md, f.isChunk)
+		}
+		if f.marker != wire.IsMarker(md) {
+			t.Errorf("%v: marker %v", md, f.marker)
+		}
+	}
+	// Garbage metadata is an error, as DecodeMetadata's is.
+	bad := []byte{0, 0, 0, 3, 0xff, 0xff, 0xff}
+	if _, err := scanSendFields(bad); err == nil {
+		t.Fatal("garbage metadata accepted")
+	}
+	if _, err := scanSendFields([]byte{1}); err == nil {
+		t.Fatal("truncated entry accepted")
+	}
+}
+
+// A burst written with writev (large payloads by reference) carries the same bytes as the frames
+// encoded one after the other.
+func TestBurstWriterBytes(t *testing.T) {
+	server, clientSide := net.Pipe()
+	defer server.Close()
+	defer clientSide.Close()
+	bw := newBurstWriter(clientSide)
+	small := bytes.Repeat([]byte{1}, 100)
+	large := bytes.Repeat([]byte{2}, inlinePayloadMax+1)
+	huge := bytes.Repeat([]byte{3}, 300<<10)
+	frames := []outFrame{
+		{cmd: wire.Command(&pulsarpb.CommandPing{})},
+		{cmd: wire.Command(&pulsarpb.CommandSend{ProducerId: ptr(uint64(1)), SequenceId: ptr(uint64(1))}), payload: small},
+		{cmd: wire.Command(&pulsarpb.CommandSend{ProducerId: ptr(uint64(1)), SequenceId: ptr(uint64(2))}), payload: large},
+	}
+	for i, p := range [][]byte{small, large, huge, large} {
+		head, err := appendSendHead(nil, sendFields{producerID: 2, sequenceID: uint64(i)}, len(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, outFrame{head: head, payload: p})
+	}
+	frames = append(frames, outFrame{cmd: wire.Command(&pulsarpb.CommandPong{})})
+	var want []byte
+	for _, f := range frames {
+		if f.head != nil {
+			want = append(append(want, f.head...), f.payload...)
+			continue
+		}
+		b, err := wire.AppendFrame(want, f.cmd, f.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = b
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, len(want))
+		n := 0
+		for n < len(buf) {
+			m, err := server.Read(buf[n:])
+			if err != nil {
+				break
+			}
+			n += m
+		}
+		got <- buf[:n]
+	}()
+	for _, f := range frames {
+		if err := bw.add(f); err != nil {
+			t.Fatal(err)
+		}
+		if bw.full() {
+			if err := bw.flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := bw.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-got; !bytes.Equal(g, want) {
+		t.Fatalf("burst bytes differ: got %d bytes, want %d", len(g), len(want))
+	}
+	if len(bw.ext) != 0 || len(bw.iov) != 0 || len(bw.buf) != 0 {
+		t.Fatal("burst writer not reset")
+	}
+}
