@@ -127,7 +127,7 @@ func runTopology(t *testing.T, topo topology) *checker.Checker {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- produceAll(chk, p, cname, name, n)
+				errs <- produceAll(chk, p, cname, name, n, nil)
 			}()
 		}
 	}
@@ -168,16 +168,56 @@ func runTopology(t *testing.T, topo topology) *checker.Checker {
 		origins := topo.receives[c.Name]
 		verify(t, chk, c.Name, checker.Expect{Producers: func(p string) bool { return slices.Contains(origins, producerOrigin(p)) }})
 	}
+	checkReplicationCounters(t, topo, topic, sentBy)
 	t.Logf("%d clusters, %d producers x %d messages on %v: produced in %v, all received in %v, verified in %v",
 		len(topo.clusters), topo.producers, n, producing, produced.Round(time.Millisecond),
 		received.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	return chk
 }
 
+// checkReplicationCounters compares the replication counters in every cluster's topic stats
+// (Meridian's msgOutCounter/msgInCounter per remote, counted in messages) with what was produced:
+// each replicator sent exactly its own cluster's messages (nothing it received from elsewhere, which
+// would be multi-hop forwarding or a loop), and each cluster received exactly the messages of every
+// remote origin it expects, none of them twice (duplicatesDropped 0: nothing was resent).
+func checkReplicationCounters(t *testing.T, topo topology, topic string, sentBy map[string]int) {
+	t.Helper()
+	for _, c := range topo.clusters {
+		remotes := replicationRemotes(t, c)
+		// The counters are read after the barrier; a short poll only absorbs a stats snapshot taken
+		// between a receipt and its counter update.
+		harness.Eventually(t, 5*time.Second, c.Name+"'s replication counters", func() error {
+			st, err := c.MeridianStats(context.Background(), topic)
+			if err != nil {
+				return fmt.Errorf("stats of %s: %w", topic, err)
+			}
+			var wrong []string
+			for _, remote := range remotes {
+				if got := st.Replication[remote].MsgOutCounter; got != int64(sentBy[c.Name]) {
+					wrong = append(wrong, fmt.Sprintf("-> %s: msgOutCounter %d, want %d (the messages produced on %s)", remote, got, sentBy[c.Name], c.Name))
+				}
+			}
+			for _, origin := range topo.receives[c.Name] {
+				if origin == c.Name {
+					continue
+				}
+				r := st.Replication[origin]
+				if r.MsgInCounter != int64(sentBy[origin]) || r.DuplicatesDropped != 0 {
+					wrong = append(wrong, fmt.Sprintf("<- %s: msgInCounter %d, duplicatesDropped %d; want %d, 0", origin, r.MsgInCounter, r.DuplicatesDropped, sentBy[origin]))
+				}
+			}
+			if len(wrong) > 0 {
+				return fmt.Errorf("%s", strings.Join(wrong, "; "))
+			}
+			return nil
+		})
+	}
+}
+
 // produceAll sends n checker messages of producer name with SendAsync, flushes, and waits for every
 // receipt. Each message carries key k<seq> and property origin=<cluster>, to check that replication
-// keeps them.
-func produceAll(chk *checker.Checker, p pulsar.Producer, cluster, name string, n int) error {
+// keeps them; decorate, if not nil, edits each message before it is sent.
+func produceAll(chk *checker.Checker, p pulsar.Producer, cluster, name string, n int, decorate func(*pulsar.ProducerMessage)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const size = 100
@@ -188,6 +228,9 @@ func produceAll(chk *checker.Checker, p pulsar.Producer, cluster, name string, n
 			Payload:    checker.Payload(name, seq, size),
 			Key:        fmt.Sprintf("k%d", seq),
 			Properties: map[string]string{"origin": cluster},
+		}
+		if decorate != nil {
+			decorate(msg)
 		}
 		p.SendAsync(ctx, msg, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 			if err != nil {
@@ -408,5 +451,82 @@ func TestTopologyFanOut(t *testing.T) {
 	})
 	for _, s := range cs[1:] {
 		assertNoOutbound(t, s, "a")
+	}
+}
+
+// TestTopologyPerMessageReplicateTo: fan-out a -> b, c (independent stores) where a's producers
+// choose per message: "a-local" sends with DisableReplication (replicate_to ["__local__"]: stays on
+// a), "a-tob" with ReplicationClusters ["b"] (only b gets a copy), "a-all" with neither (the
+// namespace's clusters). The replicators skip what is not meant for their remote and still reach
+// backlog 0.
+func TestTopologyPerMessageReplicateTo(t *testing.T) {
+	cs := harness.StartClusters(t, harness.ClustersOptions{}, "a", "b", "c")
+	a := cs[0]
+	a.Register(t, cs[1:]...)
+	a.SetTenant(t, geoTenant, "a", "b", "c")
+	a.CreateNamespace(t, geoNamespace, "a", "b", "c")
+	for _, s := range cs[1:] {
+		s.Register(t, a)
+		s.SetTenant(t, geoTenant, s.Name, "a")
+		s.CreateNamespace(t, geoNamespace, s.Name)
+	}
+	topic := harness.TopicIn(t, geoNamespace)
+	chk := checker.New()
+	consumers := make(map[string]pulsar.Consumer)
+	for _, c := range cs {
+		consumers[c.Name] = newConsumer(t, c.Client(t), pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "topology-check", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		})
+	}
+	kinds := map[string]func(*pulsar.ProducerMessage){
+		"a-local": func(m *pulsar.ProducerMessage) { m.DisableReplication = true },
+		"a-tob":   func(m *pulsar.ProducerMessage) { m.ReplicationClusters = []string{"b"} },
+		"a-all":   nil,
+	}
+	receives := map[string][]string{"a": {"a-local", "a-tob", "a-all"}, "b": {"a-tob", "a-all"}, "c": {"a-all"}}
+	n := perProducer()
+	client := a.Client(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(kinds))
+	for name, decorate := range kinds {
+		// Batching stays on: the client sends messages with replicate_to outside batches itself.
+		p := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Name: name, BatchingMaxPublishDelay: 2 * time.Millisecond})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- produceAll(chk, p, "a", name, n, decorate)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cs {
+		msgs := harness.Drain(t, chk, c.Name, consumers[c.Name], n*len(receives[c.Name]), 30*time.Second)
+		checkOrigins(t, c.Name, msgs)
+	}
+	a.WaitReplicationCaughtUp(t, 30*time.Second, topic, "b", "c")
+	for _, c := range cs {
+		if extra := harness.DrainQuiet(t, chk, c.Name, consumers[c.Name], 200*time.Millisecond); len(extra) > 0 {
+			t.Errorf("%s: %d message(s) after the expected ones: %s", c.Name, len(extra), describe(extra))
+		}
+		wanted := receives[c.Name]
+		verify(t, chk, c.Name, checker.Expect{Producers: func(p string) bool { return slices.Contains(wanted, p) }})
+	}
+	// Counted in messages; replicate_to messages are never batched by the client, so the skipped
+	// entries are as many as the messages meant for other clusters.
+	st, err := a.MeridianStats(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for remote, want := range map[string]struct{ sent, skipped int64 }{"b": {int64(2 * n), int64(n)}, "c": {int64(n), int64(2 * n)}} {
+		r := st.Replication[remote]
+		t.Logf("a -> %s: sent %d, skipped %v", remote, r.MsgOutCounter, r.Skipped)
+		if r.MsgOutCounter != want.sent || r.Skipped["replicate_to"] != want.skipped {
+			t.Errorf("a -> %s: msgOutCounter %d, skipped %v; want %d sent and %d skipped for replicate_to", remote, r.MsgOutCounter, r.Skipped, want.sent, want.skipped)
+		}
 	}
 }
