@@ -19,7 +19,10 @@
 // makes them visible and completes the callbacks in append order. So in SyncAlways mode an
 // append is acknowledged only after its journal record is fsynced, and a segment file never
 // holds an entry whose journal record is not durable. In SyncInterval mode the callbacks run
-// after the write and the journal is fsynced every SyncInterval (shown in EngineMetrics).
+// after the write and the journal is fsynced every SyncInterval (shown in EngineMetrics) by a
+// background syncer goroutine, so a stalled fsync never holds up the group commits behind it; a
+// rotated journal file is fsynced and closed by that syncer too, and the file opened while that
+// fsync is in flight carries the "previous file may end torn" flag (see intervalsync.go).
 //
 // When a journal file exceeds JournalFileBytes the sync loop starts the next one and hands the
 // set of files written since to the checkpointer, which fsyncs them (16 in parallel) and their

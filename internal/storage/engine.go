@@ -47,19 +47,25 @@ type Engine struct {
 	jseq     uint64 // journal sequence the pending batch will be written to
 	jsize    int64  // size of journal jseq including the pending batch
 	stopping bool
-	applying bool // the applier is working on a batch
+	applying bool         // the applier is working on a batch
+	syncDone []syncResult // SyncInterval: background fsyncs finished, for the sync loop
 
 	// Owned by the sync loop.
-	journal      vfs.File
-	journalOff   int64
-	journalSeq   uint64
-	dirtyFiles   map[string]struct{}
-	dirtyDirs    map[string]struct{}
-	unsynced     map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
-	lastSync     time.Time
-	prevUnclean  bool   // the next journal file follows an abandoned one
-	pendingVoids []byte // void records to write first in the next group commit (sync loop only)
-	arena        []byte // segment write buffer, reused by every batch
+	journal    vfs.File
+	journalOff int64
+	journalSeq uint64
+	dirtyFiles map[string]struct{}
+	dirtyDirs  map[string]struct{}
+	unsynced   map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
+	lastSync   time.Time            // when the last fsync of the journal started
+	// SyncInterval: fsyncs handed to the background syncer (intervalsync.go) and not yet
+	// reported back, and how many of them also close a rotated journal file.
+	syncsInFlight, closeSyncsInFlight int
+	syncReq                           chan syncRequest // sync loop -> background syncer
+	syncerDone                        chan struct{}
+	prevUnclean                       bool   // the next journal file follows an abandoned one
+	pendingVoids                      []byte // void records to write first in the next group commit (sync loop only)
+	arena                             []byte // segment write buffer, reused by every batch
 
 	applyCh     chan applyJob // sync loop -> applier
 	freeCh      chan *batch   // applier -> sync loop: batches to fill again
@@ -206,6 +212,11 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e.log.Info("storage opened", "dir", e.dir, "sync", opts.Sync.String(), "recovery", time.Since(start).String())
+	if opts.Sync == SyncInterval {
+		e.syncReq = make(chan syncRequest, 4)
+		e.syncerDone = make(chan struct{})
+		go e.backgroundSyncer()
+	}
 	go e.syncLoop()
 	go e.applier()
 	go e.checkpointer()
@@ -620,11 +631,19 @@ func (e *Engine) syncLoop() {
 			free = <-e.freeCh // back-pressure: the applier is at most two batches behind
 		}
 		e.qmu.Lock()
-		for len(e.pending.items) == 0 && !e.stopping && len(e.unsynced) == 0 {
+		for len(e.pending.items) == 0 && !e.stopping && len(e.unsynced) == 0 && len(e.syncDone) == 0 {
 			e.qcond.Wait()
+		}
+		if len(e.syncDone) > 0 {
+			done := e.syncDone
+			e.syncDone = nil
+			e.qmu.Unlock()
+			e.finishBackgroundSyncs(done)
+			continue
 		}
 		if len(e.pending.items) == 0 && e.stopping {
 			e.qmu.Unlock()
+			e.stopBackgroundSyncer()
 			if len(e.unsynced) > 0 {
 				if err := e.syncJournal(); err != nil {
 					e.abandonJournal(e.journalSeq, err)
@@ -634,7 +653,13 @@ func (e *Engine) syncLoop() {
 			return
 		}
 		if len(e.pending.items) == 0 {
-			// SyncInterval with unsynced data: wait for the interval or new work.
+			// SyncInterval with unsynced data: wait for the interval or new work (or, with an
+			// fsync already running, for its result).
+			if e.syncsInFlight > 0 {
+				e.qcond.Wait()
+				e.qmu.Unlock()
+				continue
+			}
 			wait := e.opts.SyncInterval - time.Since(e.lastSync)
 			if wait > 0 {
 				if timer == nil {
@@ -647,9 +672,7 @@ func (e *Engine) syncLoop() {
 				continue
 			}
 			e.qmu.Unlock()
-			if err := e.syncJournal(); err != nil {
-				e.abandonJournal(e.journalSeq, err)
-			}
+			e.startBackgroundSync(false)
 			continue
 		}
 		// Let the batch the applier is finishing rejoin: its appenders' next appends would
@@ -750,7 +773,7 @@ func (e *Engine) commit(b *batch) {
 				e.m.bytesWritten.Add(int64(len(buf)))
 			}
 		}
-		if err == nil && (e.opts.Sync == SyncAlways || b.rotate) {
+		if err == nil && e.opts.Sync == SyncAlways {
 			err = e.syncJournal()
 		}
 	}
@@ -761,7 +784,7 @@ func (e *Engine) commit(b *batch) {
 		return
 	}
 	e.pendingVoids = e.pendingVoids[:0]
-	if e.opts.Sync == SyncInterval && !b.rotate {
+	if e.opts.Sync == SyncInterval {
 		for _, it := range b.items {
 			if it.kind == kEntry {
 				if e.unsynced == nil {
@@ -772,13 +795,16 @@ func (e *Engine) commit(b *batch) {
 		}
 	}
 	e.applyCh <- applyJob{b: b, rotate: b.rotate && e.journal != nil, seq: b.seq}
-	if b.rotate && e.journal != nil {
+	switch {
+	case b.rotate && e.journal != nil && e.opts.Sync == SyncInterval:
+		// The background syncer fsyncs and closes the file; the next batches go to a new
+		// one meanwhile (whose header says this one may end torn until that fsync is done).
+		e.startBackgroundSync(true)
+	case b.rotate && e.journal != nil:
 		e.closeJournal()
-	}
-	if e.opts.Sync == SyncInterval && len(e.unsynced) > 0 && time.Since(e.lastSync) >= e.opts.SyncInterval {
-		if err := e.syncJournal(); err != nil {
-			e.abandonJournal(e.journalSeq, err)
-		}
+	case e.opts.Sync == SyncInterval && len(e.unsynced) > 0 && e.syncsInFlight == 0 &&
+		time.Since(e.lastSync) >= e.opts.SyncInterval:
+		e.startBackgroundSync(false)
 	}
 }
 
@@ -900,7 +926,9 @@ func (e *Engine) openJournal(seq uint64) error {
 		return fmt.Errorf("storage: create journal: %w", err)
 	}
 	var flags uint32
-	if e.prevUnclean {
+	if e.prevUnclean || e.closeSyncsInFlight > 0 {
+		// The previous file was abandoned, or its final fsync (SyncInterval) has not finished:
+		// its tail may be torn although it is not the last file.
 		flags = journalFlagPrevUnclean
 	}
 	hdr := appendHeaderFlags(nil, magicJournal, seq, flags)
