@@ -39,7 +39,9 @@
 // The replication cursor's properties (version 1, written when the cursor is created):
 //
 //	replication.startMode      "earliest" | "latest"
-//	replication.startPosition  "<ledgerId>:<entryId>": the cursor's mark-delete position at creation
+//	replication.startPosition  "<ledgerId>:<entryId>": the cursor's mark-delete position at creation,
+//	                           i.e. the last entry not replicated; entry -1 ("7:-1") means before the
+//	                           first entry of that ledger (a cursor created on an empty topic)
 //	replication.createdAt      RFC 3339 time of creation
 //
 // The inbound index snapshot format is documented in index.go.

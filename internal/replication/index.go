@@ -228,6 +228,9 @@ func (x *Index) origin(name string) *originState {
 	o := x.origins[name]
 	if o == nil {
 		o = &originState{floor: Position{-1, -1}}
+		// A zero sample at creation: traffic of the origin's first second shows as a rate at the
+		// first tick instead of being absorbed into the window's first sample.
+		o.window.add(x.opts.Now(), 0, 0)
 		x.origins[name] = o
 	}
 	return o

@@ -331,3 +331,23 @@ func FuzzIndexAdmit(f *testing.F) {
 		}
 	})
 }
+
+// Entries of an origin's first second show as a rate at the first tick (the origin's window starts
+// with a zero sample).
+func TestIndexRateOfFirstSecond(t *testing.T) {
+	now := time.Unix(1000, 0)
+	x := NewIndex(IndexOptions{Now: func() time.Time { return now }})
+	for i := range 10 {
+		_, _, _, commit, err := x.Admit(replicated(t, "a", Position{5, int64(i)}, "x"))
+		if err != nil || commit == nil {
+			t.Fatal(err)
+		}
+		commit(9, int64(i), nil)
+	}
+	now = now.Add(time.Second)
+	x.Tick(now)
+	in := x.Inbound()
+	if len(in) != 1 || in[0].MsgRateIn != 10 || in[0].MsgThroughputIn <= 0 {
+		t.Fatalf("inbound %+v", in)
+	}
+}

@@ -41,7 +41,35 @@ func (p Position) Next() Position { return Position{p.LedgerID, p.EntryID + 1} }
 
 // String formats the position as "ledgerId:entryId", Pulsar's convention for
 // __MSG_PROP_REPL_SOURCE_POSITION.
-func (p Position) String() string { return fmt.Sprintf("%d:%d", p.LedgerID, p.EntryID) }
+func (p Position) String() string { return string(p.appendTo(make([]byte, 0, 24))) }
+
+// appendTo appends String's form to b (no allocation beyond b's growth; the hot path uses it).
+func (p Position) appendTo(b []byte) []byte {
+	b = strconv.AppendInt(b, p.LedgerID, 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, p.EntryID, 10)
+}
+
+// parseMarkDelete parses a stored mark-delete position: like ParsePosition, but entry id -1 is
+// allowed ("L:-1" is before the first entry of ledger L: a cursor created on an empty ledger).
+func parseMarkDelete(s string) (Position, error) {
+	l, e, ok := strings.Cut(s, ":")
+	if !ok {
+		return Position{}, fmt.Errorf("position %q: want <ledgerId>:<entryId>", s)
+	}
+	lid, err := strconv.ParseInt(l, 10, 64)
+	if err != nil {
+		return Position{}, fmt.Errorf("position %q: ledger id: %w", s, err)
+	}
+	eid, err := strconv.ParseInt(e, 10, 64)
+	if err != nil {
+		return Position{}, fmt.Errorf("position %q: entry id: %w", s, err)
+	}
+	if lid < -1 || eid < -1 {
+		return Position{}, fmt.Errorf("position %q: negative id", s)
+	}
+	return Position{lid, eid}, nil
+}
 
 // ParsePosition parses "ledgerId:entryId".
 func ParsePosition(s string) (Position, error) {

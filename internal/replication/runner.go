@@ -100,9 +100,14 @@ func StartRunner(ctx context.Context, cfg RunnerConfig) (*Runner, error) {
 	r.cursor = cur
 	props := cur.Properties()
 	r.start.mode = StartAt(props[PropStartMode])
-	if p, err := ParsePosition(props[PropStartPosition]); err == nil {
+	if p, err := parseMarkDelete(props[PropStartPosition]); err == nil {
 		r.start.pos = p
+	} else if r.start.mode != "" {
+		r.log.Warn("replication cursor has an unreadable start position", "value", props[PropStartPosition], "err", err)
 	}
+	// The rate window starts with a zero sample, so what is replicated before the first tick shows
+	// as a rate at that tick (instead of becoming the baseline of every later sample).
+	r.window.add(cfg.Now(), 0, 0)
 	loopCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	md := cur.MarkDeletePosition()

@@ -229,3 +229,43 @@ func TestRunnerRateLimit(t *testing.T) {
 	p.produce(t, 500)
 	waitFor(t, 2*time.Second, "unlimited after the rate is removed", func() bool { return remoteCount(p) == 800 })
 }
+
+// A replicator created on an empty topic shows the cursor's real start ("7:-1": before the first
+// entry of ledger 7), not "0:0"; traffic replicated before the first rate sample still shows as a
+// rate.
+func TestRunnerEmptyTopicStartAndFirstSecondRate(t *testing.T) {
+	for _, startAt := range []StartAt{StartEarliest, StartLatest} {
+		p := newPair(t)
+		r := p.start(t, startAt, func(c *RunnerConfig) { c.TickInterval = time.Hour })
+		s := r.Stats()
+		if s.StartPosition != (Position{7, -1}) || s.Admin().StartPosition != "7:-1" {
+			t.Fatalf("%s: start position %v (%q)", startAt, s.StartPosition, s.Admin().StartPosition)
+		}
+		p.produce(t, 5)
+		waitFor(t, 5*time.Second, "5 replicated", func() bool { return r.Stats().MsgOutCount == 5 })
+		// One sample at start, one now: the burst is a rate, not the baseline.
+		r.mu.Lock()
+		c := r.m.Counters()
+		r.mu.Unlock()
+		r.window.add(time.Now(), c.MsgOut, c.BytesOut)
+		if s := r.Stats(); s.MsgRateOut <= 0 || s.MsgThroughputOut <= 0 {
+			t.Fatalf("%s: rates after a burst in the first second: %v msg/s %v B/s", startAt, s.MsgRateOut, s.MsgThroughputOut)
+		}
+	}
+}
+
+func TestParseMarkDelete(t *testing.T) {
+	for s, want := range map[string]Position{"1:-1": {1, -1}, "-1:-1": {-1, -1}, "3:4": {3, 4}} {
+		if got, err := parseMarkDelete(s); err != nil || got != want {
+			t.Errorf("%q: %v %v", s, got, err)
+		}
+	}
+	for _, s := range []string{"", "1", "1:-2", "x:1", "1:x"} {
+		if _, err := parseMarkDelete(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	if _, err := ParsePosition("1:-1"); err == nil {
+		t.Error("ParsePosition accepts a negative entry id (source positions are never negative)")
+	}
+}
