@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -10,8 +12,12 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/tests/internal/checker"
 	"github.com/meridian-mq/meridian/tests/internal/harness"
 )
@@ -51,6 +57,46 @@ type topology struct {
 	// cluster, so replication must create the topic on clusters that had no client (consumers read
 	// from the earliest position).
 	subscribeLate bool
+	// partitions, when > 0, makes the topic a partitioned topic with that many partitions, created
+	// through pulsaradmin on the clusters in createOn (nil: every cluster; with a shared store once
+	// is enough, the partition count lives in the configuration store). Producer i of the test
+	// routes every message to partition i mod partitions, so order per producer is still defined;
+	// every partition replicates to the same partition of the remote, which replication creates
+	// (with its partitioned metadata) where the test did not.
+	partitions int
+	createOn   []string
+}
+
+// createPartitioned creates topic with partitions partitions on c through pulsaradmin. A conflict is
+// accepted when the topic exists with that count: a cluster that replicates the namespace to c
+// creates its partitioned topics there as soon as it creates them itself.
+func createPartitioned(t *testing.T, c *harness.Cluster, topic utils.TopicName, partitions int) {
+	t.Helper()
+	err := c.Admin.Topics().Create(topic, partitions)
+	if err == nil {
+		return
+	}
+	var apiErr rest.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != http.StatusConflict {
+		t.Fatalf("%s: create %s with %d partitions: %v", c.Name, topic.String(), partitions, err)
+	}
+	meta, merr := c.Admin.Topics().GetMetadata(topic)
+	if merr != nil || meta.Partitions != partitions {
+		t.Fatalf("%s: create %s with %d partitions: %v; it exists with %d partitions (%v)", c.Name, topic.String(), partitions, err, meta.Partitions, merr)
+	}
+	t.Logf("%s: %s exists already with %d partitions (%v)", c.Name, topic.String(), partitions, err)
+}
+
+// partitionNames returns the topics that hold topo's data: the topic itself, or its partitions.
+func (topo topology) partitionNames(topic string) []string {
+	if topo.partitions == 0 {
+		return []string{topic}
+	}
+	out := make([]string, topo.partitions)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-partition-%d", topic, i)
+	}
+	return out
 }
 
 // perProducer is the number of messages each producer sends.
@@ -85,6 +131,17 @@ func runTopology(t *testing.T, topo topology) *checker.Checker {
 		byName[c.Name] = c
 		clients[c.Name] = c.Client(t)
 	}
+	if topo.partitions > 0 {
+		tn, err := utils.GetTopicName(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range topo.clusters {
+			if topo.createOn == nil || slices.Contains(topo.createOn, c.Name) {
+				createPartitioned(t, c, *tn, topo.partitions)
+			}
+		}
+	}
 	consumers := make(map[string]pulsar.Consumer)
 	subscribe := func() {
 		for _, c := range topo.clusters {
@@ -112,17 +169,24 @@ func runTopology(t *testing.T, topo topology) *checker.Checker {
 	sentBy := make(map[string]int) // origin cluster -> messages acknowledged
 	var wg sync.WaitGroup
 	errs := make(chan error, len(producing)*topo.producers)
+	producerIndex := 0
 	for _, cname := range producing {
 		for i := range topo.producers {
 			name := fmt.Sprintf("%s-p%d", cname, i)
-			p := newProducer(t, clients[cname], pulsar.ProducerOptions{
+			opts := pulsar.ProducerOptions{
 				Topic:                   topic,
 				Name:                    name,
 				DisableBatching:         i%2 == 0,
 				BatchingMaxMessages:     25,
 				BatchingMaxPublishDelay: 2 * time.Millisecond,
 				MaxPendingMessages:      500,
-			})
+			}
+			if topo.partitions > 0 {
+				partition := producerIndex % topo.partitions
+				opts.MessageRouter = func(*pulsar.ProducerMessage, pulsar.TopicMetadata) int { return partition }
+			}
+			producerIndex++
+			p := newProducer(t, clients[cname], opts)
 			sentBy[cname] += n
 			wg.Add(1)
 			go func() {
@@ -140,6 +204,28 @@ func runTopology(t *testing.T, topo topology) *checker.Checker {
 	}
 	produced := time.Since(start)
 	if topo.subscribeLate {
+		if topo.partitions > 0 {
+			// A consumer looks up the partition count first; where replication has not created the
+			// partitioned topic yet it would create a non-partitioned one. Wait until every cluster
+			// knows the topic with the producing cluster's partition count (that is the assertion
+			// that replication created it on demand).
+			tn, err := utils.GetTopicName(topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range topo.clusters {
+				harness.Eventually(t, 10*time.Second, fmt.Sprintf("%s: %s with %d partitions", c.Name, topic, topo.partitions), func() error {
+					meta, err := c.Admin.Topics().GetMetadata(*tn)
+					if err != nil {
+						return err
+					}
+					if meta.Partitions != topo.partitions {
+						return fmt.Errorf("partitions %d", meta.Partitions)
+					}
+					return nil
+				})
+			}
+		}
 		subscribe()
 	}
 
@@ -158,7 +244,9 @@ func runTopology(t *testing.T, topo topology) *checker.Checker {
 	// so any message that would travel where it must not has arrived by now.
 	for _, c := range topo.clusters {
 		if remotes := replicationRemotes(t, c); len(remotes) > 0 {
-			c.WaitReplicationCaughtUp(t, 30*time.Second, topic, remotes...)
+			for _, part := range topo.partitionNames(topic) {
+				c.WaitReplicationCaughtUp(t, 30*time.Second, part, remotes...)
+			}
 		}
 	}
 	for _, c := range topo.clusters {
@@ -187,13 +275,24 @@ func checkReplicationCounters(t *testing.T, topo topology, topic string, sentBy 
 		// The counters are read after the barrier; a short poll only absorbs a stats snapshot taken
 		// between a receipt and its counter update.
 		harness.Eventually(t, 5*time.Second, c.Name+"'s replication counters", func() error {
-			st, err := c.MeridianStats(context.Background(), topic)
-			if err != nil {
-				return fmt.Errorf("stats of %s: %w", topic, err)
+			// Sum over the partitions (each replicates on its own).
+			sum := make(map[string]adminapi.ReplicatorStats)
+			for _, part := range topo.partitionNames(topic) {
+				st, err := c.MeridianStats(context.Background(), part)
+				if err != nil {
+					return fmt.Errorf("stats of %s: %w", part, err)
+				}
+				for remote, r := range st.Replication {
+					acc := sum[remote]
+					acc.MsgOutCounter += r.MsgOutCounter
+					acc.MsgInCounter += r.MsgInCounter
+					acc.DuplicatesDropped += r.DuplicatesDropped
+					sum[remote] = acc
+				}
 			}
 			var wrong []string
 			for _, remote := range remotes {
-				if got := st.Replication[remote].MsgOutCounter; got != int64(sentBy[c.Name]) {
+				if got := sum[remote].MsgOutCounter; got != int64(sentBy[c.Name]) {
 					wrong = append(wrong, fmt.Sprintf("-> %s: msgOutCounter %d, want %d (the messages produced on %s)", remote, got, sentBy[c.Name], c.Name))
 				}
 			}
@@ -201,7 +300,7 @@ func checkReplicationCounters(t *testing.T, topo topology, topic string, sentBy 
 				if origin == c.Name {
 					continue
 				}
-				r := st.Replication[origin]
+				r := sum[origin]
 				if r.MsgInCounter != int64(sentBy[origin]) || r.DuplicatesDropped != 0 {
 					wrong = append(wrong, fmt.Sprintf("<- %s: msgInCounter %d, duplicatesDropped %d; want %d, 0", origin, r.MsgInCounter, r.DuplicatesDropped, sentBy[origin]))
 				}
@@ -529,4 +628,60 @@ func TestTopologyPerMessageReplicateTo(t *testing.T) {
 			t.Errorf("a -> %s: msgOutCounter %d, skipped %v; want %d sent and %d skipped for replicate_to", remote, r.MsgOutCounter, r.Skipped, want.sent, want.skipped)
 		}
 	}
+}
+
+// TestTopologyPartitioned runs topologies on a partitioned topic (3 partitions, created through
+// pulsaradmin): every partition replicates to the same partition of the remote, in order per
+// producer, with the same checks as the other topologies (counters summed over the partitions).
+//   - one-way a -> b with the topic created only on a and nothing connected to b until a's messages
+//     were acknowledged: replication creates the partitioned topic on b with the same count;
+//   - two-way a <-> b, independent stores, the topic created on both;
+//   - three-cluster mesh on one shared in-process configuration store (the --clusters mode), the
+//     topic created once.
+func TestTopologyPartitioned(t *testing.T) {
+	const partitions = 3
+	t.Run("one-way-created-on-demand", func(t *testing.T) {
+		cs := harness.StartIndependentClusters(t, "a", "b")
+		a, b := cs[0], cs[1]
+		a.SetTenant(t, geoTenant, "a", "b")
+		a.CreateNamespace(t, geoNamespace, "a", "b")
+		b.SetTenant(t, geoTenant, "a", "b")
+		b.CreateNamespace(t, geoNamespace, "b")
+		runTopology(t, topology{
+			clusters: cs, producers: 3, producing: []string{"a"},
+			receives:      map[string][]string{"a": {"a"}, "b": {"a"}},
+			subscribeLate: true, partitions: partitions, createOn: []string{"a"},
+		})
+	})
+	t.Run("two-way", func(t *testing.T) {
+		cs := harness.StartIndependentClusters(t, "a", "b")
+		for _, c := range cs {
+			c.SetTenant(t, geoTenant, "a", "b")
+			c.CreateNamespace(t, geoNamespace, "a", "b")
+		}
+		runTopology(t, topology{
+			clusters: cs, producers: 2,
+			receives:   map[string][]string{"a": {"a", "b"}, "b": {"a", "b"}},
+			partitions: partitions,
+		})
+	})
+	t.Run("mesh-shared-store", func(t *testing.T) {
+		store := memstore.New()
+		t.Cleanup(func() { _ = store.Close() }) // registered before the clusters: runs after they stopped
+		names := []string{"a", "b", "c"}
+		cs := harness.StartClusters(t, harness.ClustersOptions{SharedStore: store}, names...)
+		for _, c := range cs {
+			c.WaitClustersKnown(t, 5*time.Second, names...)
+		}
+		cs[0].SetTenant(t, geoTenant, names...)
+		cs[0].CreateNamespace(t, geoNamespace, names...)
+		for _, c := range cs {
+			c.WaitReplicationClusters(t, 5*time.Second, geoNamespace, names...)
+		}
+		runTopology(t, topology{
+			clusters: cs, producers: 2,
+			receives:   map[string][]string{"a": names, "b": names, "c": names},
+			partitions: partitions, createOn: []string{"a"},
+		})
+	})
 }
