@@ -1,0 +1,1072 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/node"
+	"github.com/meridian-mq/meridian/tests/internal/checker"
+	"github.com/meridian-mq/meridian/tests/internal/harness"
+)
+
+// Issue 6, "Lifecycle", "Observability" and "Rate limits", driven as a user drives them: the admin
+// API through pulsaradmin, data through pulsar-client-go, stats through topic stats, internal stats
+// and /metrics. Every cluster is an in-process broker (harness.StartInProcess: real TCP, real
+// storage); replication between them crosses TCP through the broker's own client. Helpers here are
+// prefixed lc (lifecycle) to stay out of the way of the other replication tests of this package.
+
+const lcNamespace = "public/default"
+
+// lcCluster is one in-process cluster of harness's multi-cluster helpers, with this file's
+// stats and metrics readers.
+type lcCluster struct{ *harness.Cluster }
+
+func lcWrap(cs []*harness.Cluster) []*lcCluster {
+	out := make([]*lcCluster, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, &lcCluster{c})
+	}
+	return out
+}
+
+// lcIndependent starts one cluster per name, each with its own metadata (no shared configuration
+// store), registers every cluster on every other and allows all of them for tenant public. No
+// namespace lists a remote yet. startAt is every broker's --replication-start-at.
+func lcIndependent(t *testing.T, startAt node.ReplicationStartAt, names ...string) []*lcCluster {
+	t.Helper()
+	cs := harness.StartClusters(t, harness.ClustersOptions{Node: func(_ string, o *node.Options) { o.ReplicationStartAt = startAt }}, names...)
+	harness.RegisterEachOther(t, cs...)
+	for _, c := range cs {
+		c.SetTenant(t, "public", names...)
+	}
+	return lcWrap(cs)
+}
+
+// lcShared starts one cluster per name on one embedded etcd configuration store (--config-store,
+// --replication-start-at earliest): clusters register themselves there; tenant public allows all
+// of them, configured once, and every cluster has seen that before this returns.
+func lcShared(t *testing.T, names ...string) []*lcCluster {
+	t.Helper()
+	url := harness.StartEtcd(t).ConfigStoreURL("meridian-lifecycle")
+	cs := harness.StartClusters(t, harness.ClustersOptions{ConfigStore: url,
+		Node: func(_ string, o *node.Options) { o.ReplicationStartAt = node.ReplicationStartEarliest }}, names...)
+	for _, c := range cs {
+		c.WaitClustersKnown(t, 10*time.Second, names...)
+	}
+	cs[0].SetTenant(t, "public", names...)
+	for _, c := range cs {
+		harness.Eventually(t, 5*time.Second, c.Name+" sees the tenant's allowed clusters", func() error {
+			td, err := c.Admin.Tenants().Get("public")
+			if err != nil {
+				return err
+			}
+			for _, n := range names {
+				if !slices.Contains(td.AllowedClusters, n) {
+					return fmt.Errorf("allowed clusters %v", td.AllowedClusters)
+				}
+			}
+			return nil
+		})
+	}
+	return lcWrap(cs)
+}
+
+// replicate sets the namespace's replication clusters through c's admin API.
+func (c *lcCluster) replicate(t *testing.T, clusters ...string) {
+	t.Helper()
+	if err := c.Admin.Namespaces().SetNamespaceReplicationClusters(lcNamespace, clusters); err != nil {
+		t.Fatalf("%s: set replication clusters of %s to %v: %v", c.Name, lcNamespace, clusters, err)
+	}
+}
+
+func (c *lcCluster) client(t *testing.T) pulsar.Client {
+	t.Helper()
+	return c.Client(t)
+}
+
+func lcTopicName(t *testing.T, topic string) utils.TopicName {
+	t.Helper()
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatalf("topic name %s: %v", topic, err)
+	}
+	return *tn
+}
+
+// lcTopicStats is the part of the topic stats these tests read, decoded from the raw JSON so that
+// Meridian's additions to replication.<remote> (lastError, startMode, ...) are visible; pulsaradmin's
+// ReplicatorStats has only Pulsar's fields.
+type lcTopicStats struct {
+	Publishers []struct {
+		ProducerName string `json:"producerName"`
+	} `json:"publishers"`
+	Subscriptions map[string]json.RawMessage          `json:"subscriptions"`
+	Replication   map[string]adminapi.ReplicatorStats `json:"replication"`
+}
+
+func (c *lcCluster) rawStats(ctx context.Context, topic string) (lcTopicStats, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return lcTopicStats{}, err
+	}
+	url := fmt.Sprintf("%s/admin/v2/%s/stats", c.WebURL(), tn.GetRestPath())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return lcTopicStats{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return lcTopicStats{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return lcTopicStats{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return lcTopicStats{}, fmt.Errorf("GET %s: HTTP %d: %s", url, resp.StatusCode, body)
+	}
+	var st lcTopicStats
+	if err := json.Unmarshal(body, &st); err != nil {
+		return lcTopicStats{}, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return st, nil
+}
+
+// repl returns c's replication.<remote> section of topic's stats, an error if there is none.
+func (c *lcCluster) repl(ctx context.Context, topic, remote string) (adminapi.ReplicatorStats, error) {
+	st, err := c.rawStats(ctx, topic)
+	if err != nil {
+		return adminapi.ReplicatorStats{}, err
+	}
+	r, ok := st.Replication[remote]
+	if !ok {
+		return adminapi.ReplicatorStats{}, fmt.Errorf("%s: no replication.%s in the stats of %s (have %v)", c.Name, remote, topic, keys(st.Replication))
+	}
+	return r, nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitRepl polls c's replication.<remote> stats of topic until ok accepts them (nil error) or
+// timeout passes, and returns the accepted stats.
+func (c *lcCluster) waitRepl(t *testing.T, timeout time.Duration, topic, remote, what string, ok func(adminapi.ReplicatorStats) error) adminapi.ReplicatorStats {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var got adminapi.ReplicatorStats
+	if err := harness.WaitFor(ctx, func(ctx context.Context) error {
+		r, err := c.repl(ctx, topic, remote)
+		if err != nil {
+			return err
+		}
+		if err := ok(r); err != nil {
+			return fmt.Errorf("%w (stats %+v)", err, r)
+		}
+		got = r
+		return nil
+	}); err != nil {
+		t.Fatalf("%s -> %s, %s: %s within %v: %v", c.Name, remote, topic, what, timeout, err)
+	}
+	return got
+}
+
+// caughtUp accepts a connected replicator with nothing left to send.
+func caughtUp(r adminapi.ReplicatorStats) error {
+	if !r.Connected || r.ReplicationBacklog != 0 {
+		return fmt.Errorf("connected=%v backlog=%d lastError=%q", r.Connected, r.ReplicationBacklog, r.LastError)
+	}
+	return nil
+}
+
+// cursorsOf returns the names of topic's cursors on c (internal stats, through pulsaradmin).
+func (c *lcCluster) cursorsOf(t *testing.T, topic string) (map[string]utils.CursorStats, error) {
+	t.Helper()
+	is, err := c.Admin.Topics().GetInternalStats(lcTopicName(t, topic))
+	if err != nil {
+		return nil, err
+	}
+	return is.Cursors, nil
+}
+
+// lcProducer creates a producer without batching, so that one message is one entry and backlogs
+// count messages.
+func lcProducer(t *testing.T, cl pulsar.Client, topic, name string) pulsar.Producer {
+	t.Helper()
+	return newProducer(t, cl, pulsar.ProducerOptions{Topic: topic, Name: name, DisableBatching: true})
+}
+
+// lcProduceAndLeave connects to c, sends messages from..to-1 of producer name to topic and closes
+// the producer and the client again, so that no client is connected afterwards. It returns the
+// message ids.
+func lcProduceAndLeave(t *testing.T, chk *checker.Checker, c *lcCluster, topic, name string, from, to int64) []pulsar.MessageID {
+	t.Helper()
+	cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: c.ServiceURL(), Logger: harness.ClientLogger(), OperationTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatalf("client for %s: %v", c.Name, err)
+	}
+	defer cl.Close()
+	p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: name, DisableBatching: true})
+	if err != nil {
+		t.Fatalf("producer on %s: %v", c.Name, err)
+	}
+	defer p.Close()
+	return sendSync(t, chk, p, name, from, to, 128)
+}
+
+// lcDrain reads topic on c from the earliest message until the broker has nothing more, records
+// every message in chk as stream, checks that each is marked replicated from origin, and returns
+// the messages. Call it once the source's backlog is 0, so that "nothing more" means "everything".
+func lcDrain(t *testing.T, chk *checker.Checker, stream string, c *lcCluster, topic, origin string) []pulsar.Message {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	r := newReader(t, c.client(t), pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	var out []pulsar.Message
+	for r.HasNext() {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("reader on %s after %d messages: %v", c.Name, len(out), err)
+		}
+		chk.Received(stream, m.Payload(), m.ID().String())
+		if origin != "" && (!m.IsReplicated() || m.GetReplicatedFrom() != origin) {
+			t.Errorf("message %v on %s: replicated=%v from %q, want from %q", m.ID(), c.Name, m.IsReplicated(), m.GetReplicatedFrom(), origin)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// parsePos parses "ledger:entry".
+func parsePos(s string) (ledger, entry int64, err error) {
+	l, e, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("position %q is not ledger:entry", s)
+	}
+	if ledger, err = strconv.ParseInt(l, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("position %q: %w", s, err)
+	}
+	if entry, err = strconv.ParseInt(e, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("position %q: %w", s, err)
+	}
+	return ledger, entry, nil
+}
+
+// replLabels are the Prometheus labels of topic's replication series towards remote on c.
+func (c *lcCluster) replLabels(topic, remote string) map[string]string {
+	return map[string]string{"cluster": c.Name, "namespace": lcNamespace, "topic": topic, "remote_cluster": remote}
+}
+
+// TestReplLifecycleIdleTopicPolicyChange: a persistent topic with data and no client connected (and
+// not even loaded: it is unloaded first) starts replicating when a remote is added to its
+// namespace's replication clusters. With independent clusters the change is made on the topic's own
+// cluster, whose admin call brings replicators in step before it answers; with a shared etcd
+// configuration store the change is made through the other cluster's admin API and reaches the
+// topic's broker only by watch. In both cases the first message must arrive on the remote within
+// 1 s of the admin call's answer (observed on the remote only, so that nothing on the source loads
+// the topic before the policy pass does), everything must arrive once and in order, and the
+// source's stats must show the replicator, with no producer or consumer attached.
+func TestReplLifecycleIdleTopicPolicyChange(t *testing.T) {
+	for _, mode := range []string{"independent", "shared-store"} {
+		t.Run(mode, func(t *testing.T) {
+			var east, west, via *lcCluster
+			if mode == "independent" {
+				cs := lcIndependent(t, node.ReplicationStartEarliest, "east", "west")
+				east, west, via = cs[0], cs[1], cs[0]
+			} else {
+				cs := lcShared(t, "east", "west")
+				east, west, via = cs[0], cs[1], cs[1]
+			}
+			topic := harness.Topic(t)
+			chk := checker.New()
+			const n = 20
+			lcProduceAndLeave(t, chk, east, topic, "idle", 0, n)
+			if err := east.Admin.Topics().Unload(lcTopicName(t, topic)); err != nil {
+				t.Fatalf("unload %s on east: %v", topic, err)
+			}
+			// The reader on west exists before the change, so that the measurement is the
+			// replicator's, not the reader's connect time.
+			r := newReader(t, west.client(t), pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+
+			via.replicate(t, "east", "west")
+			changed := time.Now()
+			ctx := testCtx(t, 30*time.Second)
+			var firstAfter time.Duration
+			for i := 0; i < n; i++ {
+				m, err := r.Next(ctx)
+				if err != nil {
+					t.Fatalf("reader on west: %d of %d messages after %v: %v", i, n, time.Since(changed), err)
+				}
+				if i == 0 {
+					firstAfter = time.Since(changed)
+				}
+				chk.Received("west", m.Payload(), m.ID().String())
+				if m.GetReplicatedFrom() != "east" {
+					t.Errorf("message %v on west replicated from %q, want east", m.ID(), m.GetReplicatedFrom())
+				}
+			}
+			allAfter := time.Since(changed)
+			t.Logf("%s: change made through %s; first replicated message on west %v after the admin call answered, all %d after %v",
+				mode, via.Name, firstAfter.Round(time.Millisecond), n, allAfter.Round(time.Millisecond))
+			if firstAfter > time.Second {
+				t.Errorf("replication of an idle topic started %v after the policy change, want within 1 s", firstAfter)
+			}
+
+			rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+			if rs.StartMode != "earliest" || rs.MsgOutCounter != n || rs.LastError != "" {
+				t.Errorf("east's replication.west after catching up: startMode %q (want earliest), msgOutCounter %d (want %d), lastError %q",
+					rs.StartMode, rs.MsgOutCounter, n, rs.LastError)
+			}
+			st, err := east.rawStats(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// In the shared store west replicates back (its copy of the topic lists east too): its
+			// replicator's producer is attached here; no client's is.
+			for _, p := range st.Publishers {
+				if !strings.HasPrefix(p.ProducerName, "pulsar.repl.") {
+					t.Errorf("east's topic should have no client, has producer %q", p.ProducerName)
+				}
+			}
+			if len(st.Subscriptions) != 0 {
+				t.Errorf("east's topic should have no client, has subscriptions %v", keys(st.Subscriptions))
+			}
+			cursors, err := east.cursorsOf(t, topic)
+			if err != nil {
+				t.Fatalf("internal stats of %s on east: %v", topic, err)
+			}
+			if _, ok := cursors["pulsar.repl.west"]; !ok {
+				t.Errorf("east's internal stats have no cursor pulsar.repl.west: %v", keys(cursors))
+			}
+			// Nothing more arrives (no duplicates from the loaded/unloaded topic or the watch).
+			for r.HasNext() {
+				m, err := r.Next(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				chk.Received("west", m.Payload(), m.ID().String())
+			}
+			verify(t, chk, "west", checker.Expect{})
+		})
+	}
+}
+
+// TestReplLifecycleStartPosition: where a replicator added to a topic that already has data
+// starts, by the broker option (--replication-start-at, node.Options.ReplicationStartAt) and by the
+// namespace property replicationStartAt, which overrides it. earliest replicates everything
+// stored; latest only what is written after the policy change. The stats say which
+// (startMode) and where (startPosition, a real position of the topic). A topic that exists but is
+// empty when the remote is added loses nothing either way.
+func TestReplLifecycleStartPosition(t *testing.T) {
+	cases := []struct {
+		name   string
+		broker node.ReplicationStartAt
+		nsProp string // namespace property replicationStartAt; "" leaves it unset
+		want   string
+	}{
+		{"broker-earliest", node.ReplicationStartEarliest, "", "earliest"},
+		{"broker-latest", node.ReplicationStartLatest, "", "latest"},
+		{"namespace-earliest-over-broker-latest", node.ReplicationStartLatest, "earliest", "earliest"},
+		{"namespace-latest-over-broker-earliest", node.ReplicationStartEarliest, "latest", "latest"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := lcIndependent(t, tc.broker, "east", "west")
+			east, west := cs[0], cs[1]
+			if tc.nsProp != "" {
+				ns, _ := utils.GetNamespaceName(lcNamespace)
+				if err := east.Admin.Namespaces().UpdateProperties(*ns, map[string]string{"replicationStartAt": tc.nsProp}); err != nil {
+					t.Fatalf("namespace property replicationStartAt=%s: %v", tc.nsProp, err)
+				}
+			}
+			topic := harness.Topic(t)
+			chk := checker.New()
+			cl := east.client(t)
+			before := lcProducer(t, cl, topic, "before")
+			ids := sendSync(t, chk, before, "before", 0, 10, 128)
+			east.replicate(t, "east", "west")
+			after := lcProducer(t, cl, topic, "after")
+			sendSync(t, chk, after, "after", 0, 10, 128)
+
+			rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+			lcDrain(t, chk, "west", west, topic, "east")
+			exp := checker.Expect{}
+			if tc.want == "latest" {
+				exp.Producers = func(p string) bool { return p == "after" }
+			}
+			verify(t, chk, "west", exp)
+
+			if rs.StartMode != tc.want {
+				t.Errorf("startMode %q, want %q", rs.StartMode, tc.want)
+			}
+			ledger, entry, err := parsePos(rs.StartPosition)
+			if err != nil {
+				t.Fatalf("startPosition: %v", err)
+			}
+			first, last := ids[0], ids[len(ids)-1]
+			switch tc.want {
+			case "latest": // the last entry stored before the change: the cursor acknowledged it
+				if ledger != last.LedgerID() || entry != last.EntryID() {
+					t.Errorf("latest startPosition %s, want the last entry before the change %d:%d", rs.StartPosition, last.LedgerID(), last.EntryID())
+				}
+			}
+			t.Logf("startMode %s startPosition %s (first entry %d:%d, last before the change %d:%d)", rs.StartMode, rs.StartPosition,
+				first.LedgerID(), first.EntryID(), last.LedgerID(), last.EntryID())
+		})
+	}
+
+	// An existing, empty topic: a remote added under latest starts at a real position of the
+	// topic (not 0:0 or another made-up one) and every message written afterwards replicates.
+	t.Run("empty-topic-latest", func(t *testing.T) {
+		cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+		east, west := cs[0], cs[1]
+		topic := harness.Topic(t)
+		if err := east.Admin.Topics().Create(lcTopicName(t, topic), 0); err != nil {
+			t.Fatalf("create %s on east: %v", topic, err)
+		}
+		is, err := east.Admin.Topics().GetInternalStats(lcTopicName(t, topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		emptyAt := is.LastConfirmedEntry
+		east.replicate(t, "east", "west")
+		chk := checker.New()
+		ids := sendSync(t, chk, lcProducer(t, east.client(t), topic, "p"), "p", 0, 5, 128)
+		rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+		lcDrain(t, chk, "west", west, topic, "east")
+		verify(t, chk, "west", checker.Expect{})
+		t.Logf("empty topic (last confirmed entry %s): startMode %s startPosition %s; first message %v", emptyAt, rs.StartMode, rs.StartPosition, ids[0])
+		ledger, entry, err := parsePos(rs.StartPosition)
+		if err != nil {
+			t.Fatalf("startPosition: %v", err)
+		}
+		_, _ = ledger, entry
+	})
+}
+
+// TestReplLifecycleAutoCreatedTopicFirstMessage: in a namespace that already replicates, a topic
+// created by its first producer gets its replication cursor before its first entry, so its very
+// first message replicates (several topics, one message each, then a second message), whatever
+// --replication-start-at says (latest here).
+func TestReplLifecycleAutoCreatedTopicFirstMessage(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+	east, west := cs[0], cs[1]
+	east.replicate(t, "east", "west")
+	chk := checker.New()
+	cl := east.client(t)
+	const topics = 5
+	var names []string
+	for i := 0; i < topics; i++ {
+		topic := harness.Topic(t)
+		names = append(names, topic)
+		p := lcProducer(t, cl, topic, fmt.Sprintf("p%d", i))
+		sendSync(t, chk, p, fmt.Sprintf("p%d", i), 0, 1, 64) // the topic's first message, right after creation
+		sendSync(t, chk, p, fmt.Sprintf("p%d", i), 1, 2, 64)
+	}
+	for i, topic := range names {
+		rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+		if rs.StartMode != "earliest" || rs.MsgOutCounter != 2 {
+			t.Errorf("topic %d: replication.west startMode %q (a new topic's cursor exists before its first entry: want earliest), msgOutCounter %d (want 2)", i, rs.StartMode, rs.MsgOutCounter)
+		}
+		stream := fmt.Sprintf("west-%d", i)
+		lcDrain(t, chk, stream, west, topic, "east")
+		p := fmt.Sprintf("p%d", i)
+		verify(t, chk, stream, checker.Expect{Producers: func(name string) bool { return name == p }})
+	}
+}
+
+// lcWaitMetrics polls c's /metrics until ok accepts a scrape, within timeout.
+func (c *lcCluster) lcWaitMetrics(t *testing.T, timeout time.Duration, what string, ok func(promScrape) error) promScrape {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var got promScrape
+	if err := harness.WaitFor(ctx, func(ctx context.Context) error {
+		p, err := scrapeMetrics(ctx, c.WebURL())
+		if err != nil {
+			return err
+		}
+		if err := ok(p); err != nil {
+			return err
+		}
+		got = p
+		return nil
+	}); err != nil {
+		t.Fatalf("%s /metrics: %s within %v: %v", c.Name, what, timeout, err)
+	}
+	return got
+}
+
+// metricIs returns a check that the one sample name{labels} equals want.
+func metricIs(name string, labels map[string]string, want float64) func(promScrape) error {
+	return func(p promScrape) error {
+		v, err := p.value(name, labels)
+		if err != nil {
+			return err
+		}
+		if v != want {
+			return fmt.Errorf("%s = %v, want %v", name, v, want)
+		}
+		return nil
+	}
+}
+
+// allOf combines metric checks.
+func allOf(checks ...func(promScrape) error) func(promScrape) error {
+	return func(p promScrape) error {
+		for _, c := range checks {
+			if err := c(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// TestReplLifecycleStatsTargetDown: the replication stats are real. While messages flow east ->
+// west, msgRateOut/msgThroughputOut (east) and msgRateIn/msgThroughputIn (west) are non-zero and
+// consistent with the message size, the delay is 0 once caught up and internal stats show the
+// cursor pulsar.repl.west at the last entry. The target is then stopped (graceful shutdown; same
+// ports and data when it returns): east shows connected=false, lastError set, a backlog that grows
+// with every message and a delay that grows with time — through pulsaradmin's topic stats, the raw
+// JSON and /metrics (pulsar_replication_backlog, pulsar_replication_connected_count,
+// meridian_replication_error with cluster/namespace/topic/remote_cluster labels). After the target
+// restarts, replication resumes within 10 s, the backlog returns to 0 everywhere, and the checker
+// finds every message on west exactly once, in order.
+func TestReplLifecycleStatsTargetDown(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+	east, west := cs[0], cs[1]
+	east.replicate(t, "east", "west")
+	topic := harness.Topic(t)
+	tn := lcTopicName(t, topic)
+	chk := checker.New()
+	p := lcProducer(t, east.client(t), topic, "p")
+	const size = 1024
+	const outage = 30
+
+	// Flowing: messages go out at about 200/s until both sides' rates show (the rate window is
+	// sampled once a second), at most 8 s.
+	var out, in utils.ReplicatorStats
+	var lastID pulsar.MessageID
+	flowing := int64(0)
+	flowDeadline := time.Now().Add(8 * time.Second)
+	for {
+		ids := sendSync(t, chk, p, "p", flowing, flowing+5, size)
+		lastID = ids[len(ids)-1]
+		flowing += 5
+		if flowing%25 == 0 {
+			est, err := east.Admin.Topics().GetStats(tn)
+			if err != nil {
+				t.Fatalf("east stats: %v", err)
+			}
+			wst, werr := west.Admin.Topics().GetStats(tn)
+			out, in = est.Replication["west"], wst.Replication["east"]
+			if werr == nil && out.MsgRateOut > 0 && out.MsgThroughputOut > 0 && in.MsgRateIn > 0 && in.MsgThroughputIn > 0 {
+				break
+			}
+			if time.Now().After(flowDeadline) {
+				t.Fatalf("after %d messages flowing for 8 s: east replication.west %+v, west replication.east %+v (%v): want non-zero rates on both sides", flowing, out, in, werr)
+			}
+		}
+		time.Sleep(25 * time.Millisecond) // paces the load; not a wait for a condition
+	}
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	if per := out.MsgThroughputOut / out.MsgRateOut; per < size || per > 2*size {
+		t.Errorf("east: msgThroughputOut/msgRateOut = %.0f bytes per message, want about %d", per, size)
+	}
+	if out.MsgRateOut > 1000 || !out.Connected || out.OutboundConnection == "" || out.OutboundConnectedSince == "" {
+		t.Errorf("east: replication.west %+v: want connected with an outbound connection and a plausible rate", out)
+	}
+	t.Logf("flowing (%d messages): east msgRateOut %.1f msg/s, msgThroughputOut %.0f B/s; west msgRateIn %.1f msg/s, msgThroughputIn %.0f B/s, inbound %q",
+		flowing, out.MsgRateOut, out.MsgThroughputOut, in.MsgRateIn, in.MsgThroughputIn, in.InboundConnection)
+	if per := in.MsgThroughputIn / in.MsgRateIn; per < size || per > 2*size {
+		t.Errorf("west: msgThroughputIn/msgRateIn = %.0f bytes per message, want about %d", per, size)
+	}
+	rs, err := east.repl(testCtx(t, 10*time.Second), topic, "west")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.ReplicationDelayInSeconds != 0 || rs.LastError != "" || rs.MsgOutCounter != flowing {
+		t.Errorf("caught up: delay %d s (want 0), lastError %q, msgOutCounter %d (want %d)", rs.ReplicationDelayInSeconds, rs.LastError, rs.MsgOutCounter, flowing)
+	}
+	cursors, err := east.cursorsOf(t, topic)
+	if err != nil {
+		t.Fatalf("internal stats: %v", err)
+	}
+	cur, ok := cursors["pulsar.repl.west"]
+	wantMD := fmt.Sprintf("%d:%d", lastID.LedgerID(), lastID.EntryID())
+	if !ok || cur.MarkDeletePosition != wantMD {
+		t.Errorf("internal stats: cursor pulsar.repl.west %+v (present %v), want mark-delete at the last entry %s; cursors %v", cur, ok, wantMD, keys(cursors))
+	}
+	labels := east.replLabels(topic, "west")
+	east.lcWaitMetrics(t, 5*time.Second, "healthy replication series", allOf(
+		metricIs("pulsar_replication_backlog", labels, 0),
+		metricIs("pulsar_replication_connected_count", labels, 1),
+		metricIs("meridian_replication_error", labels, 0),
+		func(p promScrape) error {
+			if v, err := p.value("pulsar_replication_rate_out", labels); err != nil || v <= 0 {
+				return fmt.Errorf("pulsar_replication_rate_out = %v, %v", v, err)
+			}
+			if v, err := p.value("pulsar_replication_throughput_out", labels); err != nil || v <= 0 {
+				return fmt.Errorf("pulsar_replication_throughput_out = %v, %v", v, err)
+			}
+			return nil
+		}))
+	west.lcWaitMetrics(t, 5*time.Second, "inbound replication series", func(p promScrape) error {
+		if v, err := p.value("pulsar_replication_rate_in", west.replLabels(topic, "east")); err != nil || v <= 0 {
+			return fmt.Errorf("pulsar_replication_rate_in = %v, %v", v, err)
+		}
+		return nil
+	})
+
+	// The target goes away.
+	if err := west.InProcess.Close(); err != nil {
+		t.Fatalf("stop west: %v", err)
+	}
+	down := east.waitRepl(t, 10*time.Second, topic, "west", "outage shown", func(r adminapi.ReplicatorStats) error {
+		if r.Connected || r.LastError == "" {
+			return fmt.Errorf("connected=%v lastError=%q", r.Connected, r.LastError)
+		}
+		return nil
+	})
+	t.Logf("west down: lastError %q", down.LastError)
+	outageStart := time.Now()
+	sendSync(t, chk, p, "p", flowing, flowing+outage/2, size)
+	east.waitRepl(t, 5*time.Second, topic, "west", "backlog of the first half", func(r adminapi.ReplicatorStats) error {
+		if r.ReplicationBacklog != outage/2 || r.Connected {
+			return fmt.Errorf("backlog %d connected %v, want %d disconnected", r.ReplicationBacklog, r.Connected, outage/2)
+		}
+		return nil
+	})
+	sendSync(t, chk, p, "p", flowing+outage/2, flowing+outage, size)
+	east.waitRepl(t, 5*time.Second, topic, "west", "backlog grown by the second half", func(r adminapi.ReplicatorStats) error {
+		if r.ReplicationBacklog != outage || r.Connected || r.LastError == "" {
+			return fmt.Errorf("backlog %d connected %v lastError %q, want %d disconnected with an error", r.ReplicationBacklog, r.Connected, r.LastError, outage)
+		}
+		return nil
+	})
+	st, err := east.Admin.Topics().GetStats(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := st.Replication["west"]; pr.Connected || pr.ReplicationBacklog != outage {
+		t.Errorf("pulsaradmin during the outage: replication.west %+v, want connected=false backlog=%d", pr, outage)
+	}
+	// The delay is the age of the oldest unreplicated entry: it grows with time.
+	delayed := east.waitRepl(t, 5*time.Second, topic, "west", "delay grows", func(r adminapi.ReplicatorStats) error {
+		if r.ReplicationDelayInSeconds < 1 {
+			return fmt.Errorf("replicationDelayInSeconds %d", r.ReplicationDelayInSeconds)
+		}
+		return nil
+	})
+	if max := int64(time.Since(outageStart).Seconds()) + 1; delayed.ReplicationDelayInSeconds > max {
+		t.Errorf("replicationDelayInSeconds %d, but the oldest unreplicated entry is at most %d s old", delayed.ReplicationDelayInSeconds, max)
+	}
+	east.lcWaitMetrics(t, 5*time.Second, "outage series", allOf(
+		metricIs("pulsar_replication_backlog", labels, outage),
+		metricIs("pulsar_replication_connected_count", labels, 0),
+		metricIs("meridian_replication_error", labels, 1),
+		func(p promScrape) error {
+			if v, err := p.value("pulsar_replication_delay_in_seconds", labels); err != nil || v < 1 {
+				return fmt.Errorf("pulsar_replication_delay_in_seconds = %v, %v", v, err)
+			}
+			return nil
+		}))
+
+	// The target returns on the same ports and data.
+	west.InProcess.Start()
+	back := time.Now()
+	resumed := east.waitRepl(t, 10*time.Second, topic, "west", "resumed after the target returned", caughtUp)
+	t.Logf("west back: caught up %v after its restart (reconnects %d)", time.Since(back).Round(time.Millisecond), resumed.Reconnects)
+	if resumed.LastError != "" || resumed.MsgOutCounter != flowing+outage {
+		t.Errorf("after resuming: lastError %q (want cleared), msgOutCounter %d (want %d)", resumed.LastError, resumed.MsgOutCounter, flowing+outage)
+	}
+	east.lcWaitMetrics(t, 5*time.Second, "series after resuming", allOf(
+		metricIs("pulsar_replication_backlog", labels, 0),
+		metricIs("pulsar_replication_connected_count", labels, 1),
+		metricIs("meridian_replication_error", labels, 0),
+		metricIs("pulsar_replication_delay_in_seconds", labels, 0)))
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+}
+
+// lcRateCase is one replicator under a replicatorDispatchRate.
+type lcRateCase struct {
+	name     string
+	size     int     // payload bytes
+	bytes    bool    // the byte limit binds (else the message limit)
+	limit    float64 // messages/s or bytes/s
+	topicMsg int64   // topic-level policy, -1 unlimited; 0 with topicByte 0: no topic policy
+	topicB   int64
+	n        int64 // messages stored before replication starts
+	topic    string
+
+	// measured
+	samples []lcRateSample // steady phase: past the burst, not yet done
+	done    time.Time
+	limited bool
+}
+
+// lcRateSample is a counter read at a time (the midpoint of the stats request).
+type lcRateSample struct {
+	at time.Duration // since the policy change
+	v  int64
+}
+
+// slope fits v = a + b*at by least squares and returns b per second.
+func slope(ss []lcRateSample) float64 {
+	n := float64(len(ss))
+	var sx, sy, sxx, sxy float64
+	for _, s := range ss {
+		x, y := s.at.Seconds(), float64(s.v)
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	return (n*sxy - sx*sy) / (n*sxx - sx*sx)
+}
+
+// TestReplLifecycleDispatchRate: replicatorDispatchRate set through pulsaradmin at namespace level
+// (messages/s and bytes/s in one policy) and at topic level (messages/s only, bytes/s only, each
+// replacing the namespace's) holds four replicators, catching up concurrently from earliest, within
+// ±20% of their limits. The rate is measured as the slope of msgOutCounter (bytesOutCounter) from
+// the end of the first second's burst until the replicator is done.
+func TestReplLifecycleDispatchRate(t *testing.T) {
+	steady := 3.0 // seconds of steady state after the one-second burst
+	if !testing.Short() {
+		steady = 6
+	}
+	cs := lcIndependent(t, node.ReplicationStartEarliest, "east", "west")
+	east := cs[0]
+	ns, _ := utils.GetNamespaceName(lcNamespace)
+	const nsMsg, nsByte = 200, 150 * 1024
+	if err := east.Admin.Namespaces().SetReplicatorDispatchRate(*ns, utils.DispatchRate{
+		DispatchThrottlingRateInMsg: nsMsg, DispatchThrottlingRateInByte: nsByte, RatePeriodInSecond: 1}); err != nil {
+		t.Fatalf("namespace replicatorDispatchRate: %v", err)
+	}
+	if got, err := east.Admin.Namespaces().GetReplicatorDispatchRate(*ns); err != nil || got.DispatchThrottlingRateInMsg != nsMsg || got.DispatchThrottlingRateInByte != nsByte {
+		t.Fatalf("namespace replicatorDispatchRate reads back as %+v, %v", got, err)
+	}
+	cases := []*lcRateCase{
+		{name: "namespace-msgs", size: 100, limit: nsMsg},
+		{name: "namespace-bytes", size: 1024, bytes: true, limit: nsByte},
+		{name: "topic-msgs", size: 100, limit: 100, topicMsg: 100, topicB: -1},
+		{name: "topic-bytes", size: 1024, bytes: true, limit: 80 * 1024, topicMsg: -1, topicB: 80 * 1024},
+	}
+	chk := checker.New()
+	cl := east.client(t)
+	for _, c := range cases {
+		c.topic = harness.Topic(t) + "-" + c.name
+		perMsg := float64(c.size)
+		if !c.bytes {
+			perMsg = 1
+		}
+		c.n = int64((1 + steady) * c.limit / perMsg)
+		sendAsync(t, chk, lcProducer(t, cl, c.topic, c.name), c.name, 0, c.n, c.size)
+		if c.topicMsg != 0 || c.topicB != 0 {
+			tn := lcTopicName(t, c.topic)
+			rate := utils.DispatchRateData{DispatchThrottlingRateInMsg: c.topicMsg, DispatchThrottlingRateInByte: c.topicB, RatePeriodInSecond: 1}
+			if err := east.Admin.Topics().SetReplicatorDispatchRate(tn, rate); err != nil {
+				t.Fatalf("%s: topic replicatorDispatchRate: %v", c.name, err)
+			}
+			if got, err := east.Admin.Topics().GetReplicatorDispatchRate(tn); err != nil || got == nil || got.DispatchThrottlingRateInMsg != c.topicMsg || got.DispatchThrottlingRateInByte != c.topicB {
+				t.Fatalf("%s: topic replicatorDispatchRate reads back as %+v, %v", c.name, got, err)
+			}
+		}
+	}
+
+	start := time.Now()
+	east.replicate(t, "east", "west")
+	ctx := testCtx(t, time.Duration(steady+30)*time.Second)
+	err := harness.WaitFor(ctx, func(ctx context.Context) error {
+		pending := 0
+		for _, c := range cases {
+			if !c.done.IsZero() {
+				continue
+			}
+			before := time.Now()
+			r, err := east.repl(ctx, c.topic, "west")
+			if err != nil {
+				pending++
+				continue
+			}
+			at := before.Sub(start) + time.Since(before)/2
+			v := r.MsgOutCounter
+			if c.bytes {
+				v = r.BytesOutCounter
+			}
+			c.limited = c.limited || r.RateLimited
+			if r.MsgOutCounter >= c.n {
+				c.done = time.Now()
+				continue
+			}
+			if float64(v) >= 1.1*c.limit {
+				c.samples = append(c.samples, lcRateSample{at, v})
+			}
+			pending++
+		}
+		if pending > 0 {
+			return fmt.Errorf("%d replicators still catching up", pending)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("replicators under replicatorDispatchRate did not finish: %v", err)
+	}
+	t.Logf("all caught up %v after the policy change", time.Since(start).Round(time.Millisecond))
+	for _, c := range cases {
+		unit := "msg/s"
+		if c.bytes {
+			unit = "B/s"
+		}
+		if len(c.samples) < 5 {
+			t.Errorf("%s: only %d samples of the steady phase", c.name, len(c.samples))
+			continue
+		}
+		measured := slope(c.samples)
+		first, last := c.samples[0], c.samples[len(c.samples)-1]
+		t.Logf("%s: %d messages of %d B, limit %.0f %s: measured %.0f %s (%.0f%% of the limit) from %d samples over %v (%d at %v .. %d at %v), done %v after the change, rateLimited seen %v",
+			c.name, c.n, c.size, c.limit, unit, measured, unit, 100*measured/c.limit, len(c.samples), (last.at - first.at).Round(time.Millisecond),
+			first.v, first.at.Round(time.Millisecond), last.v, last.at.Round(time.Millisecond), c.done.Sub(start).Round(time.Millisecond), c.limited)
+		if measured < 0.8*c.limit || measured > 1.2*c.limit {
+			t.Errorf("%s: replicated at %.0f %s, want %.0f ±20%%", c.name, measured, unit, c.limit)
+		}
+		if !c.limited {
+			t.Errorf("%s: stats never showed rateLimited while held back", c.name)
+		}
+	}
+}
+
+// lcSendMarked sends message seq of logical producer name through p with the given per-message
+// replication settings, recording it in chk.
+func lcSendMarked(t *testing.T, chk *checker.Checker, p pulsar.Producer, name string, seq int64, clusters []string, disable bool) {
+	t.Helper()
+	const size = 64
+	chk.Sent(name, seq, size)
+	id, err := p.Send(testCtx(t, 20*time.Second), &pulsar.ProducerMessage{
+		Payload: checker.Payload(name, seq, size), ReplicationClusters: clusters, DisableReplication: disable})
+	if err != nil {
+		chk.Failed(name, seq, err)
+		t.Fatalf("send %s#%d: %v", name, seq, err)
+	}
+	chk.Acked(name, seq, id.String())
+}
+
+// TestReplLifecycleReplicateTo: per-message replicate_to as pulsar-client-go sets it, with three
+// independent clusters and east's namespace replicating to west and north.
+// ProducerMessage.DisableReplication (sent as replicate_to ["__local__"]) and
+// ReplicationClusters ["__local__"] keep a message on east; ReplicationClusters ["west"] sends it
+// to west only; a message without either goes everywhere. Order is kept, so once the last message
+// (an unrestricted one) has arrived, nothing restricted can still come. The skipped entries are
+// counted per remote in the stats (skipped.replicate_to) and the cursors still move past them.
+func TestReplLifecycleReplicateTo(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west", "north")
+	east, west, north := cs[0], cs[1], cs[2]
+	east.replicate(t, "east", "west", "north")
+	topic := harness.Topic(t)
+	chk := checker.New()
+	p := lcProducer(t, east.client(t), topic, "mixed")
+	const rounds = 10
+	for i := int64(0); i < rounds; i++ {
+		lcSendMarked(t, chk, p, "everywhere", i, nil, false)
+		lcSendMarked(t, chk, p, "disabled", i, nil, true)
+		lcSendMarked(t, chk, p, "westonly", i, []string{"west"}, false)
+		lcSendMarked(t, chk, p, "local", i, []string{"__local__"}, false)
+	}
+	lcSendMarked(t, chk, p, "everywhere", rounds, nil, false)
+
+	for _, remote := range []*lcCluster{west, north} {
+		rs := east.waitRepl(t, 10*time.Second, topic, remote.Name, "caught up", caughtUp)
+		wantSkipped := int64(2 * rounds) // disabled + local
+		if remote == north {
+			wantSkipped += rounds // westonly
+		}
+		t.Logf("east -> %s: msgOutCounter %d, skipped %v", remote.Name, rs.MsgOutCounter, rs.Skipped)
+		if rs.Skipped["replicate_to"] != wantSkipped {
+			t.Errorf("east -> %s: skipped %v, want replicate_to=%d", remote.Name, rs.Skipped, wantSkipped)
+		}
+		lcDrain(t, chk, remote.Name, remote, topic, "east")
+	}
+	verify(t, chk, "west", checker.Expect{Producers: func(p string) bool { return p == "everywhere" || p == "westonly" }})
+	verify(t, chk, "north", checker.Expect{Producers: func(p string) bool { return p == "everywhere" }})
+}
+
+// TestReplLifecycleTopicOverride: topic-level replication clusters replace the namespace's. East's
+// namespace public/ovr lists east and west; a topic of it set (pulsaradmin
+// Topics().SetReplicationClusters) to east and north replicates to north — not listed by the
+// namespace — and not to west (no replicator, no cursor, nothing on west). Removing the override
+// brings the namespace's list back: the west replicator starts (at latest: only what comes after),
+// north's stops and its cursor goes.
+func TestReplLifecycleTopicOverride(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west", "north")
+	east, west, north := cs[0], cs[1], cs[2]
+	const ns = "public/ovr"
+	for _, c := range cs {
+		if err := c.Admin.Namespaces().CreateNamespace(ns); err != nil {
+			t.Fatalf("create %s on %s: %v", ns, c.Name, err)
+		}
+	}
+	if err := east.Admin.Namespaces().SetNamespaceReplicationClusters(ns, []string{"east", "west"}); err != nil {
+		t.Fatal(err)
+	}
+	topic := harness.TopicIn(t, ns)
+	tn := lcTopicName(t, topic)
+	if err := east.Admin.Topics().Create(tn, 0); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	if err := east.Admin.Topics().SetReplicationClusters(tn, []string{"east", "north"}); err != nil {
+		t.Fatalf("topic-level replication clusters: %v", err)
+	}
+	if got, err := east.Admin.Topics().GetReplicationClusters(tn); err != nil || !slices.Equal(slices.Sorted(slices.Values(got)), []string{"east", "north"}) {
+		t.Errorf("topic-level replication clusters read back as %v, %v", got, err)
+	}
+	chk := checker.New()
+	p := lcProducer(t, east.client(t), topic, "p")
+	sendSync(t, chk, p, "override", 0, 10, 64)
+	east.waitRepl(t, 10*time.Second, topic, "north", "caught up", caughtUp)
+	st, err := east.rawStats(testCtx(t, 10*time.Second), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.Replication["west"]; ok {
+		t.Errorf("east replicates the overridden topic to west: %+v", st.Replication["west"])
+	}
+	cursors, err := east.cursorsOf(t, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cursors["pulsar.repl.west"]; ok {
+		t.Errorf("cursor pulsar.repl.west exists on the overridden topic: %v", keys(cursors))
+	}
+	if _, ok := cursors["pulsar.repl.north"]; !ok {
+		t.Errorf("no cursor pulsar.repl.north on the overridden topic: %v", keys(cursors))
+	}
+	lcDrain(t, chk, "north", north, topic, "east")
+	verify(t, chk, "north", checker.Expect{})
+	if got := lcDrain(t, chk, "west-override", west, topic, ""); len(got) != 0 {
+		t.Errorf("west received %d messages of a topic whose clusters are east and north", len(got))
+	}
+
+	// Back to the namespace's list.
+	if err := east.Admin.Topics().RemoveReplicationClusters(tn); err != nil {
+		t.Fatalf("remove topic-level replication clusters: %v", err)
+	}
+	sendSync(t, chk, p, "namespace", 0, 10, 64)
+	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after the override is removed", caughtUp)
+	if rs.StartMode != "latest" {
+		t.Errorf("west's replicator, added when the override went away, startMode %q, want latest", rs.StartMode)
+	}
+	harness.Eventually(t, 5*time.Second, "north's replicator and cursor gone", func() error {
+		st, err := east.rawStats(context.Background(), topic)
+		if err != nil {
+			return err
+		}
+		if _, ok := st.Replication["north"]; ok {
+			return fmt.Errorf("replication.north still in the stats")
+		}
+		cursors, err := east.cursorsOf(t, topic)
+		if err != nil {
+			return err
+		}
+		if _, ok := cursors["pulsar.repl.north"]; ok {
+			return fmt.Errorf("cursor pulsar.repl.north still there")
+		}
+		return nil
+	})
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{Producers: func(p string) bool { return p == "namespace" }})
+}
+
+// TestReplLifecycleRemoveCluster: removing a cluster from the namespace's replication clusters
+// while it is down and has a backlog stops its replicator and deletes its cursor before the admin
+// call answers (stats, internal stats, meridian_replicators_running); the backlog that was never
+// sent is logged ("replication removed with entries never sent") and counted in
+// meridian_replication_abandoned_entries_total. When the target returns, it has exactly what was
+// replicated before, and nothing written afterwards follows.
+func TestReplLifecycleRemoveCluster(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+	east, west := cs[0], cs[1]
+	east.replicate(t, "east", "west")
+	topic := harness.Topic(t)
+	chk := checker.New()
+	p := lcProducer(t, east.client(t), topic, "p")
+	sendSync(t, chk, p, "replicated", 0, 10, 128)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+
+	if err := west.InProcess.Close(); err != nil {
+		t.Fatalf("stop west: %v", err)
+	}
+	const neverSent = 25
+	sendSync(t, chk, p, "abandoned", 0, neverSent, 128)
+	east.waitRepl(t, 10*time.Second, topic, "west", "backlog while west is down", func(r adminapi.ReplicatorStats) error {
+		if r.ReplicationBacklog != neverSent || r.Connected {
+			return fmt.Errorf("backlog %d connected %v", r.ReplicationBacklog, r.Connected)
+		}
+		return nil
+	})
+	abandonedLabels := map[string]string{"cluster": "east", "remote_cluster": "west"}
+	before, _ := scrapeMetrics(testCtx(t, 10*time.Second), east.WebURL())
+	var abandonedBefore float64
+	if v, err := before.value("meridian_replication_abandoned_entries_total", abandonedLabels); err == nil {
+		abandonedBefore = v
+	}
+
+	east.replicate(t, "east")
+	// The admin call answers once replicators are in step: nothing to wait for.
+	st, err := east.rawStats(testCtx(t, 10*time.Second), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := st.Replication["west"]; ok {
+		t.Errorf("right after removing west: replication.west still in the stats: %+v", r)
+	}
+	cursors, err := east.cursorsOf(t, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cursors["pulsar.repl.west"]; ok {
+		t.Errorf("right after removing west: cursor pulsar.repl.west still there: %v", keys(cursors))
+	}
+	east.lcWaitMetrics(t, 5*time.Second, "abandoned entries counted, no replicator running", allOf(
+		metricIs("meridian_replication_abandoned_entries_total", abandonedLabels, abandonedBefore+neverSent),
+		metricIs("meridian_replicators_running", map[string]string{"cluster": "east"}, 0),
+		func(p promScrape) error {
+			if s := p.find("pulsar_replication_backlog", east.replLabels(topic, "west")); len(s) != 0 {
+				return fmt.Errorf("pulsar_replication_backlog still exported for west: %v", s)
+			}
+			return nil
+		}))
+	logs := east.InProcess.Logs()
+	found := false
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "replication removed with entries never sent") && strings.Contains(line, topic) &&
+			strings.Contains(line, fmt.Sprintf("neverReplicated=%d", neverSent)) {
+			found = true
+			t.Logf("east logged: %s", line)
+		}
+	}
+	if !found {
+		t.Errorf("east did not log the %d entries never sent to west", neverSent)
+	}
+
+	sendSync(t, chk, p, "after", 0, 5, 128)
+	west.InProcess.Start()
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{Producers: func(p string) bool { return p == "replicated" }})
+}
