@@ -427,6 +427,10 @@ func TestReplLifecycleStartPosition(t *testing.T) {
 				if ledger != last.LedgerID() || entry != last.EntryID() {
 					t.Errorf("latest startPosition %s, want the last entry before the change %d:%d", rs.StartPosition, last.LedgerID(), last.EntryID())
 				}
+			case "earliest": // before the first entry
+				if ledger != first.LedgerID() || entry != first.EntryID()-1 {
+					t.Errorf("earliest startPosition %s, want just before the first entry %d:%d", rs.StartPosition, first.LedgerID(), first.EntryID())
+				}
 			}
 			t.Logf("startMode %s startPosition %s (first entry %d:%d, last before the change %d:%d)", rs.StartMode, rs.StartPosition,
 				first.LedgerID(), first.EntryID(), last.LedgerID(), last.EntryID())
@@ -458,7 +462,10 @@ func TestReplLifecycleStartPosition(t *testing.T) {
 		if err != nil {
 			t.Fatalf("startPosition: %v", err)
 		}
-		_, _ = ledger, entry
+		if rs.StartPosition != emptyAt || ledger != ids[0].LedgerID() || entry != ids[0].EntryID()-1 {
+			t.Errorf("startPosition %s of a replicator added to an empty topic: want the topic's last confirmed entry %s, just before its first entry %d:%d",
+				rs.StartPosition, emptyAt, ids[0].LedgerID(), ids[0].EntryID())
+		}
 	})
 }
 
@@ -1069,4 +1076,34 @@ func TestReplLifecycleRemoveCluster(t *testing.T) {
 	west.InProcess.Start()
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{Producers: func(p string) bool { return p == "replicated" }})
+}
+
+// TestReplLifecycleRatesAfterBurst: a burst that is replicated entirely within the replicator's
+// first second (a new topic, 100 messages sent at once) still shows as a non-zero msgRateOut /
+// msgThroughputOut on the source and msgRateIn / msgThroughputIn on the target afterwards: the
+// rate window must start from the replicator's start, not from its first sample.
+func TestReplLifecycleRatesAfterBurst(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+	east, west := cs[0], cs[1]
+	east.replicate(t, "east", "west")
+	topic := harness.Topic(t)
+	tn := lcTopicName(t, topic)
+	chk := checker.New()
+	sendSync(t, chk, lcProducer(t, east.Client(t), topic, "p"), "p", 0, 100, 1024)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	harness.Eventually(t, 5*time.Second, "rates of a burst on both sides", func() error {
+		est, err := east.Admin.Topics().GetStats(tn)
+		if err != nil {
+			return err
+		}
+		wst, err := west.Admin.Topics().GetStats(tn)
+		if err != nil {
+			return err
+		}
+		out, in := est.Replication["west"], wst.Replication["east"]
+		if out.MsgRateOut <= 0 || out.MsgThroughputOut <= 0 || in.MsgRateIn <= 0 || in.MsgThroughputIn <= 0 {
+			return fmt.Errorf("east replication.west %+v; west replication.east %+v", out, in)
+		}
+		return nil
+	})
 }
