@@ -685,3 +685,124 @@ func TestTopologyPartitioned(t *testing.T) {
 		})
 	})
 }
+
+// produceConcurrently runs one producer per name on client (even ones without batching, odd ones
+// with), sending n checker messages each through produceAll, and closes them when done.
+func produceConcurrently(t *testing.T, chk *checker.Checker, client pulsar.Client, cluster, topic string, names []string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	for i, name := range names {
+		p, err := client.CreateProducer(pulsar.ProducerOptions{
+			Topic: topic, Name: name, DisableBatching: i%2 == 0,
+			BatchingMaxMessages: 25, BatchingMaxPublishDelay: 2 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatalf("%s: CreateProducer(%s): %v", cluster, name, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer p.Close()
+			errs <- produceAll(chk, p, cluster, name, n, nil)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestTopologyActiveStandbyFailover: active-standby a -> b (independent stores, docs §3.4). Clients
+// use a; a is lost (stopped) with everything replicated; clients move to b and produce there; a
+// comes back. Fail-back: b's messages written during the failover must reach a, exactly once,
+// marked replicated from b, while a's own messages (which b holds as replicated copies) are not
+// sent back to a.
+//   - standby-lists-both: b's namespace lists a and b from the start (b replicates nothing until
+//     it has producers of its own; its replicator towards a waits for a to come back);
+//   - failback-earliest: b lists only b; after a is back, the operator sets b's namespace property
+//     replicationStartAt=earliest and then adds a to b's replication clusters, so the new
+//     replicator on b's existing topic starts from its first entry. (With the default start,
+//     latest, the new replicator starts after the failover messages and they never reach a:
+//     backlog 0 at once. docs/geo-replication.md §3.4 must say so.)
+func TestTopologyActiveStandbyFailover(t *testing.T) {
+	for _, variant := range []string{"standby-lists-both", "failback-earliest"} {
+		t.Run(variant, func(t *testing.T) {
+			cs := harness.StartIndependentClusters(t, "a", "b")
+			a, b := cs[0], cs[1]
+			for _, c := range cs {
+				c.SetTenant(t, geoTenant, "a", "b")
+			}
+			a.CreateNamespace(t, geoNamespace, "a", "b")
+			if variant == "standby-lists-both" {
+				b.CreateNamespace(t, geoNamespace, "a", "b")
+			} else {
+				b.CreateNamespace(t, geoNamespace, "b")
+			}
+			n := perProducer()
+			topic := harness.TopicIn(t, geoNamespace)
+			chk := checker.New()
+			onB := newConsumer(t, b.Client(t), pulsar.ConsumerOptions{
+				Topic: topic, SubscriptionName: "standby-check", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			})
+
+			// Normal operation: everything produced on a reaches b.
+			produceConcurrently(t, chk, a.Client(t), "a", topic, []string{"a-p0", "a-p1"}, n)
+			a.WaitReplicationCaughtUp(t, 30*time.Second, topic, "b")
+			checkOrigins(t, "b", harness.Drain(t, chk, "b", onB, 2*n, 30*time.Second))
+
+			// a is lost; clients fail over to b.
+			if err := a.InProcess.Close(); err != nil {
+				t.Fatalf("stop a: %v", err)
+			}
+			produceConcurrently(t, chk, b.Client(t), "b", topic, []string{"b-p0", "b-p1"}, n)
+			checkOrigins(t, "b", harness.Drain(t, chk, "b", onB, 2*n, 30*time.Second))
+
+			// a is back; b's failover messages flow back to a.
+			a.InProcess.Start()
+			if variant == "failback-earliest" {
+				ns, err := utils.GetNamespaceName(geoNamespace)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Admin.Namespaces().UpdateProperties(*ns, map[string]string{"replicationStartAt": "earliest"}); err != nil {
+					t.Fatalf("b: namespace property replicationStartAt=earliest: %v", err)
+				}
+				b.SetReplicationClusters(t, geoNamespace, "a", "b")
+			}
+			b.WaitReplicationCaughtUp(t, 30*time.Second, topic, "a")
+			onA := newConsumer(t, a.Client(t), pulsar.ConsumerOptions{
+				Topic: topic, SubscriptionName: "standby-check", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			})
+			checkOrigins(t, "a", harness.Drain(t, chk, "a", onA, 4*n, 30*time.Second))
+			// a's replicator, restarted with a, must not resend what b has already.
+			a.WaitReplicationCaughtUp(t, 30*time.Second, topic, "b")
+			for stream, cons := range map[string]pulsar.Consumer{"a": onA, "b": onB} {
+				if extra := harness.DrainQuiet(t, chk, stream, cons, 200*time.Millisecond); len(extra) > 0 {
+					t.Errorf("%s: %d message(s) after the expected ones: %s", stream, len(extra), describe(extra))
+				}
+				verify(t, chk, stream, checker.Expect{})
+			}
+			// b sent a exactly b's own messages (a's copies on b are skipped, not sent back) and a
+			// dropped no duplicates. (a's own counters restarted with a.)
+			stB, err := b.MeridianStats(context.Background(), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stA, err := a.MeridianStats(context.Background(), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, in := stB.Replication["a"], stA.Replication["b"]
+			t.Logf("b -> a: msgOutCounter %d, skipped %v, startMode %q; a <- b: msgInCounter %d, duplicatesDropped %d",
+				out.MsgOutCounter, out.Skipped, out.StartMode, in.MsgInCounter, in.DuplicatesDropped)
+			if out.MsgOutCounter != int64(2*n) || in.MsgInCounter != int64(2*n) || in.DuplicatesDropped != 0 || stB.Replication["a"].DuplicatesDropped != 0 {
+				t.Errorf("b -> a sent %d, a received %d from b with %d duplicates dropped (b dropped %d from a); want %d, %d, 0, 0",
+					out.MsgOutCounter, in.MsgInCounter, in.DuplicatesDropped, stB.Replication["a"].DuplicatesDropped, 2*n, 2*n)
+			}
+		})
+	}
+}
