@@ -293,3 +293,47 @@ func allowReplicationFrom(t *testing.T, ctx context.Context, b *brokertest.Broke
 		t.Fatal(err)
 	}
 }
+
+// An entry sent in two parts (RawMessage.Body: a large payload sent from where it is) is stored
+// as the concatenation, with or without the command form of SEND.
+func TestBrokerSendRawTwoParts(t *testing.T) {
+	b := brokertest.Start(t)
+	c := e2eClient(t, b.ServiceURL)
+	ctx := e2eCtx(t)
+	topic := "persistent://public/default/client-raw-parts"
+	cons, err := c.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "s", InitialPosition: client.PositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	for i := 0; i < 3; i++ {
+		body, _ = wire.AppendBatchRecord(body, &pulsarpb.SingleMessageMetadata{}, bytes.Repeat([]byte{byte('a' + i)}, 10<<10))
+	}
+	for round, srcPos := range []*client.MessageID{nil, {LedgerID: 3, EntryID: 4}} {
+		md := &pulsarpb.MessageMetadata{ProducerName: proto.String("origin"), SequenceId: proto.Uint64(uint64(round)), PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())), NumMessagesInBatch: proto.Int32(3)}
+		entry, _ := wire.EncodeEntry(md, body)
+		split := len(entry) - len(body)
+		if _, err := p.SendRaw(ctx, client.RawMessage{Entry: entry[:split], Body: entry[split:], SourcePosition: srcPos}); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(m.Entry, entry) || !bytes.Equal(m.Payload, bytes.Repeat([]byte{byte('a' + i)}, 10<<10)) {
+				t.Fatalf("round %d message %d: entry or payload differ", round, i)
+			}
+		}
+	}
+	// A first part without magic and checksum cannot be combined with a body.
+	md := &pulsarpb.MessageMetadata{ProducerName: proto.String("origin"), SequenceId: proto.Uint64(9), PublishTime: proto.Uint64(1)}
+	entry, _ := wire.EncodeEntry(md, body)
+	if _, err := p.SendRaw(ctx, client.RawMessage{Entry: entry[6 : len(entry)-len(body)], Body: body}); !errors.Is(err, wire.ErrMalformedPayload) {
+		t.Fatalf("two parts without checksum: %v", err)
+	}
+}

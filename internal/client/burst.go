@@ -60,13 +60,15 @@ func (bw *burstWriter) add(f outFrame) error {
 	case f.head != nil:
 		bw.buf = append(bw.buf, f.head...)
 		bw.addPayload(f.payload)
-	case len(f.payload) > inlinePayloadMax:
-		b, err := wire.AppendFrameHeader(bw.buf, f.cmd, len(f.payload))
+		bw.addPayload(f.tail)
+	case len(f.payload) > inlinePayloadMax || len(f.tail) > 0:
+		b, err := wire.AppendFrameHeader(bw.buf, f.cmd, len(f.payload)+len(f.tail))
 		if err != nil {
 			return err
 		}
 		bw.buf = b
 		bw.addPayload(f.payload)
+		bw.addPayload(f.tail)
 	default:
 		b, err := wire.AppendFrame(bw.buf, f.cmd, f.payload)
 		if err != nil {

@@ -17,11 +17,12 @@ import (
 var ErrConnectionClosed = errors.New("client: connection closed")
 
 // outFrame is one frame waiting for the writer goroutine: a command to encode, or (head != nil)
-// an already encoded frame head, followed by the payload if any.
+// an already encoded frame head, followed by the payload if any, in one or two parts.
 type outFrame struct {
 	cmd     *pulsarpb.BaseCommand
 	head    []byte
 	payload []byte
+	tail    []byte // second part of the payload (RawMessage.Body)
 }
 
 // producerHandler and consumerHandler receive the frames addressed to one producer or consumer.
@@ -199,28 +200,20 @@ func (c *conn) send(cmd *pulsarpb.BaseCommand, payload []byte) error {
 	return nil
 }
 
-// sendEncoded queues a frame whose head (sizes and command) is already encoded; payload follows it.
-func (c *conn) sendEncoded(head, payload []byte) error {
+// sendFrame queues f (any form).
+func (c *conn) sendFrame(f outFrame) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return ErrConnectionClosed
 	}
-	c.out = append(c.out, outFrame{head: head, payload: payload})
+	c.out = append(c.out, f)
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
 	return nil
-}
-
-// sendFrame queues f (either form).
-func (c *conn) sendFrame(f outFrame) error {
-	if f.head != nil {
-		return c.sendEncoded(f.head, f.payload)
-	}
-	return c.send(f.cmd, f.payload)
 }
 
 // request sends cmd (whose request id is reqID) and waits for the response with that id.

@@ -66,6 +66,11 @@ type ProducerMessage struct {
 // counter, which is what receipts are matched on.
 type RawMessage struct {
 	Entry []byte
+	// Body, if set, is the rest of the entry: the entry sent is Entry followed by Body (Entry must
+	// then hold magic, checksum and the whole metadata, and the checksum covers both parts). It lets
+	// a forwarder send a large payload from where it is, without copying it into one buffer; it is
+	// only read, until the send completes.
+	Body []byte
 	// SourcePosition, if set, is sent as CommandSend.message_id: the entry's position in its
 	// origin topic (replication).
 	SourcePosition *MessageID
@@ -441,9 +446,18 @@ func (p *Producer) Send(ctx context.Context, msg ProducerMessage) (MessageID, er
 // not decoded.
 func (p *Producer) SendRawAsync(ctx context.Context, msg RawMessage, cb func(MessageID, error)) error {
 	return p.enqueue(ctx, func(seq uint64) (uint64, outFrame, error) {
-		entry, err := wire.NormalizeEntry(msg.Entry)
-		if err != nil {
-			return 0, outFrame{}, err
+		entry := msg.Entry
+		if len(msg.Body) > 0 {
+			if parts, err := wire.ParseEntry(entry); err != nil {
+				return 0, outFrame{}, err
+			} else if !parts.HasChecksum {
+				return 0, outFrame{}, fmt.Errorf("%w: an entry sent in two parts needs magic and checksum in its first part", wire.ErrMalformedPayload)
+			}
+		} else {
+			var err error
+			if entry, err = wire.NormalizeEntry(entry); err != nil {
+				return 0, outFrame{}, err
+			}
 		}
 		f, err := scanSendFields(entry)
 		if err != nil {
@@ -453,10 +467,10 @@ func (p *Producer) SendRawAsync(ctx context.Context, msg RawMessage, cb func(Mes
 		if msg.SourcePosition != nil {
 			send := f.command()
 			send.MessageId = &pulsarpb.MessageIdData{LedgerId: ptr(msg.SourcePosition.LedgerID), EntryId: ptr(msg.SourcePosition.EntryID)}
-			return seq, outFrame{cmd: wire.Command(send), payload: entry}, nil
+			return seq, outFrame{cmd: wire.Command(send), payload: entry, tail: msg.Body}, nil
 		}
-		head, err := appendSendHead(nil, f, len(entry))
-		return seq, outFrame{head: head, payload: entry}, err
+		head, err := appendSendHead(nil, f, len(entry)+len(msg.Body))
+		return seq, outFrame{head: head, payload: entry, tail: msg.Body}, err
 	}, cb)
 }
 
@@ -486,8 +500,8 @@ func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (uint64, 
 		p.flushBatchLocked() // keep send order
 	}
 	seq, frame, err := build(p.nextSeq)
-	if err == nil && p.cn != nil && len(frame.payload) > p.cn.maxMsg {
-		err = fmt.Errorf("client: %d bytes: %w", len(frame.payload), wire.ErrTooLarge)
+	if size := len(frame.payload) + len(frame.tail); err == nil && p.cn != nil && size > p.cn.maxMsg {
+		err = fmt.Errorf("client: %d bytes: %w", size, wire.ErrTooLarge)
 	}
 	if err != nil {
 		p.mu.Unlock()

@@ -192,7 +192,7 @@ func (f *ClientFactory) Close() error {
 type clientProducer struct{ p *client.Producer }
 
 func (c *clientProducer) Send(out Outbound, done func(error)) {
-	err := c.p.SendRawAsync(context.Background(), client.RawMessage{Entry: out.Data}, func(_ client.MessageID, err error) { done(err) })
+	err := c.p.SendRawAsync(context.Background(), client.RawMessage{Entry: out.Data, Body: out.Body}, func(_ client.MessageID, err error) { done(err) })
 	if err != nil {
 		done(err)
 	}

@@ -109,14 +109,28 @@ const (
 	SkipCorrupt     SkipReason = "corrupt_entry" // cannot be decoded; logged and counted
 )
 
-// Outbound is an entry ready to send to the remote cluster.
+// Outbound is an entry ready to send to the remote cluster: Data, followed by Body when Body is set.
 type Outbound struct {
-	Source      Position
-	Data        []byte // re-encoded entry: original metadata + replicated_from + source position
-	Messages    int    // messages in the entry (batch size), for rates and the rate limiter
-	PublishTime int64  // unix ms of the source entry
-	Marker      bool   // SEND must carry marker=true
-	ChunkID     int32  // chunk id for chunked messages (informational)
+	Source Position
+	Data   []byte // re-encoded entry: original metadata + replicated_from + source position
+	// Body, when set, is the rest of the entry (its payload), left where it is stored (read-only):
+	// large entries are not copied, the client sends both parts with one writev.
+	Body        []byte
+	Messages    int   // messages in the entry (batch size), for rates and the rate limiter
+	PublishTime int64 // unix ms of the source entry
+	Marker      bool  // SEND must carry marker=true
+	ChunkID     int32 // chunk id for chunked messages (informational)
+}
+
+// Size is the entry's size in bytes.
+func (o Outbound) Size() int { return len(o.Data) + len(o.Body) }
+
+// Bytes returns the entry as one slice (a copy when it has two parts).
+func (o Outbound) Bytes() []byte {
+	if len(o.Body) == 0 {
+		return o.Data
+	}
+	return append(append(make([]byte, 0, o.Size()), o.Data...), o.Body...)
 }
 
 // forwardedMarkers are marker types that travel to remotes (replicated-subscription request,

@@ -3,6 +3,7 @@ package replication
 import (
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -137,8 +138,24 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	if err != nil {
 		return Outbound{}, "", false
 	}
-	if parts.HasChecksum && wire.Checksum(parts.Checked) != parts.Checksum {
-		return Outbound{}, "", false
+	// A large body is checksummed once: its CRC serves both to check the stored checksum and to
+	// compute the new one (crcCombine), and it is sent from where it is stored (Outbound.Body).
+	large := len(parts.Body) >= zeroCopyMinBody
+	var bodyCRC, shift uint32
+	if large {
+		bodyCRC, shift = crc32.Checksum(parts.Body, castagnoli), shiftOperator(len(parts.Body))
+	}
+	if parts.HasChecksum {
+		var sum uint32
+		if large {
+			head := parts.Checked[:len(parts.Checked)-len(parts.Body)]
+			sum = crcCombine(crc32.Checksum(head, castagnoli), bodyCRC, shift)
+		} else {
+			sum = wire.Checksum(parts.Checked)
+		}
+		if sum != parts.Checksum {
+			return Outbound{}, "", false
+		}
 	}
 	s, err := scanMetadata(parts.Metadata)
 	if err != nil {
@@ -158,11 +175,16 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 		return Outbound{}, "", false // needs editing, not only appending
 	}
 	// Appended fields: replicated_from (5) and one more properties (4) element {key, value}.
-	pos := e.Position.String()
+	var posBuf [48]byte
+	pos := e.Position.appendTo(posBuf[:0])
 	kvLen := protowire.SizeTag(1) + protowire.SizeBytes(len(SourcePositionProperty)) + protowire.SizeTag(2) + protowire.SizeBytes(len(pos))
 	extra := protowire.SizeTag(fieldReplicatedFrom) + protowire.SizeBytes(len(local)) + protowire.SizeTag(fieldProperties) + protowire.SizeBytes(kvLen)
 	mdLen := len(parts.Metadata) + extra
-	buf := make([]byte, 10, 10+mdLen+len(parts.Body))
+	capacity := 10 + mdLen + len(parts.Body)
+	if large {
+		capacity = 10 + mdLen
+	}
+	buf := make([]byte, 10, capacity)
 	buf = append(buf, parts.Metadata...)
 	buf = protowire.AppendTag(buf, fieldReplicatedFrom, protowire.BytesType)
 	buf = protowire.AppendString(buf, local)
@@ -171,14 +193,25 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	buf = protowire.AppendTag(buf, 1, protowire.BytesType)
 	buf = protowire.AppendString(buf, SourcePositionProperty)
 	buf = protowire.AppendTag(buf, 2, protowire.BytesType)
-	buf = protowire.AppendString(buf, pos)
-	buf = append(buf, parts.Body...)
+	buf = protowire.AppendBytes(buf, pos)
 	binary.BigEndian.PutUint16(buf, wire.MagicCRC32C)
 	binary.BigEndian.PutUint32(buf[6:], uint32(mdLen))
-	binary.BigEndian.PutUint32(buf[2:], wire.Checksum(buf[6:]))
-	n := int(s.numMessages)
-	if !s.hasNumMessages || n < 1 {
-		n = 1
+	out = Outbound{Source: e.Position, Messages: int(s.numMessages), PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID}
+	if large {
+		binary.BigEndian.PutUint32(buf[2:], crcCombine(crc32.Checksum(buf[6:], castagnoli), bodyCRC, shift))
+		out.Data, out.Body = buf, parts.Body
+	} else {
+		buf = append(buf, parts.Body...)
+		binary.BigEndian.PutUint32(buf[2:], wire.Checksum(buf[6:]))
+		out.Data = buf
 	}
-	return Outbound{Source: e.Position, Data: buf, Messages: n, PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID}, SkipNone, true
+	if !s.hasNumMessages || out.Messages < 1 {
+		out.Messages = 1
+	}
+	return out, SkipNone, true
 }
+
+// zeroCopyMinBody is the body size from which an outbound entry keeps its body where it is stored
+// (two parts, one checksum pass) instead of being copied into one buffer; below it one copy and two
+// CRC passes cost less than combining checksums.
+const zeroCopyMinBody = 16 << 10

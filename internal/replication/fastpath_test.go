@@ -2,10 +2,12 @@ package replication
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -27,11 +29,11 @@ func checkFastMatchesGeneral(t *testing.T, e Entry) {
 	if fr != SkipNone {
 		return
 	}
-	pf, err := ParseEntry(fast.Data)
+	pf, err := ParseEntry(fast.Bytes())
 	if err != nil {
 		t.Fatalf("fast output does not parse: %v", err)
 	}
-	pg, err := ParseEntry(gen.Data)
+	pg, err := ParseEntry(gen.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +69,27 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 	for i, tweak := range cases {
 		e := mkEntry(t, Position{3, int64(i)}, "payload", tweak)
 		checkFastMatchesGeneral(t, e)
+		// The same with a body large enough to be sent in two parts (one checksum pass).
+		e = mkEntry(t, Position{3, int64(i)}, strings.Repeat("x", zeroCopyMinBody+i), tweak)
+		checkFastMatchesGeneral(t, e)
+	}
+	// A large entry whose stored checksum is wrong goes to the general path, which refuses it.
+	e := mkEntry(t, Position{4, 0}, strings.Repeat("y", 3*zeroCopyMinBody), nil)
+	e.Data[len(e.Data)-1] ^= 1
+	if _, _, ok := prepareFast(e, "a", "b"); ok {
+		t.Fatal("fast path accepted a large entry with a wrong checksum")
+	}
+	if _, reason, err := PrepareEntry(e, "a", "b"); reason != SkipCorrupt || err == nil {
+		t.Fatalf("corrupt large entry: %q %v", reason, err)
+	}
+	// Two parts: Data + Body is a valid entry whose body aliases the stored one.
+	e = mkEntry(t, Position{4, 1}, strings.Repeat("z", zeroCopyMinBody), nil)
+	out, _, _ := PrepareEntry(e, "a", "b")
+	if len(out.Body) != zeroCopyMinBody || &out.Body[0] != &e.Data[len(e.Data)-zeroCopyMinBody] {
+		t.Fatal("large body copied")
+	}
+	if err := wire.VerifyChecksum(out.Bytes()); err != nil {
+		t.Fatal(err)
 	}
 }
 

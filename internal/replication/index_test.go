@@ -21,7 +21,7 @@ func replicated(t testing.TB, origin string, src Position, payload string) []byt
 	if err != nil || reason != SkipNone {
 		t.Fatalf("prepare: %v %v", reason, err)
 	}
-	return out.Data
+	return out.Bytes()
 }
 
 func TestIndexAdmitCommitDuplicate(t *testing.T) {
@@ -254,7 +254,7 @@ func FuzzPrepareEntry(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, reason, err := PrepareEntry(Entry{Position: Position{1, 2}, Data: b}, "a", "b")
 		if reason == SkipNone && err == nil {
-			pe, err := ParseEntry(out.Data)
+			pe, err := ParseEntry(out.Bytes())
 			if err != nil {
 				t.Fatalf("prepared entry does not parse: %v", err)
 			}

@@ -511,13 +511,13 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 			m.sendIdx++
 			continue
 		}
-		if m.inflight > 0 && (m.inflight >= m.cfg.MaxInflightEntries || m.inflightBytes+int64(len(it.out.Data)) > m.cfg.MaxInflightBytes) {
+		if m.inflight > 0 && (m.inflight >= m.cfg.MaxInflightEntries || m.inflightBytes+int64(it.out.Size()) > m.cfg.MaxInflightBytes) {
 			break
 		}
 		if m.rateArmed {
 			break
 		}
-		if wait := m.limiter.take(now, it.out.Messages, len(it.out.Data)); wait > 0 {
+		if wait := m.limiter.take(now, it.out.Messages, it.out.Size()); wait > 0 {
 			m.rateArmed = true
 			acts = append(acts, ActSetTimer{Kind: TimerRate, Delay: wait})
 			break
@@ -527,7 +527,7 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		}
 		it.sent = true
 		m.inflight++
-		m.inflightBytes += int64(len(it.out.Data))
+		m.inflightBytes += int64(it.out.Size())
 		acts = append(acts, ActSend{Gen: m.gen, Out: it.out})
 		m.sendIdx++
 	}
@@ -554,9 +554,9 @@ func (m *Machine) receipt(acts []Action, e EvReceipt) []Action {
 		}
 		it.acked = true
 		m.inflight--
-		m.inflightBytes -= int64(len(it.out.Data))
+		m.inflightBytes -= int64(it.out.Size())
 		m.c.MsgOut += int64(it.out.Messages)
-		m.c.BytesOut += int64(len(it.out.Data))
+		m.c.BytesOut += int64(it.out.Size())
 		m.c.EntriesOut++
 		m.c.LastProgress = e.Now
 		m.c.LastError, m.c.LastErrorTime = "", time.Time{} // healthy again: progress clears the error

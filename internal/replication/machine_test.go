@@ -90,7 +90,7 @@ func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
 		t.Fatalf("sends = %+v", ss)
 	}
 	// The sent bytes carry replicated_from=a and the source position; everything else is kept.
-	pe, err := ParseEntry(ss[1].Out.Data)
+	pe, err := ParseEntry(ss[1].Out.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

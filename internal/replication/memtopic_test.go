@@ -224,13 +224,13 @@ func (p *memProducer) Send(out Outbound, done func(error)) {
 		done(errors.New("connection reset"))
 		return
 	}
-	dup, _, _, commit, err := p.r.index.Admit(out.Data)
+	dup, _, _, commit, err := p.r.index.Admit(out.Bytes())
 	if err != nil {
 		done(err)
 		return
 	}
 	if !dup {
-		pos := p.r.topic.append(out.Data, out.PublishTime)
+		pos := p.r.topic.append(out.Bytes(), out.PublishTime)
 		if commit != nil {
 			commit(pos.LedgerID, pos.EntryID, nil)
 		}

@@ -58,7 +58,7 @@ func TestTranslateSchemas(t *testing.T) {
 	if err != nil || reason != SkipNone {
 		t.Fatal(reason, err)
 	}
-	pe, _ = ParseEntry(out.Data)
+	pe, _ = ParseEntry(out.Bytes())
 	if pe.Metadata.GetSchemaVersion()[7] != 11 || pe.Metadata.GetReplicatedFrom() != "a" {
 		t.Fatalf("prepared %v", pe.Metadata)
 	}
