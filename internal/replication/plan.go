@@ -62,10 +62,15 @@ func Plan(local string, inputs []TopicInput, running map[Key]Rate) PlanResult {
 		if !in.Known {
 			continue
 		}
+		// A cluster replicates a topic out only while it is itself in the topic's replication
+		// clusters (Pulsar's rule): removing a cluster from the list stops its replicators too,
+		// instead of leaving it sending to everyone still listed.
 		want := map[string]bool{}
-		for _, c := range in.Clusters {
-			if c != "" && c != local {
-				want[c] = true
+		if slices.Contains(in.Clusters, local) {
+			for _, c := range in.Clusters {
+				if c != "" && c != local {
+					want[c] = true
+				}
 			}
 		}
 		for _, r := range sortedKeys(want) {

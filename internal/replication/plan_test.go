@@ -41,6 +41,18 @@ func TestPlan(t *testing.T) {
 			}},
 		},
 		{
+			name:    "local cluster no longer listed: its replicators stop and their cursors go",
+			inputs:  []TopicInput{{Topic: "t1", Known: true, Clusters: []string{"b", "c"}, CursorRemotes: []string{"b", "c"}}},
+			running: map[Key]Rate{{"t1", "b"}: {}, {"t1", "c"}: {}},
+			want: PlanResult{Stop: []StopOrder{
+				{Key: Key{"t1", "b"}, DeleteCursor: true, Running: true}, {Key: Key{"t1", "c"}, DeleteCursor: true, Running: true},
+			}},
+		},
+		{
+			name:   "local cluster not listed: nothing starts",
+			inputs: []TopicInput{{Topic: "t1", Known: true, Clusters: []string{"b"}}},
+		},
+		{
 			name:    "unknown policies: never delete",
 			inputs:  []TopicInput{{Topic: "t1", Known: false, CursorRemotes: []string{"b"}}},
 			running: map[Key]Rate{{"t1", "b"}: {}},
