@@ -365,6 +365,34 @@ func TestReplLifecycleIdleTopicPolicyChange(t *testing.T) {
 				chk.Received("west", m.Payload(), m.ID().String())
 			}
 			verify(t, chk, "west", checker.Expect{})
+
+			// And back: removing west (through the same cluster as before) stops the idle topic's
+			// replicator and deletes its cursor within 1 s. (A replication.west section may stay
+			// in east's stats while west's replicator producer is attached: that is the inbound
+			// side, without a start mode or an outbound connection.)
+			via.replicate(t, "east")
+			removed := time.Now()
+			noReplicator := func(c *lcCluster, remote string) func() error {
+				return func() error {
+					st, err := c.rawStats(context.Background(), topic)
+					if err != nil {
+						return err
+					}
+					if r, ok := st.Replication[remote]; ok && (r.StartMode != "" || r.OutboundConnection != "" || r.Connected) {
+						return fmt.Errorf("%s: replicator to %s still in the stats: %+v", c.Name, remote, r)
+					}
+					cursors, err := c.cursorsOf(t, topic)
+					if err != nil {
+						return err
+					}
+					if _, ok := cursors["pulsar.repl."+remote]; ok {
+						return fmt.Errorf("%s: cursor pulsar.repl.%s still there", c.Name, remote)
+					}
+					return nil
+				}
+			}
+			harness.Eventually(t, time.Second, "east's replicator to west stopped and its cursor deleted", noReplicator(east, "west"))
+			t.Logf("%s: west removed through %s; east's replicator and cursor gone %v after the admin call answered", mode, via.Name, time.Since(removed).Round(time.Millisecond))
 		})
 	}
 }
