@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -32,22 +31,27 @@ const (
 
 type mdScan struct {
 	hasReplicatedFrom bool
-	replicatedFrom    string
-	replicateTo       []string
+	replicatedFrom    []byte // aliases the metadata
+	replicateTo       int    // number of replicate_to elements
+	replicateToRemote bool   // one of them is the remote asked for (scanMetadata's argument)
 	hasMarker         bool
 	markerType        int32
 	hasTxn            bool
 	numMessages       int32 // 1 if absent
 	hasNumMessages    bool
 	chunkID           int32
-	sourcePosition    string
+	sourcePosition    []byte // aliases the metadata
 	hasSourcePosition bool
 }
 
+// excludes reports whether replicate_to is present and does not name the remote.
+func (s *mdScan) excludes() bool { return s.replicateTo > 0 && !s.replicateToRemote }
+
 var errScan = errors.New("metadata scan")
 
-// scanMetadata reads the fields of encoded MessageMetadata that replication decisions need.
-func scanMetadata(b []byte) (mdScan, error) {
+// scanMetadata reads the fields of encoded MessageMetadata that replication decisions need (remote:
+// the cluster replicate_to is checked against). It allocates nothing: byte fields alias b.
+func scanMetadata(b []byte, remote string) (mdScan, error) {
 	s := mdScan{numMessages: 1}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -64,15 +68,18 @@ func scanMetadata(b []byte) (mdScan, error) {
 			b = b[n:]
 			switch num {
 			case fieldReplicatedFrom:
-				s.hasReplicatedFrom, s.replicatedFrom = true, string(v)
+				s.hasReplicatedFrom, s.replicatedFrom = true, v
 			case fieldReplicateTo:
-				s.replicateTo = append(s.replicateTo, string(v))
+				s.replicateTo++
+				if string(v) == remote {
+					s.replicateToRemote = true
+				}
 			case fieldProperties:
 				k, val, err := scanKeyValue(v)
 				if err != nil {
 					return s, err
 				}
-				if k == SourcePositionProperty {
+				if string(k) == SourcePositionProperty {
 					s.hasSourcePosition, s.sourcePosition = true, val
 				}
 			}
@@ -103,29 +110,29 @@ func scanMetadata(b []byte) (mdScan, error) {
 	return s, nil
 }
 
-func scanKeyValue(b []byte) (key, value string, err error) {
+func scanKeyValue(b []byte) (key, value []byte, err error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return "", "", errScan
+			return nil, nil, errScan
 		}
 		b = b[n:]
 		if typ == protowire.BytesType && (num == 1 || num == 2) {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return "", "", errScan
+				return nil, nil, errScan
 			}
 			b = b[n:]
 			if num == 1 {
-				key = string(v)
+				key = v
 			} else {
-				value = string(v)
+				value = v
 			}
 			continue
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return "", "", errScan
+			return nil, nil, errScan
 		}
 		b = b[n:]
 	}
@@ -157,7 +164,7 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 			return Outbound{}, "", false
 		}
 	}
-	s, err := scanMetadata(parts.Metadata)
+	s, err := scanMetadata(parts.Metadata, remote)
 	if err != nil {
 		return Outbound{}, "", false
 	}
@@ -168,7 +175,7 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	if marker && !forwardedMarkers[s.markerType] {
 		return Outbound{}, SkipMarker, true
 	}
-	if len(s.replicateTo) > 0 && !slices.Contains(s.replicateTo, remote) {
+	if s.excludes() {
 		return Outbound{}, SkipReplicateTo, true
 	}
 	if s.hasTxn || s.hasSourcePosition {

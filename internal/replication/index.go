@@ -113,6 +113,7 @@ func (r run) originEnd() Position { return Position{r.origin.LedgerID, r.origin.
 func (r run) localEnd() Position  { return Position{r.local.LedgerID, r.local.EntryID + r.count - 1} }
 
 type originState struct {
+	name  string
 	runs  []run
 	floor Position // origin positions <= floor are stored but no longer mapped
 	// failedAt is set when the append of an entry from this origin failed: later entries of the
@@ -131,7 +132,7 @@ type Index struct {
 
 	mu        sync.Mutex
 	origins   map[string]*originState
-	pending   map[string]struct{}
+	pending   map[pendingKey]struct{}
 	lastLocal Position // highest local position recorded
 	dirty     bool
 	cursor    Cursor
@@ -146,7 +147,7 @@ type Index struct {
 // NewIndex returns an empty, in-memory index (no snapshots); used by tests and by LoadIndex.
 func NewIndex(opts IndexOptions) *Index {
 	opts.withDefaults()
-	return &Index{opts: opts, log: opts.Logger, origins: map[string]*originState{}, pending: map[string]struct{}{}}
+	return &Index{opts: opts, log: opts.Logger, origins: map[string]*originState{}, pending: map[pendingKey]struct{}{}}
 }
 
 // LoadIndex opens the index of topic: it loads the snapshot from the cursor IndexCursorName (creating
@@ -217,17 +218,25 @@ func (x *Index) Observe(local Position, data []byte) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	o := x.origin(origin)
+	o := x.originOf(origin)
 	if _, found := o.lookup(pos); found || pos.Compare(o.floor) <= 0 {
 		return
 	}
 	x.record(o, pos, local)
 }
 
+// originOf is origin for a name given as bytes; it allocates the name only for a new origin.
+func (x *Index) originOf(name []byte) *originState {
+	if o := x.origins[string(name)]; o != nil {
+		return o
+	}
+	return x.origin(string(name))
+}
+
 func (x *Index) origin(name string) *originState {
 	o := x.origins[name]
 	if o == nil {
-		o = &originState{floor: Position{-1, -1}}
+		o = &originState{name: name, floor: Position{-1, -1}}
 		// A zero sample at creation: traffic of the origin's first second shows as a rate at the
 		// first tick instead of being absorbed into the window's first sample.
 		o.window.add(x.opts.Now(), 0, 0)
@@ -244,13 +253,14 @@ func (x *Index) origin(name string) *originState {
 // without a source position are not indexed (commit is nil, dup false). err wraps ErrIndexPending
 // when the same origin position is being appended, or reports unparseable metadata.
 func (x *Index) Admit(data []byte) (dup bool, dupLedger, dupEntry int64, commit func(ledger, entry int64, err error), err error) {
-	origin, pos, msgs, indexed, err := replicatedSource(data)
+	originBytes, pos, msgs, indexed, err := replicatedSource(data)
 	if err != nil || !indexed {
 		return false, 0, 0, nil, err
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	o := x.origin(origin)
+	o := x.originOf(originBytes)
+	origin := o.name
 	if local, found := o.lookup(pos); found {
 		o.dups++
 		return true, local.LedgerID, local.EntryID, nil, nil
@@ -265,32 +275,40 @@ func (x *Index) Admit(data []byte) (dup bool, dupLedger, dupEntry int64, commit 
 		}
 		o.failedAt = nil
 	}
-	key := origin + "\x00" + pos.String()
+	key := pendingKey{origin, pos}
 	if _, busy := x.pending[key]; busy {
 		return false, 0, 0, nil, fmt.Errorf("%w: %s %s", ErrIndexPending, origin, pos)
 	}
 	x.pending[key] = struct{}{}
 	size := int64(len(data))
-	var once sync.Once
+	done := false // guarded by x.mu: commit acts once
 	commit = func(ledger, entry int64, err error) {
-		once.Do(func() {
-			x.mu.Lock()
-			defer x.mu.Unlock()
-			delete(x.pending, key)
-			if err != nil {
-				o := x.origin(origin)
-				if o.failedAt == nil || pos.Compare(*o.failedAt) < 0 {
-					o.failedAt = &pos
-				}
-				return
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if done {
+			return
+		}
+		done = true
+		delete(x.pending, key)
+		if err != nil {
+			o := x.origin(origin)
+			if o.failedAt == nil || pos.Compare(*o.failedAt) < 0 {
+				o.failedAt = &pos
 			}
-			x.record(x.origin(origin), pos, Position{ledger, entry})
-			o := x.origins[origin]
-			o.msgIn += msgs
-			o.bytesIn += size
-		})
+			return
+		}
+		o := x.origin(origin)
+		x.record(o, pos, Position{ledger, entry})
+		o.msgIn += msgs
+		o.bytesIn += size
 	}
 	return false, 0, 0, commit, nil
+}
+
+// pendingKey is an origin position whose append is in progress.
+type pendingKey struct {
+	origin string
+	pos    Position
 }
 
 // record adds origin pos -> local; x.mu is held.
@@ -345,20 +363,21 @@ func (o *originState) lookup(pos Position) (Position, bool) {
 }
 
 // replicatedSource extracts the origin cluster, origin position and message count of a replicated
-// entry without decoding its metadata into a message (this runs for every replicated SEND).
-func replicatedSource(data []byte) (origin string, pos Position, msgs int64, indexed bool, err error) {
+// entry without decoding its metadata into a message (this runs for every replicated SEND). origin
+// aliases data.
+func replicatedSource(data []byte) (origin []byte, pos Position, msgs int64, indexed bool, err error) {
 	parts, err := wire.ParseEntry(data)
 	if err != nil {
-		return "", Position{}, 0, false, fmt.Errorf("replication: replicated entry: %w", err)
+		return nil, Position{}, 0, false, fmt.Errorf("replication: replicated entry: %w", err)
 	}
-	s, err := scanMetadata(parts.Metadata)
+	s, err := scanMetadata(parts.Metadata, "")
 	if err != nil {
-		return "", Position{}, 0, false, fmt.Errorf("replication: replicated entry: malformed metadata")
+		return nil, Position{}, 0, false, fmt.Errorf("replication: replicated entry: malformed metadata")
 	}
 	if !s.hasReplicatedFrom || !s.hasSourcePosition {
-		return "", Position{}, 0, false, nil
+		return nil, Position{}, 0, false, nil
 	}
-	pos, err = ParsePosition(s.sourcePosition)
+	pos, err = parsePositionBytes(s.sourcePosition)
 	if err != nil {
 		return s.replicatedFrom, Position{}, 0, false, fmt.Errorf("replication: replicated entry from %s: %w", s.replicatedFrom, err)
 	}

@@ -127,3 +127,26 @@ func (s StartAt) Position() Position {
 	}
 	return Latest
 }
+
+// parsePositionBytes is ParsePosition for bytes (the hot path of the inbound index: no allocation
+// unless the input is malformed).
+func parsePositionBytes(b []byte) (Position, error) {
+	var p Position
+	field, digits := &p.LedgerID, 0
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9' && *field <= (math.MaxInt64-9)/10:
+			*field = *field*10 + int64(c-'0')
+			digits++
+			continue
+		case c == ':' && field == &p.LedgerID && digits > 0:
+			field, digits = &p.EntryID, 0
+			continue
+		}
+		return ParsePosition(string(b)) // malformed or out of range: its error says why
+	}
+	if field != &p.EntryID || digits == 0 {
+		return ParsePosition(string(b))
+	}
+	return p, nil
+}

@@ -269,3 +269,13 @@ func TestParseMarkDelete(t *testing.T) {
 		t.Error("ParsePosition accepts a negative entry id (source positions are never negative)")
 	}
 }
+
+func TestParsePositionBytes(t *testing.T) {
+	for _, s := range []string{"0:0", "12:345", "9223372036854775807:1", "1:9223372036854775807", "", ":", "1:", ":1", "1:2:3", "-1:2", "1:-2", "a:1", "99999999999999999999:1", "1:2x"} {
+		want, werr := ParsePosition(s)
+		got, gerr := parsePositionBytes([]byte(s))
+		if got != want || (werr == nil) != (gerr == nil) {
+			t.Errorf("%q: bytes %v %v, string %v %v", s, got, gerr, want, werr)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -44,8 +43,8 @@ func translateSchemas(ctx context.Context, tr SchemaTranslator, local, remote, t
 		if err != nil || !ok {
 			continue
 		}
-		s, err := scanMetadata(parts.Metadata)
-		if err != nil || s.hasReplicatedFrom || (len(s.replicateTo) > 0 && !slices.Contains(s.replicateTo, remote)) {
+		s, err := scanMetadata(parts.Metadata, remote)
+		if err != nil || s.hasReplicatedFrom || s.excludes() {
 			continue
 		}
 		rv, err := tr.TranslateSchema(ctx, remote, topic, v)
