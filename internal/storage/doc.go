@@ -75,14 +75,14 @@
 // maxBytes; (-1, -1) keeps everything. The current segment is never removed. A trim is a journal
 // record first, so recovery never resurrects a removed segment.
 //
-// # Files (format version 1)
+// # Files (format version 1; journal files version 2)
 //
 // All integers are little-endian. Every file starts with a 32-byte header:
 //
 //	offset size field
 //	0      8    magic: "MRDN-SEG" segment, "MRDN-JNL" journal, "MRDN-CUR" cursor log,
 //	            "MRDN-IDX" segment index, "MRDN-STA" engine state
-//	8      4    format version (1)
+//	8      4    format version (1; journal files written by this build: 2, version 1 is still read)
 //	12     4    flags (journal: bit 0 = the previous journal file was abandoned and may end torn)
 //	16     8    id (segment and index: ledger id; journal: sequence number; others 0)
 //	24     4    reserved, 0
@@ -92,13 +92,15 @@
 //
 //	offset size field
 //	0      4    body length n
-//	4      4    CRC-32C of the body
+//	4      4    CRC-32C of the body; in a version-2 journal file, of the file's sequence number
+//	            (u64, the header's id) followed by the body
 //	8      n    body
 //
 // Directory layout under Options.Dir:
 //
 //	meridian.state                 engine state (replaced atomically: write .tmp, fsync, rename, fsync dir)
 //	journal/<seq %016x>.jnl        journal files
+//	journal/<seq %016x>.free       retired journal files kept for reuse (at most 2; any content)
 //	ledgers/<name>/                one directory per ledger; <name> is the ledger name with bytes
 //	                               outside [A-Za-z0-9._-] (and a leading '.') written as %XX; names
 //	                               longer than 200 escaped bytes use "~" + hex(crc32c) + hex(crc32) +
@@ -127,6 +129,16 @@
 //	7 void      the ledger was fenced: pairs of (ledger id u64, first entry u64); entries of that
 //	            ledger id from that entry on were never acknowledged and are not replayed
 //	8 create    the ledger was created: its directory exists from now on
+//	9 end       (slot 0) the last record of a rotated version-2 journal file
+//
+// Journal files are recycled: a file recovery no longer needs is renamed to .free, and a new
+// journal file is a free one renamed to its sequence and overwritten from offset 0 (header, fsync,
+// directory fsync, then records), so the group commit's fdatasync changes no file-system metadata.
+// Bytes after the last record written belong to the file's previous use; the seeded checksums
+// reject them, and replay of a file that is not the last stops at its end record (a bad record
+// before it is corruption unless the next file says this one was abandoned). A journal file whose
+// valid header carries another sequence number is a recycled file whose new header never became
+// durable, so nothing was written to it: it is skipped.
 //
 // Cursor log record body: type u8, then for type 1 (state) the cursor state below, for type 2
 // (delete) the cursor name. Cursor state (integers as Go varints, zig-zag for signed):

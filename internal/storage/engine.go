@@ -35,6 +35,9 @@ type Engine struct {
 	closed  bool
 	slot    uint32
 
+	freeMu       sync.Mutex // freeJournals
+	freeJournals []string   // recycled journal files (recycle.go)
+
 	stateMu       sync.Mutex // ledger id allocation and the state file
 	nextLedgerID  int64
 	ledgerIDLimit int64
@@ -753,7 +756,8 @@ type applyJob struct {
 // the applier.
 func (e *Engine) commit(b *batch) {
 	var err error
-	if len(b.buf) > 0 || len(e.pendingVoids) > 0 {
+	closing := b.rotate && e.journal != nil && e.journalSeq == b.seq
+	if len(b.buf) > 0 || len(e.pendingVoids) > 0 || closing {
 		if e.journal == nil || e.journalSeq != b.seq {
 			err = e.openJournal(b.seq)
 		}
@@ -765,6 +769,11 @@ func (e *Engine) commit(b *batch) {
 				// file announces its ledgers again.
 				buf = append(append([]byte(nil), e.pendingVoids...), e.announcements(b)...)
 			}
+			if b.rotate {
+				// A rotated file ends with an end record: what follows in a recycled file is stale.
+				buf = appendEndRecord(buf)
+			}
+			sealJournalRecords(buf, journalSeed(e.journalSeq))
 			_, err = e.journal.WriteAt(buf, e.journalOff)
 			if err != nil {
 				err = fmt.Errorf("storage: journal write: %w", err)
@@ -866,7 +875,7 @@ func (e *Engine) syncJournal() error {
 		return nil
 	}
 	start := time.Now()
-	err := e.journal.Sync()
+	err := vfs.DataSync(e.journal)
 	d := time.Since(start)
 	e.lastSync = time.Now()
 	e.m.fsyncs.Add(1)
@@ -920,8 +929,7 @@ func (e *Engine) openJournal(seq uint64) error {
 		_ = e.journal.Close()
 		e.journal = nil
 	}
-	p := e.journalPath(seq)
-	f, err := e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	f, err := e.createJournalFile(seq)
 	if err != nil {
 		return fmt.Errorf("storage: create journal: %w", err)
 	}
@@ -1095,7 +1103,7 @@ func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 		return err
 	}
 	for s := old; s <= seq; s++ {
-		_ = e.fs.Remove(e.journalPath(s))
+		e.retireJournal(s)
 	}
 	e.m.checkpoints.Add(1)
 	return nil

@@ -9,8 +9,15 @@ import (
 	"strings"
 )
 
-// FormatVersion is the on-disk format version written in every file header.
+// FormatVersion is the on-disk format version of segment, index, cursor-log and state files.
 const FormatVersion = 1
+
+// journalFormatVersion is the version of the journal files this build writes. Version 2 seeds
+// every record's CRC-32C with the file's sequence number and ends a rotated file with an end
+// record, so that journal files can be recycled (overwritten in place, see recycle.go): records
+// left over from a file's previous use never pass as records of its new sequence. Version 1
+// journal files (unseeded, never recycled) are still replayed.
+const journalFormatVersion = 2
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -32,9 +39,17 @@ func appendHeader(b []byte, magic [8]byte, id uint64) []byte {
 }
 
 func appendHeaderFlags(b []byte, magic [8]byte, id uint64, flags uint32) []byte {
+	version := uint32(FormatVersion)
+	if magic == magicJournal {
+		version = journalFormatVersion
+	}
+	return appendHeaderVersion(b, magic, id, flags, version)
+}
+
+func appendHeaderVersion(b []byte, magic [8]byte, id uint64, flags, version uint32) []byte {
 	start := len(b)
 	b = append(b, magic[:]...)
-	b = binary.LittleEndian.AppendUint32(b, FormatVersion)
+	b = binary.LittleEndian.AppendUint32(b, version)
 	b = binary.LittleEndian.AppendUint32(b, flags)
 	b = binary.LittleEndian.AppendUint64(b, id)
 	b = binary.LittleEndian.AppendUint32(b, 0)
@@ -59,6 +74,23 @@ func parseHeaderFlags(b []byte, magic [8]byte) (uint64, uint32, error) {
 	return id, binary.LittleEndian.Uint32(b[12:16]), nil
 }
 
+// parseJournalHeader checks a journal file header and returns its sequence number, flags and
+// the seed its records' checksums start with (nil for version 1).
+func parseJournalHeader(b []byte) (seq uint64, flags uint32, seed []byte, err error) {
+	seq, flags, err = parseHeaderFlags(b, magicJournal)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if binary.LittleEndian.Uint32(b[8:12]) >= 2 {
+		seed = journalSeed(seq)
+	}
+	return seq, flags, seed, nil
+}
+
+// journalSeed is what a version-2 journal record's CRC-32C covers before the body: the file's
+// sequence number, u64 little-endian.
+func journalSeed(seq uint64) []byte { return binary.LittleEndian.AppendUint64(nil, seq) }
+
 func parseHeaderOnly(b []byte, magic [8]byte) (uint64, error) {
 	if len(b) < headerSize {
 		return 0, fmt.Errorf("%w: short header (%d bytes)", ErrCorrupt, len(b))
@@ -69,8 +101,8 @@ func parseHeaderOnly(b []byte, magic [8]byte) (uint64, error) {
 	if got, want := binary.LittleEndian.Uint32(b[28:32]), crc(b[:28]); got != want {
 		return 0, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion {
-		return 0, fmt.Errorf("%w: format version %d (this build reads %d)", errUnsupportedVersion, v, FormatVersion)
+	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion && (magic != magicJournal || v != journalFormatVersion) {
+		return 0, fmt.Errorf("%w: format version %d (this build reads %d, journals %d)", errUnsupportedVersion, v, FormatVersion, journalFormatVersion)
 	}
 	return binary.LittleEndian.Uint64(b[16:24]), nil
 }
@@ -139,6 +171,7 @@ const (
 	jDelLedger byte = 6 // slot u32: the whole ledger directory is removed
 	jVoid      byte = 7 // slot u32: the ledger was fenced; its later entries in the journal were never acknowledged
 	jCreate    byte = 8 // slot u32: the ledger was created (its directory exists from now on)
+	jEnd       byte = 9 // slot u32 (0): last record of a rotated journal file (version 2)
 )
 
 // appendJournalRecordHeader reserves the record header; finishJournalRecord fills it.
@@ -149,10 +182,30 @@ func beginJournalRecord(b []byte, typ byte, slot uint32) ([]byte, int) {
 	return b, start
 }
 
+// finishJournalRecord fills in the record's length. Its checksum is filled in by
+// sealJournalRecords when the sync loop writes it, because only then is the journal file (whose
+// sequence number seeds the checksum) known for sure.
 func finishJournalRecord(b []byte, start int) {
-	body := b[start+recHeaderSize:]
-	binary.LittleEndian.PutUint32(b[start:], uint32(len(body)))
-	binary.LittleEndian.PutUint32(b[start+4:], crc(body))
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start-recHeaderSize))
+}
+
+// sealJournalRecords fills in the CRC-32C of every record in buf (whole records, as laid out by
+// beginJournalRecord/finishJournalRecord), starting from seed.
+func sealJournalRecords(buf, seed []byte) {
+	start := crc32.Update(0, castagnoli, seed)
+	for off := 0; off+recHeaderSize <= len(buf); {
+		n := int(binary.LittleEndian.Uint32(buf[off:]))
+		body := buf[off+recHeaderSize : off+recHeaderSize+n]
+		binary.LittleEndian.PutUint32(buf[off+4:], crc32.Update(start, castagnoli, body))
+		off += recHeaderSize + n
+	}
+}
+
+// appendEndRecord appends the end record of a rotated journal file.
+func appendEndRecord(b []byte) []byte {
+	b, start := beginJournalRecord(b, jEnd, 0)
+	finishJournalRecord(b, start)
+	return b
 }
 
 // Cursor log record types (body: type u8, then payload).

@@ -45,7 +45,7 @@ func (e *Engine) backgroundSyncer() {
 	defer close(e.syncerDone)
 	for req := range e.syncReq {
 		start := time.Now()
-		err := req.f.Sync()
+		err := vfs.DataSync(req.f)
 		d := time.Since(start)
 		if req.close {
 			_ = req.f.Close()

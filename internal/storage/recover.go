@@ -47,11 +47,15 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	var seqs []uint64
 	for _, de := range des {
+		if isFreeJournalName(de.Name) {
+			e.adoptFreeJournal(de.Name)
+			continue
+		}
 		id, ok := parseHexName(de.Name, ".jnl")
 		switch {
 		case !ok:
 		case uint64(id) < st.firstJournal:
-			_ = e.fs.Remove(e.journalDir + "/" + de.Name) // left over from an interrupted checkpoint
+			e.retireJournal(uint64(id)) // left over from an interrupted checkpoint
 		default:
 			seqs = append(seqs, uint64(id))
 		}
@@ -108,7 +112,7 @@ func (e *Engine) recover(ctx context.Context) error {
 			return err
 		}
 		for _, s := range seqs {
-			_ = e.fs.Remove(e.journalPath(s))
+			e.retireJournal(s)
 		}
 		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "skipped", r.skipped, "tornTails", r.torn)
 	}
@@ -203,7 +207,14 @@ func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
 		return fmt.Errorf("storage: read journal %s: %w", p, rerr)
 	}
 	data = data[:n]
-	if hseq, err := parseHeader(data, magicJournal); err != nil || hseq != seq {
+	hseq, _, seed, err := parseJournalHeader(data)
+	if err == nil && hseq != seq {
+		// A recycled file whose new header never became durable: openJournal syncs the header
+		// before the first record, so nothing in it belongs to journal seq.
+		e.log.Warn("ignoring recycled journal file whose new header is not durable", "file", p, "headerSeq", hseq)
+		return nil
+	}
+	if err != nil {
 		if errors.Is(err, errUnsupportedVersion) {
 			return fmt.Errorf("storage: journal %s: %w", p, err)
 		}
@@ -217,7 +228,10 @@ func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
 	slots := map[uint32]string{}
 	off := headerSize
 	for off < len(data) {
-		body, sz, err := decodeRecord(data[off:], nil)
+		body, sz, err := decodeRecord(data[off:], seed)
+		if err == nil && len(body) > 0 && body[0] == jEnd {
+			return nil // the file was rotated here; anything after is from its previous use
+		}
 		if err != nil {
 			if last || nextUnclean {
 				if !allZero(data[off:]) {
@@ -248,9 +262,13 @@ func (r *replayer) collectVoids(seq uint64) {
 	data := make([]byte, size)
 	n, _ := f.ReadAt(data, 0)
 	data = data[:n]
+	hseq, _, seed, err := parseJournalHeader(data)
+	if err != nil || hseq != seq {
+		return
+	}
 	for off := headerSize; off < len(data); {
-		body, sz, err := decodeRecord(data[off:], nil)
-		if err != nil {
+		body, sz, err := decodeRecord(data[off:], seed)
+		if err != nil || (len(body) > 0 && body[0] == jEnd) {
 			return
 		}
 		off += sz

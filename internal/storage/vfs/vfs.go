@@ -82,6 +82,20 @@ var _ FS = OS{}
 
 type osFile struct{ *os.File }
 
+// DataSyncer is implemented by files that can make their data durable without the metadata
+// that is not needed to read it back (fdatasync: no mtime, but a changed size is included).
+type DataSyncer interface {
+	DataSync() error
+}
+
+// DataSync makes f's data durable: fdatasync where f supports it, else Sync.
+func DataSync(f File) error {
+	if d, ok := f.(DataSyncer); ok {
+		return d.DataSync()
+	}
+	return f.Sync()
+}
+
 func (f osFile) Size() (int64, error) {
 	st, err := f.File.Stat()
 	if err != nil {
