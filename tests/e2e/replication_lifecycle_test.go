@@ -397,6 +397,72 @@ func TestReplLifecycleIdleTopicPolicyChange(t *testing.T) {
 	}
 }
 
+// TestReplLifecycleIdlePartitionedTopic: the idle-topic case for a partitioned topic (3
+// partitions, created through the admin API, data written, every client gone, every partition
+// unloaded): adding a remote starts a replicator per partition, which creates the partitioned
+// topic on the remote with the same count and copies every partition. Observed on the remote
+// only (west's partitioned metadata and the inbound counters of its partitions), so that nothing
+// on the source loads a partition before the policy pass does.
+func TestReplLifecycleIdlePartitionedTopic(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartEarliest, "east", "west")
+	east, west := cs[0], cs[1]
+	const partitions, n = 3, 30
+	topic := harness.Topic(t)
+	tn := lcTopicName(t, topic)
+	if err := east.Admin.Topics().Create(tn, partitions); err != nil {
+		t.Fatalf("create partitioned %s: %v", topic, err)
+	}
+	chk := checker.New()
+	lcProduceAndLeave(t, chk, east, topic, "idle", 0, n)
+	for i := 0; i < partitions; i++ {
+		if err := east.Admin.Topics().Unload(lcTopicName(t, fmt.Sprintf("%s-partition-%d", topic, i))); err != nil {
+			t.Fatalf("unload partition %d: %v", i, err)
+		}
+	}
+	east.replicate(t, "east", "west")
+	changed := time.Now()
+	harness.Eventually(t, time.Second, "west's partitioned metadata", func() error {
+		meta, err := west.Admin.Topics().GetMetadata(tn)
+		if err != nil {
+			return err
+		}
+		if meta.Partitions != partitions {
+			return fmt.Errorf("west's %s has %d partitions", topic, meta.Partitions)
+		}
+		return nil
+	})
+	created := time.Since(changed)
+	harness.Eventually(t, 10*time.Second, "every partition's messages on west", func() error {
+		total := int64(0)
+		for i := 0; i < partitions; i++ {
+			st, err := west.rawStats(context.Background(), fmt.Sprintf("%s-partition-%d", topic, i))
+			if err != nil {
+				return err
+			}
+			total += st.Replication["east"].MsgInCounter
+		}
+		if total != n {
+			return fmt.Errorf("west received %d of %d messages", total, n)
+		}
+		return nil
+	})
+	t.Logf("partitioned metadata on west %v after the admin call answered, all %d messages after %v", created.Round(time.Millisecond), n, time.Since(changed).Round(time.Millisecond))
+	for i := 0; i < partitions; i++ {
+		part := fmt.Sprintf("%s-partition-%d", topic, i)
+		east.waitRepl(t, 10*time.Second, part, "west", "caught up", caughtUp)
+	}
+	cons := newConsumer(t, west.Client(t), pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	msgs := receiveN(t, chk, "west", cons, n, 20*time.Second, false)
+	for _, m := range msgs {
+		if m.GetReplicatedFrom() != "east" {
+			t.Errorf("message %v on west replicated from %q", m.ID(), m.GetReplicatedFrom())
+		}
+	}
+	expectNothing(t, cons, 300*time.Millisecond)
+	verify(t, chk, "west", checker.Expect{NoOrder: true})
+}
+
 // TestReplLifecycleStartPosition: where a replicator added to a topic that already has data
 // starts, by the broker option (--replication-start-at, node.Options.ReplicationStartAt) and by the
 // namespace property replicationStartAt, which overrides it. earliest replicates everything
@@ -462,6 +528,19 @@ func TestReplLifecycleStartPosition(t *testing.T) {
 			}
 			t.Logf("startMode %s startPosition %s (first entry %d:%d, last before the change %d:%d)", rs.StartMode, rs.StartPosition,
 				first.LedgerID(), first.EntryID(), last.LedgerID(), last.EntryID())
+
+			// Where it started is recorded with the cursor: a restart of the source does not
+			// change it (and does not replicate anything again).
+			if err := east.InProcess.Close(); err != nil {
+				t.Fatalf("stop east: %v", err)
+			}
+			east.InProcess.Start()
+			again := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after a restart of east", caughtUp)
+			if again.StartMode != rs.StartMode || again.StartPosition != rs.StartPosition {
+				t.Errorf("after a restart of east: startMode %q startPosition %q, want %q %q as before", again.StartMode, again.StartPosition, rs.StartMode, rs.StartPosition)
+			}
+			lcDrain(t, chk, "west-after-restart", west, topic, "east")
+			verify(t, chk, "west-after-restart", exp)
 		})
 	}
 
@@ -885,6 +964,46 @@ func TestReplLifecycleDispatchRate(t *testing.T) {
 		if !c.limited {
 			t.Errorf("%s: stats never showed rateLimited while held back", c.name)
 		}
+	}
+}
+
+// TestReplLifecycleDispatchRateChange: a change of the namespace's replicatorDispatchRate reaches a
+// running replicator within a second. A replicator catching up at 100 msg/s has about 600 messages
+// left (6 s at that rate) when the limit is raised to 1000 msg/s; it must be done within 1.5 s of
+// the admin call.
+func TestReplLifecycleDispatchRateChange(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartEarliest, "east", "west")
+	east := cs[0]
+	ns, _ := utils.GetNamespaceName(lcNamespace)
+	setRate := func(msgs int) {
+		t.Helper()
+		if err := east.Admin.Namespaces().SetReplicatorDispatchRate(*ns, utils.DispatchRate{
+			DispatchThrottlingRateInMsg: msgs, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}); err != nil {
+			t.Fatalf("namespace replicatorDispatchRate %d msg/s: %v", msgs, err)
+		}
+	}
+	setRate(100)
+	topic := harness.Topic(t)
+	chk := checker.New()
+	const n = 800
+	sendAsync(t, chk, lcProducer(t, east.Client(t), topic, "p"), "p", 0, n, 100)
+	east.replicate(t, "east", "west")
+	slow := east.waitRepl(t, 10*time.Second, topic, "west", "past the burst at 100 msg/s", func(r adminapi.ReplicatorStats) error {
+		if r.MsgOutCounter < 200 {
+			return fmt.Errorf("msgOutCounter %d", r.MsgOutCounter)
+		}
+		return nil
+	})
+	if !slow.RateLimited {
+		t.Errorf("at 100 msg/s with %d messages left the replicator is not rateLimited: %+v", n-slow.MsgOutCounter, slow)
+	}
+	setRate(1000)
+	changed := time.Now()
+	done := east.waitRepl(t, 10*time.Second, topic, "west", "caught up at the new rate", caughtUp)
+	took := time.Since(changed)
+	t.Logf("%d messages left at 100 msg/s when the limit went to 1000 msg/s; caught up %v later (msgOutCounter %d)", n-slow.MsgOutCounter, took.Round(time.Millisecond), done.MsgOutCounter)
+	if took > 1500*time.Millisecond {
+		t.Errorf("raising replicatorDispatchRate took effect only after %v, want within a second", took)
 	}
 }
 
