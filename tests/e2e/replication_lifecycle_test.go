@@ -392,6 +392,11 @@ func TestReplLifecycleIdleTopicPolicyChange(t *testing.T) {
 				}
 			}
 			harness.Eventually(t, time.Second, "east's replicator to west stopped and its cursor deleted", noReplicator(east, "west"))
+			if mode == "shared-store" {
+				// West's copy of the topic replicated back to east while both were listed; west
+				// is no longer listed, so it replicates nothing either.
+				harness.Eventually(t, time.Second, "west's replicator to east stopped (west is not listed any more)", noReplicator(west, "east"))
+			}
 			t.Logf("%s: west removed through %s; east's replicator and cursor gone %v after the admin call answered", mode, via.Name, time.Since(removed).Round(time.Millisecond))
 		})
 	}
