@@ -249,6 +249,13 @@ func TestStatsShape(t *testing.T) {
 	if in.NumberOfEntries != 5 || in.Cursors["s"].MarkDeletePosition != got[4].Position.String() {
 		t.Fatalf("internal %+v", in)
 	}
+	var listed int64
+	for _, l := range in.Ledgers {
+		listed += l.Entries
+	}
+	if len(in.Ledgers) == 0 || listed != 5 || in.Ledgers[len(in.Ledgers)-1].LedgerID != got[4].Position.LedgerID {
+		t.Fatalf("internal stats ledgers %+v, want the segments holding the 5 entries", in.Ledgers)
+	}
 }
 
 // A reader (non-durable) that seeks keeps its subscription: the client re-subscribes and continues

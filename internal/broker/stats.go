@@ -126,7 +126,16 @@ type InternalStats struct {
 	LastConfirmedEntry   string                 `json:"lastConfirmedEntry"`
 	State                string                 `json:"state"`
 	PendingAddEntries    int                    `json:"pendingAddEntriesCount"`
+	Ledgers              []LedgerInfo           `json:"ledgers"`
 	Cursors              map[string]CursorStats `json:"cursors"`
+}
+
+// LedgerInfo is one entry of InternalStats.Ledgers: one storage segment.
+type LedgerInfo struct {
+	LedgerID  int64 `json:"ledgerId"`
+	Entries   int64 `json:"entries"`
+	Size      int64 `json:"size"`
+	Timestamp int64 `json:"timestamp"`
 }
 
 // CursorStats is one entry of InternalStats.Cursors.

@@ -233,6 +233,14 @@ func (t *topicState) internalStats() InternalStats {
 	if err := t.ledger.Err(); err != nil {
 		st.State = "Fenced"
 	}
+	segs := t.ledger.Segments()
+	st.Ledgers = make([]LedgerInfo, 0, len(segs))
+	for _, sg := range segs {
+		st.Ledgers = append(st.Ledgers, LedgerInfo{LedgerID: sg.ID, Entries: sg.Entries, Size: sg.Bytes, Timestamp: sg.MaxTime})
+	}
+	if n := len(segs); n > 0 {
+		st.CurrentLedgerSize = segs[n-1].Bytes
+	}
 	t.mu.Lock()
 	subs := maps.Clone(t.subs)
 	t.mu.Unlock()

@@ -712,6 +712,25 @@ func (l *Ledger) lastConfirmedLocked() Position {
 	return Position{l.segs[len(l.segs)-1].id, -1}
 }
 
+// SegmentInfo describes one segment of a ledger: what Pulsar's internal stats call a ledger.
+type SegmentInfo struct {
+	ID      int64 // the ledger id of positions in this segment
+	Entries int64 // confirmed entries
+	Bytes   int64 // entry data bytes
+	MaxTime int64 // latest publish time in the segment, ms (0 if unknown)
+}
+
+// Segments lists the ledger's segments, oldest first, including the open (possibly empty) one.
+func (l *Ledger) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, 0, len(l.segs))
+	for _, s := range l.segs {
+		out = append(out, SegmentInfo{ID: s.id, Entries: s.entries, Bytes: s.bytes, MaxTime: s.maxTime})
+	}
+	return out
+}
+
 // FirstPosition is the first stored entry, or the next position to be written if empty.
 func (l *Ledger) FirstPosition() Position {
 	l.mu.RLock()
