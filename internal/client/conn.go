@@ -28,7 +28,7 @@ type outFrame struct {
 // producerHandler and consumerHandler receive the frames addressed to one producer or consumer.
 // They run on the connection's reader goroutine and must not block.
 type producerHandler interface {
-	onReceipt(c *conn, r *pulsarpb.CommandSendReceipt)
+	onReceipt(c *conn, r receipt)
 	onSendError(c *conn, e *pulsarpb.CommandSendError)
 	// onDisconnect: the connection is gone, or the broker closed this producer.
 	onDisconnect(c *conn, reason error)
@@ -88,7 +88,7 @@ func dialConn(ctx context.Context, o *Options, addr string) (*conn, error) {
 		},
 	})
 	w := wire.NewWriter(nc)
-	r := wire.NewReader(nc, wire.DefaultMaxFrameSize)
+	r := newFrameReader(nc, wire.DefaultMaxFrameSize)
 	if err := w.WriteCommand(connect); err == nil {
 		err = w.Flush()
 	}
@@ -96,7 +96,11 @@ func dialConn(ctx context.Context, o *Options, addr string) (*conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("client: connect to %s: %w", addr, err)
 	}
-	f, err := r.ReadFrame()
+	var rc receipt
+	f, isReceipt, err := r.next(&rc)
+	if err == nil && isReceipt {
+		err = errors.New("SEND_RECEIPT before CONNECTED")
+	}
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("client: connect to %s: %w", addr, err)
@@ -116,7 +120,7 @@ func dialConn(ctx context.Context, o *Options, addr string) (*conn, error) {
 	if maxMsg <= 0 {
 		maxMsg = wire.DefaultMaxMessageSize
 	}
-	r.SetMaxFrameSize(wire.MaxFrameSize(maxMsg))
+	r.setMaxFrameSize(wire.MaxFrameSize(maxMsg))
 	c := &conn{
 		addr:      addr,
 		nc:        nc,
@@ -334,10 +338,11 @@ func (c *conn) keepAlive(interval time.Duration) {
 	}
 }
 
-func (c *conn) readLoop(r *wire.Reader) {
+func (c *conn) readLoop(r *frameReader) {
 	defer c.wg.Done()
+	var rc receipt
 	for {
-		f, err := r.ReadFrame()
+		f, isReceipt, err := r.next(&rc)
 		if err != nil {
 			if wire.Recoverable(err) {
 				c.log.Warn("client: ignoring bad frame", "err", err)
@@ -351,8 +356,17 @@ func (c *conn) readLoop(r *wire.Reader) {
 		}
 		c.mu.Lock()
 		c.lastRecv = time.Now()
+		var h producerHandler
+		if isReceipt {
+			h = c.producers[rc.producerID]
+		}
 		c.mu.Unlock()
-		c.dispatch(f)
+		switch {
+		case !isReceipt:
+			c.dispatch(f)
+		case h != nil:
+			h.onReceipt(c, rc)
+		}
 	}
 }
 
@@ -365,7 +379,7 @@ func (c *conn) dispatch(f wire.Frame) {
 	case pulsarpb.BaseCommand_PONG:
 	case pulsarpb.BaseCommand_SEND_RECEIPT:
 		if h := c.producer(cmd.GetSendReceipt().GetProducerId()); h != nil {
-			h.onReceipt(c, cmd.GetSendReceipt())
+			h.onReceipt(c, receiptOf(cmd.GetSendReceipt()))
 		}
 	case pulsarpb.BaseCommand_SEND_ERROR:
 		if h := c.producer(cmd.GetSendError().GetProducerId()); h != nil {

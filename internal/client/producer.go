@@ -326,14 +326,14 @@ func (p *Producer) onDisconnect(c *conn, reason error) {
 	}
 }
 
-func (p *Producer) onReceipt(c *conn, r *pulsarpb.CommandSendReceipt) {
+func (p *Producer) onReceipt(c *conn, r receipt) {
 	p.mu.Lock()
 	if p.cn != c || len(p.pending) == 0 {
 		p.mu.Unlock()
 		return
 	}
 	head := p.pending[0]
-	seq := r.GetSequenceId()
+	seq := r.sequenceID
 	switch {
 	case seq < head.seq:
 		p.mu.Unlock() // late receipt for something already settled
@@ -349,8 +349,8 @@ func (p *Producer) onReceipt(c *conn, r *pulsarpb.CommandSendReceipt) {
 	p.popLocked()
 	p.mu.Unlock()
 	id := MessageID{BatchIndex: -1, Partition: -1}
-	if m := r.GetMessageId(); m != nil {
-		id.LedgerID, id.EntryID = m.GetLedgerId(), m.GetEntryId()
+	if r.hasMessageID {
+		id.LedgerID, id.EntryID = r.ledgerID, r.entryID
 	}
 	p.settle(head, id, nil)
 }

@@ -1,0 +1,228 @@
+package client
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// frameReader reads frames like wire.Reader (same limits, same errors) and decodes SEND_RECEIPT
+// itself: a replicator gets one receipt per forwarded entry, and decoding each into protobuf
+// messages cost as much as the rest of the client's receive path. Anything that is not a plain
+// receipt (other commands, unexpected fields) takes wire.DecodeFrame, so the fast path never
+// accepts what the generic one would refuse.
+type frameReader struct {
+	br       *bufio.Reader
+	maxFrame int
+	buf      []byte // frames without payload, reused
+}
+
+// receipt is a SEND_RECEIPT's content.
+type receipt struct {
+	producerID, sequenceID uint64
+	hasMessageID           bool
+	ledgerID, entryID      uint64
+}
+
+func receiptOf(r *pulsarpb.CommandSendReceipt) receipt {
+	rc := receipt{producerID: r.GetProducerId(), sequenceID: r.GetSequenceId()}
+	if m := r.GetMessageId(); m != nil {
+		rc.hasMessageID, rc.ledgerID, rc.entryID = true, m.GetLedgerId(), m.GetEntryId()
+	}
+	return rc
+}
+
+const (
+	readerBufferSize = 64 << 10
+	readerRetain     = 64 << 10
+)
+
+func newFrameReader(r io.Reader, maxFrame int) *frameReader {
+	if maxFrame <= 0 {
+		maxFrame = wire.DefaultMaxFrameSize
+	}
+	return &frameReader{br: bufio.NewReaderSize(r, readerBufferSize), maxFrame: maxFrame}
+}
+
+func (r *frameReader) setMaxFrameSize(n int) {
+	if n > 0 {
+		r.maxFrame = n
+	}
+}
+
+// next reads one frame. For a SEND_RECEIPT it fills rc and returns isReceipt (f is empty);
+// otherwise f is the decoded frame. Errors are wire.Reader's (wire.Recoverable tells whether the
+// stream is still usable).
+func (r *frameReader) next(rc *receipt) (f wire.Frame, isReceipt bool, err error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r.br, hdr[:4]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return f, false, fmt.Errorf("%w: in frame size", wire.ErrTruncated)
+		}
+		return f, false, err
+	}
+	total := binary.BigEndian.Uint32(hdr[:4])
+	if int64(total) > int64(r.maxFrame) {
+		return f, false, fmt.Errorf("%w: %d > %d", wire.ErrFrameTooLarge, total, r.maxFrame)
+	}
+	if total < 4 {
+		return f, false, fmt.Errorf("%w: totalSize %d too small", wire.ErrMalformedFrame, total)
+	}
+	if _, err := io.ReadFull(r.br, hdr[4:8]); err != nil {
+		return f, false, truncated(err, "in command size")
+	}
+	cmdSize := binary.BigEndian.Uint32(hdr[4:8])
+	if cmdSize == 0 || cmdSize > total-4 {
+		return f, false, fmt.Errorf("%w: commandSize %d with totalSize %d", wire.ErrMalformedFrame, cmdSize, total)
+	}
+	var b []byte
+	if total-4 > cmdSize {
+		b = make([]byte, 4+total) // the payload is handed to the caller
+	} else {
+		if cap(r.buf) < int(4+total) {
+			r.buf = make([]byte, 4+total)
+		}
+		b = r.buf[:4+total]
+	}
+	copy(b, hdr[:])
+	if _, err := io.ReadFull(r.br, b[8:]); err != nil {
+		return f, false, truncated(err, "in command or payload")
+	}
+	if total-4 == cmdSize && decodeReceipt(b[8:], rc) {
+		return f, true, nil
+	}
+	f, err = wire.DecodeFrame(b, r.maxFrame)
+	if cap(r.buf) > readerRetain {
+		r.buf = nil
+	}
+	return f, false, err
+}
+
+func truncated(err error, where string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %s", wire.ErrTruncated, where)
+	}
+	return err
+}
+
+// Field numbers of the receipt, from the generated descriptors.
+var (
+	baseReceiptField = fieldNumber(&pulsarpb.BaseCommand{}, "send_receipt")
+	rcptProducer     = fieldNumber(&pulsarpb.CommandSendReceipt{}, "producer_id")
+	rcptSequence     = fieldNumber(&pulsarpb.CommandSendReceipt{}, "sequence_id")
+	rcptMessageID    = fieldNumber(&pulsarpb.CommandSendReceipt{}, "message_id")
+	rcptHighest      = fieldNumber(&pulsarpb.CommandSendReceipt{}, "highest_sequence_id")
+	msgIDLedger      = fieldNumber(&pulsarpb.MessageIdData{}, "ledgerId")
+	msgIDEntry       = fieldNumber(&pulsarpb.MessageIdData{}, "entryId")
+)
+
+// decodeReceipt decodes cmd if it is a SEND_RECEIPT made only of the fields a broker sends
+// (type, producer_id, sequence_id, message_id{ledgerId, entryId, ...}, highest_sequence_id); it
+// reports false for anything else, which the generic decoder then handles.
+func decodeReceipt(cmd []byte, rc *receipt) bool {
+	*rc = receipt{}
+	var isReceipt, hasBody bool
+	for len(cmd) > 0 {
+		num, typ, n := protowire.ConsumeTag(cmd)
+		if n < 0 {
+			return false
+		}
+		cmd = cmd[n:]
+		switch {
+		case num == baseTypeField && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(cmd)
+			if n < 0 {
+				return false
+			}
+			cmd = cmd[n:]
+			isReceipt = v == uint64(pulsarpb.BaseCommand_SEND_RECEIPT)
+		case num == baseReceiptField && typ == protowire.BytesType && !hasBody:
+			v, n := protowire.ConsumeBytes(cmd)
+			if n < 0 || !decodeReceiptBody(v, rc) {
+				return false
+			}
+			cmd = cmd[n:]
+			hasBody = true
+		default:
+			return false
+		}
+	}
+	return isReceipt && hasBody
+}
+
+func decodeReceiptBody(b []byte, rc *receipt) bool {
+	var hasProducer, hasSequence bool
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		switch {
+		case typ == protowire.VarintType && (num == rcptProducer || num == rcptSequence || num == rcptHighest):
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			switch num {
+			case rcptProducer:
+				rc.producerID, hasProducer = v, true
+			case rcptSequence:
+				rc.sequenceID, hasSequence = v, true
+			}
+		case num == rcptMessageID && typ == protowire.BytesType && !rc.hasMessageID:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 || !decodeMessageID(v, rc) {
+				return false
+			}
+			b = b[n:]
+			rc.hasMessageID = true
+		default:
+			return false
+		}
+	}
+	return hasProducer && hasSequence
+}
+
+// decodeMessageID reads ledgerId and entryId (both required); other scalar fields of
+// MessageIdData (partition, batch index, ...) are skipped, as the receipt path ignores them.
+func decodeMessageID(b []byte, rc *receipt) bool {
+	var hasLedger, hasEntry bool
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		if typ == protowire.VarintType && (num == msgIDLedger || num == msgIDEntry) {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return false
+			}
+			b = b[n:]
+			if num == msgIDLedger {
+				rc.ledgerID, hasLedger = v, true
+			} else {
+				rc.entryID, hasEntry = v, true
+			}
+			continue
+		}
+		if typ != protowire.VarintType {
+			return false // a nested message (chunk id) or anything odd: the generic decoder checks it
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return hasLedger && hasEntry
+}
