@@ -465,13 +465,13 @@ func TestTopologyTwoWay(t *testing.T) {
 // TestTopologyMesh: three clusters a, b, c in a full mesh, every cluster producing with several
 // producers (batching off and on); each cluster receives exactly the union of all clusters'
 // messages. With a shared etcd configuration store (embedded etcd 3.7, and Debian's etcd 3.4 binary
-// where one is installed) everything is configured once, through a's admin API, and reaches b and c
-// by watch; with independent stores every cluster is configured through its own API.
+// where one is installed; in-process brokers, and real `meridian standalone` processes) everything
+// is configured once, through a's admin API, and reaches b and c by watch; with independent stores
+// every cluster is configured through its own API.
 func TestTopologyMesh(t *testing.T) {
 	names := []string{"a", "b", "c"}
 	all := map[string][]string{"a": names, "b": names, "c": names}
-	shared := func(t *testing.T, url string) {
-		cs := harness.StartSharedClusters(t, url, names...)
+	shared := func(t *testing.T, cs []*harness.Cluster) {
 		cs[0].SetTenant(t, geoTenant, names...)
 		cs[0].CreateNamespace(t, geoNamespace, names...)
 		for _, c := range cs {
@@ -484,12 +484,32 @@ func TestTopologyMesh(t *testing.T) {
 		runTopology(t, topology{clusters: cs, producers: producers, receives: all})
 	}
 	t.Run("shared-embedded-etcd", func(t *testing.T) {
-		shared(t, harness.StartEtcd(t).ConfigStoreURL("meridian-mesh"))
+		shared(t, harness.StartSharedClusters(t, harness.StartEtcd(t).ConfigStoreURL("meridian-mesh"), names...))
 	})
 	t.Run("shared-etcd-binary", func(t *testing.T) {
 		srv := etcdtest.StartProcess(t) // skips without an etcd binary on PATH
 		t.Logf("etcd binary: %s", srv.Version())
-		shared(t, srv.URL("/meridian-mesh"))
+		shared(t, harness.StartSharedClusters(t, srv.URL("/meridian-mesh"), names...))
+	})
+	// The same mesh with real `meridian standalone --config-store` processes (the flag path, as an
+	// operator runs it), on Debian's etcd where installed, else on an embedded one.
+	t.Run("shared-etcd-processes", func(t *testing.T) {
+		var url string
+		if etcdtest.BinaryPath() != "" {
+			srv := etcdtest.StartProcess(t)
+			t.Logf("etcd binary: %s", srv.Version())
+			url = srv.URL("/meridian-mesh")
+		} else {
+			url = harness.StartEtcd(t).ConfigStoreURL("meridian-mesh")
+		}
+		var cs []*harness.Cluster
+		for _, name := range names {
+			cs = append(cs, harness.NewCluster(t, name, harness.StartStandalone(t, harness.Options{Cluster: name, ConfigStore: url})))
+		}
+		for _, c := range cs {
+			c.WaitClustersKnown(t, 10*time.Second, names...)
+		}
+		shared(t, cs)
 	})
 	t.Run("independent-stores", func(t *testing.T) {
 		cs := harness.StartIndependentClusters(t, names...)
