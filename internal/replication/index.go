@@ -147,7 +147,9 @@ type Index struct {
 // NewIndex returns an empty, in-memory index (no snapshots); used by tests and by LoadIndex.
 func NewIndex(opts IndexOptions) *Index {
 	opts.withDefaults()
-	return &Index{opts: opts, log: opts.Logger, origins: map[string]*originState{}, pending: map[pendingKey]struct{}{}}
+	// Maps are made on first use: most topics never receive replicated traffic, and an idle topic
+	// should cost little memory (README budget: 2 KiB per idle topic).
+	return &Index{opts: opts, log: opts.Logger}
 }
 
 // LoadIndex opens the index of topic: it loads the snapshot from the cursor IndexCursorName (creating
@@ -157,7 +159,6 @@ func NewIndex(opts IndexOptions) *Index {
 func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index, error) {
 	x := NewIndex(opts)
 	x.topic = topic
-	x.log = x.opts.Logger.With("topic", topic.Name())
 	cur, created, err := topic.OpenCursor(ctx, IndexCursorName, Earliest)
 	if err != nil {
 		return nil, fmt.Errorf("replication: open index cursor of %s: %w", topic.Name(), err)
@@ -169,8 +170,8 @@ func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index
 		if props["index.version"] != "" {
 			if p, err := x.decodeSnapshot(props); err != nil {
 				// A damaged snapshot costs time, never correctness: rebuild from the whole log.
-				x.log.Warn("inbound replication index snapshot unreadable; rebuilding from the log", "err", err)
-				x.origins = map[string]*originState{}
+				x.log.Warn("inbound replication index snapshot unreadable; rebuilding from the log", "topic", topic.Name(), "err", err)
+				x.origins = nil
 			} else {
 				scanFrom = p
 			}
@@ -180,7 +181,7 @@ func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index
 	if err != nil {
 		return nil, fmt.Errorf("replication: rebuild index of %s: %w", topic.Name(), err)
 	}
-	x.log.Debug("inbound replication index loaded", "scanFrom", scanFrom.String(), "scanned", n, "origins", len(x.origins))
+	x.log.Debug("inbound replication index loaded", "topic", topic.Name(), "scanFrom", scanFrom.String(), "scanned", n, "origins", len(x.origins))
 	if n > 0 || created {
 		x.dirty = true
 	}
@@ -225,6 +226,13 @@ func (x *Index) Observe(local Position, data []byte) {
 	x.record(o, pos, local)
 }
 
+func (x *Index) topicName() string {
+	if x.topic == nil {
+		return ""
+	}
+	return x.topic.Name()
+}
+
 // originOf is origin for a name given as bytes; it allocates the name only for a new origin.
 func (x *Index) originOf(name []byte) *originState {
 	if o := x.origins[string(name)]; o != nil {
@@ -236,6 +244,9 @@ func (x *Index) originOf(name []byte) *originState {
 func (x *Index) origin(name string) *originState {
 	o := x.origins[name]
 	if o == nil {
+		if x.origins == nil {
+			x.origins = map[string]*originState{}
+		}
 		o = &originState{name: name, floor: Position{-1, -1}}
 		// A zero sample at creation: traffic of the origin's first second shows as a rate at the
 		// first tick instead of being absorbed into the window's first sample.
@@ -278,6 +289,9 @@ func (x *Index) Admit(data []byte) (dup bool, dupLedger, dupEntry int64, commit 
 	key := pendingKey{origin, pos}
 	if _, busy := x.pending[key]; busy {
 		return false, 0, 0, nil, fmt.Errorf("%w: %s %s", ErrIndexPending, origin, pos)
+	}
+	if x.pending == nil {
+		x.pending = map[pendingKey]struct{}{}
 	}
 	x.pending[key] = struct{}{}
 	size := int64(len(data))
@@ -473,7 +487,7 @@ func (x *Index) Maintain(ctx context.Context, now time.Time) {
 		return
 	}
 	if err := x.Save(ctx); err != nil {
-		x.log.Warn("save inbound replication index snapshot", "err", err)
+		x.log.Warn("save inbound replication index snapshot", "topic", x.topicName(), "err", err)
 	}
 }
 

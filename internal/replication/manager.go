@@ -121,7 +121,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		opts.StartAt = StartLatest
 	}
 	m := &Manager{
-		opts: opts, log: opts.Logger.With("component", "replication"),
+		opts: opts, log: opts.Logger, // the caller names the component (node: component=replication)
 		running: map[Key]*managed{}, failed: map[Key]failedStart{}, indexes: map[string]*Index{}, abandoned: map[string]int64{},
 		topicReq: map[string]bool{}, nsReq: map[string]bool{}, kick: make(chan struct{}, 1),
 	}
