@@ -260,6 +260,20 @@ func TestSendRawForwardsEntryBytes(t *testing.T) {
 	if s.GetSequenceId() != 0 || s.GetMessageId().GetEntryId() != 4 || s.NumMessages == nil || s.GetNumMessages() != 1 {
 		t.Fatalf("send command %v", s)
 	}
+	// A marker entry (replicated-subscription marker, any marker_type) goes with CommandSend.marker;
+	// an ordinary one without it.
+	mk := &pulsarpb.MessageMetadata{ProducerName: proto.String("pulsar.marker"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(1), MarkerType: proto.Int32(10), ReplicateTo: []string{"b"}}
+	markerEntry, _ := wire.EncodeEntry(mk, []byte("snapshot request"))
+	markerEntry, _ = wire.SetReplicatedFrom(markerEntry, "a", "3:5")
+	if _, err := p.SendRaw(ctx, RawMessage{Entry: markerEntry}); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.sendsCopy()[1]; !s.GetMarker() || s.NumMessages != nil {
+		t.Fatalf("marker send %v", s)
+	}
+	if s := b.sendsCopy()[0]; s.Marker != nil {
+		t.Fatalf("ordinary send flagged: %v", s)
+	}
 	// A corrupted entry is refused by the broker with ChecksumError.
 	bad := bytes.Clone(entry)
 	bad[len(bad)-1] ^= 0xff
