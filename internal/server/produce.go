@@ -281,7 +281,7 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		sendError(pulsarpb.ServerError_MetadataError, err.Error())
 		return nil
 	}
-	md, err := wire.DecodeMetadata(entry)
+	md, err := wire.ScanPublishMetadata(entry)
 	if err != nil {
 		c.log.Warn("SEND with undecodable metadata refused", "producerId", id, "sequenceId", seq, "err", err)
 		sendError(pulsarpb.ServerError_MetadataError, err.Error())
@@ -304,16 +304,16 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		Entry:        entry,
 		SequenceID:   int64(seq),
 		NumMessages:  numMessages,
-		PublishTime:  int64(md.GetPublishTime()),
-		ProducerName: md.GetProducerName(),
-		Marker:       cmd.GetMarker() || wire.IsMarker(md),
+		PublishTime:  int64(md.PublishTime),
+		ProducerName: md.ProducerName,
+		Marker:       cmd.GetMarker() || md.Marker,
 	}
 	if cmd.HighestSequenceId != nil {
 		req.HighestSequenceID = int64(cmd.GetHighestSequenceId())
 	}
-	if cmd.GetIsChunk() || md.ChunkId != nil {
+	if cmd.GetIsChunk() || md.HasChunkID {
 		req.Chunk = true
-		req.LastChunk = md.GetChunkId() >= md.GetNumChunksFromMsg()-1
+		req.LastChunk = md.ChunkID >= md.NumChunksFromMsg-1
 	}
 	c.pendingSends.Add(1)
 	prod.Publish(req, func(res broker.PublishResult) { c.completeSend(id, seq, res) })
@@ -336,18 +336,14 @@ func (c *conn) completeSend(producerID, seq uint64, res broker.PublishResult) {
 			Message:    proto.String(msg),
 		})
 	} else {
-		receipt := &pulsarpb.CommandSendReceipt{
-			ProducerId: proto.Uint64(producerID),
-			SequenceId: proto.Uint64(seq),
-			MessageId: &pulsarpb.MessageIdData{
-				LedgerId: proto.Uint64(uint64(res.Position.LedgerID)),
-				EntryId:  proto.Uint64(uint64(res.Position.EntryID)),
-			},
-		}
+		// Hand-encoded (the same bytes as the protobuf encoding of CommandSendReceipt): one per
+		// SEND, so it is on the hot path.
+		var highest uint64
 		if res.HighestSequenceID > int64(seq) {
-			receipt.HighestSequenceId = proto.Uint64(uint64(res.HighestSequenceID))
+			highest = uint64(res.HighestSequenceID)
 		}
-		c.sendCommand(receipt)
+		c.out.push(wire.AppendSendReceiptFrame(make([]byte, 0, 80), producerID, seq,
+			uint64(res.Position.LedgerID), uint64(res.Position.EntryID), highest))
 	}
 	c.pendingSends.Add(-1)
 	select {

@@ -238,6 +238,9 @@ var unmarshalPartial = proto.UnmarshalOptions{AllowPartial: true}
 
 // decodeCommand decodes and checks one BaseCommand: type known, body present, required fields set.
 func decodeCommand(b []byte) (*pulsarpb.BaseCommand, error) {
+	if cmd, ok := decodeSendFast(b); ok {
+		return cmd, nil
+	}
 	cmd := &pulsarpb.BaseCommand{}
 	if err := unmarshalPartial.Unmarshal(b, cmd); err != nil {
 		return cmd, fmt.Errorf("%w: %v", ErrMalformedCommand, err)

@@ -1,0 +1,122 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+func genericDecode(b []byte) (*pulsarpb.BaseCommand, error) {
+	cmd := &pulsarpb.BaseCommand{}
+	if err := unmarshalPartial.Unmarshal(b, cmd); err != nil {
+		return nil, err
+	}
+	return cmd, proto.CheckInitialized(cmd)
+}
+
+func sendVariants() []*pulsarpb.CommandSend {
+	return []*pulsarpb.CommandSend{
+		{ProducerId: proto.Uint64(0), SequenceId: proto.Uint64(0)},
+		{ProducerId: proto.Uint64(7), SequenceId: proto.Uint64(1 << 40), NumMessages: proto.Int32(128)},
+		{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(5), NumMessages: proto.Int32(-1), HighestSequenceId: proto.Uint64(9),
+			IsChunk: proto.Bool(true), Marker: proto.Bool(false)},
+		{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(5), Marker: proto.Bool(true)},
+	}
+}
+
+func TestDecodeSendFastMatchesGeneric(t *testing.T) {
+	for i, send := range sendVariants() {
+		b, err := proto.Marshal(Command(send))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, ok := decodeSendFast(b)
+		if !ok {
+			t.Fatalf("variant %d: fast path not taken", i)
+		}
+		slow, err := genericDecode(b)
+		if err != nil || !proto.Equal(fast, slow) {
+			t.Fatalf("variant %d: fast %v, generic %v (%v)", i, fast, slow, err)
+		}
+	}
+	// Fields the fast path leaves to the generic decoder.
+	for i, send := range []*pulsarpb.CommandSend{
+		{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(2), TxnidLeastBits: proto.Uint64(3)},
+		{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(2), MessageId: &pulsarpb.MessageIdData{LedgerId: proto.Uint64(1), EntryId: proto.Uint64(2)}},
+		{ProducerId: proto.Uint64(1)}, // missing required sequence_id: the generic path reports it
+	} {
+		b, _ := proto.MarshalOptions{AllowPartial: true}.Marshal(Command(send))
+		if _, ok := decodeSendFast(b); ok {
+			t.Fatalf("unusual variant %d took the fast path", i)
+		}
+	}
+}
+
+func TestSendReceiptFrameMatchesGeneric(t *testing.T) {
+	for _, c := range []struct{ pid, seq, ledger, entry, highest uint64 }{
+		{0, 0, 0, 0, 0}, {1, 2, 3, 4, 0}, {1 << 60, 1<<63 + 5, 1 << 33, 1 << 20, 1<<63 + 9}, {3, 10, 7, 0, 12},
+	} {
+		r := &pulsarpb.CommandSendReceipt{ProducerId: proto.Uint64(c.pid), SequenceId: proto.Uint64(c.seq),
+			MessageId: &pulsarpb.MessageIdData{LedgerId: proto.Uint64(c.ledger), EntryId: proto.Uint64(c.entry)}}
+		if c.highest > 0 {
+			r.HighestSequenceId = proto.Uint64(c.highest)
+		}
+		want, err := EncodeFrame(Command(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := AppendSendReceiptFrame([]byte("x"), c.pid, c.seq, c.ledger, c.entry, c.highest)
+		if !bytes.Equal(got[1:], want) {
+			t.Fatalf("%+v: hand-encoded %x, protobuf %x", c, got[1:], want)
+		}
+		f, err := DecodeFrame(got[1:], DefaultMaxFrameSize)
+		if err != nil || !proto.Equal(f.Cmd.GetSendReceipt(), r) {
+			t.Fatalf("%+v: decodes to %v, %v", c, f.Cmd, err)
+		}
+	}
+}
+
+func FuzzDecodeSendFast(f *testing.F) {
+	for _, send := range sendVariants() {
+		b, _ := proto.Marshal(Command(send))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := decodeSendFast(b)
+		if !ok {
+			return
+		}
+		slow, err := genericDecode(b)
+		if err != nil || !proto.Equal(fast, slow) {
+			t.Fatalf("fast %v, generic %v (%v)", fast, slow, err)
+		}
+	})
+}
+
+func FuzzScanPublishMetadata(f *testing.F) {
+	for _, md := range []*pulsarpb.MessageMetadata{
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1700000000000)},
+		{ProducerName: proto.String("chunky"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), ChunkId: proto.Int32(2),
+			NumChunksFromMsg: proto.Int32(3), NumMessagesInBatch: proto.Int32(100), ReplicatedFrom: proto.String("east")},
+		{ProducerName: proto.String("m"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), MarkerType: proto.Int32(12)},
+		{ProducerName: proto.String("kv"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5),
+			Properties: []*pulsarpb.KeyValue{{Key: proto.String("k"), Value: proto.String("v")}}},
+	} {
+		b, _ := proto.Marshal(md)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, metadata []byte) {
+		entry := AppendRawEntry(nil, metadata, []byte("body"))
+		got, gotErr := ScanPublishMetadata(entry)
+		md, wantErr := DecodeMetadata(entry)
+		if (gotErr != nil) != (wantErr != nil) {
+			t.Fatalf("scan error %v, decode error %v", gotErr, wantErr)
+		}
+		if wantErr == nil && got != publishMetadataOf(md) {
+			t.Fatalf("scan %+v, decode %+v", got, publishMetadataOf(md))
+		}
+	})
+}
