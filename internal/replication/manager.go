@@ -485,6 +485,14 @@ func (m *Manager) input(ctx context.Context, topic string, lt LocalTopic, thorou
 		if err != nil {
 			m.log.Warn("open topic for replication", "topic", topic, "err", err)
 			if hasRemote {
+				// Shown in the topic's replication stats until a pass opens it.
+				m.mu.Lock()
+				for _, c := range clusters {
+					if k := (Key{topic, c}); c != "" && c != m.opts.Local && m.running[k] == nil {
+						m.failed[k] = failedStart{err: "open topic for replication: " + err.Error(), at: time.Now()}
+					}
+				}
+				m.mu.Unlock()
 				m.retrySoon(topic)
 			}
 			return in, nil, false
@@ -555,7 +563,9 @@ func (m *Manager) stop(ctx context.Context, s StopOrder, lt LocalTopic) {
 		backlog = cur.Backlog()
 	}
 	if err := lt.DeleteCursor(ctx, name); err != nil {
-		m.log.Warn("delete replication cursor", "topic", s.Topic, "cursor", name, "err", err)
+		// A cursor left behind would hold back trimming: retried by another pass over the topic.
+		m.log.Warn("delete replication cursor; retrying", "topic", s.Topic, "cursor", name, "err", err)
+		m.retrySoon(s.Topic)
 		return
 	}
 	m.mu.Lock()
