@@ -1007,3 +1007,89 @@ func compareCopy(orig, cp pulsar.Message) string {
 	}
 	return strings.Join(d, "; ")
 }
+
+// TestTopologyDedupLocalOnly: two-way a <-> b with producer deduplication enabled on both clusters'
+// namespace (pulsaradmin SetDeduplicationStatus). A producer named "writer" on a and another one
+// named "writer" on b send the same sequence ids 0..n-1; b's starts only after a's messages have
+// been replicated to b. Deduplication applies to local producers only (issue 6, "Receiving side"):
+// replicated entries are keyed by their origin position, never by the original producer's name,
+// so neither cluster drops the other's messages as duplicates of its own, and b's producer is not
+// told a last sequence id that a's producer wrote. A resend by b's producer of its own sequence id
+// 0 is dropped (deduplication does work for local producers), so it reaches neither cluster.
+func TestTopologyDedupLocalOnly(t *testing.T) {
+	cs := harness.StartIndependentClusters(t, "a", "b")
+	a, b := cs[0], cs[1]
+	for _, c := range cs {
+		c.SetTenant(t, geoTenant, "a", "b")
+		c.CreateNamespace(t, geoNamespace, "a", "b")
+		if err := c.Admin.Namespaces().SetDeduplicationStatus(geoNamespace, true); err != nil {
+			t.Fatalf("%s: enable deduplication on %s: %v", c.Name, geoNamespace, err)
+		}
+	}
+	n := perProducer()
+	topic := harness.TopicIn(t, geoNamespace)
+	chk := checker.New()
+	consumers := make(map[string]pulsar.Consumer)
+	for _, c := range cs {
+		consumers[c.Name] = newConsumer(t, c.Client(t), pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "dedup-check", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		})
+	}
+	// The checker tells the clusters' messages apart by payload ("a-writer", "b-writer"); the Pulsar
+	// producer name is "writer" on both.
+	send := func(c *harness.Cluster) {
+		// Without batching: LastSequenceID() then follows every receipt.
+		p := newProducer(t, c.Client(t), pulsar.ProducerOptions{Topic: topic, Name: "writer", DisableBatching: true})
+		if err := produceAll(chk, p, c.Name, c.Name+"-writer", n, nil); err != nil {
+			t.Fatal(err)
+		}
+		// pulsar-client-go continues after PRODUCER_SUCCESS.last_sequence_id; LastSequenceID()
+		// reflects receipts. Starting at 0, n sends end at n-1, whatever the other cluster wrote.
+		if last := p.LastSequenceID(); last != int64(n-1) {
+			t.Errorf("%s: producer \"writer\" ended at sequence id %d, want %d: it was told the last sequence id of another cluster's producer", c.Name, last, n-1)
+		}
+		p.Close()
+	}
+	send(a)
+	a.WaitReplicationCaughtUp(t, 30*time.Second, topic, "b")
+	send(b)
+	// Deduplication does work for b's local producer: a new "writer" on b resumes after b's own
+	// last sequence id, and resending sequence id 0 stores nothing.
+	again := newProducer(t, b.Client(t), pulsar.ProducerOptions{Topic: topic, Name: "writer", DisableBatching: true})
+	chk.Sent("b-writer", int64(n), 100)
+	id, err := again.Send(testCtx(t, 10*time.Second), &pulsar.ProducerMessage{Payload: checker.Payload("b-writer", int64(n), 100)})
+	if err != nil {
+		t.Fatalf("b: send after reconnect: %v", err)
+	}
+	chk.Acked("b-writer", int64(n), id.String())
+	if last := again.LastSequenceID(); last != int64(n) {
+		t.Errorf("b: producer \"writer\" continued at sequence id %d after reconnecting, want %d", last, n)
+	}
+	seq0 := int64(0)
+	if _, err := again.Send(testCtx(t, 10*time.Second), &pulsar.ProducerMessage{Payload: checker.Payload("b-writer", 0, 100), SequenceID: &seq0}); err != nil {
+		t.Fatalf("b: resend of sequence id 0: %v", err)
+	}
+	b.WaitReplicationCaughtUp(t, 30*time.Second, topic, "a")
+	for _, c := range cs {
+		// The policy did reach the topic: deduplication is on for local producers.
+		if st, err := c.TopicStats(topic); err != nil || st.DeDuplicationStatus != "Enabled" {
+			t.Errorf("%s: deduplicationStatus %q (%v), want Enabled", c.Name, st.DeDuplicationStatus, err)
+		}
+		msgs := harness.Drain(t, chk, c.Name, consumers[c.Name], 2*n+1, 30*time.Second)
+		var wrong []string
+		for _, m := range msgs {
+			origin := producerOrigin(keyOf(t, m).Producer)
+			replicated := origin != c.Name
+			if m.ProducerName() != "writer" || m.IsReplicated() != replicated || (replicated && m.GetReplicatedFrom() != origin) {
+				wrong = append(wrong, fmt.Sprintf("%s: producer %q replicated %v from %q", keyOf(t, m), m.ProducerName(), m.IsReplicated(), m.GetReplicatedFrom()))
+			}
+		}
+		if len(wrong) > 0 {
+			t.Errorf("%s: %d messages with the wrong producer name or origin, first: %s", c.Name, len(wrong), wrong[0])
+		}
+		if extra := harness.DrainQuiet(t, chk, c.Name, consumers[c.Name], 200*time.Millisecond); len(extra) > 0 {
+			t.Errorf("%s: %d message(s) after the expected ones: %s", c.Name, len(extra), describe(extra))
+		}
+		verify(t, chk, c.Name, checker.Expect{})
+	}
+}
