@@ -20,6 +20,14 @@ func checkFastMatchesGeneral(t *testing.T, e Entry) {
 	if !ok {
 		return // the general path decides alone
 	}
+	if gerr != nil && fr == SkipNone && len(fast.Body) > 0 && wire.VerifyChecksum(e.Data) != nil {
+		// A large entry whose stored checksum is wrong: the fast path does not read the body, and
+		// what it produces must then fail the remote's checksum check (never pass as valid).
+		if wire.VerifyChecksum(fast.Bytes()) == nil {
+			t.Fatal("corrupt large entry forwarded with a valid checksum")
+		}
+		return
+	}
 	if gerr != nil {
 		t.Fatalf("fast path accepted what the general path rejects: %v", gerr)
 	}
@@ -73,14 +81,19 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 		e = mkEntry(t, Position{3, int64(i)}, strings.Repeat("x", zeroCopyMinBody+i), tweak)
 		checkFastMatchesGeneral(t, e)
 	}
-	// A large entry whose stored checksum is wrong goes to the general path, which refuses it.
+	// A large entry whose body no longer matches its stored checksum is forwarded unread; the
+	// remote's checksum check refuses it.
 	e := mkEntry(t, Position{4, 0}, strings.Repeat("y", 3*zeroCopyMinBody), nil)
 	e.Data[len(e.Data)-1] ^= 1
-	if _, _, ok := prepareFast(e, "a", "b"); ok {
-		t.Fatal("fast path accepted a large entry with a wrong checksum")
-	}
-	if _, reason, err := PrepareEntry(e, "a", "b"); reason != SkipCorrupt || err == nil {
+	checkFastMatchesGeneral(t, e)
+	if out, reason, err := PrepareEntry(e, "a", "b"); reason != SkipNone || err != nil || wire.VerifyChecksum(out.Bytes()) == nil {
 		t.Fatalf("corrupt large entry: %q %v", reason, err)
+	}
+	// A small one is checked and skipped as corrupt.
+	e = mkEntry(t, Position{4, 0}, "small", nil)
+	e.Data[len(e.Data)-1] ^= 1
+	if _, reason, err := PrepareEntry(e, "a", "b"); reason != SkipCorrupt || err == nil {
+		t.Fatalf("corrupt small entry: %q %v", reason, err)
 	}
 	// Two parts: Data + Body is a valid entry whose body aliases the stored one.
 	e = mkEntry(t, Position{4, 1}, strings.Repeat("z", zeroCopyMinBody), nil)
