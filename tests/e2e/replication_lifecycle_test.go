@@ -174,18 +174,23 @@ func (c *lcCluster) waitRepl(t *testing.T, timeout time.Duration, topic, remote,
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var got adminapi.ReplicatorStats
+	var last error // the last answer that was not cut short by the deadline
 	if err := harness.WaitFor(ctx, func(ctx context.Context) error {
 		r, err := c.repl(ctx, topic, remote)
 		if err != nil {
+			if ctx.Err() == nil {
+				last = err
+			}
 			return err
 		}
 		if err := ok(r); err != nil {
-			return fmt.Errorf("%w (stats %+v)", err, r)
+			last = fmt.Errorf("%w (stats %+v)", err, r)
+			return last
 		}
 		got = r
 		return nil
 	}); err != nil {
-		t.Fatalf("%s -> %s, %s: %s within %v: %v", c.Name, remote, topic, what, timeout, err)
+		t.Fatalf("%s -> %s, %s: %s within %v: %v (last answer: %v)", c.Name, remote, topic, what, timeout, err, last)
 	}
 	return got
 }
@@ -609,6 +614,26 @@ func TestReplLifecycleAutoCreatedTopicFirstMessage(t *testing.T) {
 		lcDrain(t, chk, stream, west, topic, "east")
 		p := fmt.Sprintf("p%d", i)
 		verify(t, chk, stream, checker.Expect{Producers: func(name string) bool { return name == p }})
+	}
+
+	// A topic created by a subscription (no producer yet), then written to: its first message
+	// replicates too.
+	subTopic := harness.Topic(t)
+	newConsumer(t, cl, pulsar.ConsumerOptions{Topic: subTopic, SubscriptionName: "creates-the-topic"})
+	sendSync(t, chk, lcProducer(t, cl, subTopic, "after-subscribe"), "after-subscribe", 0, 3, 64)
+	// A topic whose first entry is a batch of 50 messages (one entry: its first entry replicates
+	// whole).
+	batchTopic := harness.Topic(t)
+	bp := newProducer(t, cl, pulsar.ProducerOptions{Topic: batchTopic, Name: "batch", BatchingMaxMessages: 50,
+		BatchingMaxPublishDelay: time.Minute, BatchingMaxSize: 1 << 20})
+	sendAsync(t, chk, bp, "batch", 0, 50, 64)
+	for _, tc := range []struct{ topic, producer string }{{subTopic, "after-subscribe"}, {batchTopic, "batch"}} {
+		rs := east.waitRepl(t, 10*time.Second, tc.topic, "west", "caught up", caughtUp)
+		if rs.StartMode != "earliest" {
+			t.Errorf("%s: startMode %q, want earliest", tc.producer, rs.StartMode)
+		}
+		lcDrain(t, chk, "west-"+tc.producer, west, tc.topic, "east")
+		verify(t, chk, "west-"+tc.producer, checker.Expect{Producers: func(name string) bool { return name == tc.producer }})
 	}
 }
 
@@ -1255,6 +1280,109 @@ func TestReplLifecycleRatesAfterBurst(t *testing.T) {
 		out, in := est.Replication["west"], wst.Replication["east"]
 		if out.MsgRateOut <= 0 || out.MsgThroughputOut <= 0 || in.MsgRateIn <= 0 || in.MsgThroughputIn <= 0 {
 			return fmt.Errorf("east replication.west %+v; west replication.east %+v", out, in)
+		}
+		return nil
+	})
+}
+
+// TestReplLifecycleReaddCluster: a remote removed while it was down (its backlog abandoned) and
+// added again later, with --replication-start-at earliest, gets a new cursor at the beginning of
+// the topic: the abandoned entries are sent after all, and what the remote already had is
+// dropped there by source position (duplicatesDropped), so the remote holds every message
+// exactly once, in order. A second remote (north) replicates throughout, untouched by the
+// removal and re-adding of west.
+func TestReplLifecycleReaddCluster(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartEarliest, "east", "west", "north")
+	east, west, north := cs[0], cs[1], cs[2]
+	east.replicate(t, "east", "west", "north")
+	topic := harness.Topic(t)
+	chk := checker.New()
+	p := lcProducer(t, east.Client(t), topic, "p")
+	sendSync(t, chk, p, "p", 0, 10, 128)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+
+	if err := west.InProcess.Close(); err != nil {
+		t.Fatalf("stop west: %v", err)
+	}
+	sendSync(t, chk, p, "p", 10, 35, 128)
+	east.replicate(t, "east", "north")
+	sendSync(t, chk, p, "p", 35, 40, 128)
+	west.InProcess.Start()
+	east.replicate(t, "east", "west", "north")
+	sendSync(t, chk, p, "p", 40, 45, 128)
+
+	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after re-adding", caughtUp)
+	if rs.StartMode != "earliest" || rs.MsgOutCounter != 45 {
+		t.Errorf("re-added west: startMode %q msgOutCounter %d, want earliest and all 45 sent again", rs.StartMode, rs.MsgOutCounter)
+	}
+	in := west.waitRepl(t, 5*time.Second, topic, "east", "duplicates dropped by source position", func(r adminapi.ReplicatorStats) error {
+		if r.DuplicatesDropped != 10 {
+			return fmt.Errorf("duplicatesDropped %d, want the 10 west had before", r.DuplicatesDropped)
+		}
+		return nil
+	})
+	t.Logf("west after re-adding: msgInCounter %d, duplicatesDropped %d", in.MsgInCounter, in.DuplicatesDropped)
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+
+	nr := east.waitRepl(t, 10*time.Second, topic, "north", "caught up", caughtUp)
+	if nr.MsgOutCounter != 45 || nr.Reconnects != 0 {
+		t.Errorf("north, replicating throughout: msgOutCounter %d (want 45), reconnects %d (want 0)", nr.MsgOutCounter, nr.Reconnects)
+	}
+	lcDrain(t, chk, "north", north, topic, "east")
+	verify(t, chk, "north", checker.Expect{})
+}
+
+// TestReplLifecycleChangeWhileSourceDown: with a shared configuration store, the namespace's
+// replication clusters change (through west) while east, which owns an idle topic with data, is
+// stopped. When east starts again, its start pass applies what it missed, without any client
+// touching the topic: adding west replicates the topic (observed on west only), and removing west
+// again while east is down deletes the cursor after the next start.
+func TestReplLifecycleChangeWhileSourceDown(t *testing.T) {
+	cs := lcShared(t, "east", "west")
+	east, west := cs[0], cs[1]
+	topic := harness.Topic(t)
+	chk := checker.New()
+	const n = 15
+	lcProduceAndLeave(t, chk, east, topic, "idle", 0, n)
+
+	if err := east.InProcess.Close(); err != nil {
+		t.Fatalf("stop east: %v", err)
+	}
+	west.replicate(t, "east", "west")
+	r := newReader(t, west.Client(t), pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	east.InProcess.Start()
+	started := time.Now()
+	ctx := testCtx(t, 30*time.Second)
+	for i := 0; i < n; i++ {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("reader on west: %d of %d messages %v after east restarted: %v", i, n, time.Since(started), err)
+		}
+		chk.Received("west", m.Payload(), m.ID().String())
+	}
+	took := time.Since(started)
+	t.Logf("west added while east was down: all %d messages on west %v after east was ready again", n, took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Errorf("east replicated its idle topic only %v after it started", took)
+	}
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	lcDrain(t, chk, "west-all", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+	verify(t, chk, "west-all", checker.Expect{})
+
+	if err := east.InProcess.Close(); err != nil {
+		t.Fatalf("stop east: %v", err)
+	}
+	west.replicate(t, "east")
+	east.InProcess.Start()
+	harness.Eventually(t, 2*time.Second, "cursor pulsar.repl.west deleted after east's restart", func() error {
+		cursors, err := east.cursorsOf(t, topic)
+		if err != nil {
+			return err
+		}
+		if _, ok := cursors["pulsar.repl.west"]; ok {
+			return fmt.Errorf("cursor pulsar.repl.west still there: %v", keys(cursors))
 		}
 		return nil
 	})
