@@ -128,10 +128,8 @@ func runTopology(t *testing.T, topo topology) *checker.Checker {
 	topic := harness.TopicIn(t, geoNamespace)
 	chk := checker.New()
 
-	byName := make(map[string]*harness.Cluster)
 	clients := make(map[string]pulsar.Client)
 	for _, c := range topo.clusters {
-		byName[c.Name] = c
 		clients[c.Name] = c.Client(t)
 	}
 	if topo.partitions > 0 {
