@@ -862,6 +862,9 @@ type lcRateCase struct {
 	topicB   int64
 	n        int64 // messages stored before replication starts
 	topic    string
+	// policyTopic carries the topic-level policy: the topic itself, or a partition's partitioned
+	// topic.
+	policyTopic string
 
 	// measured
 	samples []lcRateSample // steady phase: past the burst, not yet done
@@ -888,8 +891,8 @@ func slope(ss []lcRateSample) float64 {
 
 // TestReplLifecycleDispatchRate: replicatorDispatchRate set through pulsaradmin at namespace level
 // (messages/s and bytes/s in one policy) and at topic level (messages/s only, bytes/s only, each
-// replacing the namespace's) holds four replicators, catching up concurrently from earliest, within
-// ±20% of their limits. The rate is measured as the slope of msgOutCounter (bytesOutCounter) from
+// replacing the namespace's; and on a partitioned topic, where it holds for each partition) keeps
+// six replicators, catching up concurrently from earliest, within ±20% of their limits. The rate is measured as the slope of msgOutCounter (bytesOutCounter) from
 // the end of the first second's burst until the replicator is done.
 func TestReplLifecycleDispatchRate(t *testing.T) {
 	steady := 3.0 // seconds of steady state after the one-second burst
@@ -913,10 +916,24 @@ func TestReplLifecycleDispatchRate(t *testing.T) {
 		{name: "topic-msgs", size: 100, limit: 100, topicMsg: 100, topicB: -1},
 		{name: "topic-bytes", size: 1024, bytes: true, limit: 80 * 1024, topicMsg: -1, topicB: 80 * 1024},
 	}
+	// A partitioned topic with a topic-level limit: the limit holds for each partition's replicator.
+	parent := harness.Topic(t) + "-partitioned"
+	if err := east.Admin.Topics().Create(lcTopicName(t, parent), 2); err != nil {
+		t.Fatalf("create partitioned %s: %v", parent, err)
+	}
+	for i := 0; i < 2; i++ {
+		cases = append(cases, &lcRateCase{name: fmt.Sprintf("partition-%d", i), size: 100, limit: 120, topicMsg: 120, topicB: -1,
+			topic: fmt.Sprintf("%s-partition-%d", parent, i), policyTopic: parent})
+	}
 	chk := checker.New()
 	cl := east.client(t)
 	for _, c := range cases {
-		c.topic = harness.Topic(t) + "-" + c.name
+		if c.topic == "" {
+			c.topic = harness.Topic(t) + "-" + c.name
+		}
+		if c.policyTopic == "" {
+			c.policyTopic = c.topic
+		}
 		perMsg := float64(c.size)
 		if !c.bytes {
 			perMsg = 1
@@ -924,7 +941,7 @@ func TestReplLifecycleDispatchRate(t *testing.T) {
 		c.n = int64((1 + steady) * c.limit / perMsg)
 		sendAsync(t, chk, lcProducer(t, cl, c.topic, c.name), c.name, 0, c.n, c.size)
 		if c.topicMsg != 0 || c.topicB != 0 {
-			tn := lcTopicName(t, c.topic)
+			tn := lcTopicName(t, c.policyTopic)
 			rate := utils.DispatchRateData{DispatchThrottlingRateInMsg: c.topicMsg, DispatchThrottlingRateInByte: c.topicB, RatePeriodInSecond: 1}
 			if err := east.Admin.Topics().SetReplicatorDispatchRate(tn, rate); err != nil {
 				t.Fatalf("%s: topic replicatorDispatchRate: %v", c.name, err)
