@@ -778,8 +778,17 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 		if v, err := p.value("pulsar_replication_rate_in", west.replLabels(topic, "east")); err != nil || v <= 0 {
 			return fmt.Errorf("pulsar_replication_rate_in = %v, %v", v, err)
 		}
+		if v, err := p.value("pulsar_replication_throughput_in", west.replLabels(topic, "east")); err != nil || v <= 0 {
+			return fmt.Errorf("pulsar_replication_throughput_in = %v, %v", v, err)
+		}
 		return nil
 	})
+	if age := time.Since(time.UnixMilli(rs.LastProgressTimestamp)); rs.LastProgressTimestamp == 0 || age < 0 || age > 30*time.Second {
+		t.Errorf("caught up: lastProgressTimestamp %d (%v ago), want a recent time", rs.LastProgressTimestamp, age)
+	}
+	if rs.StartMode == "" || rs.StartPosition == "" || rs.MarkDeletePosition != wantMD {
+		t.Errorf("caught up: startMode %q startPosition %q markDeletePosition %q, want a start and the mark-delete at %s", rs.StartMode, rs.StartPosition, rs.MarkDeletePosition, wantMD)
+	}
 
 	// The target goes away.
 	if err := west.InProcess.Close(); err != nil {
