@@ -624,7 +624,9 @@ func (x *Index) decodeSnapshot(props map[string]string) (Position, error) {
 		return Position{}, err
 	}
 	x.origins = origins
+	now := x.opts.Now()
 	for _, o := range origins {
+		o.window.add(now, 0, 0) // counters start at zero with the load (see origin)
 		if n := len(o.runs); n > 0 && o.runs[n-1].localEnd().Compare(x.lastLocal) > 0 {
 			x.lastLocal = o.runs[n-1].localEnd()
 		}
@@ -646,7 +648,7 @@ func decodeOrigins(buf []byte) (map[string]*originState, error) {
 		}
 		name := string(r.b[:l])
 		r.b = r.b[l:]
-		o := &originState{floor: Position{r.varint(), r.varint()}}
+		o := &originState{name: name, floor: Position{r.varint(), r.varint()}}
 		runs := r.uvarint()
 		if r.err != nil || runs > uint64(len(r.b)) {
 			return nil, fmt.Errorf("%w: run count of %q", errBadSnapshot, name)

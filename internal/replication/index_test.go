@@ -171,6 +171,23 @@ func TestIndexSnapshotRoundTripAndRebuild(t *testing.T) {
 	if dup, _, _, _, _ := y.Admit(replicated(t, "a", Position{1, 59}, "x")); !dup {
 		t.Fatal("resend after reload not recognised as duplicate")
 	}
+	// New entries after a reload from a snapshot are recorded under their origin and counted (a
+	// snapshot-loaded origin once lost its name: entries were counted under "" and not mapped).
+	store(y, "a", Position{1, 60})
+	if !y.Contains("a", Position{1, 60}) {
+		t.Fatal("entry stored after reload not mapped under its origin")
+	}
+	if dup, _, _, _, _ := y.Admit(replicated(t, "a", Position{1, 60}, "x")); !dup {
+		t.Fatal("resend of an entry stored after reload not recognised as duplicate")
+	}
+	for _, in := range y.Inbound() {
+		if in.Origin == "a" && in.MsgInCount != 1 {
+			t.Fatalf("origin a counted %d since the reload, want 1", in.MsgInCount)
+		}
+		if in.Origin == "" {
+			t.Fatalf("entries counted under an empty origin: %+v", in)
+		}
+	}
 
 	// A damaged snapshot costs a full scan, never correctness.
 	_ = cur.SetProperties(ctx, map[string]string{"index.version": "1", "index.scanFrom": "30:200", "index.data": "!!!"})
