@@ -1413,3 +1413,58 @@ func TestReplLifecycleChangeWhileSourceDown(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReplLifecycleDeleteAndRecreateTopic: deleting a replicated topic on the source stops its
+// replicator (meridian_replicators_running) and the topic is gone from the namespace; a topic
+// created again under the same name — new data, new positions — replicates its messages to the
+// remote, which still holds the old topic's copies: none of the new messages may be taken for a
+// duplicate of an old one (the remote deduplicates by source position), also when the source
+// restarted between the deletion and the new topic.
+func TestReplLifecycleDeleteAndRecreateTopic(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+	east, west := cs[0], cs[1]
+	east.replicate(t, "east", "west")
+	topic := harness.Topic(t)
+	tn := lcTopicName(t, topic)
+	chk := checker.New()
+	lcProduceAndLeave(t, chk, east, topic, "first-life", 0, 10)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+
+	if err := east.Admin.Topics().Delete(tn, false, true); err != nil {
+		t.Fatalf("delete %s on east: %v", topic, err)
+	}
+	east.lcWaitMetrics(t, time.Second, "replicator stopped with the deleted topic",
+		metricIs("meridian_replicators_running", map[string]string{"cluster": "east"}, 0))
+	ns, _ := utils.GetNamespaceName(lcNamespace)
+	if _, nonPartitioned, err := east.Admin.Topics().List(*ns); err != nil || slices.Contains(nonPartitioned, topic) {
+		t.Errorf("east's topics after deleting %s: %v, %v", topic, nonPartitioned, err)
+	}
+
+	ids := lcProduceAndLeave(t, chk, east, topic, "second-life", 0, 10)
+	t.Logf("re-created topic: first new message at %v", ids[0])
+	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up (re-created topic)", caughtUp)
+	if rs.StartMode != "earliest" {
+		t.Errorf("re-created topic: startMode %q, want earliest (a new topic's cursor exists before its first entry)", rs.StartMode)
+	}
+
+	// Once more, with a restart of east between the deletion and the new topic: positions of the
+	// third topic must not repeat the earlier ones either.
+	if err := east.Admin.Topics().Delete(tn, false, true); err != nil {
+		t.Fatalf("delete %s on east again: %v", topic, err)
+	}
+	if err := east.InProcess.Close(); err != nil {
+		t.Fatalf("stop east: %v", err)
+	}
+	east.InProcess.Start()
+	ids = lcProduceAndLeave(t, chk, east, topic, "third-life", 0, 10)
+	t.Logf("re-created after a restart: first new message at %v", ids[0])
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up (re-created after a restart)", caughtUp)
+
+	in, err := west.repl(testCtx(t, 10*time.Second), topic, "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("west: msgInCounter %d, duplicatesDropped %d", in.MsgInCounter, in.DuplicatesDropped)
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+}
