@@ -194,6 +194,16 @@ func TestProducerResendsPendingAfterReconnect(t *testing.T) {
 	if p.Name() != "mine" || !p.Connected() {
 		t.Fatalf("after reconnect: name %q connected %v", p.Name(), p.Connected())
 	}
+	if p.Reconnects() != 1 || !p.DisconnectedSince().IsZero() {
+		t.Fatalf("after reconnect: reconnects %d, disconnected since %v", p.Reconnects(), p.DisconnectedSince())
+	}
+	// While the broker is gone the producer says since when.
+	before := time.Now()
+	b.close()
+	eventually(t, "disconnected", func() bool { return !p.Connected() })
+	if d := p.DisconnectedSince(); d.Before(before) || d.After(time.Now()) {
+		t.Fatalf("disconnected since %v, want after %v", d, before)
+	}
 }
 
 func TestProducerSequenceFromBroker(t *testing.T) {

@@ -87,19 +87,21 @@ type Producer struct {
 
 	slots chan struct{} // one token per pending send
 
-	mu        sync.Mutex
-	name      string
-	cn        *conn // nil while disconnected
-	epoch     uint64
-	nextSeq   uint64
-	pending   []*pendingSend
-	batch     *openBatch    // messages waiting to be sent as one entry
-	changed   chan struct{} // closed and replaced whenever pending shrinks
-	lastErr   error
-	closed    bool
-	reconnect chan struct{}
-	stop      chan struct{}
-	done      chan struct{}
+	mu         sync.Mutex
+	name       string
+	cn         *conn // nil while disconnected
+	epoch      uint64
+	nextSeq    uint64
+	pending    []*pendingSend
+	batch      *openBatch    // messages waiting to be sent as one entry
+	changed    chan struct{} // closed and replaced whenever pending shrinks
+	lastErr    error
+	lostAt     time.Time // when the connection was lost (zero while connected)
+	reconnects int64     // successful reconnections after a lost connection
+	closed     bool
+	reconnect  chan struct{}
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 type pendingSend struct {
@@ -180,6 +182,24 @@ func (p *Producer) Connected() bool {
 	return p.cn != nil
 }
 
+// DisconnectedSince is when the producer lost its connection (zero while connected, and before
+// the first connection).
+func (p *Producer) DisconnectedSince() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cn != nil {
+		return time.Time{}
+	}
+	return p.lostAt
+}
+
+// Reconnects counts the producer's successful reconnections after a lost connection.
+func (p *Producer) Reconnects() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reconnects
+}
+
 // Pending is the number of sends awaiting a receipt.
 func (p *Producer) Pending() int {
 	p.mu.Lock()
@@ -245,6 +265,9 @@ func (p *Producer) connect(ctx context.Context, first bool) error {
 	p.epoch++
 	p.cn = cn
 	p.lastErr = nil
+	if !first {
+		p.reconnects++
+	}
 	for _, s := range p.pending {
 		_ = cn.sendFrame(s.frame)
 	}
@@ -319,6 +342,7 @@ func (p *Producer) onDisconnect(c *conn, reason error) {
 	}
 	p.cn = nil
 	p.lastErr = reason
+	p.lostAt = time.Now()
 	p.mu.Unlock()
 	select {
 	case p.reconnect <- struct{}{}:

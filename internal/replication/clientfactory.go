@@ -213,3 +213,9 @@ func (c *clientProducer) Connected() bool { return c.p.Connected() }
 
 // LastError is the client's most recent connection or send failure.
 func (c *clientProducer) LastError() error { return c.p.LastError() }
+
+// DisconnectedSince is when the producer's connection was lost (zero while connected).
+func (c *clientProducer) DisconnectedSince() time.Time { return c.p.DisconnectedSince() }
+
+// Reconnects counts the client's own reconnections of this producer.
+func (c *clientProducer) Reconnects() int64 { return c.p.Reconnects() }

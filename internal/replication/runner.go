@@ -47,14 +47,16 @@ type Runner struct {
 		pos  Position
 	}
 
-	mu      sync.Mutex // guards m and current (the loop and Stats both use them)
+	mu      sync.Mutex // guards m, current and pastReconnects (the loop and Stats both use them)
 	m       *Machine
 	current RemoteProducer // the connected producer, for its connection state in Stats
-	window  rateWindow
-	inbox   mailbox
-	cancel  context.CancelFunc
-	done    chan struct{}
-	workers sync.WaitGroup
+	// pastReconnects sums the client-level reconnections of producers already closed.
+	pastReconnects int64
+	window         rateWindow
+	inbox          mailbox
+	cancel         context.CancelFunc
+	done           chan struct{}
+	workers        sync.WaitGroup
 
 	// Loop-owned state.
 	producers map[int64]RemoteProducer
@@ -186,7 +188,11 @@ func (r *Runner) Stats() Stats {
 	c := r.m.Counters()
 	rate := r.m.cfg.Rate
 	current := r.current
+	reconnects := c.Reconnects + r.pastReconnects
 	r.mu.Unlock()
+	if cr, ok := current.(clientReconnects); ok {
+		reconnects += cr.Reconnects()
+	}
 	now := r.now()
 	s := Stats{
 		Topic: r.cfg.Topic.Name(), LocalCluster: r.cfg.Machine.Local, RemoteCluster: r.cfg.Machine.Remote,
@@ -198,7 +204,7 @@ func (r *Runner) Stats() Stats {
 		MarkDeletePosition: c.MarkDelete,
 		LastProgress:       c.LastProgress,
 		LastError:          c.LastError, LastErrorTime: c.LastErrorTime,
-		Phase: c.Phase.String(), Reconnects: c.Reconnects, Skipped: c.Skipped,
+		Phase: c.Phase.String(), Reconnects: reconnects, Skipped: c.Skipped,
 		RateLimited: c.RateLimited, Rate: rate,
 	}
 	// The client reconnects by itself; while it does, the replicator is not connected, and the
@@ -213,6 +219,10 @@ func (r *Runner) Stats() Stats {
 			s.LastError = fmt.Sprintf("connection to %s lost; reconnecting", r.cfg.Machine.Remote)
 			if err := cc.LastError(); err != nil {
 				s.LastError += ": " + err.Error()
+			}
+			s.LastErrorTime = now
+			if d, ok := current.(interface{ DisconnectedSince() time.Time }); ok && !d.DisconnectedSince().IsZero() {
+				s.LastErrorTime = d.DisconnectedSince()
 			}
 		}
 	}
@@ -370,6 +380,9 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 			if r.current == p {
 				r.current = nil
 			}
+			if cr, ok := p.(clientReconnects); ok {
+				r.pastReconnects += cr.Reconnects()
+			}
 			r.mu.Unlock()
 			r.closeProducer(p)
 		}
@@ -420,6 +433,10 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 		r.timers[a.Kind] = time.AfterFunc(a.Delay, func() { r.inbox.post(timerFired{kind: kind, seq: seq}) })
 	}
 }
+
+// clientReconnects is implemented by remote producers that reconnect by themselves (the client's):
+// their reconnections count in the replicator's reconnects.
+type clientReconnects interface{ Reconnects() int64 }
 
 // closeProducer closes p in the background (bounded by 5 s) so a dead remote cannot block the loop.
 func (r *Runner) closeProducer(p RemoteProducer) {

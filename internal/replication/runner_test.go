@@ -2,9 +2,11 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,5 +279,67 @@ func TestParsePositionBytes(t *testing.T) {
 		if got != want || (werr == nil) != (gerr == nil) {
 			t.Errorf("%q: bytes %v %v, string %v %v", s, got, gerr, want, werr)
 		}
+	}
+}
+
+// connState is a remote producer that reconnects by itself (as the client's does) and reports it.
+type connState struct {
+	RemoteProducer
+	mu         sync.Mutex
+	connected  bool
+	since      time.Time
+	reconnects int64
+}
+
+func (c *connState) Connected() bool  { c.mu.Lock(); defer c.mu.Unlock(); return c.connected }
+func (c *connState) LastError() error { return errors.New("broker gone") }
+func (c *connState) DisconnectedSince() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.since
+}
+func (c *connState) Reconnects() int64 { c.mu.Lock(); defer c.mu.Unlock(); return c.reconnects }
+
+type connStateFactory struct {
+	inner RemoteProducerFactory
+	mu    sync.Mutex
+	last  *connState
+}
+
+func (f *connStateFactory) NewProducer(ctx context.Context, remote, topic, name string) (RemoteProducer, error) {
+	p, err := f.inner.NewProducer(ctx, remote, topic, name)
+	if err != nil {
+		return nil, err
+	}
+	cs := &connState{RemoteProducer: p, connected: true}
+	f.mu.Lock()
+	f.last = cs
+	f.mu.Unlock()
+	return cs, nil
+}
+
+// While the client reconnects by itself, stats show the reason with the time the connection was
+// lost, and the client's reconnections count in reconnects.
+func TestRunnerStatsWhileClientReconnects(t *testing.T) {
+	p := newPair(t)
+	f := &connStateFactory{inner: p.remote}
+	r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Producers = f })
+	waitFor(t, 5*time.Second, "connected", func() bool { return r.Stats().Connected })
+	f.mu.Lock()
+	cs := f.last
+	f.mu.Unlock()
+	lost := time.Now().Add(-3 * time.Second).Truncate(time.Millisecond)
+	cs.mu.Lock()
+	cs.connected, cs.since = false, lost
+	cs.mu.Unlock()
+	s := r.Stats()
+	if s.Connected || s.LastError == "" || !s.LastErrorTime.Equal(lost) || s.Admin().LastErrorTimestamp != lost.UnixMilli() {
+		t.Fatalf("while reconnecting: connected %v, lastError %q at %v", s.Connected, s.LastError, s.LastErrorTime)
+	}
+	cs.mu.Lock()
+	cs.connected, cs.since, cs.reconnects = true, time.Time{}, 2
+	cs.mu.Unlock()
+	if s := r.Stats(); !s.Connected || s.Reconnects != 2 {
+		t.Fatalf("after the client reconnected: connected %v, reconnects %d", s.Connected, s.Reconnects)
 	}
 }
