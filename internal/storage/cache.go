@@ -8,17 +8,28 @@ import (
 // entryCache is the broker-wide, byte-bounded cache of recently appended entries, keyed by
 // position (ledger ids are unique across the engine). Eviction is FIFO by insertion: the tail of
 // every ledger is what caught-up consumers and replicators read, and the tail is what was
-// inserted last. Entries of a removed ledger id are dropped lazily as they reach the front.
+// inserted last.
+//
+// Entries of one ledger id are appended in entry order, so they are kept as a run (a slice
+// indexed by entry id - first) per ledger id rather than one map slot per entry: a put is an
+// append, a get an index, and the FIFO evicts from the front of the oldest run. A put that does
+// not continue its run (an entry was too large to cache) starts a new run. Entries of a removed
+// ledger id are dropped at once; their queue slots are skipped as they reach the front.
 type entryCache struct {
 	limit int64
 
 	mu    sync.Mutex
-	m     map[Position]cachedEntry
-	queue []cacheKey // FIFO ring
+	runs  map[int64]*cacheRun // by ledger id
+	queue []cacheKey          // FIFO ring of what was inserted
 	head  int
 	bytes int64
 
 	hits, misses atomic.Int64
+}
+
+type cacheRun struct {
+	first   int64 // entry id of entries[0]
+	entries []cachedEntry
 }
 
 type cachedEntry struct {
@@ -35,7 +46,7 @@ type cacheKey struct {
 const cacheEntryOverhead = 64
 
 func newEntryCache(limit int64) *entryCache {
-	return &entryCache{limit: limit, m: map[Position]cachedEntry{}}
+	return &entryCache{limit: limit, runs: map[int64]*cacheRun{}}
 }
 
 func (c *entryCache) put(p Position, publishTime int64, data []byte) {
@@ -47,25 +58,38 @@ func (c *entryCache) put(p Position, publishTime int64, data []byte) {
 		return
 	}
 	c.mu.Lock()
-	if _, ok := c.m[p]; !ok {
-		c.m[p] = cachedEntry{publishTime, data}
-		c.queue = append(c.queue, cacheKey{p, size})
-		c.bytes += size
-		for c.bytes > c.limit && c.head < len(c.queue) {
-			k := c.queue[c.head]
-			c.queue[c.head] = cacheKey{}
-			c.head++
-			if _, ok := c.m[k.p]; ok {
-				delete(c.m, k.p)
+	r := c.runs[p.LedgerID]
+	switch {
+	case r == nil || p.EntryID != r.first+int64(len(r.entries)):
+		if r != nil && p.EntryID >= r.first && p.EntryID < r.first+int64(len(r.entries)) {
+			c.mu.Unlock()
+			return // already cached
+		}
+		r = &cacheRun{first: p.EntryID}
+		c.runs[p.LedgerID] = r
+	}
+	r.entries = append(r.entries, cachedEntry{publishTime, data})
+	c.queue = append(c.queue, cacheKey{p, size})
+	c.bytes += size
+	for c.bytes > c.limit && c.head < len(c.queue) {
+		k := c.queue[c.head]
+		c.queue[c.head] = cacheKey{}
+		c.head++
+		c.bytes -= k.size
+		if r := c.runs[k.p.LedgerID]; r != nil && len(r.entries) > 0 && r.first == k.p.EntryID {
+			r.entries[0] = cachedEntry{}
+			r.entries = r.entries[1:]
+			r.first++
+			if len(r.entries) == 0 {
+				delete(c.runs, k.p.LedgerID)
 			}
-			c.bytes -= k.size
 		}
-		if c.head > 1024 && c.head > len(c.queue)/2 {
-			n := copy(c.queue, c.queue[c.head:])
-			clear(c.queue[n:])
-			c.queue = c.queue[:n]
-			c.head = 0
-		}
+	}
+	if c.head > 1024 && c.head > len(c.queue)/2 {
+		n := copy(c.queue, c.queue[c.head:])
+		clear(c.queue[n:])
+		c.queue = c.queue[:n]
+		c.head = 0
 	}
 	c.mu.Unlock()
 }
@@ -75,8 +99,12 @@ func (c *entryCache) get(p Position) (cachedEntry, bool) {
 		c.misses.Add(1)
 		return cachedEntry{}, false
 	}
+	var e cachedEntry
+	ok := false
 	c.mu.Lock()
-	e, ok := c.m[p]
+	if r := c.runs[p.LedgerID]; r != nil && p.EntryID >= r.first && p.EntryID < r.first+int64(len(r.entries)) {
+		e, ok = r.entries[p.EntryID-r.first], true
+	}
 	c.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
@@ -86,15 +114,14 @@ func (c *entryCache) get(p Position) (cachedEntry, bool) {
 	return e, ok
 }
 
-// dropLedger forgets the entries of one ledger id (their bytes are released as they reach the front).
+// dropLedger forgets the entries of one ledger id (their bytes are released as their queue slots
+// reach the front).
 func (c *entryCache) dropLedger(ledgerID, entries int64) {
 	if c.limit <= 0 {
 		return
 	}
 	c.mu.Lock()
-	for e := int64(0); e < entries; e++ {
-		delete(c.m, Position{ledgerID, e})
-	}
+	delete(c.runs, ledgerID)
 	c.mu.Unlock()
 }
 
