@@ -80,3 +80,63 @@ func BenchmarkPublishPipelined(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPublishWindowed is the shape of pulsar-perf's default run: batches of 128 x 1 KiB
+// messages (its 128 KiB batch limit) with at most 8 SENDs (~1000 messages, its queue size)
+// awaiting receipts. Throughput is then the window over the round trip, so it measures the
+// publish path's latency under load (group commit, fsync, apply) more than its CPU cost.
+// One op = one message.
+func BenchmarkPublishWindowed(b *testing.B) {
+	const perSend, msgSize, window = 128, 1024, 8
+	s := startServer(b, Options{})
+	c := dialRaw(b, s.addr)
+	c.connect()
+	name := c.createProducer("persistent://public/default/bench-windowed", 1, 1)
+	md := &pulsarpb.MessageMetadata{ProducerName: proto.String(name), SequenceId: proto.Uint64(0),
+		PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())), NumMessagesInBatch: proto.Int32(perSend)}
+	payload, err := wire.EncodeEntry(md, make([]byte, perSend*(msgSize+8)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sends := (b.N + perSend - 1) / perSend
+	b.SetBytes(msgSize)
+	b.ResetTimer()
+	credits := make(chan struct{}, window)
+	for i := 0; i < window; i++ {
+		credits <- struct{}{}
+	}
+	writeErr := make(chan error, 1)
+	go func() {
+		w := wire.NewWriter(c.nc)
+		for i := 0; i < sends; i++ {
+			<-credits
+			send := &pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(uint64(i)), NumMessages: proto.Int32(perSend)}
+			if err := w.WritePayloadCommand(wire.Command(send), payload); err != nil {
+				writeErr <- err
+				return
+			}
+			if err := w.Flush(); err != nil {
+				writeErr <- err
+				return
+			}
+		}
+		writeErr <- nil
+	}()
+	for i := 0; i < sends; i++ {
+		_ = c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if f.Type() != pulsarpb.BaseCommand_SEND_RECEIPT || f.Cmd.GetSendReceipt().GetSequenceId() != uint64(i) {
+			b.Fatalf("frame %d: %s %v", i, f.Type(), f.Cmd)
+		}
+		credits <- struct{}{}
+	}
+	b.StopTimer()
+	if err := <-writeErr; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(sends*perSend)/b.Elapsed().Seconds(), "msgs/s")
+	_ = c.nc.Close()
+}
