@@ -801,6 +801,9 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 		return nil
 	})
 	t.Logf("west down: lastError %q", down.LastError)
+	if age := time.Since(time.UnixMilli(down.LastErrorTimestamp)); down.LastErrorTimestamp == 0 || age < 0 || age > 30*time.Second {
+		t.Errorf("west down: lastErrorTimestamp %d (%v ago), want a recent time", down.LastErrorTimestamp, age)
+	}
 	outageStart := time.Now()
 	sendSync(t, chk, p, "p", flowing, flowing+outage/2, size)
 	east.waitRepl(t, 5*time.Second, topic, "west", "backlog of the first half", func(r adminapi.ReplicatorStats) error {
@@ -857,6 +860,13 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 		metricIs("pulsar_replication_connected_count", labels, 1),
 		metricIs("meridian_replication_error", labels, 0),
 		metricIs("pulsar_replication_delay_in_seconds", labels, 0)))
+	inb := west.waitRepl(t, 5*time.Second, topic, "east", "inbound counted after the restart", func(r adminapi.ReplicatorStats) error {
+		if r.MsgInCounter != outage {
+			return fmt.Errorf("msgInCounter %d, want the %d messages received since west restarted", r.MsgInCounter, outage)
+		}
+		return nil
+	})
+	t.Logf("west after its restart: msgInCounter %d, duplicatesDropped %d ", inb.MsgInCounter, inb.DuplicatesDropped)
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 }
@@ -1348,6 +1358,9 @@ func TestReplLifecycleReaddCluster(t *testing.T) {
 		return nil
 	})
 	t.Logf("west after re-adding: msgInCounter %d, duplicatesDropped %d", in.MsgInCounter, in.DuplicatesDropped)
+	if in.MsgInCounter != 35 {
+		t.Errorf("west after re-adding: msgInCounter %d, want the 35 entries it did not have (duplicatesDropped %d)", in.MsgInCounter, in.DuplicatesDropped)
+	}
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 
@@ -1465,6 +1478,47 @@ func TestReplLifecycleDeleteAndRecreateTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("west: msgInCounter %d, duplicatesDropped %d", in.MsgInCounter, in.DuplicatesDropped)
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+}
+
+// TestReplLifecycleResendAfterTargetRestarts: the receiving side's deduplication by source
+// position survives restarts of the target. West is restarted twice while east replicates to it
+// (entries stored before, between and after the restarts); then east's cursor is dropped and
+// re-created at earliest (west removed from the namespace's list and added again), so east sends
+// every entry again: west must take every one of them for a duplicate and still hold each message
+// exactly once.
+func TestReplLifecycleResendAfterTargetRestarts(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartEarliest, "east", "west")
+	east, west := cs[0], cs[1]
+	east.replicate(t, "east", "west")
+	topic := harness.Topic(t)
+	chk := checker.New()
+	p := lcProducer(t, east.Client(t), topic, "p")
+	const batch = 10
+	for round := int64(0); round < 3; round++ {
+		if round > 0 {
+			if err := west.InProcess.Close(); err != nil {
+				t.Fatalf("stop west: %v", err)
+			}
+			west.InProcess.Start()
+		}
+		sendSync(t, chk, p, "p", round*batch, (round+1)*batch, 128)
+		east.waitRepl(t, 10*time.Second, topic, "west", fmt.Sprintf("caught up, round %d", round), caughtUp)
+	}
+	east.replicate(t, "east")
+	east.replicate(t, "east", "west")
+	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after re-adding (everything sent again)", caughtUp)
+	if rs.MsgOutCounter != 3*batch {
+		t.Errorf("re-added replicator sent %d, want all %d again", rs.MsgOutCounter, 3*batch)
+	}
+	in := west.waitRepl(t, 5*time.Second, topic, "east", "every resend dropped", func(r adminapi.ReplicatorStats) error {
+		if r.DuplicatesDropped != 3*batch {
+			return fmt.Errorf("duplicatesDropped %d, want %d", r.DuplicatesDropped, 3*batch)
+		}
+		return nil
+	})
+	t.Logf("west: msgInCounter %d (since its last restart), duplicatesDropped %d", in.MsgInCounter, in.DuplicatesDropped)
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 }
