@@ -1522,3 +1522,72 @@ func TestReplLifecycleResendAfterTargetRestarts(t *testing.T) {
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 }
+
+// TestReplLifecycleTopicPoliciesByWatch: with a shared configuration store, topic-level policies
+// set through another cluster's admin API (on that cluster's copy of the topic, which replication
+// created there) reach the topic's broker by watch: a topic-level replication-clusters override
+// set through west (east, north instead of the namespace's east, west) moves the
+// replicator from west to north within a second (north, added to a topic with data under
+// --replication-start-at earliest, gets everything), and a topic-level replicatorDispatchRate set
+// through north replaces a slow namespace limit within a second.
+func TestReplLifecycleTopicPoliciesByWatch(t *testing.T) {
+	cs := lcShared(t, "east", "west", "north")
+	east, west, north := cs[0], cs[1], cs[2]
+	east.replicate(t, "east", "west")
+	topic := harness.Topic(t)
+	tn := lcTopicName(t, topic)
+	chk := checker.New()
+	p := lcProducer(t, east.Client(t), topic, "p")
+	sendSync(t, chk, p, "before", 0, 5, 64)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+
+	if err := west.Admin.Topics().SetReplicationClusters(tn, []string{"east", "north"}); err != nil {
+		t.Fatalf("topic-level replication clusters through west: %v", err)
+	}
+	changed := time.Now()
+	harness.Eventually(t, time.Second, "east replicating the topic to north instead of west", func() error {
+		st, err := east.rawStats(context.Background(), topic)
+		if err != nil {
+			return err
+		}
+		if r, ok := st.Replication["north"]; !ok || !r.Connected {
+			return fmt.Errorf("replication.north %+v (present %v)", r, ok)
+		}
+		if r, ok := st.Replication["west"]; ok && (r.StartMode != "" || r.OutboundConnection != "") {
+			return fmt.Errorf("replicator to west still there: %+v", r)
+		}
+		return nil
+	})
+	t.Logf("topic-level clusters set through west: east switched from west to north %v after the admin call answered", time.Since(changed).Round(time.Millisecond))
+
+	// A slow namespace limit (set through east) holds a backlog back; a faster topic-level limit
+	// set through west must reach east's replicator within a second.
+	ns, _ := utils.GetNamespaceName(lcNamespace)
+	if err := east.Admin.Namespaces().SetReplicatorDispatchRate(*ns, utils.DispatchRate{
+		DispatchThrottlingRateInMsg: 20, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}); err != nil {
+		t.Fatalf("namespace replicatorDispatchRate: %v", err)
+	}
+	const n = 400
+	sendAsync(t, chk, p, "limited", 0, n, 64)
+	slow := east.waitRepl(t, 10*time.Second, topic, "north", "held back at 20 msg/s", func(r adminapi.ReplicatorStats) error {
+		if !r.RateLimited || r.MsgOutCounter < 30 {
+			return fmt.Errorf("rateLimited %v msgOutCounter %d", r.RateLimited, r.MsgOutCounter)
+		}
+		return nil
+	})
+	if err := north.Admin.Topics().SetReplicatorDispatchRate(tn, utils.DispatchRateData{
+		DispatchThrottlingRateInMsg: 1000, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}); err != nil {
+		t.Fatalf("topic-level replicatorDispatchRate through north: %v", err)
+	}
+	raised := time.Now()
+	east.waitRepl(t, 10*time.Second, topic, "north", "caught up at the topic-level rate", caughtUp)
+	took := time.Since(raised)
+	t.Logf("%d messages left at 20 msg/s when a topic-level 1000 msg/s was set through north: caught up %v later", int64(n+5)-slow.MsgOutCounter, took.Round(time.Millisecond))
+	if took > 1500*time.Millisecond {
+		t.Errorf("the topic-level rate set through north took effect on east only after %v, want within a second", took)
+	}
+	lcDrain(t, chk, "north", north, topic, "east")
+	verify(t, chk, "north", checker.Expect{})
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{Producers: func(p string) bool { return p == "before" }})
+}
