@@ -152,7 +152,7 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	// storage checks its own record CRC on every read from disk. Should the body still differ
 	// from what the checksum says, the new checksum does not match it either, so the remote refuses
 	// the entry (ChecksumError: retried and shown as lastError), it never receives it as valid.
-	// Small entries are checked and copied: one pass is cheaper than combining checksums.
+	// Small entries are checked (one pass is cheaper than combining checksums).
 	large := len(parts.Body) >= zeroCopyMinBody
 	var bodyCRC, shift uint32
 	if large {
@@ -189,11 +189,7 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	kvLen := protowire.SizeTag(1) + protowire.SizeBytes(len(SourcePositionProperty)) + protowire.SizeTag(2) + protowire.SizeBytes(len(pos))
 	extra := protowire.SizeTag(fieldReplicatedFrom) + protowire.SizeBytes(len(local)) + protowire.SizeTag(fieldProperties) + protowire.SizeBytes(kvLen)
 	mdLen := len(parts.Metadata) + extra
-	capacity := 10 + mdLen + len(parts.Body)
-	if large {
-		capacity = 10 + mdLen
-	}
-	buf := make([]byte, 10, capacity)
+	buf := make([]byte, 10, 10+mdLen)
 	buf = append(buf, parts.Metadata...)
 	buf = protowire.AppendTag(buf, fieldReplicatedFrom, protowire.BytesType)
 	buf = protowire.AppendString(buf, local)
@@ -205,14 +201,14 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	buf = protowire.AppendBytes(buf, pos)
 	binary.BigEndian.PutUint16(buf, wire.MagicCRC32C)
 	binary.BigEndian.PutUint32(buf[6:], uint32(mdLen))
-	out = Outbound{Source: e.Position, Messages: int(s.numMessages), PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID}
+	// The body stays where it is (read-only): the outbound entry is the new head plus the stored
+	// body, which the client writes together (copied into its burst buffer when small, by writev
+	// when large). No per-entry copy of the body here.
+	out = Outbound{Source: e.Position, Data: buf, Body: parts.Body, Messages: int(s.numMessages), PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID}
 	if large {
 		binary.BigEndian.PutUint32(buf[2:], crcCombine(crc32.Checksum(buf[6:], castagnoli), bodyCRC, shift))
-		out.Data, out.Body = buf, parts.Body
 	} else {
-		buf = append(buf, parts.Body...)
-		binary.BigEndian.PutUint32(buf[2:], wire.Checksum(buf[6:]))
-		out.Data = buf
+		binary.BigEndian.PutUint32(buf[2:], crc32.Update(crc32.Checksum(buf[6:], castagnoli), castagnoli, parts.Body))
 	}
 	if !s.hasNumMessages || out.Messages < 1 {
 		out.Messages = 1
@@ -220,7 +216,6 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	return out, SkipNone, true
 }
 
-// zeroCopyMinBody is the body size from which an outbound entry keeps its body where it is stored
-// (two parts, one checksum pass) instead of being copied into one buffer; below it one copy and two
-// CRC passes cost less than combining checksums.
+// zeroCopyMinBody is the body size from which the stored checksum is trusted and the body not
+// read at all; below it checking it and checksumming it again cost less than combining checksums.
 const zeroCopyMinBody = 16 << 10

@@ -104,6 +104,15 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 	if err := wire.VerifyChecksum(out.Bytes()); err != nil {
 		t.Fatal(err)
 	}
+	// Small bodies are not copied either.
+	e = mkEntry(t, Position{4, 2}, "small body", nil)
+	out, _, _ = PrepareEntry(e, "a", "b")
+	if string(out.Body) != "small body" || &out.Body[0] != &e.Data[len(e.Data)-len("small body")] {
+		t.Fatal("small body copied")
+	}
+	if err := wire.VerifyChecksum(out.Bytes()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func FuzzPrepareFastMatchesGeneral(f *testing.F) {
