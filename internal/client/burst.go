@@ -165,6 +165,10 @@ func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
 	return fd.Number()
 }
 
+// sendHeadCap holds any head appendSendHead encodes (8 + 2 + 2 + 5 varints of at most 10 bytes and
+// their tags), so one allocation suffices.
+const sendHeadCap = 80
+
 // appendSendHead appends the head of a SEND frame whose payload has payloadSize bytes. The bytes
 // equal wire.AppendFrameHeader of the same command (fields in number order, as protobuf-go
 // encodes them); a test checks this.

@@ -37,6 +37,10 @@ func TestAppendSendHeadMatchesProtobuf(t *testing.T) {
 			}
 		}
 	}
+	worst := sendFields{producerID: 1<<64 - 1, sequenceID: 1<<64 - 1, numMessages: ptr(int32(-1)), highestSequenceID: ptr(uint64(1<<64 - 1)), isChunk: true, marker: true}
+	if h, _ := appendSendHead(nil, worst, 1<<31); len(h) > sendHeadCap {
+		t.Fatalf("largest head %d bytes > sendHeadCap %d", len(h), sendHeadCap)
+	}
 	if _, err := appendSendHead(nil, sendFields{}, -1); err == nil {
 		t.Fatal("negative payload size accepted")
 	}

@@ -109,6 +109,7 @@ type pendingSend struct {
 	frame outFrame // the SEND: command (or encoded head) and entry
 	// cbs has one callback (possibly nil) per message of the entry; each holds a pending slot.
 	cbs     []func(MessageID, error)
+	cb1     [1]func(MessageID, error) // backing of cbs for a single message (no extra allocation)
 	batched bool
 	done    bool // callbacks have run (guarded by Producer.mu)
 }
@@ -454,7 +455,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg ProducerMessage, cb func(M
 		if err != nil {
 			return 0, outFrame{}, err
 		}
-		head, err := appendSendHead(nil, sendFields{producerID: p.id, sequenceID: seq}, len(entry))
+		head, err := appendSendHead(make([]byte, 0, sendHeadCap), sendFields{producerID: p.id, sequenceID: seq}, len(entry))
 		return seq, outFrame{head: head, payload: entry}, err
 	}, cb)
 }
@@ -493,7 +494,7 @@ func (p *Producer) SendRawAsync(ctx context.Context, msg RawMessage, cb func(Mes
 			send.MessageId = &pulsarpb.MessageIdData{LedgerId: ptr(msg.SourcePosition.LedgerID), EntryId: ptr(msg.SourcePosition.EntryID)}
 			return seq, outFrame{cmd: wire.Command(send), payload: entry, tail: msg.Body}, nil
 		}
-		head, err := appendSendHead(nil, f, len(entry)+len(msg.Body))
+		head, err := appendSendHead(make([]byte, 0, sendHeadCap), f, len(entry)+len(msg.Body))
 		return seq, outFrame{head: head, payload: entry, tail: msg.Body}, err
 	}, cb)
 }
@@ -538,7 +539,9 @@ func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (uint64, 
 		return fmt.Errorf("client: sequence id %d not above the last pending %d", seq, p.pending[len(p.pending)-1].seq)
 	}
 	p.nextSeq = seq + 1
-	s := &pendingSend{seq: seq, frame: frame, cbs: []func(MessageID, error){cb}}
+	s := &pendingSend{seq: seq, frame: frame}
+	s.cb1[0] = cb
+	s.cbs = s.cb1[:]
 	p.pending = append(p.pending, s)
 	if p.cn != nil {
 		_ = p.cn.sendFrame(frame)
