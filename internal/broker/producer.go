@@ -51,6 +51,10 @@ func (p *Producer) Topic() *Topic { return p.p.topic.public }
 // producer name when dedup is enabled, -1 otherwise.
 func (p *Producer) LastSequenceID() int64 { return p.p.lastSequenceID }
 
+// IsReplicator reports whether this is a replicator's producer (its name has the replicator
+// prefix): its entries go through the replicated-entry index.
+func (p *Producer) IsReplicator() bool { return p.p.isReplicator }
+
 // TopicEpoch is PRODUCER_SUCCESS.topic_epoch (exclusive access modes), and whether it is set.
 func (p *Producer) TopicEpoch() (uint64, bool) { return p.p.topicEpoch, p.p.hasTopicEpoch }
 

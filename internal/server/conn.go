@@ -113,6 +113,7 @@ func newConn(s *Server, nc net.Conn, id uint64) *conn {
 		done:            make(chan struct{}),
 	}
 	c.readCtx, c.readCancel = context.WithCancel(reqCtx)
+	c.reader.ReusePayloads(true) // handleSend copies what the broker may keep
 	c.limiter = broker.NewMemoryLimiter(s.opts.MaxPendingSendBytes, int64(s.opts.MaxPendingSends), s.opts.Broker.PublishLimiter())
 	c.lastRead.Store(time.Now().UnixNano())
 	return c

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -260,6 +261,13 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 			Error:      code.Enum(),
 			Message:    proto.String(msg),
 		})
+	}
+	if !h.topic.IsPersistent() || prod.IsReplicator() {
+		// The reader reuses its payload buffer for the next frame (wire.Reader.ReusePayloads):
+		// only a persistent topic's ordinary producer is known to copy the entry (into storage's
+		// batch) before Publish returns; non-persistent topics hand it to consumers as is and
+		// the replicated-entry index may keep it.
+		payload = bytes.Clone(payload)
 	}
 	if cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil {
 		sendError(pulsarpb.ServerError_NotAllowedError, "transactions are not supported by this broker")

@@ -384,3 +384,34 @@ func TestProducerInitialSubscriptionIsCreatedBeforeTheFirstMessage(t *testing.T)
 	c.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)})
 	c.expectSkipping(pulsarpb.BaseCommand_MESSAGE, pulsarpb.BaseCommand_ACTIVE_CONSUMER_CHANGE)
 }
+
+// TestNonPersistentPipelinedSendsKeepTheirBytes: the reader reuses its payload buffer for the
+// next frame, and a non-persistent topic hands each entry to its consumers as is, so the server
+// must copy it: pipelined SENDs of different payloads are all delivered intact.
+func TestNonPersistentPipelinedSendsKeepTheirBytes(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	topic := "non-persistent://public/default/np-reuse"
+	c.send(&pulsarpb.CommandSubscribe{
+		Topic: proto.String(topic), Subscription: proto.String("sub"), SubType: pulsarpb.CommandSubscribe_Exclusive.Enum(),
+		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(2), ConsumerName: proto.String("c"),
+	})
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+	c.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(100)})
+	name := c.createProducer(topic, 1, 3)
+	var sent [][]byte
+	for seq := uint64(0); seq < 20; seq++ {
+		e := entry(t, name, seq, bytes.Repeat([]byte{byte('a' + seq)}, 1000))
+		sent = append(sent, e)
+		c.sendMessage(1, seq, e)
+	}
+	got := 0
+	for got < len(sent) {
+		f := c.expectSkipping(pulsarpb.BaseCommand_MESSAGE, pulsarpb.BaseCommand_SEND_RECEIPT, pulsarpb.BaseCommand_ACTIVE_CONSUMER_CHANGE)
+		if !bytes.Equal(f.Payload, sent[got]) {
+			t.Fatalf("message %d: delivered bytes differ from the sent ones", got)
+		}
+		got++
+	}
+}

@@ -17,6 +17,21 @@ type Reader struct {
 	maxFrame int
 	hdr      [8]byte
 	scratch  []byte // command bytes of simple frames, reused
+	// reuse: frames with a payload are read into buf, reused by the next ReadFrame.
+	reuse bool
+	buf   []byte
+}
+
+// payloadRetain bounds the reused payload buffer kept between frames.
+const payloadRetain = 2 << 20
+
+// ReusePayloads makes ReadFrame read frames with a payload into one buffer that the next
+// ReadFrame reuses, so a frame's Payload is valid only until then. For readers that copy what
+// they keep: the broker's SEND path (storage copies each entry before Publish returns) saves an
+// allocation and its zeroing per SEND.
+func (r *Reader) ReusePayloads(on bool) {
+	r.reuse = on
+	r.buf = nil
 }
 
 // readerBufferSize is the bufio buffer: large enough that a stream of small frames costs few reads.
@@ -69,7 +84,15 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	var cmdBytes []byte
 	if payloadSize := total - 4 - cmdSize; payloadSize > 0 {
 		// One allocation holds command and payload; the payload slice is handed to the caller.
-		buf := make([]byte, total-4)
+		var buf []byte
+		if r.reuse {
+			if cap(r.buf) < int(total-4) || cap(r.buf) > payloadRetain {
+				r.buf = make([]byte, total-4, max(total-4, 64<<10))
+			}
+			buf = r.buf[:total-4]
+		} else {
+			buf = make([]byte, total-4)
+		}
 		if _, err := io.ReadFull(r.br, buf); err != nil {
 			return Frame{}, truncated(err, "in command or payload")
 		}
