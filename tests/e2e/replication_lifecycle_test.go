@@ -852,6 +852,9 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 	back := time.Now()
 	resumed := east.waitRepl(t, 10*time.Second, topic, "west", "resumed after the target returned", caughtUp)
 	t.Logf("west back: caught up %v after its restart (reconnects %d)", time.Since(back).Round(time.Millisecond), resumed.Reconnects)
+	if resumed.Reconnects < 1 {
+		t.Errorf("after the target came back: reconnects %d, want at least 1", resumed.Reconnects)
+	}
 	if resumed.LastError != "" || resumed.MsgOutCounter != flowing+outage {
 		t.Errorf("after resuming: lastError %q (want cleared), msgOutCounter %d (want %d)", resumed.LastError, resumed.MsgOutCounter, flowing+outage)
 	}
