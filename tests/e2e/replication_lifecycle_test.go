@@ -1594,3 +1594,46 @@ func TestReplLifecycleTopicPoliciesByWatch(t *testing.T) {
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{Producers: func(p string) bool { return p == "before" }})
 }
+
+// TestReplLifecycleUnloadWhileReplicating: unloading the source topic (admin unload, as a bundle
+// move or a restart would) while its replicator is busy stops the replicator with the topic; the
+// next load restarts it from its cursor. Five unloads, each right after 200 messages were
+// written (the replicator still sending them), leave west with every message exactly once, in
+// order. The stats must not claim "caught up" for the reloaded topic before it is: right after
+// east's stats say connected with backlog 0, west must have everything.
+// (Each round's producer is closed before the unload: pulsar-client-go v0.19.0 has a data race
+// between a producer's reconnect and the resend of its pending messages, which the race detector
+// reports when a producer with messages in flight is disconnected.)
+func TestReplLifecycleUnloadWhileReplicating(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+	east, west := cs[0], cs[1]
+	east.replicate(t, "east", "west")
+	topic := harness.Topic(t)
+	tn := lcTopicName(t, topic)
+	chk := checker.New()
+	cl := east.Client(t)
+	const rounds, per = 5, 200
+	for r := int64(0); r < rounds; r++ {
+		p, err := cl.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "p", DisableBatching: true})
+		if err != nil {
+			t.Fatalf("producer (round %d): %v", r, err)
+		}
+		sendAsync(t, chk, p, "p", r*per, (r+1)*per, 256)
+		p.Close()
+		if err := east.Admin.Topics().Unload(tn); err != nil {
+			t.Fatalf("unload %s (round %d): %v", topic, r, err)
+		}
+	}
+	lcProduceAndLeave(t, chk, east, topic, "last", 0, 1) // loads the topic again
+	rs := east.waitRepl(t, 15*time.Second, topic, "west", "caught up after the unloads", caughtUp)
+	west.waitRepl(t, 10*time.Second, topic, "east", "every message received", func(r adminapi.ReplicatorStats) error {
+		if r.MsgInCounter != rounds*per+1 {
+			return fmt.Errorf("msgInCounter %d, want %d", r.MsgInCounter, rounds*per+1)
+		}
+		return nil
+	})
+	rs = east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	t.Logf("after %d unloads: east msgOutCounter %d (since the last load), reconnects %d", rounds, rs.MsgOutCounter, rs.Reconnects)
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+}
