@@ -99,6 +99,9 @@ type batch struct {
 	items  []item
 	rotate bool // close this journal file after the batch
 	moved  bool // encoded for an abandoned journal file
+	// cacheArena: the segment arena of this batch is its own, and the entry cache keeps slices
+	// of it (set by writeEntries).
+	cacheArena bool
 }
 
 type itemKind uint8
@@ -1010,7 +1013,7 @@ func (e *Engine) apply(b *batch) {
 				it.done(Position{}, nil)
 			}
 		case kEntry:
-			p, err := l.applyEntry(it, &slab)
+			p, err := l.applyEntry(it, b.cacheArena, &slab)
 			if err == nil && e.opts.Sync == SyncInterval {
 				e.m.unsyncedAcks.Add(1)
 			}

@@ -504,15 +504,31 @@ func (e *Engine) writeEntries(b *batch) {
 		it.w = last
 		last.size += it.n
 	}
-	// Lay the records of each segment out contiguously in one reused arena.
+	// Lay the records of each segment out contiguously in one arena. When every entry of the
+	// batch fits the entry cache, the arena is new and the cache keeps slices of it (no second
+	// copy per entry; it is freed once the cache has evicted all of them); otherwise one arena is
+	// reused and the cache gets copies.
 	total := 0
 	for _, w := range writes {
 		total += w.size
 	}
-	if cap(e.arena) < total {
-		e.arena = make([]byte, total)
+	var arena []byte
+	if b.cacheArena = e.cache.limit > 0 && total > 0; b.cacheArena {
+		for i := range b.items {
+			if it := &b.items[i]; it.kind == kEntry && int64(it.n-segRecordOverhead)+cacheEntryOverhead > e.cache.limit/4 {
+				b.cacheArena = false
+				break
+			}
+		}
 	}
-	arena := e.arena[:total]
+	if b.cacheArena {
+		arena = make([]byte, total)
+	} else {
+		if cap(e.arena) < total {
+			e.arena = make([]byte, total)
+		}
+		arena = e.arena[:total]
+	}
 	for _, w := range writes {
 		w.buf, arena = arena[:0:w.size], arena[w.size:]
 	}
@@ -545,8 +561,9 @@ func (e *Engine) writeEntries(b *batch) {
 	}
 }
 
-// applyEntry makes a written entry visible and returns its position (phase two).
-func (l *Ledger) applyEntry(it *item, slab *[]byte) (Position, error) {
+// applyEntry makes a written entry visible and returns its position (phase two). With shared, the
+// entry cache keeps a slice of the batch's arena; else it copies into slab.
+func (l *Ledger) applyEntry(it *item, shared bool, slab *[]byte) (Position, error) {
 	e := l.e
 	if it.err != nil {
 		return Position{}, it.err
@@ -573,7 +590,9 @@ func (l *Ledger) applyEntry(it *item, slab *[]byte) (Position, error) {
 	l.entries++
 	l.bytes += int64(len(data))
 	l.mu.Unlock()
-	if e.cache.limit > 0 {
+	if e.cache.limit > 0 && shared {
+		e.cache.put(pos, it.publishTime, data[:len(data):len(data)])
+	} else if e.cache.limit > 0 {
 		// One allocation per batch holds the cached copies of all its entries.
 		if len(*slab) < len(data) {
 			*slab = make([]byte, max(len(data), 256<<10))
