@@ -341,12 +341,18 @@ func (m *Manager) maintainIndexes(ctx context.Context) {
 	}
 }
 
+// topicClosed reports whether a topic instance says it was closed (unloaded).
+func topicClosed(t LocalTopic) bool {
+	c, ok := t.(interface{ Closed() bool })
+	return ok && c.Closed()
+}
+
 // restartClosedTopics notices topics that were unloaded under running replicators and reopens them.
 func (m *Manager) restartClosedTopics(ctx context.Context) {
 	m.mu.Lock()
 	var closed []string
 	for k, mg := range m.running {
-		if c, ok := mg.topic.(interface{ Closed() bool }); ok && c.Closed() && !slices.Contains(closed, k.Topic) {
+		if topicClosed(mg.topic) && !slices.Contains(closed, k.Topic) {
 			closed = append(closed, k.Topic)
 		}
 	}
@@ -400,6 +406,23 @@ func (m *Manager) reconcile(ctx context.Context) {
 	for t := range topicReq {
 		topics[t] = true
 	}
+	// A replicator whose topic instance was closed (unloaded, then perhaps loaded again) is stopped
+	// here, so that this pass starts a new one on the current instance at once instead of at the
+	// next tick's restartClosedTopics.
+	m.mu.Lock()
+	var stale []Key
+	for k, mg := range m.running {
+		tn, err := naming.ParseTopic(k.Topic)
+		inScope := topics[k.Topic] || (err == nil && namespaces[tn.NamespaceName().String()])
+		if inScope && topicClosed(mg.topic) {
+			stale = append(stale, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, k := range stale {
+		m.stop(ctx, StopOrder{Key: k, Running: true}, nil)
+	}
+
 	// Topics of running replicators in the namespaces looked at are part of the pass, so that a
 	// deleted topic's replicators stop.
 	m.mu.Lock()
@@ -612,10 +635,14 @@ func (m *Manager) OpenIndex(ctx context.Context, topic LocalTopic) (*Index, erro
 // replicator merged with the inbound side from every origin that replicated into the topic.
 func (m *Manager) Stats(topic string) map[string]Stats {
 	m.mu.Lock()
-	var runners []*Runner
+	var runners, stale []*Runner
 	for k, mg := range m.running {
 		if k.Topic == topic {
-			runners = append(runners, mg.runner)
+			if topicClosed(mg.topic) {
+				stale = append(stale, mg.runner)
+			} else {
+				runners = append(runners, mg.runner)
+			}
 		}
 	}
 	x := m.indexes[topic]
@@ -633,6 +660,17 @@ func (m *Manager) Stats(topic string) map[string]Stats {
 	}
 	for _, r := range runners {
 		out[r.Remote()] = r.Stats()
+	}
+	for _, r := range stale {
+		// Its topic instance was unloaded: what it says about backlog and connection is about the
+		// old instance; say so until the replicator on the reloaded topic runs.
+		s := r.Stats()
+		s.Connected, s.OutboundConnection, s.OutboundConnectedSince = false, "", time.Time{}
+		s.Phase = "restarting"
+		if s.LastError == "" {
+			s.LastError, s.LastErrorTime = "topic unloaded; replicator restarting", time.Now()
+		}
+		out[r.Remote()] = s
 	}
 	if x != nil {
 		for _, in := range x.Inbound() {

@@ -329,3 +329,99 @@ func TestManagerSyncStartsReplicatorsBeforeReturning(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// closableTopic is a topic instance that can be unloaded (Closed), as the broker's are.
+type closableTopic struct {
+	*memTopic
+	mu     sync.Mutex
+	closed bool
+}
+
+func (c *closableTopic) Closed() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.closed }
+
+// After an unload the old replicator's stats do not claim "caught up", and the next pass over the
+// topic (here Sync; normally the topic-load hook) replaces it at once.
+func TestManagerReplacesReplicatorOfUnloadedTopic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	store := memstore.New()
+	defer store.Close()
+	cat, err := catalog.New(ctx, store, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	for _, c := range []string{"a", "b"} {
+		if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	const topic = "persistent://t/ns/orders"
+	mt := newMemTopic(topic, 3)
+	first := &closableTopic{memTopic: mt}
+	src := &switchTopics{cur: first}
+	remotes := &memRemotes{m: map[string]*memRemote{}}
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: src, Producers: remotes,
+		StartAt: StartEarliest, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(ctx)
+	defer func() {
+		if err := m.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := m.Sync(ctx, "t/ns"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "connected", func() bool { return m.Stats(topic)["b"].Connected })
+	// Unload: the instance closes; a new one (same log) is what OpenTopic returns from now on.
+	first.mu.Lock()
+	first.closed = true
+	first.mu.Unlock()
+	second := &closableTopic{memTopic: mt}
+	src.set(second)
+	if s := m.Stats(topic)["b"]; s.Connected || s.LastError == "" || s.Phase != "restarting" {
+		t.Fatalf("stats of the replicator of an unloaded topic: connected %v, lastError %q, phase %q", s.Connected, s.LastError, s.Phase)
+	}
+	if err := m.Sync(ctx, "t/ns"); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	mg := m.running[Key{topic, "b"}]
+	m.mu.Unlock()
+	if mg == nil || mg.topic != LocalTopic(second) {
+		t.Fatal("the pass after the reload did not replace the replicator")
+	}
+	mt.append(mkEntry(t, Position{}, "after-reload", nil).Data, 1)
+	waitFor(t, 10*time.Second, "entry after the reload replicated", func() bool {
+		return remotes.get("b").topic.LastConfirmed().EntryID >= 0
+	})
+}
+
+// switchTopics serves one topic whose instance can be replaced (a reload).
+type switchTopics struct {
+	mu  sync.Mutex
+	cur *closableTopic
+}
+
+func (s *switchTopics) set(t *closableTopic) { s.mu.Lock(); s.cur = t; s.mu.Unlock() }
+
+func (s *switchTopics) ListTopics(ctx context.Context, ns string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return []string{s.cur.Name()}, nil
+}
+
+func (s *switchTopics) OpenTopic(ctx context.Context, topic string) (LocalTopic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur, nil
+}
