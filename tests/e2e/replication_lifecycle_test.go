@@ -1637,3 +1637,51 @@ func TestReplLifecycleUnloadWhileReplicating(t *testing.T) {
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 }
+
+// TestReplLifecycleRemoteNamespaceLater: east replicates a namespace that does not exist on west
+// yet. West refuses (a named error), east shows it as lastError with the backlog growing and keeps
+// retrying; once the namespace is created on west, replication proceeds within the backoff bound
+// (10 s) with every message exactly once.
+func TestReplLifecycleRemoteNamespaceLater(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+	east, west := cs[0], cs[1]
+	const ns = "public/late"
+	if err := east.Admin.Namespaces().CreateNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := east.Admin.Namespaces().SetNamespaceReplicationClusters(ns, []string{"east", "west"}); err != nil {
+		t.Fatal(err)
+	}
+	topic := harness.TopicIn(t, ns)
+	chk := checker.New()
+	p := lcProducer(t, east.Client(t), topic, "p")
+	sendSync(t, chk, p, "p", 0, 10, 64)
+	refused := east.waitRepl(t, 10*time.Second, topic, "west", "refusal shown", func(r adminapi.ReplicatorStats) error {
+		if r.Connected || r.LastError == "" || r.ReplicationBacklog != 10 {
+			return fmt.Errorf("connected=%v lastError=%q backlog=%d", r.Connected, r.LastError, r.ReplicationBacklog)
+		}
+		return nil
+	})
+	t.Logf("west without the namespace: lastError %q", refused.LastError)
+	if !strings.Contains(strings.ToLower(refused.LastError), "namespace") && !strings.Contains(refused.LastError, ns) {
+		t.Errorf("lastError %q does not say that the namespace is missing on west", refused.LastError)
+	}
+	sendSync(t, chk, p, "p", 10, 20, 64)
+	east.waitRepl(t, 5*time.Second, topic, "west", "backlog grows while refused", func(r adminapi.ReplicatorStats) error {
+		if r.ReplicationBacklog != 20 || r.Connected {
+			return fmt.Errorf("backlog %d connected %v", r.ReplicationBacklog, r.Connected)
+		}
+		return nil
+	})
+	if err := west.Admin.Namespaces().CreateNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now()
+	resumed := east.waitRepl(t, 10*time.Second, topic, "west", "replicating once the namespace exists on west", caughtUp)
+	t.Logf("namespace created on west: caught up %v later (lastError now %q)", time.Since(created).Round(time.Millisecond), resumed.LastError)
+	if resumed.LastError != "" {
+		t.Errorf("lastError %q still set after replication resumed", resumed.LastError)
+	}
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+}
