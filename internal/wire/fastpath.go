@@ -199,8 +199,17 @@ func scanPublishMetadata(b []byte) (PublishMetadata, bool) {
 			}
 			pm.ProducerName, b = string(v), b[n:]
 			continue
-		case (num == 4 || num == 13) && wt == protowire.BytesType:
-			return pm, false // properties, encryption keys: nested messages
+		case num == 4 && wt == protowire.BytesType:
+			// properties (KeyValue: two strings): the generic decoder only checks that the
+			// element is well-formed, which validFlatMessage checks too.
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 || !validFlatMessage(v) {
+				return pm, false
+			}
+			b = b[n:]
+			continue
+		case num == 13 && wt == protowire.BytesType:
+			return pm, false // encryption keys: nested messages with nested messages
 		case wt == protowire.VarintType && (num == 3 || num == 20 || num == 27 || num == 29):
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
@@ -229,4 +238,22 @@ func scanPublishMetadata(b []byte) (PublishMetadata, bool) {
 		b = b[n:]
 	}
 	return pm, true
+}
+
+// validFlatMessage reports whether b is a well-formed sequence of fields without groups (what
+// unmarshalling a message whose fields are all scalars or strings requires).
+func validFlatMessage(b []byte) bool {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 || num > protowire.MaxValidNumber || wt == protowire.StartGroupType || wt == protowire.EndGroupType {
+			return false
+		}
+		b = b[n:]
+		n = protowire.ConsumeFieldValue(num, wt, b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -119,4 +120,47 @@ func FuzzScanPublishMetadata(f *testing.F) {
 			t.Fatalf("scan %+v, decode %+v", got, publishMetadataOf(md))
 		}
 	})
+}
+
+// TestScanPublishMetadataProperties: well-formed and malformed property elements give the same
+// result through the scan as through the generic decoder.
+func TestScanPublishMetadataProperties(t *testing.T) {
+	head := func() []byte {
+		b := protowire.AppendTag(nil, 1, protowire.BytesType)
+		b = protowire.AppendString(b, "prod")
+		b = protowire.AppendTag(b, 3, protowire.VarintType)
+		return protowire.AppendVarint(b, 42)
+	}
+	prop := func(elem []byte) []byte {
+		b := protowire.AppendTag(head(), 4, protowire.BytesType)
+		return protowire.AppendBytes(b, elem)
+	}
+	kv := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "k")
+	kv = protowire.AppendString(protowire.AppendTag(kv, 2, protowire.BytesType), "v")
+	for name, md := range map[string][]byte{
+		"key-value":         prop(kv),
+		"empty element":     prop(nil),
+		"unknown field":     prop(protowire.AppendVarint(protowire.AppendTag(kv, 9, protowire.VarintType), 1)),
+		"wrong wire type":   prop(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 5)),
+		"truncated varint":  prop([]byte{0x08, 0x80}),
+		"truncated string":  prop([]byte{0x0a, 0x05, 'a'}),
+		"group":             prop([]byte{0x1b, 0x08, 0x01, 0x1c}),
+		"stray end group":   prop([]byte{0x1c}),
+		"field zero":        prop([]byte{0x00, 0x01}),
+		"two properties":    append(prop(kv), prop(kv)[len(head()):]...),
+		"huge field number": prop([]byte{0xf8, 0xff, 0xff, 0xff, 0x0f, 0x01}),
+	} {
+		entry := AppendRawEntry(nil, md, []byte("body"))
+		got, gotErr := ScanPublishMetadata(entry)
+		want, wantErr := DecodeMetadata(entry)
+		if (gotErr != nil) != (wantErr != nil) || (wantErr == nil && got != publishMetadataOf(want)) {
+			t.Fatalf("%s: scan %+v, %v; decode %v, %v", name, got, gotErr, want, wantErr)
+		}
+		if _, fast := scanPublishMetadata(md); fast && wantErr != nil {
+			t.Fatalf("%s: the scan accepted what the decoder refuses", name)
+		}
+	}
+	if _, fast := scanPublishMetadata(prop(kv)); !fast {
+		t.Fatal("a property sent the scan to the generic decoder")
+	}
 }
