@@ -94,7 +94,7 @@ type Producer struct {
 	nextSeq    uint64
 	pending    []*pendingSend
 	batch      *openBatch    // messages waiting to be sent as one entry
-	changed    chan struct{} // closed and replaced whenever pending shrinks
+	changed    chan struct{} // made by a waiting Flush, closed and dropped when a send settles
 	lastErr    error
 	lostAt     time.Time // when the connection was lost (zero while connected)
 	reconnects int64     // successful reconnections after a lost connection
@@ -137,7 +137,6 @@ func (c *Client) CreateProducer(ctx context.Context, opts ProducerOptions) (*Pro
 		id:        c.producerID.Add(1),
 		name:      opts.Name,
 		slots:     make(chan struct{}, opts.MaxPending),
-		changed:   make(chan struct{}),
 		reconnect: make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -418,8 +417,10 @@ func (p *Producer) settle(s *pendingSend, id MessageID, err error) {
 	}
 	p.mu.Lock()
 	s.done = true
-	close(p.changed)
-	p.changed = make(chan struct{})
+	if p.changed != nil { // only while Flush waits: no channel per send otherwise
+		close(p.changed)
+		p.changed = nil
+	}
 	p.mu.Unlock()
 }
 
@@ -567,6 +568,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 		if last.done {
 			p.mu.Unlock()
 			return nil
+		}
+		if p.changed == nil {
+			p.changed = make(chan struct{})
 		}
 		ch := p.changed
 		p.mu.Unlock()

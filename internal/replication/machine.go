@@ -143,6 +143,13 @@ type (
 		Gen    int64
 		Source Position
 	}
+	// EvReceipts: several receipts that arrived together, in arrival order (the runner batches
+	// them: one pass over the window instead of one per entry).
+	EvReceipts struct {
+		Now     time.Time
+		Gen     int64
+		Sources []Position
+	}
 	// EvSendFailed: the producer failed (send error, connection lost and not recovered).
 	EvSendFailed struct {
 		Now time.Time
@@ -179,6 +186,7 @@ func (e EvConnected) eventTime() time.Time      { return e.Now }
 func (e EvConnectFailed) eventTime() time.Time  { return e.Now }
 func (e EvReadDone) eventTime() time.Time       { return e.Now }
 func (e EvReceipt) eventTime() time.Time        { return e.Now }
+func (e EvReceipts) eventTime() time.Time       { return e.Now }
 func (e EvSendFailed) eventTime() time.Time     { return e.Now }
 func (e EvMarkDeleteDone) eventTime() time.Time { return e.Now }
 func (e EvDataAvailable) eventTime() time.Time  { return e.Now }
@@ -266,6 +274,7 @@ type Machine struct {
 	readFrom      Position
 	pending       []item
 	sendIdx       int // pending[:sendIdx] are sent or skipped
+	ackIdx        int // pending[:ackIdx] are acknowledged or skipped (where the next receipt's entry is searched from)
 	inflight      int
 	inflightBytes int64
 
@@ -357,6 +366,17 @@ func (m *Machine) Handle(ev Event) []Action {
 			return nil
 		}
 		acts = m.receipt(acts, e)
+	case EvReceipts:
+		if e.Gen != m.gen || m.phase != PhaseConnected {
+			return nil
+		}
+		for _, src := range e.Sources {
+			var ok bool
+			if acts, ok = m.ack(acts, e.Now, src); !ok {
+				return acts // failed: rewound, the rest belongs to the abandoned producer
+			}
+		}
+		acts = m.pump(acts, e.Now)
 	case EvReadDone:
 		if e.Epoch != m.epoch || !m.reading {
 			return nil
@@ -465,7 +485,7 @@ func (m *Machine) rewind() {
 		m.readFrom = m.pending[0].pos
 	}
 	m.pending = nil
-	m.sendIdx = 0
+	m.sendIdx, m.ackIdx = 0, 0
 	m.inflight, m.inflightBytes = 0, 0
 	m.epoch++
 	m.reading = false
@@ -543,14 +563,24 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 var errReceiptOrder = errors.New("receipt out of order")
 
 func (m *Machine) receipt(acts []Action, e EvReceipt) []Action {
+	acts, ok := m.ack(acts, e.Now, e.Source)
+	if !ok {
+		return acts
+	}
+	return m.pump(acts, e.Now)
+}
+
+// ack applies one receipt; ok is false if it failed the producer (receipt out of order).
+func (m *Machine) ack(acts []Action, now time.Time, source Position) ([]Action, bool) {
 	// Receipts arrive in send order: it must be the first sent, unacknowledged entry.
-	for i := 0; i < m.sendIdx; i++ {
+	for i := m.ackIdx; i < m.sendIdx; i++ {
 		it := &m.pending[i]
 		if it.skip || it.acked {
 			continue
 		}
-		if it.pos != e.Source {
-			return m.fail(acts, e.Now, fmt.Errorf("%w: got %s, expected %s", errReceiptOrder, e.Source, it.pos), true)
+		m.ackIdx = i
+		if it.pos != source {
+			return m.fail(acts, now, fmt.Errorf("%w: got %s, expected %s", errReceiptOrder, source, it.pos), true), false
 		}
 		it.acked = true
 		m.inflight--
@@ -558,14 +588,15 @@ func (m *Machine) receipt(acts []Action, e EvReceipt) []Action {
 		m.c.MsgOut += int64(it.out.Messages)
 		m.c.BytesOut += int64(it.out.Size())
 		m.c.EntriesOut++
-		m.c.LastProgress = e.Now
+		m.c.LastProgress = now
 		m.c.LastError, m.c.LastErrorTime = "", time.Time{} // healthy again: progress clears the error
 		m.progressed = true
 		m.backoff = m.cfg.MinBackoff
-		m.lastSendAt = e.Now
-		return m.pump(acts, e.Now)
+		m.lastSendAt = now
+		m.ackIdx = i + 1
+		return acts, true
 	}
-	return acts // a receipt for nothing in flight (already rewound): ignore
+	return acts, true // a receipt for nothing in flight (already rewound): ignore
 }
 
 // advance drops acknowledged and skipped entries from the head and mark-deletes up to the last one.
@@ -582,6 +613,7 @@ func (m *Machine) advance(acts []Action) []Action {
 	clear(m.pending[:n])
 	m.pending = m.pending[n:]
 	m.sendIdx -= n
+	m.ackIdx = max(0, m.ackIdx-n)
 	return m.flushMarkDelete(acts)
 }
 

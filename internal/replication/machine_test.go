@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -363,6 +364,43 @@ func TestMachineRateLimit(t *testing.T) {
 // refusals, dropped connections, lost receipts, failing reads and mark-deletes) and checks that
 // every entry not meant to be skipped reaches the remote exactly once after dedup, in order, and
 // that the machine is never left without something pending (no silent stop).
+// Receipts handled as one EvReceipts give exactly what one EvReceipt each gives; a wrong one in a
+// batch fails the producer and the rest of the batch is ignored.
+func TestMachineReceiptsBatch(t *testing.T) {
+	run := func(batched bool, sources []Position) (*Machine, []Action) {
+		m := NewMachine(cfgAB())
+		c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{7, -1}}))
+		rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+		var es []Entry
+		for i := range 6 {
+			es = append(es, mkEntry(t, Position{7, int64(i)}, fmt.Sprint(i), nil))
+		}
+		m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
+		if batched {
+			return m, m.Handle(EvReceipts{Now: t0, Gen: c.Gen, Sources: sources})
+		}
+		var acts []Action
+		for _, s := range sources {
+			acts = append(acts, m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: s})...)
+		}
+		return m, acts
+	}
+	in := []Position{{7, 0}, {7, 1}, {7, 2}, {7, 3}}
+	one, _ := run(false, in)
+	many, acts := run(true, in)
+	if a, b := one.Counters(), many.Counters(); a.MsgOut != 4 || b.MsgOut != 4 || a.Inflight != b.Inflight || b.Inflight != 2 {
+		t.Fatalf("one by one %+v, batched %+v", a, b)
+	}
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{7, 3}) {
+		t.Fatalf("batched mark-delete %v", md.Pos)
+	}
+	bad, acts := run(true, []Position{{7, 0}, {7, 2}, {7, 1}})
+	if bad.Phase() != PhaseBackoff || bad.Counters().MsgOut != 1 || !strings.Contains(bad.Counters().LastError, "out of order") {
+		t.Fatalf("out-of-order batch: phase %v counters %+v", bad.Phase(), bad.Counters())
+	}
+	mustAct[ActCloseProducer](t, acts)
+}
+
 func TestMachineSimulation(t *testing.T) {
 	for seed := int64(1); seed <= 30; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { simulate(t, seed) })
@@ -509,6 +547,19 @@ func simulate(t *testing.T, seed int64) {
 		case EvReceipt:
 			e.Now = now
 			ev = e
+			if rng.Intn(2) == 0 {
+				// As the runner does: receipts that are queued together go as one EvReceipts.
+				batch := EvReceipts{Now: now, Gen: e.Gen, Sources: []Position{e.Source}}
+				for len(events) > 0 {
+					r, ok := events[0].ev.(EvReceipt)
+					if !ok || r.Gen != e.Gen {
+						break
+					}
+					batch.Sources = append(batch.Sources, r.Source)
+					events = events[1:]
+				}
+				ev = batch
+			}
 		case EvSendFailed:
 			e.Now = now
 			ev = e

@@ -65,6 +65,7 @@ type Runner struct {
 	timerSeq  map[TimerKind]int64
 	timers    map[TimerKind]*time.Timer
 	lastErr   string
+	receipts  []Position // receipts being batched into one EvReceipts
 }
 
 // StartRunner opens (creating if needed) the replication cursor synchronously, so that once it
@@ -172,8 +173,8 @@ func (r *Runner) Stop(ctx context.Context) error {
 	}
 	// A producer whose creation finished after the loop stopped is still registered on the remote;
 	// close it, or the next replicator of this topic would be refused as a busy producer name.
-	for _, msg := range r.inbox.drain() {
-		if cr, ok := msg.(connectResult); ok && cr.p != nil {
+	for _, it := range r.inbox.drain() {
+		if cr, ok := it.v.(connectResult); ok && cr.p != nil {
 			if err := cr.p.Close(ctx); err != nil {
 				r.log.Debug("close replicator producer", "err", err)
 			}
@@ -260,9 +261,7 @@ func (r *Runner) loop(ctx context.Context, markDelete Position) {
 			r.handle(ctx, EvStop{Now: r.now()})
 			return
 		case <-r.inbox.notify:
-			for _, ev := range r.inbox.drain() {
-				r.handleInbox(ctx, ev)
-			}
+			r.handleDrained(ctx, r.inbox.drain())
 		case <-r.waitCh:
 			r.waitCh = nil
 			r.tailing = true
@@ -296,6 +295,37 @@ type (
 		seq  int64
 	}
 )
+
+// handleDrained handles what the mailbox held; consecutive receipts of one producer go to the
+// machine as one EvReceipts (one pass over the window for the lot).
+func (r *Runner) handleDrained(ctx context.Context, items []inboxItem) {
+	var gen int64
+	flush := func() {
+		if len(r.receipts) > 0 {
+			r.handle(ctx, EvReceipts{Now: r.now(), Gen: gen, Sources: r.receipts})
+			r.receipts = r.receipts[:0]
+		}
+	}
+	for i := range items {
+		it := &items[i]
+		if it.result && it.res.err == nil {
+			if len(r.receipts) > 0 && it.res.gen != gen {
+				flush()
+			}
+			gen = it.res.gen
+			r.receipts = append(r.receipts, it.res.source)
+			continue
+		}
+		flush()
+		if it.result {
+			r.handleInbox(ctx, it.res)
+		} else {
+			r.handleInbox(ctx, it.v)
+		}
+	}
+	flush()
+	r.inbox.recycle(items)
+}
 
 func (r *Runner) handleInbox(ctx context.Context, msg any) {
 	now := r.now()
@@ -414,11 +444,11 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 	case ActSend:
 		p, ok := r.producers[a.Gen]
 		if !ok {
-			r.inbox.post(sendResult{gen: a.Gen, source: a.Out.Source, err: errors.New("producer gone")})
+			r.inbox.postResult(sendResult{gen: a.Gen, source: a.Out.Source, err: errors.New("producer gone")})
 			return
 		}
 		gen, src := a.Gen, a.Out.Source
-		p.Send(a.Out, func(err error) { r.inbox.post(sendResult{gen: gen, source: src, err: err}) })
+		p.Send(a.Out, func(err error) { r.inbox.postResult(sendResult{gen: gen, source: src, err: err}) })
 	case ActMarkDelete:
 		err := r.cursor.MarkDelete(ctx, a.Pos)
 		r.inbox.post(EvMarkDeleteDone{Now: r.now(), Pos: a.Pos, Err: err})
@@ -452,18 +482,30 @@ func (r *Runner) closeProducer(p RemoteProducer) {
 }
 
 // mailbox is an unbounded, non-blocking queue into the event loop: producer callbacks and timers
-// must never block on the loop.
+// must never block on the loop. Send results, one per entry, are stored unboxed.
 type mailbox struct {
 	mu     sync.Mutex
-	queue  []any
+	queue  []inboxItem
+	spare  []inboxItem // the previous drain's slice, reused
 	notify chan struct{}
+}
+
+// inboxItem is a send result (result set) or any other message.
+type inboxItem struct {
+	result bool
+	res    sendResult
+	v      any
 }
 
 func (b *mailbox) init() { b.notify = make(chan struct{}, 1) }
 
-func (b *mailbox) post(v any) {
+func (b *mailbox) post(v any) { b.add(inboxItem{v: v}) }
+
+func (b *mailbox) postResult(r sendResult) { b.add(inboxItem{result: true, res: r}) }
+
+func (b *mailbox) add(it inboxItem) {
 	b.mu.Lock()
-	b.queue = append(b.queue, v)
+	b.queue = append(b.queue, it)
 	b.mu.Unlock()
 	select {
 	case b.notify <- struct{}{}:
@@ -471,10 +513,21 @@ func (b *mailbox) post(v any) {
 	}
 }
 
-func (b *mailbox) drain() []any {
+// drain takes everything queued; the caller hands the slice back with recycle when done.
+func (b *mailbox) drain() []inboxItem {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q := b.queue
-	b.queue = nil
+	b.queue, b.spare = b.spare[:0], nil
 	return q
+}
+
+// recycle returns a drained slice for reuse (cleared, so it holds no references).
+func (b *mailbox) recycle(q []inboxItem) {
+	clear(q)
+	b.mu.Lock()
+	if b.spare == nil && cap(q) <= 4096 {
+		b.spare = q[:0]
+	}
+	b.mu.Unlock()
 }
