@@ -842,6 +842,9 @@ func (l *Ledger) countLocked(from, to Position) int64 {
 // one entry if any is stored. Empty slice if none.
 func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxBytes int64) ([]Entry, error) {
 	out := []Entry{}
+	if maxEntries > 0 {
+		out = make([]Entry, 0, min(maxEntries, 1024))
+	}
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -941,8 +944,14 @@ func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry
 		chunk = min(chunk, maxBytes-total+avgRec)
 	}
 	chunk = min(max(chunk, 4<<10), 4<<20)
+	// Entries read are slices of buf (like cached entries, they are never modified), so a
+	// buffer that entries refer to is never filled again: the next read gets a new one.
 	buf := make([]byte, chunk)
+	inUse := false
 	for at < limit && !full() {
+		if inUse {
+			buf, inUse = make([]byte, len(buf)), false
+		}
 		n, rerr := cf.f.ReadAt(buf, off)
 		if n < recHeaderSize {
 			if rerr == nil || rerr == io.EOF {
@@ -960,7 +969,7 @@ func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry
 				if pos+recHeaderSize <= n {
 					need := int(binary.LittleEndian.Uint32(buf[pos:])) + recHeaderSize
 					if need > len(buf) && need <= maxRecordBody+recHeaderSize {
-						buf = make([]byte, need)
+						buf, inUse = make([]byte, need), false
 						grow = true
 					}
 				}
@@ -977,7 +986,8 @@ func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry
 				if maxBytes > 0 && len(out) > 0 && total+int64(len(data)) > maxBytes {
 					return out, maxBytes, nil
 				}
-				out = append(out, Entry{Position: Position{id, at}, PublishTime: pt, Data: append([]byte(nil), data...)})
+				out = append(out, Entry{Position: Position{id, at}, PublishTime: pt, Data: data[:len(data):len(data)]})
+				inUse = true
 				total += int64(len(data))
 			}
 			at++

@@ -42,7 +42,7 @@ var (
 type Entry struct {
 	Position    Position
 	PublishTime int64  // unix ms, given at append
-	Data        []byte // read-only to callers: may be shared with the cache
+	Data        []byte // read-only to callers: may be shared with the cache and with other entries of one Read
 }
 
 // SyncMode says when an append is acknowledged.
