@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -420,9 +419,8 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 		read := func() {
 			es, err := r.cfg.Topic.Read(ctx, a.From, a.MaxEntries, a.MaxBytes)
 			if err == nil && r.cfg.Schemas != nil {
-				// Entries are handed over as read-only; translation replaces Data, never edits it.
-				es = slices.Clone(es)
-				err = translateSchemas(ctx, r.cfg.Schemas, r.cfg.Machine.Local, r.cfg.Machine.Remote, r.cfg.Topic.Name(), es)
+				// Entries are handed over as read-only; translation copies what it changes.
+				es, err = translateSchemas(ctx, r.cfg.Schemas, r.cfg.Machine.Local, r.cfg.Machine.Remote, r.cfg.Topic.Name(), es)
 			}
 			if ctx.Err() != nil {
 				return

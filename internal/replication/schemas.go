@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -32,8 +33,10 @@ type SchemaTranslator interface {
 const fieldSchemaVersion = 16
 
 // translateSchemas rewrites the schema_version of every entry that will be sent to remote. Entries
-// that are skipped anyway are left alone.
-func translateSchemas(ctx context.Context, tr SchemaTranslator, local, remote, topic string, es []Entry) error {
+// that are skipped anyway are left alone. es is read-only: the result is a copy when an entry
+// changes, es itself otherwise (most topics have no schema).
+func translateSchemas(ctx context.Context, tr SchemaTranslator, local, remote, topic string, es []Entry) ([]Entry, error) {
+	copied := false
 	for i, e := range es {
 		parts, err := wire.ParseEntry(e.Data)
 		if err != nil {
@@ -49,14 +52,17 @@ func translateSchemas(ctx context.Context, tr SchemaTranslator, local, remote, t
 		}
 		rv, err := tr.TranslateSchema(ctx, remote, topic, v)
 		if err != nil {
-			return fmt.Errorf("register schema version %x of %s on %s: %w", v, topic, remote, err)
+			return es, fmt.Errorf("register schema version %x of %s on %s: %w", v, topic, remote, err)
 		}
 		if string(rv) == string(v) {
 			continue
 		}
+		if !copied {
+			es, copied = slices.Clone(es), true
+		}
 		es[i].Data = withSchemaVersion(parts, rv)
 	}
-	return nil
+	return es, nil
 }
 
 // schemaVersionOf returns the last schema_version field of encoded metadata (proto2: last one wins).

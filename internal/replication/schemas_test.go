@@ -36,9 +36,19 @@ func TestTranslateSchemas(t *testing.T) {
 		mkEntry(t, Position{1, 2}, "not-for-b", withSchema(2, func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"c"} })),
 	}
 	orig := es[1].Data
+	in := es
 	tr := &fakeTranslator{}
-	if err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", es); err != nil {
+	es, err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", es)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if &in[1].Data[0] != &orig[0] {
+		t.Fatal("the read-only input slice was edited")
+	}
+	// Nothing to translate: the input comes back as it is, no copy.
+	plain := []Entry{mkEntry(t, Position{1, 0}, "plain", nil)}
+	if got, err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", plain); err != nil || &got[0] != &plain[0] {
+		t.Fatal("entries without schema copied", err)
 	}
 	if tr.calls != 1 {
 		t.Fatalf("%d translations, want 1 (skipped entries need none)", tr.calls)
@@ -64,7 +74,7 @@ func TestTranslateSchemas(t *testing.T) {
 	}
 	tr.err = errors.New("incompatible schema")
 	es = []Entry{mkEntry(t, Position{1, 3}, "v1", withSchema(1, nil))}
-	if err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", es); err == nil {
+	if _, err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", es); err == nil {
 		t.Fatal("translation failure not reported")
 	}
 }
