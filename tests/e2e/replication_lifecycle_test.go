@@ -1626,6 +1626,9 @@ func TestReplLifecycleUnloadWhileReplicating(t *testing.T) {
 	}
 	lcProduceAndLeave(t, chk, east, topic, "last", 0, 1) // loads the topic again
 	rs := east.waitRepl(t, 15*time.Second, topic, "west", "caught up after the unloads", caughtUp)
+	if n := lcDrain(t, chk, "west-at-caught-up", west, topic, "east"); len(n) != rounds*per+1 {
+		t.Errorf("east's stats said connected with backlog 0 (msgOutCounter %d) while west had %d of %d messages", rs.MsgOutCounter, len(n), rounds*per+1)
+	}
 	west.waitRepl(t, 10*time.Second, topic, "east", "every message received", func(r adminapi.ReplicatorStats) error {
 		if r.MsgInCounter != rounds*per+1 {
 			return fmt.Errorf("msgInCounter %d, want %d", r.MsgInCounter, rounds*per+1)
