@@ -1688,3 +1688,33 @@ func TestReplLifecycleRemoteNamespaceLater(t *testing.T) {
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 }
+
+// TestReplLifecycleDispatchRateLargeEntries: entries larger than one second's byte budget still
+// replicate (the budget goes negative and the next entry waits), so a byte limit never stalls a
+// replicator; and the limit is still honoured on average. 3 entries of 128 KiB under 64 KiB/s: the
+// first goes at once (budget 64 KiB -> -64 KiB), the second after 1 s, the third 2 s later.
+func TestReplLifecycleDispatchRateLargeEntries(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartEarliest, "east", "west")
+	east, west := cs[0], cs[1]
+	ns, _ := utils.GetNamespaceName(lcNamespace)
+	const limit, size, n = 64 * 1024, 128 * 1024, 3
+	if err := east.Admin.Namespaces().SetReplicatorDispatchRate(*ns, utils.DispatchRate{
+		DispatchThrottlingRateInMsg: -1, DispatchThrottlingRateInByte: limit, RatePeriodInSecond: 1}); err != nil {
+		t.Fatal(err)
+	}
+	topic := harness.Topic(t)
+	chk := checker.New()
+	sendSync(t, chk, lcProducer(t, east.Client(t), topic, "big"), "big", 0, n, size)
+	start := time.Now()
+	east.replicate(t, "east", "west")
+	rs := east.waitRepl(t, 15*time.Second, topic, "west", "every large entry replicated", caughtUp)
+	took := time.Since(start)
+	t.Logf("%d entries of %d KiB under %d KiB/s: replicated in %v (%.0f KiB/s), bytesOutCounter %d", n, size/1024, limit/1024, took.Round(time.Millisecond),
+		float64(rs.BytesOutCounter)/1024/took.Seconds(), rs.BytesOutCounter)
+	expected := time.Duration(float64(size-limit+(n-2)*size) / limit * float64(time.Second))
+	if took < expected*8/10 || took > expected+5*time.Second {
+		t.Errorf("replicated in %v, want about %v (the limit honoured, no stall)", took, expected)
+	}
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+}
