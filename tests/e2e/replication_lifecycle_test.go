@@ -1718,3 +1718,42 @@ func TestReplLifecycleDispatchRateLargeEntries(t *testing.T) {
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 }
+
+// TestReplLifecycleBacklogKeptAcrossLedgers: entries a replicator still needs are kept, also when
+// the topic has no subscription and its log moves on to new ledgers (every load opens a new
+// one). West is down while east writes three ledgers' worth (an unload between each); none of it
+// may be trimmed: when west returns it receives all of it, once, in order.
+func TestReplLifecycleBacklogKeptAcrossLedgers(t *testing.T) {
+	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
+	east, west := cs[0], cs[1]
+	east.replicate(t, "east", "west")
+	topic := harness.Topic(t)
+	tn := lcTopicName(t, topic)
+	chk := checker.New()
+	lcProduceAndLeave(t, chk, east, topic, "p", 0, 10)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	if err := west.InProcess.Close(); err != nil {
+		t.Fatalf("stop west: %v", err)
+	}
+	const rounds, per = 3, 50
+	var ledgers []int64
+	for r := int64(0); r < rounds; r++ {
+		ids := lcProduceAndLeave(t, chk, east, topic, "p", 10+r*per, 10+(r+1)*per)
+		ledgers = append(ledgers, ids[0].LedgerID())
+		if err := east.Admin.Topics().Unload(tn); err != nil {
+			t.Fatalf("unload: %v", err)
+		}
+	}
+	is, err := east.Admin.Topics().GetInternalStats(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("while west is down: ledgers of the three rounds %v; internal stats: %d entries, cursors %v", ledgers, is.NumberOfEntries, keys(is.Cursors))
+	if is.NumberOfEntries < rounds*per {
+		t.Errorf("east keeps %d entries while %d wait for west", is.NumberOfEntries, rounds*per)
+	}
+	west.InProcess.Start()
+	east.waitRepl(t, 15*time.Second, topic, "west", "caught up after west returned", caughtUp)
+	lcDrain(t, chk, "west", west, topic, "east")
+	verify(t, chk, "west", checker.Expect{})
+}
