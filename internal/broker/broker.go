@@ -79,6 +79,7 @@ type ReplicatedEntryIndex interface {
 	// right before the append. err != nil refuses the SEND with a retriable error (PersistenceError);
 	// dup drops it, answered with (dupLedger, dupEntry); commit != nil must be called exactly once
 	// with the stored position (or the append's error); commit == nil && !dup: not indexed.
+	// Admit must not keep entry (or a slice of it) after it returns: the server reuses the buffer.
 	Admit(entry []byte) (dup bool, dupLedger, dupEntry int64, commit func(ledger, entry int64, err error), err error)
 	// Close is called when the topic unloads, before its ledger closes.
 	Close(ctx context.Context) error

@@ -262,11 +262,11 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 			Message:    proto.String(msg),
 		})
 	}
-	if !h.topic.IsPersistent() || prod.IsReplicator() {
+	if !h.topic.IsPersistent() {
 		// The reader reuses its payload buffer for the next frame (wire.Reader.ReusePayloads):
-		// only a persistent topic's ordinary producer is known to copy the entry (into storage's
-		// batch) before Publish returns; non-persistent topics hand it to consumers as is and
-		// the replicated-entry index may keep it.
+		// on a persistent topic the entry is copied (into storage's batch) before Publish returns
+		// (and broker.ReplicatedEntryIndex.Admit must not keep it); a non-persistent topic hands
+		// it to its consumers as is.
 		payload = bytes.Clone(payload)
 	}
 	if cmd.TxnidMostBits != nil || cmd.TxnidLeastBits != nil {
