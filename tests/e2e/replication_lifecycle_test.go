@@ -589,7 +589,9 @@ func TestReplLifecycleStartPosition(t *testing.T) {
 // TestReplLifecycleAutoCreatedTopicFirstMessage: in a namespace that already replicates, a topic
 // created by its first producer gets its replication cursor before its first entry, so its very
 // first message replicates (several topics, one message each, then a second message), whatever
-// --replication-start-at says (latest here).
+// --replication-start-at says (latest here). The same for a topic created by a subscription, for a
+// first entry that is a batch of 50 messages, and for every partition of a partitioned topic
+// created through the admin API.
 func TestReplLifecycleAutoCreatedTopicFirstMessage(t *testing.T) {
 	cs := lcIndependent(t, node.ReplicationStartLatest, "east", "west")
 	east, west := cs[0], cs[1]
@@ -627,6 +629,30 @@ func TestReplLifecycleAutoCreatedTopicFirstMessage(t *testing.T) {
 	bp := newProducer(t, cl, pulsar.ProducerOptions{Topic: batchTopic, Name: "batch", BatchingMaxMessages: 50,
 		BatchingMaxPublishDelay: time.Minute, BatchingMaxSize: 1 << 20})
 	sendAsync(t, chk, bp, "batch", 0, 50, 64)
+	// A partitioned topic created through the admin API, each partition written to at once: every
+	// partition's first entry replicates.
+	partTopic := harness.Topic(t)
+	if err := east.Admin.Topics().Create(lcTopicName(t, partTopic), 3); err != nil {
+		t.Fatalf("create partitioned %s: %v", partTopic, err)
+	}
+	for i := 0; i < 3; i++ {
+		part := fmt.Sprintf("%s-partition-%d", partTopic, i)
+		name := fmt.Sprintf("part%d", i)
+		sendSync(t, chk, lcProducer(t, cl, part, name), name, 0, 2, 64)
+	}
+	for i := 0; i < 3; i++ {
+		part := fmt.Sprintf("%s-partition-%d", partTopic, i)
+		name := fmt.Sprintf("part%d", i)
+		rs := east.waitRepl(t, 10*time.Second, part, "west", "caught up", caughtUp)
+		if rs.StartMode != "earliest" {
+			t.Errorf("partition %d: startMode %q, want earliest", i, rs.StartMode)
+		}
+		lcDrain(t, chk, "west-"+name, west, part, "east")
+		verify(t, chk, "west-"+name, checker.Expect{Producers: func(p string) bool { return p == name }})
+	}
+	if meta, err := west.Admin.Topics().GetMetadata(lcTopicName(t, partTopic)); err != nil || meta.Partitions != 3 {
+		t.Errorf("west's partitioned metadata of %s: %+v, %v; want 3 partitions", partTopic, meta, err)
+	}
 	for _, tc := range []struct{ topic, producer string }{{subTopic, "after-subscribe"}, {batchTopic, "batch"}} {
 		rs := east.waitRepl(t, 10*time.Second, tc.topic, "west", "caught up", caughtUp)
 		if rs.StartMode != "earliest" {
