@@ -604,3 +604,69 @@ func TestBatchingDelayAndUnbatchable(t *testing.T) {
 		t.Fatalf("%d stored after close", b.storedCount())
 	}
 }
+
+// SendRawBatchAsync queues in order with one call; each message's callback gets its index; a
+// message that cannot be queued fails with every later one, the earlier ones are sent.
+func TestSendRawBatch(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", Name: "pulsar.repl.a-->b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(i int) []byte {
+		md := &pulsarpb.MessageMetadata{ProducerName: proto.String("origin"), SequenceId: proto.Uint64(uint64(i)), PublishTime: proto.Uint64(1)}
+		e, _ := wire.EncodeEntry(md, []byte(fmt.Sprint("m", i)))
+		return e
+	}
+	type result struct {
+		i   int
+		id  MessageID
+		err error
+	}
+	results := make(chan result, 10)
+	cb := func(i int, id MessageID, err error) { results <- result{i, id, err} }
+	var msgs []RawMessage
+	for i := range 4 {
+		e := entry(i)
+		split := len(e) - 2 // also in two parts
+		msgs = append(msgs, RawMessage{Entry: e[:split], Body: e[split:]})
+	}
+	p.SendRawBatchAsync(ctx, msgs, cb)
+	for want := range 4 {
+		r := <-results
+		if r.i != want || r.err != nil || r.id.EntryID != uint64(want) {
+			t.Fatalf("result %d: %+v", want, r)
+		}
+	}
+	for i := range 4 {
+		if !bytes.Equal(b.stored(i), entry(i)) {
+			t.Fatalf("stored entry %d differs", i)
+		}
+	}
+	// A malformed third message: the first two are sent, the third and fourth fail.
+	msgs = []RawMessage{{Entry: entry(4)}, {Entry: entry(5)}, {Entry: []byte{1, 2}}, {Entry: entry(7)}}
+	p.SendRawBatchAsync(ctx, msgs, cb)
+	got := map[int]error{}
+	for range 4 {
+		r := <-results
+		got[r.i] = r.err
+	}
+	if got[0] != nil || got[1] != nil || got[2] == nil || got[3] == nil {
+		t.Fatalf("results %v", got)
+	}
+	if err := p.Flush(ctx); err != nil || b.storedCount() != 6 || p.Pending() != 0 {
+		t.Fatalf("flush %v, stored %d, pending %d", err, b.storedCount(), p.Pending())
+	}
+	// A closed producer fails the whole batch.
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.SendRawBatchAsync(ctx, msgs[:2], cb)
+	for range 2 {
+		if r := <-results; !errors.Is(r.err, ErrClosed) {
+			t.Fatalf("after close: %+v", r)
+		}
+	}
+}

@@ -204,6 +204,22 @@ func (c *conn) send(cmd *pulsarpb.BaseCommand, payload []byte) error {
 	return nil
 }
 
+// sendFrames queues several frames with one lock and one wake-up of the writer.
+func (c *conn) sendFrames(fs []outFrame) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrConnectionClosed
+	}
+	c.out = append(c.out, fs...)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
 // sendFrame queues f (any form).
 func (c *conn) sendFrame(f outFrame) error {
 	c.mu.Lock()

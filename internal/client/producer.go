@@ -108,8 +108,11 @@ type pendingSend struct {
 	seq   uint64
 	frame outFrame // the SEND: command (or encoded head) and entry
 	// cbs has one callback (possibly nil) per message of the entry; each holds a pending slot.
-	cbs     []func(MessageID, error)
-	cb1     [1]func(MessageID, error) // backing of cbs for a single message (no extra allocation)
+	cbs []func(MessageID, error)
+	cb1 [1]func(MessageID, error) // backing of cbs for a single message (no extra allocation)
+	// bcb, when set, replaces cbs: the callback of a SendRawBatchAsync, told the message's index.
+	bcb     func(int, MessageID, error)
+	bidx    int
 	batched bool
 	done    bool // callbacks have run (guarded by Producer.mu)
 }
@@ -404,6 +407,10 @@ func (p *Producer) popLocked() *pendingSend {
 // message of a batch gets its batch index) and then wakes Flush waiters (so Flush returns only
 // after the callbacks ran).
 func (p *Producer) settle(s *pendingSend, id MessageID, err error) {
+	if s.bcb != nil {
+		<-p.slots
+		s.bcb(s.bidx, id, err)
+	}
 	for i, cb := range s.cbs {
 		<-p.slots
 		if cb == nil {
@@ -472,32 +479,111 @@ func (p *Producer) Send(ctx context.Context, msg ProducerMessage) (MessageID, er
 // not decoded.
 func (p *Producer) SendRawAsync(ctx context.Context, msg RawMessage, cb func(MessageID, error)) error {
 	return p.enqueue(ctx, func(seq uint64) (uint64, outFrame, error) {
-		entry := msg.Entry
-		if len(msg.Body) > 0 {
-			if parts, err := wire.ParseEntry(entry); err != nil {
-				return 0, outFrame{}, err
-			} else if !parts.HasChecksum {
-				return 0, outFrame{}, fmt.Errorf("%w: an entry sent in two parts needs magic and checksum in its first part", wire.ErrMalformedPayload)
-			}
-		} else {
-			var err error
-			if entry, err = wire.NormalizeEntry(entry); err != nil {
-				return 0, outFrame{}, err
-			}
-		}
-		f, err := scanSendFields(entry)
-		if err != nil {
-			return 0, outFrame{}, err
-		}
-		f.producerID, f.sequenceID = p.id, seq
-		if msg.SourcePosition != nil {
-			send := f.command()
-			send.MessageId = &pulsarpb.MessageIdData{LedgerId: ptr(msg.SourcePosition.LedgerID), EntryId: ptr(msg.SourcePosition.EntryID)}
-			return seq, outFrame{cmd: wire.Command(send), payload: entry, tail: msg.Body}, nil
-		}
-		head, err := appendSendHead(make([]byte, 0, sendHeadCap), f, len(entry)+len(msg.Body))
-		return seq, outFrame{head: head, payload: entry, tail: msg.Body}, err
+		f, err := p.rawFrame(msg, seq)
+		return seq, f, err
 	}, cb)
+}
+
+// rawFrame builds the SEND of a raw message with sequence id seq.
+func (p *Producer) rawFrame(msg RawMessage, seq uint64) (outFrame, error) {
+	entry := msg.Entry
+	if len(msg.Body) > 0 {
+		if parts, err := wire.ParseEntry(entry); err != nil {
+			return outFrame{}, err
+		} else if !parts.HasChecksum {
+			return outFrame{}, fmt.Errorf("%w: an entry sent in two parts needs magic and checksum in its first part", wire.ErrMalformedPayload)
+		}
+	} else {
+		var err error
+		if entry, err = wire.NormalizeEntry(entry); err != nil {
+			return outFrame{}, err
+		}
+	}
+	f, err := scanSendFields(entry)
+	if err != nil {
+		return outFrame{}, err
+	}
+	f.producerID, f.sequenceID = p.id, seq
+	if msg.SourcePosition != nil {
+		send := f.command()
+		send.MessageId = &pulsarpb.MessageIdData{LedgerId: ptr(msg.SourcePosition.LedgerID), EntryId: ptr(msg.SourcePosition.EntryID)}
+		return outFrame{cmd: wire.Command(send), payload: entry, tail: msg.Body}, nil
+	}
+	head, err := appendSendHead(make([]byte, 0, sendHeadCap), f, len(entry)+len(msg.Body))
+	return outFrame{head: head, payload: entry, tail: msg.Body}, err
+}
+
+// SendRawBatchAsync queues msgs in order, each as SendRawAsync would, taking the producer's lock
+// and waking the connection's writer once for the lot (a forwarder's hot path). cb runs once per
+// message with its index, on a connection goroutine, and must not block. It blocks while
+// MaxPending sends are outstanding. If a message cannot be queued (closed producer, malformed
+// entry, ctx ended), cb gets the error for it and every later message, and those are not sent;
+// the earlier ones stay queued.
+func (p *Producer) SendRawBatchAsync(ctx context.Context, msgs []RawMessage, cb func(i int, id MessageID, err error)) {
+	failFrom := func(k int, err error) {
+		for j := k; j < len(msgs); j++ {
+			cb(j, MessageID{}, err)
+		}
+	}
+	slots := 0
+	for range msgs {
+		select {
+		case p.slots <- struct{}{}:
+			slots++
+			continue
+		case <-ctx.Done():
+		case <-p.stop:
+		}
+		for ; slots > 0; slots-- {
+			<-p.slots
+		}
+		if ctx.Err() != nil {
+			failFrom(0, ctx.Err())
+		} else {
+			failFrom(0, ErrClosed)
+		}
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		for ; slots > 0; slots-- {
+			<-p.slots
+		}
+		failFrom(0, ErrClosed)
+		return
+	}
+	if p.batch != nil {
+		p.flushBatchLocked() // keep send order
+	}
+	frames := make([]outFrame, 0, len(msgs))
+	queued := 0
+	var err error
+	for i, msg := range msgs {
+		var f outFrame
+		seq := p.nextSeq
+		f, err = p.rawFrame(msg, seq)
+		if size := len(f.payload) + len(f.tail); err == nil && p.cn != nil && size > p.cn.maxMsg {
+			err = fmt.Errorf("client: %d bytes: %w", size, wire.ErrTooLarge)
+		}
+		if err != nil {
+			break
+		}
+		p.nextSeq = seq + 1
+		p.pending = append(p.pending, &pendingSend{seq: seq, frame: f, bcb: cb, bidx: i})
+		frames = append(frames, f)
+		queued++
+	}
+	if p.cn != nil && len(frames) > 0 {
+		_ = p.cn.sendFrames(frames)
+	}
+	p.mu.Unlock()
+	for ; slots > queued; slots-- {
+		<-p.slots
+	}
+	if err != nil {
+		failFrom(queued, err)
+	}
 }
 
 // SendRaw forwards an encoded entry and waits for its receipt.

@@ -198,6 +198,15 @@ func (c *clientProducer) Send(out Outbound, done func(error)) {
 	}
 }
 
+// SendBatch sends several entries with one call into the client (see batchSender).
+func (c *clientProducer) SendBatch(outs []Outbound, done func(i int, err error)) {
+	msgs := make([]client.RawMessage, len(outs))
+	for i, o := range outs {
+		msgs[i] = client.RawMessage{Entry: o.Data, Body: o.Body}
+	}
+	c.p.SendRawBatchAsync(context.Background(), msgs, func(i int, _ client.MessageID, err error) { done(i, err) })
+}
+
 // Close abandons what is pending (the replicator resends it from its cursor) and closes the producer
 // on the broker, so that a new producer with the same name is not refused as busy. It uses the
 // client's Abort when it has one; Close otherwise (which first waits for pending receipts).

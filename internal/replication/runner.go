@@ -65,6 +65,9 @@ type Runner struct {
 	timers    map[TimerKind]*time.Timer
 	lastErr   string
 	receipts  []Position // receipts being batched into one EvReceipts
+	sendBuf   []Outbound // sends being batched into one SendBatch
+	sendGen   int64
+	sendTo    batchSender
 }
 
 // StartRunner opens (creating if needed) the replication cursor synchronously, so that once it
@@ -378,8 +381,45 @@ func (r *Runner) handle(ctx context.Context, ev Event) {
 		r.lastErr = lastErr
 	}
 	for _, a := range acts {
+		if snd, ok := a.(ActSend); ok {
+			if p, ok := r.producers[snd.Gen].(batchSender); ok {
+				// Consecutive sends through a producer that takes batches go as one call.
+				if len(r.sendBuf) > 0 && snd.Gen != r.sendGen {
+					r.flushSends()
+				}
+				r.sendGen, r.sendTo = snd.Gen, p
+				r.sendBuf = append(r.sendBuf, snd.Out)
+				continue
+			}
+		}
+		r.flushSends()
 		r.execute(ctx, a)
 	}
+	r.flushSends()
+}
+
+// batchSender is implemented by remote producers that take several entries at once (the
+// client's: one lock and one wake-up of its writer per batch instead of per entry). done is called
+// once per entry, with its index in outs.
+type batchSender interface {
+	SendBatch(outs []Outbound, done func(i int, err error))
+}
+
+// flushSends hands the accumulated sends to their producer.
+func (r *Runner) flushSends() {
+	if len(r.sendBuf) == 0 {
+		return
+	}
+	gen := r.sendGen
+	sources := make([]Position, len(r.sendBuf))
+	for i, o := range r.sendBuf {
+		sources[i] = o.Source
+	}
+	r.sendTo.SendBatch(r.sendBuf, func(i int, err error) {
+		r.inbox.postResult(sendResult{gen: gen, source: sources[i], err: err})
+	})
+	clear(r.sendBuf)
+	r.sendBuf, r.sendTo = r.sendBuf[:0], nil
 }
 
 func (r *Runner) execute(ctx context.Context, a Action) {
