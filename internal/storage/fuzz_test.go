@@ -88,8 +88,29 @@ func FuzzDecodeEngineState(f *testing.F) {
 }
 
 // FuzzRecoverJournal feeds arbitrary bytes as the journal tail to recovery: it must fail with
-// an error or recover, never panic or hang.
+// an error or recover, never panic or hang. Version-1 journal (unseeded checksums).
 func FuzzRecoverJournal(f *testing.F) {
+	rec := fuzzJournalRecords(nil)
+	f.Add(rec)
+	f.Add(rec[:len(rec)-3])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, tail []byte) { recoverJournalTail(t, 1, tail) })
+}
+
+// FuzzRecoverJournalV2 is FuzzRecoverJournal for a version-2 journal (checksums seeded with the
+// file's sequence, an end record, stale bytes after it as in a recycled file).
+func FuzzRecoverJournalV2(f *testing.F) {
+	rec := fuzzJournalRecords(journalSeed(1))
+	f.Add(rec)
+	f.Add(rec[:len(rec)-3])
+	ended := appendEndRecord(append([]byte(nil), rec...))
+	sealJournalRecords(ended[len(rec):], journalSeed(1))
+	f.Add(append(ended, fuzzJournalRecords(journalSeed(0))...))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, tail []byte) { recoverJournalTail(t, 2, tail) })
+}
+
+func fuzzJournalRecords(seed []byte) []byte {
 	var rec []byte
 	var start int
 	rec, start = beginJournalRecord(rec, jAnnounce, 1)
@@ -103,38 +124,37 @@ func FuzzRecoverJournal(f *testing.F) {
 	rec = append(rec, cState)
 	rec = encodeCursorState(rec, &cursorState{name: "c", markDelete: Position{5, 0}})
 	finishJournalRecord(rec, start)
-	sealJournalRecords(rec, nil) // a version-1 journal (unseeded checksums)
-	f.Add(rec)
-	f.Add(rec[:len(rec)-3])
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, tail []byte) {
-		fs := vfs.NewMem()
-		_ = fs.MkdirAll("/data/journal")
-		jf, _ := fs.OpenFile("/data/journal/0000000000000001.jnl", vfs.ReadWrite|vfs.Create)
-		_, _ = jf.WriteAt(append(appendHeaderVersion(nil, magicJournal, 1, 0, 1), tail...), 0)
-		_ = jf.Sync()
-		_ = jf.Close()
-		_ = fs.SyncDir("/data/journal")
-		e, err := Open(context.Background(), Options{Dir: "/data", FS: fs, Logger: testLogger()})
+	sealJournalRecords(rec, seed)
+	return rec
+}
+
+func recoverJournalTail(t *testing.T, version uint32, tail []byte) {
+	fs := vfs.NewMem()
+	_ = fs.MkdirAll("/data/journal")
+	jf, _ := fs.OpenFile("/data/journal/0000000000000001.jnl", vfs.ReadWrite|vfs.Create)
+	_, _ = jf.WriteAt(append(appendHeaderVersion(nil, magicJournal, 1, 0, version), tail...), 0)
+	_ = jf.Sync()
+	_ = jf.Close()
+	_ = fs.SyncDir("/data/journal")
+	e, err := Open(context.Background(), Options{Dir: "/data", FS: fs, Logger: testLogger()})
+	if err != nil {
+		return
+	}
+	defer e.Close()
+	names, err := e.ListLedgers(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		l, err := e.OpenLedger(context.Background(), n)
 		if err != nil {
-			return
+			continue
 		}
-		defer e.Close()
-		names, err := e.ListLedgers(context.Background(), "")
-		if err != nil {
-			t.Fatal(err)
+		_, _ = l.Read(context.Background(), Earliest, 0, 0)
+		for _, c := range l.Cursors() {
+			_ = c.Backlog()
 		}
-		for _, n := range names {
-			l, err := e.OpenLedger(context.Background(), n)
-			if err != nil {
-				continue
-			}
-			_, _ = l.Read(context.Background(), Earliest, 0, 0)
-			for _, c := range l.Cursors() {
-				_ = c.Backlog()
-			}
-		}
-	})
+	}
 }
 
 // FuzzLoadSegment feeds arbitrary bytes as a segment file and a cursor log to a ledger load.
