@@ -3,7 +3,12 @@
 // stored entries unchanged, as the replicator does) and a Consumer with flow control, acks and seek.
 // Producers and consumers reconnect by themselves with backoff (100 ms doubling to 5 s).
 //
-// It is not a full Pulsar client: no batching on the producer side, no compression codecs, no
+// Write path: a connection's writer sends every frame queued since its last write in one writev
+// (heads and small payloads copied into one reused buffer, payloads above 8 KiB sent from where they
+// are); SEND heads are encoded and SEND_RECEIPTs decoded with protowire, everything else with
+// protobuf through package wire. SendRawBatchAsync queues many forwarded entries with one lock.
+//
+// It is not a full Pulsar client: producer batching is basic (BatchingMaxMessages), no compression codecs, no
 // partition routing (use PartitionedMetadata and one producer per partition), no schemas, no TLS or
 // authentication, no transactions.
 //
