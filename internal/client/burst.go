@@ -236,6 +236,9 @@ func scanSendFields(entry []byte) (sendFields, error) {
 		if n < 0 {
 			return f, fmt.Errorf("%w: metadata: %v", wire.ErrMalformedPayload, protowire.ParseError(n))
 		}
+		if num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
+			return f, fmt.Errorf("%w: metadata: field number %d out of range", wire.ErrMalformedPayload, num)
+		}
 		b = b[n:]
 		if typ == protowire.VarintType && (num == mdNumMessages || num == mdHighestSeq || num == mdNumChunks || num == mdMarkerType) {
 			v, n := protowire.ConsumeVarint(b)

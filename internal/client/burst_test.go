@@ -84,6 +84,10 @@ func TestScanSendFields(t *testing.T) {
 	if _, err := scanSendFields(bad); err == nil {
 		t.Fatal("garbage metadata accepted")
 	}
+	// A field number above protobuf's maximum (DecodeMetadata refuses it too).
+	if _, err := scanSendFields([]byte("\x00\x00\x00\x06\xf5\xf5\xf5\xf5\x300")); err == nil {
+		t.Fatal("out-of-range field number accepted")
+	}
 	if _, err := scanSendFields([]byte{1}); err == nil {
 		t.Fatal("truncated entry accepted")
 	}

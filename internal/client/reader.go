@@ -131,7 +131,7 @@ func decodeReceipt(cmd []byte, rc *receipt) bool {
 	var isReceipt, hasBody bool
 	for len(cmd) > 0 {
 		num, typ, n := protowire.ConsumeTag(cmd)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return false
 		}
 		cmd = cmd[n:]
@@ -161,7 +161,7 @@ func decodeReceiptBody(b []byte, rc *receipt) bool {
 	var hasProducer, hasSequence bool
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return false
 		}
 		b = b[n:]
@@ -198,7 +198,7 @@ func decodeMessageID(b []byte, rc *receipt) bool {
 	var hasLedger, hasEntry bool
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return false
 		}
 		b = b[n:]

@@ -55,7 +55,7 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 	s := mdScan{numMessages: 1}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return s, errScan
 		}
 		b = b[n:]
@@ -113,7 +113,7 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 func scanKeyValue(b []byte) (key, value []byte, err error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return nil, nil, errScan
 		}
 		b = b[n:]

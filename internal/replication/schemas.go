@@ -71,7 +71,7 @@ func schemaVersionOf(md []byte) ([]byte, bool, error) {
 	found := false
 	for len(md) > 0 {
 		num, typ, n := protowire.ConsumeTag(md)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return nil, false, errScan
 		}
 		md = md[n:]
