@@ -407,15 +407,18 @@ func (m *Manager) reconcile(ctx context.Context) {
 		topics[t] = true
 	}
 	// A replicator whose topic instance was closed (unloaded, then perhaps loaded again) is stopped
-	// here, so that this pass starts a new one on the current instance at once instead of at the
-	// next tick's restartClosedTopics.
+	// here. A pass asked for by the topic's load hook (topicReq) starts a new one on the freshly
+	// loaded instance at once; any other pass leaves the topic alone for now and looks again in a
+	// second: the topic may be being deleted, and opening it now could race with the deletion.
 	m.mu.Lock()
 	var stale []Key
+	staleTopics := map[string]bool{}
 	for k, mg := range m.running {
 		tn, err := naming.ParseTopic(k.Topic)
 		inScope := topics[k.Topic] || (err == nil && namespaces[tn.NamespaceName().String()])
 		if inScope && topicClosed(mg.topic) {
 			stale = append(stale, k)
+			staleTopics[k.Topic] = true
 		}
 	}
 	m.mu.Unlock()
@@ -439,6 +442,12 @@ func (m *Manager) reconcile(ctx context.Context) {
 	m.mu.Unlock()
 
 	var inputs []TopicInput
+	for t := range staleTopics {
+		if !topicReq[t] {
+			delete(topics, t)
+			m.retrySoon(t)
+		}
+	}
 	for _, t := range sortedKeys(topics) {
 		in, lt, ok := m.input(ctx, t, opened[t], (full && thorough) || nsReq[namespaceOf(t)] || topicReq[t])
 		if !ok {
