@@ -1003,40 +1003,42 @@ func TestReplLifecycleDispatchRate(t *testing.T) {
 	start := time.Now()
 	east.replicate(t, "east", "west")
 	ctx := testCtx(t, time.Duration(steady+30)*time.Second)
-	err := harness.WaitFor(ctx, func(ctx context.Context) error {
-		pending := 0
-		for _, c := range cases {
-			if !c.done.IsZero() {
-				continue
-			}
-			before := time.Now()
-			r, err := east.repl(ctx, c.topic, "west")
-			if err != nil {
-				pending++
-				continue
-			}
-			at := before.Sub(start) + time.Since(before)/2
-			v := r.MsgOutCounter
-			if c.bytes {
-				v = r.BytesOutCounter
-			}
-			c.limited = c.limited || r.RateLimited
-			if r.MsgOutCounter >= c.n {
-				c.done = time.Now()
-				continue
-			}
-			if float64(v) >= 1.1*c.limit {
-				c.samples = append(c.samples, lcRateSample{at, v})
-			}
-			pending++
+	// One poller per replicator, so that each is sampled often however many there are and however
+	// slow the machine is.
+	errs := make(chan error, len(cases))
+	for _, c := range cases {
+		go func() {
+			errs <- harness.WaitFor(ctx, func(ctx context.Context) error {
+				before := time.Now()
+				r, err := east.repl(ctx, c.topic, "west")
+				if err != nil {
+					return err
+				}
+				at := before.Sub(start) + time.Since(before)/2
+				v := r.MsgOutCounter
+				if c.bytes {
+					v = r.BytesOutCounter
+				}
+				c.limited = c.limited || r.RateLimited
+				if r.MsgOutCounter >= c.n {
+					c.done = time.Now()
+					return nil
+				}
+				if float64(v) >= 1.1*c.limit {
+					c.samples = append(c.samples, lcRateSample{at, v})
+				}
+				return fmt.Errorf("%s: %d of %d sent", c.name, r.MsgOutCounter, c.n)
+			})
+		}()
+	}
+	var failed []error
+	for range cases {
+		if err := <-errs; err != nil {
+			failed = append(failed, err)
 		}
-		if pending > 0 {
-			return fmt.Errorf("%d replicators still catching up", pending)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("replicators under replicatorDispatchRate did not finish: %v", err)
+	}
+	if len(failed) > 0 {
+		t.Fatalf("replicators under replicatorDispatchRate did not finish: %v", failed)
 	}
 	t.Logf("all caught up %v after the policy change", time.Since(start).Round(time.Millisecond))
 	for _, c := range cases {
@@ -1475,7 +1477,7 @@ func TestReplLifecycleDeleteAndRecreateTopic(t *testing.T) {
 	if err := east.Admin.Topics().Delete(tn, false, true); err != nil {
 		t.Fatalf("delete %s on east: %v", topic, err)
 	}
-	east.lcWaitMetrics(t, time.Second, "replicator stopped with the deleted topic",
+	east.lcWaitMetrics(t, 15*time.Second, "replicator stopped with the deleted topic",
 		metricIs("meridian_replicators_running", map[string]string{"cluster": "east"}, 0))
 	ns, _ := utils.GetNamespaceName(lcNamespace)
 	if _, nonPartitioned, err := east.Admin.Topics().List(*ns); err != nil || slices.Contains(nonPartitioned, topic) {
