@@ -91,11 +91,6 @@ func (c *lcCluster) replicate(t *testing.T, clusters ...string) {
 	}
 }
 
-func (c *lcCluster) client(t *testing.T) pulsar.Client {
-	t.Helper()
-	return c.Client(t)
-}
-
 func lcTopicName(t *testing.T, topic string) utils.TopicName {
 	t.Helper()
 	tn, err := utils.GetTopicName(topic)
@@ -153,12 +148,12 @@ func (c *lcCluster) repl(ctx context.Context, topic, remote string) (adminapi.Re
 	}
 	r, ok := st.Replication[remote]
 	if !ok {
-		return adminapi.ReplicatorStats{}, fmt.Errorf("%s: no replication.%s in the stats of %s (have %v)", c.Name, remote, topic, keys(st.Replication))
+		return adminapi.ReplicatorStats{}, fmt.Errorf("%s: no replication.%s in the stats of %s (have %v)", c.Name, remote, topic, lcKeys(st.Replication))
 	}
 	return r, nil
 }
 
-func keys[V any](m map[string]V) []string {
+func lcKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -195,8 +190,8 @@ func (c *lcCluster) waitRepl(t *testing.T, timeout time.Duration, topic, remote,
 	return got
 }
 
-// caughtUp accepts a connected replicator with nothing left to send.
-func caughtUp(r adminapi.ReplicatorStats) error {
+// lcCaughtUp accepts a connected replicator with nothing left to send.
+func lcCaughtUp(r adminapi.ReplicatorStats) error {
 	if !r.Connected || r.ReplicationBacklog != 0 {
 		return fmt.Errorf("connected=%v backlog=%d lastError=%q", r.Connected, r.ReplicationBacklog, r.LastError)
 	}
@@ -244,7 +239,7 @@ func lcProduceAndLeave(t *testing.T, chk *checker.Checker, c *lcCluster, topic, 
 func lcDrain(t *testing.T, chk *checker.Checker, stream string, c *lcCluster, topic, origin string) []pulsar.Message {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
-	r := newReader(t, c.client(t), pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+	r := newReader(t, c.Client(t), pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
 	var out []pulsar.Message
 	for r.HasNext() {
 		m, err := r.Next(ctx)
@@ -260,8 +255,8 @@ func lcDrain(t *testing.T, chk *checker.Checker, stream string, c *lcCluster, to
 	return out
 }
 
-// parsePos parses "ledger:entry".
-func parsePos(s string) (ledger, entry int64, err error) {
+// lcParsePos parses "ledger:entry".
+func lcParsePos(s string) (ledger, entry int64, err error) {
 	l, e, ok := strings.Cut(s, ":")
 	if !ok {
 		return 0, 0, fmt.Errorf("position %q is not ledger:entry", s)
@@ -309,7 +304,7 @@ func TestReplLifecycleIdleTopicPolicyChange(t *testing.T) {
 			}
 			// The reader on west exists before the change, so that the measurement is the
 			// replicator's, not the reader's connect time.
-			r := newReader(t, west.client(t), pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
+			r := newReader(t, west.Client(t), pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.EarliestMessageID()})
 
 			via.replicate(t, "east", "west")
 			changed := time.Now()
@@ -335,7 +330,7 @@ func TestReplLifecycleIdleTopicPolicyChange(t *testing.T) {
 				t.Errorf("replication of an idle topic started %v after the policy change, want within 1 s", firstAfter)
 			}
 
-			rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+			rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 			if rs.StartMode != "earliest" || rs.MsgOutCounter != n || rs.LastError != "" {
 				t.Errorf("east's replication.west after catching up: startMode %q (want earliest), msgOutCounter %d (want %d), lastError %q",
 					rs.StartMode, rs.MsgOutCounter, n, rs.LastError)
@@ -352,14 +347,14 @@ func TestReplLifecycleIdleTopicPolicyChange(t *testing.T) {
 				}
 			}
 			if len(st.Subscriptions) != 0 {
-				t.Errorf("east's topic should have no client, has subscriptions %v", keys(st.Subscriptions))
+				t.Errorf("east's topic should have no client, has subscriptions %v", lcKeys(st.Subscriptions))
 			}
 			cursors, err := east.cursorsOf(t, topic)
 			if err != nil {
 				t.Fatalf("internal stats of %s on east: %v", topic, err)
 			}
 			if _, ok := cursors["pulsar.repl.west"]; !ok {
-				t.Errorf("east's internal stats have no cursor pulsar.repl.west: %v", keys(cursors))
+				t.Errorf("east's internal stats have no cursor pulsar.repl.west: %v", lcKeys(cursors))
 			}
 			// Nothing more arrives (no duplicates from the loaded/unloaded topic or the watch).
 			for r.HasNext() {
@@ -459,7 +454,7 @@ func TestReplLifecycleIdlePartitionedTopic(t *testing.T) {
 	t.Logf("partitioned metadata on west %v after the admin call answered, all %d messages after %v", created.Round(time.Millisecond), n, time.Since(changed).Round(time.Millisecond))
 	for i := 0; i < partitions; i++ {
 		part := fmt.Sprintf("%s-partition-%d", topic, i)
-		east.waitRepl(t, 10*time.Second, part, "west", "caught up", caughtUp)
+		east.waitRepl(t, 10*time.Second, part, "west", "caught up", lcCaughtUp)
 	}
 	cons := newConsumer(t, west.Client(t), pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
@@ -503,14 +498,14 @@ func TestReplLifecycleStartPosition(t *testing.T) {
 			}
 			topic := harness.Topic(t)
 			chk := checker.New()
-			cl := east.client(t)
+			cl := east.Client(t)
 			before := lcProducer(t, cl, topic, "before")
 			ids := sendSync(t, chk, before, "before", 0, 10, 128)
 			east.replicate(t, "east", "west")
 			after := lcProducer(t, cl, topic, "after")
 			sendSync(t, chk, after, "after", 0, 10, 128)
 
-			rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+			rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 			lcDrain(t, chk, "west", west, topic, "east")
 			exp := checker.Expect{}
 			if tc.want == "latest" {
@@ -521,7 +516,7 @@ func TestReplLifecycleStartPosition(t *testing.T) {
 			if rs.StartMode != tc.want {
 				t.Errorf("startMode %q, want %q", rs.StartMode, tc.want)
 			}
-			ledger, entry, err := parsePos(rs.StartPosition)
+			ledger, entry, err := lcParsePos(rs.StartPosition)
 			if err != nil {
 				t.Fatalf("startPosition: %v", err)
 			}
@@ -545,7 +540,7 @@ func TestReplLifecycleStartPosition(t *testing.T) {
 				t.Fatalf("stop east: %v", err)
 			}
 			east.InProcess.Start()
-			again := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after a restart of east", caughtUp)
+			again := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after a restart of east", lcCaughtUp)
 			if again.StartMode != rs.StartMode || again.StartPosition != rs.StartPosition {
 				t.Errorf("after a restart of east: startMode %q startPosition %q, want %q %q as before", again.StartMode, again.StartPosition, rs.StartMode, rs.StartPosition)
 			}
@@ -570,12 +565,12 @@ func TestReplLifecycleStartPosition(t *testing.T) {
 		emptyAt := is.LastConfirmedEntry
 		east.replicate(t, "east", "west")
 		chk := checker.New()
-		ids := sendSync(t, chk, lcProducer(t, east.client(t), topic, "p"), "p", 0, 5, 128)
-		rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+		ids := sendSync(t, chk, lcProducer(t, east.Client(t), topic, "p"), "p", 0, 5, 128)
+		rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 		lcDrain(t, chk, "west", west, topic, "east")
 		verify(t, chk, "west", checker.Expect{})
 		t.Logf("empty topic (last confirmed entry %s): startMode %s startPosition %s; first message %v", emptyAt, rs.StartMode, rs.StartPosition, ids[0])
-		ledger, entry, err := parsePos(rs.StartPosition)
+		ledger, entry, err := lcParsePos(rs.StartPosition)
 		if err != nil {
 			t.Fatalf("startPosition: %v", err)
 		}
@@ -597,7 +592,7 @@ func TestReplLifecycleAutoCreatedTopicFirstMessage(t *testing.T) {
 	east, west := cs[0], cs[1]
 	east.replicate(t, "east", "west")
 	chk := checker.New()
-	cl := east.client(t)
+	cl := east.Client(t)
 	const topics = 5
 	var names []string
 	for i := 0; i < topics; i++ {
@@ -608,7 +603,7 @@ func TestReplLifecycleAutoCreatedTopicFirstMessage(t *testing.T) {
 		sendSync(t, chk, p, fmt.Sprintf("p%d", i), 1, 2, 64)
 	}
 	for i, topic := range names {
-		rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+		rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 		if rs.StartMode != "earliest" || rs.MsgOutCounter != 2 {
 			t.Errorf("topic %d: replication.west startMode %q (a new topic's cursor exists before its first entry: want earliest), msgOutCounter %d (want 2)", i, rs.StartMode, rs.MsgOutCounter)
 		}
@@ -643,7 +638,7 @@ func TestReplLifecycleAutoCreatedTopicFirstMessage(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		part := fmt.Sprintf("%s-partition-%d", partTopic, i)
 		name := fmt.Sprintf("part%d", i)
-		rs := east.waitRepl(t, 10*time.Second, part, "west", "caught up", caughtUp)
+		rs := east.waitRepl(t, 10*time.Second, part, "west", "caught up", lcCaughtUp)
 		if rs.StartMode != "earliest" {
 			t.Errorf("partition %d: startMode %q, want earliest", i, rs.StartMode)
 		}
@@ -654,7 +649,7 @@ func TestReplLifecycleAutoCreatedTopicFirstMessage(t *testing.T) {
 		t.Errorf("west's partitioned metadata of %s: %+v, %v; want 3 partitions", partTopic, meta, err)
 	}
 	for _, tc := range []struct{ topic, producer string }{{subTopic, "after-subscribe"}, {batchTopic, "batch"}} {
-		rs := east.waitRepl(t, 10*time.Second, tc.topic, "west", "caught up", caughtUp)
+		rs := east.waitRepl(t, 10*time.Second, tc.topic, "west", "caught up", lcCaughtUp)
 		if rs.StartMode != "earliest" {
 			t.Errorf("%s: startMode %q, want earliest", tc.producer, rs.StartMode)
 		}
@@ -670,7 +665,7 @@ func (c *lcCluster) lcWaitMetrics(t *testing.T, timeout time.Duration, what stri
 	defer cancel()
 	var got promScrape
 	if err := harness.WaitFor(ctx, func(ctx context.Context) error {
-		p, err := scrapeMetrics(ctx, c.WebURL())
+		p, err := scrapePromMetrics(ctx, c.WebURL())
 		if err != nil {
 			return err
 		}
@@ -685,8 +680,8 @@ func (c *lcCluster) lcWaitMetrics(t *testing.T, timeout time.Duration, what stri
 	return got
 }
 
-// metricIs returns a check that the one sample name{labels} equals want.
-func metricIs(name string, labels map[string]string, want float64) func(promScrape) error {
+// lcMetricIs returns a check that the one sample name{labels} equals want.
+func lcMetricIs(name string, labels map[string]string, want float64) func(promScrape) error {
 	return func(p promScrape) error {
 		v, err := p.value(name, labels)
 		if err != nil {
@@ -699,8 +694,8 @@ func metricIs(name string, labels map[string]string, want float64) func(promScra
 	}
 }
 
-// allOf combines metric checks.
-func allOf(checks ...func(promScrape) error) func(promScrape) error {
+// lcAllOf combines metric checks.
+func lcAllOf(checks ...func(promScrape) error) func(promScrape) error {
 	return func(p promScrape) error {
 		for _, c := range checks {
 			if err := c(p); err != nil {
@@ -728,7 +723,7 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 	topic := harness.Topic(t)
 	tn := lcTopicName(t, topic)
 	chk := checker.New()
-	p := lcProducer(t, east.client(t), topic, "p")
+	p := lcProducer(t, east.Client(t), topic, "p")
 	const size = 1024
 	const outage = 30
 
@@ -758,7 +753,7 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 		}
 		time.Sleep(25 * time.Millisecond) // paces the load; not a wait for a condition
 	}
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 	if per := out.MsgThroughputOut / out.MsgRateOut; per < size || per > 2*size {
 		t.Errorf("east: msgThroughputOut/msgRateOut = %.0f bytes per message, want about %d", per, size)
 	}
@@ -784,13 +779,13 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 	cur, ok := cursors["pulsar.repl.west"]
 	wantMD := fmt.Sprintf("%d:%d", lastID.LedgerID(), lastID.EntryID())
 	if !ok || cur.MarkDeletePosition != wantMD {
-		t.Errorf("internal stats: cursor pulsar.repl.west %+v (present %v), want mark-delete at the last entry %s; cursors %v", cur, ok, wantMD, keys(cursors))
+		t.Errorf("internal stats: cursor pulsar.repl.west %+v (present %v), want mark-delete at the last entry %s; cursors %v", cur, ok, wantMD, lcKeys(cursors))
 	}
 	labels := east.replLabels(topic, "west")
-	east.lcWaitMetrics(t, 5*time.Second, "healthy replication series", allOf(
-		metricIs("pulsar_replication_backlog", labels, 0),
-		metricIs("pulsar_replication_connected_count", labels, 1),
-		metricIs("meridian_replication_error", labels, 0),
+	east.lcWaitMetrics(t, 5*time.Second, "healthy replication series", lcAllOf(
+		lcMetricIs("pulsar_replication_backlog", labels, 0),
+		lcMetricIs("pulsar_replication_connected_count", labels, 1),
+		lcMetricIs("meridian_replication_error", labels, 0),
 		func(p promScrape) error {
 			if v, err := p.value("pulsar_replication_rate_out", labels); err != nil || v <= 0 {
 				return fmt.Errorf("pulsar_replication_rate_out = %v, %v", v, err)
@@ -862,10 +857,10 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 	if max := int64(time.Since(outageStart).Seconds()) + 1; delayed.ReplicationDelayInSeconds > max {
 		t.Errorf("replicationDelayInSeconds %d, but the oldest unreplicated entry is at most %d s old", delayed.ReplicationDelayInSeconds, max)
 	}
-	east.lcWaitMetrics(t, 5*time.Second, "outage series", allOf(
-		metricIs("pulsar_replication_backlog", labels, outage),
-		metricIs("pulsar_replication_connected_count", labels, 0),
-		metricIs("meridian_replication_error", labels, 1),
+	east.lcWaitMetrics(t, 5*time.Second, "outage series", lcAllOf(
+		lcMetricIs("pulsar_replication_backlog", labels, outage),
+		lcMetricIs("pulsar_replication_connected_count", labels, 0),
+		lcMetricIs("meridian_replication_error", labels, 1),
 		func(p promScrape) error {
 			if v, err := p.value("pulsar_replication_delay_in_seconds", labels); err != nil || v < 1 {
 				return fmt.Errorf("pulsar_replication_delay_in_seconds = %v, %v", v, err)
@@ -876,7 +871,7 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 	// The target returns on the same ports and data.
 	west.InProcess.Start()
 	back := time.Now()
-	resumed := east.waitRepl(t, 10*time.Second, topic, "west", "resumed after the target returned", caughtUp)
+	resumed := east.waitRepl(t, 10*time.Second, topic, "west", "resumed after the target returned", lcCaughtUp)
 	t.Logf("west back: caught up %v after its restart (reconnects %d)", time.Since(back).Round(time.Millisecond), resumed.Reconnects)
 	if resumed.Reconnects < 1 {
 		t.Errorf("after the target came back: reconnects %d, want at least 1", resumed.Reconnects)
@@ -884,11 +879,11 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 	if resumed.LastError != "" || resumed.MsgOutCounter != flowing+outage {
 		t.Errorf("after resuming: lastError %q (want cleared), msgOutCounter %d (want %d)", resumed.LastError, resumed.MsgOutCounter, flowing+outage)
 	}
-	east.lcWaitMetrics(t, 5*time.Second, "series after resuming", allOf(
-		metricIs("pulsar_replication_backlog", labels, 0),
-		metricIs("pulsar_replication_connected_count", labels, 1),
-		metricIs("meridian_replication_error", labels, 0),
-		metricIs("pulsar_replication_delay_in_seconds", labels, 0)))
+	east.lcWaitMetrics(t, 5*time.Second, "series after resuming", lcAllOf(
+		lcMetricIs("pulsar_replication_backlog", labels, 0),
+		lcMetricIs("pulsar_replication_connected_count", labels, 1),
+		lcMetricIs("meridian_replication_error", labels, 0),
+		lcMetricIs("pulsar_replication_delay_in_seconds", labels, 0)))
 	inb := west.waitRepl(t, 5*time.Second, topic, "east", "inbound counted after the restart", func(r adminapi.ReplicatorStats) error {
 		if r.MsgInCounter != outage {
 			return fmt.Errorf("msgInCounter %d, want the %d messages received since west restarted", r.MsgInCounter, outage)
@@ -926,8 +921,8 @@ type lcRateSample struct {
 	v  int64
 }
 
-// slope fits v = a + b*at by least squares and returns b per second.
-func slope(ss []lcRateSample) float64 {
+// lcSlope fits v = a + b*at by least squares and returns b per second.
+func lcSlope(ss []lcRateSample) float64 {
 	n := float64(len(ss))
 	var sx, sy, sxx, sxy float64
 	for _, s := range ss {
@@ -940,7 +935,7 @@ func slope(ss []lcRateSample) float64 {
 // TestReplLifecycleDispatchRate: replicatorDispatchRate set through pulsaradmin at namespace level
 // (messages/s and bytes/s in one policy) and at topic level (messages/s only, bytes/s only, each
 // replacing the namespace's; and on a partitioned topic, where it holds for each partition) keeps
-// six replicators, catching up concurrently from earliest, within ±20% of their limits. The rate is measured as the slope of msgOutCounter (bytesOutCounter) from
+// six replicators, catching up concurrently from earliest, within ±20% of their limits. The rate is measured as the lcSlope of msgOutCounter (bytesOutCounter) from
 // the end of the first second's burst until the replicator is done.
 func TestReplLifecycleDispatchRate(t *testing.T) {
 	steady := 3.0 // seconds of steady state after the one-second burst
@@ -974,7 +969,7 @@ func TestReplLifecycleDispatchRate(t *testing.T) {
 			topic: fmt.Sprintf("%s-partition-%d", parent, i), policyTopic: parent})
 	}
 	chk := checker.New()
-	cl := east.client(t)
+	cl := east.Client(t)
 	for _, c := range cases {
 		if c.topic == "" {
 			c.topic = harness.Topic(t) + "-" + c.name
@@ -1050,7 +1045,7 @@ func TestReplLifecycleDispatchRate(t *testing.T) {
 			t.Errorf("%s: only %d samples of the steady phase", c.name, len(c.samples))
 			continue
 		}
-		measured := slope(c.samples)
+		measured := lcSlope(c.samples)
 		first, last := c.samples[0], c.samples[len(c.samples)-1]
 		t.Logf("%s: %d messages of %d B, limit %.0f %s: measured %.0f %s (%.0f%% of the limit) from %d samples over %v (%d at %v .. %d at %v), done %v after the change, rateLimited seen %v",
 			c.name, c.n, c.size, c.limit, unit, measured, unit, 100*measured/c.limit, len(c.samples), (last.at - first.at).Round(time.Millisecond),
@@ -1096,7 +1091,7 @@ func TestReplLifecycleDispatchRateChange(t *testing.T) {
 	}
 	setRate(1000)
 	changed := time.Now()
-	done := east.waitRepl(t, 10*time.Second, topic, "west", "caught up at the new rate", caughtUp)
+	done := east.waitRepl(t, 10*time.Second, topic, "west", "caught up at the new rate", lcCaughtUp)
 	took := time.Since(changed)
 	t.Logf("%d messages left at 100 msg/s when the limit went to 1000 msg/s; caught up %v later (msgOutCounter %d)", n-slow.MsgOutCounter, took.Round(time.Millisecond), done.MsgOutCounter)
 	if took > 1500*time.Millisecond {
@@ -1132,7 +1127,7 @@ func TestReplLifecycleReplicateTo(t *testing.T) {
 	east.replicate(t, "east", "west", "north")
 	topic := harness.Topic(t)
 	chk := checker.New()
-	p := lcProducer(t, east.client(t), topic, "mixed")
+	p := lcProducer(t, east.Client(t), topic, "mixed")
 	const rounds = 10
 	for i := int64(0); i < rounds; i++ {
 		lcSendMarked(t, chk, p, "everywhere", i, nil, false)
@@ -1143,7 +1138,7 @@ func TestReplLifecycleReplicateTo(t *testing.T) {
 	lcSendMarked(t, chk, p, "everywhere", rounds, nil, false)
 
 	for _, remote := range []*lcCluster{west, north} {
-		rs := east.waitRepl(t, 10*time.Second, topic, remote.Name, "caught up", caughtUp)
+		rs := east.waitRepl(t, 10*time.Second, topic, remote.Name, "caught up", lcCaughtUp)
 		wantSkipped := int64(2 * rounds) // disabled + local
 		if remote == north {
 			wantSkipped += rounds // westonly
@@ -1188,9 +1183,9 @@ func TestReplLifecycleTopicOverride(t *testing.T) {
 		t.Errorf("topic-level replication clusters read back as %v, %v", got, err)
 	}
 	chk := checker.New()
-	p := lcProducer(t, east.client(t), topic, "p")
+	p := lcProducer(t, east.Client(t), topic, "p")
 	sendSync(t, chk, p, "override", 0, 10, 64)
-	east.waitRepl(t, 10*time.Second, topic, "north", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "north", "caught up", lcCaughtUp)
 	st, err := east.rawStats(testCtx(t, 10*time.Second), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -1203,10 +1198,10 @@ func TestReplLifecycleTopicOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, ok := cursors["pulsar.repl.west"]; ok {
-		t.Errorf("cursor pulsar.repl.west exists on the overridden topic: %v", keys(cursors))
+		t.Errorf("cursor pulsar.repl.west exists on the overridden topic: %v", lcKeys(cursors))
 	}
 	if _, ok := cursors["pulsar.repl.north"]; !ok {
-		t.Errorf("no cursor pulsar.repl.north on the overridden topic: %v", keys(cursors))
+		t.Errorf("no cursor pulsar.repl.north on the overridden topic: %v", lcKeys(cursors))
 	}
 	lcDrain(t, chk, "north", north, topic, "east")
 	verify(t, chk, "north", checker.Expect{})
@@ -1219,7 +1214,7 @@ func TestReplLifecycleTopicOverride(t *testing.T) {
 		t.Fatalf("remove topic-level replication clusters: %v", err)
 	}
 	sendSync(t, chk, p, "namespace", 0, 10, 64)
-	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after the override is removed", caughtUp)
+	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after the override is removed", lcCaughtUp)
 	if rs.StartMode != "latest" {
 		t.Errorf("west's replicator, added when the override went away, startMode %q, want latest", rs.StartMode)
 	}
@@ -1256,9 +1251,9 @@ func TestReplLifecycleRemoveCluster(t *testing.T) {
 	east.replicate(t, "east", "west")
 	topic := harness.Topic(t)
 	chk := checker.New()
-	p := lcProducer(t, east.client(t), topic, "p")
+	p := lcProducer(t, east.Client(t), topic, "p")
 	sendSync(t, chk, p, "replicated", 0, 10, 128)
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 
 	if err := west.InProcess.Close(); err != nil {
 		t.Fatalf("stop west: %v", err)
@@ -1272,7 +1267,7 @@ func TestReplLifecycleRemoveCluster(t *testing.T) {
 		return nil
 	})
 	abandonedLabels := map[string]string{"cluster": "east", "remote_cluster": "west"}
-	before, _ := scrapeMetrics(testCtx(t, 10*time.Second), east.WebURL())
+	before, _ := scrapePromMetrics(testCtx(t, 10*time.Second), east.WebURL())
 	var abandonedBefore float64
 	if v, err := before.value("meridian_replication_abandoned_entries_total", abandonedLabels); err == nil {
 		abandonedBefore = v
@@ -1292,11 +1287,11 @@ func TestReplLifecycleRemoveCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, ok := cursors["pulsar.repl.west"]; ok {
-		t.Errorf("right after removing west: cursor pulsar.repl.west still there: %v", keys(cursors))
+		t.Errorf("right after removing west: cursor pulsar.repl.west still there: %v", lcKeys(cursors))
 	}
-	east.lcWaitMetrics(t, 5*time.Second, "abandoned entries counted, no replicator running", allOf(
-		metricIs("meridian_replication_abandoned_entries_total", abandonedLabels, abandonedBefore+neverSent),
-		metricIs("meridian_replicators_running", map[string]string{"cluster": "east"}, 0),
+	east.lcWaitMetrics(t, 5*time.Second, "abandoned entries counted, no replicator running", lcAllOf(
+		lcMetricIs("meridian_replication_abandoned_entries_total", abandonedLabels, abandonedBefore+neverSent),
+		lcMetricIs("meridian_replicators_running", map[string]string{"cluster": "east"}, 0),
 		func(p promScrape) error {
 			if s := p.find("pulsar_replication_backlog", east.replLabels(topic, "west")); len(s) != 0 {
 				return fmt.Errorf("pulsar_replication_backlog still exported for west: %v", s)
@@ -1334,7 +1329,7 @@ func TestReplLifecycleRatesAfterBurst(t *testing.T) {
 	tn := lcTopicName(t, topic)
 	chk := checker.New()
 	sendSync(t, chk, lcProducer(t, east.Client(t), topic, "p"), "p", 0, 100, 1024)
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 	harness.Eventually(t, 5*time.Second, "rates of a burst on both sides", func() error {
 		est, err := east.Admin.Topics().GetStats(tn)
 		if err != nil {
@@ -1366,7 +1361,7 @@ func TestReplLifecycleReaddCluster(t *testing.T) {
 	chk := checker.New()
 	p := lcProducer(t, east.Client(t), topic, "p")
 	sendSync(t, chk, p, "p", 0, 10, 128)
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 
 	if err := west.InProcess.Close(); err != nil {
 		t.Fatalf("stop west: %v", err)
@@ -1378,7 +1373,7 @@ func TestReplLifecycleReaddCluster(t *testing.T) {
 	east.replicate(t, "east", "west", "north")
 	sendSync(t, chk, p, "p", 40, 45, 128)
 
-	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after re-adding", caughtUp)
+	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after re-adding", lcCaughtUp)
 	if rs.StartMode != "earliest" || rs.MsgOutCounter != 45 {
 		t.Errorf("re-added west: startMode %q msgOutCounter %d, want earliest and all 45 sent again", rs.StartMode, rs.MsgOutCounter)
 	}
@@ -1395,7 +1390,7 @@ func TestReplLifecycleReaddCluster(t *testing.T) {
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 
-	nr := east.waitRepl(t, 10*time.Second, topic, "north", "caught up", caughtUp)
+	nr := east.waitRepl(t, 10*time.Second, topic, "north", "caught up", lcCaughtUp)
 	if nr.MsgOutCounter != 45 || nr.Reconnects != 0 {
 		t.Errorf("north, replicating throughout: msgOutCounter %d (want 45), reconnects %d (want 0)", nr.MsgOutCounter, nr.Reconnects)
 	}
@@ -1436,7 +1431,7 @@ func TestReplLifecycleChangeWhileSourceDown(t *testing.T) {
 	if took > 2*time.Second {
 		t.Errorf("east replicated its idle topic only %v after it started", took)
 	}
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 	lcDrain(t, chk, "west-all", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 	verify(t, chk, "west-all", checker.Expect{})
@@ -1452,7 +1447,7 @@ func TestReplLifecycleChangeWhileSourceDown(t *testing.T) {
 			return err
 		}
 		if _, ok := cursors["pulsar.repl.west"]; ok {
-			return fmt.Errorf("cursor pulsar.repl.west still there: %v", keys(cursors))
+			return fmt.Errorf("cursor pulsar.repl.west still there: %v", lcKeys(cursors))
 		}
 		return nil
 	})
@@ -1472,13 +1467,13 @@ func TestReplLifecycleDeleteAndRecreateTopic(t *testing.T) {
 	tn := lcTopicName(t, topic)
 	chk := checker.New()
 	lcProduceAndLeave(t, chk, east, topic, "first-life", 0, 10)
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 
 	if err := east.Admin.Topics().Delete(tn, false, true); err != nil {
 		t.Fatalf("delete %s on east: %v", topic, err)
 	}
 	east.lcWaitMetrics(t, 15*time.Second, "replicator stopped with the deleted topic",
-		metricIs("meridian_replicators_running", map[string]string{"cluster": "east"}, 0))
+		lcMetricIs("meridian_replicators_running", map[string]string{"cluster": "east"}, 0))
 	ns, _ := utils.GetNamespaceName(lcNamespace)
 	if _, nonPartitioned, err := east.Admin.Topics().List(*ns); err != nil || slices.Contains(nonPartitioned, topic) {
 		t.Errorf("east's topics after deleting %s: %v, %v", topic, nonPartitioned, err)
@@ -1486,7 +1481,7 @@ func TestReplLifecycleDeleteAndRecreateTopic(t *testing.T) {
 
 	ids := lcProduceAndLeave(t, chk, east, topic, "second-life", 0, 10)
 	t.Logf("re-created topic: first new message at %v", ids[0])
-	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up (re-created topic)", caughtUp)
+	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up (re-created topic)", lcCaughtUp)
 	if rs.StartMode != "earliest" {
 		t.Errorf("re-created topic: startMode %q, want earliest (a new topic's cursor exists before its first entry)", rs.StartMode)
 	}
@@ -1502,7 +1497,7 @@ func TestReplLifecycleDeleteAndRecreateTopic(t *testing.T) {
 	east.InProcess.Start()
 	ids = lcProduceAndLeave(t, chk, east, topic, "third-life", 0, 10)
 	t.Logf("re-created after a restart: first new message at %v", ids[0])
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up (re-created after a restart)", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up (re-created after a restart)", lcCaughtUp)
 
 	in, err := west.repl(testCtx(t, 10*time.Second), topic, "east")
 	if err != nil {
@@ -1535,11 +1530,11 @@ func TestReplLifecycleResendAfterTargetRestarts(t *testing.T) {
 			west.InProcess.Start()
 		}
 		sendSync(t, chk, p, "p", round*batch, (round+1)*batch, 128)
-		east.waitRepl(t, 10*time.Second, topic, "west", fmt.Sprintf("caught up, round %d", round), caughtUp)
+		east.waitRepl(t, 10*time.Second, topic, "west", fmt.Sprintf("caught up, round %d", round), lcCaughtUp)
 	}
 	east.replicate(t, "east")
 	east.replicate(t, "east", "west")
-	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after re-adding (everything sent again)", caughtUp)
+	rs := east.waitRepl(t, 10*time.Second, topic, "west", "caught up after re-adding (everything sent again)", lcCaughtUp)
 	if rs.MsgOutCounter != 3*batch {
 		t.Errorf("re-added replicator sent %d, want all %d again", rs.MsgOutCounter, 3*batch)
 	}
@@ -1570,7 +1565,7 @@ func TestReplLifecycleTopicPoliciesByWatch(t *testing.T) {
 	chk := checker.New()
 	p := lcProducer(t, east.Client(t), topic, "p")
 	sendSync(t, chk, p, "before", 0, 5, 64)
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 
 	if err := west.Admin.Topics().SetReplicationClusters(tn, []string{"east", "north"}); err != nil {
 		t.Fatalf("topic-level replication clusters through west: %v", err)
@@ -1611,7 +1606,7 @@ func TestReplLifecycleTopicPoliciesByWatch(t *testing.T) {
 		t.Fatalf("topic-level replicatorDispatchRate through north: %v", err)
 	}
 	raised := time.Now()
-	east.waitRepl(t, 10*time.Second, topic, "north", "caught up at the topic-level rate", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "north", "caught up at the topic-level rate", lcCaughtUp)
 	took := time.Since(raised)
 	t.Logf("%d messages left at 20 msg/s when a topic-level 1000 msg/s was set through north: caught up %v later", int64(n+5)-slow.MsgOutCounter, took.Round(time.Millisecond))
 	if took > 1500*time.Millisecond {
@@ -1653,7 +1648,7 @@ func TestReplLifecycleUnloadWhileReplicating(t *testing.T) {
 		}
 	}
 	lcProduceAndLeave(t, chk, east, topic, "last", 0, 1) // loads the topic again
-	rs := east.waitRepl(t, 15*time.Second, topic, "west", "caught up after the unloads", caughtUp)
+	rs := east.waitRepl(t, 15*time.Second, topic, "west", "caught up after the unloads", lcCaughtUp)
 	if n := lcDrain(t, chk, "west-at-caught-up", west, topic, "east"); len(n) != rounds*per+1 {
 		t.Errorf("east's stats said connected with backlog 0 (msgOutCounter %d) while west had %d of %d messages", rs.MsgOutCounter, len(n), rounds*per+1)
 	}
@@ -1663,7 +1658,7 @@ func TestReplLifecycleUnloadWhileReplicating(t *testing.T) {
 		}
 		return nil
 	})
-	rs = east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	rs = east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 	t.Logf("after %d unloads: east msgOutCounter %d (since the last load), reconnects %d", rounds, rs.MsgOutCounter, rs.Reconnects)
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
@@ -1708,7 +1703,7 @@ func TestReplLifecycleRemoteNamespaceLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Now()
-	resumed := east.waitRepl(t, 10*time.Second, topic, "west", "replicating once the namespace exists on west", caughtUp)
+	resumed := east.waitRepl(t, 10*time.Second, topic, "west", "replicating once the namespace exists on west", lcCaughtUp)
 	t.Logf("namespace created on west: caught up %v later (lastError now %q)", time.Since(created).Round(time.Millisecond), resumed.LastError)
 	if resumed.LastError != "" {
 		t.Errorf("lastError %q still set after replication resumed", resumed.LastError)
@@ -1735,7 +1730,7 @@ func TestReplLifecycleDispatchRateLargeEntries(t *testing.T) {
 	sendSync(t, chk, lcProducer(t, east.Client(t), topic, "big"), "big", 0, n, size)
 	start := time.Now()
 	east.replicate(t, "east", "west")
-	rs := east.waitRepl(t, 15*time.Second, topic, "west", "every large entry replicated", caughtUp)
+	rs := east.waitRepl(t, 15*time.Second, topic, "west", "every large entry replicated", lcCaughtUp)
 	took := time.Since(start)
 	t.Logf("%d entries of %d KiB under %d KiB/s: replicated in %v (%.0f KiB/s), bytesOutCounter %d", n, size/1024, limit/1024, took.Round(time.Millisecond),
 		float64(rs.BytesOutCounter)/1024/took.Seconds(), rs.BytesOutCounter)
@@ -1759,7 +1754,7 @@ func TestReplLifecycleBacklogKeptAcrossLedgers(t *testing.T) {
 	tn := lcTopicName(t, topic)
 	chk := checker.New()
 	lcProduceAndLeave(t, chk, east, topic, "p", 0, 10)
-	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", caughtUp)
+	east.waitRepl(t, 10*time.Second, topic, "west", "caught up", lcCaughtUp)
 	if err := west.InProcess.Close(); err != nil {
 		t.Fatalf("stop west: %v", err)
 	}
@@ -1776,12 +1771,12 @@ func TestReplLifecycleBacklogKeptAcrossLedgers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("while west is down: ledgers of the three rounds %v; internal stats: %d entries, cursors %v", ledgers, is.NumberOfEntries, keys(is.Cursors))
+	t.Logf("while west is down: ledgers of the three rounds %v; internal stats: %d entries, cursors %v", ledgers, is.NumberOfEntries, lcKeys(is.Cursors))
 	if is.NumberOfEntries < rounds*per {
 		t.Errorf("east keeps %d entries while %d wait for west", is.NumberOfEntries, rounds*per)
 	}
 	west.InProcess.Start()
-	east.waitRepl(t, 15*time.Second, topic, "west", "caught up after west returned", caughtUp)
+	east.waitRepl(t, 15*time.Second, topic, "west", "caught up after west returned", lcCaughtUp)
 	lcDrain(t, chk, "west", west, topic, "east")
 	verify(t, chk, "west", checker.Expect{})
 }

@@ -24,8 +24,8 @@ type promSample struct {
 // promScrape is a whole /metrics answer.
 type promScrape []promSample
 
-// scrapeMetrics GETs base+"/metrics" and parses it.
-func scrapeMetrics(ctx context.Context, base string) (promScrape, error) {
+// scrapePromMetrics GETs base+"/metrics" and parses it.
+func scrapePromMetrics(ctx context.Context, base string) (promScrape, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
 		return nil, err
