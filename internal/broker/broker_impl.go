@@ -402,15 +402,58 @@ func (b *brokerState) detach(ctx context.Context, t *topicState) error {
 }
 
 func (b *brokerState) deleteTopic(ctx context.Context, name naming.TopicName, force bool) error {
-	b.mu.Lock()
-	t := b.topics[name.String()]
-	b.mu.Unlock()
-	if t != nil {
-		if !force && t.busy() {
+	// The whole deletion (unload, then deleting the ledger) holds the topic's closing slot, so a
+	// concurrent GetTopic waits for it and then finds no ledger: a load that slipped in between the
+	// unload and the ledger deletion would serve a topic whose storage is being deleted under it.
+	key := name.String()
+	var t *topicState
+	var done chan struct{}
+	for done == nil {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return ErrBrokerClosed
+		}
+		if ch := b.closing[key]; ch != nil {
+			b.mu.Unlock()
+			if err := waitClosed(ctx, ch); err != nil {
+				return err
+			}
+			continue
+		}
+		if l := b.loading[key]; l != nil {
+			b.mu.Unlock()
+			if err := waitClosed(ctx, l.done); err != nil {
+				return err
+			}
+			continue
+		}
+		t = b.topics[key]
+		b.mu.Unlock()
+		// busy takes the topic's locks, never under b.mu; the slot is taken only if the map still
+		// holds the topic that was checked.
+		if t != nil && !force && t.busy() {
 			return fmt.Errorf("topic %s has producers or consumers: %w", name, ErrNotAllowed)
 		}
-		if err := b.detach(ctx, t); err != nil {
-			b.log.Warn("closing topic for deletion", slog.String("topic", name.String()), slog.Any("err", err))
+		b.mu.Lock()
+		if b.topics[key] == t && b.closing[key] == nil && b.loading[key] == nil {
+			if t != nil {
+				delete(b.topics, key)
+			}
+			done = make(chan struct{})
+			b.closing[key] = done
+		}
+		b.mu.Unlock()
+	}
+	defer func() {
+		b.mu.Lock()
+		delete(b.closing, key)
+		b.mu.Unlock()
+		close(done)
+	}()
+	if t != nil {
+		if err := t.close(ctx); err != nil {
+			b.log.Warn("closing topic for deletion", slog.String("topic", key), slog.Any("err", err))
 		}
 	} else if !name.IsPersistent() {
 		return fmt.Errorf("topic %s: %w", name, ErrTopicNotFound)
@@ -429,8 +472,18 @@ func (b *brokerState) deleteTopic(ctx context.Context, name naming.TopicName, fo
 	if err := b.storage.DeleteLedger(ctx, name.StorageName()); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("deleting topic %s: %w", name, err)
 	}
-	b.log.Info("topic deleted", slog.String("topic", name.String()))
+	b.log.Info("topic deleted", slog.String("topic", key))
 	return nil
+}
+
+// waitClosed waits for ch to be closed or ctx to end.
+func waitClosed(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (b *brokerState) unloadTopic(ctx context.Context, name naming.TopicName) error {

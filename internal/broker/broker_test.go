@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/meridian-mq/meridian/internal/naming"
@@ -98,6 +99,50 @@ func TestTopicCreationRules(t *testing.T) {
 	}
 	if ok, _ := e.b.TopicExists(context.Background(), tn); ok {
 		t.Fatal("topic exists after delete")
+	}
+}
+
+// Loads racing a deletion never bring the topic back: the deletion holds the topic's slot from
+// the unload until its ledger is gone, so a concurrent GetTopic(create=false) waits and then gets
+// TopicNotFound (before the fix a load could slip in between and serve a deleted ledger).
+func TestDeleteTopicRacingLoads(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: false})
+	ctx := context.Background()
+	for i := 0; i < 30; i++ {
+		tn, _ := naming.ParseTopic(fmt.Sprintf("delete-race-%d", i))
+		if err := e.b.CreateTopic(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := e.b.GetTopic(ctx, tn, false); err != nil && !errors.Is(err, ErrTopicNotFound) {
+						t.Errorf("GetTopic during delete: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		if err := e.b.DeleteTopic(ctx, tn, true); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		wg.Wait()
+		if top, err := e.b.GetTopic(ctx, tn, false); !errors.Is(err, ErrTopicNotFound) {
+			t.Fatalf("iteration %d: after delete GetTopic = %v, %v; want TopicNotFound", i, top, err)
+		}
+		if ok, _ := e.b.TopicExists(ctx, tn); ok {
+			t.Fatalf("iteration %d: topic exists after delete", i)
+		}
 	}
 }
 
