@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/meridian-mq/meridian/internal/crc32c"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -154,12 +155,13 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	// the entry (ChecksumError: retried and shown as lastError), it never receives it as valid.
 	// Small entries are checked (one pass is cheaper than combining checksums).
 	large := len(parts.Body) >= zeroCopyMinBody
-	var bodyCRC, shift uint32
+	var bodyCRC uint32
+	var shift crc32c.Shift
 	if large {
-		shift = shiftOperator(len(parts.Body))
+		shift = crc32c.ShiftFor(len(parts.Body))
 		if parts.HasChecksum {
 			head := parts.Checked[:len(parts.Checked)-len(parts.Body)]
-			bodyCRC = parts.Checksum ^ multModP(shift, crc32.Checksum(head, castagnoli))
+			bodyCRC = parts.Checksum ^ shift.Apply(crc32.Checksum(head, castagnoli))
 		} else {
 			bodyCRC = crc32.Checksum(parts.Body, castagnoli)
 		}
@@ -206,7 +208,7 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	// when large). No per-entry copy of the body here.
 	out = Outbound{Source: e.Position, Data: buf, Body: parts.Body, Messages: int(s.numMessages), PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID}
 	if large {
-		binary.BigEndian.PutUint32(buf[2:], crcCombine(crc32.Checksum(buf[6:], castagnoli), bodyCRC, shift))
+		binary.BigEndian.PutUint32(buf[2:], shift.Apply(crc32.Checksum(buf[6:], castagnoli))^bodyCRC)
 	} else {
 		binary.BigEndian.PutUint32(buf[2:], crc32.Update(crc32.Checksum(buf[6:], castagnoli), castagnoli, parts.Body))
 	}

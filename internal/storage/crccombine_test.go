@@ -6,23 +6,6 @@ import (
 	"testing"
 )
 
-func TestCRCCombine(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 300; i++ {
-		a := make([]byte, rng.IntN(100))
-		b := make([]byte, rng.IntN(5000))
-		for j := range a {
-			a[j] = byte(rng.Uint32())
-		}
-		for j := range b {
-			b[j] = byte(rng.Uint32())
-		}
-		if got, want := crcCombine(crc(a), crc(b), len(b)), crc(append(append([]byte(nil), a...), b...)); got != want {
-			t.Fatalf("len %d+%d: combined %08x, direct %08x", len(a), len(b), got, want)
-		}
-	}
-}
-
 // TestSealJournalRecordsCombined: sealing by combining the segment record's CRC gives the same
 // checksums as a pass over every record (what replay verifies).
 func TestSealJournalRecordsCombined(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"net/url"
 	"strings"
+
+	"github.com/meridian-mq/meridian/internal/crc32c"
 )
 
 // FormatVersion is the on-disk format version of segment, index, cursor-log and state files.
@@ -201,7 +203,7 @@ func sealJournalRecords(buf, seed []byte) {
 			int(binary.LittleEndian.Uint32(body[entryRecordPrefix-recHeaderSize:])) == len(body)-entryRecordPrefix {
 			// An entry record ends with a segment record whose CRC covers the rest of the body.
 			segSum := binary.LittleEndian.Uint32(body[entryRecordPrefix-4:])
-			sum = crcCombine(crc32.Update(start, castagnoli, body[:entryRecordPrefix]), segSum, len(body)-entryRecordPrefix)
+			sum = crc32c.Combine(crc32.Update(start, castagnoli, body[:entryRecordPrefix]), segSum, len(body)-entryRecordPrefix)
 		} else {
 			sum = crc32.Update(start, castagnoli, body)
 		}
