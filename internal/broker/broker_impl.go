@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -275,13 +274,23 @@ func (b *brokerState) loadedTopic(name naming.TopicName) *Topic {
 }
 
 func (b *brokerState) loadedTopics() []*Topic {
+	// Sorted by the map's keys (the topics' full names), built once: sorting by name.String()
+	// would build two strings per comparison, O(n log n) garbage on every replication pass.
+	type keyed struct {
+		key string
+		t   *Topic
+	}
 	b.mu.Lock()
-	out := make([]*Topic, 0, len(b.topics))
-	for _, t := range b.topics {
-		out = append(out, t.public)
+	ks := make([]keyed, 0, len(b.topics))
+	for k, t := range b.topics {
+		ks = append(ks, keyed{k, t.public})
 	}
 	b.mu.Unlock()
-	slices.SortFunc(out, func(x, y *Topic) int { return cmp.Compare(x.t.name.String(), y.t.name.String()) })
+	slices.SortFunc(ks, func(x, y keyed) int { return strings.Compare(x.key, y.key) })
+	out := make([]*Topic, len(ks))
+	for i, k := range ks {
+		out[i] = k.t
+	}
 	return out
 }
 
@@ -301,23 +310,34 @@ func (b *brokerState) listTopics(ctx context.Context, ns naming.NamespaceName) (
 	if err != nil {
 		return nil, fmt.Errorf("listing topics of %s: %w", ns, err)
 	}
-	seen := make(map[string]bool)
-	var out []naming.TopicName
+	type keyed struct {
+		key string // the full name, built once for the dedup and the sort
+		t   naming.TopicName
+	}
+	seen := make(map[string]bool, len(names))
+	ks := make([]keyed, 0, len(names))
 	for _, n := range names {
 		local := strings.TrimPrefix(n, prefix)
 		t, err := naming.NewTopic(naming.Persistent, ns, local)
 		if err != nil {
 			continue
 		}
-		seen[t.String()] = true
-		out = append(out, t)
+		key := t.String()
+		seen[key] = true
+		ks = append(ks, keyed{key, t})
 	}
-	for _, t := range b.loadedTopics() {
-		if t.t.name.IsPersistent() && t.t.name.NamespaceName() == ns && !seen[t.t.name.String()] {
-			out = append(out, t.t.name)
+	b.mu.Lock()
+	for key, t := range b.topics {
+		if t.name.IsPersistent() && t.name.NamespaceName() == ns && !seen[key] {
+			ks = append(ks, keyed{key, t.name})
 		}
 	}
-	slices.SortFunc(out, func(x, y naming.TopicName) int { return cmp.Compare(x.String(), y.String()) })
+	b.mu.Unlock()
+	slices.SortFunc(ks, func(x, y keyed) int { return strings.Compare(x.key, y.key) })
+	out := make([]naming.TopicName, len(ks))
+	for i, k := range ks {
+		out[i] = k.t
+	}
 	return out, nil
 }
 

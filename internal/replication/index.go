@@ -512,6 +512,12 @@ func (x *Index) Save(ctx context.Context) error {
 		x.mu.Unlock()
 		return nil
 	}
+	if len(x.origins) == 0 && len(x.pending) == 0 && covered.EntryID < 0 {
+		// An empty log with nothing recorded: the snapshot would only save a rescan of nothing,
+		// and costs every idle topic its properties in memory and on disk.
+		x.mu.Unlock()
+		return nil
+	}
 	props := x.encodeSnapshot(covered.Next())
 	wasDirty := x.dirty
 	x.dirty = false

@@ -315,6 +315,30 @@ func TestIndexSnapshotFollowsLocalTraffic(t *testing.T) {
 	}
 }
 
+// TestIndexSnapshotSkippedOnEmptyLog: an idle, empty topic saves no snapshot (nothing to spare a
+// rescan of; it would cost every idle topic its properties); the first entry makes one due.
+func TestIndexSnapshotSkippedOnEmptyLog(t *testing.T) {
+	ctx := context.Background()
+	topic := newMemTopic("persistent://t/n/idle", 4)
+	x, err := LoadIndex(ctx, topic, IndexOptions{SnapshotInterval: time.Second, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := topic.cursors[IndexCursorName]
+	x.Maintain(ctx, time.Now().Add(2*time.Second))
+	if props := cur.Properties(); len(props) != 0 {
+		t.Fatalf("empty topic saved a snapshot: %v", props)
+	}
+	topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+	x.Maintain(ctx, time.Now().Add(4*time.Second))
+	if props := cur.Properties(); props["index.version"] == "" {
+		t.Fatalf("no snapshot after the first entry: %v", props)
+	}
+	if err := x.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestMergeInbound(t *testing.T) {
 	repl := map[string]adminapi.ReplicatorStats{"b": {ReplicationBacklog: 3}}
 	got := MergeInbound(repl, []adminapi.PublisherStats{
