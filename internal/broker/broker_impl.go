@@ -153,19 +153,15 @@ func (b *brokerState) getTopic(ctx context.Context, name naming.TopicName, creat
 		}
 		if ch := b.closing[key]; ch != nil {
 			b.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := waitClosed(ctx, ch); err != nil {
+				return nil, err
 			}
 			continue
 		}
 		if l := b.loading[key]; l != nil {
 			b.mu.Unlock()
-			select {
-			case <-l.done:
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := waitClosed(ctx, l.done); err != nil {
+				return nil, err
 			}
 			if l.err != nil {
 				if errors.Is(l.err, ErrTopicNotFound) && create {
