@@ -7,7 +7,9 @@
 # too slow to stage 1,000,000 messages within nats.sh's time limits). Loopback only; every step is
 # bounded in time.
 #
-# usage: scripts/bench-replication.sh            (env: NATS_SERVER, SYNC, BATCH, UNBATCHED_N, LAT_RATE)
+# usage: scripts/bench-replication.sh            (env: NATS_SERVER, SYNC, BATCH, UNBATCHED_N, LAT_RATE, PARTS)
+#   PARTS selects the steps (default "nats batched unbatched latency"), e.g. PARTS=unbatched runs only the
+#   one-message-per-entry catch-up; its line also shows the process CPU per message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NATS_SERVER=${NATS_SERVER:-/work/benchbin/nats-server}
@@ -15,9 +17,13 @@ SYNC=${SYNC:-default}
 BATCH=${BATCH:-100}             # messages per entry for the batched catch-up (pulsar-perf and the Go client batch)
 UNBATCHED_N=${UNBATCHED_N:-200000}
 LAT_RATE=${LAT_RATE:-5000}
+PARTS=" ${PARTS:-nats batched unbatched latency} "
+want() { [[ "$PARTS" == *" $1 "* ]]; }
 
 echo "## machine: $(nproc) vCPU; $(uptime)"
-if [ -x "$NATS_SERVER" ] || command -v "$NATS_SERVER" >/dev/null 2>&1; then
+if ! want nats; then
+  echo "## NATS: skipped (PARTS)"
+elif [ -x "$NATS_SERVER" ] || command -v "$NATS_SERVER" >/dev/null 2>&1; then
   echo "## NATS JetStream mirror (SYNC=$SYNC)"
   NATS_SERVER="$NATS_SERVER" SYNC="$SYNC" LAT_RATE="$LAT_RATE" timeout 20m ../shared/bench/nats.sh catchup latency 2>&1 |
     grep -Ev '^\s*$' || echo "(nats.sh failed)"
@@ -29,7 +35,7 @@ echo "## Meridian: two in-process clusters over loopback TCP, fsync before every
 run() { # env assignments...; prints the test's figure lines
   env "$@" go test -count=1 -timeout 20m -run "$TEST" -v ./internal/replication 2>&1 | grep -E 'catch-up of|latency a->b|FAIL|panic' || true
 }
-TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP=1000000 MERIDIAN_BENCH_BATCH="$BATCH"
-TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1
-TEST=TestReplicationLatency run MERIDIAN_BENCH_LATENCY="$LAT_RATE"
+if want batched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP=1000000 MERIDIAN_BENCH_BATCH="$BATCH"; fi
+if want unbatched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1; fi
+if want latency; then TEST=TestReplicationLatency run MERIDIAN_BENCH_LATENCY="$LAT_RATE"; fi
 echo "## machine after: $(uptime)"

@@ -503,34 +503,53 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// profileWindow starts a CPU profile and an execution trace written to prefix.cpu.prof and
-// prefix.trace.out (nothing if prefix is empty); the returned stop function is idempotent.
+// profileWindow starts a CPU profile written to prefix.cpu.prof and records the allocation
+// profile at the start and the end (prefix.allocs0.prof, prefix.allocs1.prof: compare them with
+// `go tool pprof -diff_base prefix.allocs0.prof prefix.allocs1.prof`); with MERIDIAN_BENCH_TRACE=1
+// also an execution trace, prefix.trace.out (it costs CPU of its own). Nothing if prefix is empty;
+// the returned stop function is idempotent.
 func profileWindow(t *testing.T, prefix string) func() {
 	t.Helper()
 	if prefix == "" {
 		return func() {}
 	}
-	cpu, err := os.Create(prefix + ".cpu.prof")
-	if err != nil {
-		t.Fatal(err)
+	writeAllocs := func(name string) {
+		f, err := os.Create(prefix + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
-	tr, err := os.Create(prefix + ".trace.out")
+	writeAllocs(".allocs0.prof")
+	cpu, err := os.Create(prefix + ".cpu.prof")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := pprof.StartCPUProfile(cpu); err != nil {
 		t.Fatal(err)
 	}
-	if err := trace.Start(tr); err != nil {
-		t.Fatal(err)
+	var tr *os.File
+	if os.Getenv("MERIDIAN_BENCH_TRACE") == "1" {
+		if tr, err = os.Create(prefix + ".trace.out"); err != nil {
+			t.Fatal(err)
+		}
+		if err := trace.Start(tr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			trace.Stop()
+			if tr != nil {
+				trace.Stop()
+				tr.Close()
+			}
 			pprof.StopCPUProfile()
 			cpu.Close()
-			tr.Close()
+			writeAllocs(".allocs1.prof")
 		})
 	}
 	t.Cleanup(stop)
