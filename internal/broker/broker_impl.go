@@ -28,6 +28,9 @@ type brokerState struct {
 
 	producerSeq atomic.Uint64
 	consumerSeq atomic.Uint64
+	// lastSampleNs is the clock of the stats ticker's last run (0: none yet), for rates
+	// allocated later (topicState.counters).
+	lastSampleNs atomic.Int64
 
 	mu      sync.Mutex
 	closed  bool
@@ -149,7 +152,7 @@ func (b *brokerState) getTopic(ctx context.Context, name naming.TopicName, creat
 		}
 		if t := b.topics[key]; t != nil {
 			b.mu.Unlock()
-			return t.public, nil
+			return &t.public, nil
 		}
 		if ch := b.closing[key]; ch != nil {
 			b.mu.Unlock()
@@ -195,7 +198,7 @@ func (b *brokerState) getTopic(ctx context.Context, name naming.TopicName, creat
 			}
 			return nil, err
 		}
-		return t.public, nil
+		return &t.public, nil
 	}
 }
 
@@ -264,7 +267,7 @@ func (b *brokerState) loadedTopic(name naming.TopicName) *Topic {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t := b.topics[name.String()]; t != nil {
-		return t.public
+		return &t.public
 	}
 	return nil
 }
@@ -279,7 +282,7 @@ func (b *brokerState) loadedTopics() []*Topic {
 	b.mu.Lock()
 	ks := make([]keyed, 0, len(b.topics))
 	for k, t := range b.topics {
-		ks = append(ks, keyed{k, t.public})
+		ks = append(ks, keyed{k, &t.public})
 	}
 	b.mu.Unlock()
 	slices.SortFunc(ks, func(x, y keyed) int { return strings.Compare(x.key, y.key) })
@@ -632,6 +635,7 @@ func (b *brokerState) statsLoop(ctx context.Context) {
 
 func (b *brokerState) sampleRates() {
 	now := b.clock.Now()
+	defer b.lastSampleNs.Store(now.UnixNano()) // after the topics were sampled (topicState.counters)
 	b.mu.Lock()
 	ts := make([]*topicState, 0, len(b.topics))
 	for _, t := range b.topics {

@@ -69,7 +69,7 @@ func (c *Consumer) Name() string { return c.c.name }
 func (c *Consumer) Subscription() string { return c.c.sub.name }
 
 // Topic is the consumer's topic.
-func (c *Consumer) Topic() *Topic { return c.c.sub.topic.public }
+func (c *Consumer) Topic() *Topic { return &c.c.sub.topic.public }
 
 // ConnectedSince is when the consumer subscribed.
 func (c *Consumer) ConnectedSince() time.Time { return c.c.connectedSince }

@@ -45,7 +45,7 @@ type Producer struct {
 func (p *Producer) Name() string { return p.p.name }
 
 // Topic is the topic the producer publishes to.
-func (p *Producer) Topic() *Topic { return p.p.topic.public }
+func (p *Producer) Topic() *Topic { return &p.p.topic.public }
 
 // LastSequenceID is PRODUCER_SUCCESS.last_sequence_id: the highest sequence id persisted for this
 // producer name when dedup is enabled, -1 otherwise.

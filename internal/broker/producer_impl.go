@@ -79,9 +79,10 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 		t.pubMu.Unlock()
 		p.msgIn.Add(int64(req.NumMessages))
 		p.bytesIn.Add(n)
-		t.msgIn.Add(int64(req.NumMessages))
-		t.bytesIn.Add(n)
-		t.lastPublish.Store(t.b.nowMs())
+		tr := t.counters()
+		tr.msgIn.Add(int64(req.NumMessages))
+		tr.bytesIn.Add(n)
+		tr.lastPublish.Store(t.b.nowMs())
 		res.Position = storage.Position{} // Pulsar answers 0:0 on non-persistent topics
 		p.complete(slot, res)
 		return
@@ -264,9 +265,10 @@ func (t *topicState) appended(p *producerState, slot *pubSlot, res PublishResult
 	if chunk {
 		p.chunksIn.Add(1)
 	}
-	t.msgIn.Add(msgs)
-	t.bytesIn.Add(bytes)
-	t.lastPublish.Store(t.b.nowMs())
+	tr := t.counters()
+	tr.msgIn.Add(msgs)
+	tr.bytesIn.Add(bytes)
+	tr.lastPublish.Store(t.b.nowMs())
 	res.Position = pos
 	p.complete(slot, res)
 	t.notifySubscriptions()

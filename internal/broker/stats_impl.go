@@ -8,10 +8,12 @@ import (
 
 // sampleRates updates the topic's, producers', subscriptions' and consumers' rates.
 func (t *topicState) sampleRates(now time.Time) {
-	t.rateIn.sample(t.msgIn.Load(), now)
-	t.rateBytesIn.sample(t.bytesIn.Load(), now)
-	t.rateOut.sample(t.msgOut.Load(), now)
-	t.rateBytesOut.sample(t.bytesOut.Load(), now)
+	if tr := t.traffic.Load(); tr != nil { // else no message yet: every rate is zero
+		tr.rateIn.sample(tr.msgIn.Load(), now)
+		tr.rateBytesIn.sample(tr.bytesIn.Load(), now)
+		tr.rateOut.sample(tr.msgOut.Load(), now)
+		tr.rateBytesOut.sample(tr.bytesOut.Load(), now)
+	}
 	t.mu.Lock()
 	ps := make([]*producerState, 0, len(t.producers))
 	for _, p := range t.producers {
@@ -47,22 +49,26 @@ func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // stats implements Topic.Stats.
 func (t *topicState) stats() TopicStats {
+	tr := t.traffic.Load()
+	if tr == nil {
+		tr = &topicTraffic{} // no message yet
+	}
 	st := TopicStats{
-		MsgRateIn:              t.rateIn.value(),
-		MsgThroughputIn:        t.rateBytesIn.value(),
-		MsgRateOut:             t.rateOut.value(),
-		MsgThroughputOut:       t.rateBytesOut.value(),
-		BytesInCounter:         t.bytesIn.Load(),
-		MsgInCounter:           t.msgIn.Load(),
-		BytesOutCounter:        t.bytesOut.Load(),
-		MsgOutCounter:          t.msgOut.Load(),
+		MsgRateIn:              tr.rateIn.value(),
+		MsgThroughputIn:        tr.rateBytesIn.value(),
+		MsgRateOut:             tr.rateOut.value(),
+		MsgThroughputOut:       tr.rateBytesOut.value(),
+		BytesInCounter:         tr.bytesIn.Load(),
+		MsgInCounter:           tr.msgIn.Load(),
+		BytesOutCounter:        tr.bytesOut.Load(),
+		MsgOutCounter:          tr.msgOut.Load(),
 		StorageSize:            t.storageSize(),
 		Publishers:             []PublisherStats{},
 		Subscriptions:          map[string]SubscriptionStats{},
 		Replication:            map[string]ReplicatorStats{},
 		DeduplicationStatus:    "Disabled",
-		TopicCreationTimeStamp: t.created.UnixMilli(),
-		LastPublishTimeStamp:   t.lastPublish.Load(),
+		TopicCreationTimeStamp: time.Unix(0, t.createdNs).UnixMilli(),
+		LastPublishTimeStamp:   tr.lastPublish.Load(),
 	}
 	if st.MsgRateIn > 0 {
 		st.AverageMsgSize = st.MsgThroughputIn / st.MsgRateIn

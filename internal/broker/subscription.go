@@ -55,8 +55,9 @@ func (c *consumerState) send(ds []Delivery) {
 	c.entriesOut.Add(int64(len(ds)))
 	c.sub.msgOut.Add(msgs)
 	c.sub.bytesOut.Add(bytes)
-	c.sub.topic.msgOut.Add(msgs)
-	c.sub.topic.bytesOut.Add(bytes)
+	tr := c.sub.topic.counters()
+	tr.msgOut.Add(msgs)
+	tr.bytesOut.Add(bytes)
 	c.lastConsumed.Store(c.sub.topic.b.nowMs())
 }
 

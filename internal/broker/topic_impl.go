@@ -24,24 +24,27 @@ const (
 	topicClosed
 )
 
-// topicState is one loaded topic.
+// topicState is one loaded topic. An idle topic should cost little memory (README budget: 2 KiB per
+// idle topic, storage and replication index included): its maps, subscriber list and traffic
+// counters are allocated on first use, and the dedup cursor is opened only when a producer may
+// need it (see applyDedupPolicy).
 type topicState struct {
-	b       *brokerState
-	name    naming.TopicName
-	public  *Topic
-	ledger  *storage.Ledger
-	created time.Time
+	b         *brokerState
+	name      naming.TopicName
+	public    Topic
+	ledger    *storage.Ledger
+	createdNs int64 // b.clock at creation, Unix nanoseconds
 
 	mu         sync.Mutex // guards the fields below up to pubMu
 	state      topicLifecycle
 	terminated bool
 	policies   TopicPolicies
-	producers  map[string]*producerState
-	waiting    []*producerWaiter // WaitForExclusive producers, in arrival order
-	exclusive  bool              // the current producers hold exclusive access
+	producers  map[string]*producerState // nil until the first producer
+	waiting    []*producerWaiter         // WaitForExclusive producers, in arrival order
+	exclusive  bool                      // the current producers hold exclusive access
 	topicEpoch uint64
-	subs       map[string]*subscriptionState
-	subList    atomic.Pointer[[]*subscriptionState] // lock-free copy for publish notifications
+	subs       map[string]*subscriptionState        // nil until the first subscription
+	subList    atomic.Pointer[[]*subscriptionState] // lock-free copy for publish notifications; nil: none
 
 	// pubMu orders dedup decisions with appends, so the log order equals the decision order.
 	pubMu          sync.Mutex
@@ -59,10 +62,43 @@ type topicState struct {
 	waitMu  sync.Mutex
 	waiters []entryWaiter
 
+	traffic atomic.Pointer[topicTraffic] // nil until the first message in or out
+}
+
+// topicTraffic is a topic's message counters and rates, allocated with its first message.
+type topicTraffic struct {
 	msgIn, bytesIn, msgOut, bytesOut atomic.Int64
 	lastPublish                      atomic.Int64
 	rateIn, rateBytesIn              rate
 	rateOut, rateBytesOut            rate
+}
+
+// counters returns the topic's traffic counters, allocating them on first use. Their rates start
+// as the stats ticker would have left them had they existed from the creation of the topic: at
+// zero, sampled at the ticker's last run if the topic existed then.
+func (t *topicState) counters() *topicTraffic {
+	if tr := t.traffic.Load(); tr != nil {
+		return tr
+	}
+	tr := &topicTraffic{}
+	if last := t.b.lastSampleNs.Load(); last != 0 && t.createdNs <= last {
+		at := time.Unix(0, last)
+		for _, r := range []*rate{&tr.rateIn, &tr.rateBytesIn, &tr.rateOut, &tr.rateBytesOut} {
+			r.lastTime = at
+		}
+	}
+	if !t.traffic.CompareAndSwap(nil, tr) {
+		return t.traffic.Load()
+	}
+	return tr
+}
+
+// subscribers is the lock-free list of subscriptions notified on publish.
+func (t *topicState) subscribers() []*subscriptionState {
+	if l := t.subList.Load(); l != nil {
+		return *l
+	}
+	return nil
 }
 
 // entryWaiter is a WaitForEntries caller.
@@ -134,13 +170,10 @@ func newTopicState(b *brokerState, name naming.TopicName, ledger *storage.Ledger
 		b:         b,
 		name:      name,
 		ledger:    ledger,
-		created:   b.clock.Now(),
+		createdNs: b.clock.Now().UnixNano(),
 		policies:  pol,
-		producers: make(map[string]*producerState),
-		subs:      make(map[string]*subscriptionState),
 	}
-	t.public = &Topic{t: t}
-	t.subList.Store(&[]*subscriptionState{})
+	t.public.t = t
 	return t
 }
 
@@ -164,7 +197,7 @@ func (t *topicState) load(ctx context.Context, isNew bool) error {
 		if t.b.isInternalCursor(c.Name()) || !c.Durable() {
 			continue
 		}
-		t.subs[c.Name()] = newSubscription(t, c.Name(), c, true)
+		t.addSubLocked(c.Name(), newSubscription(t, c.Name(), c, true))
 	}
 	t.publishSubList()
 	if isNew {
@@ -336,6 +369,10 @@ func (t *topicState) publishableLocked() error {
 }
 
 func (t *topicState) publishSubList() {
+	if len(t.subs) == 0 {
+		t.subList.Store(nil)
+		return
+	}
 	list := make([]*subscriptionState, 0, len(t.subs))
 	for _, s := range t.subs {
 		list = append(list, s)
@@ -343,9 +380,17 @@ func (t *topicState) publishSubList() {
 	t.subList.Store(&list)
 }
 
+// addSubLocked records a subscription (t.mu held, or the topic not yet published).
+func (t *topicState) addSubLocked(name string, s *subscriptionState) {
+	if t.subs == nil {
+		t.subs = make(map[string]*subscriptionState)
+	}
+	t.subs[name] = s
+}
+
 // notifySubscriptions wakes every dispatcher after an append.
 func (t *topicState) notifySubscriptions() {
-	for _, s := range *t.subList.Load() {
+	for _, s := range t.subscribers() {
 		s.notify()
 	}
 }
@@ -464,6 +509,9 @@ func (t *topicState) attachProducerLocked(opts ProducerOptions, name string, exc
 	}
 	t.dedupMu.Unlock()
 	p.public = &Producer{p: p}
+	if t.producers == nil {
+		t.producers = make(map[string]*producerState)
+	}
 	t.producers[name] = p
 	return p
 }
@@ -595,7 +643,7 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 		}
 		sub := newSubscription(t, opts.Subscription, nil, false)
 		sub.props = opts.SubscriptionProperties
-		t.subs[opts.Subscription] = sub
+		t.addSubLocked(opts.Subscription, sub)
 		t.publishSubList()
 		return sub, nil
 	}
@@ -623,7 +671,7 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 	}
 	sub := newSubscription(t, opts.Subscription, cur, cur.Durable())
 	sub.props = opts.SubscriptionProperties
-	t.subs[opts.Subscription] = sub
+	t.addSubLocked(opts.Subscription, sub)
 	t.publishSubList()
 	return sub, nil
 }
@@ -1185,7 +1233,7 @@ func (t *topicState) dispatchNonPersistent(data []byte, marker bool) {
 	if info.marker {
 		return
 	}
-	for _, s := range *t.subList.Load() {
+	for _, s := range t.subscribers() {
 		s.mu.Lock()
 		c := s.d.selectConsumer(&info)
 		if c != nil {

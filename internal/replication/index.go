@@ -35,6 +35,13 @@ import (
 // only the entries after the snapshot. The cursor's mark-delete position follows the snapshot, so it
 // never holds back trimming by more than one snapshot interval.
 //
+// The cursor is created lazily (README budget: 2 KiB per idle topic; a cursor costs ~500 B): before
+// the first replicated entry is admitted, so it holds back trimming of every replicated entry until
+// a snapshot covers it, or by the first snapshot of a log that has entries. An empty topic that never
+// receives a replicated entry has no index cursor. A topic without the cursor is rebuilt on load by
+// scanning its whole log, which holds every replicated entry it ever stored (the cursor, created at
+// Earliest before the first one, kept them from being trimmed).
+//
 // Snapshot format, version 1, in the cursor's properties:
 //
 //	"index.version"  "1"
@@ -128,20 +135,19 @@ type originState struct {
 type Index struct {
 	opts  IndexOptions
 	topic LocalTopic
-	log   *slog.Logger
 
 	mu        sync.Mutex
 	origins   map[string]*originState
 	pending   map[pendingKey]struct{}
 	lastLocal Position // highest local position recorded
 	dirty     bool
-	cursor    Cursor
+	cursor    Cursor // nil until created (see the package doc: created lazily); guarded by mu
 	closed    bool
 	onClose   func() // set by Manager.OpenIndex
 
-	saveMu       sync.Mutex // serialises Save (Maintain and Close may race)
-	lastSave     time.Time
-	savedCovered Position // the local position the last saved snapshot covers
+	saveMu       sync.Mutex // serialises Save (Maintain and Close may race) and creating cursor
+	lastSave     int64      // opts.Now() of the last save, Unix nanoseconds (guarded by mu)
+	savedCovered Position   // the local position the last saved snapshot covers
 }
 
 // NewIndex returns an empty, in-memory index (no snapshots); used by tests and by LoadIndex.
@@ -149,28 +155,29 @@ func NewIndex(opts IndexOptions) *Index {
 	opts.withDefaults()
 	// Maps are made on first use: most topics never receive replicated traffic, and an idle topic
 	// should cost little memory (README budget: 2 KiB per idle topic).
-	return &Index{opts: opts, log: opts.Logger}
+	return &Index{opts: opts}
 }
 
-// LoadIndex opens the index of topic: it loads the snapshot from the cursor IndexCursorName (creating
-// the cursor at the end of the log if missing, after scanning the whole log once), reads the entries
-// written after the snapshot. It must complete before the topic accepts replicated entries. The owner
-// calls Maintain about once a second (snapshots, rates) and Close when the topic unloads.
+// LoadIndex opens the index of topic: it loads the snapshot from the cursor IndexCursorName if the
+// topic has that cursor, and reads the entries written after the snapshot (the whole log without
+// one). It does not create the cursor (see the package doc). It must complete before the topic
+// accepts replicated entries. The owner calls Maintain about once a second (snapshots, rates) and
+// Close when the topic unloads.
 func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index, error) {
 	x := NewIndex(opts)
 	x.topic = topic
-	cur, created, err := topic.OpenCursor(ctx, IndexCursorName, Earliest)
-	if err != nil {
-		return nil, fmt.Errorf("replication: open index cursor of %s: %w", topic.Name(), err)
-	}
-	x.cursor = cur
 	scanFrom := Earliest
-	if !created {
+	if slices.Contains(topic.CursorNames(), IndexCursorName) {
+		cur, _, err := topic.OpenCursor(ctx, IndexCursorName, Earliest)
+		if err != nil {
+			return nil, fmt.Errorf("replication: open index cursor of %s: %w", topic.Name(), err)
+		}
+		x.cursor = cur
 		props := cur.Properties()
 		if props["index.version"] != "" {
 			if p, err := x.decodeSnapshot(props); err != nil {
 				// A damaged snapshot costs time, never correctness: rebuild from the whole log.
-				x.log.Warn("inbound replication index snapshot unreadable; rebuilding from the log", "topic", topic.Name(), "err", err)
+				x.opts.Logger.Warn("inbound replication index snapshot unreadable; rebuilding from the log", "topic", topic.Name(), "err", err)
 				x.origins = nil
 			} else {
 				scanFrom = p
@@ -181,13 +188,54 @@ func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index
 	if err != nil {
 		return nil, fmt.Errorf("replication: rebuild index of %s: %w", topic.Name(), err)
 	}
-	x.log.Debug("inbound replication index loaded", "topic", topic.Name(), "scanFrom", scanFrom.String(), "scanned", n, "origins", len(x.origins))
-	if n > 0 || created {
+	x.opts.Logger.Debug("inbound replication index loaded", "topic", topic.Name(), "scanFrom", scanFrom.String(), "scanned", n, "origins", len(x.origins))
+	if n > 0 || x.cursor == nil {
+		// Without a cursor the first snapshot (once the log has entries) creates it.
 		x.dirty = true
 	}
-	x.lastSave = x.opts.Now()
+	x.lastSave = x.opts.Now().UnixNano()
 	return x, nil
 }
+
+// snapshotCursor returns the snapshot cursor, creating it (at Earliest, so it holds back trimming
+// until a snapshot covers the log) when create is set. Without a topic (NewIndex) there is none.
+func (x *Index) snapshotCursor(ctx context.Context, create bool) (Cursor, error) {
+	x.mu.Lock()
+	cur := x.cursor
+	x.mu.Unlock()
+	if cur != nil || !create || x.topic == nil {
+		return cur, nil
+	}
+	cur, _, err := x.topic.OpenCursor(ctx, IndexCursorName, Earliest)
+	if err != nil {
+		return nil, fmt.Errorf("replication: create index cursor of %s: %w", x.topic.Name(), err)
+	}
+	x.mu.Lock()
+	x.cursor = cur
+	x.mu.Unlock()
+	return cur, nil
+}
+
+// ensureCursor creates the snapshot cursor before the first replicated entry is stored.
+func (x *Index) ensureCursor() error {
+	x.mu.Lock()
+	have := x.cursor != nil || x.topic == nil
+	x.mu.Unlock()
+	if have {
+		return nil
+	}
+	// saveMu: a concurrent Save may be creating it. Neither lock is needed by storage completions.
+	x.saveMu.Lock()
+	defer x.saveMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), cursorCreateTimeout)
+	defer cancel()
+	_, err := x.snapshotCursor(ctx, true)
+	return err
+}
+
+// cursorCreateTimeout bounds creating the index cursor on the publish path of the first replicated
+// entry (one durable journal record); the replicator retries a refused entry.
+const cursorCreateTimeout = 10 * time.Second
 
 func (x *Index) scan(ctx context.Context, from Position) (int, error) {
 	n := 0
@@ -266,6 +314,9 @@ func (x *Index) origin(name string) *originState {
 func (x *Index) Admit(data []byte) (dup bool, dupLedger, dupEntry int64, commit func(ledger, entry int64, err error), err error) {
 	originBytes, pos, msgs, indexed, err := replicatedSource(data)
 	if err != nil || !indexed {
+		return false, 0, 0, nil, err
+	}
+	if err := x.ensureCursor(); err != nil {
 		return false, 0, 0, nil, err
 	}
 	x.mu.Lock()
@@ -478,23 +529,23 @@ func (x *Index) Tick(now time.Time) {
 func (x *Index) Maintain(ctx context.Context, now time.Time) {
 	x.Tick(now)
 	x.mu.Lock()
-	due := now.Sub(x.lastSave) >= x.opts.SnapshotInterval
+	due := now.UnixNano()-x.lastSave >= int64(x.opts.SnapshotInterval)
 	if due {
-		x.lastSave = now
+		x.lastSave = now.UnixNano()
 	}
 	x.mu.Unlock()
 	if !due {
 		return
 	}
 	if err := x.Save(ctx); err != nil {
-		x.log.Warn("save inbound replication index snapshot", "topic", x.topicName(), "err", err)
+		x.opts.Logger.Warn("save inbound replication index snapshot", "topic", x.topicName(), "err", err)
 	}
 }
 
 // Save writes a snapshot if the index changed, or the log grew, since the last one. The snapshot's
 // cursor is mark-deleted up to what the snapshot covers, so it never holds back trimming for long.
 func (x *Index) Save(ctx context.Context) error {
-	if x.cursor == nil {
+	if x.topic == nil {
 		return nil
 	}
 	x.saveMu.Lock()
@@ -522,7 +573,11 @@ func (x *Index) Save(ctx context.Context) error {
 	wasDirty := x.dirty
 	x.dirty = false
 	x.mu.Unlock()
-	if err := x.cursor.SetProperties(ctx, props); err != nil {
+	cur, err := x.snapshotCursor(ctx, true)
+	if err == nil {
+		err = cur.SetProperties(ctx, props)
+	}
+	if err != nil {
 		x.mu.Lock()
 		x.dirty = x.dirty || wasDirty
 		x.mu.Unlock()
@@ -532,7 +587,7 @@ func (x *Index) Save(ctx context.Context) error {
 	x.savedCovered = covered
 	x.mu.Unlock()
 	if covered.EntryID >= 0 {
-		if err := x.cursor.MarkDelete(ctx, covered); err != nil {
+		if err := cur.MarkDelete(ctx, covered); err != nil {
 			return err
 		}
 	}

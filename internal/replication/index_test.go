@@ -324,18 +324,71 @@ func TestIndexSnapshotSkippedOnEmptyLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur := topic.cursors[IndexCursorName]
 	x.Maintain(ctx, time.Now().Add(2*time.Second))
-	if props := cur.Properties(); len(props) != 0 {
-		t.Fatalf("empty topic saved a snapshot: %v", props)
+	if names := topic.CursorNames(); len(names) != 0 {
+		t.Fatalf("empty topic has cursors %v, want none (the index cursor is created lazily)", names)
 	}
 	topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
 	x.Maintain(ctx, time.Now().Add(4*time.Second))
+	cur := topic.cursors[IndexCursorName]
+	if cur == nil {
+		t.Fatal("no index cursor after the first entry")
+	}
 	if props := cur.Properties(); props["index.version"] == "" {
 		t.Fatalf("no snapshot after the first entry: %v", props)
 	}
 	if err := x.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIndexCursorCreatedBeforeFirstReplicatedEntry: an idle topic has no index cursor; the first
+// replicated entry creates it (at the start of the log, so nothing replicated is trimmed before a
+// snapshot covers it), and a reload without any snapshot (a crash) still deduplicates everything
+// stored, rebuilt from the log.
+func TestIndexCursorCreatedBeforeFirstReplicatedEntry(t *testing.T) {
+	ctx := context.Background()
+	topic := newMemTopic("persistent://t/n/lazy", 7)
+	x, err := LoadIndex(ctx, topic, IndexOptions{SnapshotInterval: time.Hour, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+	if names := topic.CursorNames(); len(names) != 0 {
+		t.Fatalf("cursors %v before any replicated entry", names)
+	}
+	data := replicated(t, "a", Position{3, 0}, "x")
+	dup, _, _, commit, err := x.Admit(data)
+	if err != nil || dup || commit == nil {
+		t.Fatalf("admit: dup %v err %v", dup, err)
+	}
+	cur := topic.cursors[IndexCursorName]
+	if cur == nil {
+		t.Fatal("no index cursor once a replicated entry was admitted")
+	}
+	if md := cur.MarkDeletePosition(); md != (Position{7, -1}) {
+		t.Fatalf("index cursor created at %v, want 7:-1 (the start of the log)", md)
+	}
+	p := topic.append(data, 1)
+	commit(p.LedgerID, p.EntryID, nil)
+	// A crash: no snapshot was saved. The reload rebuilds from the log.
+	y, err := LoadIndex(ctx, topic, IndexOptions{SnapshotInterval: time.Hour, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close(ctx)
+	if dup, dl, de, _, err := y.Admit(data); err != nil || !dup || (Position{dl, de}) != p {
+		t.Fatalf("after reload: dup %v at %d:%d err %v, want a duplicate of %v", dup, dl, de, err, p)
+	}
+	// A failing cursor creation refuses the entry (the replicator retries), it is not stored unindexed.
+	empty := newMemTopic("persistent://t/n/lazy-fail", 8)
+	z, err := LoadIndex(ctx, empty, IndexOptions{SnapshotInterval: time.Hour, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty.openErr = errors.New("disk full")
+	if _, _, _, c, err := z.Admit(data); err == nil || c != nil {
+		t.Fatalf("admit without a cursor: commit %v err %v, want an error", c != nil, err)
 	}
 }
 
