@@ -51,6 +51,8 @@ func runCrashSeed(t *testing.T, seed uint64) {
 		o.CursorFlushInterval = time.Hour // the test flushes explicitly (and at random)
 		o.TrimInterval = time.Hour
 		o.MaxOpenFiles = 2 + rng.IntN(8)
+		// One, two or three group-commit fsyncs in flight (pipelinesync.go).
+		o.SyncPipelineDepth = 1 + int(seed%3)
 	}
 	e := openMem(t, fs, mod)
 	models := map[string]*crashModel{}

@@ -18,7 +18,11 @@
 // entries into their ledgers' segment files (one write per segment per batch, page cache only),
 // makes them visible and completes the callbacks in append order. So in SyncAlways mode an
 // append is acknowledged only after its journal record is fsynced, and a segment file never
-// holds an entry whose journal record is not durable. In SyncInterval mode the callbacks run
+// holds an entry whose journal record is not durable. In SyncAlways mode the sync loop does not
+// wait for a group commit's fsync before it writes the next batch: up to SyncPipelineDepth
+// (default 2) fsyncs run at once on commit syncer goroutines, and batches are still handed on
+// only after their own fsync and in order; if one fails, every batch in flight fails
+// (pipelinesync.go explains why this keeps the guarantee). In SyncInterval mode the callbacks run
 // after the write and the journal is fsynced every SyncInterval (shown in EngineMetrics) by a
 // background syncer goroutine, so a stalled fsync never holds up the group commits behind it; a
 // rotated journal file is fsynced and closed by that syncer too, and the file opened while that

@@ -52,6 +52,8 @@ type Engine struct {
 	stopping bool
 	applying bool         // the applier is working on a batch
 	syncDone []syncResult // SyncInterval: background fsyncs finished, for the sync loop
+	// SyncAlways: fsyncs of batches in flight reported by the commit syncers (pipelinesync.go).
+	commitDone []*commitInFlight
 
 	// Owned by the sync loop.
 	journal    vfs.File
@@ -69,6 +71,11 @@ type Engine struct {
 	prevUnclean                       bool   // the next journal file follows an abandoned one
 	pendingVoids                      []byte // void records to write first in the next group commit (sync loop only)
 	arena                             []byte // segment write buffer, reused by every batch
+	// SyncAlways with SyncPipelineDepth > 1 (pipelinesync.go): batches written whose fsync is in
+	// flight, oldest first, and the commit syncers that run those fsyncs.
+	inflight      []*commitInFlight
+	commitReq     chan *commitInFlight
+	commitSyncers sync.WaitGroup
 
 	applyCh     chan applyJob // sync loop -> applier
 	freeCh      chan *batch   // applier -> sync loop: batches to fill again
@@ -141,13 +148,14 @@ type checkpointJob struct {
 }
 
 const (
-	defaultCacheBytes     = 64 << 20
-	defaultJournalBytes   = 64 << 20
-	defaultSegmentBytes   = 128 << 20
-	defaultSegmentEntries = 500_000
-	defaultMaxOpenFiles   = 256
-	ledgerIDBlock         = 4096
-	stateFile             = "meridian.state"
+	defaultCacheBytes        = 64 << 20
+	defaultJournalBytes      = 64 << 20
+	defaultSegmentBytes      = 128 << 20
+	defaultSegmentEntries    = 500_000
+	defaultMaxOpenFiles      = 256
+	defaultSyncPipelineDepth = 2
+	ledgerIDBlock            = 4096
+	stateFile                = "meridian.state"
 )
 
 // Open opens (creating if needed) the engine in opts.Dir, replaying the journal tail.
@@ -188,6 +196,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.TrimInterval <= 0 {
 		opts.TrimInterval = time.Minute
 	}
+	if opts.SyncPipelineDepth <= 0 {
+		opts.SyncPipelineDepth = defaultSyncPipelineDepth
+	}
 	e := &Engine{
 		opts:       opts,
 		fs:         opts.FS,
@@ -209,9 +220,12 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.qcond = sync.NewCond(&e.qmu)
 	e.pending = &batch{}
 	e.applyCh = make(chan applyJob, 2)
-	e.freeCh = make(chan *batch, 3)
-	e.freeCh <- &batch{}
-	e.freeCh <- &batch{}
+	// Batches: the pending one, the ones whose fsync is in flight, and up to two with the
+	// applier; the sync loop takes a free one before it cuts the pending batch.
+	e.freeCh = make(chan *batch, 3+opts.SyncPipelineDepth)
+	for range 2 + opts.SyncPipelineDepth {
+		e.freeCh <- &batch{}
+	}
 	start := time.Now()
 	if err := e.recover(ctx); err != nil {
 		e.files.closeAll()
@@ -222,6 +236,13 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		e.syncReq = make(chan syncRequest, 4)
 		e.syncerDone = make(chan struct{})
 		go e.backgroundSyncer()
+	}
+	if opts.Sync == SyncAlways && opts.SyncPipelineDepth > 1 {
+		e.commitReq = make(chan *commitInFlight, opts.SyncPipelineDepth)
+		for range opts.SyncPipelineDepth {
+			e.commitSyncers.Add(1)
+			go e.commitSyncer()
+		}
 	}
 	go e.syncLoop()
 	go e.applier()
@@ -637,8 +658,14 @@ func (e *Engine) syncLoop() {
 			free = <-e.freeCh // back-pressure: the applier is at most two batches behind
 		}
 		e.qmu.Lock()
-		for len(e.pending.items) == 0 && !e.stopping && len(e.unsynced) == 0 && len(e.syncDone) == 0 {
+		for !e.stopping && len(e.unsynced) == 0 && len(e.syncDone) == 0 && len(e.commitDone) == 0 &&
+			(len(e.pending.items) == 0 || len(e.inflight) >= e.opts.SyncPipelineDepth) {
 			e.qcond.Wait()
+		}
+		if len(e.commitDone) > 0 {
+			e.qmu.Unlock()
+			e.finishCommits()
+			continue
 		}
 		if len(e.syncDone) > 0 {
 			done := e.syncDone
@@ -649,6 +676,7 @@ func (e *Engine) syncLoop() {
 		}
 		if len(e.pending.items) == 0 && e.stopping {
 			e.qmu.Unlock()
+			e.stopCommitSyncers()
 			e.stopBackgroundSyncer()
 			if len(e.unsynced) > 0 {
 				if err := e.syncJournal(); err != nil {
@@ -696,6 +724,13 @@ func (e *Engine) syncLoop() {
 			if len(e.pending.items) == n {
 				break
 			}
+		}
+		if e.needsDrain() {
+			// The pending batch is committed inline (it rotates or opens the journal file, or
+			// has no journal bytes to order it): the batches in flight go first.
+			e.qmu.Unlock()
+			e.drainCommits()
+			continue
 		}
 		b := e.pending
 		e.pending, free = free, nil
@@ -758,6 +793,10 @@ type applyJob struct {
 // commit writes one batch to the journal and makes it durable (SyncAlways), then hands it to
 // the applier.
 func (e *Engine) commit(b *batch) {
+	if e.pipelined(b) {
+		e.commitAsync(b)
+		return
+	}
 	var err error
 	closing := b.rotate && e.journal != nil && e.journalSeq == b.seq
 	if len(b.buf) > 0 || len(e.pendingVoids) > 0 || closing {

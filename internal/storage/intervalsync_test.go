@@ -23,6 +23,8 @@ type stallFS struct {
 	stalled atomic.Int32  // journal fsyncs waiting at the gate now
 	// segGate non-nil: segment fsyncs (the checkpoint's) wait until it is closed.
 	segGate chan struct{}
+	// failFirst > 0: that many journal fsyncs, in the order they start, fail with EIO.
+	failFirst atomic.Int32
 }
 
 func (s *stallFS) OpenFile(name string, flag int) (vfs.File, error) {
@@ -82,6 +84,10 @@ func (f *stallFile) Sync() error {
 	if n, _ := f.File.Size(); n > headerSize {
 		f.fs.mu.Lock()
 		gate, fail := f.fs.gate, f.fs.fail
+		if f.fs.failFirst.Load() > 0 {
+			f.fs.failFirst.Add(-1)
+			fail = vfs.EIO
+		}
 		f.fs.mu.Unlock()
 		if gate != nil {
 			f.fs.stalled.Add(1)

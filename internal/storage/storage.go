@@ -86,6 +86,9 @@ type Options struct {
 	MaxOpenFiles        int           // bound on open segment and cursor files (default 256), plus the journal
 	CursorFlushInterval time.Duration // how often changed durable cursors are persisted (default 1 s)
 	TrimInterval        time.Duration // how often every open ledger is trimmed (default 1 min)
+	// SyncPipelineDepth bounds the group commits whose fsync is in flight at once (SyncAlways;
+	// default 2, 1 = each fsync finishes before the next batch is written; see pipelinesync.go).
+	SyncPipelineDepth int
 }
 
 // CursorOptions configure a new cursor.

@@ -1,0 +1,203 @@
+package storage
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// Overlapping group commits (SyncAlways).
+//
+// A group commit is one journal write and one fdatasync. Run one after the other, an append that
+// arrives while an fsync is in flight waits for that fsync, then for its own: a closed-loop
+// client with a bounded window (pulsar-perf keeps 1,000 messages in flight) then sees about two
+// fsyncs per round trip, and its rate is its window divided by that. So the sync loop does not
+// wait for the fsync of a batch before it writes the next one: it hands the fsync to a commit
+// syncer and goes on, with at most SyncPipelineDepth fsyncs in flight. The disk gets the next
+// batch's data while it flushes the previous one, and an append waits for about one fsync.
+//
+// Why this keeps the guarantee "acknowledged only after durable":
+//   - batches are written to the journal file in order, each after the previous one's write;
+//   - a batch is handed to the applier (which acknowledges it) only after its own fsync returned
+//     without error, and strictly in order, after every earlier batch was handed on;
+//   - an fdatasync makes durable every byte written to the file before it was called, so the
+//     later fsync of two in flight never reports success for bytes the earlier one did not cover
+//     and that were written after it (and the order of acknowledgements does not depend on which
+//     fsync returns first).
+//
+// Failure: if any fsync in flight fails, the sync loop waits for all of them and fails every
+// batch in flight on that file, in order, even those whose own fsync returned success: with
+// Linux's error reporting one fsync can consume the error of a write another one covered. The
+// journal file is abandoned exactly as after an inline failure (abandonJournal, void records).
+//
+// Anything that changes the journal file (rotation, opening a new file after an abandoned one,
+// void records, a batch moved to a new file) is done only with nothing in flight: the sync loop
+// drains first and then commits that batch inline as before.
+
+// commitInFlight is a batch written to the journal whose fsync runs on a commit syncer.
+type commitInFlight struct {
+	b   *batch
+	f   vfs.File // the journal file, not closed while the fsync is in flight
+	seq uint64
+	// Set by the commit syncer before it reports the commit (under qmu).
+	err error
+	d   time.Duration
+	// Set by the sync loop when it receives the report.
+	finished bool
+}
+
+// commitSyncer runs fsyncs of written batches for the sync loop (SyncAlways, depth > 1).
+func (e *Engine) commitSyncer() {
+	defer e.commitSyncers.Done()
+	for c := range e.commitReq {
+		start := time.Now()
+		c.err = vfs.DataSync(c.f)
+		c.d = time.Since(start)
+		e.qmu.Lock()
+		e.commitDone = append(e.commitDone, c)
+		e.qcond.Broadcast()
+		e.qmu.Unlock()
+	}
+}
+
+// pipelined reports whether batch b can be committed with its fsync in flight (sync loop only).
+// Batches that touch the journal file's life cycle are committed inline, with nothing in flight.
+func (e *Engine) pipelined(b *batch) bool {
+	return e.commitReq != nil && !b.rotate && !b.moved && len(e.pendingVoids) == 0 &&
+		e.journal != nil && e.journalSeq == b.seq && len(b.buf) > 0
+}
+
+// needsDrain reports whether the pending batch, once cut, would be committed inline while
+// fsyncs are in flight; the sync loop then drains them first (sync loop only, qmu held).
+func (e *Engine) needsDrain() bool {
+	if len(e.inflight) == 0 {
+		return false
+	}
+	p := e.pending
+	return e.stopping || e.jsize >= e.opts.JournalFileBytes || p.moved || len(e.pendingVoids) > 0 ||
+		e.journal == nil || e.journalSeq != p.seq || len(p.buf) == 0
+}
+
+// commitAsync writes batch b to the journal and hands its fsync to a commit syncer
+// (sync loop only; e.pipelined(b) holds).
+func (e *Engine) commitAsync(b *batch) {
+	sealJournalRecords(b.buf, journalSeed(e.journalSeq))
+	if _, err := e.journal.WriteAt(b.buf, e.journalOff); err != nil {
+		// Batches in flight were written before this one; their own fsyncs decide them.
+		e.drainCommits()
+		err = fmt.Errorf("storage: journal write: %w", err)
+		e.abandonJournal(b.seq, err)
+		e.voidBatch(b)
+		e.applyCh <- applyJob{b: b, err: err}
+		return
+	}
+	e.journalOff += int64(len(b.buf))
+	e.m.bytesWritten.Add(int64(len(b.buf)))
+	c := &commitInFlight{b: b, f: e.journal, seq: b.seq}
+	e.inflight = append(e.inflight, c)
+	e.commitReq <- c // capacity SyncPipelineDepth: never blocks, at most that many are in flight
+}
+
+// takeCommitReports moves the commit syncers' reports into the in-flight list (sync loop only,
+// qmu held).
+func (e *Engine) takeCommitReportsLocked() {
+	for _, c := range e.commitDone {
+		c.finished = true
+	}
+	e.commitDone = e.commitDone[:0]
+}
+
+// finishCommits hands the finished head of the in-flight list to the applier, in order; if any
+// fsync in flight failed it waits for all of them and fails them all (sync loop only).
+func (e *Engine) finishCommits() {
+	e.qmu.Lock()
+	e.takeCommitReportsLocked()
+	failed := false
+	for _, c := range e.inflight {
+		if c.finished && c.err != nil {
+			failed = true
+		}
+	}
+	if failed {
+		for !e.allCommitsFinishedLocked() {
+			e.qcond.Wait()
+			e.takeCommitReportsLocked()
+		}
+	}
+	e.qmu.Unlock()
+
+	var failErr error
+	n := 0
+	for _, c := range e.inflight {
+		if !c.finished {
+			break
+		}
+		n++
+		e.m.fsyncs.Add(1)
+		e.m.syncRounds.Add(1)
+		e.m.fsyncNanos.Add(int64(c.d))
+		if int64(c.d) > e.m.fsyncMaxNanos.Load() {
+			e.m.fsyncMaxNanos.Store(int64(c.d))
+		}
+		if c.err != nil && failErr == nil {
+			e.m.fsyncErrors.Add(1)
+			failErr = fmt.Errorf("storage: journal fsync: %w", c.err)
+		}
+		if failed {
+			continue
+		}
+		e.lastSync = time.Now()
+		e.applyCh <- applyJob{b: c.b, seq: c.b.seq}
+	}
+	if failed {
+		// Every batch in flight is on the same journal file (a new file is opened only with
+		// nothing in flight) and none was handed on: fail them all, in order.
+		e.abandonJournal(e.inflight[0].seq, failErr)
+		for _, c := range e.inflight {
+			e.voidBatch(c.b)
+			e.applyCh <- applyJob{b: c.b, err: failErr}
+		}
+		n = len(e.inflight)
+	}
+	for i := range n {
+		e.inflight[i] = nil
+	}
+	e.inflight = e.inflight[:copy(e.inflight, e.inflight[n:])]
+}
+
+func (e *Engine) allCommitsFinishedLocked() bool {
+	for _, c := range e.inflight {
+		if !c.finished {
+			return false
+		}
+	}
+	return true
+}
+
+// drainCommits waits for every fsync in flight and hands their batches on (sync loop only).
+func (e *Engine) drainCommits() {
+	for len(e.inflight) > 0 {
+		e.qmu.Lock()
+		for len(e.commitDone) == 0 && !e.headFinishedLocked() {
+			e.qcond.Wait()
+		}
+		e.qmu.Unlock()
+		e.finishCommits()
+	}
+}
+
+func (e *Engine) headFinishedLocked() bool {
+	return len(e.inflight) > 0 && e.inflight[0].finished
+}
+
+// stopCommitSyncers stops the commit syncers once nothing is in flight (sync loop only).
+func (e *Engine) stopCommitSyncers() {
+	if e.commitReq == nil {
+		return
+	}
+	e.drainCommits()
+	close(e.commitReq)
+	e.commitSyncers.Wait()
+	e.commitReq = nil
+}
