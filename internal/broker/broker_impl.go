@@ -31,6 +31,8 @@ type brokerState struct {
 	// lastSampleNs is the clock of the stats ticker's last run (0: none yet), for rates
 	// allocated later (topicState.counters).
 	lastSampleNs atomic.Int64
+	// nowMsFunc is nowMs as a func value made once (a method value allocates at each use).
+	nowMsFunc func() int64
 
 	mu      sync.Mutex
 	closed  bool
@@ -107,6 +109,7 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 	if b.clock == nil {
 		b.clock = systemClock{}
 	}
+	b.nowMsFunc = b.nowMs
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel
 	b.wg.Add(1)

@@ -62,7 +62,8 @@ const (
 	dedupUnknown
 )
 
-// dedupState is the pure dedup bookkeeping of one topic. Not safe for concurrent use.
+// dedupState is the pure dedup bookkeeping of one topic. Not safe for concurrent use. Its maps are
+// made on first write: a topic with deduplication on but no producer yet costs no maps.
 type dedupState struct {
 	pushed    map[string]int64
 	persisted map[string]int64
@@ -73,8 +74,20 @@ type dedupState struct {
 }
 
 func newDedupState(now func() int64) *dedupState {
-	return &dedupState{pushed: make(map[string]int64), persisted: make(map[string]int64),
-		lastUsed: make(map[string]int64), now: now}
+	return &dedupState{now: now}
+}
+
+// writable makes the maps before a write.
+func (d *dedupState) writable() {
+	if d.pushed == nil {
+		d.pushed = make(map[string]int64)
+	}
+	if d.persisted == nil {
+		d.persisted = make(map[string]int64)
+	}
+	if d.lastUsed == nil {
+		d.lastUsed = make(map[string]int64)
+	}
 }
 
 // check decides a publish; for a new one it records highest as pushed.
@@ -85,12 +98,14 @@ func (d *dedupState) check(producer string, seq, highest int64) dedupStatus {
 		}
 		return dedupUnknown
 	}
+	d.writable()
 	d.pushed[producer] = highest
 	return dedupNew
 }
 
 // persistedEntry records that an entry of producer up to highest is durable.
 func (d *dedupState) persistedEntry(producer string, highest int64) {
+	d.writable()
 	if p, ok := d.persisted[producer]; !ok || highest > p {
 		d.persisted[producer] = highest
 	}
@@ -153,6 +168,7 @@ func (d *dedupState) restore(props map[string]string) {
 		if err != nil {
 			continue
 		}
+		d.writable()
 		d.persisted[name] = seq
 		d.pushed[name] = seq
 		d.lastUsed[name] = d.now()

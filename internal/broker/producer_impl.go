@@ -110,6 +110,22 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	checked := !req.Marker && (!req.Chunk || req.LastChunk) && !p.isReplicator
 	t.dedupMu.Lock()
 	dd := t.dedup
+	if dd != nil && t.dedupCursor == nil {
+		// Deduplication was turned on after this producer was added: the cursor must exist
+		// before the first entry it covers (rare; addProducer normally creates it).
+		t.dedupMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := t.ensureDedupCursorLocked(ctx)
+		cancel()
+		if err != nil {
+			t.pubMu.Unlock()
+			res.Err = fmt.Errorf("storing entry on %s: %w: %w", t.name, ErrPersistence, err)
+			p.complete(slot, res)
+			return
+		}
+		t.dedupMu.Lock()
+		dd = t.dedup
+	}
 	if dd != nil && checked {
 		switch dd.check(key, req.SequenceID, highest) {
 		case dedupDuplicate:

@@ -251,6 +251,16 @@ func (t *topicState) applyDedupPolicy(ctx context.Context) error {
 	have := t.dedup != nil
 	t.dedupMu.Unlock()
 	switch {
+	case want && !have && t.ledger.Cursor(dedupCursorName) == nil && !t.hasProducers():
+		// Nothing to recover, and nobody to publish: the cursor would be created at the end of
+		// the log and restore nothing. Creating it is left to the first producer or publish
+		// (ensureDedupCursor), before any entry it must cover: an idle topic keeps no cursor.
+		if t.lastAppendTime == 0 {
+			t.lastAppendTime = t.b.nowMs()
+		}
+		t.dedupMu.Lock()
+		t.dedup, t.dedupCursor = newDedupState(t.b.nowMsFunc), nil
+		t.dedupMu.Unlock()
 	case want && !have:
 		dd, cur, err := t.recoverDedup(ctx)
 		if err != nil {
@@ -278,6 +288,42 @@ func (t *topicState) applyDedupPolicy(ctx context.Context) error {
 	return nil
 }
 
+func (t *topicState) hasProducers() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.producers) > 0 || len(t.waiting) > 0
+}
+
+// ensureDedupCursor creates the dedup cursor if deduplication is on without one (see
+// applyDedupPolicy); addProducer calls it so the first publish does not.
+func (t *topicState) ensureDedupCursor(ctx context.Context) error {
+	if t.nonPersistent() {
+		return nil
+	}
+	t.pubMu.Lock()
+	defer t.pubMu.Unlock()
+	return t.ensureDedupCursorLocked(ctx)
+}
+
+// ensureDedupCursorLocked is ensureDedupCursor with pubMu held: no append can slip in between the
+// cursor's creation (at the end of the log, as recoverDedup would have) and the entries it covers.
+func (t *topicState) ensureDedupCursorLocked(ctx context.Context) error {
+	t.dedupMu.Lock()
+	need := t.dedup != nil && t.dedupCursor == nil
+	t.dedupMu.Unlock()
+	if !need {
+		return nil
+	}
+	cur, err := t.ledger.OpenCursor(ctx, dedupCursorName, storage.CursorOptions{Initial: storage.Latest, Durable: true})
+	if err != nil {
+		return fmt.Errorf("opening dedup cursor: %w", err)
+	}
+	t.dedupMu.Lock()
+	t.dedupCursor = cur
+	t.dedupMu.Unlock()
+	return nil
+}
+
 // recoverDedup reads the last snapshot and replays the entries stored after it. The caller holds
 // pubMu, so no append happens meanwhile.
 func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cursor, error) {
@@ -285,7 +331,7 @@ func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cu
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening dedup cursor: %w", err)
 	}
-	dd := newDedupState(t.b.nowMs)
+	dd := newDedupState(t.b.nowMsFunc)
 	dd.restore(cur.Properties())
 	from := next(cur.MarkDeletePosition())
 	last := t.ledger.LastConfirmed()
@@ -399,6 +445,9 @@ func (t *topicState) notifySubscriptions() {
 func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
 	if err := t.checkBacklogQuota(opts.Name); err != nil {
 		return nil, err
+	}
+	if err := t.ensureDedupCursor(ctx); err != nil {
+		return nil, fmt.Errorf("topic %s: %w: %w", t.name, ErrPersistence, err)
 	}
 	t.mu.Lock()
 	if err := t.openLocked(); err != nil {

@@ -21,6 +21,7 @@ import (
 //
 //	IDLE_TOPICS=n        topics to create (default 10,000; 500 with -short)
 //	IDLE_MEMPROFILE=f    write a heap profile (runtime.MemProfileRate = 64) after the last measurement
+//	IDLE_DEDUP=1         with producer deduplication on by default (--dedup)
 func TestIdleTopicHeap(t *testing.T) {
 	topics, settle, budget := 10000, 8*time.Second, int64(2048)
 	if testing.Short() {
@@ -39,7 +40,9 @@ func TestIdleTopicHeap(t *testing.T) {
 		runtime.MemProfileRate = 64
 		t.Cleanup(func() { runtime.MemProfileRate = old })
 	}
-	n := startNode(t, testOptions(t, t.TempDir()))
+	o := testOptions(t, t.TempDir())
+	o.Dedup = os.Getenv("IDLE_DEDUP") == "1"
+	n := startNode(t, o)
 	c := &n.components
 	svc := topicService{broker: c.broker, cat: c.catalog, repl: c.replication, schema: c.schemas}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
