@@ -713,7 +713,9 @@ func (e *Engine) syncLoop() {
 		// otherwise always miss this group commit and the two halves of a closed-loop load
 		// alternate with half-size fsyncs. The wait is bounded by the apply of one batch plus a
 		// few scheduler yields; with an open-loop load the applier is idle and nothing waits.
-		for e.applying && !e.stopping {
+		// With an fsync in flight the pending batch is cut at once instead (pipelinesync.go):
+		// its fsync then overlaps the one in flight, which is the point of pipelining.
+		for e.applying && !e.stopping && len(e.inflight) == 0 {
 			e.qcond.Wait()
 		}
 		for i := 0; i < 4 && !e.stopping; i++ {
