@@ -22,10 +22,19 @@ import (
 //	IDLE_TOPICS=n        topics to create (default 10,000; 500 with -short)
 //	IDLE_MEMPROFILE=f    write a heap profile (runtime.MemProfileRate = 64) after the last measurement
 //	IDLE_DEDUP=1         with producer deduplication on by default (--dedup)
+//	IDLE_SETTLE=d        how long to keep measuring after creation (default 8s; 35s covers the
+//	                     replication manager's full resync, every 30 s)
 func TestIdleTopicHeap(t *testing.T) {
 	topics, settle, budget := 10000, 8*time.Second, int64(2048)
 	if testing.Short() {
 		topics, settle, budget = 500, 0, 4096
+	}
+	if v := os.Getenv("IDLE_SETTLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("IDLE_SETTLE=%q", v)
+		}
+		settle = d
 	}
 	if v := os.Getenv("IDLE_TOPICS"); v != "" {
 		n, err := strconv.Atoi(v)
