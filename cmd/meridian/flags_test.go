@@ -37,6 +37,7 @@ func TestStandaloneDefaultsMatchTheContract(t *testing.T) {
 		"replication-start-at": {o.ReplicationStartAt, node.ReplicationStartLatest},
 		"max-message-size":     {o.MaxMessageSize, 5242880},
 		"fsync":                {o.Fsync, node.FsyncAlways},
+		"fsync-pipeline":       {o.FsyncPipeline, 2},
 		"dedup":                {o.Dedup, false},
 		"auto-topic-creation":  {o.AutoTopicCreation, true},
 		"plaintext":            {o.InsecureAllowPlaintext, false},
@@ -53,7 +54,7 @@ func TestStandaloneFlagsAreApplied(t *testing.T) {
 		"--cluster", "east", "--data-dir", "/tmp/x", "--broker-addr", "0.0.0.0:7650", "--web-addr", "0.0.0.0:9080",
 		"--advertised-address", "east.example.com", "--config-store", "etcd://h1:2379,h2:2379/meridian",
 		"--replication-start-at", "earliest", "--max-message-size", "1048576", "--fsync", "interval",
-		"--dedup", "--auto-topic-creation=false", "--insecure-allow-plaintext")
+		"--fsync-pipeline", "4", "--dedup", "--auto-topic-creation=false", "--insecure-allow-plaintext")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestStandaloneFlagsAreApplied(t *testing.T) {
 	if o.Cluster != "east" || o.DataDir != "/tmp/x" || o.BrokerAddr != "0.0.0.0:7650" || o.WebAddr != "0.0.0.0:9080" ||
 		o.AdvertisedAddress != "east.example.com" || o.ConfigStore != "etcd://h1:2379,h2:2379/meridian" ||
 		o.ReplicationStartAt != node.ReplicationStartEarliest || o.MaxMessageSize != 1048576 || o.Fsync != node.FsyncInterval ||
-		!o.Dedup || o.AutoTopicCreation || !o.InsecureAllowPlaintext {
+		o.FsyncPipeline != 4 || !o.Dedup || o.AutoTopicCreation || !o.InsecureAllowPlaintext {
 		t.Errorf("options not applied: %+v", o)
 	}
 }
@@ -72,6 +73,8 @@ func TestStandaloneRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--fsync", "sometimes"}, "--fsync"},
+		{[]string{"--fsync-pipeline", "0"}, "--fsync-pipeline"},
+		{[]string{"--fsync-pipeline", "17"}, "--fsync-pipeline"},
 		{[]string{"--replication-start-at", "middle"}, "--replication-start-at"},
 		{[]string{"--max-message-size", "10"}, "--max-message-size"},
 		{[]string{"--cluster", "bad/name"}, "cluster"},

@@ -26,6 +26,7 @@ type standaloneFlags struct {
 	replicationStartAt     string
 	maxMessageSize         int
 	fsync                  string
+	fsyncPipeline          int
 	dedup                  bool
 	autoTopicCreation      bool
 	insecureAllowPlaintext bool
@@ -67,6 +68,7 @@ With --clusters a,b,c it runs those clusters in one process instead, each with i
 	fl.StringVar(&f.replicationStartAt, "replication-start-at", string(defaults.ReplicationStartAt), "where a new replicator starts on a topic that already has data: earliest|latest")
 	fl.IntVar(&f.maxMessageSize, "max-message-size", defaults.MaxMessageSize, "largest message in bytes; advertised to clients and enforced")
 	fl.StringVar(&f.fsync, "fsync", string(defaults.Fsync), "always: acknowledge after fsync; interval: acknowledge before fsync (a crash can lose acknowledged messages)")
+	fl.IntVar(&f.fsyncPipeline, "fsync-pipeline", defaults.FsyncPipeline, "with --fsync always: group commits whose fsync may run at once (1 = one at a time)")
 	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
 	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
 	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")
@@ -87,6 +89,10 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 	base.ReplicationStartAt = node.ReplicationStartAt(f.replicationStartAt)
 	base.MaxMessageSize = f.maxMessageSize
 	base.Fsync = node.FsyncMode(f.fsync)
+	base.FsyncPipeline = f.fsyncPipeline
+	if f.fsyncPipeline < 1 { // node.Options reads 0 as "the default"; on the command line it is a mistake
+		return nil, fmt.Errorf("--fsync-pipeline %d: want 1 to %d", f.fsyncPipeline, node.MaxFsyncPipeline)
+	}
 	base.Dedup = f.dedup
 	base.AutoTopicCreation = f.autoTopicCreation
 	base.InsecureAllowPlaintext = f.insecureAllowPlaintext

@@ -56,10 +56,11 @@ func (n *Node) compose(ctx context.Context) error {
 	}
 	var err error
 	c.engine, err = storage.Open(ctx, storage.Options{
-		Dir:          storageDir(n.opts.DataDir),
-		Sync:         sync,
-		MaxEntrySize: n.opts.MaxMessageSize + server.FramePadding,
-		Logger:       log,
+		Dir:               storageDir(n.opts.DataDir),
+		Sync:              sync,
+		SyncPipelineDepth: n.opts.FsyncPipeline,
+		MaxEntrySize:      n.opts.MaxMessageSize + server.FramePadding,
+		Logger:            log,
 	})
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)

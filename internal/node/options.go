@@ -23,6 +23,10 @@ const (
 	DefaultKeepAliveInterval  = 30 * time.Second
 	DefaultShutdownTimeout    = 5 * time.Second
 	DefaultReplicationStartAt = ReplicationStartLatest
+	// DefaultFsyncPipeline: two group-commit fsyncs may run at once (see storage's pipelinesync.go).
+	DefaultFsyncPipeline = 2
+	// MaxFsyncPipeline bounds --fsync-pipeline.
+	MaxFsyncPipeline = 16
 
 	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
 	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within
@@ -78,6 +82,10 @@ type Options struct {
 	MaxMessageSize int
 	// Fsync says whether receipts wait for fsync.
 	Fsync FsyncMode
+	// FsyncPipeline bounds the group commits whose fsync runs at once with FsyncAlways (the next
+	// group commit is written while the previous one is being fsynced); 1 runs one fsync at a
+	// time. Zero means DefaultFsyncPipeline.
+	FsyncPipeline int
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
@@ -104,6 +112,7 @@ func DefaultOptions() Options {
 		ReplicationStartAt: DefaultReplicationStartAt,
 		MaxMessageSize:     DefaultMaxMessageSize,
 		Fsync:              FsyncAlways,
+		FsyncPipeline:      DefaultFsyncPipeline,
 		AutoTopicCreation:  true,
 	}
 }
@@ -167,6 +176,12 @@ func (o *Options) Validate() error {
 		o.Fsync = FsyncAlways
 	default:
 		errs = append(errs, fmt.Errorf("--fsync %q: want always or interval", o.Fsync))
+	}
+	switch {
+	case o.FsyncPipeline == 0:
+		o.FsyncPipeline = DefaultFsyncPipeline
+	case o.FsyncPipeline < 1 || o.FsyncPipeline > MaxFsyncPipeline:
+		errs = append(errs, fmt.Errorf("--fsync-pipeline %d: want 1 to %d", o.FsyncPipeline, MaxFsyncPipeline))
 	}
 	if o.KeepAliveInterval < 0 {
 		errs = append(errs, fmt.Errorf("keep-alive interval %v is negative", o.KeepAliveInterval))
