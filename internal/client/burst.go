@@ -139,9 +139,43 @@ func (bw *burstWriter) reset() {
 // reconnection (producer id and sequence id do not change).
 type sendFields struct {
 	producerID, sequenceID uint64
-	numMessages            *int32
-	highestSequenceID      *uint64
+	numMessages            int32 // when hasNumMessages
+	hasNumMessages         bool
+	highestSequenceID      uint64 // when hasHighestSequenceID
+	hasHighestSequenceID   bool
 	isChunk, marker        bool
+}
+
+// RawInfo is what the SEND of a forwarded entry says about it, from the entry's metadata.
+type RawInfo struct {
+	// Known: the caller filled in the fields below from the entry's metadata (a forwarder that
+	// has scanned it already); otherwise the client scans the metadata itself (ScanRawInfo).
+	Known                bool
+	NumMessages          int32 // num_messages_in_batch, when HasNumMessages
+	HasNumMessages       bool
+	HighestSequenceID    uint64 // highest_sequence_id, when HasHighestSequenceID
+	HasHighestSequenceID bool
+	Chunked              bool // num_chunks_from_msg > 1
+	Marker               bool // marker_type is present
+}
+
+// ScanRawInfo reads an encoded entry's RawInfo (Known set), as the client does for a RawMessage
+// whose Info is not Known.
+func ScanRawInfo(entry []byte) (RawInfo, error) {
+	f, err := scanSendFields(entry)
+	if err != nil {
+		return RawInfo{}, err
+	}
+	return RawInfo{Known: true, NumMessages: f.numMessages, HasNumMessages: f.hasNumMessages,
+		HighestSequenceID: f.highestSequenceID, HasHighestSequenceID: f.hasHighestSequenceID,
+		Chunked: f.isChunk, Marker: f.marker}, nil
+}
+
+// sendFieldsOf is the SEND of an entry with info.
+func sendFieldsOf(info RawInfo) sendFields {
+	return sendFields{numMessages: info.NumMessages, hasNumMessages: info.HasNumMessages,
+		highestSequenceID: info.HighestSequenceID, hasHighestSequenceID: info.HasHighestSequenceID,
+		isChunk: info.Chunked, marker: info.Marker}
 }
 
 // Field numbers of BaseCommand and CommandSend (PulsarApi.proto), read from the generated
@@ -179,13 +213,13 @@ func appendSendHead(dst []byte, s sendFields, payloadSize int) ([]byte, error) {
 	in = protowire.AppendVarint(in, s.producerID)
 	in = protowire.AppendTag(in, sendSequence, protowire.VarintType)
 	in = protowire.AppendVarint(in, s.sequenceID)
-	if s.numMessages != nil {
+	if s.hasNumMessages {
 		in = protowire.AppendTag(in, sendNumMsgs, protowire.VarintType)
-		in = protowire.AppendVarint(in, uint64(int64(*s.numMessages)))
+		in = protowire.AppendVarint(in, uint64(int64(s.numMessages)))
 	}
-	if s.highestSequenceID != nil {
+	if s.hasHighestSequenceID {
 		in = protowire.AppendTag(in, sendHighest, protowire.VarintType)
-		in = protowire.AppendVarint(in, *s.highestSequenceID)
+		in = protowire.AppendVarint(in, s.highestSequenceID)
 	}
 	if s.isChunk {
 		in = protowire.AppendTag(in, sendIsChunk, protowire.VarintType)
@@ -248,9 +282,9 @@ func scanSendFields(entry []byte) (sendFields, error) {
 			b = b[n:]
 			switch num {
 			case mdNumMessages:
-				f.numMessages = ptr(int32(v))
+				f.numMessages, f.hasNumMessages = int32(v), true
 			case mdHighestSeq:
-				f.highestSequenceID = ptr(v)
+				f.highestSequenceID, f.hasHighestSequenceID = v, true
 			case mdNumChunks:
 				f.isChunk = int32(v) > 1
 			case mdMarkerType:
@@ -270,7 +304,13 @@ func scanSendFields(entry []byte) (sendFields, error) {
 // command is the SEND as a protobuf message (for the rare SENDs that carry more than
 // appendSendHead encodes).
 func (s sendFields) command() *pulsarpb.CommandSend {
-	c := &pulsarpb.CommandSend{ProducerId: ptr(s.producerID), SequenceId: ptr(s.sequenceID), NumMessages: s.numMessages, HighestSequenceId: s.highestSequenceID}
+	c := &pulsarpb.CommandSend{ProducerId: ptr(s.producerID), SequenceId: ptr(s.sequenceID)}
+	if s.hasNumMessages {
+		c.NumMessages = ptr(s.numMessages)
+	}
+	if s.hasHighestSequenceID {
+		c.HighestSequenceId = ptr(s.highestSequenceID)
+	}
 	if s.isChunk {
 		c.IsChunk = ptr(true)
 	}

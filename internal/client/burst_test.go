@@ -16,11 +16,11 @@ func TestAppendSendHeadMatchesProtobuf(t *testing.T) {
 	cases := []sendFields{
 		{producerID: 1, sequenceID: 0},
 		{producerID: 1 << 40, sequenceID: 1<<63 + 5},
-		{producerID: 7, sequenceID: 9, numMessages: ptr(int32(100)), highestSequenceID: ptr(uint64(108))},
-		{producerID: 7, sequenceID: 9, numMessages: ptr(int32(-1))},
+		{producerID: 7, sequenceID: 9, numMessages: 100, hasNumMessages: true, highestSequenceID: 108, hasHighestSequenceID: true},
+		{producerID: 7, sequenceID: 9, numMessages: -1, hasNumMessages: true},
 		{producerID: 7, sequenceID: 9, isChunk: true},
-		{producerID: 7, sequenceID: 9, marker: true, numMessages: ptr(int32(0))},
-		{producerID: 3, sequenceID: 4, numMessages: ptr(int32(2)), highestSequenceID: ptr(uint64(0)), isChunk: true, marker: true},
+		{producerID: 7, sequenceID: 9, marker: true, numMessages: 0, hasNumMessages: true},
+		{producerID: 3, sequenceID: 4, numMessages: 2, hasNumMessages: true, highestSequenceID: 0, hasHighestSequenceID: true, isChunk: true, marker: true},
 	}
 	for _, f := range cases {
 		for _, size := range []int{0, 1, 1024, 1 << 20} {
@@ -37,7 +37,7 @@ func TestAppendSendHeadMatchesProtobuf(t *testing.T) {
 			}
 		}
 	}
-	worst := sendFields{producerID: 1<<64 - 1, sequenceID: 1<<64 - 1, numMessages: ptr(int32(-1)), highestSequenceID: ptr(uint64(1<<64 - 1)), isChunk: true, marker: true}
+	worst := sendFields{producerID: 1<<64 - 1, sequenceID: 1<<64 - 1, numMessages: -1, hasNumMessages: true, highestSequenceID: 1<<64 - 1, hasHighestSequenceID: true, isChunk: true, marker: true}
 	if h, _ := appendSendHead(nil, worst, 1<<31); len(h) > sendHeadCap {
 		t.Fatalf("largest head %d bytes > sendHeadCap %d", len(h), sendHeadCap)
 	}
@@ -66,10 +66,10 @@ func TestScanSendFields(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (f.numMessages != nil) != (md.NumMessagesInBatch != nil) || (f.numMessages != nil && *f.numMessages != md.GetNumMessagesInBatch()) {
+		if f.hasNumMessages != (md.NumMessagesInBatch != nil) || (f.hasNumMessages && f.numMessages != md.GetNumMessagesInBatch()) {
 			t.Errorf("%v: num messages %v", md, f.numMessages)
 		}
-		if (f.highestSequenceID != nil) != (md.HighestSequenceId != nil) || (f.highestSequenceID != nil && *f.highestSequenceID != md.GetHighestSequenceId()) {
+		if f.hasHighestSequenceID != (md.HighestSequenceId != nil) || (f.hasHighestSequenceID && f.highestSequenceID != md.GetHighestSequenceId()) {
 			t.Errorf("%v: highest %v", md, f.highestSequenceID)
 		}
 		if f.isChunk != (md.GetNumChunksFromMsg() > 1) {

@@ -670,3 +670,85 @@ func TestSendRawBatch(t *testing.T) {
 		}
 	}
 }
+
+// A batch larger than MaxPending goes out in chunks, in order; entries whose SEND fields the
+// caller supplies (RawMessage.Info) get the same SEND as scanned ones.
+func TestSendRawBatchBeyondMaxPending(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.addr())
+	ctx := testCtx(t)
+	p, err := c.CreateProducer(ctx, ProducerOptions{Topic: "t", Name: "pulsar.repl.a-->b", MaxPending: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []RawMessage
+	var entries [][]byte
+	for i := range 10 {
+		md := &pulsarpb.MessageMetadata{ProducerName: proto.String("origin"), SequenceId: proto.Uint64(uint64(i)), PublishTime: proto.Uint64(1),
+			NumMessagesInBatch: proto.Int32(int32(i + 1)), HighestSequenceId: proto.Uint64(uint64(100 + i))}
+		e, err := wire.EncodeEntry(md, []byte(fmt.Sprint("m", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, e)
+		m := RawMessage{Entry: e}
+		if i%2 == 0 {
+			if m.Info, err = ScanRawInfo(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	results := make(chan int, len(msgs))
+	p.SendRawBatchAsync(ctx, msgs, func(i int, id MessageID, err error) {
+		if err != nil {
+			t.Errorf("message %d: %v", i, err)
+		}
+		results <- i
+	})
+	for want := range len(msgs) {
+		if got := <-results; got != want {
+			t.Fatalf("result %d, want %d", got, want)
+		}
+	}
+	sends := b.sendsCopy()
+	if len(sends) != len(msgs) {
+		t.Fatalf("%d sends", len(sends))
+	}
+	for i, s := range sends {
+		if s.GetNumMessages() != int32(i+1) || s.GetHighestSequenceId() != uint64(100+i) || !bytes.Equal(b.stored(i), entries[i]) {
+			t.Fatalf("send %d: %v", i, s)
+		}
+	}
+}
+
+func TestSlotPool(t *testing.T) {
+	s := newSlotPool(3)
+	ctx := testCtx(t)
+	stop := make(chan struct{})
+	if err := s.take(ctx, stop, 2); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- s.take(ctx, stop, 3) }() // waits for all three
+	s.give(1)
+	select {
+	case err := <-got:
+		t.Fatalf("took 3 with 2 free: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	s.give(1)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	go func() { got <- s.take(ctx, stop, 1) }()
+	close(stop)
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("take after stop: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.take(cctx, make(chan struct{}), 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("take with ended context: %v", err)
+	}
+}

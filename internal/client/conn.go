@@ -29,6 +29,8 @@ type outFrame struct {
 // They run on the connection's reader goroutine and must not block.
 type producerHandler interface {
 	onReceipt(c *conn, r receipt)
+	// onReceipts: receipts that arrived together, in order (one producer's).
+	onReceipts(c *conn, rs []receipt)
 	onSendError(c *conn, e *pulsarpb.CommandSendError)
 	// onDisconnect: the connection is gone, or the broker closed this producer.
 	onDisconnect(c *conn, reason error)
@@ -357,6 +359,10 @@ func (c *conn) keepAlive(interval time.Duration) {
 func (c *conn) readLoop(r *frameReader) {
 	defer c.wg.Done()
 	var rc receipt
+	// Receipts already buffered behind the one just read are decoded and handed over together:
+	// a forwarder gets one receipt per entry, and per-receipt locking and wake-ups were a
+	// good part of its receive path.
+	rcs := make([]receipt, 0, 256)
 	for {
 		f, isReceipt, err := r.next(&rc)
 		if err != nil {
@@ -370,18 +376,32 @@ func (c *conn) readLoop(r *frameReader) {
 			c.shutdown(err)
 			return
 		}
-		c.mu.Lock()
-		c.lastRecv = time.Now()
-		var h producerHandler
-		if isReceipt {
-			h = c.producers[rc.producerID]
-		}
-		c.mu.Unlock()
-		switch {
-		case !isReceipt:
+		if !isReceipt {
+			c.mu.Lock()
+			c.lastRecv = time.Now()
+			c.mu.Unlock()
 			c.dispatch(f)
-		case h != nil:
-			h.onReceipt(c, rc)
+			continue
+		}
+		rcs = append(rcs[:0], rc)
+		for len(rcs) < cap(rcs) && r.bufferedReceipt(&rc) {
+			rcs = append(rcs, rc)
+		}
+		for lo := 0; lo < len(rcs); { // one call per run of one producer's receipts
+			hi := lo + 1
+			for hi < len(rcs) && rcs[hi].producerID == rcs[lo].producerID {
+				hi++
+			}
+			c.mu.Lock()
+			if lo == 0 {
+				c.lastRecv = time.Now()
+			}
+			h := c.producers[rcs[lo].producerID]
+			c.mu.Unlock()
+			if h != nil {
+				h.onReceipts(c, rcs[lo:hi])
+			}
+			lo = hi
 		}
 	}
 }

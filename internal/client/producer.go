@@ -74,6 +74,9 @@ type RawMessage struct {
 	// SourcePosition, if set, is sent as CommandSend.message_id: the entry's position in its
 	// origin topic (replication).
 	SourcePosition *MessageID
+	// Info, when Known, is what the SEND says about the entry, as the caller read it from the
+	// entry's metadata; otherwise the client scans the metadata (ScanRawInfo).
+	Info RawInfo
 }
 
 // Producer publishes to one topic. Sends are pipelined: many may be in flight, receipts complete
@@ -85,7 +88,7 @@ type Producer struct {
 	id     uint64
 	log    *slog.Logger
 
-	slots chan struct{} // one token per pending send
+	slots *slotPool // one slot per pending message
 
 	mu         sync.Mutex
 	name       string
@@ -94,6 +97,7 @@ type Producer struct {
 	nextSeq    uint64
 	pending    []*pendingSend
 	batch      *openBatch    // messages waiting to be sent as one entry
+	frameBuf   []outFrame    // queueRaw's reused list of frames for the connection
 	changed    chan struct{} // made by a waiting Flush, closed and dropped when a send settles
 	lastErr    error
 	lostAt     time.Time // when the connection was lost (zero while connected)
@@ -139,7 +143,7 @@ func (c *Client) CreateProducer(ctx context.Context, opts ProducerOptions) (*Pro
 		topic:     topic,
 		id:        c.producerID.Add(1),
 		name:      opts.Name,
-		slots:     make(chan struct{}, opts.MaxPending),
+		slots:     newSlotPool(opts.MaxPending),
 		reconnect: make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -353,33 +357,45 @@ func (p *Producer) onDisconnect(c *conn, reason error) {
 	}
 }
 
-func (p *Producer) onReceipt(c *conn, r receipt) {
-	p.mu.Lock()
-	if p.cn != c || len(p.pending) == 0 {
+func (p *Producer) onReceipt(c *conn, r receipt) { p.onReceipts(c, []receipt{r}) }
+
+// onReceipts completes the sends of receipts that arrived together (in order), with one lock
+// and one wake-up of Flush waiters for the lot.
+func (p *Producer) onReceipts(c *conn, rs []receipt) {
+	var popped [64]*pendingSend
+	var ids [64]MessageID
+	for len(rs) > 0 {
+		n := 0
+		p.mu.Lock()
+		for ; len(rs) > 0 && n < len(popped); rs = rs[1:] {
+			if p.cn != c || len(p.pending) == 0 {
+				rs = nil
+				break
+			}
+			head := p.pending[0]
+			seq := rs[0].sequenceID
+			if seq < head.seq {
+				continue // late receipt for something already settled
+			}
+			if seq > head.seq {
+				p.mu.Unlock()
+				p.settleAll(popped[:n], ids[:n])
+				// Receipts must come in order; a gap means the broker lost track: start over on
+				// a new connection and resend everything pending (the Go client does the same).
+				p.log.Warn("client: out-of-order receipt, reconnecting", "expected", head.seq, "got", seq)
+				c.shutdown(fmt.Errorf("receipt for sequence %d while expecting %d", seq, head.seq))
+				return
+			}
+			popped[n] = p.popLocked()
+			ids[n] = MessageID{BatchIndex: -1, Partition: -1}
+			if r := rs[0]; r.hasMessageID {
+				ids[n].LedgerID, ids[n].EntryID = r.ledgerID, r.entryID
+			}
+			n++
+		}
 		p.mu.Unlock()
-		return
+		p.settleAll(popped[:n], ids[:n])
 	}
-	head := p.pending[0]
-	seq := r.sequenceID
-	switch {
-	case seq < head.seq:
-		p.mu.Unlock() // late receipt for something already settled
-		return
-	case seq > head.seq:
-		p.mu.Unlock()
-		// Receipts must come in order; a gap means the broker lost track: start over on a new
-		// connection and resend everything pending (the Go client does the same).
-		p.log.Warn("client: out-of-order receipt, reconnecting", "expected", head.seq, "got", seq)
-		c.shutdown(fmt.Errorf("receipt for sequence %d while expecting %d", seq, head.seq))
-		return
-	}
-	p.popLocked()
-	p.mu.Unlock()
-	id := MessageID{BatchIndex: -1, Partition: -1}
-	if r.hasMessageID {
-		id.LedgerID, id.EntryID = r.ledgerID, r.entryID
-	}
-	p.settle(head, id, nil)
 }
 
 func (p *Producer) onSendError(c *conn, e *pulsarpb.CommandSendError) {
@@ -407,23 +423,46 @@ func (p *Producer) popLocked() *pendingSend {
 // message of a batch gets its batch index) and then wakes Flush waiters (so Flush returns only
 // after the callbacks ran).
 func (p *Producer) settle(s *pendingSend, id MessageID, err error) {
-	if s.bcb != nil {
-		<-p.slots
-		s.bcb(s.bidx, id, err)
+	p.settleAll([]*pendingSend{s}, []MessageID{id}, err)
+}
+
+// settleAll settles sends (ids[i] is ss[i]'s) with one slot release and one lock for the lot.
+func (p *Producer) settleAll(ss []*pendingSend, ids []MessageID, errs ...error) {
+	if len(ss) == 0 {
+		return
 	}
-	for i, cb := range s.cbs {
-		<-p.slots
-		if cb == nil {
-			continue
+	var err error
+	if len(errs) > 0 {
+		err = errs[0]
+	}
+	slots := 0
+	for _, s := range ss {
+		if s.bcb != nil {
+			slots++
 		}
-		mid := id
-		if s.batched && err == nil {
-			mid.BatchIndex, mid.BatchSize = int32(i), int32(len(s.cbs))
+		slots += len(s.cbs)
+	}
+	p.slots.give(slots)
+	for i, s := range ss {
+		id := ids[i]
+		if s.bcb != nil {
+			s.bcb(s.bidx, id, err)
 		}
-		cb(mid, err)
+		for i, cb := range s.cbs {
+			if cb == nil {
+				continue
+			}
+			mid := id
+			if s.batched && err == nil {
+				mid.BatchIndex, mid.BatchSize = int32(i), int32(len(s.cbs))
+			}
+			cb(mid, err)
+		}
 	}
 	p.mu.Lock()
-	s.done = true
+	for _, s := range ss {
+		s.done = true
+	}
 	if p.changed != nil { // only while Flush waits: no channel per send otherwise
 		close(p.changed)
 		p.changed = nil
@@ -486,6 +525,12 @@ func (p *Producer) SendRawAsync(ctx context.Context, msg RawMessage, cb func(Mes
 
 // rawFrame builds the SEND of a raw message with sequence id seq.
 func (p *Producer) rawFrame(msg RawMessage, seq uint64) (outFrame, error) {
+	return p.rawFrameInto(nil, msg, seq)
+}
+
+// rawFrameInto is rawFrame appending the SEND head to *heads (nil: its own allocation). Heads never
+// share bytes: each is capped at its length, and a block that is short is replaced, not grown.
+func (p *Producer) rawFrameInto(heads *[]byte, msg RawMessage, seq uint64) (outFrame, error) {
 	entry := msg.Entry
 	if len(msg.Body) > 0 {
 		if parts, err := wire.ParseEntry(entry); err != nil {
@@ -499,9 +544,14 @@ func (p *Producer) rawFrame(msg RawMessage, seq uint64) (outFrame, error) {
 			return outFrame{}, err
 		}
 	}
-	f, err := scanSendFields(entry)
-	if err != nil {
-		return outFrame{}, err
+	var f sendFields
+	if msg.Info.Known {
+		f = sendFieldsOf(msg.Info)
+	} else {
+		var err error
+		if f, err = scanSendFields(entry); err != nil {
+			return outFrame{}, err
+		}
 	}
 	f.producerID, f.sequenceID = p.id, seq
 	if msg.SourcePosition != nil {
@@ -509,7 +559,17 @@ func (p *Producer) rawFrame(msg RawMessage, seq uint64) (outFrame, error) {
 		send.MessageId = &pulsarpb.MessageIdData{LedgerId: ptr(msg.SourcePosition.LedgerID), EntryId: ptr(msg.SourcePosition.EntryID)}
 		return outFrame{cmd: wire.Command(send), payload: entry, tail: msg.Body}, nil
 	}
-	head, err := appendSendHead(make([]byte, 0, sendHeadCap), f, len(entry)+len(msg.Body))
+	if heads == nil {
+		head, err := appendSendHead(make([]byte, 0, sendHeadCap), f, len(entry)+len(msg.Body))
+		return outFrame{head: head, payload: entry, tail: msg.Body}, err
+	}
+	h := *heads
+	if cap(h)-len(h) < sendHeadCap {
+		h = make([]byte, 0, 4<<10)
+	}
+	head, err := appendSendHead(h[len(h):len(h):len(h)+sendHeadCap], f, len(entry)+len(msg.Body))
+	head = head[:len(head):len(head)]
+	*heads = h[:len(h)+len(head)]
 	return outFrame{head: head, payload: entry, tail: msg.Body}, err
 }
 
@@ -525,44 +585,47 @@ func (p *Producer) SendRawBatchAsync(ctx context.Context, msgs []RawMessage, cb 
 			cb(j, MessageID{}, err)
 		}
 	}
-	slots := 0
-	for range msgs {
-		select {
-		case p.slots <- struct{}{}:
-			slots++
-			continue
-		case <-ctx.Done():
-		case <-p.stop:
+	// In chunks of at most MaxPending: a chunk's slots are taken at once.
+	for lo := 0; lo < len(msgs); {
+		hi := min(len(msgs), lo+p.opts.MaxPending)
+		if err := p.slots.take(ctx, p.stop, hi-lo); err != nil {
+			failFrom(lo, err)
+			return
 		}
-		for ; slots > 0; slots-- {
-			<-p.slots
+		queued, err := p.queueRaw(msgs, lo, hi, cb)
+		p.slots.give(hi - lo - queued)
+		if err != nil {
+			failFrom(lo+queued, err)
+			return
 		}
-		if ctx.Err() != nil {
-			failFrom(0, ctx.Err())
-		} else {
-			failFrom(0, ErrClosed)
-		}
-		return
+		lo = hi
 	}
+}
+
+// queueRaw queues msgs[lo:hi] (their slots taken) and reports how many it queued; an error stops
+// it at the message that caused it. The chunk's pending records and SEND heads are allocated
+// together, not one by one.
+func (p *Producer) queueRaw(msgs []RawMessage, lo, hi int, cb func(i int, id MessageID, err error)) (int, error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.closed {
-		p.mu.Unlock()
-		for ; slots > 0; slots-- {
-			<-p.slots
-		}
-		failFrom(0, ErrClosed)
-		return
+		return 0, ErrClosed
 	}
 	if p.batch != nil {
 		p.flushBatchLocked() // keep send order
 	}
-	frames := make([]outFrame, 0, len(msgs))
-	queued := 0
+	frames := p.frameBuf[:0] // sendFrames copies them
+	defer func() {
+		clear(frames)
+		p.frameBuf = frames[:0]
+	}()
+	sends := make([]pendingSend, hi-lo)
+	heads := make([]byte, 0, (hi-lo)*rawHeadSize)
 	var err error
-	for i, msg := range msgs {
+	for i := lo; i < hi; i++ {
 		var f outFrame
 		seq := p.nextSeq
-		f, err = p.rawFrame(msg, seq)
+		f, err = p.rawFrameInto(&heads, msgs[i], seq)
 		if size := len(f.payload) + len(f.tail); err == nil && p.cn != nil && size > p.cn.maxMsg {
 			err = fmt.Errorf("client: %d bytes: %w", size, wire.ErrTooLarge)
 		}
@@ -570,21 +633,20 @@ func (p *Producer) SendRawBatchAsync(ctx context.Context, msgs []RawMessage, cb 
 			break
 		}
 		p.nextSeq = seq + 1
-		p.pending = append(p.pending, &pendingSend{seq: seq, frame: f, bcb: cb, bidx: i})
+		s := &sends[i-lo]
+		s.seq, s.frame, s.bcb, s.bidx = seq, f, cb, i
+		p.pending = append(p.pending, s)
 		frames = append(frames, f)
-		queued++
 	}
 	if p.cn != nil && len(frames) > 0 {
 		_ = p.cn.sendFrames(frames)
 	}
-	p.mu.Unlock()
-	for ; slots > queued; slots-- {
-		<-p.slots
-	}
-	if err != nil {
-		failFrom(queued, err)
-	}
+	return len(frames), err
 }
+
+// rawHeadSize is the room reserved per SEND head of a chunk (a typical head takes 20-30 bytes;
+// a longer one starts a new block, see rawFrameInto).
+const rawHeadSize = 32
 
 // SendRaw forwards an encoded entry and waits for its receipt.
 func (p *Producer) SendRaw(ctx context.Context, msg RawMessage) (MessageID, error) {
@@ -595,17 +657,13 @@ func (p *Producer) SendRaw(ctx context.Context, msg RawMessage) (MessageID, erro
 // connected (otherwise it goes out after reconnection). build gets the counter's value and returns
 // the SEND's sequence id (which may differ, for user-supplied ids) and frame.
 func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (uint64, outFrame, error), cb func(MessageID, error)) error {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.stop:
-		return ErrClosed
+	if err := p.slots.take(ctx, p.stop, 1); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		<-p.slots
+		p.slots.give(1)
 		return ErrClosed
 	}
 	if p.batch != nil {
@@ -617,12 +675,12 @@ func (p *Producer) enqueue(ctx context.Context, build func(seq uint64) (uint64, 
 	}
 	if err != nil {
 		p.mu.Unlock()
-		<-p.slots
+		p.slots.give(1)
 		return err
 	}
 	if len(p.pending) > 0 && seq <= p.pending[len(p.pending)-1].seq {
 		p.mu.Unlock()
-		<-p.slots
+		p.slots.give(1)
 		return fmt.Errorf("client: sequence id %d not above the last pending %d", seq, p.pending[len(p.pending)-1].seq)
 	}
 	p.nextSeq = seq + 1
@@ -751,17 +809,13 @@ type openBatch struct {
 // addToBatch appends a message to the open batch (opening one, with its delay timer, if needed)
 // and sends the batch when it is full.
 func (p *Producer) addToBatch(ctx context.Context, msg ProducerMessage, cb func(MessageID, error)) error {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-p.stop:
-		return ErrClosed
+	if err := p.slots.take(ctx, p.stop, 1); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		<-p.slots
+		p.slots.give(1)
 		return ErrClosed
 	}
 	seq := p.nextSeq
@@ -775,7 +829,7 @@ func (p *Producer) addToBatch(ctx context.Context, msg ProducerMessage, cb func(
 		last, hasLast = p.pending[n-1].seq, true
 	}
 	if hasLast && seq <= last {
-		<-p.slots
+		p.slots.give(1)
 		return fmt.Errorf("client: sequence id %d not above the last pending %d", seq, last)
 	}
 	if b := p.batch; b != nil && len(b.body)+len(msg.Payload) > p.opts.BatchingMaxBytes {
@@ -805,7 +859,7 @@ func (p *Producer) addToBatch(ctx context.Context, msg ProducerMessage, cb func(
 	}
 	body, err := wire.AppendBatchRecord(b.body, smm, msg.Payload)
 	if err != nil {
-		<-p.slots
+		p.slots.give(1)
 		return err
 	}
 	b.body, b.lastSeq = body, seq
@@ -838,7 +892,7 @@ func (p *Producer) flushBatchLocked() {
 	entry, err := wire.EncodeEntry(md, b.body)
 	var head []byte
 	if err == nil {
-		head, err = appendSendHead(nil, sendFields{producerID: p.id, sequenceID: b.firstSeq, highestSequenceID: ptr(b.lastSeq), numMessages: ptr(int32(n))}, len(entry))
+		head, err = appendSendHead(nil, sendFields{producerID: p.id, sequenceID: b.firstSeq, highestSequenceID: b.lastSeq, hasHighestSequenceID: true, numMessages: int32(n), hasNumMessages: true}, len(entry))
 	}
 	if err != nil {
 		// Cannot happen with the fields set above; fail the messages rather than send garbage.

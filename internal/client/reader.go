@@ -105,6 +105,30 @@ func (r *frameReader) next(rc *receipt) (f wire.Frame, isReceipt bool, err error
 	return f, false, err
 }
 
+// bufferedReceipt decodes the next frame into rc and consumes it if it is a plain SEND_RECEIPT
+// that is already buffered in full (it never reads from the connection); otherwise it reports
+// false and leaves the stream as it was, for next.
+func (r *frameReader) bufferedReceipt(rc *receipt) bool {
+	if r.br.Buffered() < 8 {
+		return false
+	}
+	hdr, err := r.br.Peek(8)
+	if err != nil {
+		return false
+	}
+	total := binary.BigEndian.Uint32(hdr[:4])
+	cmdSize := binary.BigEndian.Uint32(hdr[4:8])
+	if total < 4 || int64(total) > int64(r.maxFrame) || cmdSize == 0 || total-4 != cmdSize || int64(r.br.Buffered()) < 4+int64(total) {
+		return false
+	}
+	b, err := r.br.Peek(4 + int(total))
+	if err != nil || !decodeReceipt(b[8:], rc) {
+		return false
+	}
+	_, _ = r.br.Discard(4 + int(total))
+	return true
+}
+
 func truncated(err error, where string) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: %s", wire.ErrTruncated, where)

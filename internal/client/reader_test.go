@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -47,6 +48,63 @@ func checkReaderMatchesWire(t *testing.T, stream []byte) (receipts int) {
 	}
 }
 
+// checkBufferedReceiptsMatchWire reads stream as the connection's reader does (next, then
+// every receipt already buffered through bufferedReceipt) and checks it against wire.Reader.
+func checkBufferedReceiptsMatchWire(t *testing.T, stream []byte, bufSize int) {
+	t.Helper()
+	fast := newFrameReader(bytes.NewReader(stream), 1<<20)
+	fast.br = bufio.NewReaderSize(bytes.NewReader(stream), bufSize) // small buffers split frames
+	slow := wire.NewReader(bytes.NewReader(stream), 1<<20)
+	for i := 0; ; i++ {
+		var rc receipt
+		f, isReceipt, ferr := fast.next(&rc)
+		g, gerr := slow.ReadFrame()
+		if (ferr == nil) != (gerr == nil) {
+			t.Fatalf("frame %d: fast err %v, wire err %v", i, ferr, gerr)
+		}
+		if ferr != nil {
+			if errors.Is(gerr, io.EOF) || !wire.Recoverable(gerr) {
+				return
+			}
+			continue
+		}
+		if !isReceipt {
+			if !proto.Equal(f.Cmd, g.Cmd) || !bytes.Equal(f.Payload, g.Payload) {
+				t.Fatalf("frame %d: fast %v, wire %v", i, f.Cmd, g.Cmd)
+			}
+			continue
+		}
+		for {
+			if g.Type() != pulsarpb.BaseCommand_SEND_RECEIPT || rc != receiptOf(g.Cmd.GetSendReceipt()) {
+				t.Fatalf("frame %d: fast receipt %+v, wire %v", i, rc, g.Cmd)
+			}
+			if !fast.bufferedReceipt(&rc) {
+				break
+			}
+			i++
+			if g, gerr = slow.ReadFrame(); gerr != nil {
+				t.Fatalf("frame %d: buffered receipt %+v, wire error %v", i, rc, gerr)
+			}
+		}
+	}
+}
+
+func TestBufferedReceiptsMatchWire(t *testing.T) {
+	var stream []byte
+	for i := range 50 {
+		var err error
+		stream, err = wire.AppendFrame(stream, wire.Command(&pulsarpb.CommandSendReceipt{ProducerId: ptr(uint64(1 + i%2)), SequenceId: ptr(uint64(i)),
+			MessageId: &pulsarpb.MessageIdData{LedgerId: ptr(uint64(3)), EntryId: ptr(uint64(i))}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream = append(stream, receiptStream(t)...)
+	for _, size := range []int{16, 37, 64, 4096} {
+		checkBufferedReceiptsMatchWire(t, stream, size)
+	}
+}
+
 func receiptStream(t testing.TB) []byte {
 	var b []byte
 	add := func(cmd *pulsarpb.BaseCommand, payload ...[]byte) {
@@ -84,5 +142,6 @@ func FuzzFrameReaderMatchesWire(f *testing.F) {
 	f.Add(receiptStream(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkReaderMatchesWire(t, b)
+		checkBufferedReceiptsMatchWire(t, b, 64)
 	})
 }

@@ -55,6 +55,11 @@ func BenchmarkMachineEntry(b *testing.B) {
 				case ActSend:
 					queue = append(queue, EvReceipt{Now: t0, Gen: a.Gen, Source: a.Out.Source})
 					done++
+				case ActSends:
+					for _, o := range a.Outs {
+						queue = append(queue, EvReceipt{Now: t0, Gen: a.Gen, Source: o.Source})
+						done++
+					}
 				case ActMarkDelete:
 					queue = append(queue, EvMarkDeleteDone{Now: t0, Pos: a.Pos})
 				}

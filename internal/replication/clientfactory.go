@@ -189,10 +189,15 @@ func (f *ClientFactory) Close() error {
 // clientProducer adapts *client.Producer. The client reconnects by itself and resends what is
 // pending, in order; a SEND_ERROR fails the send, and the replicator then starts over with a new
 // producer from its oldest unacknowledged entry.
-type clientProducer struct{ p *client.Producer }
+type clientProducer struct {
+	p *client.Producer
+	// msgs is SendBatch's reused conversion buffer (the client copies what it keeps; SendBatch
+	// is called from the replicator's loop only).
+	msgs []client.RawMessage
+}
 
 func (c *clientProducer) Send(out Outbound, done func(error)) {
-	err := c.p.SendRawAsync(context.Background(), client.RawMessage{Entry: out.Data, Body: out.Body}, func(_ client.MessageID, err error) { done(err) })
+	err := c.p.SendRawAsync(context.Background(), client.RawMessage{Entry: out.Data, Body: out.Body, Info: out.Info}, func(_ client.MessageID, err error) { done(err) })
 	if err != nil {
 		done(err)
 	}
@@ -200,11 +205,13 @@ func (c *clientProducer) Send(out Outbound, done func(error)) {
 
 // SendBatch sends several entries with one call into the client (see batchSender).
 func (c *clientProducer) SendBatch(outs []Outbound, done func(i int, err error)) {
-	msgs := make([]client.RawMessage, len(outs))
-	for i, o := range outs {
-		msgs[i] = client.RawMessage{Entry: o.Data, Body: o.Body}
+	msgs := c.msgs[:0]
+	for _, o := range outs {
+		msgs = append(msgs, client.RawMessage{Entry: o.Data, Body: o.Body, Info: o.Info})
 	}
 	c.p.SendRawBatchAsync(context.Background(), msgs, func(i int, _ client.MessageID, err error) { done(i, err) })
+	clear(msgs) // drop the entries' bytes
+	c.msgs = msgs[:0]
 }
 
 // Close abandons what is pending (the replicator resends it from its cursor) and closes the producer

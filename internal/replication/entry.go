@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -120,6 +121,9 @@ type Outbound struct {
 	PublishTime int64 // unix ms of the source entry
 	Marker      bool  // SEND must carry marker=true
 	ChunkID     int32 // chunk id for chunked messages (informational)
+	// Info is what the SEND says about the entry, when the fast path read it from the metadata
+	// already (Known); otherwise the client scans the metadata itself.
+	Info client.RawInfo
 }
 
 // Size is the entry's size in bytes.
@@ -142,7 +146,13 @@ var forwardedMarkers = map[int32]bool{10: true, 11: true, 13: true}
 // id, publish time and properties unchanged) with replicated_from = local, the source position in
 // SourcePositionProperty, transaction ids cleared and the checksum recomputed.
 func PrepareEntry(e Entry, local, remote string) (Outbound, SkipReason, error) {
-	if out, reason, ok := prepareFast(e, local, remote); ok {
+	return prepareEntry(e, local, remote, nil)
+}
+
+// prepareEntry is PrepareEntry carving the new metadata head from *headroom (nil: its own
+// allocation).
+func prepareEntry(e Entry, local, remote string, headroom *[]byte) (Outbound, SkipReason, error) {
+	if out, reason, ok := prepareFast(e, local, remote, headroom); ok {
 		return out, reason, nil
 	}
 	return prepareGeneral(e, local, remote)

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/crc32c"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -27,6 +28,8 @@ const (
 	fieldMarkerType         = 20
 	fieldTxnidLeastBits     = 22
 	fieldTxnidMostBits      = 23
+	fieldHighestSequenceID  = 24
+	fieldNumChunksFromMsg   = 27
 	fieldChunkID            = 29
 )
 
@@ -41,6 +44,9 @@ type mdScan struct {
 	numMessages       int32 // 1 if absent
 	hasNumMessages    bool
 	chunkID           int32
+	highestSeq        uint64
+	hasHighestSeq     bool
+	numChunks         int32
 	sourcePosition    []byte // aliases the metadata
 	hasSourcePosition bool
 }
@@ -84,7 +90,8 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 					s.hasSourcePosition, s.sourcePosition = true, val
 				}
 			}
-		case typ == protowire.VarintType && (num == fieldNumMessagesInBatch || num == fieldMarkerType || num == fieldTxnidLeastBits || num == fieldTxnidMostBits || num == fieldChunkID):
+		case typ == protowire.VarintType && (num == fieldNumMessagesInBatch || num == fieldMarkerType || num == fieldTxnidLeastBits || num == fieldTxnidMostBits || num == fieldChunkID ||
+			num == fieldHighestSequenceID || num == fieldNumChunksFromMsg):
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return s, errScan
@@ -99,6 +106,10 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 				s.hasTxn = true
 			case fieldChunkID:
 				s.chunkID = int32(v)
+			case fieldHighestSequenceID:
+				s.highestSeq, s.hasHighestSeq = v, true
+			case fieldNumChunksFromMsg:
+				s.numChunks = int32(v)
 			}
 		default:
 			n := protowire.ConsumeFieldValue(num, typ, b)
@@ -141,7 +152,7 @@ func scanKeyValue(b []byte) (key, value []byte, err error) {
 }
 
 // prepareFast is PrepareEntry for the common case; ok is false when the general path must decide.
-func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason, ok bool) {
+func prepareFast(e Entry, local, remote string, headroom *[]byte) (out Outbound, reason SkipReason, ok bool) {
 	parts, err := wire.ParseEntry(e.Data)
 	if err != nil {
 		return Outbound{}, "", false
@@ -191,7 +202,7 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	kvLen := protowire.SizeTag(1) + protowire.SizeBytes(len(SourcePositionProperty)) + protowire.SizeTag(2) + protowire.SizeBytes(len(pos))
 	extra := protowire.SizeTag(fieldReplicatedFrom) + protowire.SizeBytes(len(local)) + protowire.SizeTag(fieldProperties) + protowire.SizeBytes(kvLen)
 	mdLen := len(parts.Metadata) + extra
-	buf := make([]byte, 10, 10+mdLen)
+	buf := carve(headroom, 10+mdLen)[:10]
 	buf = append(buf, parts.Metadata...)
 	buf = protowire.AppendTag(buf, fieldReplicatedFrom, protowire.BytesType)
 	buf = protowire.AppendString(buf, local)
@@ -206,11 +217,16 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 	// The body stays where it is (read-only): the outbound entry is the new head plus the stored
 	// body, which the client writes together (copied into its burst buffer when small, by writev
 	// when large). No per-entry copy of the body here.
-	out = Outbound{Source: e.Position, Data: buf, Body: parts.Body, Messages: int(s.numMessages), PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID}
+	out = Outbound{Source: e.Position, Data: buf, Body: parts.Body, Messages: int(s.numMessages), PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID,
+		Info: client.RawInfo{Known: true, HasNumMessages: s.hasNumMessages,
+			HighestSequenceID: s.highestSeq, HasHighestSequenceID: s.hasHighestSeq, Chunked: s.numChunks > 1, Marker: marker}}
 	if large {
 		binary.BigEndian.PutUint32(buf[2:], shift.Apply(crc32.Checksum(buf[6:], castagnoli))^bodyCRC)
 	} else {
 		binary.BigEndian.PutUint32(buf[2:], crc32.Update(crc32.Checksum(buf[6:], castagnoli), castagnoli, parts.Body))
+	}
+	if s.hasNumMessages {
+		out.Info.NumMessages = s.numMessages
 	}
 	if !s.hasNumMessages || out.Messages < 1 {
 		out.Messages = 1
@@ -221,3 +237,23 @@ func prepareFast(e Entry, local, remote string) (out Outbound, reason SkipReason
 // zeroCopyMinBody is the body size from which the stored checksum is trusted and the body not
 // read at all; below it checking it and checksumming it again cost less than combining checksums.
 const zeroCopyMinBody = 16 << 10
+
+// headroomChunk is the size of the blocks heads are carved from: a read batch of 100 entries
+// with ~100-byte heads takes about one block.
+const headroomChunk = 32 << 10
+
+// carve returns a zero-length slice with capacity n from *headroom (a new block when the current
+// one is short; its own allocation when headroom is nil or n is large). Carved slices never
+// overlap, so an outbound entry keeps its head for as long as it needs it, whatever comes after.
+func carve(headroom *[]byte, n int) []byte {
+	if headroom == nil || n > headroomChunk/8 {
+		return make([]byte, 0, n)
+	}
+	h := *headroom
+	if cap(h)-len(h) < n {
+		h = make([]byte, 0, headroomChunk)
+	}
+	b := h[len(h) : len(h) : len(h)+n]
+	*headroom = h[:len(h)+n]
+	return b
+}

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -15,7 +16,7 @@ import (
 // agree on the decision and on the resulting message.
 func checkFastMatchesGeneral(t *testing.T, e Entry) {
 	t.Helper()
-	fast, fr, ok := prepareFast(e, "a", "b")
+	fast, fr, ok := prepareFast(e, "a", "b", nil)
 	gen, gr, gerr := prepareGeneral(e, "a", "b")
 	if !ok {
 		return // the general path decides alone
@@ -51,6 +52,20 @@ func checkFastMatchesGeneral(t *testing.T, e Entry) {
 	if fast.Messages != gen.Messages || fast.Marker != gen.Marker || fast.ChunkID != gen.ChunkID {
 		t.Fatalf("outbound fields differ: %+v vs %+v", fast, gen)
 	}
+	// What the fast path tells the client about the SEND is what the client's own scan finds.
+	want, err := client.ScanRawInfo(fast.Bytes())
+	if err != nil {
+		t.Fatalf("client cannot scan the fast output: %v", err)
+	}
+	if fast.Info != want {
+		t.Fatalf("send info: fast path %+v, client scan %+v", fast.Info, want)
+	}
+	// Carving heads from shared headroom gives the same bytes.
+	var headroom []byte
+	carved, cr, cok := prepareFast(e, "a", "b", &headroom)
+	if !cok || cr != fr || !bytes.Equal(carved.Bytes(), fast.Bytes()) || cap(carved.Data) != len(carved.Data) {
+		t.Fatalf("carved head differs: %q %v %x", cr, cok, carved.Data)
+	}
 }
 
 func TestPrepareFastMatchesGeneral(t *testing.T) {
@@ -64,6 +79,11 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 		func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(12) },
 		func(md *pulsarpb.MessageMetadata) { md.TxnidLeastBits = proto.Uint64(1) },
 		func(md *pulsarpb.MessageMetadata) { md.ChunkId = proto.Int32(3); md.NumChunksFromMsg = proto.Int32(5) },
+		func(md *pulsarpb.MessageMetadata) { md.NumChunksFromMsg = proto.Int32(1) },
+		func(md *pulsarpb.MessageMetadata) {
+			md.NumMessagesInBatch = proto.Int32(3)
+			md.HighestSequenceId = proto.Uint64(44)
+		},
 		func(md *pulsarpb.MessageMetadata) {
 			md.Properties = append(md.Properties, &pulsarpb.KeyValue{Key: proto.String(SourcePositionProperty), Value: proto.String("1:1")})
 		},

@@ -213,6 +213,13 @@ type (
 		Gen int64
 		Out Outbound
 	}
+	// ActSends: send Outs, in order, through the producer of generation Gen. The machine emits
+	// its sends as one ActSends per event (one action instead of one boxed ActSend per entry);
+	// ActSend is kept for executors and tests that build single sends.
+	ActSends struct {
+		Gen  int64
+		Outs []Outbound
+	}
 	// ActMarkDelete: move the replication cursor's mark-delete position to Pos.
 	ActMarkDelete struct{ Pos Position }
 	// ActWaitForData: post EvDataAvailable once an entry at or after From is stored.
@@ -231,6 +238,7 @@ func (ActConnect) isAction()       {}
 func (ActCloseProducer) isAction() {}
 func (ActRead) isAction()          {}
 func (ActSend) isAction()          {}
+func (ActSends) isAction()         {}
 func (ActMarkDelete) isAction()    {}
 func (ActWaitForData) isAction()   {}
 func (ActSetTimer) isAction()      {}
@@ -266,13 +274,20 @@ type Counters struct {
 type Machine struct {
 	cfg MachineConfig
 
-	phase         Phase
-	gen           int64 // generation of the current/last producer
-	epoch         int64 // read epoch; bumped on every rewind so stale reads are dropped
-	reading       bool
-	waiting       bool
-	readFrom      Position
-	pending       []item
+	phase    Phase
+	gen      int64 // generation of the current/last producer
+	epoch    int64 // read epoch; bumped on every rewind so stale reads are dropped
+	reading  bool
+	waiting  bool
+	readFrom Position
+	pending  []item
+	// store is pending's backing array: acknowledged entries are dropped from pending's head by
+	// reslicing, and new entries are appended after compacting pending to store's start when
+	// the tail is full, so the window does not reallocate as it slides.
+	store []item
+	// headroom is where prepareFast carves the entries' new metadata heads from (one allocation
+	// per ~32 KiB of heads instead of one per entry); nil when cfg.Prepare is not the default.
+	headroom      *[]byte
 	sendIdx       int // pending[:sendIdx] are sent or skipped
 	ackIdx        int // pending[:ackIdx] are acknowledged or skipped (where the next receipt's entry is searched from)
 	inflight      int
@@ -294,8 +309,12 @@ type Machine struct {
 
 // NewMachine returns a machine in PhaseIdle; EvStart begins replication.
 func NewMachine(cfg MachineConfig) *Machine {
+	defaultPrepare := cfg.Prepare == nil
 	cfg.withDefaults()
 	m := &Machine{cfg: cfg, backoff: cfg.MinBackoff, readBackoff: cfg.MinBackoff}
+	if defaultPrepare {
+		m.headroom = new([]byte)
+	}
 	m.c.Skipped = map[SkipReason]int64{}
 	m.limiter.setRate(cfg.Rate, time.Time{})
 	return m
@@ -484,7 +503,8 @@ func (m *Machine) rewind() {
 	if len(m.pending) > 0 {
 		m.readFrom = m.pending[0].pos
 	}
-	m.pending = nil
+	clear(m.store[:cap(m.store)])
+	m.pending = m.store[:0]
 	m.sendIdx, m.ackIdx = 0, 0
 	m.inflight, m.inflightBytes = 0, 0
 	m.epoch++
@@ -498,11 +518,21 @@ func (m *Machine) setError(now time.Time, err error) {
 }
 
 func (m *Machine) addEntries(acts []Action, now time.Time, entries []Entry) []Action {
+	m.reserve(len(entries))
 	for _, e := range entries {
 		if e.Position.Compare(m.readFrom) < 0 {
 			continue // defensive: never go backwards
 		}
-		out, reason, err := m.cfg.Prepare(e, m.cfg.Local, m.cfg.Remote)
+		var (
+			out    Outbound
+			reason SkipReason
+			err    error
+		)
+		if m.headroom != nil {
+			out, reason, err = prepareEntry(e, m.cfg.Local, m.cfg.Remote, m.headroom)
+		} else {
+			out, reason, err = m.cfg.Prepare(e, m.cfg.Local, m.cfg.Remote)
+		}
 		it := item{pos: e.Position, publishTime: e.PublishTime}
 		if reason != SkipNone {
 			it.skip = true
@@ -520,11 +550,35 @@ func (m *Machine) addEntries(acts []Action, now time.Time, entries []Entry) []Ac
 	return acts
 }
 
+// reserve makes room for n more entries in pending without reallocating while the window only
+// slides. pending always ends where store ends (entries leave its head by reslicing, arrive by
+// appending within capacity); when the tail is full, pending moves to store's start, and store
+// is replaced only when the window itself outgrows half of it, so a move happens at most once
+// per half a store of entries (amortised: one item copied per entry).
+func (m *Machine) reserve(n int) {
+	if cap(m.pending)-len(m.pending) >= n {
+		return
+	}
+	used := len(m.pending)
+	store := m.store[:cap(m.store)]
+	if used+n > len(store)/2 {
+		bigger := make([]item, max(2*(used+n), 64))
+		copy(bigger, m.pending)
+		m.store, m.pending = bigger, bigger[:used]
+		return
+	}
+	start := len(store) - cap(m.pending)        // pending's offset in store
+	copy(store, m.pending)                      // overlapping copy is a memmove
+	clear(store[max(start, used) : start+used]) // stale copies of the moved entries
+	m.pending = store[:used]
+}
+
 // pump sends what may be sent, acknowledges skipped entries at the head and reads more.
 func (m *Machine) pump(acts []Action, now time.Time) []Action {
 	if m.phase != PhaseConnected {
 		return acts
 	}
+	var outs []Outbound // one ActSends for the lot (not one boxed ActSend per entry)
 	for m.sendIdx < len(m.pending) {
 		it := &m.pending[m.sendIdx]
 		if it.skip {
@@ -539,6 +593,10 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		}
 		if wait := m.limiter.take(now, it.out.Messages, it.out.Size()); wait > 0 {
 			m.rateArmed = true
+			if len(outs) > 0 {
+				acts = append(acts, ActSends{Gen: m.gen, Outs: outs})
+				outs = nil
+			}
 			acts = append(acts, ActSetTimer{Kind: TimerRate, Delay: wait})
 			break
 		}
@@ -548,8 +606,14 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		it.sent = true
 		m.inflight++
 		m.inflightBytes += int64(it.out.Size())
-		acts = append(acts, ActSend{Gen: m.gen, Out: it.out})
+		if outs == nil {
+			outs = make([]Outbound, 0, m.unsent())
+		}
+		outs = append(outs, it.out)
 		m.sendIdx++
+	}
+	if len(outs) > 0 {
+		acts = append(acts, ActSends{Gen: m.gen, Outs: outs})
 	}
 	acts = m.advance(acts)
 	if !m.reading && !m.waiting && m.sendIdx == len(m.pending) && m.inflight < m.cfg.MaxInflightEntries {
@@ -558,6 +622,11 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		acts = append(acts, ActRead{Epoch: m.epoch, From: m.readFrom, MaxEntries: n, MaxBytes: m.cfg.ReadBatchBytes})
 	}
 	return acts
+}
+
+// unsent bounds the sends the next pump can make (the size of its ActSends).
+func (m *Machine) unsent() int {
+	return max(1, min(len(m.pending)-m.sendIdx, m.cfg.MaxInflightEntries-m.inflight))
 }
 
 var errReceiptOrder = errors.New("receipt out of order")

@@ -38,7 +38,7 @@ func mkEntry(t testing.TB, pos Position, payload string, tweak func(md *pulsarpb
 func cfgAB() MachineConfig { return MachineConfig{Local: "a", Remote: "b"} }
 
 func findAct[T Action](acts []Action) (T, bool) {
-	for _, a := range acts {
+	for _, a := range expand(acts) {
 		if v, ok := a.(T); ok {
 			return v, true
 		}
@@ -60,9 +60,29 @@ func mustAct[T Action](t *testing.T, acts []Action) T {
 func sends(acts []Action) []ActSend {
 	var out []ActSend
 	for _, a := range acts {
-		if s, ok := a.(ActSend); ok {
+		switch s := a.(type) {
+		case ActSend:
 			out = append(out, s)
+		case ActSends:
+			for _, o := range s.Outs {
+				out = append(out, ActSend{Gen: s.Gen, Out: o})
+			}
 		}
+	}
+	return out
+}
+
+// expand replaces each ActSends by its ActSend actions, in order.
+func expand(acts []Action) []Action {
+	var out []Action
+	for _, a := range acts {
+		if s, ok := a.(ActSends); ok {
+			for _, o := range s.Outs {
+				out = append(out, ActSend{Gen: s.Gen, Out: o})
+			}
+			continue
+		}
+		out = append(out, a)
 	}
 	return out
 }
@@ -327,7 +347,7 @@ func TestMachineRateLimit(t *testing.T) {
 	// Simulate: the log always has data; the remote answers at once; timers fire on time.
 	for steps := 0; steps < 10000 && now.Before(t0.Add(10*time.Second)); steps++ {
 		var queue []Event
-		for _, a := range acts {
+		for _, a := range expand(acts) {
 			switch a := a.(type) {
 			case ActRead:
 				var es []Entry
@@ -447,7 +467,7 @@ func simulate(t *testing.T, seed int64) {
 	var waitFrom Position
 
 	exec := func(acts []Action) {
-		for _, a := range acts {
+		for _, a := range expand(acts) {
 			switch a := a.(type) {
 			case ActConnect:
 				if rng.Intn(4) == 0 {
@@ -584,5 +604,60 @@ func simulate(t *testing.T, seed int64) {
 	}
 	if !slices.Equal(stored, want) {
 		t.Fatalf("seed %d: remote stored %d entries, want %d (order or content differs)", seed, len(stored), len(want))
+	}
+}
+
+// The window slides through a long log without its backing array growing: acknowledged entries
+// leave pending's head and new ones reuse the space (reserve), and every entry is sent once, in
+// order.
+func TestMachineWindowSlidesWithoutGrowing(t *testing.T) {
+	cfg := cfgAB()
+	cfg.MaxInflightEntries, cfg.ReadBatchEntries = 100, 30
+	m := NewMachine(cfg)
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	acts := m.Handle(EvConnected{Now: t0, Gen: c.Gen})
+	next, want := int64(0), int64(0)
+	maxStore := 0
+	var inflight []Position
+	for steps := 0; want < 20000 && steps < 100000; steps++ {
+		var queue []Event
+		for _, a := range expand(acts) {
+			switch a := a.(type) {
+			case ActRead:
+				var es []Entry
+				for range a.MaxEntries {
+					es = append(es, mkEntry(t, Position{1, next}, "x", nil))
+					next++
+				}
+				queue = append(queue, EvReadDone{Now: t0, Epoch: a.Epoch, Entries: es})
+			case ActSend:
+				if a.Out.Source != (Position{1, want}) {
+					t.Fatalf("sent %s, want 1:%d", a.Out.Source, want)
+				}
+				want++
+				inflight = append(inflight, a.Out.Source)
+			case ActMarkDelete:
+				queue = append(queue, EvMarkDeleteDone{Now: t0, Pos: a.Pos})
+			}
+		}
+		// Receipts in uneven groups, as they arrive from a socket.
+		if k := min(len(inflight), 1+int(next%37)); k > 0 {
+			queue = append(queue, EvReceipts{Now: t0, Gen: c.Gen, Sources: slices.Clone(inflight[:k])})
+			inflight = inflight[k:]
+		}
+		acts = acts[:0]
+		for _, ev := range queue {
+			acts = append(acts, m.Handle(ev)...)
+		}
+		maxStore = max(maxStore, cap(m.store))
+	}
+	if want < 20000 {
+		t.Fatalf("only %d entries sent", want)
+	}
+	if maxStore > 4*(cfg.MaxInflightEntries+cfg.ReadBatchEntries) {
+		t.Fatalf("backing array grew to %d items for a window of %d", maxStore, cfg.MaxInflightEntries)
+	}
+	if lc := m.Counters().LastError; lc != "" {
+		t.Fatalf("lastError %q", lc)
 	}
 }

@@ -381,6 +381,21 @@ func (r *Runner) handle(ctx context.Context, ev Event) {
 		r.lastErr = lastErr
 	}
 	for _, a := range acts {
+		if snd, ok := a.(ActSends); ok {
+			if p, ok := r.producers[snd.Gen].(batchSender); ok {
+				if len(r.sendBuf) > 0 && snd.Gen != r.sendGen {
+					r.flushSends()
+				}
+				r.sendGen, r.sendTo = snd.Gen, p
+				r.sendBuf = append(r.sendBuf, snd.Outs...)
+				continue
+			}
+			r.flushSends()
+			for _, out := range snd.Outs {
+				r.execute(ctx, ActSend{Gen: snd.Gen, Out: out})
+			}
+			continue
+		}
 		if snd, ok := a.(ActSend); ok {
 			if p, ok := r.producers[snd.Gen].(batchSender); ok {
 				// Consecutive sends through a producer that takes batches go as one call.
@@ -543,11 +558,16 @@ func (b *mailbox) postResult(r sendResult) { b.add(inboxItem{result: true, res: 
 
 func (b *mailbox) add(it inboxItem) {
 	b.mu.Lock()
+	first := len(b.queue) == 0
 	b.queue = append(b.queue, it)
 	b.mu.Unlock()
-	select {
-	case b.notify <- struct{}{}:
-	default:
+	// Only the first item after a drain wakes the loop: later ones are drained with it (a
+	// replicator gets one result per entry; this saves a channel operation for all but one).
+	if first {
+		select {
+		case b.notify <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -31,6 +31,11 @@ type sendCommand struct {
 // 1, 2, 3, 6, 7, 8 (what clients send). It reports false for anything else, and the caller
 // decodes generically.
 func decodeSendFast(b []byte) (*pulsarpb.BaseCommand, bool) {
+	return decodeSendFastInto(b, nil)
+}
+
+// decodeSendFastInto is decodeSendFast decoding into c (reset first; nil: a new one).
+func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) {
 	var typ uint64
 	var body []byte
 	haveType, haveBody := false, false
@@ -60,7 +65,12 @@ func decodeSendFast(b []byte) (*pulsarpb.BaseCommand, bool) {
 	if !haveType || !haveBody || typ != uint64(pulsarpb.BaseCommand_SEND) {
 		return nil, false
 	}
-	c := &sendCommand{typ: pulsarpb.BaseCommand_SEND}
+	if c == nil {
+		c = &sendCommand{}
+	} else {
+		*c = sendCommand{}
+	}
+	c.typ = pulsarpb.BaseCommand_SEND
 	var havePID, haveSeq bool
 	for len(body) > 0 {
 		num, wt, n := protowire.ConsumeTag(body)

@@ -164,3 +164,46 @@ func TestScanPublishMetadataProperties(t *testing.T) {
 		t.Fatal("a property sent the scan to the generic decoder")
 	}
 }
+
+// With ReusePayloads, consecutive SENDs are decoded into one reused command, each correctly
+// (no field of an earlier SEND survives into a later one), and other frames are unaffected.
+func TestReaderReusesSendCommands(t *testing.T) {
+	var stream []byte
+	var want []*pulsarpb.BaseCommand
+	entry, err := EncodeEntry(testMetadata(), []byte("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, send := range append(sendVariants(), sendVariants()[2], sendVariants()[0],
+		&pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(2), TxnidLeastBits: proto.Uint64(3)}) {
+		cmd := Command(send)
+		want = append(want, cmd)
+		if stream, err = AppendFrame(stream, cmd, entry); err != nil {
+			t.Fatal(err)
+		}
+		ping := Command(&pulsarpb.CommandPing{})
+		want = append(want, ping)
+		if stream, err = AppendFrame(stream, ping); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewReader(bytes.NewReader(stream), DefaultMaxFrameSize)
+	r.ReusePayloads(true)
+	var firstSend *pulsarpb.BaseCommand
+	for i, w := range want {
+		f, err := r.ReadFrame()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if !proto.Equal(f.Cmd, w) {
+			t.Fatalf("frame %d: %v, want %v", i, f.Cmd, w)
+		}
+		if f.Type() == pulsarpb.BaseCommand_SEND && f.Cmd.GetSend().TxnidLeastBits == nil {
+			if firstSend == nil {
+				firstSend = f.Cmd
+			} else if f.Cmd != firstSend {
+				t.Fatalf("frame %d: SEND command not reused", i)
+			}
+		}
+	}
+}

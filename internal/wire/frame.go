@@ -238,7 +238,12 @@ var unmarshalPartial = proto.UnmarshalOptions{AllowPartial: true}
 
 // decodeCommand decodes and checks one BaseCommand: type known, body present, required fields set.
 func decodeCommand(b []byte) (*pulsarpb.BaseCommand, error) {
-	if cmd, ok := decodeSendFast(b); ok {
+	return decodeCommandInto(b, nil)
+}
+
+// decodeCommandInto is decodeCommand decoding a plain SEND into send (nil: a new one).
+func decodeCommandInto(b []byte, send *sendCommand) (*pulsarpb.BaseCommand, error) {
+	if cmd, ok := decodeSendFastInto(b, send); ok {
 		return cmd, nil
 	}
 	cmd := &pulsarpb.BaseCommand{}

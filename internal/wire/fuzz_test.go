@@ -42,8 +42,15 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(bytes.NewReader(data), 64*1024)
+		// A reader reusing payloads and SEND commands reads the same frames.
+		reusing := NewReader(bytes.NewReader(data), 64*1024)
+		reusing.ReusePayloads(true)
 		for i := 0; i < 1000; i++ {
 			fr, err := r.ReadFrame()
+			rf, rerr := reusing.ReadFrame()
+			if (err == nil) != (rerr == nil) || (err == nil && (!proto.Equal(fr.Cmd, rf.Cmd) || !bytes.Equal(fr.Payload, rf.Payload))) {
+				t.Fatalf("reusing reader differs: %v / %v", err, rerr)
+			}
 			if err == io.EOF {
 				return
 			}
