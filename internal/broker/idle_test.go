@@ -3,6 +3,7 @@ package broker
 import (
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestDedupCursorCreatedBeforeFirstEntry: with deduplication on, an idle topic keeps no dedup
@@ -89,5 +90,16 @@ func TestIdleTopicAllocatesNoTrafficState(t *testing.T) {
 	// 4 messages since the previous tick, 2 s ago: as if the counters had been sampled (at zero) then.
 	if st := top.Stats(); st.MsgInCounter != 4 || st.MsgRateIn != 2 || st.LastPublishTimeStamp != 1_800_000_001_000 {
 		t.Fatalf("stats after 4 messages %+v", st)
+	}
+}
+
+// TestTopicStateStructSize guards the topic state's size class (416 B on 64-bit platforms): one
+// per topic, README budget 2 KiB per idle topic for the whole broker.
+func TestTopicStateStructSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are for 64-bit platforms")
+	}
+	if got := unsafe.Sizeof(topicState{}); got > 416 {
+		t.Errorf("topicState is %d B, over the 416 B size class", got)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
-type topicLifecycle int
+type topicLifecycle uint8
 
 const (
 	topicOpen topicLifecycle = iota
@@ -35,34 +35,39 @@ type topicState struct {
 	ledger    *storage.Ledger
 	createdNs int64 // b.clock at creation, Unix nanoseconds
 
-	mu         sync.Mutex // guards the fields below up to pubMu
+	mu         sync.Mutex // guards the fields below up to pubMu (but snapshotRunning)
 	state      topicLifecycle
 	terminated bool
-	policies   TopicPolicies
-	producers  map[string]*producerState // nil until the first producer
-	waiting    []*producerWaiter         // WaitForExclusive producers, in arrival order
-	exclusive  bool                      // the current producers hold exclusive access
-	topicEpoch uint64
-	subs       map[string]*subscriptionState        // nil until the first subscription
-	subList    atomic.Pointer[[]*subscriptionState] // lock-free copy for publish notifications; nil: none
+	exclusive  bool // the current producers hold exclusive access
+	// snapshotRunning is guarded by dedupMu; it shares a word with the flags above.
+	snapshotRunning bool
+	policies        TopicPolicies
+	producers       map[string]*producerState // nil until the first producer
+	waiting         []*producerWaiter         // WaitForExclusive producers, in arrival order
+	topicEpoch      uint64
+	subs            map[string]*subscriptionState        // nil until the first subscription
+	subList         atomic.Pointer[[]*subscriptionState] // lock-free copy for publish notifications; nil: none
 
 	// pubMu orders dedup decisions with appends, so the log order equals the decision order.
 	pubMu          sync.Mutex
 	lastAppendTime int64 // guarded by pubMu
 	inflight       sync.WaitGroup
 
-	dedupMu         sync.Mutex
-	dedup           *dedupState // nil when deduplication is off
-	dedupCursor     *storage.Cursor
-	snapshotRunning bool
-	bg              sync.WaitGroup // background work (dedup snapshots)
+	dedupMu     sync.Mutex
+	dedup       *dedupState // nil when deduplication is off
+	dedupCursor *storage.Cursor
+	bg          sync.WaitGroup // background work (dedup snapshots)
 
 	replIndex ReplicatedEntryIndex // nil without one
 
-	waitMu  sync.Mutex
-	waiters []entryWaiter
+	entryWaiters atomic.Pointer[entryWaiters] // nil until the first WaitForEntries
+	traffic      atomic.Pointer[topicTraffic] // nil until the first message in or out
+}
 
-	traffic atomic.Pointer[topicTraffic] // nil until the first message in or out
+// entryWaiters are the pending WaitForEntries callers of a topic.
+type entryWaiters struct {
+	mu   sync.Mutex
+	list []entryWaiter
 }
 
 // topicTraffic is a topic's message counters and rates, allocated with its first message.
@@ -110,34 +115,45 @@ type entryWaiter struct {
 // waitForEntries implements Topic.WaitForEntries.
 func (t *topicState) waitForEntries(from storage.Position) <-chan struct{} {
 	ch := make(chan struct{})
-	t.waitMu.Lock()
-	defer t.waitMu.Unlock()
+	// Published before the check below: an append that the check misses finds the list
+	// (releaseWaiters runs after the append is visible in the ledger).
+	ws := t.entryWaiters.Load()
+	if ws == nil {
+		t.entryWaiters.CompareAndSwap(nil, &entryWaiters{})
+		ws = t.entryWaiters.Load()
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
 	if t.isClosed() || (!t.nonPersistent() && t.ledger.Entries() > 0 && t.ledger.LastConfirmed().Compare(from) >= 0) {
 		close(ch)
 		return ch
 	}
-	t.waiters = append(t.waiters, entryWaiter{from: from, ch: ch})
+	ws.list = append(ws.list, entryWaiter{from: from, ch: ch})
 	return ch
 }
 
 // releaseWaiters closes the WaitForEntries channels satisfied by an entry at pos (all of them when
 // the topic closes: all=true).
 func (t *topicState) releaseWaiters(pos storage.Position, all bool) {
-	t.waitMu.Lock()
-	defer t.waitMu.Unlock()
-	if len(t.waiters) == 0 {
+	ws := t.entryWaiters.Load()
+	if ws == nil {
 		return
 	}
-	kept := t.waiters[:0]
-	for _, w := range t.waiters {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if len(ws.list) == 0 {
+		return
+	}
+	kept := ws.list[:0]
+	for _, w := range ws.list {
 		if all || w.from.Compare(pos) <= 0 {
 			close(w.ch)
 		} else {
 			kept = append(kept, w)
 		}
 	}
-	clear(t.waiters[len(kept):])
-	t.waiters = kept
+	clear(ws.list[len(kept):])
+	ws.list = kept
 }
 
 // nonPersistent reports a non-persistent topic: no ledger, no cursors; messages go straight to the

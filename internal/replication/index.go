@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -141,7 +142,8 @@ type Index struct {
 	pending   map[pendingKey]struct{}
 	lastLocal Position // highest local position recorded
 	dirty     bool
-	cursor    Cursor // nil until created (see the package doc: created lazily); guarded by mu
+	cursor    Cursor      // nil until created (see the package doc: created lazily); guarded by mu
+	hasCursor atomic.Bool // cursor != nil: Admit's check without mu (it runs for every replicated entry)
 	closed    bool
 	onClose   func() // set by Manager.OpenIndex
 
@@ -173,6 +175,7 @@ func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index
 			return nil, fmt.Errorf("replication: open index cursor of %s: %w", topic.Name(), err)
 		}
 		x.cursor = cur
+		x.hasCursor.Store(true)
 		props := cur.Properties()
 		if props["index.version"] != "" {
 			if p, err := x.decodeSnapshot(props); err != nil {
@@ -213,15 +216,13 @@ func (x *Index) snapshotCursor(ctx context.Context, create bool) (Cursor, error)
 	x.mu.Lock()
 	x.cursor = cur
 	x.mu.Unlock()
+	x.hasCursor.Store(true)
 	return cur, nil
 }
 
 // ensureCursor creates the snapshot cursor before the first replicated entry is stored.
 func (x *Index) ensureCursor() error {
-	x.mu.Lock()
-	have := x.cursor != nil || x.topic == nil
-	x.mu.Unlock()
-	if have {
+	if x.hasCursor.Load() || x.topic == nil {
 		return nil
 	}
 	// saveMu: a concurrent Save may be creating it. Neither lock is needed by storage completions.
