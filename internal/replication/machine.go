@@ -25,7 +25,8 @@ type MachineConfig struct {
 	MaxInflightEntries int
 	MaxInflightBytes   int64
 	// ReadBatchEntries / ReadBatchBytes bound one read of the local log. Defaults 100 and 5 MiB
-	// (Pulsar's dispatcherMaxReadBatchSize and dispatcherMaxReadSizeBytes).
+	// (Pulsar's dispatcherMaxReadBatchSize and dispatcherMaxReadSizeBytes). One batch is read
+	// ahead of the window (entries read and not yet sent).
 	ReadBatchEntries int
 	ReadBatchBytes   int64
 	// MinBackoff / MaxBackoff bound retry delays. Defaults 100 ms and 5 s (DESIGN.md §6).
@@ -616,10 +617,14 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		acts = append(acts, ActSends{Gen: m.gen, Outs: outs})
 	}
 	acts = m.advance(acts)
-	if !m.reading && !m.waiting && m.sendIdx == len(m.pending) && m.inflight < m.cfg.MaxInflightEntries {
-		n := min(m.cfg.ReadBatchEntries, m.cfg.MaxInflightEntries-m.inflight)
+	// Read ahead: once every entry read is sent, the next full batch is read even while the
+	// window is full, so that receipts find entries ready to send (no read round trip between a
+	// receipt and the next send) and reads stay whole batches rather than the few slots a burst
+	// of receipts frees (each read costs a storage lookup and, from disk, a pass from the nearest
+	// index point). Bounded: pending holds at most the window plus one read batch.
+	if !m.reading && !m.waiting && m.sendIdx == len(m.pending) {
 		m.reading = true
-		acts = append(acts, ActRead{Epoch: m.epoch, From: m.readFrom, MaxEntries: n, MaxBytes: m.cfg.ReadBatchBytes})
+		acts = append(acts, ActRead{Epoch: m.epoch, From: m.readFrom, MaxEntries: m.cfg.ReadBatchEntries, MaxBytes: m.cfg.ReadBatchBytes})
 	}
 	return acts
 }

@@ -254,14 +254,15 @@ func TestMachineReceiptTimeout(t *testing.T) {
 func TestMachineInflightBound(t *testing.T) {
 	cfg := cfgAB()
 	cfg.MaxInflightEntries = 3
+	cfg.ReadBatchEntries = 5
 	m := NewMachine(cfg)
 	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	if rd.MaxEntries != 3 {
+	if rd.MaxEntries != 5 {
 		t.Fatalf("read batch %d", rd.MaxEntries)
 	}
 	var es []Entry
-	for i := range 3 {
+	for i := range 5 {
 		es = append(es, mkEntry(t, Position{1, int64(i)}, "x", nil))
 	}
 	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
@@ -269,11 +270,26 @@ func TestMachineInflightBound(t *testing.T) {
 		t.Fatal("want 3 sends")
 	}
 	if _, ok := findAct[ActRead](acts); ok {
-		t.Fatal("read while in-flight is full")
+		t.Fatal("read while read entries wait to be sent")
 	}
+	// Each receipt sends the next entry already read; the next batch is read (ahead of the full
+	// window) once all are sent.
 	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
-	if rd := mustAct[ActRead](t, acts); rd.MaxEntries != 1 || rd.From != (Position{1, 3}) {
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 3}) {
+		t.Fatalf("sends %+v", s)
+	}
+	if _, ok := findAct[ActRead](acts); ok {
+		t.Fatal("read while read entries wait to be sent")
+	}
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 1}})
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 4}) {
+		t.Fatalf("sends %+v", s)
+	}
+	if rd := mustAct[ActRead](t, acts); rd.MaxEntries != 5 || rd.From != (Position{1, 5}) {
 		t.Fatalf("read %+v", rd)
+	}
+	if c := m.Counters(); c.Inflight != 3 {
+		t.Fatalf("in flight %d", c.Inflight)
 	}
 }
 
@@ -524,6 +540,12 @@ func simulate(t *testing.T, seed int64) {
 				markDeleted = a.Pos
 				push(time.Millisecond, EvMarkDeleteDone{Pos: a.Pos})
 			case ActWaitForData:
+				// As the topic's WaitForEntries: ready at once if the entry is already stored
+				// (it may have been written after the read that found nothing).
+				if available > 0 && log[available-1].Position.Compare(a.From) >= 0 {
+					push(0, EvDataAvailable{})
+					continue
+				}
 				waiting, waitFrom = true, a.From
 			case ActSetTimer:
 				push(a.Delay, EvTimer{Kind: a.Kind})
