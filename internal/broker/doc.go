@@ -35,7 +35,9 @@
 //     properties: key "v" = "1" (the format version), and for each producer name N a key "p:N" whose
 //     value is the decimal highest persisted sequence id (at most 10,000 producers). The cursor's
 //     mark-delete position is the last entry the snapshot covers; entries after it are replayed
-//     on load. Unknown keys are ignored, so later versions may add some;
+//     on load. Unknown keys are ignored, so later versions may add some. It is created by the
+//     first producer of a topic with deduplication on (at the end of the log), not at load, so an
+//     idle topic has none;
 //   - "pulsar.repl.<cluster>": replication cursors created for new topics (owned by replication);
 //   - "meridian.*": reserved for Meridian's own cursors (e.g. the replication index).
 //
