@@ -17,6 +17,11 @@ type outbox struct {
 	bufs   net.Buffers
 	bytes  int
 	closed bool
+	// tail is the block small frames are appended to (appendFrame): while it is bufs' last
+	// element (tailAt), the next small frame extends it instead of adding a slice. Bytes already
+	// in bufs or handed to the writer (take) are never written again: later frames go after them.
+	tail   []byte
+	tailAt int // index of tail in bufs, -1 if bufs does not end with it
 	// wake has capacity 1: a pending signal means "there is something to write".
 	wake chan struct{}
 	// drained is signalled (capacity 1) each time the writer empties the queue, for readers waiting
@@ -25,8 +30,45 @@ type outbox struct {
 }
 
 func newOutbox() *outbox {
-	return &outbox{wake: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
+	return &outbox{wake: make(chan struct{}, 1), drained: make(chan struct{}, 1), tailAt: -1}
 }
+
+// smallBlock is the size of the blocks small frames are copied into.
+const smallBlock = 4 << 10
+
+// appendFrame queues a small frame (at most smallFrameMax bytes, e.g. a SEND_RECEIPT) that enc
+// appends to its argument: consecutive small frames share one block, so a burst of receipts is one
+// slice for the writer and one allocation per block rather than per frame. enc must only append.
+// It returns false if the outbox is closed.
+func (o *outbox) appendFrame(enc func([]byte) []byte) bool {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return false
+	}
+	if o.tailAt != len(o.bufs)-1 || o.tailAt < 0 || cap(o.tail)-len(o.tail) < smallFrameMax {
+		if cap(o.tail)-len(o.tail) < smallFrameMax {
+			o.tail = make([]byte, 0, smallBlock)
+		} else {
+			o.tail = o.tail[len(o.tail):] // the rest of the block, after what was handed out
+		}
+		o.bufs = append(o.bufs, nil)
+		o.tailAt = len(o.bufs) - 1
+	}
+	n := len(o.tail)
+	o.tail = enc(o.tail)
+	o.bytes += len(o.tail) - n
+	o.bufs[o.tailAt] = o.tail
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// smallFrameMax bounds what appendFrame may append (a SEND_RECEIPT takes at most ~70 bytes).
+const smallFrameMax = 128
 
 // push queues one frame made of parts. It returns false if the outbox is closed (the connection is
 // going away); the frame is dropped.
@@ -64,6 +106,10 @@ func (o *outbox) take(spare net.Buffers) (net.Buffers, int) {
 	bufs, n := o.bufs, o.bytes
 	clear(spare)
 	o.bufs, o.bytes = spare[:0], 0
+	if o.tailAt >= 0 {
+		o.tailAt = -1
+		o.tail = o.tail[len(o.tail):] // the writer has the bytes so far; later frames go after them
+	}
 	return bufs, n
 }
 
