@@ -263,7 +263,8 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		})
 	}
 	if !h.topic.IsPersistent() {
-		// The reader reuses its payload buffer for the next frame (wire.Reader.ReusePayloads):
+		// The reader reuses its payload buffer (and the decoded SEND) for the next frame
+		// (wire.Reader.ReusePayloads; nothing here keeps cmd past this call):
 		// on a persistent topic the entry is copied (into storage's batch) before Publish returns
 		// (and broker.ReplicatedEntryIndex.Admit must not keep it); a non-persistent topic hands
 		// it to its consumers as is.
@@ -350,8 +351,11 @@ func (c *conn) completeSend(producerID, seq uint64, res broker.PublishResult) {
 		if res.HighestSequenceID > int64(seq) {
 			highest = uint64(res.HighestSequenceID)
 		}
-		c.out.push(wire.AppendSendReceiptFrame(make([]byte, 0, 80), producerID, seq,
-			uint64(res.Position.LedgerID), uint64(res.Position.EntryID), highest))
+		// Appended into the outbox's shared block (no allocation and no iovec of its own per receipt).
+		ledger, entry := uint64(res.Position.LedgerID), uint64(res.Position.EntryID)
+		c.out.appendFrame(func(dst []byte) []byte {
+			return wire.AppendSendReceiptFrame(dst, producerID, seq, ledger, entry, highest)
+		})
 	}
 	c.pendingSends.Add(-1)
 	select {
