@@ -34,6 +34,15 @@
 // schema_version is sent, its schema is registered on the remote and the version rewritten
 // (schemas.go). The receiving side's Index reads the origin the same way, without decoding.
 //
+// With one message per entry the per-entry overheads are the cost, so they are paid per batch where
+// the order allows it: the machine reads whole batches one batch ahead of the in-flight window (a
+// receipt finds the next entries ready; reads do not shrink to the slots a burst of receipts
+// frees), emits one ActSends per event, keeps its window in a reused backing array and carves the
+// new metadata heads from shared blocks; the runner hands all sends of an event to the client in
+// one call (one lock, one writer wake-up), passing the SEND fields the fast path already read
+// (client.RawInfo); the client hands receipts that arrive together back as one batch, and the
+// mailbox wakes the loop once per batch of results.
+//
 // # Persisted state
 //
 // The replication cursor's properties (version 1, written when the cursor is created):
