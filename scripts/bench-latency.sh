@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Publish latency at a fixed rate (issue 3 budget: p99 <= 5 ms at 5,000 msg/s, 1 KiB), measured two ways
+# on a fresh broker per case: tests/cmd/publat (pulsar-perf's producer loop, exact percentiles) and
+# pulsar-perf itself, whose "99%" is its 10 s window's maximum (docs/publish-latency.md).
+# Loopback only; every process started here is stopped; every run is bounded in time.
+#
+# usage: scripts/bench-latency.sh            (results in $OUT, default /tmp/bench-latency)
+# env:   BIN    folder with pulsar-client-go's perf tool ("perf"); built when missing
+#        DUR    seconds per run (default 30)
+#        RATE   messages per second (default 5000); SIZE payload bytes (default 1024)
+#        CASES  space-separated subset of: np interval always (default all three)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bench=$(cd "$root/../shared/bench" && pwd)
+OUT=${OUT:-/tmp/bench-latency}
+BIN=${BIN:-$OUT/bin}
+DUR=${DUR:-30}
+RATE=${RATE:-5000}
+SIZE=${SIZE:-1024}
+CASES=${CASES:-np interval always}
+mkdir -p "$OUT" "$BIN"
+[ -x "$BIN/perf" ] || GOBIN="$BIN" go install github.com/apache/pulsar-client-go/perf@v0.19.0
+(cd "$root" && go build -o "$BIN/meridian" ./cmd/meridian)
+(cd "$root/tests" && go build -o "$BIN/publat" ./cmd/publat)
+
+mpid=
+stop_broker() {
+  if [ -n "$mpid" ]; then kill "$mpid" 2>/dev/null || true; wait "$mpid" 2>/dev/null || true; mpid=; fi
+}
+trap stop_broker EXIT
+start_broker() { # fsync mode
+  stop_broker
+  rm -rf "$OUT/data"
+  "$BIN/meridian" standalone --data-dir "$OUT/data" --broker-addr 127.0.0.1:46651 --web-addr 127.0.0.1:48081 \
+    --fsync "$1" > "$OUT/meridian-$1.log" 2>&1 &
+  mpid=$!
+  for _ in $(seq 100); do curl -fs http://127.0.0.1:48081/admin/v2/brokers/ready >/dev/null 2>&1 && break; sleep 0.1; done
+}
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg); $RATE msg/s x $SIZE B, $DUR s per run"
+for c in $CASES; do
+  case "$c" in
+    np) fsync=interval topic=non-persistent://public/default/lat-np ;;
+    interval) fsync=interval topic=persistent://public/default/lat-interval ;;
+    always) fsync=always topic=persistent://public/default/lat-always ;;
+    *) echo "unknown case $c" >&2; exit 2 ;;
+  esac
+  echo "## $c: $topic, --fsync $fsync"
+  start_broker "$fsync"
+  echo "### publat (load $(cut -d' ' -f1 /proc/loadavg))"
+  timeout -s KILL "$((DUR + 30))s" "$BIN/publat" --service-url pulsar://127.0.0.1:46651 --topic "$topic" \
+    --rate "$RATE" --size "$SIZE" --duration "${DUR}s" --episodes 5 > "$OUT/publat-$c.log" 2>&1 || true
+  grep -E 'window|start -> receipt|^  [0-9]|client GC' "$OUT/publat-$c.log" || true
+  start_broker "$fsync" # fresh again: the second client does not inherit the first one's log
+  echo "### pulsar-perf (its 99% is the window max; load $(cut -d' ' -f1 /proc/loadavg))"
+  PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46651 TOPIC="$topic" SIZE="$SIZE" RATE="$RATE" DUR="$DUR" \
+    timeout -s KILL "$((DUR + 5))s" "$bench/pulsar-perf.sh" produce > "$OUT/perf-$c.log" 2>&1 || true
+  grep -o 'Latency.*' "$OUT/perf-$c.log" | sed 's/\\[nt]//g; s/"$//' || true
+done
+stop_broker
