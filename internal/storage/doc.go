@@ -79,14 +79,14 @@
 // maxBytes; (-1, -1) keeps everything. The current segment is never removed. A trim is a journal
 // record first, so recovery never resurrects a removed segment.
 //
-// # Files (format version 1; journal files version 2)
+// # Files (format version 1; journal files version 3)
 //
 // All integers are little-endian. Every file starts with a 32-byte header:
 //
 //	offset size field
 //	0      8    magic: "MRDN-SEG" segment, "MRDN-JNL" journal, "MRDN-CUR" cursor log,
 //	            "MRDN-IDX" segment index, "MRDN-STA" engine state
-//	8      4    format version (1; journal files written by this build: 2, version 1 is still read)
+//	8      4    format version (1; journal files written by this build: 3, versions 1 and 2 are still read)
 //	12     4    flags (journal: bit 0 = the previous journal file was abandoned and may end torn)
 //	16     8    id (segment and index: ledger id; journal: sequence number; others 0)
 //	24     4    reserved, 0
@@ -96,7 +96,7 @@
 //
 //	offset size field
 //	0      4    body length n
-//	4      4    CRC-32C of the body; in a version-2 journal file, of the file's sequence number
+//	4      4    CRC-32C of the body; in a version-2 or -3 journal file, of the file's sequence number
 //	            (u64, the header's id) followed by the body
 //	8      n    body
 //
@@ -143,6 +143,14 @@
 // before it is corruption unless the next file says this one was abandoned). A journal file whose
 // valid header carries another sequence number is a recycled file whose new header never became
 // durable, so nothing was written to it: it is skipped.
+//
+// The next journal file is made ahead of rotation by a background goroutine (header fsynced,
+// directory fsynced; nextjournal.go), so a rotation costs no flush in the sync loop. Such a file
+// holds no record until it is used. Recovery therefore skips the journal files at the end of the
+// sequence that hold no valid record, and replays the file before them as the last one (journal
+// format version 3 says a data directory may hold such files). In SyncInterval mode a file made
+// ahead carries the "previous file may end torn" flag; in SyncAlways mode it carries none and is
+// not used after an abandoned file (that file is made inline with the flag, as before).
 //
 // Cursor log record body: type u8, then for type 1 (state) the cursor state below, for type 2
 // (delete) the cursor name. Cursor state (integers as Go varints, zig-zag for signed):

@@ -76,6 +76,9 @@ type Engine struct {
 	inflight      []*commitInFlight
 	commitReq     chan *commitInFlight
 	commitSyncers sync.WaitGroup
+	// The next journal file, being made ahead of rotation (nextjournal.go), and its makers.
+	nextJournal *preparedJournal
+	preparers   sync.WaitGroup
 
 	applyCh     chan applyJob // sync loop -> applier
 	freeCh      chan *batch   // applier -> sync loop: batches to fill again
@@ -683,6 +686,7 @@ func (e *Engine) syncLoop() {
 					e.abandonJournal(e.journalSeq, err)
 				}
 			}
+			e.discardPreparedJournal()
 			e.freeCh <- free
 			return
 		}
@@ -973,31 +977,22 @@ func (e *Engine) openJournal(seq uint64) error {
 		_ = e.journal.Close()
 		e.journal = nil
 	}
-	f, err := e.createJournalFile(seq)
-	if err != nil {
-		return fmt.Errorf("storage: create journal: %w", err)
-	}
-	var flags uint32
-	if e.prevUnclean || e.closeSyncsInFlight > 0 {
-		// The previous file was abandoned, or its final fsync (SyncInterval) has not finished:
-		// its tail may be torn although it is not the last file.
-		flags = journalFlagPrevUnclean
-	}
-	hdr := appendHeaderFlags(nil, magicJournal, seq, flags)
-	if _, err := f.WriteAt(hdr, 0); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("storage: write journal header: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("storage: sync journal: %w", err)
-	}
-	if err := e.fs.SyncDir(e.journalDir); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("storage: sync journal dir: %w", err)
+	f := e.takePreparedJournal(seq) // made ahead of time (nextjournal.go)
+	if f == nil {
+		var flags uint32
+		if e.prevUnclean || e.closeSyncsInFlight > 0 {
+			// The previous file was abandoned, or its final fsync (SyncInterval) has not
+			// finished: its tail may be torn although it is not the last file.
+			flags = journalFlagPrevUnclean
+		}
+		var err error
+		if f, err = e.makeJournalFile(seq, flags); err != nil {
+			return err
+		}
 	}
 	e.journal, e.journalSeq, e.journalOff = f, seq, headerSize
 	e.prevUnclean = false
+	e.prepareJournal(seq + 1)
 	return nil
 }
 

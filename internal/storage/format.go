@@ -18,8 +18,12 @@ const FormatVersion = 1
 // every record's CRC-32C with the file's sequence number and ends a rotated file with an end
 // record, so that journal files can be recycled (overwritten in place, see recycle.go): records
 // left over from a file's previous use never pass as records of its new sequence. Version 1
-// journal files (unseeded, never recycled) are still replayed.
-const journalFormatVersion = 2
+// journal files (unseeded, never recycled) are still replayed. Version 3 has the same layout; it
+// says that the journal files of this data directory may end with files made ahead of rotation
+// that hold no record (nextjournal.go), which recovery skips: a build that reads only versions 1
+// and 2 would take the torn tail of the file before one for damage, so it refuses version 3
+// instead (unsupported version) rather than report corruption.
+const journalFormatVersion = 3
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -103,7 +107,7 @@ func parseHeaderOnly(b []byte, magic [8]byte) (uint64, error) {
 	if got, want := binary.LittleEndian.Uint32(b[28:32]), crc(b[:28]); got != want {
 		return 0, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion && (magic != magicJournal || v != journalFormatVersion) {
+	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion && (magic != magicJournal || v < 2 || v > journalFormatVersion) {
 		return 0, fmt.Errorf("%w: format version %d (this build reads %d, journals %d)", errUnsupportedVersion, v, FormatVersion, journalFormatVersion)
 	}
 	return binary.LittleEndian.Uint64(b[16:24]), nil

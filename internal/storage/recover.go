@@ -61,6 +61,14 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 	}
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	// Journal files at the end that hold no valid record were made ahead of rotation and never
+	// written (nextjournal.go), or never got a durable header: the file before them is the last
+	// one, and its torn tail was never acknowledged. They are retired with the others.
+	var unwritten []uint64
+	for len(seqs) > 1 && !e.journalHasRecords(seqs[len(seqs)-1]) {
+		unwritten = append(unwritten, seqs[len(seqs)-1])
+		seqs = seqs[:len(seqs)-1]
+	}
 	r := &replayer{e: e, segs: map[int64]*replaySeg{}, logs: map[string]int64{}, files: map[string]struct{}{},
 		dirs: map[string]struct{}{}, gaps: map[string]string{}, voided: map[string]bool{},
 		deletedSlots: map[uint32]bool{}, voidFrom: map[int64]int64{}}
@@ -99,6 +107,10 @@ func (e *Engine) recover(ctx context.Context) error {
 	last := st.firstJournal - 1
 	if len(seqs) > 0 {
 		last = seqs[len(seqs)-1]
+	}
+	if len(unwritten) > 0 {
+		last = unwritten[0] // the highest: sequence numbers are never reused
+		seqs = append(seqs, unwritten...)
 	}
 	if len(seqs) > 0 || r.maxLedgerID >= e.ledgerIDLimit {
 		if err := e.syncFiles(r.files, r.dirs); err != nil {

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -116,9 +118,26 @@ func TestJournalRecycling(t *testing.T) {
 	}
 }
 
-// TestReplayVersion1Journal: a journal written by the previous format (version 1: unseeded
-// checksums, no end record) is still replayed.
+// TestReplayVersion1Journal: a journal written by an earlier format (version 1: unseeded
+// checksums, no end record; version 2: seeded, same layout as 3) is still replayed, and a
+// version this build does not know is refused as unsupported, never read as damage.
 func TestReplayVersion1Journal(t *testing.T) {
+	for _, version := range []uint32{1, 2} {
+		t.Run(fmt.Sprint(version), func(t *testing.T) { replayOldJournal(t, version) })
+	}
+	fs := vfs.NewMem()
+	_ = fs.MkdirAll("/data/journal")
+	jf, _ := fs.OpenFile("/data/journal/0000000000000001.jnl", vfs.ReadWrite|vfs.Create)
+	_, _ = jf.WriteAt(appendHeaderVersion(nil, magicJournal, 1, 0, journalFormatVersion+1), 0)
+	_ = jf.Sync()
+	_ = jf.Close()
+	_ = fs.SyncDir("/data/journal")
+	if _, err := Open(context.Background(), Options{Dir: "/data", FS: fs, Logger: testLogger()}); !errors.Is(err, errUnsupportedVersion) {
+		t.Fatalf("open with a journal of version %d: %v, want unsupported version", journalFormatVersion+1, err)
+	}
+}
+
+func replayOldJournal(t *testing.T, version uint32) {
 	fs := vfs.NewMem()
 	_ = fs.MkdirAll("/data/journal")
 	var rec []byte
@@ -132,9 +151,13 @@ func TestReplayVersion1Journal(t *testing.T) {
 	rec = binary.LittleEndian.AppendUint64(rec, 5)
 	rec = appendSegRecord(rec, 0, 1, []byte("from version 1"))
 	finishJournalRecord(rec, start)
-	sealJournalRecords(rec, nil)
+	var seed []byte
+	if version >= 2 {
+		seed = journalSeed(1)
+	}
+	sealJournalRecords(rec, seed)
 	jf, _ := fs.OpenFile("/data/journal/0000000000000001.jnl", vfs.ReadWrite|vfs.Create)
-	_, _ = jf.WriteAt(append(appendHeaderVersion(nil, magicJournal, 1, 0, 1), rec...), 0)
+	_, _ = jf.WriteAt(append(appendHeaderVersion(nil, magicJournal, 1, 0, version), rec...), 0)
 	_ = jf.Sync()
 	_ = jf.Close()
 	_ = fs.SyncDir("/data/journal")
@@ -145,7 +168,7 @@ func TestReplayVersion1Journal(t *testing.T) {
 		t.Fatal(err)
 	}
 	en, err := l.ReadEntry(context.Background(), Position{5, 0})
-	if err != nil || string(en.Data) != "from version 1" {
+	if err != nil || string(en.Data) != "from version 1" { // the same bytes in both versions
 		t.Fatalf("entry %q, %v", en.Data, err)
 	}
 }
