@@ -51,15 +51,34 @@ func meridianBinary(t *testing.T) string {
 	return binPath
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// handedOutAddrs holds every address freePort returned: the kernel may give the same ephemeral
+// port to two listeners in a row once the first is closed, and a broker started with the same
+// port for both of its listeners fails to start.
+var (
+	handedOutMu    sync.Mutex
+	handedOutAddrs = map[string]bool{}
+)
+
+// freePort returns a loopback address that was free a moment ago and not returned before.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		handedOutMu.Lock()
+		fresh := !handedOutAddrs[addr]
+		handedOutAddrs[addr] = true
+		handedOutMu.Unlock()
+		if fresh {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no fresh free port in 100 tries")
+	return ""
 }
 
 // process is one running `meridian standalone`.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -40,16 +41,36 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 	}
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. Another process may take it
-// before it is used; the risk is accepted for tests on a loopback interface.
+// handedOut holds every port FreePort returned in this test process: the kernel may give the
+// same ephemeral port to two listeners in a row once the first is closed (seen in CI: a broker
+// started with the same port for --broker-addr and --web-addr), so a port is never handed out twice.
+var (
+	handedOutMu sync.Mutex
+	handedOut   = map[int]bool{}
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and that no earlier call in
+// this process returned. Another process may take it before it is used; the risk is accepted for
+// tests on a loopback interface.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("harness: free port: %v", err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("harness: free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		handedOutMu.Lock()
+		fresh := !handedOut[port]
+		handedOut[port] = true
+		handedOutMu.Unlock()
+		if fresh {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("harness: no fresh free port in 100 tries")
+	return 0
 }
 
 // FreeAddr returns "127.0.0.1:<free port>".
