@@ -289,27 +289,8 @@ func BenchmarkAppendAsync(b *testing.B) {
 				for i := range ledgers {
 					ledgers[i], _ = e.OpenLedger(ctx, fmt.Sprintf("async-%d", i))
 				}
-				data := make([]byte, size)
-				sem := make(chan struct{}, window)
-				var wg sync.WaitGroup
 				before := e.Metrics()
-				b.SetBytes(int64(size))
-				b.ResetTimer()
-				start := time.Now()
-				for i := 0; i < b.N; i++ {
-					sem <- struct{}{}
-					wg.Add(1)
-					ledgers[i%len(ledgers)].AppendAsync(data, int64(i), func(_ Position, err error) {
-						if err != nil {
-							b.Error(err)
-						}
-						<-sem
-						wg.Done()
-					})
-				}
-				wg.Wait()
-				el := time.Since(start)
-				b.StopTimer()
+				el := appendWindowed(b, ledgers, size, window, 0)
 				after := e.Metrics()
 				b.ReportMetric(float64(b.N)/el.Seconds(), "entries/s")
 				if r := after.SyncRounds - before.SyncRounds; r > 0 {
@@ -346,29 +327,8 @@ func benchWindowedProducer(b *testing.B, build time.Duration, depth int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		data := make([]byte, 128<<10)
-		sem := make(chan struct{}, 8)
-		var wg sync.WaitGroup
 		before := e.Metrics()
-		b.SetBytes(int64(len(data)))
-		b.ResetTimer()
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			sem <- struct{}{}
-			for t := time.Now(); time.Since(t) < build; {
-			}
-			wg.Add(1)
-			l.AppendAsync(data, int64(i), func(_ Position, err error) {
-				if err != nil {
-					b.Error(err)
-				}
-				<-sem
-				wg.Done()
-			})
-		}
-		wg.Wait()
-		el := time.Since(start)
-		b.StopTimer()
+		el := appendWindowed(b, []*Ledger{l}, 128<<10, 8, build)
 		after := e.Metrics()
 		b.ReportMetric(float64(b.N)*128/el.Seconds(), "msgs/s")
 		if r := after.SyncRounds - before.SyncRounds; r > 0 {
@@ -376,4 +336,32 @@ func benchWindowedProducer(b *testing.B, build time.Duration, depth int) {
 			b.ReportMetric(float64(after.FsyncLatencySum-before.FsyncLatencySum)/float64(r)/1e3, "µs/fsync")
 		}
 	})
+}
+
+// appendWindowed appends b.N entries of size bytes round-robin to ledgers with at most window in
+// flight, spending build (a busy loop) before each, and returns the time it took.
+func appendWindowed(b *testing.B, ledgers []*Ledger, size, window int, build time.Duration) time.Duration {
+	data := make([]byte, size)
+	sem := make(chan struct{}, window)
+	var wg sync.WaitGroup
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		sem <- struct{}{}
+		for t := time.Now(); time.Since(t) < build; {
+		}
+		wg.Add(1)
+		ledgers[i%len(ledgers)].AppendAsync(data, int64(i), func(_ Position, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			<-sem
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	return el
 }
