@@ -56,7 +56,7 @@ func (e *Engine) makeJournalFile(seq uint64, flags uint32) (vfs.File, error) {
 
 // prepareJournal starts making journal file seq in the background (sync loop only).
 func (e *Engine) prepareJournal(seq uint64) {
-	if e.nextJournal != nil || e.opts.noPreparedJournals {
+	if e.nextJournal != nil {
 		return
 	}
 	var flags uint32

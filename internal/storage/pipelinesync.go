@@ -99,8 +99,8 @@ func (e *Engine) commitAsync(b *batch) {
 	e.commitReq <- c // capacity SyncPipelineDepth: never blocks, at most that many are in flight
 }
 
-// takeCommitReports moves the commit syncers' reports into the in-flight list (sync loop only,
-// qmu held).
+// takeCommitReportsLocked marks the commits the commit syncers reported as finished (sync loop
+// only, qmu held).
 func (e *Engine) takeCommitReportsLocked() {
 	for _, c := range e.commitDone {
 		c.finished = true
@@ -147,7 +147,6 @@ func (e *Engine) finishCommits() {
 		if failed {
 			continue
 		}
-		e.lastSync = time.Now()
 		e.applyCh <- applyJob{b: c.b, seq: c.b.seq}
 	}
 	if failed {
@@ -176,19 +175,17 @@ func (e *Engine) allCommitsFinishedLocked() bool {
 }
 
 // drainCommits waits for every fsync in flight and hands their batches on (sync loop only).
+// finishCommits always hands on the finished head of the list, so while anything is in flight
+// the head waits for a report.
 func (e *Engine) drainCommits() {
 	for len(e.inflight) > 0 {
 		e.qmu.Lock()
-		for len(e.commitDone) == 0 && !e.headFinishedLocked() {
+		for len(e.commitDone) == 0 {
 			e.qcond.Wait()
 		}
 		e.qmu.Unlock()
 		e.finishCommits()
 	}
-}
-
-func (e *Engine) headFinishedLocked() bool {
-	return len(e.inflight) > 0 && e.inflight[0].finished
 }
 
 // stopCommitSyncers stops the commit syncers once nothing is in flight (sync loop only).

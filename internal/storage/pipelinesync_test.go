@@ -31,26 +31,37 @@ func (r *appendResult) count() int {
 	return len(r.order)
 }
 
-// TestPipelinedCommitsOverlap: with SyncPipelineDepth 2, the next group commit is written and its
-// fsync started while the previous fsync is still running; both are acknowledged only after
-// their fsyncs, in append order.
-func TestPipelinedCommitsOverlap(t *testing.T) {
-	ctx := context.Background()
+// twoCommitsInFlight opens a ledger on an engine with SyncPipelineDepth 2 and leaves two
+// appends, each in its own group commit, with both fsyncs stalled; with failFirst the first of
+// those fsyncs will fail when released.
+func twoCommitsInFlight(t *testing.T, name string, failFirst bool) (*Engine, *stallFS, *Ledger, *appendResult) {
+	t.Helper()
 	fs := &stallFS{FS: vfs.NewMem()}
 	e := openMem(t, fs, func(o *Options) { o.SyncPipelineDepth = 2 })
-	defer e.Close()
-	defer fs.release()
-	l, err := e.OpenLedger(ctx, "pipe")
+	t.Cleanup(func() { _ = e.Close() })
+	t.Cleanup(fs.release) // runs first: a stalled fsync would hold Close
+	l, err := e.OpenLedger(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, l, 3) // the journal file exists and holds records
 	res := &appendResult{errs: map[int]error{}, pos: map[int]Position{}}
+	if failFirst {
+		fs.failFirst.Store(1)
+	}
 	fs.stall()
 	l.AppendAsync(payload(1), 1, res.done(1))
 	waitFor(t, "the first fsync to stall", func() bool { return fs.stalled.Load() == 1 })
 	l.AppendAsync(payload(2), 1, res.done(2))
 	waitFor(t, "the second fsync to start while the first one runs", func() bool { return fs.stalled.Load() == 2 })
+	return e, fs, l, res
+}
+
+// TestPipelinedCommitsOverlap: with SyncPipelineDepth 2, the next group commit is written and its
+// fsync started while the previous fsync is still running; both are acknowledged only after
+// their fsyncs, in append order.
+func TestPipelinedCommitsOverlap(t *testing.T) {
+	_, fs, _, res := twoCommitsInFlight(t, "pipe", false)
 	if n := res.count(); n != 0 {
 		t.Fatalf("%d appends acknowledged before their fsync finished", n)
 	}
@@ -66,22 +77,7 @@ func TestPipelinedCommitsOverlap(t *testing.T) {
 // the ledger is fenced, and after reopening it everything acknowledged before is there.
 func TestPipelinedFsyncFailureFailsAllInFlight(t *testing.T) {
 	ctx := context.Background()
-	fs := &stallFS{FS: vfs.NewMem()}
-	e := openMem(t, fs, func(o *Options) { o.SyncPipelineDepth = 2 })
-	defer e.Close()
-	defer fs.release()
-	l, err := e.OpenLedger(ctx, "pipefail")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
-	res := &appendResult{errs: map[int]error{}, pos: map[int]Position{}}
-	fs.failFirst.Store(1)
-	fs.stall()
-	l.AppendAsync(payload(1), 1, res.done(1))
-	waitFor(t, "the first fsync to stall", func() bool { return fs.stalled.Load() == 1 })
-	l.AppendAsync(payload(2), 1, res.done(2))
-	waitFor(t, "the second fsync to start", func() bool { return fs.stalled.Load() == 2 })
+	e, fs, l, res := twoCommitsInFlight(t, "pipefail", true)
 	fs.release()
 	waitFor(t, "both appends to complete", func() bool { return res.count() == 2 })
 	if res.order[0] != 1 || res.errs[1] == nil || res.errs[2] == nil {

@@ -89,8 +89,6 @@ type Options struct {
 	// SyncPipelineDepth bounds the group commits whose fsync is in flight at once (SyncAlways;
 	// default 2, 1 = each fsync finishes before the next batch is written; see pipelinesync.go).
 	SyncPipelineDepth int
-
-	noPreparedJournals bool // tests: make every journal file inline at rotation
 }
 
 // CursorOptions configure a new cursor.
