@@ -75,12 +75,15 @@ type Deps struct {
 // ReplicatedEntryIndex deduplicates entries arriving from replicator producers (producer names with
 // the replicator prefix) by their origin position, durable with the log (DESIGN.md §6).
 type ReplicatedEntryIndex interface {
-	// Admit is called for every SEND of a replicator producer, under the lock that orders appends,
-	// right before the append. err != nil refuses the SEND with a retriable error (PersistenceError);
-	// dup drops it, answered with (dupLedger, dupEntry); commit != nil must be called exactly once
-	// with the stored position (or the append's error); commit == nil && !dup: not indexed.
-	// Admit must not keep entry (or a slice of it) after it returns: the server reuses the buffer.
-	Admit(entry []byte) (dup bool, dupLedger, dupEntry int64, commit func(ledger, entry int64, err error), err error)
+	// AdmitTicket is called for every SEND of a replicator producer, under the lock that orders
+	// appends, right before the append. err != nil refuses the SEND with a retriable error
+	// (PersistenceError); dup drops it, answered with (dupLedger, dupEntry); ticket > 0 must be
+	// passed to Commit exactly once with the stored position (or the append's error); ticket 0 &&
+	// !dup: not indexed. AdmitTicket must not keep entry (or a slice of it) after it returns: the
+	// server reuses the buffer. (A ticket rather than a commit function: no allocation per entry.)
+	AdmitTicket(entry []byte) (dup bool, dupLedger, dupEntry int64, ticket uint64, err error)
+	// Commit completes an admitted entry: ledger:entry is where it was stored, or err why not.
+	Commit(ticket uint64, ledger, entry int64, err error)
 	// Close is called when the topic unloads, before its ledger closes.
 	Close(ctx context.Context) error
 }

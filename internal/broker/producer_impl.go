@@ -12,12 +12,23 @@ import (
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
-// pubSlot is one publish waiting for its completion to be delivered in order.
+// pubSlot is one publish waiting for its completion to be delivered in order. It also carries
+// what the storage completion needs (appendDone), so a publish allocates the slot and one method
+// value rather than a closure capturing a dozen variables.
 type pubSlot struct {
 	done  func(PublishResult)
 	res   PublishResult
 	ready bool
 	bytes int64
+
+	// Set for an append (publish to a persistent topic that reaches storage).
+	p          *producerState
+	dd         *dedupState // the dedup state the entry was checked against; nil without dedup
+	tracked    bool        // dedup records the entry's sequence id once stored
+	chunk      bool
+	msgs       int64
+	replTicket uint64 // the replicated index's admission to commit; 0 = none
+	replIndex  ReplicatedEntryIndex
 }
 
 // producerState is one attached producer.
@@ -87,10 +98,9 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 		p.complete(slot, res)
 		return
 	}
-	var commit func(ledger, entry int64, err error)
 	if p.isReplicator && t.replIndex != nil {
 		// Replicated entries are deduplicated by their origin position, never by producer dedup.
-		dup, dl, de, c, err := t.replIndex.Admit(req.Entry)
+		dup, dl, de, ticket, err := t.replIndex.AdmitTicket(req.Entry)
 		switch {
 		case err != nil:
 			t.pubMu.Unlock()
@@ -104,7 +114,9 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 			p.complete(slot, res)
 			return
 		}
-		commit = c
+		if ticket != 0 {
+			slot.replTicket, slot.replIndex = ticket, t.replIndex
+		}
 	}
 	key := p.name
 	checked := !req.Marker && (!req.Chunk || req.LastChunk) && !p.isReplicator
@@ -153,19 +165,22 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	}
 	t.lastAppendTime = pt
 	t.inflight.Add(1)
-	tracked := dd != nil && checked
-	msgs := int64(req.NumMessages)
-	t.ledger.AppendAsync(req.Entry, pt, func(pos storage.Position, err error) {
-		if commit != nil {
-			if err != nil {
-				commit(0, 0, err)
-			} else {
-				commit(pos.LedgerID, pos.EntryID, nil)
-			}
-		}
-		t.appended(p, slot, res, dd, tracked, key, msgs, n, req.Chunk, pos, err)
-	})
+	slot.p, slot.dd, slot.tracked, slot.chunk = p, dd, dd != nil && checked, req.Chunk
+	slot.msgs, slot.res = int64(req.NumMessages), res
+	t.ledger.AppendAsync(req.Entry, pt, slot.appendDone)
 	t.pubMu.Unlock()
+}
+
+// appendDone is the storage completion of the slot's append.
+func (s *pubSlot) appendDone(pos storage.Position, err error) {
+	if s.replTicket != 0 {
+		if err != nil {
+			s.replIndex.Commit(s.replTicket, 0, 0, err)
+		} else {
+			s.replIndex.Commit(s.replTicket, pos.LedgerID, pos.EntryID, nil)
+		}
+	}
+	s.p.topic.appended(s, pos, err)
 }
 
 // publishable reports why the producer may not publish now; the caller holds topic.pubMu.
@@ -243,9 +258,10 @@ func (p *producerState) close(ctx context.Context) error {
 	return err
 }
 
-// appended is the storage completion of one publish.
-func (t *topicState) appended(p *producerState, slot *pubSlot, res PublishResult, dd *dedupState, tracked bool,
-	key string, msgs, bytes int64, chunk bool, pos storage.Position, err error) {
+// appended is the storage completion of one publish (slot holds its request's state).
+func (t *topicState) appended(slot *pubSlot, pos storage.Position, err error) {
+	p, res, dd, tracked, key := slot.p, slot.res, slot.dd, slot.tracked, slot.p.name
+	msgs, bytes, chunk := slot.msgs, slot.bytes, slot.chunk
 	defer t.inflight.Done()
 	if err != nil {
 		if dd != nil {

@@ -96,3 +96,46 @@ func BenchmarkIndexAdmit(b *testing.B) {
 	}
 	_ = time.Second
 }
+
+// BenchmarkIndexAdmitCommit: the broker's per-entry work in the index for a new replicated entry
+// (every position fresh, one origin): AdmitTicket before the append, Commit at its completion.
+// "closure" is the same through Admit's commit function (the API before tickets).
+func BenchmarkIndexAdmitCommit(b *testing.B) {
+	const perLedger, ledgers = 1000, 64
+	datas := make([][]byte, 0, perLedger*ledgers)
+	for l := range ledgers {
+		for e := range perLedger {
+			datas = append(datas, replicated(b, "a", Position{int64(l + 1), int64(e)}, "x"))
+		}
+	}
+	run := func(b *testing.B, admit func(x *Index, d []byte, local int64)) {
+		b.ReportAllocs()
+		var x *Index
+		i := 0
+		for b.Loop() {
+			if i%len(datas) == 0 {
+				x = NewIndex(IndexOptions{}) // every position is new again
+			}
+			admit(x, datas[i%len(datas)], int64(i))
+			i++
+		}
+	}
+	b.Run("ticket", func(b *testing.B) {
+		run(b, func(x *Index, d []byte, local int64) {
+			dup, _, _, ticket, err := x.AdmitTicket(d)
+			if err != nil || dup || ticket == 0 {
+				b.Fatal(dup, ticket, err)
+			}
+			x.Commit(ticket, 2, local, nil)
+		})
+	})
+	b.Run("closure", func(b *testing.B) {
+		run(b, func(x *Index, d []byte, local int64) {
+			dup, _, _, commit, err := x.Admit(d)
+			if err != nil || dup || commit == nil {
+				b.Fatal(dup, err)
+			}
+			commit(2, local, nil)
+		})
+	})
+}

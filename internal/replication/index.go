@@ -127,6 +127,11 @@ type originState struct {
 	// failedAt is set when the append of an entry from this origin failed: later entries of the
 	// origin are refused until the replicator resends from that entry, so the origin's order is kept.
 	failedAt *Position
+	// npending counts this origin's admitted entries whose append is in progress; pendingMax is
+	// the highest of their positions (meaningful while npending > 0). An entry above pendingMax
+	// cannot be pending, which spares the scan of Index.inflight in the usual, ascending case.
+	npending   int
+	pendingMax Position
 
 	msgIn, bytesIn, dups int64
 	window               rateWindow
@@ -137,15 +142,23 @@ type Index struct {
 	opts  IndexOptions
 	topic LocalTopic
 
-	mu        sync.Mutex
-	origins   map[string]*originState
-	pending   map[pendingKey]struct{}
-	lastLocal Position // highest local position recorded
-	dirty     bool
-	cursor    Cursor      // nil until created (see the package doc: created lazily); guarded by mu
-	hasCursor atomic.Bool // cursor != nil: Admit's check without mu (it runs for every replicated entry)
-	closed    bool
-	onClose   func() // set by Manager.OpenIndex
+	mu      sync.Mutex
+	origins map[string]*originState
+	last    *originState // the origin of the last admitted entry: one map lookup less per entry
+	// inflight are the admitted entries whose append is in progress, in admission order: ticket
+	// firstTicket is inflight[0] (see AdmitTicket). Commits normally arrive in the same order
+	// (storage completes appends in order), so a commit pops the head; an entry committed early
+	// is marked done and popped when it reaches the head.
+	inflight    []admission
+	firstTicket uint64
+	nextTicket  uint64
+	npending    int      // entries of inflight not yet committed
+	lastLocal   Position // highest local position recorded
+	dirty       bool
+	cursor      Cursor      // nil until created (see the package doc: created lazily); guarded by mu
+	hasCursor   atomic.Bool // cursor != nil: Admit's check without mu (it runs for every replicated entry)
+	closed      bool
+	onClose     func() // set by Manager.OpenIndex
 
 	saveMu       sync.Mutex // serialises Save (Maintain and Close may race) and creating cursor
 	lastSave     int64      // opts.Now() of the last save, Unix nanoseconds (guarded by mu)
@@ -305,76 +318,145 @@ func (x *Index) origin(name string) *originState {
 	return o
 }
 
-// Admit is called by the broker, before appending, for every entry published by a replicator
-// producer (producer name "pulsar.repl.*"). For an entry not seen before it returns a commit
-// function the broker must call exactly once with the local position (or the append error). For a
-// duplicate it returns dup=true and the local position of the stored copy (-1:-1 if no longer
-// mapped); the broker answers SEND_RECEIPT without storing. Entries without replicated_from or
-// without a source position are not indexed (commit is nil, dup false). err wraps ErrIndexPending
-// when the same origin position is being appended, or reports unparseable metadata.
+// Admit is AdmitTicket with the commit as a function (tests and callers that do not mind its
+// allocation). For an entry not seen before it returns a commit function that must be called
+// exactly once with the local position (or the append error); for a duplicate it returns dup=true
+// and the local position of the stored copy (-1:-1 if no longer mapped). Entries without
+// replicated_from or without a source position are not indexed (commit is nil, dup false).
 func (x *Index) Admit(data []byte) (dup bool, dupLedger, dupEntry int64, commit func(ledger, entry int64, err error), err error) {
+	dup, dupLedger, dupEntry, ticket, err := x.AdmitTicket(data)
+	if err != nil || dup || ticket == 0 {
+		return dup, dupLedger, dupEntry, nil, err
+	}
+	return false, 0, 0, func(ledger, entry int64, err error) { x.Commit(ticket, ledger, entry, err) }, nil
+}
+
+// AdmitTicket is called by the broker, before appending, for every entry published by a replicator
+// producer (producer name "pulsar.repl.*"), under the lock that orders the topic's appends. For an
+// entry not seen before it returns a ticket (> 0) the broker must pass to Commit exactly once with
+// the local position (or the append error). For a duplicate it returns dup=true and the local
+// position of the stored copy (-1:-1 if no longer mapped); the broker answers SEND_RECEIPT without
+// storing. Entries without replicated_from or without a source position are not indexed (ticket 0,
+// dup false). err wraps ErrIndexPending when the same origin position is being appended, or reports
+// unparseable metadata.
+//
+// A ticket instead of a commit closure: this runs for every replicated SEND, and the closure with
+// its captured state was three allocations per entry (see docs/replication-design.md).
+func (x *Index) AdmitTicket(data []byte) (dup bool, dupLedger, dupEntry int64, ticket uint64, err error) {
 	originBytes, pos, msgs, indexed, err := replicatedSource(data)
 	if err != nil || !indexed {
-		return false, 0, 0, nil, err
+		return false, 0, 0, 0, err
 	}
 	if err := x.ensureCursor(); err != nil {
-		return false, 0, 0, nil, err
+		return false, 0, 0, 0, err
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	o := x.originOf(originBytes)
-	origin := o.name
+	o := x.last
+	if o == nil || o.name != string(originBytes) {
+		o = x.originOf(originBytes)
+		x.last = o
+	}
 	if local, found := o.lookup(pos); found {
 		o.dups++
-		return true, local.LedgerID, local.EntryID, nil, nil
+		return true, local.LedgerID, local.EntryID, 0, nil
 	}
 	if pos.Compare(o.floor) <= 0 {
 		o.dups++
-		return true, -1, -1, nil, nil
+		return true, -1, -1, 0, nil
 	}
 	if o.failedAt != nil {
 		if pos.Compare(*o.failedAt) > 0 {
-			return false, 0, 0, nil, fmt.Errorf("%w: %s %s arrived before %s, whose append failed", ErrIndexOutOfOrder, origin, pos, *o.failedAt)
+			return false, 0, 0, 0, fmt.Errorf("%w: %s %s arrived before %s, whose append failed", ErrIndexOutOfOrder, o.name, pos, *o.failedAt)
 		}
 		o.failedAt = nil
 	}
-	key := pendingKey{origin, pos}
-	if _, busy := x.pending[key]; busy {
-		return false, 0, 0, nil, fmt.Errorf("%w: %s %s", ErrIndexPending, origin, pos)
+	if o.npending > 0 && pos.Compare(o.pendingMax) <= 0 && x.isPending(o, pos) {
+		return false, 0, 0, 0, fmt.Errorf("%w: %s %s", ErrIndexPending, o.name, pos)
 	}
-	if x.pending == nil {
-		x.pending = map[pendingKey]struct{}{}
+	if o.npending == 0 || pos.Compare(o.pendingMax) > 0 {
+		o.pendingMax = pos
 	}
-	x.pending[key] = struct{}{}
-	size := int64(len(data))
-	done := false // guarded by x.mu: commit acts once
-	commit = func(ledger, entry int64, err error) {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		if done {
-			return
-		}
-		done = true
-		delete(x.pending, key)
-		if err != nil {
-			o := x.origin(origin)
-			if o.failedAt == nil || pos.Compare(*o.failedAt) < 0 {
-				o.failedAt = &pos
-			}
-			return
-		}
-		o := x.origin(origin)
-		x.record(o, pos, Position{ledger, entry})
-		o.msgIn += msgs
-		o.bytesIn += size
+	o.npending++
+	x.npending++
+	if x.nextTicket == 0 {
+		x.nextTicket, x.firstTicket = 1, 1
 	}
-	return false, 0, 0, commit, nil
+	ticket = x.nextTicket
+	x.nextTicket++
+	if len(x.inflight) == 0 {
+		x.firstTicket = ticket
+	}
+	x.inflight = append(x.inflight, admission{origin: o, pos: pos, msgs: msgs, size: int64(len(data))})
+	return false, 0, 0, ticket, nil
 }
 
-// pendingKey is an origin position whose append is in progress.
-type pendingKey struct {
-	origin string
-	pos    Position
+// Commit ends the admission of ticket (from AdmitTicket): with err == nil the entry is recorded at
+// local position ledger:entry; with an error its origin refuses later entries until the replicator
+// resends from this one. A ticket acts once; 0, unknown or repeated tickets are ignored.
+func (x *Index) Commit(ticket uint64, ledger, entry int64, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if ticket < x.firstTicket || ticket-x.firstTicket >= uint64(len(x.inflight)) {
+		return
+	}
+	a := &x.inflight[ticket-x.firstTicket]
+	if a.done {
+		return
+	}
+	a.done = true
+	o, pos := a.origin, a.pos
+	o.npending--
+	x.npending--
+	if err != nil {
+		if o.failedAt == nil || pos.Compare(*o.failedAt) < 0 {
+			failed := pos
+			o.failedAt = &failed
+		}
+	} else {
+		x.record(o, pos, Position{ledger, entry})
+		o.msgIn += a.msgs
+		o.bytesIn += a.size
+	}
+	// Pop what is done at the head; reuse the backing array once empty, compact when the dead
+	// prefix is at least half of it.
+	i := 0
+	for i < len(x.inflight) && x.inflight[i].done {
+		x.inflight[i] = admission{}
+		i++
+	}
+	switch {
+	case i == len(x.inflight):
+		x.inflight = x.inflight[:0]
+		x.firstTicket = x.nextTicket
+	case i > 0:
+		x.firstTicket += uint64(i)
+		if i >= cap(x.inflight)/2 {
+			n := copy(x.inflight, x.inflight[i:])
+			clear(x.inflight[n:])
+			x.inflight = x.inflight[:n]
+		} else {
+			x.inflight = x.inflight[i:]
+		}
+	}
+}
+
+// isPending reports whether origin o's entry at pos is being appended (x.mu held).
+func (x *Index) isPending(o *originState, pos Position) bool {
+	for i := range x.inflight {
+		if a := &x.inflight[i]; !a.done && a.origin == o && a.pos == pos {
+			return true
+		}
+	}
+	return false
+}
+
+// admission is an entry between AdmitTicket and Commit.
+type admission struct {
+	origin     *originState
+	pos        Position
+	msgs, size int64
+	done       bool
 }
 
 // record adds origin pos -> local; x.mu is held.
@@ -555,7 +637,7 @@ func (x *Index) Save(ctx context.Context) error {
 	// With nothing pending, every replicated entry up to the end of the log is recorded; otherwise
 	// only those up to the highest recorded local position are known to be.
 	covered := x.lastLocal
-	if len(x.pending) == 0 {
+	if x.npending == 0 {
 		if lc := x.topic.LastConfirmed(); lc.Compare(covered) > 0 {
 			covered = lc
 		}
@@ -564,7 +646,7 @@ func (x *Index) Save(ctx context.Context) error {
 		x.mu.Unlock()
 		return nil
 	}
-	if len(x.origins) == 0 && len(x.pending) == 0 && covered.EntryID < 0 {
+	if len(x.origins) == 0 && x.npending == 0 && covered.EntryID < 0 {
 		// An empty log with nothing recorded: the snapshot would only save a rescan of nothing,
 		// and costs every idle topic its properties in memory and on disk.
 		x.mu.Unlock()

@@ -445,3 +445,113 @@ func TestIndexRateOfFirstSecond(t *testing.T) {
 		t.Fatalf("inbound %+v", in)
 	}
 }
+
+// Tickets: commits out of admission order, repeated and unknown tickets, the pending check for a
+// position below the highest pending one (a resend while newer entries are being appended), and the
+// inflight queue's reuse after it drains.
+func TestIndexTicketsOutOfOrderAndPending(t *testing.T) {
+	x := NewIndex(IndexOptions{})
+	admit := func(origin string, pos Position) uint64 {
+		t.Helper()
+		dup, _, _, ticket, err := x.AdmitTicket(replicated(t, origin, pos, "x"))
+		if dup || ticket == 0 || err != nil {
+			t.Fatalf("admit %s %s: dup=%v ticket=%d err=%v", origin, pos, dup, ticket, err)
+		}
+		return ticket
+	}
+	pending := func(origin string, pos Position) {
+		t.Helper()
+		if _, _, _, ticket, err := x.AdmitTicket(replicated(t, origin, pos, "x")); !errors.Is(err, ErrIndexPending) || ticket != 0 {
+			t.Fatalf("%s %s: want pending, got ticket %d err %v", origin, pos, ticket, err)
+		}
+	}
+	t0 := admit("a", Position{1, 0})
+	t1 := admit("a", Position{1, 1})
+	t2 := admit("b", Position{7, 0})
+	t3 := admit("a", Position{1, 2})
+	pending("a", Position{1, 1}) // below a's highest pending position: found by the scan
+	pending("a", Position{1, 2})
+	pending("b", Position{7, 0})
+	x.Commit(t1, 5, 1, nil) // early: stays in the queue behind t0
+	x.Commit(t1, 5, 9, nil) // repeated: ignored
+	x.Commit(0, 5, 9, nil)  // not indexed: ignored
+	x.Commit(t3+100, 5, 9, nil)
+	if p, ok := x.Lookup("a", Position{1, 1}); !ok || p != (Position{5, 1}) {
+		t.Fatalf("lookup after early commit: %v %v", p, ok)
+	}
+	pending("a", Position{1, 0})
+	x.Commit(t0, 5, 0, nil)
+	x.Commit(t3, 5, 3, nil)
+	x.Commit(t2, 5, 2, nil)
+	if x.npending != 0 || len(x.inflight) != 0 {
+		t.Fatalf("drained: npending %d, inflight %d", x.npending, len(x.inflight))
+	}
+	for _, c := range []struct {
+		origin   string
+		pos, loc Position
+	}{{"a", Position{1, 0}, Position{5, 0}}, {"a", Position{1, 2}, Position{5, 3}}, {"b", Position{7, 0}, Position{5, 2}}} {
+		dup, l, e, ticket, err := x.AdmitTicket(replicated(t, c.origin, c.pos, "x"))
+		if !dup || (Position{l, e}) != c.loc || ticket != 0 || err != nil {
+			t.Fatalf("%s %s: dup=%v at %d:%d ticket %d err %v, want dup at %s", c.origin, c.pos, dup, l, e, ticket, err, c.loc)
+		}
+	}
+	// Tickets keep counting after the queue drained; an old ticket is ignored.
+	t4 := admit("a", Position{1, 3})
+	if t4 <= t3 {
+		t.Fatalf("ticket %d after %d", t4, t3)
+	}
+	x.Commit(t0, 6, 0, nil)
+	x.Commit(t4, 5, 4, errors.New("fenced"))
+	if _, _, _, _, err := x.AdmitTicket(replicated(t, "a", Position{1, 4}, "x")); !errors.Is(err, ErrIndexOutOfOrder) {
+		t.Fatalf("after a failed append: %v", err)
+	}
+	if _, ok := x.Lookup("a", Position{1, 3}); ok {
+		t.Fatal("failed append recorded")
+	}
+	st := x.Inbound()
+	if len(st) != 2 || st[0].MsgInCount != 3 || st[1].MsgInCount != 1 {
+		t.Fatalf("inbound %+v", st)
+	}
+}
+
+// A long run of admissions with commits lagging behind: the queue compacts and every entry is
+// recorded exactly once.
+func TestIndexTicketsLaggingCommits(t *testing.T) {
+	x := NewIndex(IndexOptions{})
+	var open []uint64
+	const n = 2000
+	for i := range n {
+		dup, _, _, ticket, err := x.AdmitTicket(replicated(t, "a", Position{2, int64(i)}, "x"))
+		if dup || ticket == 0 || err != nil {
+			t.Fatalf("admit %d: %v %d %v", i, dup, ticket, err)
+		}
+		open = append(open, ticket)
+		if i%7 == 6 { // commit all but the newest three, the second oldest first
+			k := len(open) - 3
+			if k > 1 {
+				open[0], open[1] = open[1], open[0]
+			}
+			for _, tk := range open[:k] {
+				x.Commit(tk, 9, int64(tk), nil)
+			}
+			open = open[k:]
+		}
+		if len(x.inflight) > 20 {
+			t.Fatalf("inflight grew to %d", len(x.inflight))
+		}
+	}
+	for _, tk := range open {
+		x.Commit(tk, 9, int64(tk), nil)
+	}
+	if x.npending != 0 || len(x.inflight) != 0 {
+		t.Fatalf("drained: npending %d, inflight %d", x.npending, len(x.inflight))
+	}
+	if st := x.Inbound(); len(st) != 1 || st[0].MsgInCount != n {
+		t.Fatalf("inbound %+v", st)
+	}
+	for i := range n {
+		if !x.Contains("a", Position{2, int64(i)}) {
+			t.Fatalf("2:%d missing", i)
+		}
+	}
+}
