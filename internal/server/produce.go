@@ -27,6 +27,11 @@ type producerHandle struct {
 	lastSequenceID int64
 	// schemaVersion is the producer's schema version for PRODUCER_SUCCESS (nil: none).
 	schemaVersion []byte
+	// Used by handleSend only (the read loop): the publish completion, made once per producer
+	// rather than a closure per SEND (the result echoes the SEND's sequence id), and the
+	// producer_name of the last SEND's metadata, reused while it stays the same.
+	complete     func(broker.PublishResult)
+	lastMetaName string
 }
 
 // release closes the broker producer, if it was created.
@@ -290,7 +295,7 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		sendError(pulsarpb.ServerError_MetadataError, err.Error())
 		return nil
 	}
-	md, err := wire.ScanPublishMetadata(entry)
+	md, err := wire.ScanPublishMetadataReusing(entry, h.lastMetaName)
 	if err != nil {
 		c.log.Warn("SEND with undecodable metadata refused", "producerId", id, "sequenceId", seq, "err", err)
 		sendError(pulsarpb.ServerError_MetadataError, err.Error())
@@ -324,8 +329,12 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		req.Chunk = true
 		req.LastChunk = md.ChunkID >= md.NumChunksFromMsg-1
 	}
+	h.lastMetaName = md.ProducerName
+	if h.complete == nil {
+		h.complete = func(res broker.PublishResult) { c.completeSend(id, uint64(res.SequenceID), res) }
+	}
 	c.pendingSends.Add(1)
-	prod.Publish(req, func(res broker.PublishResult) { c.completeSend(id, seq, res) })
+	prod.Publish(req, h.complete)
 	return nil
 }
 

@@ -119,7 +119,27 @@ func FuzzScanPublishMetadata(f *testing.F) {
 		if wantErr == nil && got != publishMetadataOf(md) {
 			t.Fatalf("scan %+v, decode %+v", got, publishMetadataOf(md))
 		}
+		// Reusing a name (equal or not to the metadata's) changes nothing in the result.
+		for _, name := range []string{"", "p", got.ProducerName, got.ProducerName + "x"} {
+			again, againErr := ScanPublishMetadataReusing(entry, name)
+			if again != got || (againErr != nil) != (gotErr != nil) {
+				t.Fatalf("reusing %q: %+v %v, want %+v %v", name, again, againErr, got, gotErr)
+			}
+		}
 	})
+}
+
+func TestScanPublishMetadataReusingAllocs(t *testing.T) {
+	md, _ := proto.Marshal(&pulsarpb.MessageMetadata{ProducerName: proto.String("producer-1"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5)})
+	entry := AppendRawEntry(nil, md, []byte("body"))
+	name := "producer-1"
+	if n := testing.AllocsPerRun(100, func() {
+		if pm, err := ScanPublishMetadataReusing(entry, name); err != nil || pm.ProducerName != name {
+			t.Fatal(pm, err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations with the same name", n)
+	}
 }
 
 // TestScanPublishMetadataProperties: well-formed and malformed property elements give the same
@@ -156,11 +176,11 @@ func TestScanPublishMetadataProperties(t *testing.T) {
 		if (gotErr != nil) != (wantErr != nil) || (wantErr == nil && got != publishMetadataOf(want)) {
 			t.Fatalf("%s: scan %+v, %v; decode %v, %v", name, got, gotErr, want, wantErr)
 		}
-		if _, fast := scanPublishMetadata(md); fast && wantErr != nil {
+		if _, fast := scanPublishMetadata(md, ""); fast && wantErr != nil {
 			t.Fatalf("%s: the scan accepted what the decoder refuses", name)
 		}
 	}
-	if _, fast := scanPublishMetadata(prop(kv)); !fast {
+	if _, fast := scanPublishMetadata(prop(kv), ""); !fast {
 		t.Fatal("a property sent the scan to the generic decoder")
 	}
 }
