@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/storage"
@@ -594,4 +595,72 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 		sleepBrief()
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// Publish slots are recycled once delivered: results stay in publish order, each completion runs
+// once with its own request's result, while stored publishes and immediate ones (dedup duplicates,
+// invalid requests) interleave and the queue empties and refills (the free list is dropped).
+func TestPublishSlotReuseKeepsOrder(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true, DedupDefault: true})
+	top := e.topic("slots")
+	p := addProducer(t, top, ProducerOptions{Name: "slots"})
+	const n = 3000
+	type got struct {
+		seq int64
+		res PublishResult
+	}
+	results := make(chan got, n)
+	wantDup := func(i int) bool { return i%5 == 4 }   // resends seq 0 (stored): a duplicate
+	wantBad := func(i int) bool { return i%97 == 50 } // highest below lowest: refused at once
+	for i := 0; i < n; i++ {
+		seq := int64(i)
+		req := PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "x"), SequenceID: seq}
+		switch {
+		case wantBad(i):
+			req.HighestSequenceID = 1
+			req.SequenceID = seq + 1_000_000
+		case wantDup(i):
+			req.SequenceID = 0
+		}
+		p.Publish(req, func(r PublishResult) { results <- got{seq, r} })
+		if i == 0 || i%500 == 499 {
+			waitUntil(t, "queue drained", func() bool { return len(results) == i+1 })
+		}
+	}
+	for i := 0; i < n; i++ {
+		var g got
+		select {
+		case g = <-results:
+		case <-time.After(waitTimeout):
+			t.Fatalf("result %d missing", i)
+		}
+		if g.seq != int64(i) {
+			t.Fatalf("result %d arrived as %d", g.seq, i)
+		}
+		switch {
+		case wantBad(i):
+			if !errors.Is(g.res.Err, ErrInvalidRequest) || g.res.SequenceID != int64(i)+1_000_000 {
+				t.Fatalf("%d: %+v", i, g.res)
+			}
+		case wantDup(i):
+			if g.res.Err != nil || !g.res.Duplicate || g.res.SequenceID != 0 {
+				t.Fatalf("%d: %+v", i, g.res)
+			}
+		default:
+			if g.res.Err != nil || g.res.Duplicate || g.res.SequenceID != int64(i) || g.res.Position.EntryID < 0 {
+				t.Fatalf("%d: %+v", i, g.res)
+			}
+		}
+	}
+	select {
+	case g := <-results:
+		t.Fatalf("extra result %+v", g)
+	default:
+	}
+	p.p.qmu.Lock()
+	free, queued := len(p.p.free), len(p.p.queue)
+	p.p.qmu.Unlock()
+	if free != 0 || queued != 0 {
+		t.Fatalf("idle producer keeps %d free slots, %d queued", free, queued)
+	}
 }

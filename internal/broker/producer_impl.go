@@ -13,13 +13,15 @@ import (
 )
 
 // pubSlot is one publish waiting for its completion to be delivered in order. It also carries
-// what the storage completion needs (appendDone), so a publish allocates the slot and one method
-// value rather than a closure capturing a dozen variables.
+// what the storage completion needs (appendDone), so a publish needs no closure capturing a dozen
+// variables; slots are recycled through the producer's free list (producerState.free), so a
+// publish in a steady stream allocates nothing here.
 type pubSlot struct {
-	done  func(PublishResult)
-	res   PublishResult
-	ready bool
-	bytes int64
+	appendDoneFn func(storage.Position, error) // s.appendDone, bound once per slot
+	done         func(PublishResult)
+	res          PublishResult
+	ready        bool
+	bytes        int64
 
 	// Set for an append (publish to a persistent topic that reaches storage).
 	p          *producerState
@@ -49,6 +51,7 @@ type producerState struct {
 
 	qmu      sync.Mutex
 	queue    []*pubSlot
+	free     []*pubSlot // delivered slots for reuse, at most maxFreeSlots; dropped when queue empties
 	draining bool
 	idle     chan struct{} // closed when the queue empties while someone waits; guarded by qmu
 
@@ -62,8 +65,17 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	t := p.topic
 	n := int64(len(req.Entry))
 	p.limiter.Acquire(n)
-	slot := &pubSlot{done: done, bytes: n}
 	p.qmu.Lock()
+	var slot *pubSlot
+	if k := len(p.free); k > 0 {
+		slot = p.free[k-1]
+		p.free[k-1] = nil
+		p.free = p.free[:k-1]
+	} else {
+		slot = &pubSlot{}
+		slot.appendDoneFn = slot.appendDone
+	}
+	slot.done, slot.bytes = done, n
 	p.queue = append(p.queue, slot)
 	p.qmu.Unlock()
 
@@ -167,7 +179,7 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	t.inflight.Add(1)
 	slot.p, slot.dd, slot.tracked, slot.chunk = p, dd, dd != nil && checked, req.Chunk
 	slot.msgs, slot.res = int64(req.NumMessages), res
-	t.ledger.AppendAsync(req.Entry, pt, slot.appendDone)
+	t.ledger.AppendAsync(req.Entry, pt, slot.appendDoneFn)
 	t.pubMu.Unlock()
 }
 
@@ -207,9 +219,13 @@ func (p *producerState) complete(slot *pubSlot, res PublishResult) {
 		}
 		if i == 0 {
 			p.draining = false
-			if len(p.queue) == 0 && p.idle != nil {
-				close(p.idle)
-				p.idle = nil
+			if len(p.queue) == 0 {
+				// Idle: an idle producer keeps no spare slots.
+				p.free = nil
+				if p.idle != nil {
+					close(p.idle)
+					p.idle = nil
+				}
 			}
 			p.qmu.Unlock()
 			return
@@ -225,8 +241,20 @@ func (p *producerState) complete(slot *pubSlot, res PublishResult) {
 			s.done(s.res)
 		}
 		p.qmu.Lock()
+		// Delivered: nothing refers to these slots any more (storage called appendDone, which
+		// touches its slot only before complete), so they can serve the next publishes.
+		for j, s := range batch {
+			if len(p.free) < maxFreeSlots {
+				*s = pubSlot{appendDoneFn: s.appendDoneFn}
+				p.free = append(p.free, s)
+			}
+			batch[j] = nil
+		}
 	}
 }
+
+// maxFreeSlots bounds a producer's spare publish slots (about 200 B each).
+const maxFreeSlots = 256
 
 // waitIdle waits until every accepted publish has completed.
 func (p *producerState) waitIdle(ctx context.Context) error {

@@ -129,6 +129,27 @@ func BenchmarkIndexAdmitCommit(b *testing.B) {
 			x.Commit(ticket, 2, local, nil)
 		})
 	})
+	b.Run("ticket-window", func(b *testing.B) {
+		// As the broker does: commits trail admissions by a window of appends in flight.
+		const window = 1000
+		var ring [window]uint64
+		n := 0
+		var cur *Index
+		run(b, func(x *Index, d []byte, local int64) {
+			if x != cur { // a new index: the old one's tickets are dropped
+				cur, n = x, 0
+			}
+			if n >= window {
+				x.Commit(ring[n%window], 2, local-window, nil)
+			}
+			dup, _, _, ticket, err := x.AdmitTicket(d)
+			if err != nil || dup || ticket == 0 {
+				b.Fatal(dup, ticket, err)
+			}
+			ring[n%window] = ticket
+			n++
+		})
+	})
 	b.Run("closure", func(b *testing.B) {
 		run(b, func(x *Index, d []byte, local int64) {
 			dup, _, _, commit, err := x.Admit(d)

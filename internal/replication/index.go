@@ -145,11 +145,13 @@ type Index struct {
 	mu      sync.Mutex
 	origins map[string]*originState
 	last    *originState // the origin of the last admitted entry: one map lookup less per entry
-	// inflight are the admitted entries whose append is in progress, in admission order: ticket
-	// firstTicket is inflight[0] (see AdmitTicket). Commits normally arrive in the same order
-	// (storage completes appends in order), so a commit pops the head; an entry committed early
-	// is marked done and popped when it reaches the head.
+	// inflight[head:] are the admitted entries whose append is in progress, in admission order:
+	// ticket firstTicket is inflight[head] (see AdmitTicket). Commits normally arrive in the same
+	// order (storage completes appends in order), so a commit pops the head; an entry committed
+	// early is marked done and popped when it reaches the head. The backing array is reused: the
+	// live part moves to its start when appending would otherwise grow it.
 	inflight    []admission
+	head        int
 	firstTicket uint64
 	nextTicket  uint64
 	npending    int      // entries of inflight not yet committed
@@ -384,8 +386,13 @@ func (x *Index) AdmitTicket(data []byte) (dup bool, dupLedger, dupEntry int64, t
 	}
 	ticket = x.nextTicket
 	x.nextTicket++
-	if len(x.inflight) == 0 {
+	if x.head == len(x.inflight) {
 		x.firstTicket = ticket
+	}
+	if len(x.inflight) == cap(x.inflight) && x.head > 0 && x.head >= len(x.inflight)/2 {
+		n := copy(x.inflight, x.inflight[x.head:])
+		clear(x.inflight[n:])
+		x.inflight, x.head = x.inflight[:n], 0
 	}
 	x.inflight = append(x.inflight, admission{origin: o, pos: pos, msgs: msgs, size: int64(len(data))})
 	return false, 0, 0, ticket, nil
@@ -397,10 +404,10 @@ func (x *Index) AdmitTicket(data []byte) (dup bool, dupLedger, dupEntry int64, t
 func (x *Index) Commit(ticket uint64, ledger, entry int64, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if ticket < x.firstTicket || ticket-x.firstTicket >= uint64(len(x.inflight)) {
+	if ticket < x.firstTicket || ticket-x.firstTicket >= uint64(len(x.inflight)-x.head) {
 		return
 	}
-	a := &x.inflight[ticket-x.firstTicket]
+	a := &x.inflight[x.head+int(ticket-x.firstTicket)]
 	if a.done {
 		return
 	}
@@ -418,32 +425,20 @@ func (x *Index) Commit(ticket uint64, ledger, entry int64, err error) {
 		o.msgIn += a.msgs
 		o.bytesIn += a.size
 	}
-	// Pop what is done at the head; reuse the backing array once empty, compact when the dead
-	// prefix is at least half of it.
-	i := 0
-	for i < len(x.inflight) && x.inflight[i].done {
-		x.inflight[i] = admission{}
-		i++
+	// Pop what is done at the head.
+	for x.head < len(x.inflight) && x.inflight[x.head].done {
+		x.inflight[x.head] = admission{}
+		x.head++
+		x.firstTicket++
 	}
-	switch {
-	case i == len(x.inflight):
-		x.inflight = x.inflight[:0]
-		x.firstTicket = x.nextTicket
-	case i > 0:
-		x.firstTicket += uint64(i)
-		if i >= cap(x.inflight)/2 {
-			n := copy(x.inflight, x.inflight[i:])
-			clear(x.inflight[n:])
-			x.inflight = x.inflight[:n]
-		} else {
-			x.inflight = x.inflight[i:]
-		}
+	if x.head == len(x.inflight) {
+		x.inflight, x.head = x.inflight[:0], 0
 	}
 }
 
 // isPending reports whether origin o's entry at pos is being appended (x.mu held).
 func (x *Index) isPending(o *originState, pos Position) bool {
-	for i := range x.inflight {
+	for i := x.head; i < len(x.inflight); i++ {
 		if a := &x.inflight[i]; !a.done && a.origin == o && a.pos == pos {
 			return true
 		}
