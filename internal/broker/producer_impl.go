@@ -14,8 +14,8 @@ import (
 
 // pubSlot is one publish waiting for its completion to be delivered in order. It also carries
 // what the storage completion needs (appendDone), so a publish needs no closure capturing a dozen
-// variables; slots are recycled through the producer's free list (producerState.free), so a
-// publish in a steady stream allocates nothing here.
+// variables; slots are recycled through slotPool once delivered, so a publish in a steady stream
+// allocates nothing here.
 type pubSlot struct {
 	appendDoneFn func(storage.Position, error) // s.appendDone, bound once per slot
 	done         func(PublishResult)
@@ -51,7 +51,6 @@ type producerState struct {
 
 	qmu      sync.Mutex
 	queue    []*pubSlot
-	free     []*pubSlot // delivered slots for reuse, at most maxFreeSlots; dropped when queue empties
 	draining bool
 	idle     chan struct{} // closed when the queue empties while someone waits; guarded by qmu
 
@@ -65,17 +64,12 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	t := p.topic
 	n := int64(len(req.Entry))
 	p.limiter.Acquire(n)
-	p.qmu.Lock()
-	var slot *pubSlot
-	if k := len(p.free); k > 0 {
-		slot = p.free[k-1]
-		p.free[k-1] = nil
-		p.free = p.free[:k-1]
-	} else {
-		slot = &pubSlot{}
+	slot := slotPool.Get().(*pubSlot)
+	if slot.appendDoneFn == nil { // new
 		slot.appendDoneFn = slot.appendDone
 	}
 	slot.done, slot.bytes = done, n
+	p.qmu.Lock()
 	p.queue = append(p.queue, slot)
 	p.qmu.Unlock()
 
@@ -219,13 +213,9 @@ func (p *producerState) complete(slot *pubSlot, res PublishResult) {
 		}
 		if i == 0 {
 			p.draining = false
-			if len(p.queue) == 0 {
-				// Idle: an idle producer keeps no spare slots.
-				p.free = nil
-				if p.idle != nil {
-					close(p.idle)
-					p.idle = nil
-				}
+			if len(p.queue) == 0 && p.idle != nil {
+				close(p.idle)
+				p.idle = nil
 			}
 			p.qmu.Unlock()
 			return
@@ -236,25 +226,22 @@ func (p *producerState) complete(slot *pubSlot, res PublishResult) {
 			p.queue = nil
 		}
 		p.qmu.Unlock()
-		for _, s := range batch {
+		for j, s := range batch {
 			p.limiter.Release(s.bytes)
 			s.done(s.res)
+			// Delivered: nothing refers to the slot any more (storage called appendDone, which
+			// touches its slot only before complete), so it can serve another publish.
+			batch[j] = nil
+			*s = pubSlot{appendDoneFn: s.appendDoneFn}
+			slotPool.Put(s)
 		}
 		p.qmu.Lock()
-		// Delivered: nothing refers to these slots any more (storage called appendDone, which
-		// touches its slot only before complete), so they can serve the next publishes.
-		for j, s := range batch {
-			if len(p.free) < maxFreeSlots {
-				*s = pubSlot{appendDoneFn: s.appendDoneFn}
-				p.free = append(p.free, s)
-			}
-			batch[j] = nil
-		}
 	}
 }
 
-// maxFreeSlots bounds a producer's spare publish slots (about 200 B each).
-const maxFreeSlots = 256
+// slotPool recycles publish slots (about 200 B each) across producers; a pool rather than a list
+// per producer: no producer keeps spare slots while idle, and the GC empties it when unused.
+var slotPool = sync.Pool{New: func() any { return new(pubSlot) }}
 
 // waitIdle waits until every accepted publish has completed.
 func (p *producerState) waitIdle(ctx context.Context) error {
