@@ -169,6 +169,7 @@ func (c *conn) readLoop() error {
 	// The client must CONNECT promptly.
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.KeepAliveInterval))
 	for {
+		buffered := c.reader.Buffered()
 		f, err := c.reader.ReadFrame()
 		if err != nil {
 			if c.stopping() {
@@ -198,7 +199,12 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
-		c.lastRead.Store(time.Now().UnixNano())
+		if f.WireSize > buffered {
+			// Only a frame that needed a read from the socket refreshes the time: the frames
+			// already buffered arrived with the read that refreshed it (saves a clock read per
+			// frame in a stream of small SENDs).
+			c.lastRead.Store(time.Now().UnixNano())
+		}
 		c.s.stats.framesIn.Add(1)
 		if err := c.handle(f); err != nil {
 			return err

@@ -108,3 +108,35 @@ func BenchmarkSetReplicatedFrom1KiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadSend1KiBReused is BenchmarkReadSend1KiB with ReusePayloads, as the broker's
+// connections read: the payload (and the decoded SEND) are reused for the next frame.
+func BenchmarkReadSend1KiBReused(b *testing.B) {
+	entry := benchEntry(b)
+	frame, err := EncodeFrame(sendCmd(1), entry)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const perChunk = 256
+	stream := bytes.Repeat(frame, perChunk)
+	src := bytes.NewReader(stream)
+	r := NewReader(src, 0)
+	r.ReusePayloads(true)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		if n == perChunk {
+			src.Reset(stream)
+			n = 0
+		}
+		f, err := r.ReadFrame()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := VerifyChecksum(f.Payload); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"testing/iotest"
 
 	"google.golang.org/protobuf/proto"
 
@@ -43,13 +44,24 @@ func FuzzReadFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := NewReader(bytes.NewReader(data), 64*1024)
 		// A reader reusing payloads and SEND commands reads the same frames.
-		reusing := NewReader(bytes.NewReader(data), 64*1024)
-		reusing.ReusePayloads(true)
+		// Over the whole input, frames are mostly wholly buffered (payload handed out from the
+		// stream buffer); over one or a few bytes per read, mostly not (payload copied out).
+		var reusing []*Reader
+		for _, src := range []io.Reader{bytes.NewReader(data), iotest.OneByteReader(bytes.NewReader(data)), iotest.HalfReader(bytes.NewReader(data))} {
+			rr := NewReader(src, 64*1024)
+			rr.ReusePayloads(true)
+			reusing = append(reusing, rr)
+		}
 		for i := 0; i < 1000; i++ {
 			fr, err := r.ReadFrame()
-			rf, rerr := reusing.ReadFrame()
-			if (err == nil) != (rerr == nil) || (err == nil && (!proto.Equal(fr.Cmd, rf.Cmd) || !bytes.Equal(fr.Payload, rf.Payload))) {
-				t.Fatalf("reusing reader differs: %v / %v", err, rerr)
+			for _, rr := range reusing {
+				rf, rerr := rr.ReadFrame()
+				if (err == nil) != (rerr == nil) || (err == nil && (!proto.Equal(fr.Cmd, rf.Cmd) || !bytes.Equal(fr.Payload, rf.Payload))) {
+					t.Fatalf("reusing reader differs: %v / %v", err, rerr)
+				}
+				if cap(rf.Payload) != len(rf.Payload) {
+					t.Fatalf("payload of %d bytes with capacity %d: appending would overwrite the stream", len(rf.Payload), cap(rf.Payload))
+				}
 			}
 			if err == io.EOF {
 				return

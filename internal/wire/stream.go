@@ -27,7 +27,8 @@ type Reader struct {
 const payloadRetain = 2 << 20
 
 // ReusePayloads makes ReadFrame read frames with a payload into one buffer that the next
-// ReadFrame reuses, so a frame's Payload is valid only until then; so is the decoded command of a
+// ReadFrame reuses (or, for a frame already wholly buffered, hand out the stream buffer itself),
+// so a frame's Payload is valid only until then; so is the decoded command of a
 // SEND (the commonest frame with a payload), which is decoded into one reused message. For readers
 // that handle a SEND before reading on and copy what they keep: the broker's SEND path (storage
 // copies each entry before Publish returns) saves two allocations per SEND, one of them the
@@ -55,6 +56,10 @@ func NewReader(r io.Reader, maxFrameSize int) *Reader {
 	}
 	return &Reader{br: bufio.NewReaderSize(r, readerBufferSize), maxFrame: maxFrameSize}
 }
+
+// Buffered is the number of bytes read from the stream but not yet returned in frames: a frame
+// whose WireSize exceeds what was buffered before ReadFrame needed a read from the stream.
+func (r *Reader) Buffered() int { return r.br.Buffered() }
 
 // SetMaxFrameSize changes the limit (a client learns the broker's max message size from CONNECTED).
 func (r *Reader) SetMaxFrameSize(n int) {
@@ -92,18 +97,27 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	if payloadSize := total - 4 - cmdSize; payloadSize > 0 {
 		// One allocation holds command and payload; the payload slice is handed to the caller.
 		var buf []byte
-		if r.reuse {
+		if n := int(total - 4); r.reuse && r.br.Buffered() >= n {
+			// Already buffered: hand out the bufio buffer itself (valid until the next
+			// ReadFrame, as the reused buffer is), saving the copy of the payload.
+			buf, _ = r.br.Peek(n)
+			buf = buf[:n:n] // appending to the payload must not write over the next frames
+			_, _ = r.br.Discard(n)
+			cmdBytes, f.Payload = buf[:cmdSize], buf[cmdSize:]
+		} else if r.reuse {
 			if cap(r.buf) < int(total-4) || cap(r.buf) > payloadRetain {
 				r.buf = make([]byte, total-4, max(total-4, 64<<10))
 			}
-			buf = r.buf[:total-4]
+			buf = r.buf[: total-4 : total-4]
 		} else {
 			buf = make([]byte, total-4)
 		}
-		if _, err := io.ReadFull(r.br, buf); err != nil {
-			return Frame{}, truncated(err, "in command or payload")
+		if cmdBytes == nil {
+			if _, err := io.ReadFull(r.br, buf); err != nil {
+				return Frame{}, truncated(err, "in command or payload")
+			}
+			cmdBytes, f.Payload = buf[:cmdSize], buf[cmdSize:]
 		}
-		cmdBytes, f.Payload = buf[:cmdSize], buf[cmdSize:]
 	} else {
 		if cap(r.scratch) < int(cmdSize) {
 			r.scratch = make([]byte, cmdSize)
