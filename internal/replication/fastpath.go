@@ -61,14 +61,14 @@ var errScan = errors.New("metadata scan")
 func scanMetadata(b []byte, remote string) (mdScan, error) {
 	s := mdScan{numMessages: 1}
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return s, errScan
 		}
 		b = b[n:]
 		switch {
 		case typ == protowire.BytesType && (num == fieldReplicatedFrom || num == fieldReplicateTo || num == fieldProperties):
-			v, n := protowire.ConsumeBytes(b)
+			v, n := wire.ConsumeBytes(b)
 			if n < 0 {
 				return s, errScan
 			}
@@ -92,7 +92,7 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 			}
 		case typ == protowire.VarintType && (num == fieldNumMessagesInBatch || num == fieldMarkerType || num == fieldTxnidLeastBits || num == fieldTxnidMostBits || num == fieldChunkID ||
 			num == fieldHighestSequenceID || num == fieldNumChunksFromMsg):
-			v, n := protowire.ConsumeVarint(b)
+			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
 				return s, errScan
 			}
@@ -112,7 +112,7 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 				s.numChunks = int32(v)
 			}
 		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
+			n := wire.ConsumeFieldValue(num, typ, b)
 			if n < 0 {
 				return s, errScan
 			}
@@ -124,13 +124,13 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 
 func scanKeyValue(b []byte) (key, value []byte, err error) {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return nil, nil, errScan
 		}
 		b = b[n:]
 		if typ == protowire.BytesType && (num == 1 || num == 2) {
-			v, n := protowire.ConsumeBytes(b)
+			v, n := wire.ConsumeBytes(b)
 			if n < 0 {
 				return nil, nil, errScan
 			}
@@ -142,7 +142,7 @@ func scanKeyValue(b []byte) (key, value []byte, err error) {
 			}
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
+		n = wire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
 			return nil, nil, errScan
 		}

@@ -40,20 +40,20 @@ func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) 
 	var body []byte
 	haveType, haveBody := false, false
 	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
+		num, wt, n := ConsumeTag(b)
 		if n < 0 {
 			return nil, false
 		}
 		b = b[n:]
 		switch {
 		case num == 1 && wt == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+			v, n := ConsumeVarint(b)
 			if n < 0 {
 				return nil, false
 			}
 			typ, haveType, b = v, true, b[n:]
 		case num == 6 && wt == protowire.BytesType && !haveBody:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return nil, false
 			}
@@ -73,12 +73,12 @@ func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) 
 	c.typ = pulsarpb.BaseCommand_SEND
 	var havePID, haveSeq bool
 	for len(body) > 0 {
-		num, wt, n := protowire.ConsumeTag(body)
+		num, wt, n := ConsumeTag(body)
 		if n < 0 || wt != protowire.VarintType {
 			return nil, false
 		}
 		body = body[n:]
-		v, n := protowire.ConsumeVarint(body)
+		v, n := ConsumeVarint(body)
 		if n < 0 {
 			return nil, false
 		}
@@ -204,14 +204,14 @@ func publishMetadataOf(md *pulsarpb.MessageMetadata) PublishMetadata {
 func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
 	var pm PublishMetadata
 	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
+		num, wt, n := ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber {
 			return pm, false
 		}
 		b = b[n:]
 		switch {
 		case num == 1 && wt == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return pm, false
 			}
@@ -225,7 +225,7 @@ func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
 		case num == 4 && wt == protowire.BytesType:
 			// properties (KeyValue: two strings): the generic decoder only checks that the
 			// element is well-formed, which validFlatMessage checks too.
-			v, n := protowire.ConsumeBytes(b)
+			v, n := ConsumeBytes(b)
 			if n < 0 || !validFlatMessage(v) {
 				return pm, false
 			}
@@ -234,7 +234,7 @@ func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
 		case num == 13 && wt == protowire.BytesType:
 			return pm, false // encryption keys: nested messages with nested messages
 		case wt == protowire.VarintType && (num == 3 || num == 20 || num == 27 || num == 29):
-			v, n := protowire.ConsumeVarint(b)
+			v, n := ConsumeVarint(b)
 			if n < 0 {
 				return pm, false
 			}
@@ -254,7 +254,7 @@ func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
 		if wt == protowire.StartGroupType || wt == protowire.EndGroupType {
 			return pm, false
 		}
-		n = protowire.ConsumeFieldValue(num, wt, b)
+		n = ConsumeFieldValue(num, wt, b)
 		if n < 0 {
 			return pm, false
 		}
@@ -267,12 +267,12 @@ func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
 // unmarshalling a message whose fields are all scalars or strings requires).
 func validFlatMessage(b []byte) bool {
 	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
+		num, wt, n := ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber || wt == protowire.StartGroupType || wt == protowire.EndGroupType {
 			return false
 		}
 		b = b[n:]
-		n = protowire.ConsumeFieldValue(num, wt, b)
+		n = ConsumeFieldValue(num, wt, b)
 		if n < 0 {
 			return false
 		}
