@@ -43,6 +43,13 @@
 // (client.RawInfo); the client hands receipts that arrive together back as one batch, and the
 // mailbox wakes the loop once per batch of results.
 //
+// On the receiving side the broker asks the Index for a ticket (AdmitTicket) before each append and
+// hands it back with the stored position (Commit): admissions wait in an in-order queue that reuses
+// its array, and a commit normally pops its head, so the index allocates nothing per entry (a commit
+// closure per entry with its captured state and a map of pending positions cost three allocations
+// and two map operations). An entry is checked against the pending ones only when its position is
+// not above the origin's highest pending position (a resend), by a scan of the queue.
+//
 // # Persisted state
 //
 // The replication cursor's properties (version 1, written when the cursor is created):

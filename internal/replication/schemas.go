@@ -70,13 +70,13 @@ func schemaVersionOf(md []byte) ([]byte, bool, error) {
 	var out []byte
 	found := false
 	for len(md) > 0 {
-		num, typ, n := protowire.ConsumeTag(md)
+		num, typ, n := wire.ConsumeTag(md)
 		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return nil, false, errScan
 		}
 		md = md[n:]
 		if num == fieldSchemaVersion && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(md)
+			v, n := wire.ConsumeBytes(md)
 			if n < 0 {
 				return nil, false, errScan
 			}
@@ -84,7 +84,7 @@ func schemaVersionOf(md []byte) ([]byte, bool, error) {
 			md = md[n:]
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, md)
+		n = wire.ConsumeFieldValue(num, typ, md)
 		if n < 0 {
 			return nil, false, errScan
 		}
