@@ -145,3 +145,16 @@ func FuzzFrameReaderMatchesWire(f *testing.F) {
 		checkBufferedReceiptsMatchWire(t, b, 64)
 	})
 }
+
+// BenchmarkDecodeReceipt: the client's per-SEND receipt decode (fast path, no protobuf message).
+func BenchmarkDecodeReceipt(b *testing.B) {
+	frame := wire.AppendSendReceiptFrame(nil, 1, 123456, 17, 345678, 0)
+	cmd := frame[8:]
+	b.ReportAllocs()
+	var rc receipt
+	for b.Loop() {
+		if !decodeReceipt(cmd, &rc) || rc.sequenceID != 123456 {
+			b.Fatal(rc)
+		}
+	}
+}
