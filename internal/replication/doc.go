@@ -48,7 +48,8 @@
 // its array, and a commit normally pops its head, so the index allocates nothing per entry (a commit
 // closure per entry with its captured state and a map of pending positions cost three allocations
 // and two map operations). An entry is checked against the pending ones only when its position is
-// not above the origin's highest pending position (a resend), by a scan of the queue.
+// not above the origin's highest pending position (a resend), by a scan of the queue. The queue is
+// allocated by the first admission, so the Index of an idle topic stays in its 176-byte size class.
 //
 // # Persisted state
 //

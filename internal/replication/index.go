@@ -129,7 +129,7 @@ type originState struct {
 	failedAt *Position
 	// npending counts this origin's admitted entries whose append is in progress; pendingMax is
 	// the highest of their positions (meaningful while npending > 0). An entry above pendingMax
-	// cannot be pending, which spares the scan of Index.inflight in the usual, ascending case.
+	// cannot be pending, which spares the scan of the admissions in the usual, ascending case.
 	npending   int
 	pendingMax Position
 
@@ -142,25 +142,15 @@ type Index struct {
 	opts  IndexOptions
 	topic LocalTopic
 
-	mu      sync.Mutex
-	origins map[string]*originState
-	last    *originState // the origin of the last admitted entry: one map lookup less per entry
-	// inflight[head:] are the admitted entries whose append is in progress, in admission order:
-	// ticket firstTicket is inflight[head] (see AdmitTicket). Commits normally arrive in the same
-	// order (storage completes appends in order), so a commit pops the head; an entry committed
-	// early is marked done and popped when it reaches the head. The backing array is reused: the
-	// live part moves to its start when appending would otherwise grow it.
-	inflight    []admission
-	head        int
-	firstTicket uint64
-	nextTicket  uint64
-	npending    int      // entries of inflight not yet committed
-	lastLocal   Position // highest local position recorded
-	dirty       bool
-	cursor      Cursor      // nil until created (see the package doc: created lazily); guarded by mu
-	hasCursor   atomic.Bool // cursor != nil: Admit's check without mu (it runs for every replicated entry)
-	closed      bool
-	onClose     func() // set by Manager.OpenIndex
+	mu        sync.Mutex
+	origins   map[string]*originState
+	adm       *admissions // nil until the first admission: an idle topic's index stays small
+	lastLocal Position    // highest local position recorded
+	dirty     bool
+	cursor    Cursor      // nil until created (see the package doc: created lazily); guarded by mu
+	hasCursor atomic.Bool // cursor != nil: Admit's check without mu (it runs for every replicated entry)
+	closed    bool
+	onClose   func() // set by Manager.OpenIndex
 
 	saveMu       sync.Mutex // serialises Save (Maintain and Close may race) and creating cursor
 	lastSave     int64      // opts.Now() of the last save, Unix nanoseconds (guarded by mu)
@@ -354,10 +344,15 @@ func (x *Index) AdmitTicket(data []byte) (dup bool, dupLedger, dupEntry int64, t
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	o := x.last
+	q := x.adm
+	if q == nil {
+		q = &admissions{firstTicket: 1, nextTicket: 1}
+		x.adm = q
+	}
+	o := q.last
 	if o == nil || o.name != string(originBytes) {
 		o = x.originOf(originBytes)
-		x.last = o
+		q.last = o
 	}
 	if local, found := o.lookup(pos); found {
 		o.dups++
@@ -373,28 +368,25 @@ func (x *Index) AdmitTicket(data []byte) (dup bool, dupLedger, dupEntry int64, t
 		}
 		o.failedAt = nil
 	}
-	if o.npending > 0 && pos.Compare(o.pendingMax) <= 0 && x.isPending(o, pos) {
+	if o.npending > 0 && pos.Compare(o.pendingMax) <= 0 && q.isPending(o, pos) {
 		return false, 0, 0, 0, fmt.Errorf("%w: %s %s", ErrIndexPending, o.name, pos)
 	}
 	if o.npending == 0 || pos.Compare(o.pendingMax) > 0 {
 		o.pendingMax = pos
 	}
 	o.npending++
-	x.npending++
-	if x.nextTicket == 0 {
-		x.nextTicket, x.firstTicket = 1, 1
+	q.npending++
+	ticket = q.nextTicket
+	q.nextTicket++
+	if q.head == len(q.inflight) {
+		q.firstTicket = ticket
 	}
-	ticket = x.nextTicket
-	x.nextTicket++
-	if x.head == len(x.inflight) {
-		x.firstTicket = ticket
+	if len(q.inflight) == cap(q.inflight) && q.head > 0 && q.head >= len(q.inflight)/2 {
+		n := copy(q.inflight, q.inflight[q.head:])
+		clear(q.inflight[n:])
+		q.inflight, q.head = q.inflight[:n], 0
 	}
-	if len(x.inflight) == cap(x.inflight) && x.head > 0 && x.head >= len(x.inflight)/2 {
-		n := copy(x.inflight, x.inflight[x.head:])
-		clear(x.inflight[n:])
-		x.inflight, x.head = x.inflight[:n], 0
-	}
-	x.inflight = append(x.inflight, admission{origin: o, pos: pos, msgs: msgs, size: int64(len(data))})
+	q.inflight = append(q.inflight, admission{origin: o, pos: pos, msgs: msgs, size: int64(len(data))})
 	return false, 0, 0, ticket, nil
 }
 
@@ -404,17 +396,18 @@ func (x *Index) AdmitTicket(data []byte) (dup bool, dupLedger, dupEntry int64, t
 func (x *Index) Commit(ticket uint64, ledger, entry int64, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if ticket < x.firstTicket || ticket-x.firstTicket >= uint64(len(x.inflight)-x.head) {
+	q := x.adm
+	if q == nil || ticket < q.firstTicket || ticket-q.firstTicket >= uint64(len(q.inflight)-q.head) {
 		return
 	}
-	a := &x.inflight[x.head+int(ticket-x.firstTicket)]
+	a := &q.inflight[q.head+int(ticket-q.firstTicket)]
 	if a.done {
 		return
 	}
 	a.done = true
 	o, pos := a.origin, a.pos
 	o.npending--
-	x.npending--
+	q.npending--
 	if err != nil {
 		if o.failedAt == nil || pos.Compare(*o.failedAt) < 0 {
 			failed := pos
@@ -426,25 +419,43 @@ func (x *Index) Commit(ticket uint64, ledger, entry int64, err error) {
 		o.bytesIn += a.size
 	}
 	// Pop what is done at the head.
-	for x.head < len(x.inflight) && x.inflight[x.head].done {
-		x.inflight[x.head] = admission{}
-		x.head++
-		x.firstTicket++
+	for q.head < len(q.inflight) && q.inflight[q.head].done {
+		q.inflight[q.head] = admission{}
+		q.head++
+		q.firstTicket++
 	}
-	if x.head == len(x.inflight) {
-		x.inflight, x.head = x.inflight[:0], 0
+	if q.head == len(q.inflight) {
+		q.inflight, q.head = q.inflight[:0], 0
 	}
 }
 
-// isPending reports whether origin o's entry at pos is being appended (x.mu held).
-func (x *Index) isPending(o *originState, pos Position) bool {
-	for i := x.head; i < len(x.inflight); i++ {
-		if a := &x.inflight[i]; !a.done && a.origin == o && a.pos == pos {
+// isPending reports whether origin o's entry at pos is being appended (Index.mu held).
+func (q *admissions) isPending(o *originState, pos Position) bool {
+	for i := q.head; i < len(q.inflight); i++ {
+		if a := &q.inflight[i]; !a.done && a.origin == o && a.pos == pos {
 			return true
 		}
 	}
 	return false
 }
+
+// admissions are the entries between AdmitTicket and Commit (guarded by Index.mu).
+type admissions struct {
+	last *originState // the origin of the last admitted entry: one map lookup less per entry
+	// inflight[head:] are the admitted entries whose append is in progress, in admission order:
+	// ticket firstTicket is inflight[head] (see AdmitTicket). Commits normally arrive in the same
+	// order (storage completes appends in order), so a commit pops the head; an entry committed
+	// early is marked done and popped when it reaches the head. The backing array is reused: the
+	// live part moves to its start when appending would otherwise grow it.
+	inflight    []admission
+	head        int
+	firstTicket uint64
+	nextTicket  uint64
+	npending    int // entries of inflight not yet committed
+}
+
+// pending reports whether some admitted entry is being appended (x.mu held).
+func (x *Index) pending() bool { return x.adm != nil && x.adm.npending > 0 }
 
 // admission is an entry between AdmitTicket and Commit.
 type admission struct {
@@ -632,7 +643,7 @@ func (x *Index) Save(ctx context.Context) error {
 	// With nothing pending, every replicated entry up to the end of the log is recorded; otherwise
 	// only those up to the highest recorded local position are known to be.
 	covered := x.lastLocal
-	if x.npending == 0 {
+	if !x.pending() {
 		if lc := x.topic.LastConfirmed(); lc.Compare(covered) > 0 {
 			covered = lc
 		}
@@ -641,7 +652,7 @@ func (x *Index) Save(ctx context.Context) error {
 		x.mu.Unlock()
 		return nil
 	}
-	if len(x.origins) == 0 && x.npending == 0 && covered.EntryID < 0 {
+	if len(x.origins) == 0 && !x.pending() && covered.EntryID < 0 {
 		// An empty log with nothing recorded: the snapshot would only save a rescan of nothing,
 		// and costs every idle topic its properties in memory and on disk.
 		x.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -483,8 +484,8 @@ func TestIndexTicketsOutOfOrderAndPending(t *testing.T) {
 	x.Commit(t0, 5, 0, nil)
 	x.Commit(t3, 5, 3, nil)
 	x.Commit(t2, 5, 2, nil)
-	if x.npending != 0 || len(x.inflight) != 0 {
-		t.Fatalf("drained: npending %d, inflight %d", x.npending, len(x.inflight))
+	if x.adm.npending != 0 || len(x.adm.inflight) != 0 {
+		t.Fatalf("drained: npending %d, inflight %d", x.adm.npending, len(x.adm.inflight))
 	}
 	for _, c := range []struct {
 		origin   string
@@ -536,15 +537,15 @@ func TestIndexTicketsLaggingCommits(t *testing.T) {
 			}
 			open = open[k:]
 		}
-		if live := len(x.inflight) - x.head; live > 10 || cap(x.inflight) > 32 {
-			t.Fatalf("inflight: %d live, capacity %d", live, cap(x.inflight))
+		if live := len(x.adm.inflight) - x.adm.head; live > 10 || cap(x.adm.inflight) > 32 {
+			t.Fatalf("inflight: %d live, capacity %d", live, cap(x.adm.inflight))
 		}
 	}
 	for _, tk := range open {
 		x.Commit(tk, 9, int64(tk), nil)
 	}
-	if x.npending != 0 || len(x.inflight) != 0 {
-		t.Fatalf("drained: npending %d, inflight %d", x.npending, len(x.inflight))
+	if x.adm.npending != 0 || len(x.adm.inflight) != 0 {
+		t.Fatalf("drained: npending %d, inflight %d", x.adm.npending, len(x.adm.inflight))
 	}
 	if st := x.Inbound(); len(st) != 1 || st[0].MsgInCount != n {
 		t.Fatalf("inbound %+v", st)
@@ -553,5 +554,19 @@ func TestIndexTicketsLaggingCommits(t *testing.T) {
 		if !x.Contains("a", Position{2, int64(i)}) {
 			t.Fatalf("2:%d missing", i)
 		}
+	}
+}
+
+// Every loaded topic has an Index, most never admit anything (README budget: 2 KiB per idle
+// topic): the admission queue is allocated on first use and the struct stays in its size class.
+func TestIndexIdleSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes checked on 64-bit platforms")
+	}
+	if got := unsafe.Sizeof(Index{}); got > 176 {
+		t.Fatalf("Index is %d bytes, more than the 176-byte size class", got)
+	}
+	if x := NewIndex(IndexOptions{}); x.adm != nil || x.origins != nil {
+		t.Fatal("an unused index allocates its admissions or origins")
 	}
 }
