@@ -27,6 +27,7 @@ type standaloneFlags struct {
 	maxMessageSize         int
 	fsync                  string
 	fsyncPipeline          int
+	directWriteBytes       int
 	dedup                  bool
 	autoTopicCreation      bool
 	insecureAllowPlaintext bool
@@ -69,6 +70,7 @@ With --clusters a,b,c it runs those clusters in one process instead, each with i
 	fl.IntVar(&f.maxMessageSize, "max-message-size", defaults.MaxMessageSize, "largest message in bytes; advertised to clients and enforced")
 	fl.StringVar(&f.fsync, "fsync", string(defaults.Fsync), "always: acknowledge after fsync; interval: acknowledge before fsync (a crash can lose acknowledged messages)")
 	fl.IntVar(&f.fsyncPipeline, "fsync-pipeline", defaults.FsyncPipeline, "with --fsync always: group commits whose fsync may run at once (1 = one at a time)")
+	fl.IntVar(&f.directWriteBytes, "direct-write-bytes", defaults.DirectWriteBytes, "with --fsync always: a topic's share of one group commit from which it is written once, straight to its segment file, instead of journal + segment (0 = never)")
 	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
 	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
 	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")
@@ -92,6 +94,14 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 	base.FsyncPipeline = f.fsyncPipeline
 	if f.fsyncPipeline < 1 { // node.Options reads 0 as "the default"; on the command line it is a mistake
 		return nil, fmt.Errorf("--fsync-pipeline %d: want 1 to %d", f.fsyncPipeline, node.MaxFsyncPipeline)
+	}
+	switch {
+	case f.directWriteBytes == 0: // never (node.Options reads 0 as "the default")
+		base.DirectWriteBytes = -1
+	case f.directWriteBytes < 0:
+		return nil, fmt.Errorf("--direct-write-bytes %d: want 0 (never) or a number of bytes", f.directWriteBytes)
+	default:
+		base.DirectWriteBytes = f.directWriteBytes
 	}
 	base.Dedup = f.dedup
 	base.AutoTopicCreation = f.autoTopicCreation

@@ -59,6 +59,7 @@ func (n *Node) compose(ctx context.Context) error {
 		Dir:               storageDir(n.opts.DataDir),
 		Sync:              sync,
 		SyncPipelineDepth: n.opts.FsyncPipeline,
+		DirectWriteBytes:  n.opts.DirectWriteBytes,
 		MaxEntrySize:      n.opts.MaxMessageSize + server.FramePadding,
 		Logger:            log,
 	})

@@ -27,6 +27,9 @@ const (
 	DefaultFsyncPipeline = 2
 	// MaxFsyncPipeline bounds --fsync-pipeline.
 	MaxFsyncPipeline = 16
+	// DefaultDirectWriteBytes: a topic's share of one group commit from which its entries are
+	// written once, straight to its segment file (see storage's directwrite.go).
+	DefaultDirectWriteBytes = 512 << 10
 
 	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
 	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within
@@ -86,6 +89,10 @@ type Options struct {
 	// group commit is written while the previous one is being fsynced); 1 runs one fsync at a
 	// time. Zero means DefaultFsyncPipeline.
 	FsyncPipeline int
+	// DirectWriteBytes: with FsyncAlways, a topic's entries in one group commit that reach this
+	// many bytes are written once, straight to its segment file, instead of into the journal and
+	// then the segment. Zero means DefaultDirectWriteBytes; negative turns direct writes off.
+	DirectWriteBytes int
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
@@ -113,6 +120,7 @@ func DefaultOptions() Options {
 		MaxMessageSize:     DefaultMaxMessageSize,
 		Fsync:              FsyncAlways,
 		FsyncPipeline:      DefaultFsyncPipeline,
+		DirectWriteBytes:   DefaultDirectWriteBytes,
 		AutoTopicCreation:  true,
 	}
 }

@@ -365,3 +365,35 @@ func appendWindowed(b *testing.B, ledgers []*Ledger, size, window int, build tim
 	b.StopTimer()
 	return el
 }
+
+// BenchmarkDirectWrite compares writing every entry twice (journal, then segment: direct=-1) with
+// writing large groups once, straight to the segment (directwrite.go), for a producer with a
+// bounded window of entries in flight: pulsar-perf-like batches (128 KiB, 8 in flight), a
+// replicator catching up with batched entries (100 KiB, 64 in flight) and with one message per
+// entry (1 KiB, 1,000 in flight).
+func BenchmarkDirectWrite(b *testing.B) {
+	for _, c := range []struct{ size, window int }{{128 << 10, 8}, {100 << 10, 64}, {1 << 10, 1000}} {
+		for _, direct := range []int{-1, 0} {
+			b.Run(fmt.Sprintf("size=%dKiB/window=%d/direct=%d", c.size>>10, c.window, direct), func(b *testing.B) {
+				ctx := context.Background()
+				e, err := Open(ctx, Options{Dir: b.TempDir(), Logger: testLogger(), DirectWriteBytes: direct})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				l, err := e.OpenLedger(ctx, "persistent://public/default/perf")
+				if err != nil {
+					b.Fatal(err)
+				}
+				before := e.Metrics()
+				el := appendWindowed(b, []*Ledger{l}, c.size, c.window, 0)
+				after := e.Metrics()
+				b.ReportMetric(float64(b.N)*float64(c.size)/el.Seconds()/1e6, "MB/s")
+				if r := after.SyncRounds - before.SyncRounds; r > 0 {
+					b.ReportMetric(float64(after.FsyncLatencySum-before.FsyncLatencySum)/float64(r)/1e3, "µs/fsync")
+				}
+				b.ReportMetric(float64(after.DirectBytes-before.DirectBytes)/float64(b.N)/float64(c.size), "direct-share")
+			})
+		}
+	}
+}

@@ -36,11 +36,24 @@ func TestRandomizedCrash(t *testing.T) {
 		seeds = 15
 	}
 	for seed := 1; seed <= seeds; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCrashSeed(t, uint64(seed)) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCrashSeed(t, uint64(seed), false) })
 	}
 }
 
-func runCrashSeed(t *testing.T, seed uint64) {
+// TestRandomizedCrashDirect: the same with bursts large enough that most group commits write
+// their ledgers' entries directly to the segments (directwrite.go), so crashes, injected faults,
+// rolls and trims hit ledgers in and out of direct mode.
+func TestRandomizedCrashDirect(t *testing.T) {
+	seeds := 40
+	if testing.Short() {
+		seeds = 10
+	}
+	for seed := 1; seed <= seeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCrashSeed(t, uint64(1000+seed), true) })
+	}
+}
+
+func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	fs := vfs.NewMem()
@@ -53,6 +66,13 @@ func runCrashSeed(t *testing.T, seed uint64) {
 		o.MaxOpenFiles = 2 + rng.IntN(8)
 		// One, two or three group-commit fsyncs in flight (pipelinesync.go).
 		o.SyncPipelineDepth = 1 + int(seed%3)
+		// Direct writes (directwrite.go): never, or from a few hundred bytes of a ledger's
+		// entries per group commit, so that bursts switch ledgers in and out of direct mode.
+		o.DirectWriteBytes = []int{-1, 100, 300, 1200}[(seed/3)%4]
+		if bigBursts {
+			o.DirectWriteBytes = 2000 + rng.IntN(4000)
+			o.JournalFileBytes *= 8
+		}
 	}
 	e := openMem(t, fs, mod)
 	models := map[string]*crashModel{}
@@ -100,12 +120,15 @@ func runCrashSeed(t *testing.T, seed uint64) {
 		}
 		switch op := rng.IntN(100); {
 		case op < 40: // a burst of concurrent appends
-			k := 1 + rng.IntN(20)
+			k, size := 1+rng.IntN(20), 300
+			if bigBursts {
+				k, size = 1+rng.IntN(60), 1000
+			}
 			var wg sync.WaitGroup
 			wg.Add(k)
 			for i := 0; i < k; i++ {
 				seq++
-				data := []byte(fmt.Sprintf("%s#%d#%s", n, seq, strings.Repeat("z", rng.IntN(300))))
+				data := []byte(fmt.Sprintf("%s#%d#%s", n, seq, strings.Repeat("z", rng.IntN(size))))
 				m.attempted[string(data)] = true
 				l.AppendAsync(data, time.Now().UnixMilli(), func(p Position, err error) {
 					if err == nil {

@@ -79,14 +79,28 @@
 // maxBytes; (-1, -1) keeps everything. The current segment is never removed. A trim is a journal
 // record first, so recovery never resurrects a removed segment.
 //
-// # Files (format version 1; journal files version 3)
+// # Direct writes
+//
+// In SyncAlways mode, when one ledger's entries in one group commit reach DirectWriteBytes
+// (default 512 KiB), the sync loop writes them once, straight to the end of the ledger's segment
+// file, and the journal gets a reference record (type 10) instead of the entries; the commit then
+// fdatasyncs that segment file in parallel with the journal, and the batch is acknowledged after
+// both. Before the first direct write to a segment in a journal file, a direct-start record (type
+// 11) for it is made durable in that file, and every earlier entry of the segment is already in
+// the file. Recovery checks each reference against the segment (a reference to entries the
+// segment does not hold was never acknowledged: the ledger id is voided from the first missing
+// entry and the segment truncated there), truncates every segment named by a direct-start record
+// after its last valid entry, and truncates a segment at its first voided entry (a failed batch's
+// direct data). directwrite.go explains why this keeps every acknowledged entry.
+//
+// # Files (format version 1; journal files version 4)
 //
 // All integers are little-endian. Every file starts with a 32-byte header:
 //
 //	offset size field
 //	0      8    magic: "MRDN-SEG" segment, "MRDN-JNL" journal, "MRDN-CUR" cursor log,
 //	            "MRDN-IDX" segment index, "MRDN-STA" engine state
-//	8      4    format version (1; journal files written by this build: 3, versions 1 and 2 are still read)
+//	8      4    format version (1; journal files written by this build: 4, versions 1-3 are still read)
 //	12     4    flags (journal: bit 0 = the previous journal file was abandoned and may end torn)
 //	16     8    id (segment and index: ledger id; journal: sequence number; others 0)
 //	24     4    reserved, 0
@@ -134,6 +148,11 @@
 //	            ledger id from that entry on were never acknowledged and are not replayed
 //	8 create    the ledger was created: its directory exists from now on
 //	9 end       (slot 0) the last record of a rotated version-2 journal file
+//	10 entryref ledger id u64, first entry u64, count u32, file offset u64, length u64: entries
+//	            first..first+count-1 were written directly to that segment at that offset, as
+//	            length bytes of segment records (version 4)
+//	11 directstart ledger id u64: that segment may get direct writes from here on in this journal
+//	            file; after replay it is truncated after its last valid entry (version 4)
 //
 // Journal files are recycled: a file recovery no longer needs is renamed to .free, and a new
 // journal file is a free one renamed to its sequence and overwritten from offset 0 (header, fsync,

@@ -76,6 +76,14 @@ type Engine struct {
 	inflight      []*commitInFlight
 	commitReq     chan *commitInFlight
 	commitSyncers sync.WaitGroup
+	// Direct writes (directwrite.go): per-ledger state, the count of batches planned, whether the
+	// sync loop should let the applier catch up before the next batch, and the jobs handed to the
+	// applier and finished by it (handedJobs: sync loop; appliedJobs: under qmu).
+	direct                  map[*Ledger]*directState
+	directGroups            map[groupKey]int
+	planned                 uint64
+	wantDirect              bool
+	handedJobs, appliedJobs uint64
 	// The next journal file, being made ahead of rotation (nextjournal.go), and its makers.
 	nextJournal *preparedJournal
 	preparers   sync.WaitGroup
@@ -99,6 +107,7 @@ type Engine struct {
 type engineCounters struct {
 	fsyncs, syncRounds, fsyncErrors, fsyncNanos, fsyncMaxNanos atomic.Int64
 	bytesWritten, entriesWritten, unsyncedAcks                 atomic.Int64
+	directWrites, directBytes                                  atomic.Int64
 	cursorFlushes, trimmedSegments, tornTails, checkpoints     atomic.Int64
 }
 
@@ -112,6 +121,10 @@ type batch struct {
 	// cacheArena: the segment arena of this batch is its own, and the entry cache keeps slices
 	// of it (set by writeEntries).
 	cacheArena bool
+	// Direct writes of this batch (directwrite.go) and the journal bytes written instead of buf
+	// when there are any.
+	direct []*segWrite
+	jbuf   []byte
 }
 
 type itemKind uint8
@@ -157,6 +170,7 @@ const (
 	defaultSegmentEntries    = 500_000
 	defaultMaxOpenFiles      = 256
 	defaultSyncPipelineDepth = 2
+	defaultDirectWriteBytes  = 512 << 10
 	ledgerIDBlock            = 4096
 	stateFile                = "meridian.state"
 )
@@ -201,6 +215,12 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	if opts.SyncPipelineDepth <= 0 {
 		opts.SyncPipelineDepth = defaultSyncPipelineDepth
+	}
+	if opts.DirectWriteBytes == 0 {
+		opts.DirectWriteBytes = defaultDirectWriteBytes
+	}
+	if opts.Sync != SyncAlways {
+		opts.DirectWriteBytes = -1
 	}
 	e := &Engine{
 		opts:       opts,
@@ -591,6 +611,8 @@ func (e *Engine) Metrics() EngineMetrics {
 		BytesWritten:       e.m.bytesWritten.Load(),
 		EntriesWritten:     e.m.entriesWritten.Load(),
 		UnsyncedAcks:       e.m.unsyncedAcks.Load(),
+		DirectWrites:       e.m.directWrites.Load(),
+		DirectBytes:        e.m.directBytes.Load(),
 		CacheHits:          e.cache.hits.Load(),
 		CacheMisses:        e.cache.misses.Load(),
 		CacheBytes:         e.cache.size(),
@@ -731,11 +753,17 @@ func (e *Engine) syncLoop() {
 				break
 			}
 		}
-		if e.needsDrain() {
+		if e.needsDrain() || (e.wantDirect && (len(e.inflight) > 0 || e.appliedJobs != e.handedJobs)) {
 			// The pending batch is committed inline (it rotates or opens the journal file, or
-			// has no journal bytes to order it): the batches in flight go first.
+			// has no journal bytes to order it): the batches in flight go first. Or a ledger
+			// was armed for direct writes: its next entries may go straight to its segment once
+			// everything before is durable and written there (directwrite.go).
 			e.qmu.Unlock()
 			e.drainCommits()
+			if e.wantDirect {
+				e.waitApplied()
+				e.wantDirect = false
+			}
 			continue
 		}
 		b := e.pending
@@ -779,13 +807,33 @@ func (e *Engine) applier() {
 			for i := range job.b.items {
 				job.b.items[i] = item{}
 			}
-			e.qmu.Lock()
-			e.applying = false
-			e.qcond.Broadcast()
-			e.qmu.Unlock()
+			clear(job.b.direct)
+			job.b.direct = job.b.direct[:0]
+		}
+		e.qmu.Lock()
+		e.applying = false
+		e.appliedJobs++
+		e.qcond.Broadcast()
+		e.qmu.Unlock()
+		if job.b != nil {
 			e.freeCh <- job.b
 		}
 	}
+}
+
+// toApplier hands a job to the applier, counting it (sync loop only).
+func (e *Engine) toApplier(job applyJob) {
+	e.handedJobs++
+	e.applyCh <- job
+}
+
+// waitApplied waits until the applier has finished every job handed to it (sync loop only).
+func (e *Engine) waitApplied() {
+	e.qmu.Lock()
+	for e.appliedJobs != e.handedJobs {
+		e.qcond.Wait()
+	}
+	e.qmu.Unlock()
 }
 
 // applyJob is one batch (or a bare journal rotation) handed from the sync loop to the applier.
@@ -799,6 +847,8 @@ type applyJob struct {
 // commit writes one batch to the journal and makes it durable (SyncAlways), then hands it to
 // the applier.
 func (e *Engine) commit(b *batch) {
+	e.planDirect(b, e.opts.Sync == SyncAlways && !b.moved && len(e.pendingVoids) == 0 &&
+		e.journal != nil && e.journalSeq == b.seq)
 	if e.pipelined(b) {
 		e.commitAsync(b)
 		return
@@ -810,7 +860,7 @@ func (e *Engine) commit(b *batch) {
 			err = e.openJournal(b.seq)
 		}
 		if err == nil {
-			buf := b.buf
+			buf := journalBuf(b)
 			if b.moved || len(e.pendingVoids) > 0 {
 				// Void records of a failed batch go first, so they are durable no later than
 				// any later record of those ledgers; a batch encoded for an abandoned journal
@@ -833,13 +883,18 @@ func (e *Engine) commit(b *batch) {
 		if err == nil && e.opts.Sync == SyncAlways {
 			err = e.syncJournal()
 		}
+		if err == nil {
+			err = syncDirect(b)
+		}
 	}
 	if err != nil {
+		e.undoDirect(b)
 		e.abandonJournal(b.seq, err)
 		e.voidBatch(b)
-		e.applyCh <- applyJob{b: b, err: err}
+		e.toApplier(applyJob{b: b, err: err})
 		return
 	}
+	e.releaseDirect(b)
 	e.pendingVoids = e.pendingVoids[:0]
 	if e.opts.Sync == SyncInterval {
 		for _, it := range b.items {
@@ -851,7 +906,7 @@ func (e *Engine) commit(b *batch) {
 			}
 		}
 	}
-	e.applyCh <- applyJob{b: b, rotate: b.rotate && e.journal != nil, seq: b.seq}
+	e.toApplier(applyJob{b: b, rotate: b.rotate && e.journal != nil, seq: b.seq})
 	switch {
 	case b.rotate && e.journal != nil && e.opts.Sync == SyncInterval:
 		// The background syncer fsyncs and closes the file; the next batches go to a new
@@ -961,7 +1016,7 @@ func (e *Engine) abandonJournal(seq uint64, err error) {
 	clear(e.unsynced)
 	if e.journal != nil && e.journalSeq == seq {
 		e.closeJournal()
-		e.applyCh <- applyJob{rotate: true, seq: seq}
+		e.toApplier(applyJob{rotate: true, seq: seq})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"net/url"
 	"strings"
 
@@ -22,8 +23,10 @@ const FormatVersion = 1
 // says that the journal files of this data directory may end with files made ahead of rotation
 // that hold no record (nextjournal.go), which recovery skips: a build that reads only versions 1
 // and 2 would take the torn tail of the file before one for damage, so it refuses version 3
-// instead (unsupported version) rather than report corruption.
-const journalFormatVersion = 3
+// instead (unsupported version) rather than report corruption. Version 4 adds the direct-write
+// records (types 10 and 11, directwrite.go): a build that reads only versions 1-3 would report them
+// as corruption, so it refuses version 4 as unsupported.
+const journalFormatVersion = 4
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -178,7 +181,60 @@ const (
 	jVoid      byte = 7 // slot u32: the ledger was fenced; its later entries in the journal were never acknowledged
 	jCreate    byte = 8 // slot u32: the ledger was created (its directory exists from now on)
 	jEnd       byte = 9 // slot u32 (0): last record of a rotated journal file (version 2)
+	// slot u32, ledgerID u64, first entry u64, count u32, file offset u64, length u64: entries
+	// written straight to their segment file by this group commit (version 4, directwrite.go)
+	jEntryRef byte = 10
+	// slot u32, ledgerID u64: from here on in this journal file, the segment may get direct
+	// writes, so its tail after the last acknowledged entry may hold unacknowledged data (version 4)
+	jDirectStart byte = 11
 )
+
+// entryRecordHead is the part of a journal entry record before its segment record: the record
+// header (length, CRC), type u8, slot u32, ledger id u64.
+const entryRecordHead = recHeaderSize + 1 + 4 + 8
+
+// appendEntryRef appends a jEntryRef record (unsealed).
+func appendEntryRef(b []byte, slot uint32, ledgerID, first int64, count int, off, length int64) []byte {
+	b, start := beginJournalRecord(b, jEntryRef, slot)
+	b = binary.LittleEndian.AppendUint64(b, uint64(ledgerID))
+	b = binary.LittleEndian.AppendUint64(b, uint64(first))
+	b = binary.LittleEndian.AppendUint32(b, uint32(count))
+	b = binary.LittleEndian.AppendUint64(b, uint64(off))
+	b = binary.LittleEndian.AppendUint64(b, uint64(length))
+	finishJournalRecord(b, start)
+	return b
+}
+
+// entryRef is a decoded jEntryRef record body (after type and slot).
+type entryRef struct {
+	ledgerID, first, off, length int64
+	count                        int64
+}
+
+func parseEntryRef(rest []byte) (entryRef, error) {
+	if len(rest) != 8+8+4+8+8 {
+		return entryRef{}, fmt.Errorf("%w: entry reference record of %d bytes", ErrCorrupt, len(rest))
+	}
+	r := entryRef{
+		ledgerID: int64(binary.LittleEndian.Uint64(rest)),
+		first:    int64(binary.LittleEndian.Uint64(rest[8:])),
+		count:    int64(binary.LittleEndian.Uint32(rest[16:])),
+		off:      int64(binary.LittleEndian.Uint64(rest[20:])),
+		length:   int64(binary.LittleEndian.Uint64(rest[28:])),
+	}
+	if r.ledgerID < 0 || r.first < 0 || r.count == 0 || r.off < headerSize || r.length <= 0 || r.first > math.MaxInt64-r.count {
+		return entryRef{}, fmt.Errorf("%w: entry reference record out of range", ErrCorrupt)
+	}
+	return r, nil
+}
+
+// appendDirectStart appends a jDirectStart record (unsealed).
+func appendDirectStart(b []byte, slot uint32, ledgerID int64) []byte {
+	b, start := beginJournalRecord(b, jDirectStart, slot)
+	b = binary.LittleEndian.AppendUint64(b, uint64(ledgerID))
+	finishJournalRecord(b, start)
+	return b
+}
 
 // appendJournalRecordHeader reserves the record header; finishJournalRecord fills it.
 func beginJournalRecord(b []byte, typ byte, slot uint32) ([]byte, int) {

@@ -25,6 +25,8 @@ type stallFS struct {
 	segGate chan struct{}
 	// failFirst > 0: that many journal fsyncs, in the order they start, fail with EIO.
 	failFirst atomic.Int32
+	// segStalled: segment fsyncs waiting at segGate now; journalSynced: journal fsyncs finished.
+	segStalled, journalSynced atomic.Int32
 }
 
 func (s *stallFS) OpenFile(name string, flag int) (vfs.File, error) {
@@ -51,7 +53,9 @@ func (f *stallSegment) Sync() error {
 	gate := f.fs.segGate
 	f.fs.mu.Unlock()
 	if gate != nil {
+		f.fs.segStalled.Add(1)
 		<-gate
+		f.fs.segStalled.Add(-1)
 	}
 	return f.File.Sync()
 }
@@ -98,7 +102,9 @@ func (f *stallFile) Sync() error {
 			return fail
 		}
 	}
-	return f.File.Sync()
+	err := f.File.Sync()
+	f.fs.journalSynced.Add(1)
+	return err
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -458,6 +458,11 @@ type segWrite struct {
 	size int
 	buf  []byte
 	err  error
+	// direct: written by the sync loop before the journal (directwrite.go); cf is held until its
+	// fsync finished, and shareable says the entry cache may keep slices of buf.
+	direct    bool
+	shareable bool
+	cf        *cachedFile
 }
 
 // writeEntries writes the entry records of a durable batch to their segment files, one write
@@ -467,8 +472,8 @@ func (e *Engine) writeEntries(b *batch) {
 	var last *segWrite
 	for i := range b.items {
 		it := &b.items[i]
-		if it.kind != kEntry {
-			continue
+		if it.kind != kEntry || it.w != nil {
+			continue // it.w set: written directly by the sync loop (directwrite.go)
 		}
 		l := it.l
 		if last == nil || last.l != l || last.seg.id != it.ledgerID {
@@ -537,7 +542,7 @@ func (e *Engine) writeEntries(b *batch) {
 		w.buf, arena = arena[:0:w.size], arena[w.size:]
 	}
 	for i := range b.items {
-		if it := &b.items[i]; it.kind == kEntry && it.w != nil {
+		if it := &b.items[i]; it.kind == kEntry && it.w != nil && !it.w.direct {
 			it.w.buf = append(it.w.buf, b.buf[it.off:it.off+it.n]...)
 		}
 	}
@@ -575,6 +580,9 @@ func (l *Ledger) applyEntry(it *item, shared bool, slab *[]byte) (Position, erro
 	if it.w.err != nil {
 		l.fence(it.w.err)
 		return Position{}, it.w.err
+	}
+	if it.w.direct {
+		shared = it.w.shareable
 	}
 	seg := it.w.seg
 	rec := it.w.buf[it.fileOff-it.w.off:][:it.n]

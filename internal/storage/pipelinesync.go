@@ -52,7 +52,7 @@ func (e *Engine) commitSyncer() {
 	defer e.commitSyncers.Done()
 	for c := range e.commitReq {
 		start := time.Now()
-		c.err = vfs.DataSync(c.f)
+		c.err = syncCommit(c.f, c.b)
 		c.d = time.Since(start)
 		e.qmu.Lock()
 		e.commitDone = append(e.commitDone, c)
@@ -82,18 +82,20 @@ func (e *Engine) needsDrain() bool {
 // commitAsync writes batch b to the journal and hands its fsync to a commit syncer
 // (sync loop only; e.pipelined(b) holds).
 func (e *Engine) commitAsync(b *batch) {
-	sealJournalRecords(b.buf, journalSeed(e.journalSeq))
-	if _, err := e.journal.WriteAt(b.buf, e.journalOff); err != nil {
+	jb := journalBuf(b)
+	sealJournalRecords(jb, journalSeed(e.journalSeq))
+	if _, err := e.journal.WriteAt(jb, e.journalOff); err != nil {
 		// Batches in flight were written before this one; their own fsyncs decide them.
 		e.drainCommits()
+		e.undoDirect(b)
 		err = fmt.Errorf("storage: journal write: %w", err)
 		e.abandonJournal(b.seq, err)
 		e.voidBatch(b)
-		e.applyCh <- applyJob{b: b, err: err}
+		e.toApplier(applyJob{b: b, err: err})
 		return
 	}
-	e.journalOff += int64(len(b.buf))
-	e.m.bytesWritten.Add(int64(len(b.buf)))
+	e.journalOff += int64(len(jb))
+	e.m.bytesWritten.Add(int64(len(jb)))
 	c := &commitInFlight{b: b, f: e.journal, seq: b.seq}
 	e.inflight = append(e.inflight, c)
 	e.commitReq <- c // capacity SyncPipelineDepth: never blocks, at most that many are in flight
@@ -147,15 +149,21 @@ func (e *Engine) finishCommits() {
 		if failed {
 			continue
 		}
-		e.applyCh <- applyJob{b: c.b, seq: c.b.seq}
+		e.releaseDirect(c.b)
+		e.toApplier(applyJob{b: c.b, seq: c.b.seq})
 	}
 	if failed {
 		// Every batch in flight is on the same journal file (a new file is opened only with
 		// nothing in flight) and none was handed on: fail them all, in order.
+		failedBatches := make([]*batch, len(e.inflight))
+		for i, c := range e.inflight {
+			failedBatches[i] = c.b
+		}
+		e.undoDirect(failedBatches...)
 		e.abandonJournal(e.inflight[0].seq, failErr)
 		for _, c := range e.inflight {
 			e.voidBatch(c.b)
-			e.applyCh <- applyJob{b: c.b, err: failErr}
+			e.toApplier(applyJob{b: c.b, err: failErr})
 		}
 		n = len(e.inflight)
 	}

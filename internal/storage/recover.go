@@ -87,6 +87,13 @@ func (e *Engine) recover(ctx context.Context) error {
 		nextUnclean := false
 		for _, next := range seqs[i+1:] {
 			if flags, ok := e.journalFlags(next); ok {
+				if flags&journalFlagPrevUnclean == 0 && !e.journalHasRecords(next) {
+					// Made ahead of rotation and never used (nextjournal.go): it says nothing
+					// about file seq. This happens when seq was abandoned, the prepared file was
+					// not adopted (it lacks the flag) and remaking it with the flag failed: the
+					// next file made says that the files before it may end torn.
+					continue
+				}
 				nextUnclean = flags&journalFlagPrevUnclean != 0
 				break
 			}
@@ -94,6 +101,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		if err := r.replayFile(seq, i == len(seqs)-1, nextUnclean); err != nil {
 			return err
 		}
+	}
+	if err := r.truncateDirectTails(); err != nil {
+		return err
 	}
 	for name, why := range r.gaps {
 		if r.voided[name] {
@@ -182,6 +192,9 @@ type replaySeg struct {
 	end    int64 // end of the last valid record
 	badOff int64 // first invalid record, -1 if none
 	skip   bool
+	// directTail: a jDirectStart names this segment, so what follows its last valid entry after
+	// replay was never acknowledged and is truncated (directwrite.go).
+	directTail bool
 }
 
 type replayer struct {
@@ -376,6 +389,35 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 		r.dirs[e.ledgersDir] = struct{}{}
 	case jVoid:
 		r.voided[name] = true
+		// A failed batch's direct writes may still be in the segment: scanning it truncates
+		// them (scanSegment stops at the first voided entry).
+		for p := rest; len(p) >= 16; p = p[16:] {
+			id := int64(binary.LittleEndian.Uint64(p))
+			if _, err := e.fs.Stat(segPath(dir, id)); err != nil {
+				continue
+			}
+			if _, err := r.segment(name, dir, id); err != nil {
+				return err
+			}
+		}
+	case jEntryRef:
+		ref, err := parseEntryRef(rest)
+		if err != nil {
+			return err
+		}
+		r.maxLedgerID = max(r.maxLedgerID, ref.ledgerID)
+		return r.applyEntryRef(name, dir, ref)
+	case jDirectStart:
+		if len(rest) != 8 {
+			return fmt.Errorf("%w: direct-start record of %d bytes", ErrCorrupt, len(rest))
+		}
+		id := int64(binary.LittleEndian.Uint64(rest))
+		r.maxLedgerID = max(r.maxLedgerID, id)
+		rs, err := r.segment(name, dir, id)
+		if err != nil {
+			return err
+		}
+		rs.directTail = true
 	case jCreate:
 		return r.ensureDir(name, dir)
 	default:
@@ -402,20 +444,103 @@ func (r *replayer) ensureDir(name, dir string) error {
 	return nil
 }
 
+// segment returns the replay state of segment id, scanning the file the first time.
+func (r *replayer) segment(name, dir string, id int64) (*replaySeg, error) {
+	rs := r.segs[id]
+	if rs != nil {
+		return rs, nil
+	}
+	rs = &replaySeg{path: segPath(dir, id), dir: dir, badOff: -1}
+	r.segs[id] = rs
+	if err := r.ensureDir(name, dir); err != nil {
+		return nil, err
+	}
+	if err := r.scanSegment(rs, id); err != nil {
+		return nil, err
+	}
+	// The segment changes: its index (if any) is stale.
+	_ = r.e.fs.Remove(idxPath(dir, id))
+	return rs, nil
+}
+
+// applyEntryRef checks that the entries a jEntryRef names are in their segment: they were
+// written there and fsynced before the batch was acknowledged. If they are not, the crash came
+// before that fsync finished: nothing from that batch on was acknowledged, so the ledger id is
+// voided from the first missing entry and the segment truncated there (directwrite.go).
+func (r *replayer) applyEntryRef(name, dir string, ref entryRef) error {
+	e := r.e
+	rs, err := r.segment(name, dir, ref.ledgerID)
+	if err != nil {
+		return err
+	}
+	v, voided := r.voidFrom[ref.ledgerID]
+	switch {
+	case rs.skip || (voided && ref.first >= v):
+		r.skipped += int(ref.count)
+	case ref.first > rs.next:
+		rs.skip = true
+		r.gaps[name] = fmt.Sprintf("segment %d holds entries up to %d, the journal references direct writes from %d", ref.ledgerID, rs.next-1, ref.first)
+	case rs.next >= ref.first+ref.count:
+		r.skipped += int(ref.count)
+	default:
+		e.log.Warn("journal references direct-written entries the segment does not hold (never acknowledged); dropped from there",
+			"ledger", name, "segment", ref.ledgerID, "first", ref.first, "count", ref.count, "have", rs.next)
+		if !voided || rs.next < v {
+			r.voidFrom[ref.ledgerID] = rs.next
+		}
+		if err := r.truncateSeg(rs, false); err != nil {
+			return err
+		}
+		r.torn++
+		e.m.tornTails.Add(1)
+	}
+	return nil
+}
+
+// truncateSeg cuts segment rs after its last valid entry (counted as a torn tail with count).
+func (r *replayer) truncateSeg(rs *replaySeg, count bool) error {
+	e := r.e
+	cf, err := e.files.acquire(rs.path, false)
+	if err != nil {
+		return fmt.Errorf("storage: replay open segment: %w", err)
+	}
+	defer e.files.release(cf)
+	size, err := cf.f.Size()
+	if err != nil {
+		return err
+	}
+	if size > rs.end {
+		if err := cf.f.Truncate(rs.end); err != nil {
+			return fmt.Errorf("storage: replay truncate: %w", err)
+		}
+		if count {
+			r.torn++
+			e.m.tornTails.Add(1)
+		}
+		r.files[rs.path] = struct{}{}
+	}
+	rs.badOff = -1
+	return nil
+}
+
+// truncateDirectTails cuts the segments that got direct writes after their last valid entry:
+// anything there was never acknowledged (directwrite.go).
+func (r *replayer) truncateDirectTails() error {
+	for _, rs := range r.segs {
+		if rs.directTail && !rs.skip {
+			if err := r.truncateSeg(rs, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error {
 	e := r.e
-	rs := r.segs[id]
-	if rs == nil {
-		rs = &replaySeg{path: segPath(dir, id), dir: dir, badOff: -1}
-		r.segs[id] = rs
-		if err := r.ensureDir(name, dir); err != nil {
-			return err
-		}
-		if err := r.scanSegment(rs, id); err != nil {
-			return err
-		}
-		// The segment changes: its index (if any) is stale.
-		_ = e.fs.Remove(idxPath(dir, id))
+	rs, err := r.segment(name, dir, id)
+	if err != nil {
+		return err
 	}
 	if v, ok := r.voidFrom[id]; rs.skip || eid < rs.next || (ok && eid >= v) {
 		r.skipped++
@@ -483,9 +608,15 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 		return nil
 	}
 	rs.end = headerSize
+	voidFrom, hasVoid := r.voidFrom[id]
+	voidedAt := int64(-1)
 	bad, err := scanRecords(cf.f, headerSize, size, func(off int64, body []byte) bool {
 		eid, _, _, err := parseSegBody(body)
 		if err != nil || eid != rs.next {
+			return false
+		}
+		if hasVoid && eid >= voidFrom {
+			voidedAt = off
 			return false
 		}
 		rs.next++
@@ -496,6 +627,17 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 		return fmt.Errorf("storage: replay scan: %w", err)
 	}
 	rs.badOff = bad
+	if voidedAt >= 0 {
+		// Entries a void record says were never acknowledged, written directly to the segment
+		// before their batch failed (directwrite.go): cut them off.
+		if err := cf.f.Truncate(voidedAt); err != nil {
+			return fmt.Errorf("storage: replay truncate: %w", err)
+		}
+		rs.badOff = -1
+		r.torn++
+		e.m.tornTails.Add(1)
+		r.files[rs.path] = struct{}{}
+	}
 	return nil
 }
 

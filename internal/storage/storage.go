@@ -89,6 +89,11 @@ type Options struct {
 	// SyncPipelineDepth bounds the group commits whose fsync is in flight at once (SyncAlways;
 	// default 2, 1 = each fsync finishes before the next batch is written; see pipelinesync.go).
 	SyncPipelineDepth int
+	// DirectWriteBytes: when one ledger's entries in one group commit reach this many bytes, they
+	// are written once, straight to the ledger's segment file (fsynced with the journal), and the
+	// journal gets a small reference record instead of a second copy (SyncAlways only; default
+	// 512 KiB; <0 = never; see directwrite.go).
+	DirectWriteBytes int
 }
 
 // CursorOptions configure a new cursor.
@@ -110,6 +115,8 @@ type EngineMetrics struct {
 	BytesWritten        int64
 	EntriesWritten      int64
 	UnsyncedAcks        int64 // appends acknowledged before fsync (SyncInterval mode)
+	DirectWrites        int64 // ledger groups written straight to their segment (directwrite.go)
+	DirectBytes         int64 // bytes of those writes (not in the journal)
 	CacheHits           int64
 	CacheMisses         int64
 	CacheBytes          int64

@@ -1,0 +1,354 @@
+package storage
+
+import (
+	"fmt"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// Direct writes (SyncAlways): a ledger's large share of a group commit is written once.
+//
+// Normally every entry is written twice: into the journal, fsynced by the group commit, and after
+// that fsync into its segment file through the page cache. When one group commit carries a lot of
+// one ledger's data (a replicator catching up, a batching producer at full speed) the second copy
+// halves the disk bandwidth the journal can use. So when a ledger's entries in one batch reach
+// DirectWriteBytes, the sync loop writes them straight to the end of the ledger's segment file
+// before the journal write, the journal gets one small jEntryRef record (ledger id, first entry,
+// count, file offset, length) instead of the entries, and the batch's commit fdatasyncs that
+// segment file alongside the journal (in parallel on the commit syncer). The batch is
+// acknowledged only after both fsyncs, in order, exactly as before.
+//
+// Why the segment file can hold entries whose batch was never acknowledged, and how recovery
+// copes:
+//   - Before the first direct write to a segment in a journal file, a jDirectStart record for that
+//     segment is made durable in that journal file (it rides an ordinary group commit, and the sync
+//     loop waits for that commit and for the applier before the first direct write: "armed").
+//     Recovery scans every segment named by a jDirectStart and, after replay, truncates whatever
+//     follows its last valid entry. Without that record a crash could leave unacknowledged direct
+//     data (pages landing out of order) behind the segment's valid entries, which loading would
+//     take for corruption in the middle of the segment.
+//   - A direct write starts only when every earlier entry of the segment is already in the file
+//     (the applier has written all batches handed to it; from then on all of the ledger's entries go
+//     direct until it leaves direct mode), so the segment's fdatasync makes the whole prefix durable:
+//     an acknowledged direct write is always a contiguous valid prefix of the file.
+//   - A jEntryRef whose entries recovery does not find (the crash came between the journal's fsync
+//     and the segment's) was never acknowledged: recovery voids that ledger id from the first
+//     missing entry on (later records of it in the journal were not acknowledged either:
+//     acknowledgements are in commit order) and truncates the segment there.
+//   - A failed write or fsync of a batch with direct writes fails it like a failed journal fsync
+//     (fences, void records), and the sync loop truncates the segment back to the start of the
+//     failed direct data, so a reopened ledger does not show entries that were reported failed; the
+//     void records make recovery truncate there too.
+//
+// A ledger leaves direct mode when its share of a batch drops below a quarter of the threshold,
+// at every journal rotation (the jDirectStart is per journal file) and on any failure; entering it
+// again costs one pipeline drain. Rotation still counts the full entry bytes (the journal size that
+// triggers a checkpoint is computed when entries are queued), so recovery work stays bounded by
+// JournalFileBytes of data whatever share of it was written directly.
+
+// directState is the sync loop's view of one ledger's direct writes.
+type directState struct {
+	segID  int64
+	seq    uint64 // journal file in which segID's jDirectStart is (armed: durable once the batch is)
+	armed  bool   // jDirectStart written in journal file seq; no entry of segID is queued inline since
+	active bool   // writing segID directly in journal file seq
+	seg    *segment
+	end    int64 // active: file offset after the last entry of segID committed so far
+	next   int64 // active: next entry id of segID
+	// lastUse is the plan count when the ledger last had entries in a batch (for pruning).
+	lastUse uint64
+}
+
+type groupKey struct {
+	l  *Ledger
+	id int64
+}
+
+// entryGroup is one ledger segment's entries in a batch.
+type entryGroup struct {
+	key        groupKey
+	bytes      int
+	count      int
+	firstEntry int64
+	direct     *segWrite
+}
+
+// journalBuf is what the journal gets for batch b.
+func journalBuf(b *batch) []byte {
+	if len(b.direct) > 0 {
+		return b.jbuf
+	}
+	return b.buf
+}
+
+// planDirect decides for each ledger with entries in batch b whether they go to the journal or
+// straight to the segment file, writes the direct ones, and builds b.jbuf (sync loop only, before
+// b's journal write). allowed: b goes to the current journal file as it is (no void records or
+// announcements prepended, not rotated away).
+func (e *Engine) planDirect(b *batch, allowed bool) {
+	b.jbuf = b.jbuf[:0]
+	e.wantDirect = false
+	enter := e.opts.DirectWriteBytes
+	if enter <= 0 {
+		return
+	}
+	e.planned++
+	if len(e.direct) == 0 && len(b.buf) < enter {
+		return
+	}
+	if e.direct == nil {
+		e.direct = map[*Ledger]*directState{}
+		e.directGroups = map[groupKey]int{}
+	}
+	if e.planned%64 == 0 {
+		for l, st := range e.direct {
+			if e.planned-st.lastUse > 64 {
+				delete(e.direct, l)
+			}
+		}
+	}
+	groups := e.groupEntries(b)
+	if len(groups) == 0 {
+		return
+	}
+	e.qmu.Lock()
+	caughtUp := len(e.inflight) == 0 && e.appliedJobs == e.handedJobs
+	e.qmu.Unlock()
+	stay := max(enter/4, 1)
+	var arms []byte
+	for i := range groups {
+		g := &groups[i]
+		l := g.key.l
+		st := e.direct[l]
+		if st != nil {
+			st.lastUse = e.planned
+			if st.seq != b.seq || st.segID != g.key.id {
+				st.armed, st.active = false, false
+			}
+		}
+		ok := allowed && l.Err() == nil
+		switch {
+		case ok && st != nil && st.active && st.next == g.firstEntry && g.bytes >= stay:
+		case ok && st != nil && st.armed && caughtUp && g.bytes >= enter && e.activate(l, st, g):
+		default:
+			ok = false
+		}
+		if ok && e.writeDirect(b, st, g) {
+			continue
+		}
+		// Inline: the applier writes these entries after the fsync.
+		if st != nil {
+			st.armed, st.active = false, false
+		}
+		if allowed && !b.rotate && g.bytes >= enter && l.Err() == nil {
+			if st == nil {
+				st = &directState{lastUse: e.planned}
+				e.direct[l] = st
+			}
+			st.segID, st.seq, st.armed = g.key.id, b.seq, true
+			arms = appendDirectStart(arms, l.slot, g.key.id)
+			// Let this batch's fsync finish and the applier write it before the next batch is cut,
+			// so the next one can go direct.
+			e.wantDirect = true
+		}
+	}
+	if len(b.direct) > 0 {
+		e.buildJournalBuf(b, groups)
+		b.jbuf = append(b.jbuf, arms...)
+	} else {
+		b.buf = append(b.buf, arms...)
+	}
+}
+
+// groupEntries collects batch b's entries per ledger segment, in order of first appearance.
+func (e *Engine) groupEntries(b *batch) []entryGroup {
+	clear(e.directGroups)
+	var groups []entryGroup
+	for i := range b.items {
+		it := &b.items[i]
+		if it.kind != kEntry || it.l == nil {
+			continue
+		}
+		k := groupKey{it.l, it.ledgerID}
+		gi, ok := e.directGroups[k]
+		if !ok {
+			gi = len(groups)
+			e.directGroups[k] = gi
+			groups = append(groups, entryGroup{key: k, firstEntry: it.entryID})
+		}
+		g := &groups[gi]
+		if g.firstEntry+int64(g.count) != it.entryID {
+			// Entries of one segment are queued with consecutive ids; anything else stays inline.
+			g.bytes = -1 << 40
+		}
+		g.bytes += it.n
+		g.count++
+	}
+	return groups
+}
+
+// activate puts ledger l into direct mode for group g's segment (sync loop only; every batch handed
+// to the applier has been applied, so the segment file holds all earlier entries and the applier
+// is idle). The segment file and its directory entries are made durable first: from now on an
+// acknowledgement may rest on the file alone.
+func (e *Engine) activate(l *Ledger, st *directState, g *entryGroup) bool {
+	l.mu.Lock()
+	seg := l.segByIDLocked(g.key.id)
+	if seg == nil || l.err != nil || l.closed || seg.sealed || seg.entries != g.firstEntry {
+		l.mu.Unlock()
+		return false
+	}
+	created, end := seg.created, max(seg.size, headerSize)
+	l.mu.Unlock()
+	if !created {
+		if err := l.createSegmentFile(g.key.id); err != nil {
+			e.log.Warn("direct write: create segment failed; writing through the journal", "ledger", l.name, "err", err)
+			return false
+		}
+		l.mu.Lock()
+		seg.created = true
+		l.mu.Unlock()
+		end = headerSize
+	}
+	for _, d := range []string{l.dirPath(), e.ledgersDir} {
+		if err := e.fs.SyncDir(d); err != nil {
+			e.log.Warn("direct write: directory fsync failed; writing through the journal", "ledger", l.name, "err", err)
+			return false
+		}
+	}
+	st.active, st.seg, st.end, st.next = true, seg, end, g.firstEntry
+	return true
+}
+
+// writeDirect writes group g's records to the end of its segment file (one write) and attaches
+// the write to the group's items; on failure the group stays inline (sync loop only).
+func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
+	l := g.key.l
+	buf := make([]byte, 0, g.bytes)
+	shareable := e.cache.limit > 0
+	for i := range b.items {
+		it := &b.items[i]
+		if it.kind == kEntry && it.l == l && it.ledgerID == g.key.id {
+			buf = append(buf, b.buf[it.off:it.off+it.n]...)
+			if int64(it.n-segRecordOverhead)+cacheEntryOverhead > e.cache.limit/4 {
+				shareable = false
+			}
+		}
+	}
+	cf, err := e.files.acquire(segPath(l.dirPath(), g.key.id), false)
+	if err == nil {
+		if _, err = cf.f.WriteAt(buf, st.end); err != nil {
+			e.files.release(cf)
+		}
+	}
+	if err != nil {
+		e.log.Warn("direct write failed; writing through the journal", "ledger", l.name, "segment", g.key.id, "err", err)
+		delete(e.direct, l)
+		return false
+	}
+	w := &segWrite{l: l, seg: st.seg, off: st.end, size: len(buf), buf: buf, direct: true, cf: cf, shareable: shareable}
+	off := st.end
+	for i := range b.items {
+		it := &b.items[i]
+		if it.kind == kEntry && it.l == l && it.ledgerID == g.key.id {
+			it.w, it.fileOff = w, off
+			off += int64(it.n)
+		}
+	}
+	st.end += int64(len(buf))
+	st.next += int64(g.count)
+	g.direct = w
+	b.direct = append(b.direct, w)
+	e.m.directWrites.Add(1)
+	e.m.directBytes.Add(int64(len(buf)))
+	return true
+}
+
+// buildJournalBuf copies b's journal records into b.jbuf, replacing each direct group's entry
+// records by one jEntryRef record at the place of its first entry.
+func (e *Engine) buildJournalBuf(b *batch, groups []entryGroup) {
+	jb := b.jbuf[:0]
+	pos := 0
+	for i := range b.items {
+		it := &b.items[i]
+		if it.kind != kEntry || it.w == nil || !it.w.direct {
+			continue
+		}
+		start := it.off - entryRecordHead
+		jb = append(jb, b.buf[pos:start]...)
+		pos = it.off + it.n
+		if it.fileOff != it.w.off {
+			continue
+		}
+		g := &groups[e.directGroups[groupKey{it.l, it.ledgerID}]]
+		jb = appendEntryRef(jb, it.l.slot, it.ledgerID, g.firstEntry, g.count, it.w.off, int64(it.w.size))
+	}
+	b.jbuf = append(jb, b.buf[pos:]...)
+}
+
+// syncDirect fdatasyncs the segment files of b's direct writes.
+func syncDirect(b *batch) error {
+	var err error
+	for _, w := range b.direct {
+		if e2 := vfs.DataSync(w.cf.f); e2 != nil && err == nil {
+			err = fmt.Errorf("storage: segment fsync: %w", e2)
+		}
+	}
+	return err
+}
+
+// syncCommit makes a written batch durable: the journal file and, in parallel, the segment files
+// it wrote directly.
+func syncCommit(jf vfs.File, b *batch) error {
+	if len(b.direct) == 0 {
+		return vfs.DataSync(jf)
+	}
+	done := make(chan error, 1)
+	go func() { done <- syncDirect(b) }()
+	err := vfs.DataSync(jf)
+	if e2 := <-done; e2 != nil && err == nil {
+		err = e2
+	}
+	return err
+}
+
+// releaseDirect releases the segment files of b's direct writes (sync loop only, after their fsync).
+func (e *Engine) releaseDirect(b *batch) {
+	for _, w := range b.direct {
+		if w.cf != nil {
+			e.files.release(w.cf)
+			w.cf = nil
+		}
+	}
+}
+
+// undoDirect truncates the segment files of failed batches back to where their direct data
+// starts and drops those ledgers' direct state (sync loop only). The batches fail and their
+// ledgers are fenced; a ledger reopened from these files must not show entries reported failed.
+func (e *Engine) undoDirect(bs ...*batch) {
+	from := map[*cachedFile]int64{}
+	var order []*cachedFile
+	for _, b := range bs {
+		for _, w := range b.direct {
+			if w.cf == nil {
+				continue
+			}
+			if v, ok := from[w.cf]; !ok || w.off < v {
+				if !ok {
+					order = append(order, w.cf)
+				}
+				from[w.cf] = w.off
+			}
+			delete(e.direct, w.l)
+		}
+	}
+	for _, cf := range order {
+		if err := cf.f.Truncate(from[cf]); err != nil {
+			e.log.Error("direct write: truncating failed direct data failed; recovery truncates it on the next start",
+				"file", cf.path, "offset", from[cf], "err", err)
+		}
+	}
+	for _, b := range bs {
+		e.releaseDirect(b)
+	}
+}
