@@ -160,6 +160,60 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 	}
 }
 
+// carryDirect keeps the ledgers in direct mode across a journal rotation: their directstart
+// records are written first into the next journal file and fsynced before any batch of that file,
+// so its first batch can go direct again (sync loop only; the rotated file oldSeq was just closed
+// and nothing is in flight). Without it every rotation (64 MiB of entries) cost a drain and an
+// inline batch per ledger: with the 13 MB group commits of a catch-up, 40% of the data went
+// through the journal. A failure here drops the ledgers' direct state: the next batch opens (or
+// abandons) the file as usual.
+func (e *Engine) carryDirect(oldSeq uint64) {
+	e.qmu.Lock()
+	stopping := e.stopping
+	e.qmu.Unlock()
+	var recs []byte
+	var carried []*directState
+	for l, st := range e.direct {
+		if !st.active || st.seq != oldSeq || stopping {
+			delete(e.direct, l)
+			continue
+		}
+		// The slot is announced again in the new file (a later announcement is harmless).
+		var start int
+		recs, start = beginJournalRecord(recs, jAnnounce, l.slot)
+		recs = append(recs, l.name...)
+		finishJournalRecord(recs, start)
+		recs = appendDirectStart(recs, l.slot, st.segID)
+		carried = append(carried, st)
+	}
+	if len(carried) == 0 {
+		return
+	}
+	seq := oldSeq + 1
+	err := e.openJournal(seq)
+	if err == nil {
+		sealJournalRecords(recs, journalSeed(seq))
+		if _, err = e.journal.WriteAt(recs, e.journalOff); err != nil {
+			err = fmt.Errorf("storage: journal write: %w", err)
+		} else {
+			e.journalOff += int64(len(recs))
+			e.m.bytesWritten.Add(int64(len(recs)))
+			err = e.syncJournal()
+		}
+		if err != nil {
+			e.abandonJournal(seq, err)
+		}
+	}
+	if err != nil {
+		e.log.Warn("direct write: keeping ledgers in direct mode across a journal rotation failed", "seq", seq, "err", err)
+		clear(e.direct)
+		return
+	}
+	for _, st := range carried {
+		st.seq = seq
+	}
+}
+
 // groupEntries collects batch b's entries per ledger segment, in order of first appearance.
 func (e *Engine) groupEntries(b *batch) []entryGroup {
 	clear(e.directGroups)

@@ -307,3 +307,46 @@ func mustDirName(t *testing.T, name string) string {
 	d, _ := dirName(name)
 	return d
 }
+
+// TestDirectWriteAcrossRotations: ledgers stay in direct mode across journal rotations (their
+// directstart records open the next file), so rotations do not send data through the journal.
+func TestDirectWriteAcrossRotations(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	mod := func(o *Options) { directOpts(o); o.JournalFileBytes = 256 << 10 }
+	e := openMem(t, fs, mod)
+	l, err := e.OpenLedger(ctx, "direct/rotate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := intoDirectMode(t, e, l)
+	before := e.Metrics()
+	var appended int64
+	for range 40 {
+		if acked, failed := burst(l, n, 64); failed != 0 || len(acked) != 64 {
+			t.Fatalf("burst: %d acknowledged, %d failed", len(acked), failed)
+		}
+		n += 64
+		appended += 64 * int64(len(directPayload(0))+segRecordOverhead)
+	}
+	after := e.Metrics()
+	if after.Checkpoints-before.Checkpoints < 5 {
+		t.Fatalf("%d checkpoints: the journal did not rotate", after.Checkpoints-before.Checkpoints)
+	}
+	if share := float64(after.DirectBytes-before.DirectBytes) / float64(appended); share < 0.9 {
+		t.Fatalf("%.0f%% of the data written directly across rotations, want >= 90%%", share*100)
+	}
+	checkEntries(t, l, n)
+	crashed := fs.Crash(nil)
+	_ = e.Close()
+	e = openMem(t, crashed, mod)
+	defer e.Close()
+	l, err = e.OpenLedger(ctx, "direct/rotate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("fenced after a crash at rest: %v", err)
+	}
+	checkEntries(t, l, n)
+}

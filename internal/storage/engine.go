@@ -914,6 +914,7 @@ func (e *Engine) commit(b *batch) {
 		e.startBackgroundSync(true)
 	case b.rotate && e.journal != nil:
 		e.closeJournal()
+		e.carryDirect(b.seq)
 	case e.opts.Sync == SyncInterval && len(e.unsynced) > 0 && e.syncsInFlight == 0 &&
 		time.Since(e.lastSync) >= e.opts.SyncInterval:
 		e.startBackgroundSync(false)
