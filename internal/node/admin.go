@@ -48,19 +48,22 @@ func (n *Node) mountAdmin() error {
 type nodeCollector struct{ n *Node }
 
 var (
-	descFsyncMode   = prometheus.NewDesc("meridian_fsync_mode", "1 for the active --fsync mode: always (receipt after fsync) or interval (receipt before fsync).", []string{"mode"}, nil)
-	descConnsOpen   = prometheus.NewDesc("meridian_connections_open", "Binary-protocol connections currently open.", nil, nil)
-	descConnsTotal  = prometheus.NewDesc("meridian_connections_accepted_total", "Binary-protocol connections accepted.", nil, nil)
-	descFramesIn    = prometheus.NewDesc("meridian_frames_received_total", "Frames received on the binary protocol.", nil, nil)
-	descBadFrames   = prometheus.NewDesc("meridian_bad_frames_total", "Connections closed for oversized or malformed frames.", nil, nil)
-	descChecksumErr = prometheus.NewDesc("meridian_checksum_errors_total", "SEND commands refused for a wrong checksum.", nil, nil)
-	descThrottled   = prometheus.NewDesc("meridian_connection_throttled_total", "Times a connection paused reading because of its publish or outbound limits.", nil, nil)
-	descFsyncs      = prometheus.NewDesc("meridian_storage_fsyncs_total", "fsync calls issued by the storage engine.", nil, nil)
-	descUnsynced    = prometheus.NewDesc("meridian_storage_unsynced_acks_total", "Appends acknowledged before fsync (--fsync=interval).", nil, nil)
+	descFsyncMode    = prometheus.NewDesc("meridian_fsync_mode", "1 for the active --fsync mode: always (receipt after fsync) or interval (receipt before fsync).", []string{"mode"}, nil)
+	descConnsOpen    = prometheus.NewDesc("meridian_connections_open", "Binary-protocol connections currently open.", nil, nil)
+	descConnsTotal   = prometheus.NewDesc("meridian_connections_accepted_total", "Binary-protocol connections accepted.", nil, nil)
+	descFramesIn     = prometheus.NewDesc("meridian_frames_received_total", "Frames received on the binary protocol.", nil, nil)
+	descBadFrames    = prometheus.NewDesc("meridian_bad_frames_total", "Connections closed for oversized or malformed frames.", nil, nil)
+	descChecksumErr  = prometheus.NewDesc("meridian_checksum_errors_total", "SEND commands refused for a wrong checksum.", nil, nil)
+	descThrottled    = prometheus.NewDesc("meridian_connection_throttled_total", "Times a connection paused reading because of its publish or outbound limits.", nil, nil)
+	descFsyncs       = prometheus.NewDesc("meridian_storage_fsyncs_total", "fsync calls issued by the storage engine.", nil, nil)
+	descUnsynced     = prometheus.NewDesc("meridian_storage_unsynced_acks_total", "Appends acknowledged before fsync (--fsync=interval).", nil, nil)
+	descJournalBytes = prometheus.NewDesc("meridian_storage_journal_bytes_total", "Bytes written to the storage journal.", nil, nil)
+	descDirectWrites = prometheus.NewDesc("meridian_storage_direct_writes_total", "Topic shares of group commits written straight to their segment file (--direct-write-bytes).", nil, nil)
+	descDirectBytes  = prometheus.NewDesc("meridian_storage_direct_bytes_total", "Bytes written straight to segment files instead of the journal (--direct-write-bytes).", nil, nil)
 )
 
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced} {
+	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes} {
 		ch <- d
 	}
 }
@@ -87,5 +90,8 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		m := e.Metrics()
 		ch <- prometheus.MustNewConstMetric(descFsyncs, prometheus.CounterValue, float64(m.Fsyncs))
 		ch <- prometheus.MustNewConstMetric(descUnsynced, prometheus.CounterValue, float64(m.UnsyncedAcks))
+		ch <- prometheus.MustNewConstMetric(descJournalBytes, prometheus.CounterValue, float64(m.BytesWritten))
+		ch <- prometheus.MustNewConstMetric(descDirectWrites, prometheus.CounterValue, float64(m.DirectWrites))
+		ch <- prometheus.MustNewConstMetric(descDirectBytes, prometheus.CounterValue, float64(m.DirectBytes))
 	}
 }

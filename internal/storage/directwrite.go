@@ -40,9 +40,10 @@ import (
 //     failed direct data, so a reopened ledger does not show entries that were reported failed; the
 //     void records make recovery truncate there too.
 //
-// A ledger leaves direct mode when its share of a batch drops below a quarter of the threshold,
-// at every journal rotation (the jDirectStart is per journal file) and on any failure; entering it
-// again costs one pipeline drain. Rotation still counts the full entry bytes (the journal size that
+// A ledger leaves direct mode when its share of a batch drops below a quarter of the threshold and
+// on any failure; entering it again costs one pipeline drain. At a journal rotation the ledgers in
+// direct mode stay in it: their jDirectStart records are the first records of the next journal file,
+// fsynced before its first batch (carryDirect). Rotation still counts the full entry bytes (the journal size that
 // triggers a checkpoint is computed when entries are queued), so recovery work stays bounded by
 // JournalFileBytes of data whatever share of it was written directly.
 
