@@ -29,7 +29,7 @@ const (
 	MaxFsyncPipeline = 16
 	// DefaultDirectWriteBytes: a topic's share of one group commit from which its entries are
 	// written once, straight to its segment file (see storage's directwrite.go).
-	DefaultDirectWriteBytes = 512 << 10
+	DefaultDirectWriteBytes = 1 << 20
 
 	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
 	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within

@@ -3,6 +3,8 @@ package replication_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -492,6 +494,31 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	t.Logf("catch-up of %d x 1 KiB (%d per entry): %v, %.0f msg/s, %.1f MB/s; process CPU %v (%.2f µs/msg, %.0f%% of one core)",
 		n, max(batch, 1), el, float64(n)/el.Seconds(), float64(n)*1024/el.Seconds()/1e6,
 		cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n), 100*cpu.Seconds()/el.Seconds())
+	journal, direct := storageBytes(t, b)
+	t.Logf("target storage: %.0f MB through the journal, %.0f MB written directly to segments (--direct-write-bytes)", journal/1e6, direct/1e6)
+}
+
+// storageBytes reads a cluster's journal and direct-write byte counters from its /metrics.
+func storageBytes(t *testing.T, c *cluster) (journal, direct float64) {
+	t.Helper()
+	resp, err := http.Get(c.b.Node().WebURL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		var v float64
+		if _, err := fmt.Sscanf(line, "meridian_storage_journal_bytes_total %g", &v); err == nil {
+			journal = v
+		} else if _, err := fmt.Sscanf(line, "meridian_storage_direct_bytes_total %g", &v); err == nil {
+			direct = v
+		}
+	}
+	return journal, direct
 }
 
 // processCPU is the user+system CPU time the test process has used so far.

@@ -70,7 +70,7 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 		// entries per group commit, so that bursts switch ledgers in and out of direct mode.
 		o.DirectWriteBytes = []int{-1, 100, 300, 1200}[(seed/3)%4]
 		if bigBursts {
-			o.DirectWriteBytes = 2000 + rng.IntN(4000)
+			o.DirectWriteBytes = 500 + rng.IntN(1500)
 			o.JournalFileBytes *= 8
 		}
 	}
@@ -122,7 +122,7 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 		case op < 40: // a burst of concurrent appends
 			k, size := 1+rng.IntN(20), 300
 			if bigBursts {
-				k, size = 1+rng.IntN(60), 1000
+				k, size = 1+rng.IntN(120), 1000
 			}
 			var wg sync.WaitGroup
 			wg.Add(k)

@@ -40,8 +40,9 @@ import (
 //     failed direct data, so a reopened ledger does not show entries that were reported failed; the
 //     void records make recovery truncate there too.
 //
-// A ledger leaves direct mode when its share of a batch drops below a quarter of the threshold and
-// on any failure; entering it again costs one pipeline drain. At a journal rotation the ledgers in
+// A ledger enters direct mode after two consecutive batches at or above the threshold and leaves
+// it after eight consecutive batches below a quarter of it, and on any failure; entering it again
+// costs one pipeline drain, so a stream hovering around the threshold does not flap. At a journal rotation the ledgers in
 // direct mode stay in it: their jDirectStart records are the first records of the next journal file,
 // fsynced before its first batch (carryDirect). Rotation still counts the full entry bytes (the journal size that
 // triggers a checkpoint is computed when entries are queued), so recovery work stays bounded by
@@ -58,7 +59,18 @@ type directState struct {
 	next   int64 // active: next entry id of segID
 	// lastUse is the plan count when the ledger last had entries in a batch (for pruning).
 	lastUse uint64
+	// large counts the ledger's consecutive batches through the journal with at least
+	// DirectWriteBytes: it is armed at the second, so that a stream hovering around the threshold
+	// does not pay a pipeline drain for every batch that crosses it once.
+	large int
+	// small counts the consecutive batches below a quarter of DirectWriteBytes while active: a
+	// ledger leaves direct mode after smallBatchesToLeave of them (a dip in a stream does not cost
+	// a re-entry; a stream that slowed down stops paying a segment fsync per commit).
+	small int
 }
+
+// smallBatchesToLeave: see directState.small.
+const smallBatchesToLeave = 8
 
 type groupKey struct {
 	l  *Ledger
@@ -124,28 +136,45 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 		if st != nil {
 			st.lastUse = e.planned
 			if st.seq != b.seq || st.segID != g.key.id {
+				if st.active && g.key.id > st.segID {
+					// The ledger rolled while in direct mode: arm the new segment at once.
+					st.large = max(st.large, 1)
+				}
 				st.armed, st.active = false, false
 			}
 		}
 		ok := allowed && l.Err() == nil
 		switch {
-		case ok && st != nil && st.active && st.next == g.firstEntry && g.bytes >= stay:
+		case ok && st != nil && st.active && st.next == g.firstEntry && (g.bytes >= stay || st.small < smallBatchesToLeave):
+			if g.bytes >= stay {
+				st.small = 0
+			} else {
+				st.small++
+			}
 		case ok && st != nil && st.armed && caughtUp && g.bytes >= enter && e.activate(l, st, g):
+			st.small = 0
 		default:
 			ok = false
 		}
 		if ok && e.writeDirect(b, st, g) {
+			st.large = 0
 			continue
 		}
 		// Inline: the applier writes these entries after the fsync.
 		if st != nil {
 			st.armed, st.active = false, false
-		}
-		if allowed && !b.rotate && g.bytes >= enter && l.Err() == nil {
-			if st == nil {
-				st = &directState{lastUse: e.planned}
-				e.direct[l] = st
+			if g.bytes < enter {
+				st.large = 0
 			}
+		}
+		if g.bytes >= enter && st == nil {
+			st = &directState{lastUse: e.planned}
+			e.direct[l] = st
+		}
+		if g.bytes >= enter {
+			st.large++
+		}
+		if allowed && !b.rotate && g.bytes >= enter && st.large >= 2 && l.Err() == nil {
 			st.segID, st.seq, st.armed = g.key.id, b.seq, true
 			arms = appendDirectStart(arms, l.slot, g.key.id)
 			// Let this batch's fsync finish and the applier write it before the next batch is cut,

@@ -82,7 +82,7 @@
 // # Direct writes
 //
 // In SyncAlways mode, when one ledger's entries in one group commit reach DirectWriteBytes
-// (default 512 KiB), the sync loop writes them once, straight to the end of the ledger's segment
+// (default 1 MiB), the sync loop writes them once, straight to the end of the ledger's segment
 // file, and the journal gets a reference record (type 10) instead of the entries; the commit then
 // fdatasyncs that segment file in parallel with the journal, and the batch is acknowledged after
 // both. Before the first direct write to a segment in a journal file, a direct-start record (type

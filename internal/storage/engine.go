@@ -170,7 +170,7 @@ const (
 	defaultSegmentEntries    = 500_000
 	defaultMaxOpenFiles      = 256
 	defaultSyncPipelineDepth = 2
-	defaultDirectWriteBytes  = 512 << 10
+	defaultDirectWriteBytes  = 1 << 20
 	ledgerIDBlock            = 4096
 	stateFile                = "meridian.state"
 )

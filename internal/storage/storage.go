@@ -92,7 +92,7 @@ type Options struct {
 	// DirectWriteBytes: when one ledger's entries in one group commit reach this many bytes, they
 	// are written once, straight to the ledger's segment file (fsynced with the journal), and the
 	// journal gets a small reference record instead of a second copy (SyncAlways only; default
-	// 512 KiB; <0 = never; see directwrite.go).
+	// 1 MiB; <0 = never; see directwrite.go).
 	DirectWriteBytes int
 }
 
