@@ -91,14 +91,9 @@ func checkEntries(t *testing.T, l *Ledger, n int) {
 func TestDirectWriteRoundTrip(t *testing.T) {
 	for _, cache := range []int64{0, -1} {
 		t.Run(fmt.Sprintf("cache=%d", cache), func(t *testing.T) {
-			ctx := context.Background()
 			fs := vfs.NewMem()
 			mod := func(o *Options) { directOpts(o); o.CacheBytes = cache }
-			e := openMem(t, fs, mod)
-			l, err := e.OpenLedger(ctx, "direct/rt")
-			if err != nil {
-				t.Fatal(err)
-			}
+			e, l := openDirect(t, fs, mod, "direct/rt")
 			n := intoDirectMode(t, e, l)
 			for range 10 {
 				if acked, failed := burst(l, n, 64); failed != 0 || len(acked) != 64 {
@@ -117,24 +112,12 @@ func TestDirectWriteRoundTrip(t *testing.T) {
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
-			e = openMem(t, fs, mod)
-			l, err = e.OpenLedger(ctx, "direct/rt")
-			if err != nil {
-				t.Fatal(err)
-			}
+			e, l = openDirect(t, fs, mod, "direct/rt")
 			checkEntries(t, l, n)
 			// A crash at rest: everything acknowledged is durable.
 			crashed := fs.Crash(nil)
 			_ = e.Close()
-			e = openMem(t, crashed, mod)
-			defer e.Close()
-			l, err = e.OpenLedger(ctx, "direct/rt")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Err(); err != nil {
-				t.Fatalf("fenced after a crash at rest: %v", err)
-			}
+			e, l = openDirect(t, crashed, mod, "direct/rt")
 			checkEntries(t, l, n)
 		})
 	}
@@ -145,14 +128,9 @@ func TestDirectWriteRoundTrip(t *testing.T) {
 // recovery drops it (and everything after it on that ledger), does not fence the ledger, and
 // everything acknowledged before is there.
 func TestDirectWriteCrashBeforeSegmentFsync(t *testing.T) {
-	ctx := context.Background()
 	mem := vfs.NewMem()
 	fs := &stallFS{FS: mem}
-	e := openMem(t, fs, directOpts)
-	l, err := e.OpenLedger(ctx, "direct/crash")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, l := openDirect(t, fs, directOpts, "direct/crash")
 	n := intoDirectMode(t, e, l)
 	fs.mu.Lock()
 	fs.segGate = make(chan struct{})
@@ -176,17 +154,9 @@ func TestDirectWriteCrashBeforeSegmentFsync(t *testing.T) {
 	fs.release()
 	_ = e.Close()
 
-	e = openMem(t, crashed, directOpts)
-	defer e.Close()
+	e, l = openDirect(t, crashed, directOpts, "direct/crash")
 	if m := e.Metrics(); m.RecoveredTornTails == 0 {
 		t.Fatal("recovery found no unacknowledged direct data to drop")
-	}
-	l, err = e.OpenLedger(ctx, "direct/crash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Err(); err != nil {
-		t.Fatalf("fenced after the crash: %v", err)
 	}
 	checkEntries(t, l, n)
 	// The ledger goes on: new entries (direct again) and a clean reopen.
@@ -205,11 +175,7 @@ func TestDirectWriteCrashBeforeSegmentFsync(t *testing.T) {
 func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	e := openMem(t, mem, directOpts)
-	l, err := e.OpenLedger(ctx, "direct/fail")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, l := openDirect(t, mem, directOpts, "direct/fail")
 	n := intoDirectMode(t, e, l)
 	var failures atomic.Int32
 	mem.SetInjector(func(op vfs.Op, name string) error {
@@ -232,22 +198,14 @@ func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 	}
 	n += got
 	_ = l.Close()
-	l, err = e.OpenLedger(ctx, "direct/fail")
+	l, err := e.OpenLedger(ctx, "direct/fail")
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkEntries(t, l, n)
 	crashed := mem.Crash(nil)
 	_ = e.Close()
-	e = openMem(t, crashed, directOpts)
-	defer e.Close()
-	l, err = e.OpenLedger(ctx, "direct/fail")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Err(); err != nil {
-		t.Fatalf("fenced after the crash: %v", err)
-	}
+	e, l = openDirect(t, crashed, directOpts, "direct/fail")
 	checkEntries(t, l, n)
 }
 
@@ -255,13 +213,8 @@ func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 // (a valid-looking record after garbage). Recovery truncates after the last valid entry of every
 // segment the journal says got direct writes, so loading does not take it for corruption.
 func TestDirectTailTruncatedByRecovery(t *testing.T) {
-	ctx := context.Background()
 	mem := vfs.NewMem()
-	e := openMem(t, mem, directOpts)
-	l, err := e.OpenLedger(ctx, "direct/tail")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, l := openDirect(t, mem, directOpts, "direct/tail")
 	n := intoDirectMode(t, e, l)
 	crashed := mem.Crash(nil)
 	_ = e.Close()
@@ -290,16 +243,24 @@ func TestDirectTailTruncatedByRecovery(t *testing.T) {
 	_ = f.Sync()
 	_ = f.Close()
 
-	e = openMem(t, crashed, directOpts)
-	defer e.Close()
-	l, err = e.OpenLedger(ctx, "direct/tail")
+	e, l = openDirect(t, crashed, directOpts, "direct/tail")
+	checkEntries(t, l, n)
+}
+
+// openDirect opens an engine on fs (closed when the test ends) and ledger name, which must not be
+// fenced.
+func openDirect(t *testing.T, fs vfs.FS, mod func(*Options), name string) (*Engine, *Ledger) {
+	t.Helper()
+	e := openMem(t, fs, mod)
+	t.Cleanup(func() { _ = e.Close() })
+	l, err := e.OpenLedger(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Err(); err != nil {
-		t.Fatalf("fenced by unacknowledged direct data after the last entry: %v", err)
+		t.Fatalf("ledger %s fenced: %v", name, err)
 	}
-	checkEntries(t, l, n)
+	return e, l
 }
 
 func mustDirName(t *testing.T, name string) string {
@@ -311,14 +272,9 @@ func mustDirName(t *testing.T, name string) string {
 // TestDirectWriteAcrossRotations: ledgers stay in direct mode across journal rotations (their
 // directstart records open the next file), so rotations do not send data through the journal.
 func TestDirectWriteAcrossRotations(t *testing.T) {
-	ctx := context.Background()
 	fs := vfs.NewMem()
 	mod := func(o *Options) { directOpts(o); o.JournalFileBytes = 256 << 10 }
-	e := openMem(t, fs, mod)
-	l, err := e.OpenLedger(ctx, "direct/rotate")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, l := openDirect(t, fs, mod, "direct/rotate")
 	n := intoDirectMode(t, e, l)
 	before := e.Metrics()
 	var appended int64
@@ -339,14 +295,6 @@ func TestDirectWriteAcrossRotations(t *testing.T) {
 	checkEntries(t, l, n)
 	crashed := fs.Crash(nil)
 	_ = e.Close()
-	e = openMem(t, crashed, mod)
-	defer e.Close()
-	l, err = e.OpenLedger(ctx, "direct/rotate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Err(); err != nil {
-		t.Fatalf("fenced after a crash at rest: %v", err)
-	}
+	e, l = openDirect(t, crashed, mod, "direct/rotate")
 	checkEntries(t, l, n)
 }
