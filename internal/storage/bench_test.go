@@ -317,16 +317,7 @@ func BenchmarkWindowedProducer(b *testing.B) {
 
 func benchWindowedProducer(b *testing.B, build time.Duration, depth int) {
 	b.Run(fmt.Sprintf("build=%v/depth=%d", build, depth), func(b *testing.B) {
-		ctx := context.Background()
-		e, err := Open(ctx, Options{Dir: b.TempDir(), Logger: testLogger(), SyncPipelineDepth: depth})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer e.Close()
-		l, err := e.OpenLedger(ctx, "persistent://public/default/perf")
-		if err != nil {
-			b.Fatal(err)
-		}
+		e, l := openBenchLedger(b, Options{SyncPipelineDepth: depth})
 		before := e.Metrics()
 		el := appendWindowed(b, []*Ledger{l}, 128<<10, 8, build)
 		after := e.Metrics()
@@ -336,6 +327,23 @@ func benchWindowedProducer(b *testing.B, build time.Duration, depth int) {
 			b.ReportMetric(float64(after.FsyncLatencySum-before.FsyncLatencySum)/float64(r)/1e3, "µs/fsync")
 		}
 	})
+}
+
+// openBenchLedger opens an engine with opts in a temporary directory (closed when the benchmark
+// ends) and one ledger on it.
+func openBenchLedger(b *testing.B, opts Options) (*Engine, *Ledger) {
+	ctx := context.Background()
+	opts.Dir, opts.Logger = b.TempDir(), testLogger()
+	e, err := Open(ctx, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = e.Close() })
+	l, err := e.OpenLedger(ctx, "persistent://public/default/perf")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e, l
 }
 
 // appendWindowed appends b.N entries of size bytes round-robin to ledgers with at most window in
@@ -375,16 +383,7 @@ func BenchmarkDirectWrite(b *testing.B) {
 	for _, c := range []struct{ size, window int }{{128 << 10, 8}, {100 << 10, 64}, {1 << 10, 1000}} {
 		for _, direct := range []int{-1, 0} {
 			b.Run(fmt.Sprintf("size=%dKiB/window=%d/direct=%d", c.size>>10, c.window, direct), func(b *testing.B) {
-				ctx := context.Background()
-				e, err := Open(ctx, Options{Dir: b.TempDir(), Logger: testLogger(), DirectWriteBytes: direct})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer e.Close()
-				l, err := e.OpenLedger(ctx, "persistent://public/default/perf")
-				if err != nil {
-					b.Fatal(err)
-				}
+				e, l := openBenchLedger(b, Options{DirectWriteBytes: direct})
 				before := e.Metrics()
 				el := appendWindowed(b, []*Ledger{l}, c.size, c.window, 0)
 				after := e.Metrics()
