@@ -38,6 +38,7 @@ func TestStandaloneDefaultsMatchTheContract(t *testing.T) {
 		"max-message-size":     {o.MaxMessageSize, 5242880},
 		"fsync":                {o.Fsync, node.FsyncAlways},
 		"fsync-pipeline":       {o.FsyncPipeline, 2},
+		"direct-write-bytes":   {o.DirectWriteBytes, 1 << 20},
 		"dedup":                {o.Dedup, false},
 		"auto-topic-creation":  {o.AutoTopicCreation, true},
 		"plaintext":            {o.InsecureAllowPlaintext, false},
@@ -75,6 +76,7 @@ func TestStandaloneRefusesBadFlags(t *testing.T) {
 		{[]string{"--fsync", "sometimes"}, "--fsync"},
 		{[]string{"--fsync-pipeline", "0"}, "--fsync-pipeline"},
 		{[]string{"--fsync-pipeline", "17"}, "--fsync-pipeline"},
+		{[]string{"--direct-write-bytes", "-1"}, "--direct-write-bytes"},
 		{[]string{"--replication-start-at", "middle"}, "--replication-start-at"},
 		{[]string{"--max-message-size", "10"}, "--max-message-size"},
 		{[]string{"--cluster", "bad/name"}, "cluster"},
@@ -90,6 +92,23 @@ func TestStandaloneRefusesBadFlags(t *testing.T) {
 		_, err := parseStandalone(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one mentioning %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestDirectWriteBytesFlag: 0 on the command line turns direct writes off (the node reads 0 as
+// "the default", so it gets -1); a number of bytes is passed on.
+func TestDirectWriteBytesFlag(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int
+	}{{"0", -1}, {"262144", 262144}} {
+		opts, err := parseStandalone(t, "--direct-write-bytes", tc.arg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := opts[0].DirectWriteBytes; got != tc.want {
+			t.Errorf("--direct-write-bytes %s: node option %d, want %d", tc.arg, got, tc.want)
 		}
 	}
 }
