@@ -83,7 +83,6 @@ type entryGroup struct {
 	bytes      int
 	count      int
 	firstEntry int64
-	direct     *segWrite
 }
 
 // journalBuf is what the journal gets for batch b.
@@ -167,11 +166,11 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 				st.large = 0
 			}
 		}
-		if g.bytes >= enter && st == nil {
-			st = &directState{lastUse: e.planned}
-			e.direct[l] = st
-		}
 		if g.bytes >= enter {
+			if st == nil {
+				st = &directState{lastUse: e.planned}
+				e.direct[l] = st
+			}
 			st.large++
 		}
 		if allowed && !b.rotate && g.bytes >= enter && st.large >= 2 && l.Err() == nil {
@@ -209,10 +208,7 @@ func (e *Engine) carryDirect(oldSeq uint64) {
 			continue
 		}
 		// The slot is announced again in the new file (a later announcement is harmless).
-		var start int
-		recs, start = beginJournalRecord(recs, jAnnounce, l.slot)
-		recs = append(recs, l.name...)
-		finishJournalRecord(recs, start)
+		recs = appendAnnounce(recs, l.slot, l.name)
 		recs = appendDirectStart(recs, l.slot, st.segID)
 		carried = append(carried, st)
 	}
@@ -341,7 +337,6 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 	}
 	st.end += int64(len(buf))
 	st.next += int64(g.count)
-	g.direct = w
 	b.direct = append(b.direct, w)
 	e.m.directWrites.Add(1)
 	e.m.directBytes.Add(int64(len(buf)))

@@ -648,10 +648,7 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 		return
 	}
 	if l != nil && l.announced != b.seq {
-		var start int
-		b.buf, start = beginJournalRecord(b.buf, jAnnounce, l.slot)
-		b.buf = append(b.buf, l.name...)
-		finishJournalRecord(b.buf, start)
+		b.buf = appendAnnounce(b.buf, l.slot, l.name)
 		l.announced = b.seq
 	}
 	before := len(b.buf)
@@ -944,10 +941,8 @@ func (e *Engine) voidBatch(b *batch) {
 		}
 	}
 	for _, k := range order {
+		e.pendingVoids = appendAnnounce(e.pendingVoids, k.l.slot, k.l.name)
 		var start int
-		e.pendingVoids, start = beginJournalRecord(e.pendingVoids, jAnnounce, k.l.slot)
-		e.pendingVoids = append(e.pendingVoids, k.l.name...)
-		finishJournalRecord(e.pendingVoids, start)
 		e.pendingVoids, start = beginJournalRecord(e.pendingVoids, jVoid, k.l.slot)
 		e.pendingVoids = binary.LittleEndian.AppendUint64(e.pendingVoids, uint64(k.id))
 		e.pendingVoids = binary.LittleEndian.AppendUint64(e.pendingVoids, uint64(first[k]))
@@ -964,10 +959,7 @@ func (e *Engine) announcements(b *batch) []byte {
 	for _, it := range b.items {
 		if it.l != nil && !seen[it.l] {
 			seen[it.l] = true
-			var start int
-			out, start = beginJournalRecord(out, jAnnounce, it.l.slot)
-			out = append(out, it.l.name...)
-			finishJournalRecord(out, start)
+			out = appendAnnounce(out, it.l.slot, it.l.name)
 		}
 	}
 	return append(out, b.buf...)

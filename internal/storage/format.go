@@ -228,6 +228,15 @@ func parseEntryRef(rest []byte) (entryRef, error) {
 	return r, nil
 }
 
+// appendAnnounce appends a jAnnounce record (unsealed): slot is ledger name from here on in this
+// journal file.
+func appendAnnounce(b []byte, slot uint32, name string) []byte {
+	b, start := beginJournalRecord(b, jAnnounce, slot)
+	b = append(b, name...)
+	finishJournalRecord(b, start)
+	return b
+}
+
 // appendDirectStart appends a jDirectStart record (unsealed).
 func appendDirectStart(b []byte, slot uint32, ledgerID int64) []byte {
 	b, start := beginJournalRecord(b, jDirectStart, slot)

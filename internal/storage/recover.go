@@ -629,14 +629,8 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 	rs.badOff = bad
 	if voidedAt >= 0 {
 		// Entries a void record says were never acknowledged, written directly to the segment
-		// before their batch failed (directwrite.go): cut them off.
-		if err := cf.f.Truncate(voidedAt); err != nil {
-			return fmt.Errorf("storage: replay truncate: %w", err)
-		}
-		rs.badOff = -1
-		r.torn++
-		e.m.tornTails.Add(1)
-		r.files[rs.path] = struct{}{}
+		// before their batch failed (directwrite.go): cut them off (rs.end is voidedAt).
+		return r.truncateSeg(rs, true)
 	}
 	return nil
 }
