@@ -112,7 +112,7 @@ func (f *ClientFactory) NewProducer(ctx context.Context, remote, topic, producer
 	if err := f.preparePartitions(ctx, rc, remote, topic); err != nil {
 		return nil, err
 	}
-	p, err := rc.c.CreateProducer(ctx, client.ProducerOptions{Topic: topic, Name: producerName, MaxPending: 1000})
+	p, err := rc.c.CreateProducer(ctx, client.ProducerOptions{Topic: topic, Name: producerName, MaxPending: DefaultMaxInflightEntries})
 	if err != nil {
 		return nil, fmt.Errorf("create producer %s on %s: %w", producerName, remote, err)
 	}

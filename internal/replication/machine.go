@@ -20,8 +20,9 @@ import (
 type MachineConfig struct {
 	Local, Remote string
 	// MaxInflightEntries / MaxInflightBytes bound entries sent and not yet acknowledged by the remote
-	// (at least one entry is always allowed). Defaults 1000 (Pulsar's replicationProducerQueueSize)
-	// and 32 MiB.
+	// (at least one entry is always allowed). Defaults 4000 (4x Pulsar's replicationProducerQueueSize:
+	// the window must cover the whole pipeline of reads, the link, the remote's group commit and its
+	// receipts; at 1000 an unbatched catch-up ran 25% slower) and 32 MiB.
 	MaxInflightEntries int
 	MaxInflightBytes   int64
 	// ReadBatchEntries / ReadBatchBytes bound one read of the local log. Defaults 100 and 5 MiB
@@ -40,9 +41,13 @@ type MachineConfig struct {
 	Prepare func(e Entry, local, remote string) (Outbound, SkipReason, error)
 }
 
+// DefaultMaxInflightEntries is MachineConfig.MaxInflightEntries' default; the replication producer's
+// own pending limit is the same, so the window, not the producer, bounds what is in flight.
+const DefaultMaxInflightEntries = 4000
+
 func (c *MachineConfig) withDefaults() {
 	if c.MaxInflightEntries <= 0 {
-		c.MaxInflightEntries = 1000
+		c.MaxInflightEntries = DefaultMaxInflightEntries
 	}
 	if c.MaxInflightBytes <= 0 {
 		c.MaxInflightBytes = 32 << 20
