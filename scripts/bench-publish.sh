@@ -6,6 +6,7 @@
 # env:   BIN   folder with the peer's binaries: nats-server and perf (pulsar-client-go's perf tool);
 #              built when missing with the `go install` lines of ../shared/bench/README.md
 #        DUR   seconds per Meridian producer run (default 30)
+#        REPS  how many times to alternate the peer and Meridian (default 1)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=$(cd "$root/../shared/bench" && pwd)
@@ -19,18 +20,7 @@ mkdir -p "$OUT" "$BIN"
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-echo "## peer: NATS JetStream publish (nats.sh pub, REPS=1)"
-NATS_SERVER="$BIN/nats-server" REPS=1 WORK="$OUT/natsbench" "$bench/nats.sh" pub 2>&1 | tee "$OUT/nats-pub.log" | grep -Ev '^\s*$'
-
-echo "## Meridian standalone (fsync before every receipt)"
-data="$OUT/meridian-data"
-rm -rf "$data"
-"$BIN/meridian" standalone --data-dir "$data" --broker-addr 127.0.0.1:46650 --web-addr 127.0.0.1:48080 > "$OUT/meridian.log" 2>&1 &
-mpid=$!
-trap 'kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true' EXIT
-for _ in $(seq 100); do curl -fs http://127.0.0.1:48080/admin/v2/brokers/ready >/dev/null 2>&1 && break; sleep 0.1; done
-grep -m1 'fsync=' "$OUT/meridian.log" | sed 's/.*\(fsync=[a-z]*\).*/\1/'
-
+settle() { local t0=$SECONDS; sync; echo "# sync before the next run: $((SECONDS - t0)) s, dirty now $(grep -E '^Dirty' /proc/meminfo | tr -s ' ')"; }
 run_perf() { # name, env...
   local name=$1; shift
   # The perf tool prints a stats line every 10 s and hangs on shutdown (see the server helper's note in
@@ -39,5 +29,28 @@ run_perf() { # name, env...
     timeout -s KILL "$((DUR + 5))s" "$bench/pulsar-perf.sh" produce > "$OUT/$name.log" 2>&1 || true
   echo "### $name ($*)"; grep 'Publish rate' "$OUT/$name.log" | sed 's/.*Publish rate/Publish rate/; s/\\[nt]//g; s/"$//' || true
 }
-run_perf perf-1k-unthrottled SIZE=1024 RATE=0 DUR="$DUR"
-run_perf perf-1k-5000 SIZE=1024 RATE=5000 DUR="$DUR"
+mpid=
+trap 'if [ -n "$mpid" ]; then kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true; fi' EXIT
+
+# REPS > 1 alternates the peer and Meridian, so every Meridian figure has a peer figure from a minute
+# before it (this machine's disk and CPU change from one minute to the next).
+for rep in $(seq "${REPS:-1}"); do
+  [ "${REPS:-1}" -gt 1 ] && echo "## rep $rep of $REPS ($(date -u +%T))"
+  settle
+  echo "## peer: NATS JetStream publish (nats.sh pub, REPS=1)"
+  NATS_SERVER="$BIN/nats-server" REPS=1 WORK="$OUT/natsbench" "$bench/nats.sh" pub 2>&1 | tee "$OUT/nats-pub.log" | grep -E '^pub |ack latency'
+
+  # NATS does not fsync before acknowledging: whatever it leaves dirty is written back before Meridian
+  # starts, so neither side's run pays for the other's writeback.
+  settle
+  echo "## Meridian standalone (fsync before every receipt)"
+  data="$OUT/meridian-data"
+  rm -rf "$data"
+  "$BIN/meridian" standalone --data-dir "$data" --broker-addr 127.0.0.1:46650 --web-addr 127.0.0.1:48080 > "$OUT/meridian.log" 2>&1 &
+  mpid=$!
+  for _ in $(seq 100); do curl -fs http://127.0.0.1:48080/admin/v2/brokers/ready >/dev/null 2>&1 && break; sleep 0.1; done
+  grep -m1 'fsync=' "$OUT/meridian.log" | sed 's/.*\(fsync=[a-z]*\).*/\1/'
+  run_perf perf-1k-unthrottled SIZE=1024 RATE=0 DUR="$DUR"
+  run_perf perf-1k-5000 SIZE=1024 RATE=5000 DUR="$DUR"
+  kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true; mpid=
+done
