@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/storage"
 )
 
 // mountAdmin mounts the admin REST API and /metrics on the web listener's mux, beside the
@@ -60,10 +61,12 @@ var (
 	descJournalBytes = prometheus.NewDesc("meridian_storage_journal_bytes_total", "Bytes written to the storage journal.", nil, nil)
 	descDirectWrites = prometheus.NewDesc("meridian_storage_direct_writes_total", "Topic shares of group commits written straight to their segment file (--direct-write-bytes).", nil, nil)
 	descDirectBytes  = prometheus.NewDesc("meridian_storage_direct_bytes_total", "Bytes written straight to segment files instead of the journal (--direct-write-bytes).", nil, nil)
+	descSyncSeconds  = prometheus.NewDesc("meridian_storage_sync_seconds", "Duration of journal sync rounds (fdatasync).", nil, nil)
+	descCommitSecs   = prometheus.NewDesc("meridian_storage_commit_seconds", "Time from a group commit's first append until it can be acknowledged (with --fsync always: until it is durable).", nil, nil)
 )
 
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes} {
+	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs} {
 		ch <- d
 	}
 }
@@ -93,5 +96,19 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descJournalBytes, prometheus.CounterValue, float64(m.BytesWritten))
 		ch <- prometheus.MustNewConstMetric(descDirectWrites, prometheus.CounterValue, float64(m.DirectWrites))
 		ch <- prometheus.MustNewConstMetric(descDirectBytes, prometheus.CounterValue, float64(m.DirectBytes))
+		ch <- latencyHistogramMetric(descSyncSeconds, m.SyncLatency)
+		ch <- latencyHistogramMetric(descCommitSecs, m.CommitLatency)
 	}
+}
+
+// latencyHistogramMetric turns a storage latency snapshot into a Prometheus histogram (cumulative
+// buckets, seconds).
+func latencyHistogramMetric(desc *prometheus.Desc, h storage.LatencyHistogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(storage.LatencyBounds))
+	var cum uint64
+	for i, bound := range storage.LatencyBounds {
+		cum += uint64(h.Counts[i])
+		buckets[bound.Seconds()] = cum
+	}
+	return prometheus.MustNewConstHistogram(desc, uint64(h.Count()), h.Sum.Seconds(), buckets)
 }

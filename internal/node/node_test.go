@@ -91,8 +91,16 @@ func TestStartBootstrapsClusterTenantNamespaceAndIsReady(t *testing.T) {
 	if code, body := httpGet(t, n.WebURL()+"/admin/v2/clusters"); code != http.StatusOK || !strings.Contains(body, "standalone") {
 		t.Errorf("GET clusters: %d %s", code, body)
 	}
-	if code, body := httpGet(t, n.WebURL()+"/metrics"); code != http.StatusOK || !strings.Contains(body, `meridian_fsync_mode{mode="always"} 1`) {
+	code, body := httpGet(t, n.WebURL()+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `meridian_fsync_mode{mode="always"} 1`) {
 		t.Errorf("GET metrics: %d, fsync mode missing", code)
+	}
+	// Storage latency histograms: bootstrap wrote metadata through the engine, so both have counts.
+	for _, want := range []string{`meridian_storage_sync_seconds_bucket{le="0.005"}`, `meridian_storage_sync_seconds_count`,
+		`meridian_storage_commit_seconds_bucket{le="+Inf"}`, `meridian_storage_commit_seconds_sum`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET metrics: %s missing", want)
+		}
 	}
 }
 

@@ -109,6 +109,7 @@ type engineCounters struct {
 	bytesWritten, entriesWritten, unsyncedAcks                 atomic.Int64
 	directWrites, directBytes                                  atomic.Int64
 	cursorFlushes, trimmedSegments, tornTails, checkpoints     atomic.Int64
+	syncLatency, commitLatency                                 latencyHistogram
 }
 
 // batch is one group commit: journal bytes plus what to do once they are durable.
@@ -125,6 +126,8 @@ type batch struct {
 	// when there are any.
 	direct []*segWrite
 	jbuf   []byte
+	// opened is when the first item joined the batch (for the commit latency histogram).
+	opened time.Time
 }
 
 type itemKind uint8
@@ -608,6 +611,8 @@ func (e *Engine) Metrics() EngineMetrics {
 		FsyncErrors:        e.m.fsyncErrors.Load(),
 		FsyncLatencySum:    time.Duration(e.m.fsyncNanos.Load()),
 		FsyncLatencyMax:    time.Duration(e.m.fsyncMaxNanos.Load()),
+		SyncLatency:        e.m.syncLatency.snapshot(),
+		CommitLatency:      e.m.commitLatency.snapshot(),
 		BytesWritten:       e.m.bytesWritten.Load(),
 		EntriesWritten:     e.m.entriesWritten.Load(),
 		UnsyncedAcks:       e.m.unsyncedAcks.Load(),
@@ -658,6 +663,7 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 	b.items = append(b.items, it)
 	e.jsize += int64(len(b.buf) - before)
 	if wasEmpty {
+		b.opened = time.Now()
 		e.qcond.Signal()
 	}
 	e.qmu.Unlock()
@@ -820,6 +826,9 @@ func (e *Engine) applier() {
 
 // toApplier hands a job to the applier, counting it (sync loop only).
 func (e *Engine) toApplier(job applyJob) {
+	if job.b != nil && job.err == nil && len(job.b.items) > 0 {
+		e.m.commitLatency.observe(time.Since(job.b.opened))
+	}
 	e.handedJobs++
 	e.applyCh <- job
 }
@@ -974,12 +983,7 @@ func (e *Engine) syncJournal() error {
 	err := vfs.DataSync(e.journal)
 	d := time.Since(start)
 	e.lastSync = time.Now()
-	e.m.fsyncs.Add(1)
-	e.m.syncRounds.Add(1)
-	e.m.fsyncNanos.Add(int64(d))
-	if int64(d) > e.m.fsyncMaxNanos.Load() {
-		e.m.fsyncMaxNanos.Store(int64(d))
-	}
+	e.recordSync(d)
 	if err != nil {
 		e.m.fsyncErrors.Add(1)
 		return fmt.Errorf("storage: journal fsync: %w", err)

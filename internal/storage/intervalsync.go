@@ -82,12 +82,7 @@ func (e *Engine) finishBackgroundSyncs(done []syncResult) {
 		if r.close {
 			e.closeSyncsInFlight--
 		}
-		e.m.fsyncs.Add(1)
-		e.m.syncRounds.Add(1)
-		e.m.fsyncNanos.Add(int64(r.d))
-		if int64(r.d) > e.m.fsyncMaxNanos.Load() {
-			e.m.fsyncMaxNanos.Store(int64(r.d))
-		}
+		e.recordSync(r.d)
 		if r.err == nil {
 			continue
 		}

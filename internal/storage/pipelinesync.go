@@ -136,12 +136,7 @@ func (e *Engine) finishCommits() {
 			break
 		}
 		n++
-		e.m.fsyncs.Add(1)
-		e.m.syncRounds.Add(1)
-		e.m.fsyncNanos.Add(int64(c.d))
-		if int64(c.d) > e.m.fsyncMaxNanos.Load() {
-			e.m.fsyncMaxNanos.Store(int64(c.d))
-		}
+		e.recordSync(c.d)
 		if c.err != nil && failErr == nil {
 			e.m.fsyncErrors.Add(1)
 			failErr = fmt.Errorf("storage: journal fsync: %w", c.err)

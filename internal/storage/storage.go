@@ -129,6 +129,12 @@ type EngineMetrics struct {
 	RecoveredTornTails  int64
 	Checkpoints         int64
 	LastCheckpointError string
+	// SyncLatency: durations of journal sync rounds (the journal's fdatasync; on the pipelined
+	// path, the usual one with SyncAlways, together with the direct writes' segment fdatasyncs
+	// that run beside it). CommitLatency: from the first append of a group commit until it can
+	// be acknowledged (with SyncAlways: until it is durable), the longest wait of any append in
+	// that group commit, the acknowledgement itself excluded.
+	SyncLatency, CommitLatency LatencyHistogram
 }
 
 // Errors.
