@@ -37,6 +37,29 @@ start_broker() { # fsync mode
   for _ in $(seq 100); do curl -fs http://127.0.0.1:48081/admin/v2/brokers/ready >/dev/null 2>&1 && break; sleep 0.1; done
 }
 
+# storage_latency prints the broker's own fsync and group-commit latency over the run so far (its
+# histograms' buckets: "p99 <= 5 ms" means the bucket holding the 99th percentile ends at 5 ms), so a
+# publish tail can be told apart from the disk's tail in the same run.
+storage_latency() {
+  curl -fs http://127.0.0.1:48081/metrics | awk '
+    /^meridian_storage_(sync|commit)_seconds_bucket/ {
+      name = $1; sub(/_bucket.*/, "", name); le = $1; sub(/.*le="/, "", le); sub(/".*/, "", le)
+      n[name]++; bound[name, n[name]] = le; cum[name, n[name]] = $2 }
+    /^meridian_storage_(sync|commit)_seconds_count/ { name = $1; sub(/_count$/, "", name); total[name] = $2 }
+    END {
+      for (name in total) {
+        line = sprintf("%s: n=%d", name, total[name])
+        split("0.5 0.9 0.99 0.999", qs, " ")
+        for (k = 1; k <= 4; k++) {
+          for (i = 1; i <= n[name]; i++) if (cum[name, i] >= qs[k] * total[name]) break
+          b = bound[name, i]; if (b != "+Inf") b = sprintf("%g ms", b * 1000)
+          line = line sprintf("  p%g <= %s", qs[k] * 100, b)
+        }
+        print "    storage " line
+      }
+    }' || true
+}
+
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg); $RATE msg/s x $SIZE B, $DUR s per run"
 for c in $CASES; do
   case "$c" in
@@ -51,6 +74,7 @@ for c in $CASES; do
   timeout -s KILL "$((DUR + 30))s" "$BIN/publat" --service-url pulsar://127.0.0.1:46651 --topic "$topic" \
     --rate "$RATE" --size "$SIZE" --duration "${DUR}s" --episodes 5 > "$OUT/publat-$c.log" 2>&1 || true
   grep -E 'window|start -> receipt|^  [0-9]|client GC' "$OUT/publat-$c.log" || true
+  storage_latency
   start_broker "$fsync" # fresh again: the second client does not inherit the first one's log
   echo "### pulsar-perf (its 99% is the window max; load $(cut -d' ' -f1 /proc/loadavg))"
   PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46651 TOPIC="$topic" SIZE="$SIZE" RATE="$RATE" DUR="$DUR" \

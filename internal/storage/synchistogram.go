@@ -10,13 +10,14 @@ import (
 // it is in the same run (docs/operations.md, "Storage latency").
 
 // LatencyBounds are the upper bounds of the histogram buckets (a last, unbounded bucket follows).
-// From 250 µs (a quiet SSD's fdatasync) to 2 s (a stalled virtual disk).
+// From 250 µs (a quiet SSD's fdatasync) to 2 s (a stalled virtual disk), fine around the 5 ms
+// publish-latency budget.
 var LatencyBounds = []time.Duration{
-	250 * time.Microsecond, 500 * time.Microsecond,
-	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
-	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
-	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
-	time.Second, 2 * time.Second,
+	250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond,
+	3 * time.Millisecond, 4 * time.Millisecond, 5 * time.Millisecond, 6 * time.Millisecond,
+	8 * time.Millisecond, 10 * time.Millisecond, 15 * time.Millisecond, 20 * time.Millisecond,
+	30 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2 * time.Second,
 }
 
 // LatencyHistogram is a snapshot: Counts[i] observations were <= LatencyBounds[i] and above the
@@ -37,7 +38,7 @@ func (h LatencyHistogram) Count() int64 {
 
 // latencyHistogram records durations without locks; any goroutine may observe.
 type latencyHistogram struct {
-	counts [14]atomic.Int64 // len(LatencyBounds) + 1
+	counts [20]atomic.Int64 // len(LatencyBounds) + 1
 	sum    atomic.Int64
 }
 

@@ -16,7 +16,7 @@ func TestLatencyHistogramBuckets(t *testing.T) {
 	if len(s.Counts) != len(LatencyBounds)+1 {
 		t.Fatalf("%d buckets for %d bounds", len(s.Counts), len(LatencyBounds))
 	}
-	want := map[int]int64{0: 2, 1: 1, 4: 1, len(LatencyBounds) - 1: 1, len(LatencyBounds): 1}
+	want := map[int]int64{0: 2, 1: 1, 4: 1, len(LatencyBounds) - 1: 1, len(LatencyBounds): 1} // 3 ms is bucket 4 (<= 3 ms)
 	for i, c := range s.Counts {
 		if c != want[i] {
 			t.Errorf("bucket %d (<= %v): %d observations, want %d", i, bucketBound(i), c, want[i])
@@ -57,6 +57,18 @@ func TestLatencyHistogramsFilled(t *testing.T) {
 		}
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+func TestLatencyBoundsFitTheCounters(t *testing.T) {
+	var h latencyHistogram
+	if len(h.counts) != len(LatencyBounds)+1 {
+		t.Fatalf("%d counters for %d bounds", len(h.counts), len(LatencyBounds))
+	}
+	for i := 1; i < len(LatencyBounds); i++ {
+		if LatencyBounds[i] <= LatencyBounds[i-1] {
+			t.Fatalf("bounds not increasing at %d", i)
 		}
 	}
 }
