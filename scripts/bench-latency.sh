@@ -21,7 +21,7 @@ CASES=${CASES:-np interval always}
 mkdir -p "$OUT" "$BIN"
 [ -x "$BIN/perf" ] || GOBIN="$BIN" go install github.com/apache/pulsar-client-go/perf@v0.19.0
 (cd "$root" && go build -o "$BIN/meridian" ./cmd/meridian)
-(cd "$root/tests" && go build -o "$BIN/publat" ./cmd/publat)
+(cd "$root/tests" && go build -o "$BIN/publat" ./cmd/publat && go build -o "$BIN/machinelat" ./cmd/machinelat)
 
 mpid=
 stop_broker() {
@@ -61,6 +61,8 @@ storage_latency() {
 }
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg); $RATE msg/s x $SIZE B, $DUR s per run"
+echo "## this machine's floors (tests/cmd/machinelat, ${FLOOR_DUR:-10} s each, nothing else running)"
+"$BIN/machinelat" --duration "${FLOOR_DUR:-10}s" --dir "$OUT" | sed 's/^/    /'
 for c in $CASES; do
   case "$c" in
     np) fsync=interval topic=non-persistent://public/default/lat-np ;;

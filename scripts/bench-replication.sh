@@ -50,6 +50,10 @@ for rep in $(seq "$REPS"); do
   echo "## Meridian: two in-process clusters over loopback TCP, fsync before every acknowledgement"
   if want batched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP=1000000 MERIDIAN_BENCH_BATCH="$BATCH"; fi
   if want unbatched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1; fi
-  if want latency; then TEST=TestReplicationLatency run MERIDIAN_BENCH_LATENCY="$LAT_RATE"; fi
+  if want latency; then
+    echo "## this machine's floors (tests/cmd/machinelat; a message from A to B waits for two fsyncs and many wake-ups)"
+    (cd tests && go run ./cmd/machinelat --duration 10s --dir "${TMPDIR:-/tmp}") | sed 's/^/    /'
+    TEST=TestReplicationLatency run MERIDIAN_BENCH_LATENCY="$LAT_RATE"
+  fi
 done
 echo "## machine after: $(uptime)"
