@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,5 +353,103 @@ func TestCreatedLedgerSurvivesCrash(t *testing.T) {
 	defer e2.Close()
 	if ok, err := e2.LedgerExists(ctx, "public/default/persistent/empty"); !ok || err != nil {
 		t.Fatalf("created ledger lost in a crash: %v %v", ok, err)
+	}
+}
+
+// readCountingFS counts the bytes read from segment files.
+type readCountingFS struct {
+	vfs.FS
+	read *atomic.Int64
+}
+
+func (f readCountingFS) OpenFile(name string, flag int) (vfs.File, error) {
+	file, err := f.FS.OpenFile(name, flag)
+	if err != nil || !strings.HasSuffix(name, ".seg") {
+		return file, err
+	}
+	return readCountingFile{file, f.read}, nil
+}
+
+type readCountingFile struct {
+	vfs.File
+	read *atomic.Int64
+}
+
+func (f readCountingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.read.Add(int64(n))
+	return n, err
+}
+
+// TestReadHints: sequential readers going through a ledger in interleaved reads (several segments,
+// uncached) get every entry, and a reader of 100 entries at a time reads each byte about once
+// (the read hints start every read where the reader's previous one stopped, not at the index
+// point before it).
+func TestReadHints(t *testing.T) {
+	ctx := context.Background()
+	var read atomic.Int64
+	e := openMem(t, readCountingFS{vfs.NewMem(), &read}, func(o *Options) {
+		o.CacheBytes = -1
+		o.SegmentMaxEntries = 1500
+	})
+	defer e.Close()
+	l, _ := e.OpenLedger(ctx, "hints")
+	var want [][]byte
+	var stored int64
+	for i := 0; i < 4000; i++ {
+		d := []byte(strings.Repeat(string(rune('a'+i%26)), 1000+(i*37)%100))
+		if _, err := l.Append(ctx, d, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, d)
+		stored += int64(len(d) + segRecordOverhead)
+	}
+	type reader struct {
+		from  Position
+		n     int
+		batch int
+		bytes int64
+	}
+	readers := []*reader{{from: Earliest, batch: 100}, {from: Earliest, batch: 37}, {from: Earliest, batch: 250, bytes: 100 << 10},
+		{from: Earliest, batch: 1}, {from: Earliest, batch: 64}, {from: Earliest, batch: 100}}
+	for round := 0; ; round++ {
+		active := 0
+		for i, r := range readers {
+			if r.n == len(want) || (i == 3 && round%7 != 0) {
+				active += min(1, len(want)-r.n)
+				continue
+			}
+			active++
+			es, err := l.Read(ctx, r.from, r.batch, r.bytes)
+			if err != nil {
+				t.Fatalf("reader %d at %v: %v", i, r.from, err)
+			}
+			for _, en := range es {
+				if string(en.Data) != string(want[r.n]) {
+					t.Fatalf("reader %d: entry %d (%v) differs", i, r.n, en.Position)
+				}
+				r.n++
+			}
+			last := es[len(es)-1].Position
+			r.from = Position{last.LedgerID, last.EntryID + 1}
+		}
+		if active == 0 {
+			break
+		}
+	}
+	// One reader alone, 100 entries per read: each byte is read about once.
+	read.Store(0)
+	from := Earliest
+	for n := 0; n < len(want); {
+		es, err := l.Read(ctx, from, 100, 0)
+		if err != nil || len(es) == 0 {
+			t.Fatalf("read at %v: %d entries, %v", from, len(es), err)
+		}
+		n += len(es)
+		last := es[len(es)-1].Position
+		from = Position{last.LedgerID, last.EntryID + 1}
+	}
+	if got := read.Load(); got > stored*11/10 {
+		t.Errorf("read %d bytes of segment files for %d stored: sequential reads start before their entries", got, stored)
 	}
 }
