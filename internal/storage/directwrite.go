@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
@@ -304,17 +305,22 @@ func (e *Engine) activate(l *Ledger, st *directState, g *entryGroup) bool {
 // the write to the group's items; on failure the group stays inline (sync loop only).
 func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 	l := g.key.l
-	buf := make([]byte, 0, g.bytes)
+	recs := e.directRecs[:0]
 	shareable := e.cache.limit > 0
 	for i := range b.items {
 		it := &b.items[i]
 		if it.kind == kEntry && it.l == l && it.ledgerID == g.key.id {
-			buf = append(buf, b.buf[it.off:it.off+it.n]...)
+			recs = append(recs, b.buf[it.off:it.off+it.n])
 			if int64(it.n-segRecordOverhead)+cacheEntryOverhead > e.cache.limit/4 {
 				shareable = false
 			}
 		}
 	}
+	// bytes.Join allocates the buffer without zeroing it (every byte is copied over at once); a
+	// make and appends cleared it first: ~5 % of the catch-up's CPU was clearing and copying here.
+	// recs keeps slices of batch buffers, which the engine keeps anyway.
+	buf := bytes.Join(recs, nil)
+	e.directRecs = recs[:0]
 	cf, err := e.files.acquire(segPath(l.dirPath(), g.key.id), false)
 	if err == nil {
 		if _, err = cf.f.WriteAt(buf, st.end); err != nil {

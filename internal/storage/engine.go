@@ -81,6 +81,7 @@ type Engine struct {
 	// applier and finished by it (handedJobs: sync loop; appliedJobs: under qmu).
 	direct                  map[*Ledger]*directState
 	directGroups            map[groupKey]int
+	directRecs              [][]byte // writeDirect's scratch list of one group's records
 	planned                 uint64
 	wantDirect              bool
 	handedJobs, appliedJobs uint64
