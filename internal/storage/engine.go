@@ -389,7 +389,7 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 		if !ok {
 			break
 		}
-		if l.closing.Load() {
+		if l.flags.Load()&flagClosing != 0 {
 			// Being closed: wait until its pending work is done, then load it afresh.
 			e.mu.Unlock()
 			select {
