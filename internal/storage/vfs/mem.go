@@ -46,9 +46,10 @@ var (
 // holding only the durable state, optionally keeping a random prefix of each file's
 // unsynced appended bytes (a torn tail). Paths are slash-separated and cleaned.
 type Mem struct {
-	mu     sync.Mutex
-	root   *memNode
-	inject func(op Op, name string) error
+	mu        sync.Mutex
+	root      *memNode
+	inject    func(op Op, name string) error
+	writeback int64 // bytes handed to StartWriteback (nothing else happens: see WritebackStarted)
 }
 
 type memNode struct {
@@ -451,6 +452,28 @@ func (f *memFile) Sync() error {
 	}
 	n.dirtyBelow = len(n.synced)
 	return nil
+}
+
+// StartWriteback implements WritebackStarter: an in-memory file has no device, so it only counts
+// the bytes (WritebackStarted); it makes nothing durable, like the real call.
+func (f *memFile) StartWriteback(off, n int64) error {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if f.closed {
+		return errClosedFile
+	}
+	if off < 0 || n <= 0 || off+n > int64(len(f.n.data)) {
+		return syscall.EINVAL
+	}
+	f.m.writeback += n
+	return nil
+}
+
+// WritebackStarted is the number of bytes files of m were asked to start writing back.
+func (m *Mem) WritebackStarted() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writeback
 }
 
 func (f *memFile) Truncate(size int64) error {

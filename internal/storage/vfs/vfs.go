@@ -96,6 +96,23 @@ func DataSync(f File) error {
 	return f.Sync()
 }
 
+// WritebackStarter is implemented by files that can start writing a range of their dirty pages to
+// the device without waiting for it (Linux sync_file_range with SYNC_FILE_RANGE_WRITE). It makes
+// nothing durable: only an fsync does. Its use is pacing: data written through the page cache and
+// fsynced much later reaches the device in small steps instead of one burst at the fsync.
+type WritebackStarter interface {
+	StartWriteback(off, n int64) error
+}
+
+// StartWriteback starts writeback of f's bytes [off, off+n) where f supports it; elsewhere it does
+// nothing and returns nil.
+func StartWriteback(f File, off, n int64) error {
+	if w, ok := f.(WritebackStarter); ok {
+		return w.StartWriteback(off, n)
+	}
+	return nil
+}
+
 func (f osFile) Size() (int64, error) {
 	st, err := f.File.Stat()
 	if err != nil {
