@@ -32,14 +32,12 @@ run_perf() { # name, env...
 mpid=
 trap 'if [ -n "$mpid" ]; then kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true; fi' EXIT
 
-# REPS > 1 alternates the peer and Meridian, so every Meridian figure has a peer figure from a minute
-# before it (this machine's disk and CPU change from one minute to the next).
-for rep in $(seq "${REPS:-1}"); do
-  [ "${REPS:-1}" -gt 1 ] && echo "## rep $rep of $REPS ($(date -u +%T))"
+run_nats() {
   settle
   echo "## peer: NATS JetStream publish (nats.sh pub, REPS=1)"
   NATS_SERVER="$BIN/nats-server" REPS=1 WORK="$OUT/natsbench" "$bench/nats.sh" pub 2>&1 | tee "$OUT/nats-pub.log" | grep -E '^pub |ack latency'
-
+}
+run_meridian() {
   # NATS does not fsync before acknowledging: whatever it leaves dirty is written back before Meridian
   # starts, so neither side's run pays for the other's writeback.
   settle
@@ -53,4 +51,12 @@ for rep in $(seq "${REPS:-1}"); do
   run_perf perf-1k-unthrottled SIZE=1024 RATE=0 DUR="$DUR"
   run_perf perf-1k-5000 SIZE=1024 RATE=5000 DUR="$DUR"
   kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true; mpid=
+}
+# REPS > 1 alternates the peer and Meridian, so every Meridian figure has a peer figure from a minute
+# before or after it (this machine's disk and CPU change from one minute to the next), and swaps
+# which one goes first in every other rep: runs right after NATS were slower all day on the
+# development VM (docs/performance.md, session 5), so a fixed order would favour one side.
+for rep in $(seq "${REPS:-1}"); do
+  [ "${REPS:-1}" -gt 1 ] && echo "## rep $rep of $REPS ($(date -u +%T))"
+  if [ $((rep % 2)) -eq 1 ]; then run_nats; run_meridian; else run_meridian; run_nats; fi
 done
