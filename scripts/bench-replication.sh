@@ -26,6 +26,8 @@ echo "## machine: $(nproc) vCPU; $(uptime)"
 tbin=$(mktemp -d)/replication.test
 trap 'rm -rf "$(dirname "$tbin")"' EXIT
 go test -c -o "$tbin" ./internal/replication
+floors="$(dirname "$tbin")/machinelat"
+(cd tests && go build -o "$floors" ./cmd/machinelat)
 run() { # env assignments...; prints the test's figure lines
   (cd internal/replication && env "$@" timeout 20m "$tbin" -test.count=1 -test.timeout 20m -test.run "$TEST" -test.v 2>&1) |
     grep -E 'catch-up of|latency a->b|FAIL|panic' || true
@@ -52,7 +54,7 @@ for rep in $(seq "$REPS"); do
   if want unbatched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1; fi
   if want latency; then
     echo "## this machine's floors (tests/cmd/machinelat; a message from A to B waits for two fsyncs and many wake-ups)"
-    (cd tests && go run ./cmd/machinelat --duration 10s --dir "${TMPDIR:-/tmp}") | sed 's/^/    /'
+    "$floors" --duration 10s --dir "${TMPDIR:-/tmp}" | sed 's/^/    /'
     TEST=TestReplicationLatency run MERIDIAN_BENCH_LATENCY="$LAT_RATE"
   fi
 done
