@@ -41,11 +41,22 @@ func (l *MemoryLimiter) Acquire(n int64) {
 	}
 }
 
-// Release returns one request of n bytes.
-func (l *MemoryLimiter) Release(n int64) {
+// AcquireN charges count requests of bytes bytes in all (a group of SENDs).
+func (l *MemoryLimiter) AcquireN(bytes, count int64) {
 	for x := l; x != nil; x = x.parent {
-		x.bytes.Add(-n)
-		x.count.Add(-1)
+		x.bytes.Add(bytes)
+		x.count.Add(count)
+	}
+}
+
+// Release returns one request of n bytes.
+func (l *MemoryLimiter) Release(n int64) { l.ReleaseN(n, 1) }
+
+// ReleaseN returns count requests of bytes bytes in all.
+func (l *MemoryLimiter) ReleaseN(bytes, count int64) {
+	for x := l; x != nil; x = x.parent {
+		x.bytes.Add(-bytes)
+		x.count.Add(-count)
 		// A waiter registers (nwait) before it checks the counters again, and the counters were
 		// updated before nwait is read here: one of the two sees the other, so none is missed.
 		if x.nwait.Load() > 0 {

@@ -49,3 +49,33 @@ func TestMemoryLimiterParentAndWait(t *testing.T) {
 		t.Fatalf("parent in use %d/%d", bytes, count)
 	}
 }
+
+// AcquireN/ReleaseN charge and release a group at once, here and in the ancestors.
+func TestMemoryLimiterGroups(t *testing.T) {
+	parent := NewMemoryLimiter(1000, 0, nil)
+	a := NewMemoryLimiter(0, 10, parent)
+	a.AcquireN(300, 4)
+	if b, n := a.InUse(); b != 300 || n != 4 {
+		t.Fatalf("a in use %d/%d", b, n)
+	}
+	if b, n := parent.InUse(); b != 300 || n != 4 {
+		t.Fatalf("parent in use %d/%d", b, n)
+	}
+	if a.Over() {
+		t.Fatal("over below both limits")
+	}
+	a.AcquireN(100, 6)
+	if !a.Over() || parent.Over() {
+		t.Fatal("count limit of a not reached by a group")
+	}
+	a.ReleaseN(100, 6)
+	a.AcquireN(700, 1)
+	if !a.Over() || !parent.Over() {
+		t.Fatal("byte limit of the parent not reached by a group")
+	}
+	a.ReleaseN(700, 1)
+	a.ReleaseN(300, 4)
+	if b, n := parent.InUse(); b != 0 || n != 0 {
+		t.Fatalf("parent in use %d/%d after release", b, n)
+	}
+}

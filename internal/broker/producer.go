@@ -67,6 +67,24 @@ func (p *Producer) ConnectedSince() time.Time { return p.p.connectedSince }
 // producer's MemoryLimiter (Wait before reading the next SEND).
 func (p *Producer) Publish(req PublishRequest, done func(PublishResult)) { p.p.publish(req, done) }
 
+// PublishBatch is Publish of each request in turn, with the same done for all: the same results
+// in the same order (a request refused or deduplicated in the middle completes on its own, the
+// others go on), but admitted and appended under one hold of the topic's locks. A server hands it
+// the SENDs of one producer that arrived together. reqs is not kept after PublishBatch returns
+// (the entries are, as with Publish).
+func (p *Producer) PublishBatch(reqs []PublishRequest, done func(PublishResult)) {
+	p.p.publishBatch(reqs, done, false)
+}
+
+// PublishBatchCharged is PublishBatch of requests the caller has already charged to the producer's
+// limiter (ProducerOptions.Limiter, or the broker's when none was given): one request of
+// len(Entry) bytes each, as Publish would charge them. They are released as usual when done. A
+// server charges SENDs as it reads them, so that its limits bound what it holds while it collects
+// a group, exactly as when it published them one by one.
+func (p *Producer) PublishBatchCharged(reqs []PublishRequest, done func(PublishResult)) {
+	p.p.publishBatch(reqs, done, true)
+}
+
 // Close detaches the producer after its pending publishes complete (or ctx ends). Closing twice is
 // a no-op.
 func (p *Producer) Close(ctx context.Context) error { return p.p.close(ctx) }

@@ -61,39 +61,120 @@ type producerState struct {
 
 // publish implements Producer.Publish.
 func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
+	p.limiter.Acquire(int64(len(req.Entry)))
+	p.publishCharged(req, done)
+}
+
+// publishCharged is publish of a request already charged to the limiter.
+func (p *producerState) publishCharged(req PublishRequest, done func(PublishResult)) {
 	t := p.topic
 	n := int64(len(req.Entry))
-	p.limiter.Acquire(n)
-	slot := slotPool.Get().(*pubSlot)
-	if slot.appendDoneFn == nil { // new
-		slot.appendDoneFn = slot.appendDone
-	}
-	slot.done, slot.bytes = done, n
+	slot := newSlot(done, n)
 	p.qmu.Lock()
 	p.queue = append(p.queue, slot)
 	p.qmu.Unlock()
 
+	t.pubMu.Lock()
+	res, now := p.publishLocked(slot, &req)
+	t.pubMu.Unlock()
+	if now {
+		p.complete(slot, res)
+	}
+}
+
+// newSlot takes a publish slot from the pool.
+func newSlot(done func(PublishResult), bytes int64) *pubSlot {
+	slot := slotPool.Get().(*pubSlot)
+	if slot.appendDoneFn == nil { // new
+		slot.appendDoneFn = slot.appendDone
+	}
+	slot.done, slot.bytes = done, bytes
+	return slot
+}
+
+// maxPublishGroup bounds the slots publishBatch collects on its stack.
+const maxPublishGroup = 256
+
+// earlyResult is a publish of a group answered without an append (refused, duplicate,
+// non-persistent), completed once the topic's lock is released.
+type earlyResult struct {
+	slot *pubSlot
+	res  PublishResult
+}
+
+// publishBatch implements Producer.PublishBatch (charged: PublishBatchCharged): the requests are
+// admitted to the queue (and charged to the limiter) at once and published under one hold of the
+// topic's lock, each exactly as publish would (a refused or duplicate request in the middle
+// completes on its own, the others go on).
+func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishResult), charged bool) {
+	for len(reqs) > maxPublishGroup {
+		p.publishBatch(reqs[:maxPublishGroup], done, charged)
+		reqs = reqs[maxPublishGroup:]
+	}
+	switch len(reqs) {
+	case 0:
+		return
+	case 1:
+		if charged {
+			p.publishCharged(reqs[0], done)
+		} else {
+			p.publish(reqs[0], done)
+		}
+		return
+	}
+	t := p.topic
+	var slotsBuf [maxPublishGroup]*pubSlot
+	slots := slotsBuf[:len(reqs)]
+	var total int64
+	for i := range reqs {
+		n := int64(len(reqs[i].Entry))
+		total += n
+		slots[i] = newSlot(done, n)
+	}
+	if !charged {
+		p.limiter.AcquireN(total, int64(len(reqs)))
+	}
+	p.qmu.Lock()
+	p.queue = append(p.queue, slots...)
+	p.qmu.Unlock()
+
+	var early []earlyResult
+	t.pubMu.Lock()
+	for i := range reqs {
+		// Once appended, a slot belongs to storage's completion (it may be delivered and
+		// recycled at any time): only the early results are kept here.
+		if res, now := p.publishLocked(slots[i], &reqs[i]); now {
+			early = append(early, earlyResult{slots[i], res})
+		}
+	}
+	t.pubMu.Unlock()
+	clear(slots)
+	for _, e := range early {
+		p.complete(e.slot, e.res)
+	}
+}
+
+// publishLocked publishes one request whose slot is queued; the caller holds topic.pubMu. It
+// returns now = true with the result when the request is answered without an append (the caller
+// completes the slot once the lock is released); otherwise storage completes it.
+func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest) (res PublishResult, now bool) {
+	t := p.topic
+	n := slot.bytes
 	if req.NumMessages <= 0 {
 		req.NumMessages = 1
 	}
 	highest := highestSequenceID(req.SequenceID, req.HighestSequenceID, req.NumMessages)
-	res := PublishResult{SequenceID: req.SequenceID, HighestSequenceID: highest}
+	res = PublishResult{SequenceID: req.SequenceID, HighestSequenceID: highest}
 	if req.HighestSequenceID > 0 && req.HighestSequenceID < req.SequenceID {
 		res.Err = fmt.Errorf("lowest sequence id %d above highest %d: %w", req.SequenceID, req.HighestSequenceID, ErrInvalidRequest)
-		p.complete(slot, res)
-		return
+		return res, true
 	}
-
-	t.pubMu.Lock()
 	if err := p.publishable(); err != nil {
-		t.pubMu.Unlock()
 		res.Err = err
-		p.complete(slot, res)
-		return
+		return res, true
 	}
 	if t.nonPersistent() {
 		t.dispatchNonPersistent(req.Entry, req.Marker)
-		t.pubMu.Unlock()
 		p.msgIn.Add(int64(req.NumMessages))
 		p.bytesIn.Add(n)
 		tr := t.counters()
@@ -101,24 +182,19 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 		tr.bytesIn.Add(n)
 		tr.lastPublish.Store(t.b.nowMs())
 		res.Position = storage.Position{} // Pulsar answers 0:0 on non-persistent topics
-		p.complete(slot, res)
-		return
+		return res, true
 	}
 	if p.isReplicator && t.replIndex != nil {
 		// Replicated entries are deduplicated by their origin position, never by producer dedup.
 		dup, dl, de, ticket, err := t.replIndex.AdmitTicket(req.Entry)
 		switch {
 		case err != nil:
-			t.pubMu.Unlock()
 			res.Err = fmt.Errorf("replicated entry: %w: %w", ErrDedupUnknown, err)
-			p.complete(slot, res)
-			return
+			return res, true
 		case dup:
-			t.pubMu.Unlock()
 			res.Duplicate = true
 			res.Position = storage.Position{LedgerID: dl, EntryID: de}
-			p.complete(slot, res)
-			return
+			return res, true
 		}
 		if ticket != 0 {
 			slot.replTicket, slot.replIndex = ticket, t.replIndex
@@ -136,10 +212,12 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 		err := t.ensureDedupCursorLocked(ctx)
 		cancel()
 		if err != nil {
-			t.pubMu.Unlock()
+			if slot.replTicket != 0 {
+				slot.replIndex.Commit(slot.replTicket, 0, 0, err)
+				slot.replTicket, slot.replIndex = 0, nil
+			}
 			res.Err = fmt.Errorf("storing entry on %s: %w: %w", t.name, ErrPersistence, err)
-			p.complete(slot, res)
-			return
+			return res, true
 		}
 		t.dedupMu.Lock()
 		dd = t.dedup
@@ -148,17 +226,13 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 		switch dd.check(key, req.SequenceID, highest) {
 		case dedupDuplicate:
 			t.dedupMu.Unlock()
-			t.pubMu.Unlock()
 			res.Duplicate = true
 			res.Position = storage.Position{LedgerID: -1, EntryID: -1}
-			p.complete(slot, res)
-			return
+			return res, true
 		case dedupUnknown:
 			t.dedupMu.Unlock()
-			t.pubMu.Unlock()
 			res.Err = fmt.Errorf("sequence id %d of %q not yet persisted: %w", req.SequenceID, key, ErrDedupUnknown)
-			p.complete(slot, res)
-			return
+			return res, true
 		}
 	}
 	t.dedupMu.Unlock()
@@ -174,7 +248,7 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	slot.p, slot.dd, slot.tracked, slot.chunk = p, dd, dd != nil && checked, req.Chunk
 	slot.msgs, slot.res = int64(req.NumMessages), res
 	t.ledger.AppendAsync(req.Entry, pt, slot.appendDoneFn)
-	t.pubMu.Unlock()
+	return PublishResult{}, false
 }
 
 // appendDone is the storage completion of the slot's append.
@@ -226,8 +300,12 @@ func (p *producerState) complete(slot *pubSlot, res PublishResult) {
 			p.queue = nil
 		}
 		p.qmu.Unlock()
+		var bytes int64
+		for _, s := range batch {
+			bytes += s.bytes
+		}
+		p.limiter.ReleaseN(bytes, int64(len(batch)))
 		for j, s := range batch {
-			p.limiter.Release(s.bytes)
 			s.done(s.res)
 			// Delivered: nothing refers to the slot any more (storage called appendDone, which
 			// touches its slot only before complete), so it can serve another publish.

@@ -69,6 +69,11 @@ type conn struct {
 	// re-created since.
 	closedProducers map[uint64]struct{}
 
+	// sends are SENDs read and checked but not yet handed to the broker (reader goroutine only):
+	// a run of one producer's SENDs that arrived together is published as one group.
+	sends      sendGroup
+	sendGroups atomic.Int64 // groups of more than one SEND handed to the broker (tests)
+
 	// Publishes in flight (SEND received, receipt or error not yet queued).
 	pendingSends atomic.Int64
 	sendDone     chan struct{} // capacity 1: a publish completed
@@ -168,10 +173,18 @@ func (c *conn) flushTimeout() time.Duration {
 func (c *conn) readLoop() error {
 	// The client must CONNECT promptly.
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.KeepAliveInterval))
+	defer c.flushSends() // whatever the reason to stop, SENDs read before it are published
 	for {
+		if len(c.sends.reqs) > 0 && !c.extendSends() {
+			c.flushSends()
+			if err := c.throttle(); err != nil {
+				return err
+			}
+		}
 		buffered := c.reader.Buffered()
 		f, err := c.reader.ReadFrame()
 		if err != nil {
+			c.flushSends() // the SENDs before the bad frame go first, as they would one by one
 			if c.stopping() {
 				return c.stopReason()
 			}
@@ -208,6 +221,9 @@ func (c *conn) readLoop() error {
 		c.s.stats.framesIn.Add(1)
 		if err := c.handle(f); err != nil {
 			return err
+		}
+		if len(c.sends.reqs) > 0 {
+			continue // throttled when the group is handed on (the limiter has not seen it yet)
 		}
 		if err := c.throttle(); err != nil {
 			return err

@@ -24,6 +24,9 @@ func (c *conn) handle(f wire.Frame) error {
 		}
 		return c.handleConnect(f.Cmd.GetConnect())
 	}
+	if t != pulsarpb.BaseCommand_SEND {
+		c.flushSends() // every other command comes after the SENDs read before it
+	}
 	if f.Payload != nil && t != pulsarpb.BaseCommand_SEND {
 		return c.badFrame(fmt.Errorf("%s frame with a %d-byte payload", t, len(f.Payload)))
 	}

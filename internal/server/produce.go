@@ -242,6 +242,9 @@ func (c *conn) handleCloseProducer(cmd *pulsarpb.CommandCloseProducer) {
 // connection (the client's state is out of step with ours), as Pulsar does.
 func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	id, seq := cmd.GetProducerId(), cmd.GetSequenceId()
+	if g := &c.sends; len(g.reqs) > 0 && g.h.id != id {
+		c.flushSends() // another producer's SENDs are not grouped with these
+	}
 	c.mu.Lock()
 	h := c.producers[id]
 	var prod *broker.Producer
@@ -250,6 +253,9 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	}
 	_, recentlyClosed := c.closedProducers[id]
 	c.mu.Unlock()
+	if g := &c.sends; len(g.reqs) > 0 && (h == nil || g.h != h) {
+		c.flushSends() // the producer id was closed (and perhaps re-created) meanwhile
+	}
 	if h == nil && recentlyClosed {
 		// SENDs the client wrote before it learnt of the close (CLOSE_PRODUCER either way): it
 		// resends them after re-creating the producer, so they are dropped here, as Pulsar does.
@@ -260,6 +266,7 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		return c.badFrame(fmt.Errorf("SEND for producer %d, which is not ready on this connection", id))
 	}
 	sendError := func(code pulsarpb.ServerError, msg string) {
+		c.flushSends() // the SENDs before this one are published first, as one by one
 		c.sendCommand(&pulsarpb.CommandSendError{
 			ProducerId: proto.Uint64(id),
 			SequenceId: proto.Uint64(seq),
@@ -333,9 +340,51 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	if h.complete == nil {
 		h.complete = func(res broker.PublishResult) { c.completeSend(id, uint64(res.SequenceID), res) }
 	}
-	c.pendingSends.Add(1)
-	prod.Publish(req, h.complete)
+	// Charged now, as the broker would charge it on Publish: the connection's limits (checked
+	// before each frame is read) bound the SENDs collected in a group as they bound published ones.
+	c.limiter.Acquire(int64(len(entry)))
+	g := &c.sends
+	g.h, g.prod = h, prod
+	g.reqs = append(g.reqs, req)
 	return nil
+}
+
+// sendGroup collects consecutive SENDs of one producer that were read from the buffer together,
+// so that the broker takes them in one PublishBatch: one round of its locks, its queue and the
+// limiter per group instead of per SEND. Their payloads stay valid meanwhile: the group only grows
+// by frames that were wholly buffered (wire.Reader.NextFrameBuffered), whose reads leave the
+// payloads read before intact.
+type sendGroup struct {
+	h    *producerHandle
+	prod *broker.Producer
+	reqs []broker.PublishRequest // charged to the connection's limiter
+}
+
+// maxSendGroup bounds a group (the broker splits larger ones anyway).
+const maxSendGroup = 256
+
+// extendSends reports whether the reader may read another frame into the pending group: the
+// next frame is already buffered (reading it moves no payload of the group), the group is not
+// full, and the connection is within its limits (where the reader, publishing one by one, would
+// have stopped to wait).
+func (c *conn) extendSends() bool {
+	return len(c.sends.reqs) < maxSendGroup && c.reader.NextFrameBuffered() && !c.limiter.Over()
+}
+
+// flushSends hands the pending group (if any) to the broker.
+func (c *conn) flushSends() {
+	g := &c.sends
+	n := len(g.reqs)
+	if n == 0 {
+		return
+	}
+	c.pendingSends.Add(int64(n))
+	if n > 1 {
+		c.sendGroups.Add(1)
+	}
+	g.prod.PublishBatchCharged(g.reqs, g.h.complete)
+	clear(g.reqs) // drop the references to the payloads, which the reader reuses
+	g.reqs, g.h, g.prod = g.reqs[:0], nil, nil
 }
 
 // completeSend queues the receipt (or SEND_ERROR) of one publish. The broker calls it in publish

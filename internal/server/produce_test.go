@@ -415,3 +415,163 @@ func TestNonPersistentPipelinedSendsKeepTheirBytes(t *testing.T) {
 		got++
 	}
 }
+
+// SENDs that arrive together are published in groups; a SEND refused in the middle of a run
+// (bad checksum, too large), another producer's SENDs and other commands interleaved with the run
+// split it, and every SEND still gets the answer it would get alone: receipts strictly in order
+// per producer, the errors for the refused ones, and the stored entries in sending order.
+func TestGroupedSendsKeepOrderAndErrors(t *testing.T) {
+	s := startServer(t, Options{MaxMessageSize: 4096})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	topicA, topicB := "persistent://public/default/groupA", "persistent://public/default/groupB"
+	nameA := c.createProducer(topicA, 1, 1)
+	nameB := c.createProducer(topicB, 2, 2)
+
+	type sent struct {
+		producer, seq uint64
+		entry         []byte
+		refused       pulsarpb.ServerError // 0: must be stored
+	}
+	var all []sent
+	var stream []byte
+	add := func(producer, seq uint64, body []byte, mangle func([]byte)) {
+		name := nameA
+		if producer == 2 {
+			name = nameB
+		}
+		e := entry(t, name, seq, body)
+		var refused pulsarpb.ServerError
+		if mangle != nil {
+			mangle(e)
+			refused = pulsarpb.ServerError_ChecksumError
+		}
+		if len(body) > 4096 {
+			refused = pulsarpb.ServerError_NotAllowedError
+		}
+		f, err := wire.EncodeFrame(wire.Command(&pulsarpb.CommandSend{ProducerId: proto.Uint64(producer), SequenceId: proto.Uint64(seq)}), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream = append(stream, f...)
+		all = append(all, sent{producer, seq, e, refused})
+	}
+	body := func(seq uint64) []byte { return bytes.Repeat([]byte{byte(seq)}, 500+int(seq)%300) }
+	seqA, seqB := uint64(0), uint64(0)
+	nextA := func(b []byte, mangle func([]byte)) { add(1, seqA, b, mangle); seqA++ }
+	nextB := func() { add(2, seqB, body(seqB), nil); seqB++ }
+	for range 10 {
+		nextA(body(seqA), nil)
+	}
+	nextA(body(seqA), func(e []byte) { e[len(e)-1] ^= 0xff }) // checksum error mid-run
+	for range 9 {
+		nextA(body(seqA), nil)
+	}
+	ping, err := wire.EncodeFrame(wire.Command(&pulsarpb.CommandPing{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream = append(stream, ping...)
+	for range 5 {
+		nextA(body(seqA), nil)
+	}
+	for range 4 { // two producers interleaved
+		nextA(body(seqA), nil)
+		nextB()
+	}
+	nextA(make([]byte, 6000), nil) // over the max message size mid-run
+	for range 40 {
+		nextA(body(seqA), nil)
+	}
+	for range 3 {
+		nextB()
+	}
+	c.writeRaw(stream)
+	c.writeRaw(ping)
+
+	next := map[uint64]int{} // producer -> index into its SENDs of the next answer expected
+	byProducer := map[uint64][]sent{}
+	for _, m := range all {
+		byProducer[m.producer] = append(byProducer[m.producer], m)
+	}
+	// Errors are queued as soon as the SEND is read, receipts once stored: per producer the
+	// receipts come strictly in order, each error before the receipts of the SENDs after it.
+	pending := map[uint64]map[uint64]pulsarpb.ServerError{} // producer -> refused seqs not yet answered
+	for _, m := range all {
+		if m.refused != 0 {
+			if pending[m.producer] == nil {
+				pending[m.producer] = map[uint64]pulsarpb.ServerError{}
+			}
+			pending[m.producer][m.seq] = m.refused
+		}
+	}
+	pongs := 0
+	for pongs < 2 || next[1] < len(byProducer[1]) || next[2] < len(byProducer[2]) {
+		f, err := c.read()
+		if err != nil {
+			t.Fatalf("after %v answers: %v", next, err)
+		}
+		switch f.Type() {
+		case pulsarpb.BaseCommand_PONG:
+			pongs++
+		case pulsarpb.BaseCommand_PING:
+		case pulsarpb.BaseCommand_SEND_ERROR:
+			se := f.Cmd.GetSendError()
+			seqs := pending[se.GetProducerId()]
+			want, ok := seqs[se.GetSequenceId()]
+			if !ok {
+				t.Fatalf("unexpected SEND_ERROR %v", se)
+			}
+			delete(seqs, se.GetSequenceId())
+			if se.GetError() != want {
+				t.Fatalf("SEND_ERROR %v, want %v", se, want)
+			}
+		case pulsarpb.BaseCommand_SEND_RECEIPT:
+			r := f.Cmd.GetSendReceipt()
+			p := r.GetProducerId()
+			ms := byProducer[p]
+			for next[p] < len(ms) && ms[next[p]].refused != 0 {
+				if _, ok := pending[p][ms[next[p]].seq]; ok {
+					t.Fatalf("receipt for %d:%d before the SEND_ERROR of %d", p, r.GetSequenceId(), ms[next[p]].seq)
+				}
+				next[p]++
+			}
+			if next[p] >= len(ms) || ms[next[p]].seq != r.GetSequenceId() {
+				t.Fatalf("receipt for %d:%d out of order (next index %d)", p, r.GetSequenceId(), next[p])
+			}
+			next[p]++
+		default:
+			t.Fatalf("unexpected %s", f.Type())
+		}
+	}
+	if len(pending[1])+len(pending[2]) != 0 {
+		t.Fatalf("SEND_ERRORs missing: %v", pending)
+	}
+	var groups int64
+	s.mu.Lock()
+	for conn := range s.conns {
+		groups += conn.sendGroups.Load()
+	}
+	s.mu.Unlock()
+	if groups == 0 {
+		t.Error("no SENDs were grouped")
+	}
+
+	// Topic A holds exactly producer 1's accepted entries, in sending order.
+	c.send(&pulsarpb.CommandSubscribe{
+		Topic: proto.String(topicA), Subscription: proto.String("sub"), SubType: pulsarpb.CommandSubscribe_Exclusive.Enum(),
+		ConsumerId: proto.Uint64(1), RequestId: proto.Uint64(3), ConsumerName: proto.String("c"), Durable: proto.Bool(true),
+		InitialPosition: pulsarpb.CommandSubscribe_Earliest.Enum(),
+	})
+	c.expect(pulsarpb.BaseCommand_SUCCESS)
+	c.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(1000)})
+	for _, m := range byProducer[1] {
+		if m.refused != 0 {
+			continue
+		}
+		f := c.expectSkipping(pulsarpb.BaseCommand_MESSAGE, pulsarpb.BaseCommand_ACTIVE_CONSUMER_CHANGE)
+		if !bytes.Equal(f.Payload, m.entry) {
+			t.Fatalf("stored entry differs from SEND %d", m.seq)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -224,6 +225,81 @@ func TestReaderReusesSendCommands(t *testing.T) {
 			} else if f.Cmd != firstSend {
 				t.Fatalf("frame %d: SEND command not reused", i)
 			}
+		}
+	}
+}
+
+// chunkReader returns at most n bytes per Read, so frames straddle the reader's refills.
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), c.n, len(c.b))
+	copy(p, c.b[:k])
+	c.b = c.b[k:]
+	return k, nil
+}
+
+// NextFrameBuffered is true exactly when the next frame is wholly buffered, and then ReadFrame
+// leaves the payloads of the frames read before it intact: a run of buffered SENDs can be kept and
+// handed on together.
+func TestReaderNextFrameBufferedKeepsPayloads(t *testing.T) {
+	var stream []byte
+	var bodies [][]byte
+	for i := range 300 {
+		body := bytes.Repeat([]byte{byte(i)}, 200+i*7%900)
+		entry, err := EncodeEntry(testMetadata(), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stream, err = AppendFrame(stream, Command(&pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(uint64(i))}), entry); err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, body)
+	}
+	for _, chunk := range []int{1000, 5000, 70000, 1 << 20} {
+		r := NewReader(&chunkReader{b: stream, n: chunk}, DefaultMaxFrameSize)
+		r.ReusePayloads(true)
+		var run [][]byte // payloads of the frames read since the last unbuffered one
+		var first []int  // their sequence ids
+		check := func() {
+			for j, p := range run {
+				parts, err := ParseEntry(p)
+				if err != nil || !bytes.Equal(parts.Body, bodies[first[j]]) {
+					t.Fatalf("chunk %d: payload of SEND %d changed after later buffered reads", chunk, first[j])
+				}
+			}
+		}
+		grouped := 0
+		for i := range bodies {
+			buffered := r.NextFrameBuffered()
+			if !buffered {
+				check()
+				run, first = run[:0], first[:0]
+			} else {
+				grouped++
+			}
+			before := r.Buffered()
+			f, err := r.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if buffered != (f.WireSize <= before) {
+				t.Fatalf("chunk %d frame %d: NextFrameBuffered %v with %d buffered for a %d-byte frame", chunk, i, buffered, before, f.WireSize)
+			}
+			if got := f.Cmd.GetSend().GetSequenceId(); got != uint64(i) {
+				t.Fatalf("chunk %d: frame %d has sequence id %d", chunk, i, got)
+			}
+			run, first = append(run, f.Payload), append(first, i)
+		}
+		check()
+		if chunk > 4096 && grouped == 0 {
+			t.Fatalf("chunk %d: no frame was ever wholly buffered", chunk)
 		}
 	}
 }

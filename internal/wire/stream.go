@@ -61,6 +61,23 @@ func NewReader(r io.Reader, maxFrameSize int) *Reader {
 // whose WireSize exceeds what was buffered before ReadFrame needed a read from the stream.
 func (r *Reader) Buffered() int { return r.br.Buffered() }
 
+// NextFrameBuffered reports whether the next frame is wholly in the read buffer, so that
+// ReadFrame returns it without reading from the stream. Such a ReadFrame neither refills nor moves
+// the buffer, so with ReusePayloads the payloads of the frames read before it stay valid (the
+// decoded SEND command is still reused): a reader may collect a run of buffered SENDs and hand them
+// on together, as long as it asks before each ReadFrame.
+func (r *Reader) NextFrameBuffered() bool {
+	n := r.br.Buffered()
+	if n < 4 {
+		return false
+	}
+	hdr, err := r.br.Peek(4)
+	if err != nil {
+		return false
+	}
+	return 4+uint64(binary.BigEndian.Uint32(hdr)) <= uint64(n)
+}
+
 // SetMaxFrameSize changes the limit (a client learns the broker's max message size from CONNECTED).
 func (r *Reader) SetMaxFrameSize(n int) {
 	if n > 0 {
