@@ -7,6 +7,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // Config holds the broker core's settings. Zero values mean the documented defaults.
@@ -86,6 +87,13 @@ type ReplicatedEntryIndex interface {
 	Commit(ticket uint64, ledger, entry int64, err error)
 	// Close is called when the topic unloads, before its ledger closes.
 	Close(ctx context.Context) error
+}
+
+// OriginAdmitter is implemented by a ReplicatedEntryIndex that can admit an entry whose metadata
+// the server scanned already (PublishRequest.Origin): the broker calls AdmitOriginTicket instead
+// of AdmitTicket when the request carries the origin, with the same contract and result.
+type OriginAdmitter interface {
+	AdmitOriginTicket(entry []byte, origin wire.ReplicatedOrigin) (dup bool, dupLedger, dupEntry int64, ticket uint64, err error)
 }
 
 // PolicySource is what the broker needs from namespace and topic policies. internal/node adapts the

@@ -186,7 +186,15 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest) (res P
 	}
 	if p.isReplicator && t.replIndex != nil {
 		// Replicated entries are deduplicated by their origin position, never by producer dedup.
-		dup, dl, de, ticket, err := t.replIndex.AdmitTicket(req.Entry)
+		var dup bool
+		var dl, de int64
+		var ticket uint64
+		var err error
+		if oa, ok := t.replIndex.(OriginAdmitter); ok && req.HasOrigin {
+			dup, dl, de, ticket, err = oa.AdmitOriginTicket(req.Entry, req.Origin)
+		} else {
+			dup, dl, de, ticket, err = t.replIndex.AdmitTicket(req.Entry)
+		}
 		switch {
 		case err != nil:
 			res.Err = fmt.Errorf("replicated entry: %w: %w", ErrDedupUnknown, err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // AccessMode is a producer's access mode; values are Pulsar's ProducerAccessMode enum.
@@ -144,6 +145,11 @@ type PublishRequest struct {
 	Chunk, LastChunk bool
 	// Marker is CommandSend.marker or MessageMetadata.marker_type set: never deduplicated.
 	Marker bool
+	// Origin, when HasOrigin, is what the server's scan of the metadata found for the replicated
+	// entry index (wire.ScanPublishMetadataOrigin; it aliases Entry): an index implementing
+	// OriginAdmitter then does not scan the entry again. Only looked at for replicator producers.
+	Origin    wire.ReplicatedOrigin
+	HasOrigin bool
 }
 
 // PublishResult completes a PublishRequest.

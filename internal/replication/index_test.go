@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -569,4 +570,54 @@ func TestIndexIdleSize(t *testing.T) {
 	if x := NewIndex(IndexOptions{}); x.adm != nil || x.origins != nil {
 		t.Fatal("an unused index allocates its admissions or origins")
 	}
+}
+
+// AdmitOriginTicket, given the origin the server's scan collected, answers exactly as
+// AdmitTicket scanning the entry itself: the same admission, duplicate or error, for replicated,
+// plain and malformed metadata.
+func FuzzIndexAdmitOrigin(f *testing.F) {
+	for _, e := range [][]byte{
+		replicated(f, "a", Position{1, 2}, "x"),
+		replicated(f, "east", Position{123456789, 98765}, "payload"),
+		mkEntry(f, Position{}, "plain", nil).Data,
+	} {
+		parts, err := wire.ParseEntry(e)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(parts.Metadata)
+	}
+	bad, _ := proto.Marshal(&pulsarpb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1),
+		ReplicatedFrom: proto.String("a"), NumMessagesInBatch: proto.Int32(-3),
+		Properties: []*pulsarpb.KeyValue{{Key: proto.String(SourcePositionProperty), Value: proto.String("12:x")}}})
+	f.Add(bad)
+	f.Fuzz(func(t *testing.T, metadata []byte) {
+		entry := wire.AppendRawEntry(nil, metadata, []byte("body"))
+		_, origin, ok, err := wire.ScanPublishMetadataOrigin(entry, "")
+		if err != nil || !ok {
+			return // the server refuses it, or the index scans it itself
+		}
+		x, y := NewIndex(IndexOptions{}), NewIndex(IndexOptions{})
+		for round := 0; round < 2; round++ {
+			dup1, l1, e1, t1, err1 := x.AdmitTicket(entry)
+			dup2, l2, e2, t2, err2 := y.AdmitOriginTicket(entry, origin)
+			if dup1 != dup2 || l1 != l2 || e1 != e2 || t1 != t2 || fmt.Sprint(err1) != fmt.Sprint(err2) {
+				t.Fatalf("round %d: scan %v %d:%d %d %v; origin %v %d:%d %d %v", round, dup1, l1, e1, t1, err1, dup2, l2, e2, t2, err2)
+			}
+			if t1 != 0 {
+				x.Commit(t1, 7, int64(round), nil)
+				y.Commit(t2, 7, int64(round), nil)
+			}
+		}
+		counts := func(ix *Index) string {
+			var s string
+			for _, st := range ix.Inbound() {
+				s += fmt.Sprint(st.Origin, st.MsgInCount, st.BytesInCount, st.DuplicatesDropped, st.Runs, st.LastOrigin, ";")
+			}
+			return s
+		}
+		if counts(x) != counts(y) {
+			t.Fatalf("inbound %s, %s", counts(x), counts(y))
+		}
+	})
 }

@@ -302,7 +302,16 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		sendError(pulsarpb.ServerError_MetadataError, err.Error())
 		return nil
 	}
-	md, err := wire.ScanPublishMetadataReusing(entry, h.lastMetaName)
+	var md wire.PublishMetadata
+	var origin wire.ReplicatedOrigin
+	var hasOrigin bool
+	if prod.IsReplicator() {
+		// The replicated-entry index needs the origin fields: collected in this scan, so the
+		// index does not scan every replicated entry a second time.
+		md, origin, hasOrigin, err = wire.ScanPublishMetadataOrigin(entry, h.lastMetaName)
+	} else {
+		md, err = wire.ScanPublishMetadataReusing(entry, h.lastMetaName)
+	}
 	if err != nil {
 		c.log.Warn("SEND with undecodable metadata refused", "producerId", id, "sequenceId", seq, "err", err)
 		sendError(pulsarpb.ServerError_MetadataError, err.Error())
@@ -328,6 +337,8 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		PublishTime:  int64(md.PublishTime),
 		ProducerName: md.ProducerName,
 		Marker:       cmd.GetMarker() || md.Marker,
+		Origin:       origin,
+		HasOrigin:    hasOrigin,
 	}
 	if cmd.HighestSequenceId != nil {
 		req.HighestSequenceID = int64(cmd.GetHighestSequenceId())

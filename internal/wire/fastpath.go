@@ -177,7 +177,7 @@ func ScanPublishMetadataReusing(entry []byte, name string) (PublishMetadata, err
 	if err != nil {
 		return PublishMetadata{}, err
 	}
-	if pm, ok := scanPublishMetadata(p.Metadata, name); ok {
+	if pm, ok := scanPublishMetadata(p.Metadata, name, nil); ok {
 		return pm, nil
 	}
 	md, err := DecodeMetadata(entry)
@@ -185,6 +185,36 @@ func ScanPublishMetadataReusing(entry []byte, name string) (PublishMetadata, err
 		return PublishMetadata{}, err
 	}
 	return publishMetadataOf(md), nil
+}
+
+// ReplicatedOrigin is what the replication index reads of a replicated entry's metadata, as its
+// own scan reads it: replicated_from (field 5), the value of the ReplSourcePositionProperty property
+// and num_messages_in_batch (field 11); the last occurrence of each counts. The slices alias the
+// entry.
+type ReplicatedOrigin struct {
+	From, Position       []byte
+	HasFrom, HasPosition bool
+	NumMessages          int32
+	HasNumMessages       bool
+}
+
+// ScanPublishMetadataOrigin is ScanPublishMetadataReusing that also collects, in the same pass, the
+// ReplicatedOrigin of the entry: a server publishing for a replicator producer saves the index a
+// second scan of every entry. ok is false when the metadata needed the generic decoder (which
+// does not collect it): the index then scans the entry itself.
+func ScanPublishMetadataOrigin(entry []byte, name string) (pm PublishMetadata, origin ReplicatedOrigin, ok bool, err error) {
+	p, err := ParseEntry(entry)
+	if err != nil {
+		return PublishMetadata{}, ReplicatedOrigin{}, false, err
+	}
+	if pm, ok := scanPublishMetadata(p.Metadata, name, &origin); ok {
+		return pm, origin, true, nil
+	}
+	md, err := DecodeMetadata(entry)
+	if err != nil {
+		return PublishMetadata{}, ReplicatedOrigin{}, false, err
+	}
+	return publishMetadataOf(md), ReplicatedOrigin{}, false, nil
 }
 
 func publishMetadataOf(md *pulsarpb.MessageMetadata) PublishMetadata {
@@ -200,8 +230,8 @@ func publishMetadataOf(md *pulsarpb.MessageMetadata) PublishMetadata {
 
 // scanPublishMetadata scans encoded metadata; false means "decode it generically" (malformed, or
 // holding nested messages, whose structure only the generic decoder checks). ProducerName is
-// reuseName when the bytes are equal.
-func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
+// reuseName when the bytes are equal. With origin != nil it also collects the ReplicatedOrigin.
+func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (PublishMetadata, bool) {
 	var pm PublishMetadata
 	for len(b) > 0 {
 		num, wt, n := ConsumeTag(b)
@@ -230,10 +260,23 @@ func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
 				return pm, false
 			}
 			b = b[n:]
+			if origin != nil {
+				if key, value := keyValueOf(v); string(key) == ReplSourcePositionProperty {
+					origin.Position, origin.HasPosition = value, true
+				}
+			}
+			continue
+		case num == 5 && wt == protowire.BytesType && origin != nil:
+			v, n := ConsumeBytes(b)
+			if n < 0 {
+				return pm, false
+			}
+			b = b[n:]
+			origin.From, origin.HasFrom = v, true
 			continue
 		case num == 13 && wt == protowire.BytesType:
 			return pm, false // encryption keys: nested messages with nested messages
-		case wt == protowire.VarintType && (num == 3 || num == 20 || num == 27 || num == 29):
+		case wt == protowire.VarintType && (num == 3 || num == 11 || num == 20 || num == 27 || num == 29):
 			v, n := ConsumeVarint(b)
 			if n < 0 {
 				return pm, false
@@ -242,6 +285,10 @@ func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
 			switch num {
 			case 3:
 				pm.PublishTime = v
+			case 11:
+				if origin != nil {
+					origin.NumMessages, origin.HasNumMessages = int32(v), true
+				}
 			case 20:
 				pm.Marker = true
 			case 27:
@@ -261,6 +308,27 @@ func scanPublishMetadata(b []byte, reuseName string) (PublishMetadata, bool) {
 		b = b[n:]
 	}
 	return pm, true
+}
+
+// keyValueOf returns the last key (field 1) and value (field 2) of a KeyValue that validFlatMessage
+// accepted; fields of other wire types are skipped, as the replication index's scan skips them.
+func keyValueOf(b []byte) (key, value []byte) {
+	for len(b) > 0 {
+		num, wt, n := ConsumeTag(b)
+		b = b[n:]
+		if wt == protowire.BytesType && (num == 1 || num == 2) {
+			v, n := ConsumeBytes(b)
+			b = b[n:]
+			if num == 1 {
+				key = v
+			} else {
+				value = v
+			}
+			continue
+		}
+		b = b[ConsumeFieldValue(num, wt, b):]
+	}
+	return key, value
 }
 
 // validFlatMessage reports whether b is a well-formed sequence of fields without groups (what

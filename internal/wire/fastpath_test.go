@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"io"
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -103,6 +104,9 @@ func FuzzScanPublishMetadata(f *testing.F) {
 		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1700000000000)},
 		{ProducerName: proto.String("chunky"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), ChunkId: proto.Int32(2),
 			NumChunksFromMsg: proto.Int32(3), NumMessagesInBatch: proto.Int32(100), ReplicatedFrom: proto.String("east")},
+		{ProducerName: proto.String("r"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), ReplicatedFrom: proto.String("west"),
+			Properties: []*pulsarpb.KeyValue{{Key: proto.String("a"), Value: proto.String("b")},
+				{Key: proto.String(ReplSourcePositionProperty), Value: proto.String("12:345")}}},
 		{ProducerName: proto.String("m"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), MarkerType: proto.Int32(12)},
 		{ProducerName: proto.String("kv"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5),
 			Properties: []*pulsarpb.KeyValue{{Key: proto.String("k"), Value: proto.String("v")}}},
@@ -120,6 +124,7 @@ func FuzzScanPublishMetadata(f *testing.F) {
 		if wantErr == nil && got != publishMetadataOf(md) {
 			t.Fatalf("scan %+v, decode %+v", got, publishMetadataOf(md))
 		}
+		checkOrigin(t, entry, got, gotErr, md)
 		// Reusing a name (equal or not to the metadata's) changes nothing in the result.
 		for _, name := range []string{"", "p", got.ProducerName, got.ProducerName + "x"} {
 			again, againErr := ScanPublishMetadataReusing(entry, name)
@@ -177,11 +182,11 @@ func TestScanPublishMetadataProperties(t *testing.T) {
 		if (gotErr != nil) != (wantErr != nil) || (wantErr == nil && got != publishMetadataOf(want)) {
 			t.Fatalf("%s: scan %+v, %v; decode %v, %v", name, got, gotErr, want, wantErr)
 		}
-		if _, fast := scanPublishMetadata(md, ""); fast && wantErr != nil {
+		if _, fast := scanPublishMetadata(md, "", nil); fast && wantErr != nil {
 			t.Fatalf("%s: the scan accepted what the decoder refuses", name)
 		}
 	}
-	if _, fast := scanPublishMetadata(prop(kv), ""); !fast {
+	if _, fast := scanPublishMetadata(prop(kv), "", nil); !fast {
 		t.Fatal("a property sent the scan to the generic decoder")
 	}
 }
@@ -301,5 +306,74 @@ func TestReaderNextFrameBufferedKeepsPayloads(t *testing.T) {
 		if chunk > 4096 && grouped == 0 {
 			t.Fatalf("chunk %d: no frame was ever wholly buffered", chunk)
 		}
+	}
+}
+
+// checkOrigin checks ScanPublishMetadataOrigin against the scan without origin and the decoded
+// metadata md (nil when it does not decode): same PublishMetadata and error, and, when the scan
+// collected it, the origin fields as the decoded message has them (the last source-position
+// property, replicated_from, num_messages_in_batch).
+func checkOrigin(t *testing.T, entry []byte, want PublishMetadata, wantErr error, md *pulsarpb.MessageMetadata) {
+	t.Helper()
+	pm, origin, ok, err := ScanPublishMetadataOrigin(entry, "")
+	if pm != want || (err != nil) != (wantErr != nil) {
+		t.Fatalf("with origin: %+v %v, without: %+v %v", pm, err, want, wantErr)
+	}
+	if !ok {
+		if !reflect.DeepEqual(origin, ReplicatedOrigin{}) {
+			t.Fatalf("origin %+v without ok", origin)
+		}
+		return
+	}
+	if md == nil {
+		t.Fatal("origin collected from metadata that does not decode")
+	}
+	if origin.HasFrom != (md.ReplicatedFrom != nil) || string(origin.From) != md.GetReplicatedFrom() {
+		t.Fatalf("replicated_from %q (%v), decoded %v", origin.From, origin.HasFrom, md.ReplicatedFrom)
+	}
+	var pos *string
+	for _, kv := range md.GetProperties() {
+		if kv.GetKey() == ReplSourcePositionProperty {
+			pos = kv.Value
+			if pos == nil {
+				pos = proto.String("")
+			}
+		}
+	}
+	if origin.HasPosition != (pos != nil) || (pos != nil && string(origin.Position) != *pos) {
+		t.Fatalf("source position %q (%v), decoded %v", origin.Position, origin.HasPosition, pos)
+	}
+	if origin.HasNumMessages != (md.NumMessagesInBatch != nil) || (origin.HasNumMessages && origin.NumMessages != md.GetNumMessagesInBatch()) {
+		t.Fatalf("num_messages_in_batch %d (%v), decoded %v", origin.NumMessages, origin.HasNumMessages, md.NumMessagesInBatch)
+	}
+}
+
+// The origin of a replicated entry is collected in the scan without allocating, and repeated
+// fields count by their last occurrence.
+func TestScanPublishMetadataOrigin(t *testing.T) {
+	md := &pulsarpb.MessageMetadata{ProducerName: proto.String("pulsar.repl.a-->b"), SequenceId: proto.Uint64(7), PublishTime: proto.Uint64(5),
+		ReplicatedFrom: proto.String("a"), NumMessagesInBatch: proto.Int32(3),
+		Properties: []*pulsarpb.KeyValue{{Key: proto.String(ReplSourcePositionProperty), Value: proto.String("1:2")},
+			{Key: proto.String("x"), Value: proto.String("y")}, {Key: proto.String(ReplSourcePositionProperty), Value: proto.String("3:4")}}}
+	entry, err := EncodeEntry(md, []byte("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantErr := ScanPublishMetadata(entry)
+	checkOrigin(t, entry, want, wantErr, md)
+	_, origin, ok, _ := ScanPublishMetadataOrigin(entry, "")
+	if !ok || string(origin.From) != "a" || string(origin.Position) != "3:4" || origin.NumMessages != 3 {
+		t.Fatalf("origin %+v ok %v", origin, ok)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _, _ = ScanPublishMetadataOrigin(entry, "pulsar.repl.a-->b") }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+	// Not replicated: nothing to find, still ok.
+	plain, err := EncodeEntry(&pulsarpb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, origin, ok, err := ScanPublishMetadataOrigin(plain, ""); !ok || err != nil || !reflect.DeepEqual(origin, ReplicatedOrigin{}) {
+		t.Fatalf("plain entry: %+v %v %v", origin, ok, err)
 	}
 }
