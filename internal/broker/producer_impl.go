@@ -29,6 +29,7 @@ type pubSlot struct {
 	tracked    bool        // dedup records the entry's sequence id once stored
 	chunk      bool
 	msgs       int64
+	acceptedMs int64  // broker clock when the publish was accepted (LastPublishTimeStamp)
 	replTicket uint64 // the replicated index's admission to commit; 0 = none
 	replIndex  ReplicatedEntryIndex
 }
@@ -75,7 +76,7 @@ func (p *producerState) publishCharged(req PublishRequest, done func(PublishResu
 	p.qmu.Unlock()
 
 	t.pubMu.Lock()
-	res, now := p.publishLocked(slot, &req)
+	res, now := p.publishLocked(slot, &req, t.b.nowMs())
 	t.pubMu.Unlock()
 	if now {
 		p.complete(slot, res)
@@ -139,11 +140,12 @@ func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishRes
 	p.qmu.Unlock()
 
 	var early []earlyResult
+	nowMs := t.b.nowMs() // one clock read per group
 	t.pubMu.Lock()
 	for i := range reqs {
 		// Once appended, a slot belongs to storage's completion (it may be delivered and
 		// recycled at any time): only the early results are kept here.
-		if res, now := p.publishLocked(slots[i], &reqs[i]); now {
+		if res, now := p.publishLocked(slots[i], &reqs[i], nowMs); now {
 			early = append(early, earlyResult{slots[i], res})
 		}
 	}
@@ -154,10 +156,11 @@ func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishRes
 	}
 }
 
-// publishLocked publishes one request whose slot is queued; the caller holds topic.pubMu. It
-// returns now = true with the result when the request is answered without an append (the caller
-// completes the slot once the lock is released); otherwise storage completes it.
-func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest) (res PublishResult, now bool) {
+// publishLocked publishes one request whose slot is queued; the caller holds topic.pubMu. nowMs is
+// the broker clock's time of the publish (read once per group). It returns now = true with the
+// result when the request is answered without an append (the caller completes the slot once the
+// lock is released); otherwise storage completes it.
+func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs int64) (res PublishResult, now bool) {
 	t := p.topic
 	n := slot.bytes
 	if req.NumMessages <= 0 {
@@ -180,7 +183,7 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest) (res P
 		tr := t.counters()
 		tr.msgIn.Add(int64(req.NumMessages))
 		tr.bytesIn.Add(n)
-		tr.lastPublish.Store(t.b.nowMs())
+		tr.lastPublish.Store(nowMs)
 		res.Position = storage.Position{} // Pulsar answers 0:0 on non-persistent topics
 		return res, true
 	}
@@ -246,7 +249,7 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest) (res P
 	t.dedupMu.Unlock()
 	pt := req.PublishTime
 	if pt <= 0 {
-		pt = t.b.nowMs()
+		pt = nowMs
 	}
 	if pt < t.lastAppendTime {
 		pt = t.lastAppendTime // keep publish times non-decreasing in the log (seek by time)
@@ -254,7 +257,7 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest) (res P
 	t.lastAppendTime = pt
 	t.inflight.Add(1)
 	slot.p, slot.dd, slot.tracked, slot.chunk = p, dd, dd != nil && checked, req.Chunk
-	slot.msgs, slot.res = int64(req.NumMessages), res
+	slot.msgs, slot.res, slot.acceptedMs = int64(req.NumMessages), res, nowMs
 	t.ledger.AppendAsync(req.Entry, pt, slot.appendDoneFn)
 	return PublishResult{}, false
 }
@@ -401,7 +404,9 @@ func (t *topicState) appended(slot *pubSlot, pos storage.Position, err error) {
 	tr := t.counters()
 	tr.msgIn.Add(msgs)
 	tr.bytesIn.Add(bytes)
-	tr.lastPublish.Store(t.b.nowMs())
+	// The time the publish was accepted (a clock read per SEND group on the publishing side rather
+	// than one per entry here; the stored entries' timestamps differ by the storage latency).
+	tr.lastPublish.Store(slot.acceptedMs)
 	res.Position = pos
 	p.complete(slot, res)
 	t.notifySubscriptions()
