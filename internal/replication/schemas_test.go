@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -77,4 +79,22 @@ func TestTranslateSchemas(t *testing.T) {
 	if _, err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", es); err == nil {
 		t.Fatal("translation failure not reported")
 	}
+}
+
+// The byte pre-check of schemaVersionOf never hides a schema version the full scan finds,
+// whatever the encoding of the tag (overlong varints included).
+func FuzzSchemaVersionPrecheck(f *testing.F) {
+	withVersion, _ := proto.Marshal(&pulsarpb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1),
+		PublishTime: proto.Uint64(1), SchemaVersion: []byte{0, 0, 0, 0, 0, 0, 0, 3}})
+	without, _ := proto.Marshal(&pulsarpb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1)})
+	f.Add(withVersion)
+	f.Add(without)
+	f.Add([]byte{0x82, 0x81, 0x80, 0x00, 0x01, 0x07}) // tag 16/bytes as an overlong varint
+	f.Fuzz(func(t *testing.T, md []byte) {
+		want, wantOK, wantErr := scanSchemaVersion(md)
+		got, gotOK, _ := schemaVersionOf(md)
+		if wantErr == nil && (gotOK != wantOK || string(got) != string(want)) {
+			t.Fatalf("pre-checked %x %v, scan %x %v", got, gotOK, want, wantOK)
+		}
+	})
 }
