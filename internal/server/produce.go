@@ -361,8 +361,8 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 }
 
 // sendGroup collects consecutive SENDs of one producer that were read from the buffer together,
-// so that the broker takes them in one PublishBatch: one round of its locks, its queue and the
-// limiter per group instead of per SEND. Their payloads stay valid meanwhile: the group only grows
+// so that the broker takes them in one PublishBatchCharged: one round of its locks and of the
+// producer's completion queue per group instead of per SEND. Their payloads stay valid meanwhile: the group only grows
 // by frames that were wholly buffered (wire.Reader.NextFrameBuffered), whose reads leave the
 // payloads read before intact.
 type sendGroup struct {
