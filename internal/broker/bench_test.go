@@ -71,6 +71,49 @@ func BenchmarkPublish(b *testing.B) {
 	}
 }
 
+// BenchmarkPublishBatch is BenchmarkPublish (in-memory filesystem, no dedup) handing the entries
+// to the broker in groups of `group` (1: Publish; more: PublishBatch, as a server does with the
+// SENDs it finds in its read buffer together). One op = one entry.
+func BenchmarkPublishBatch(b *testing.B) {
+	for _, group := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("group=%d", group), func(b *testing.B) {
+			e := benchEnv(b, true)
+			top := e.topic("bench-publish-batch")
+			p := addProducer(b, top, ProducerOptions{Name: "bench"})
+			data := entry(b, "bench", 0, 1, string(make([]byte, 1024)))
+			const window = 1024
+			sem := make(chan struct{}, window)
+			var wg sync.WaitGroup
+			done := func(r PublishResult) {
+				if r.Err != nil {
+					b.Error(r.Err)
+				}
+				<-sem
+				wg.Done()
+			}
+			reqs := make([]PublishRequest, 0, group)
+			b.SetBytes(int64(len(data)))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				sem <- struct{}{}
+				wg.Add(1)
+				reqs = append(reqs, PublishRequest{Entry: data, SequenceID: int64(i)})
+				if len(reqs) == group || i == b.N-1 {
+					if len(reqs) == 1 {
+						p.Publish(reqs[0], done)
+					} else {
+						p.PublishBatch(reqs, done)
+					}
+					reqs = reqs[:0]
+				}
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+		})
+	}
+}
+
 // chanSink hands deliveries to a consuming goroutine, as a connection's write loop would.
 type chanSink struct{ ch chan []Delivery }
 
