@@ -624,6 +624,8 @@ func TestReplicationLatency(t *testing.T) {
 	}()
 	all := make([]time.Duration, 0, total)
 	lat := make([]time.Duration, 0, total) // sent after the warm-up
+	slow := slowLog{start: start}
+	defer slow.print(t)
 	for len(all) < total {
 		m, err := cons.Receive(ctx)
 		if err != nil {
@@ -633,7 +635,7 @@ func TestReplicationLatency(t *testing.T) {
 		d := time.Since(time.Unix(0, ns))
 		all = append(all, d)
 		if d > 50*time.Millisecond && os.Getenv("LATDBG") != "" {
-			t.Logf("slow: sent at +%v, latency %v", time.Unix(0, ns).Sub(start), d)
+			slow.add(time.Unix(0, ns), d)
 		}
 		if time.Unix(0, ns).Sub(start) >= warmup {
 			lat = append(lat, d)
@@ -650,6 +652,36 @@ func TestReplicationLatency(t *testing.T) {
 		for _, h := range []string{"meridian_storage_commit_seconds", "meridian_storage_sync_seconds"} {
 			t.Logf("  %s %s: %s", c.name, h, histogramQuantiles(scrapeMetrics(t, c), h))
 		}
+	}
+}
+
+// slowLog groups slow messages by the 100 ms in which they were sent, with the wall clock (to line
+// them up with the storage's debug log: MERIDIAN_TEST_LOG=debug shows slow fsyncs and checkpoints).
+type slowLog struct {
+	start   time.Time
+	buckets []slowBucket
+}
+
+type slowBucket struct {
+	at  time.Time
+	n   int
+	max time.Duration
+}
+
+func (s *slowLog) add(sent time.Time, d time.Duration) {
+	at := sent.Truncate(100 * time.Millisecond)
+	if n := len(s.buckets); n > 0 && s.buckets[n-1].at.Equal(at) {
+		b := &s.buckets[n-1]
+		b.n++
+		b.max = max(b.max, d)
+		return
+	}
+	s.buckets = append(s.buckets, slowBucket{at: at, n: 1, max: d})
+}
+
+func (s *slowLog) print(t *testing.T) {
+	for _, b := range s.buckets {
+		t.Logf("slow: %d sent in the 100 ms from %s (+%v), max latency %v", b.n, b.at.UTC().Format("15:04:05.000"), b.at.Sub(s.start).Round(time.Millisecond), b.max)
 	}
 }
 

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -257,6 +258,10 @@ func cloneAcked(models map[string]*crashModel) map[string]map[Position][]byte {
 func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[string]*crashModel, acked map[string]map[Position][]byte) *Engine {
 	t.Helper()
 	ctx := context.Background()
+	before := ""
+	if os.Getenv("CRASHDBG") != "" {
+		before = fs.String() + dumpJournalsForTest(fs)
+	}
 	e := openMem(t, fs, mod)
 	for n, m := range models {
 		l, err := e.OpenLedger(ctx, n)
@@ -264,6 +269,9 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 			t.Fatalf("reopen %s: %v", n, err)
 		}
 		if err := l.Err(); err != nil {
+			if os.Getenv("CRASHDBG") != "" {
+				t.Logf("files after the crash, before recovery:\n%s", before)
+			}
 			t.Fatalf("ledger %s fenced after a plain crash: %v", n, err)
 		}
 		es, err := l.Read(ctx, Earliest, 0, 0)
@@ -340,4 +348,50 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 		}
 	}
 	return e
+}
+
+// dumpJournalsForTest lists the records of every journal file in fs (CRASHDBG=1).
+func dumpJournalsForTest(fs *vfs.Mem) string {
+	var b strings.Builder
+	logf := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	des, _ := fs.ReadDir("/data/journal")
+	for _, de := range des {
+		if !strings.HasSuffix(de.Name, ".jnl") {
+			continue
+		}
+		f, err := fs.OpenFile("/data/journal/"+de.Name, vfs.ReadOnly)
+		if err != nil {
+			continue
+		}
+		size, _ := f.Size()
+		data := make([]byte, size)
+		n, _ := f.ReadAt(data, 0)
+		f.Close()
+		data = data[:n]
+		hseq, _, seed, err := parseJournalHeader(data)
+		logf("journal %s: %d bytes, header seq %d err %v", de.Name, len(data), hseq, err)
+		if err != nil {
+			continue
+		}
+		for off := headerSize; off < len(data); {
+			body, sz, err := decodeRecord(data[off:], seed)
+			if err != nil {
+				logf("  @%d: end (%v), zero tail %v", off, err, allZero(data[off:]))
+				break
+			}
+			desc := fmt.Sprintf("type %d", body[0])
+			if len(body) >= 13 && (body[0] == 1 || body[0] == 10 || body[0] == 11 || body[0] == 5) {
+				desc += fmt.Sprintf(" ledger %d", binary.LittleEndian.Uint64(body[5:]))
+				if body[0] == 1 && len(body) >= 21+recHeaderSize {
+					desc += fmt.Sprintf(" entry %d", binary.LittleEndian.Uint64(body[13+recHeaderSize:]))
+				}
+				if body[0] == 10 && len(body) >= 41 {
+					desc += fmt.Sprintf(" first %d count %d off %d len %d", binary.LittleEndian.Uint64(body[13:]), binary.LittleEndian.Uint32(body[21:]), binary.LittleEndian.Uint64(body[25:]), binary.LittleEndian.Uint64(body[33:]))
+				}
+			}
+			logf("  @%d: %s", off, desc)
+			off += sz
+		}
+	}
+	return b.String()
 }

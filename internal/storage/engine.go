@@ -1178,9 +1178,11 @@ func (e *Engine) checkpointer() {
 func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
+	start := time.Now()
 	if err := e.syncFiles(files, dirs); err != nil {
 		return err
 	}
+	synced := time.Since(start)
 	e.stateMu.Lock()
 	old := e.firstJournal
 	if seq+1 > e.firstJournal {
@@ -1198,6 +1200,7 @@ func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 		e.retireJournal(s)
 	}
 	e.m.checkpoints.Add(1)
+	e.log.Debug("checkpoint", "journal", seq, "files", len(files), "dirs", len(dirs), "fsync", synced, "took", time.Since(start))
 	return nil
 }
 
