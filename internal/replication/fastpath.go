@@ -82,9 +82,9 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 					s.replicateToRemote = true
 				}
 			case fieldProperties:
-				k, val, err := scanKeyValue(v)
-				if err != nil {
-					return s, err
+				k, val, ok := wire.ScanKeyValue(v)
+				if !ok {
+					return s, errScan
 				}
 				if string(k) == SourcePositionProperty {
 					s.hasSourcePosition, s.sourcePosition = true, val
@@ -120,35 +120,6 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 		}
 	}
 	return s, nil
-}
-
-func scanKeyValue(b []byte) (key, value []byte, err error) {
-	for len(b) > 0 {
-		num, typ, n := wire.ConsumeTag(b)
-		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
-			return nil, nil, errScan
-		}
-		b = b[n:]
-		if typ == protowire.BytesType && (num == 1 || num == 2) {
-			v, n := wire.ConsumeBytes(b)
-			if n < 0 {
-				return nil, nil, errScan
-			}
-			b = b[n:]
-			if num == 1 {
-				key = v
-			} else {
-				value = v
-			}
-			continue
-		}
-		n = wire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return nil, nil, errScan
-		}
-		b = b[n:]
-	}
-	return key, value, nil
 }
 
 // prepareFast is PrepareEntry for the common case; ok is false when the general path must decide.

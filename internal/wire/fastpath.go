@@ -261,7 +261,7 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 			}
 			b = b[n:]
 			if origin != nil {
-				if key, value := keyValueOf(v); string(key) == ReplSourcePositionProperty {
+				if key, value, _ := ScanKeyValue(v); string(key) == ReplSourcePositionProperty { // v passed validFlatMessage
 					origin.Position, origin.HasPosition = value, true
 				}
 			}
@@ -310,14 +310,22 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 	return pm, true
 }
 
-// keyValueOf returns the last key (field 1) and value (field 2) of a KeyValue that validFlatMessage
-// accepted; fields of other wire types are skipped, as the replication index's scan skips them.
-func keyValueOf(b []byte) (key, value []byte) {
+// ScanKeyValue returns the last key (field 1) and value (field 2) of an encoded KeyValue, skipping
+// fields of other numbers or wire types as protobuf does; ok is false if b is not well-formed (a bad
+// tag, a field number protobuf refuses, or a truncated field). The replication index's metadata
+// scan and ScanPublishMetadataOrigin both read the source-position property with it.
+func ScanKeyValue(b []byte) (key, value []byte, ok bool) {
 	for len(b) > 0 {
 		num, wt, n := ConsumeTag(b)
+		if n < 0 || num > protowire.MaxValidNumber {
+			return nil, nil, false
+		}
 		b = b[n:]
 		if wt == protowire.BytesType && (num == 1 || num == 2) {
 			v, n := ConsumeBytes(b)
+			if n < 0 {
+				return nil, nil, false
+			}
 			b = b[n:]
 			if num == 1 {
 				key = v
@@ -326,9 +334,13 @@ func keyValueOf(b []byte) (key, value []byte) {
 			}
 			continue
 		}
-		b = b[ConsumeFieldValue(num, wt, b):]
+		n = ConsumeFieldValue(num, wt, b)
+		if n < 0 {
+			return nil, nil, false
+		}
+		b = b[n:]
 	}
-	return key, value
+	return key, value, true
 }
 
 // validFlatMessage reports whether b is a well-formed sequence of fields without groups (what
