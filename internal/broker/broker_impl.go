@@ -620,13 +620,13 @@ func (b *brokerState) statsLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 			b.sampleRates()
-			if now := b.clock.Now(); now.Sub(lastQuota) >= b.cfg.BacklogQuotaCheckInterval {
+			if now := b.clock.Now(); periodDue(now, lastQuota, b.cfg.BacklogQuotaCheckInterval, b.cfg.StatsInterval) {
 				lastQuota = now
 				for _, t := range b.loadedTopics() {
 					t.t.enforceBacklogQuota(ctx)
 				}
 			}
-			if now := b.clock.Now(); now.Sub(lastTTL) >= ttlCheckInterval {
+			if now := b.clock.Now(); periodDue(now, lastTTL, ttlCheckInterval, b.cfg.StatsInterval) {
 				lastTTL = now
 				for _, t := range b.loadedTopics() {
 					t.t.expireAll(ctx)
@@ -634,6 +634,15 @@ func (b *brokerState) statsLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// periodDue reports whether a task run every period on the stats ticker (one tick every tick) is
+// due at now, when it last ran at last. Half a tick of slack: the ticker keeps its schedule but
+// last is read when the previous tick was handled, possibly late, so "now-last >= period" would
+// skip a whole tick after any delay (with the 5 s defaults a backlog quota check 10 s after the
+// previous one, where Pulsar's clients expect one within 5 s).
+func periodDue(now, last time.Time, period, tick time.Duration) bool {
+	return now.Sub(last) >= period-tick/2
 }
 
 func (b *brokerState) sampleRates() {
