@@ -20,16 +20,19 @@ type entryCache struct {
 
 	mu    sync.Mutex
 	runs  map[int64]*cacheRun // by ledger id
-	queue []cacheKey          // FIFO ring of what was inserted
-	head  int
+	queue ring[cacheKey]      // FIFO of what was inserted
 	bytes int64
 
 	hits, misses atomic.Int64
 }
 
+// cacheRun is one ledger id's cached entries, first..first+len-1. A ring: entries are appended at
+// one end and evicted from the other, so neither moves the others. (With a slice popped from
+// the front, every append past its capacity copied the whole run, write barriers included:
+// ~60 ns per 1 KiB entry of a catch-up, half of what a put cost.)
 type cacheRun struct {
-	first   int64 // entry id of entries[0]
-	entries []cachedEntry
+	first   int64 // entry id of the oldest entry held
+	entries ring[cachedEntry]
 }
 
 type cachedEntry struct {
@@ -60,36 +63,27 @@ func (c *entryCache) put(p Position, publishTime int64, data []byte) {
 	c.mu.Lock()
 	r := c.runs[p.LedgerID]
 	switch {
-	case r == nil || p.EntryID != r.first+int64(len(r.entries)):
-		if r != nil && p.EntryID >= r.first && p.EntryID < r.first+int64(len(r.entries)) {
+	case r == nil || p.EntryID != r.first+int64(r.entries.len()):
+		if r != nil && p.EntryID >= r.first && p.EntryID < r.first+int64(r.entries.len()) {
 			c.mu.Unlock()
 			return // already cached
 		}
 		r = &cacheRun{first: p.EntryID}
 		c.runs[p.LedgerID] = r
 	}
-	r.entries = append(r.entries, cachedEntry{publishTime, data})
-	c.queue = append(c.queue, cacheKey{p, size})
+	r.entries.push(cachedEntry{publishTime, data})
+	c.queue.push(cacheKey{p, size})
 	c.bytes += size
-	for c.bytes > c.limit && c.head < len(c.queue) {
-		k := c.queue[c.head]
-		c.queue[c.head] = cacheKey{}
-		c.head++
+	for c.bytes > c.limit && c.queue.len() > 0 {
+		k := c.queue.pop()
 		c.bytes -= k.size
-		if r := c.runs[k.p.LedgerID]; r != nil && len(r.entries) > 0 && r.first == k.p.EntryID {
-			r.entries[0] = cachedEntry{}
-			r.entries = r.entries[1:]
+		if r := c.runs[k.p.LedgerID]; r != nil && r.entries.len() > 0 && r.first == k.p.EntryID {
+			r.entries.pop()
 			r.first++
-			if len(r.entries) == 0 {
+			if r.entries.len() == 0 {
 				delete(c.runs, k.p.LedgerID)
 			}
 		}
-	}
-	if c.head > 1024 && c.head > len(c.queue)/2 {
-		n := copy(c.queue, c.queue[c.head:])
-		clear(c.queue[n:])
-		c.queue = c.queue[:n]
-		c.head = 0
 	}
 	c.mu.Unlock()
 }
@@ -102,8 +96,8 @@ func (c *entryCache) get(p Position) (cachedEntry, bool) {
 	var e cachedEntry
 	ok := false
 	c.mu.Lock()
-	if r := c.runs[p.LedgerID]; r != nil && p.EntryID >= r.first && p.EntryID < r.first+int64(len(r.entries)) {
-		e, ok = r.entries[p.EntryID-r.first], true
+	if r := c.runs[p.LedgerID]; r != nil && p.EntryID >= r.first && p.EntryID < r.first+int64(r.entries.len()) {
+		e, ok = r.entries.at(int(p.EntryID-r.first)), true
 	}
 	c.mu.Unlock()
 	if ok {
@@ -113,6 +107,39 @@ func (c *entryCache) get(p Position) (cachedEntry, bool) {
 	}
 	return e, ok
 }
+
+// ring is a FIFO queue in a power-of-two buffer that doubles when full.
+type ring[T any] struct {
+	buf  []T
+	head int // index of the oldest element
+	n    int
+}
+
+func (q *ring[T]) len() int { return q.n }
+
+func (q *ring[T]) push(v T) {
+	if q.n == len(q.buf) {
+		grown := make([]T, max(2*len(q.buf), 16))
+		k := copy(grown, q.buf[q.head:])
+		copy(grown[k:], q.buf[:q.head])
+		q.buf, q.head = grown, 0
+	}
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
+	q.n++
+}
+
+// pop removes and returns the oldest element (the queue must not be empty).
+func (q *ring[T]) pop() T {
+	var zero T
+	v := q.buf[q.head]
+	q.buf[q.head] = zero // release what it references
+	q.head = (q.head + 1) & (len(q.buf) - 1)
+	q.n--
+	return v
+}
+
+// at returns the i-th oldest element (0 <= i < len).
+func (q *ring[T]) at(i int) T { return q.buf[(q.head+i)&(len(q.buf)-1)] }
 
 // dropLedger forgets the entries of one ledger id (their bytes are released as their queue slots
 // reach the front).

@@ -72,3 +72,46 @@ func TestEntryCacheModel(t *testing.T) {
 		}
 	}
 }
+
+// TestRingFIFO: pushes and pops in any interleaving (growing while wrapped around) keep FIFO
+// order and indexing.
+func TestRingFIFO(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var q ring[int]
+	var model []int
+	next := 0
+	for step := 0; step < 20000; step++ {
+		if rng.IntN(3) > 0 || len(model) == 0 {
+			q.push(next)
+			model = append(model, next)
+			next++
+		} else {
+			if got := q.pop(); got != model[0] {
+				t.Fatalf("step %d: pop %d, want %d", step, got, model[0])
+			}
+			model = model[1:]
+		}
+		if q.len() != len(model) {
+			t.Fatalf("step %d: len %d, want %d", step, q.len(), len(model))
+		}
+		if len(model) > 0 {
+			i := rng.IntN(len(model))
+			if got := q.at(i); got != model[i] {
+				t.Fatalf("step %d: at(%d) = %d, want %d", step, i, got, model[i])
+			}
+		}
+	}
+}
+
+// BenchmarkEntryCachePut: what the applier pays per 1 KiB entry it makes visible, with the cache
+// full (every put evicts): one ledger id's run, as in a catch-up.
+func BenchmarkEntryCachePut(b *testing.B) {
+	c := newEntryCache(64 << 20)
+	data := make([]byte, 1024)
+	id := int64(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.put(Position{7, id}, id, data)
+		id++
+	}
+}
