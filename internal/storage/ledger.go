@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -506,6 +507,7 @@ func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position,
 		if rollTo > l.curID {
 			l.switchSegmentLocked(b, rollTo)
 		}
+		b.buf = growBatchBuf(b.buf, entryRecordHead+segRecordOverhead+len(data))
 		var start int
 		b.buf, start = beginJournalRecord(b.buf, jEntry, l.slot)
 		b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(l.curID))
@@ -521,6 +523,17 @@ func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position,
 		}
 		return it
 	})
+}
+
+// growBatchBuf makes room for n more bytes in a batch's journal buffer, doubling its capacity
+// when it must grow. append grows a large slice by a quarter, so a batch buffer was copied about
+// four times over (under the queue lock) while it grew to the size of a catch-up's group commit
+// (10-20 MB; each of the engine's batches grows once).
+func growBatchBuf(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	return slices.Grow(b, max(n, cap(b), 64<<10))
 }
 
 // switchSegmentLocked starts segment id for new appends (e.qmu held) and queues the seal of the
