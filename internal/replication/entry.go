@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/crc32c"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -146,13 +147,13 @@ var forwardedMarkers = map[int32]bool{10: true, 11: true, 13: true}
 // id, publish time and properties unchanged) with replicated_from = local, the source position in
 // SourcePositionProperty, transaction ids cleared and the checksum recomputed.
 func PrepareEntry(e Entry, local, remote string) (Outbound, SkipReason, error) {
-	return prepareEntry(e, local, remote, nil)
+	return prepareEntry(e, local, remote, nil, nil)
 }
 
 // prepareEntry is PrepareEntry carving the new metadata head from *headroom (nil: its own
 // allocation).
-func prepareEntry(e Entry, local, remote string, headroom *[]byte) (Outbound, SkipReason, error) {
-	if out, reason, ok := prepareFast(e, local, remote, headroom); ok {
+func prepareEntry(e Entry, local, remote string, headroom *[]byte, shifts *crc32c.ShiftCache) (Outbound, SkipReason, error) {
+	if out, reason, ok := prepareFast(e, local, remote, headroom, shifts); ok {
 		return out, reason, nil
 	}
 	return prepareGeneral(e, local, remote)

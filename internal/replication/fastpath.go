@@ -123,7 +123,7 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 }
 
 // prepareFast is PrepareEntry for the common case; ok is false when the general path must decide.
-func prepareFast(e Entry, local, remote string, headroom *[]byte) (out Outbound, reason SkipReason, ok bool) {
+func prepareFast(e Entry, local, remote string, headroom *[]byte, shifts *crc32c.ShiftCache) (out Outbound, reason SkipReason, ok bool) {
 	parts, err := wire.ParseEntry(e.Data)
 	if err != nil {
 		return Outbound{}, "", false
@@ -191,11 +191,7 @@ func prepareFast(e Entry, local, remote string, headroom *[]byte) (out Outbound,
 	out = Outbound{Source: e.Position, Data: buf, Body: parts.Body, Messages: int(s.numMessages), PublishTime: e.PublishTime, Marker: marker, ChunkID: s.chunkID,
 		Info: client.RawInfo{Known: true, HasNumMessages: s.hasNumMessages,
 			HighestSequenceID: s.highestSeq, HasHighestSequenceID: s.hasHighestSeq, Chunked: s.numChunks > 1, Marker: marker}}
-	if large {
-		binary.BigEndian.PutUint32(buf[2:], shift.Apply(crc32.Checksum(buf[6:], castagnoli))^bodyCRC)
-	} else {
-		binary.BigEndian.PutUint32(buf[2:], crc32.Update(crc32.Checksum(buf[6:], castagnoli), castagnoli, parts.Body))
-	}
+	binary.BigEndian.PutUint32(buf[2:], newChecksum(buf[6:], parts, large, shift, bodyCRC, shifts))
 	if s.hasNumMessages {
 		out.Info.NumMessages = s.numMessages
 	}
@@ -203,6 +199,26 @@ func prepareFast(e Entry, local, remote string, headroom *[]byte) (out Outbound,
 		out.Messages = 1
 	}
 	return out, SkipNone, true
+}
+
+// newChecksum is the checksum of the re-headed entry, head (metadata size and metadata) followed by
+// the stored body.
+func newChecksum(head []byte, parts wire.EntryParts, large bool, shift crc32c.Shift, bodyCRC uint32, shifts *crc32c.ShiftCache) uint32 {
+	if large {
+		return shift.Apply(crc32.Checksum(head, castagnoli)) ^ bodyCRC
+	}
+	if parts.HasChecksum && shifts != nil {
+		// The stored checksum was verified above: crc(oldHead‖body) = shift(crc(oldHead)) ⊕
+		// crc(body), so the new one is the stored one ⊕ shift(crc(oldHead) ⊕ crc(head)), with
+		// no second pass over the body. The shift by the body's length is a table lookup when
+		// that length recurs (a stream of equal-sized entries), else the body is checksummed
+		// again (a table costs more to build than one pass of a small body).
+		if tab := shifts.Lookup(len(parts.Body)); tab != nil {
+			oldHead := parts.Checked[:len(parts.Checked)-len(parts.Body)]
+			return parts.Checksum ^ tab.Apply(crc32.Checksum(head, castagnoli)^crc32.Checksum(oldHead, castagnoli))
+		}
+	}
+	return crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, parts.Body)
 }
 
 // zeroCopyMinBody is the body size from which the stored checksum is trusted and the body not

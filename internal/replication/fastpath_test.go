@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/crc32c"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -16,7 +17,7 @@ import (
 // agree on the decision and on the resulting message.
 func checkFastMatchesGeneral(t *testing.T, e Entry) {
 	t.Helper()
-	fast, fr, ok := prepareFast(e, "a", "b", nil)
+	fast, fr, ok := prepareFast(e, "a", "b", nil, nil)
 	gen, gr, gerr := prepareGeneral(e, "a", "b")
 	if !ok {
 		return // the general path decides alone
@@ -62,9 +63,18 @@ func checkFastMatchesGeneral(t *testing.T, e Entry) {
 	}
 	// Carving heads from shared headroom gives the same bytes.
 	var headroom []byte
-	carved, cr, cok := prepareFast(e, "a", "b", &headroom)
+	carved, cr, cok := prepareFast(e, "a", "b", &headroom, nil)
 	if !cok || cr != fr || !bytes.Equal(carved.Bytes(), fast.Bytes()) || cap(carved.Data) != len(carved.Data) {
 		t.Fatalf("carved head differs: %q %v %x", cr, cok, carved.Data)
+	}
+	// So does deriving the checksum from the stored one with a shift table (the second lookup of
+	// a body length finds its table).
+	var shifts crc32c.ShiftCache
+	for i := 0; i < 2; i++ {
+		derived, dr, dok := prepareFast(e, "a", "b", &headroom, &shifts)
+		if !dok || dr != fr || !bytes.Equal(derived.Bytes(), fast.Bytes()) {
+			t.Fatalf("derived checksum differs (lookup %d): %q %v %x", i, dr, dok, derived.Data)
+		}
 	}
 }
 

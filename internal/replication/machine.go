@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/crc32c"
 )
 
 // The replicator's decision logic is Machine: a deterministic state machine that takes events (a
@@ -293,7 +295,10 @@ type Machine struct {
 	store []item
 	// headroom is where prepareFast carves the entries' new metadata heads from (one allocation
 	// per ~32 KiB of heads instead of one per entry); nil when cfg.Prepare is not the default.
-	headroom      *[]byte
+	headroom *[]byte
+	// shifts keeps the CRC shift tables of recurring body lengths (prepareFast's checksum of a
+	// re-headed entry); nil with headroom.
+	shifts        *crc32c.ShiftCache
 	sendIdx       int // pending[:sendIdx] are sent or skipped
 	ackIdx        int // pending[:ackIdx] are acknowledged or skipped (where the next receipt's entry is searched from)
 	inflight      int
@@ -320,6 +325,7 @@ func NewMachine(cfg MachineConfig) *Machine {
 	m := &Machine{cfg: cfg, backoff: cfg.MinBackoff, readBackoff: cfg.MinBackoff}
 	if defaultPrepare {
 		m.headroom = new([]byte)
+		m.shifts = new(crc32c.ShiftCache)
 	}
 	m.c.Skipped = map[SkipReason]int64{}
 	m.limiter.setRate(cfg.Rate, time.Time{})
@@ -535,7 +541,7 @@ func (m *Machine) addEntries(acts []Action, now time.Time, entries []Entry) []Ac
 			err    error
 		)
 		if m.headroom != nil {
-			out, reason, err = prepareEntry(e, m.cfg.Local, m.cfg.Remote, m.headroom)
+			out, reason, err = prepareEntry(e, m.cfg.Local, m.cfg.Remote, m.headroom, m.shifts)
 		} else {
 			out, reason, err = m.cfg.Prepare(e, m.cfg.Local, m.cfg.Remote)
 		}
