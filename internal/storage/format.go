@@ -415,16 +415,19 @@ func decodeIndex(b []byte) (*segIndex, error) {
 // %XX-escaped (a leading '.' too); names whose escaped form exceeds 200 bytes are stored under
 // "~" + hex(crc32c) + "-" + the first 120 escaped bytes, with the full name in a NAME file.
 func dirName(name string) (dir string, hashed bool) {
-	var b strings.Builder
+	// Built by hand, not with fmt: every segment read and write derives its file's path from
+	// the ledger's name (fmt.Fprintf per escaped byte was ~0.6 % of a catch-up's CPU).
+	const hexDigits = "0123456789ABCDEF"
+	b := make([]byte, 0, len(name)+16)
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || (c == '.' && i > 0) {
-			b.WriteByte(c)
+			b = append(b, c)
 		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
 		}
 	}
-	s := b.String()
+	s := string(b)
 	if len(s) <= 200 {
 		return s, false
 	}
