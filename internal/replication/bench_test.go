@@ -28,7 +28,7 @@ func BenchmarkPrepareEntry(b *testing.B) {
 	}
 }
 
-// BenchmarkMachineEntry: state-machine cost per replicated 1 KiB entry (read batch of 100, send,
+// BenchmarkMachineEntry: state-machine cost per replicated 1 KiB entry (read batch of 400, send,
 // receipt, mark-delete), including PrepareEntry.
 func BenchmarkMachineEntry(b *testing.B) {
 	e := benchEntry(b, 1024)

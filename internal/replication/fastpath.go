@@ -225,8 +225,8 @@ func newChecksum(head []byte, parts wire.EntryParts, large bool, shift crc32c.Sh
 // read at all; below it checking it and checksumming it again cost less than combining checksums.
 const zeroCopyMinBody = 16 << 10
 
-// headroomChunk is the size of the blocks heads are carved from: a read batch of 100 entries
-// with ~100-byte heads takes about one block.
+// headroomChunk is the size of the blocks heads are carved from: ~300 entries' ~100-byte heads
+// fill one block.
 const headroomChunk = 32 << 10
 
 // carve returns a zero-length slice with capacity n from *headroom (a new block when the current

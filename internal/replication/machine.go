@@ -27,9 +27,11 @@ type MachineConfig struct {
 	// receipts; at 1000 an unbatched catch-up ran 25% slower) and 32 MiB.
 	MaxInflightEntries int
 	MaxInflightBytes   int64
-	// ReadBatchEntries / ReadBatchBytes bound one read of the local log. Defaults 100 and 5 MiB
-	// (Pulsar's dispatcherMaxReadBatchSize and dispatcherMaxReadSizeBytes). One batch is read
-	// ahead of the window (entries read and not yet sent).
+	// ReadBatchEntries / ReadBatchBytes bound one read of the local log. Defaults 400 and 5 MiB
+	// (Pulsar's dispatcherMaxReadSizeBytes; its dispatcherMaxReadBatchSize is 100, but every read
+	// costs a goroutine, a storage lookup, a pread and a round through the runner: reads of 400
+	// unbatched 1 KiB entries cut the catch-up's CPU per message by ~2-3 % against 100). One batch
+	// is read ahead of the window (entries read and not yet sent).
 	ReadBatchEntries int
 	ReadBatchBytes   int64
 	// MinBackoff / MaxBackoff bound retry delays. Defaults 100 ms and 5 s (DESIGN.md §6).
@@ -55,7 +57,7 @@ func (c *MachineConfig) withDefaults() {
 		c.MaxInflightBytes = 32 << 20
 	}
 	if c.ReadBatchEntries <= 0 {
-		c.ReadBatchEntries = 100
+		c.ReadBatchEntries = 400
 	}
 	if c.ReadBatchBytes <= 0 {
 		c.ReadBatchBytes = 5 << 20
