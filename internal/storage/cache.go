@@ -108,21 +108,22 @@ func (c *entryCache) get(p Position) (cachedEntry, bool) {
 	return e, ok
 }
 
-// ring is a FIFO queue in a power-of-two buffer that doubles when full.
+// ring is a FIFO queue in a power-of-two buffer that doubles when full and halves when a quarter
+// full (so a run that once held many entries does not keep their slots).
 type ring[T any] struct {
 	buf  []T
 	head int // index of the oldest element
 	n    int
 }
 
+// ringMinSize is the smallest buffer a ring allocates or shrinks to.
+const ringMinSize = 16
+
 func (q *ring[T]) len() int { return q.n }
 
 func (q *ring[T]) push(v T) {
 	if q.n == len(q.buf) {
-		grown := make([]T, max(2*len(q.buf), 16))
-		k := copy(grown, q.buf[q.head:])
-		copy(grown[k:], q.buf[:q.head])
-		q.buf, q.head = grown, 0
+		q.resize(max(2*len(q.buf), ringMinSize))
 	}
 	q.buf[(q.head+q.n)&(len(q.buf)-1)] = v
 	q.n++
@@ -135,7 +136,24 @@ func (q *ring[T]) pop() T {
 	q.buf[q.head] = zero // release what it references
 	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.n--
+	if q.n < len(q.buf)/4 && len(q.buf) > ringMinSize {
+		q.resize(len(q.buf) / 2)
+	}
 	return v
+}
+
+// resize moves the elements, oldest first, into a new buffer of size (a power of two >= n).
+func (q *ring[T]) resize(size int) {
+	buf := make([]T, size)
+	if q.n > 0 {
+		if end := q.head + q.n; end <= len(q.buf) {
+			copy(buf, q.buf[q.head:end])
+		} else {
+			k := copy(buf, q.buf[q.head:])
+			copy(buf[k:], q.buf[:end-len(q.buf)])
+		}
+	}
+	q.buf, q.head = buf, 0
 }
 
 // at returns the i-th oldest element (0 <= i < len).

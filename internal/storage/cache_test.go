@@ -80,8 +80,13 @@ func TestRingFIFO(t *testing.T) {
 	var q ring[int]
 	var model []int
 	next := 0
-	for step := 0; step < 20000; step++ {
-		if rng.IntN(3) > 0 || len(model) == 0 {
+	for step := 0; step < 40000; step++ {
+		// Mostly pushes for the first half, mostly pops for the second: the ring grows and shrinks.
+		push := rng.IntN(3) > 0
+		if step >= 20000 {
+			push = rng.IntN(3) == 0
+		}
+		if push || len(model) == 0 {
 			q.push(next)
 			model = append(model, next)
 			next++
@@ -93,6 +98,9 @@ func TestRingFIFO(t *testing.T) {
 		}
 		if q.len() != len(model) {
 			t.Fatalf("step %d: len %d, want %d", step, q.len(), len(model))
+		}
+		if len(q.buf) > ringMinSize && q.n < len(q.buf)/4 {
+			t.Fatalf("step %d: %d elements in a buffer of %d", step, q.n, len(q.buf))
 		}
 		if len(model) > 0 {
 			i := rng.IntN(len(model))
