@@ -48,9 +48,13 @@
 // torn is truncated at the first bad record when the journal holds that entry (and rewritten
 // from it). A torn record at the end of the last journal file (or of an abandoned one) ends the
 // replay of that file: it was never acknowledged. A bad record in the middle of the journal
-// fails Open with ErrCorrupt. A gap — the journal continues a segment past entries the segment
-// does not hold, without a void record — writes a FENCED marker into the ledger's directory:
-// that ledger opens fenced (readable, not writable) and the log says why. Loading a ledger scans
+// fails Open with ErrCorrupt. A segment named by a void record is cut where its first voided
+// entry starts, whether that entry's record is complete or torn (the write of an entry that was
+// never acknowledged, interrupted by the crash). A gap — the journal continues a segment past
+// entries the segment does not hold, without a void record for the ledger and without a later
+// trim of that segment in the replayed journal (a trim whose file removal became durable before
+// the crash leaves the segment's replayed entries nowhere to go) — writes a FENCED marker into
+// the ledger's directory: that ledger opens fenced (readable, not writable) and the log says why. Loading a ledger scans
 // segments without a valid index file; a bad record with valid records after it fences the
 // ledger (never silently skipped), and so does, in SyncAlways mode, any bad record the journal did
 // not repair unless only zeros or a partial record header follow it (a torn tail, truncated and

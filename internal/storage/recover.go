@@ -70,7 +70,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		seqs = seqs[:len(seqs)-1]
 	}
 	r := &replayer{e: e, segs: map[int64]*replaySeg{}, logs: map[string]int64{}, files: map[string]struct{}{},
-		dirs: map[string]struct{}{}, gaps: map[string]string{}, voided: map[string]bool{},
+		dirs: map[string]struct{}{}, gaps: map[int64]replayGap{}, voided: map[string]bool{},
 		deletedSlots: map[uint32]bool{}, voidFrom: map[int64]int64{}}
 	// Void records name entries that were never acknowledged (their ledger was fenced before
 	// they were applied); they may precede the void record, so collect them first.
@@ -105,12 +105,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err := r.truncateDirectTails(); err != nil {
 		return err
 	}
-	for name, why := range r.gaps {
-		if r.voided[name] {
-			continue
-		}
-		e.log.Error("ledger fenced by recovery: entries missing between its segment and the journal", "ledger", name, "detail", why)
-		if err := e.writeFenceMarker(name, why); err != nil {
+	for _, g := range r.remainingGaps() {
+		e.log.Error("ledger fenced by recovery: entries missing between its segment and the journal", "ledger", g.name, "detail", g.why)
+		if err := e.writeFenceMarker(g.name, g.why); err != nil {
 			return err
 		}
 	}
@@ -197,13 +194,42 @@ type replaySeg struct {
 	directTail bool
 }
 
+// replayGap is why the replay fences ledger name: the journal continues one of its segments past
+// the entries the segment holds, and nothing replayed says those entries were never acknowledged.
+type replayGap struct {
+	name, why string
+}
+
+// remainingGaps lists the gaps that fence their ledgers, by ledger id: those of ledgers without a
+// void record (a fenced ledger's journal may continue past what its segments hold).
+func (r *replayer) remainingGaps() []replayGap {
+	ids := make([]int64, 0, len(r.gaps))
+	for id, g := range r.gaps {
+		if !r.voided[g.name] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	out := make([]replayGap, 0, len(ids))
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if g := r.gaps[id]; !seen[g.name] {
+			seen[g.name] = true
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 type replayer struct {
-	e           *Engine
-	segs        map[int64]*replaySeg
-	logs        map[string]int64 // cursor log path -> valid end
-	files       map[string]struct{}
-	dirs        map[string]struct{}
-	gaps        map[string]string
+	e     *Engine
+	segs  map[int64]*replaySeg
+	logs  map[string]int64 // cursor log path -> valid end
+	files map[string]struct{}
+	dirs  map[string]struct{}
+	// gaps: segments the journal continues past the entries they hold, by ledger id (a later trim
+	// or delete of the segment in the replayed journal takes its gap back: remainingGaps).
+	gaps        map[int64]replayGap
 	voided      map[string]bool
 	maxLedgerID int64
 	// Slots are unique within one engine run, and every replayed journal file is from the last run.
@@ -366,6 +392,10 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 		id := int64(binary.LittleEndian.Uint64(rest))
 		e.log.Debug("replay trim", "ledger", name, "segment", id)
 		delete(r.segs, id)
+		// Entries of this segment the replay could not apply (the segment file was removed by this
+		// trim, and a later fsync of the ledger's directory made the removal durable before the
+		// crash) are removed by the trim anyway: no gap.
+		delete(r.gaps, id)
 		for _, p := range []string{segPath(dir, id), idxPath(dir, id)} {
 			e.files.forget(p)
 			if err := e.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
@@ -381,7 +411,11 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 			}
 		}
 		delete(r.logs, cursorLogPath(dir))
-		delete(r.gaps, name)
+		for id, g := range r.gaps {
+			if g.name == name {
+				delete(r.gaps, id)
+			}
+		}
 		e.files.forgetPrefix(dir)
 		if err := e.fs.RemoveAll(dir); err != nil {
 			return fmt.Errorf("storage: replay delete: %w", err)
@@ -479,7 +513,7 @@ func (r *replayer) applyEntryRef(name, dir string, ref entryRef) error {
 		r.skipped += int(ref.count)
 	case ref.first > rs.next:
 		rs.skip = true
-		r.gaps[name] = fmt.Sprintf("segment %d holds entries up to %d, the journal references direct writes from %d", ref.ledgerID, rs.next-1, ref.first)
+		r.gaps[ref.ledgerID] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal references direct writes from %d", ref.ledgerID, rs.next-1, ref.first)}
 	case rs.next >= ref.first+ref.count:
 		r.skipped += int(ref.count)
 	default:
@@ -551,7 +585,7 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 	}
 	if eid > rs.next {
 		rs.skip = true
-		r.gaps[name] = fmt.Sprintf("segment %d holds entries up to %d, the journal continues at %d", id, rs.next-1, eid)
+		r.gaps[id] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal continues at %d", id, rs.next-1, eid)}
 		return nil
 	}
 	cf, err := e.files.acquire(rs.path, false)
@@ -627,9 +661,13 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 		return fmt.Errorf("storage: replay scan: %w", err)
 	}
 	rs.badOff = bad
-	if voidedAt >= 0 {
-		// Entries a void record says were never acknowledged, written directly to the segment
-		// before their batch failed (directwrite.go): cut them off (rs.end is voidedAt).
+	if voidedAt >= 0 || (hasVoid && bad >= 0 && rs.next >= voidFrom) {
+		// Entries a void record says were never acknowledged, written to the segment before their
+		// ledger was fenced (direct writes of a failed batch, directwrite.go, or the applier's
+		// write of a segment after another segment's write failed in the same batch): cut them
+		// off (rs.end is voidedAt). A torn record where the first voided entry would start is such
+		// an entry whose write the crash interrupted; left in place, loading would take it for
+		// corruption and fence the ledger.
 		return r.truncateSeg(rs, true)
 	}
 	return nil

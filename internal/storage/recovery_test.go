@@ -1,0 +1,235 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// Regression tests for two recovery bugs the randomized crash test (TestRandomizedCrashDirect)
+// found when checkpoints ran more often (the journal prefill prototype of session 6 rotated the
+// first journal file early). Both come from a checkpoint of an earlier journal file fsyncing a
+// ledger's directory while the current journal file still covers that ledger's unsynced segment
+// files: the directory then shows the current state of the segment files (new ones exist, trimmed
+// ones are gone) while their contents are still those of the page cache at the crash.
+
+// TestRecoveryTruncatesVoidedTornSegment: a segment write fails while a batch is applied, so the
+// ledger is fenced and its void record says that the next segment's entries of that batch (written
+// by the same apply, never acknowledged) do not count. After a crash that keeps a torn prefix of
+// that unsynced segment (its directory entry made durable meanwhile), recovery must cut the torn
+// record off, as it cuts off complete voided records; it used to leave it, and the ledger came back
+// fenced as corrupt ("bad record at offset 32 ... after entry -1").
+func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	fs := &stallFS{FS: mem}
+	mod := func(o *Options) {
+		o.SegmentMaxEntries = 2
+		o.DirectWriteBytes = -1
+		o.SyncPipelineDepth = 1
+	}
+	e := openMem(t, fs, mod)
+	other, err := e.OpenLedger(ctx, "void/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.OpenLedger(ctx, "void/torn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := appendN(t, l, 1)[0]
+	// Hold a group commit of another ledger at its fsync, so that the next three appends form one
+	// batch: entry 1 of the first segment, then (the segment is full) entries 0 and 1 of a new one.
+	fs.stall()
+	otherDone := make(chan error, 1)
+	other.AppendAsync([]byte("held"), 1, func(_ Position, err error) { otherDone <- err })
+	waitFor(t, "the journal fsync to stall", func() bool { return fs.stalled.Load() == 1 })
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed int
+	var acked []Position
+	wg.Add(3)
+	for i := 1; i <= 3; i++ {
+		l.AppendAsync(payload(i), int64(i), func(p Position, err error) {
+			mu.Lock()
+			if err != nil {
+				failed++
+			} else {
+				acked = append(acked, p)
+			}
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	// The applier's write to the first segment fails; the write to the new one succeeds.
+	firstSeg := segPath(l.dirPath(), first.LedgerID)
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpWrite && name == firstSeg {
+			return vfs.EIO
+		}
+		return nil
+	})
+	fs.release()
+	wg.Wait()
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
+	mem.SetInjector(nil)
+	if failed != 3 || l.Err() == nil {
+		t.Fatalf("%d of 3 appends failed (acked %v), ledger error %v: want all failed and the ledger fenced", failed, acked, l.Err())
+	}
+	segs := l.Segments()
+	second := segs[len(segs)-1].ID
+	if second == first.LedgerID {
+		t.Fatalf("no new segment after the first one filled: %+v", segs)
+	}
+	// The void record is queued before the failures are reported: this append makes it durable.
+	appendN(t, other, 1)
+	secondSeg := segPath(l.dirPath(), second)
+	live, err := mem.OpenFile(secondSeg, vfs.ReadOnly)
+	if err != nil {
+		t.Fatalf("the new segment was not written: %v", err)
+	}
+	size, _ := live.Size()
+	content := make([]byte, size)
+	if _, err := live.ReadAt(content, 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = live.Close()
+	if size < headerSize+40 {
+		t.Fatalf("new segment holds %d bytes, want its header and two records", size)
+	}
+	// The directory entries became durable (a checkpoint of an earlier journal file fsyncs the
+	// ledger's directory), the new segment's data did not: the disk kept a torn prefix of it.
+	for _, d := range []string{"/data", "/data/ledgers", l.dirPath()} {
+		if err := mem.SyncDir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	f, err := crashed.OpenFile(secondSeg, vfs.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(content[:headerSize+30], 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Sync()
+	_ = f.Close()
+
+	e = openMem(t, crashed, mod)
+	defer e.Close()
+	l, err = e.OpenLedger(ctx, "void/torn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("ledger fenced after a crash: %v", err)
+	}
+	es, err := l.Read(ctx, Earliest, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].Position != first || string(es[0].Data) != string(payload(0)) {
+		t.Fatalf("entries after the crash: %+v, want only the acknowledged %v", es, first)
+	}
+	if _, err := crashed.Stat(secondSeg); err == nil {
+		if st, _ := crashed.Stat(secondSeg); st.Size > headerSize {
+			t.Fatalf("the voided segment still holds %d bytes", st.Size)
+		}
+	}
+}
+
+// TestRecoveryReplaysTrimmedSegment: a segment whose first entries were checkpointed, whose last
+// entries are in the current journal file, and which is then trimmed. The checkpoint of the earlier
+// journal file, running late, fsyncs the ledger's directory after the trim removed the segment
+// file. After a crash, replay meets entries of a segment that no longer exists and is trimmed
+// later in the same journal: that is no gap (the trim removes those entries anyway), but recovery
+// used to fence the ledger for it ("ledger was fenced by recovery").
+func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	fs := &stallFS{FS: mem}
+	mod := func(o *Options) {
+		o.JournalFileBytes = 8 << 10
+		o.DirectWriteBytes = -1
+		o.SegmentMaxEntries = 1000
+	}
+	e := openMem(t, fs, mod)
+	l, err := e.OpenLedger(ctx, "trim/replayed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The checkpoint of journal file 1 stalls at its first segment fsync.
+	fs.mu.Lock()
+	fs.segGate = make(chan struct{})
+	fs.mu.Unlock()
+	defer fs.release()
+	jseq := func() uint64 {
+		e.qmu.Lock()
+		defer e.qmu.Unlock()
+		return e.jseq
+	}
+	big := make([]byte, 1000)
+	var last Position
+	for i := 0; jseq() == 1; i++ {
+		if i == 100 {
+			t.Fatal("journal file 1 not rotated after 100 KB")
+		}
+		if last, err = l.Append(ctx, big, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the checkpoint of journal file 1 to stall", func() bool { return fs.segStalled.Load() > 0 })
+	// Two more entries of the segment, in journal file 2; then the segment is sealed and trimmed.
+	for range 2 {
+		if last, err = l.Append(ctx, big, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Roll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MarkDelete(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Trim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if segs := l.Segments(); len(segs) != 1 || segs[0].ID == last.LedgerID {
+		t.Fatalf("segments after the trim: %+v", segs)
+	}
+	fs.release()
+	waitFor(t, "the checkpoint of journal file 1", func() bool { return e.Metrics().Checkpoints >= 1 })
+	if _, err := mem.Stat(segPath(l.dirPath(), last.LedgerID)); err == nil {
+		t.Fatal("trimmed segment file still exists")
+	}
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+
+	e = openMem(t, crashed, mod)
+	defer e.Close()
+	l, err = e.OpenLedger(ctx, "trim/replayed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("ledger fenced after a crash: %v", err)
+	}
+	if n := l.Entries(); n != 0 {
+		t.Fatalf("%d entries after the crash, want none (all trimmed)", n)
+	}
+	if _, err := crashed.Stat(segPath(l.dirPath(), last.LedgerID)); !errors.Is(err, nil) && !vfs.IsNotExist(err) {
+		t.Fatal(err)
+	} else if err == nil {
+		t.Fatal("recovery left the trimmed segment's file behind")
+	}
+}
