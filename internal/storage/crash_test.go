@@ -262,7 +262,15 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 	if os.Getenv("CRASHDBG") != "" {
 		before = fs.String() + dumpJournalsForTest(fs)
 	}
-	e := openMem(t, fs, mod)
+	o := Options{Dir: "/data", FS: fs, Logger: testLogger()}
+	mod(&o)
+	e, err := Open(ctx, o)
+	if err != nil {
+		if before != "" {
+			t.Logf("files after the crash, before recovery:\n%s", before)
+		}
+		t.Fatalf("open after a crash: %v", err)
+	}
 	for n, m := range models {
 		l, err := e.OpenLedger(ctx, n)
 		if err != nil {
@@ -380,6 +388,14 @@ func dumpJournalsForTest(fs *vfs.Mem) string {
 				break
 			}
 			desc := fmt.Sprintf("type %d", body[0])
+			if body[0] == jVoid {
+				for p := body[5:]; len(p) >= 16; p = p[16:] {
+					desc += fmt.Sprintf(" (ledger %d from %d)", binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]))
+				}
+			}
+			if body[0] == jAnnounce {
+				desc += fmt.Sprintf(" slot %d %q", binary.LittleEndian.Uint32(body[1:]), body[5:])
+			}
 			if len(body) >= 13 && (body[0] == 1 || body[0] == 10 || body[0] == 11 || body[0] == 5) {
 				desc += fmt.Sprintf(" ledger %d", binary.LittleEndian.Uint64(body[5:]))
 				if body[0] == 1 && len(body) >= 21+recHeaderSize {

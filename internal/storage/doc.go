@@ -114,8 +114,8 @@
 //
 //	offset size field
 //	0      4    body length n
-//	4      4    CRC-32C of the body; in a version-2 or -3 journal file, of the file's sequence number
-//	            (u64, the header's id) followed by the body
+//	4      4    CRC-32C of the body; in a journal file of version 2 or later, of the file's sequence
+//	            number (u64, the header's id) followed by the body
 //	8      n    body
 //
 // Directory layout under Options.Dir:
@@ -165,7 +165,13 @@
 // reject them, and replay of a file that is not the last stops at its end record (a bad record
 // before it is corruption unless the next file says this one was abandoned). A journal file whose
 // valid header carries another sequence number is a recycled file whose new header never became
-// durable, so nothing was written to it: it is skipped.
+// durable, so nothing was written to it: it is skipped. So is a journal file whose header is
+// invalid (torn: its fsync failed and a later directory fsync made its new name durable) unless a
+// record valid for its sequence number starts right after the header: records are written only
+// once the header is durable, so an invalid header before such a record is corruption (ErrCorrupt).
+// A journal record body is never empty (type and slot): zeros, which read as a record of body
+// length 0 with checksum 0 (the seeded checksum of an empty body for about one sequence number in
+// 2^32), are an invalid record like any other.
 //
 // The next journal file is made ahead of rotation by a background goroutine (header fsynced,
 // directory fsynced; nextjournal.go), so a rotation costs no flush in the sync loop. Such a file

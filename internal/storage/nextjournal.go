@@ -113,7 +113,9 @@ func (e *Engine) discardPreparedJournal() {
 }
 
 // journalHasRecords reports whether journal file seq holds at least one valid record (recovery).
-// A file without one was made ahead of use and never written, or never got a durable header.
+// A file without one was made ahead of use and never written, or never got a durable header. A
+// file whose header is invalid but whose first record is valid for seq holds records (its header
+// is corrupt, which replay reports) and is never taken for an unwritten one.
 func (e *Engine) journalHasRecords(seq uint64) bool {
 	f, err := e.fs.OpenFile(e.journalPath(seq), vfs.ReadOnly)
 	if err != nil {
@@ -121,10 +123,17 @@ func (e *Engine) journalHasRecords(seq uint64) bool {
 	}
 	defer f.Close()
 	hdr := make([]byte, headerSize+recHeaderSize)
-	n, _ := f.ReadAt(hdr, 0)
-	hseq, _, seed, err := parseJournalHeader(hdr[:n])
-	if err != nil || hseq != seq || n < len(hdr) {
+	if n, _ := f.ReadAt(hdr, 0); n < len(hdr) {
 		return false
+	}
+	var seeds [][]byte
+	switch hseq, _, seed, err := parseJournalHeader(hdr); {
+	case err == nil && hseq == seq:
+		seeds = [][]byte{seed}
+	case err == nil:
+		return false // a recycled file whose new header never became durable
+	default:
+		seeds = [][]byte{journalSeed(seq), nil} // see recordsFollowHeader
 	}
 	bodyLen := int64(binary.LittleEndian.Uint32(hdr[headerSize:]))
 	size, err := f.Size()
@@ -135,6 +144,10 @@ func (e *Engine) journalHasRecords(seq uint64) bool {
 	if n, _ := f.ReadAt(rec, headerSize); n < len(rec) {
 		return false
 	}
-	_, _, err = decodeRecord(rec, seed)
-	return err == nil
+	for _, seed := range seeds {
+		if _, _, err := decodeJournalRecord(rec, seed); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -269,8 +269,11 @@ func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
 		if errors.Is(err, errUnsupportedVersion) {
 			return fmt.Errorf("storage: journal %s: %w", p, err)
 		}
-		if len(data) <= headerSize || allZero(data[headerSize:]) {
-			// Its header never became durable, so no record in it was ever acknowledged.
+		if !recordsFollowHeader(data, seq) {
+			// Its header never became durable (records are written only after it is), so no
+			// record in it was ever acknowledged: what follows is zeros, or bytes of the file's
+			// previous use when the new header of a recycled file was torn (its fsync failed, and
+			// a later fsync of the journal directory made its new name durable).
 			e.log.Warn("ignoring journal file with a torn header", "file", p, "size", len(data))
 			return nil
 		}
@@ -279,7 +282,7 @@ func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
 	slots := map[uint32]string{}
 	off := headerSize
 	for off < len(data) {
-		body, sz, err := decodeRecord(data[off:], seed)
+		body, sz, err := decodeJournalRecord(data[off:], seed)
 		if err == nil && len(body) > 0 && body[0] == jEnd {
 			return nil // the file was rotated here; anything after is from its previous use
 		}
@@ -318,7 +321,7 @@ func (r *replayer) collectVoids(seq uint64) {
 		return
 	}
 	for off := headerSize; off < len(data); {
-		body, sz, err := decodeRecord(data[off:], seed)
+		body, sz, err := decodeJournalRecord(data[off:], seed)
 		if err != nil || (len(body) > 0 && body[0] == jEnd) {
 			return
 		}
@@ -333,6 +336,35 @@ func (r *replayer) collectVoids(seq uint64) {
 			}
 		}
 	}
+}
+
+// recordsFollowHeader reports whether journal file seq (data, its whole content) holds a valid
+// record right after its header, checksummed for this sequence number (or unseeded, as in a
+// version-1 file): then its header was durable once, and an invalid header is corruption. A
+// file's first record always starts right after the header.
+func recordsFollowHeader(data []byte, seq uint64) bool {
+	if len(data) <= headerSize {
+		return false
+	}
+	for _, seed := range [][]byte{journalSeed(seq), nil} {
+		if _, _, err := decodeJournalRecord(data[headerSize:], seed); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeJournalRecord is decodeRecord for a journal file. A journal record body is never empty
+// (a type and a slot at least), so an empty one is invalid like a record that fails its checksum:
+// zeros after the last record (a zero-filled file, nextjournal.go; a torn tail) read as a body
+// length of 0 with a checksum of 0, which is the seeded checksum of an empty body for about one
+// sequence number in 2^32.
+func decodeJournalRecord(b, seed []byte) (body []byte, size int, err error) {
+	body, size, err = decodeRecord(b, seed)
+	if err == nil && len(body) == 0 {
+		return nil, 0, errTorn
+	}
+	return body, size, err
 }
 
 func allZero(b []byte) bool {

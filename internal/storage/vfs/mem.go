@@ -44,12 +44,14 @@ var (
 // are its entries at its last SyncDir (a new file whose parent directory was never synced
 // does not survive a crash, even if the file itself was synced). Crash returns a new Mem
 // holding only the durable state, optionally keeping a random prefix of each file's
-// unsynced appended bytes (a torn tail). Paths are slash-separated and cleaned.
+// unsynced appended bytes (a torn tail) or of its unsynced overwrites of durable bytes (a torn
+// overwrite, as of a recycled or zero-filled journal file). Paths are slash-separated and cleaned.
 type Mem struct {
-	mu        sync.Mutex
-	root      *memNode
-	inject    func(op Op, name string) error
-	writeback int64 // bytes handed to StartWriteback (nothing else happens: see WritebackStarted)
+	mu              sync.Mutex
+	root            *memNode
+	inject          func(op Op, name string) error
+	writeback       int64            // bytes handed to StartWriteback (nothing else happens: see WritebackStarted)
+	writebackByFile map[string]int64 // the same, by file path
 }
 
 type memNode struct {
@@ -57,7 +59,9 @@ type memNode struct {
 	// files
 	data       []byte
 	synced     []byte
-	dirtyBelow int // lowest offset written (or truncated) since the last Sync
+	dirtyBelow int  // lowest offset written (or truncated) since the last Sync
+	dirtyEnd   int  // highest end of a write (or extending truncate) since the last Sync
+	shrunk     bool // truncated to a smaller size since the last Sync
 	// directories
 	children       map[string]*memNode
 	syncedChildren map[string]*memNode
@@ -167,6 +171,7 @@ func (m *Mem) OpenFile(name string, flag int) (File, error) {
 	if flag&Trunc != 0 && len(n.data) > 0 {
 		n.data = n.data[:0]
 		n.dirtyBelow = 0
+		n.shrunk = true
 	}
 	return &memFile{m: m, n: n, name: name, writable: flag&(ReadWrite|Create) != 0}, nil
 }
@@ -313,7 +318,10 @@ func (m *Mem) SyncDir(name string) error {
 // Crash returns the filesystem as it would be found after a power loss now: only synced
 // directory entries and synced file contents survive. With rng non-nil, each file whose
 // unsynced changes are pure appends keeps a random prefix of them (possibly cutting a record in
-// half), and may keep them in full: what a real disk may have written back on its own.
+// half), and may keep them in full: what a real disk may have written back on its own. Likewise
+// a file whose unsynced writes overwrite durable bytes (and that was not truncated to a smaller
+// size since its last Sync) may keep a prefix of the changed range, the rest of the range
+// keeping its durable content.
 func (m *Mem) Crash(rng *rand.Rand) *Mem {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -329,10 +337,23 @@ func (m *Mem) Crash(rng *rand.Rand) *Mem {
 				nc = copyDir(c)
 			} else {
 				keep := append([]byte(nil), c.synced...)
-				if rng != nil && c.dirtyBelow >= len(c.synced) && len(c.data) > len(c.synced) && rng.IntN(2) == 0 {
-					extra := len(c.data) - len(c.synced)
-					n := rng.IntN(extra + 1)
-					keep = append(keep, c.data[len(c.synced):len(c.synced)+n]...)
+				switch {
+				case rng == nil:
+				case c.dirtyBelow >= len(c.synced) && len(c.data) > len(c.synced):
+					if rng.IntN(2) == 0 {
+						extra := len(c.data) - len(c.synced)
+						n := rng.IntN(extra + 1)
+						keep = append(keep, c.data[len(c.synced):len(c.synced)+n]...)
+					}
+				case !c.shrunk && c.dirtyEnd > c.dirtyBelow:
+					if rng.IntN(2) == 0 {
+						from := c.dirtyBelow
+						to := from + rng.IntN(min(c.dirtyEnd, len(c.data))-from+1)
+						if to > len(keep) {
+							keep = append(keep, make([]byte, to-len(keep))...)
+						}
+						copy(keep[from:to], c.data[from:to])
+					}
 				}
 				nc = &memNode{data: keep, synced: append([]byte(nil), keep...), dirtyBelow: len(keep)}
 			}
@@ -425,13 +446,18 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 			copy(nd, f.n.data)
 			f.n.data = nd
 		} else {
+			old := len(f.n.data)
 			f.n.data = f.n.data[:end]
+			if int(off) > old {
+				clear(f.n.data[old:off]) // a hole reads as zeros, not as bytes of an earlier truncated tail
+			}
 		}
 	}
 	copy(f.n.data[off:], p)
 	if int(off) < f.n.dirtyBelow {
 		f.n.dirtyBelow = int(off)
 	}
+	f.n.dirtyEnd = max(f.n.dirtyEnd, end)
 	return len(p), nil
 }
 
@@ -444,13 +470,21 @@ func (f *memFile) Sync() error {
 	if err := f.m.injected(OpSync, f.name); err != nil {
 		return err
 	}
+	// Only [dirtyBelow, dirtyEnd) differs from the synced copy (synced is never shared: Crash
+	// copies it), so a sync copies what was written, not the whole file: a group commit that
+	// overwrites a full-size journal file costs its own bytes.
 	n := f.n
-	if n.dirtyBelow >= len(n.synced) && len(n.data) >= len(n.synced) {
-		n.synced = append(n.synced, n.data[len(n.synced):]...)
+	lo := min(n.dirtyBelow, len(n.synced), len(n.data))
+	hi := min(max(n.dirtyEnd, lo), len(n.data))
+	if len(n.data) > cap(n.synced) {
+		grown := make([]byte, len(n.data), len(n.data)*5/4+512)
+		copy(grown, n.synced)
+		n.synced = grown
 	} else {
-		n.synced = append(n.synced[:0:0], n.data...)
+		n.synced = n.synced[:len(n.data)]
 	}
-	n.dirtyBelow = len(n.synced)
+	copy(n.synced[lo:hi], n.data[lo:hi])
+	n.dirtyBelow, n.dirtyEnd, n.shrunk = len(n.synced), 0, false
 	return nil
 }
 
@@ -466,7 +500,25 @@ func (f *memFile) StartWriteback(off, n int64) error {
 		return syscall.EINVAL
 	}
 	f.m.writeback += n
+	if f.m.writebackByFile == nil {
+		f.m.writebackByFile = map[string]int64{}
+	}
+	f.m.writebackByFile[f.name] += n
 	return nil
+}
+
+// WritebackStartedUnder is the number of bytes of files whose path starts with prefix that were
+// asked to start writing back (by the name each file was opened with).
+func (m *Mem) WritebackStartedUnder(prefix string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for name, b := range m.writebackByFile {
+		if strings.HasPrefix(name, prefix) {
+			n += b
+		}
+	}
+	return n
 }
 
 // WritebackStarted is the number of bytes files of m were asked to start writing back.
@@ -489,8 +541,10 @@ func (f *memFile) Truncate(size int64) error {
 		return syscall.EINVAL
 	}
 	if int(size) <= len(f.n.data) {
+		f.n.shrunk = f.n.shrunk || int(size) < len(f.n.data)
 		f.n.data = f.n.data[:size]
 	} else {
+		f.n.dirtyEnd = max(f.n.dirtyEnd, int(size))
 		f.n.data = append(f.n.data, make([]byte, int(size)-len(f.n.data))...)
 	}
 	if int(size) < f.n.dirtyBelow {
