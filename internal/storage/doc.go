@@ -173,6 +173,29 @@
 // length 0 with checksum 0 (the seeded checksum of an empty body for about one sequence number in
 // 2^32), are an invalid record like any other.
 //
+// Journal files are zero-filled before use (nextjournal.go, "Journal files are made full size"),
+// so that group commits overwrite allocated blocks even in a fresh data directory. A journal file
+// is therefore laid out as:
+//
+//	offset      size  content
+//	0           32    header (id = sequence number; flags bit 0 as above)
+//	32          r     records back to back; a rotated file's last one is an end record (type 9)
+//	32+r        rest  up to the file's size: zeros (written by the fill, which starts at the size
+//	                  the file had: 0 for a new file) and/or bytes of the file's previous use
+//	                  (recycled); a filled file is JournalFileBytes long, longer when its records
+//	                  ran past that size, shorter when the fill was cut short (the sync loop needed
+//	                  the file first) or the file was made inline without a fill
+//
+// Neither kind of tail forms a valid record (stale records fail the checksum seeded with the new
+// sequence number; zeros are an empty record), so the tail is told from records exactly as a torn
+// tail is: replay of the last file (and of a file the next one says was abandoned) stops silently
+// at the first invalid record, whatever follows it; in any other file replay stops at the end
+// record, and an invalid record before it is ErrCorrupt (so is a file that is not the last and
+// ends in zeros without its end record). The format is unchanged (version 4). A file that is not
+// full size when it is opened (the first one of a fresh data directory, one made inline) gets a
+// full-size successor prepared once it holds min(4 MiB, JournalFileBytes/8) bytes and is rotated
+// as soon as that successor is ready.
+//
 // The next journal file is made ahead of rotation by a background goroutine (header fsynced,
 // directory fsynced; nextjournal.go), so a rotation costs no flush in the sync loop. Such a file
 // holds no record until it is used. Recovery therefore skips the journal files at the end of the

@@ -87,7 +87,11 @@ type Engine struct {
 	handedJobs, appliedJobs uint64
 	// The next journal file, being made ahead of rotation (nextjournal.go), and its makers.
 	nextJournal *preparedJournal
-	preparers   sync.WaitGroup
+	jfull       bool // the current journal file is full size: appends overwrite allocated blocks (nextjournal.go)
+	// successorReady: the current file is not full size and its full-size successor is ready,
+	// latched once per sync-loop round (noteSuccessorReady)
+	successorReady bool
+	preparers      sync.WaitGroup
 
 	applyCh     chan applyJob // sync loop -> applier
 	freeCh      chan *batch   // applier -> sync loop: batches to fill again
@@ -110,6 +114,7 @@ type engineCounters struct {
 	bytesWritten, entriesWritten, unsyncedAcks                 atomic.Int64
 	directWrites, directBytes                                  atomic.Int64
 	cursorFlushes, trimmedSegments, tornTails, checkpoints     atomic.Int64
+	journalFills                                               atomic.Int64 // journal files zero-filled to full size (nextjournal.go)
 	syncLatency, commitLatency                                 latencyHistogram
 }
 
@@ -630,6 +635,7 @@ func (e *Engine) Metrics() EngineMetrics {
 		TrimmedSegments:    e.m.trimmedSegments.Load(),
 		RecoveredTornTails: e.m.tornTails.Load(),
 		Checkpoints:        e.m.checkpoints.Load(),
+		JournalFills:       e.m.journalFills.Load(),
 	}
 	if v, ok := e.lastCkptErr.Load().(string); ok {
 		m.LastCheckpointError = v
@@ -757,6 +763,7 @@ func (e *Engine) syncLoop() {
 				break
 			}
 		}
+		e.noteSuccessorReady()
 		if e.needsDrain() || (e.wantDirect && (len(e.inflight) > 0 || e.appliedJobs != e.handedJobs)) {
 			// The pending batch is committed inline (it rotates or opens the journal file, or
 			// has no journal bytes to order it): the batches in flight go first. Or a ledger
@@ -776,7 +783,8 @@ func (e *Engine) syncLoop() {
 		e.pending.items = e.pending.items[:0]
 		e.pending.seq = b.seq
 		e.pending.moved = false
-		b.rotate = e.jsize >= e.opts.JournalFileBytes || e.stopping
+		e.prepareFullSuccessor()
+		b.rotate = e.rotateDue()
 		if b.rotate {
 			e.pending.seq = b.seq + 1
 			e.jsize = headerSize
@@ -1039,13 +1047,17 @@ func (e *Engine) openJournal(seq uint64) error {
 			flags = journalFlagPrevUnclean
 		}
 		var err error
-		if f, err = e.makeJournalFile(seq, flags); err != nil {
+		if f, _, err = e.makeJournalFile(seq, flags, false, nil); err != nil {
 			return err
 		}
 	}
 	e.journal, e.journalSeq, e.journalOff = f, seq, headerSize
 	e.prevUnclean = false
-	e.prepareJournal(seq + 1)
+	e.jfull = e.fullSize(f)
+	e.successorReady = false
+	if e.jfull {
+		e.prepareJournal(seq + 1)
+	} // else once it holds prefillAfter bytes (prepareFullSuccessor)
 	return nil
 }
 

@@ -85,7 +85,7 @@ type stallFile struct {
 }
 
 func (f *stallFile) Sync() error {
-	if n, _ := f.File.Size(); n > headerSize {
+	if f.holdsRecords() {
 		f.fs.mu.Lock()
 		gate, fail := f.fs.gate, f.fs.fail
 		if f.fs.failFirst.Load() > 0 {
@@ -105,6 +105,18 @@ func (f *stallFile) Sync() error {
 	err := f.File.Sync()
 	f.fs.journalSynced.Add(1)
 	return err
+}
+
+// holdsRecords reports whether the journal file has bytes after its header that are not zeros: the
+// file in use, not one being made (header only, or zero-filled to full size; nextjournal.go).
+func (f *stallFile) holdsRecords() bool {
+	n, _ := f.File.Size()
+	if n <= headerSize {
+		return false
+	}
+	first := make([]byte, min(n-headerSize, recHeaderSize))
+	_, _ = f.File.ReadAt(first, headerSize)
+	return !allZero(first)
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -24,34 +25,137 @@ import (
 // SyncAlways mode it carries none and is adopted only when its predecessor was not abandoned
 // (otherwise the file is made inline, as before, with the flag).
 
+// Journal files are made full size (prefill).
+//
+// A group commit that appends to a journal file grows it: its fdatasync must also commit the
+// file's new size and blocks (an ext4 journal commit, which waits for other files' ordered data
+// such as the segment files written behind the journal). Overwriting a file that is already
+// allocated changes no metadata, which is why journal files are recycled (recycle.go). A fresh
+// data directory has nothing to recycle, so its first journal files appended for their whole life
+// (at a low rate, hours), and a run on a fresh directory measured something else than the steady
+// state. Measured on the development VM (5 KiB + fdatasync 1 ms apart, 5 s each, 4 alternating
+// pairs): appending p50 0.36-0.82 ms, into a zero-filled file 0.25-0.35 ms; and the replication
+// latency test had 61-141 fsyncs over 10 ms against 160-320 (docs/performance.md, session 6).
+//
+// So the preparer fills a file it makes with zeros up to JournalFileBytes (from the size a
+// recycled file already has) before the sync loop adopts it. The fill is paced: each chunk is
+// written and fdatasynced on its own, then the preparer rests twice as long as the chunk took, so
+// the journal's group commits never queue behind more than one chunk of zeros and the fill takes
+// at most about a third of the disk's time (a 64 MiB burst is what made the checkpoint a latency
+// spike; see paceWriteback). A current file that is not full size (the first file of a fresh
+// directory, a file made inline) has its successor prepared once it holds prefillAfter bytes, and
+// is rotated as soon as that successor is ready, so appending lasts a few MiB. Workloads that
+// write less than that (most tests) never pay for a fill. If the sync loop needs the prepared
+// file before its fill is done (a full current file, or Close), the fill stops where it is
+// (hurry) and the file is used as it is: a fill never holds up a rotation for longer than a chunk.
+// Under a sustained high rate, journal files written to their end are full size themselves once
+// recycled, so fills are short-lived there.
+//
+// Zeros after the last record are what recovery already expects of a torn tail (recover.go): they
+// read as an empty record, which is never valid (decodeJournalRecord), and end the last file
+// silently; a file that is not the last still ends with its end record, so a bad record before it
+// is still corruption (package doc, "Files").
+//
+// The early rotation made checkpoints more frequent, and a checkpoint fsyncs the directories of
+// the ledgers it covers while the current journal file still covers their newer, unsynced segment
+// files. That exposed two recovery bugs (fixed: a torn segment write of a voided entry, and entries
+// of a segment trimmed later in the replayed journal; recovery_test.go), not a fault of the fill.
+
+// prefillChunk is how much of a journal file is zero-filled and fdatasynced at a time.
+const prefillChunk = 1 << 20
+
+// prefillAfter is how much the engine writes into a journal file that is not full size before it
+// prepares a full-size successor and moves to it.
+func (e *Engine) prefillAfter() int64 { return min(4<<20, e.opts.JournalFileBytes/8) }
+
 // preparedJournal is a journal file made ahead of use by a preparer goroutine.
 type preparedJournal struct {
-	seq  uint64
-	f    vfs.File
-	err  error
-	done chan struct{} // closed when f and err are set
+	seq   uint64
+	f     vfs.File
+	err   error
+	full  bool          // the file is at least JournalFileBytes long (set with f)
+	hurry chan struct{} // closed when the sync loop waits for the file: stop filling
+	done  chan struct{} // closed when f and err are set
+}
+
+// hurryUp tells the preparer that the file is needed now (sync loop only, once per file).
+func (p *preparedJournal) hurryUp() { close(p.hurry) }
+
+// ready reports whether the preparation finished (sync loop only).
+func (p *preparedJournal) ready() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // makeJournalFile creates journal file seq with its header, durable with its directory entry.
-func (e *Engine) makeJournalFile(seq uint64, flags uint32) (vfs.File, error) {
+// With prefill (a preparer), the file is first zero-filled to JournalFileBytes unless hurry is
+// set; full reports whether it reached that size.
+func (e *Engine) makeJournalFile(seq uint64, flags uint32, prefill bool, hurry <-chan struct{}) (_ vfs.File, full bool, _ error) {
 	f, err := e.createJournalFile(seq)
 	if err != nil {
-		return nil, fmt.Errorf("storage: create journal: %w", err)
+		return nil, false, fmt.Errorf("storage: create journal: %w", err)
+	}
+	if prefill {
+		full, err = e.fillJournalFile(f, hurry)
+		if err != nil {
+			_ = f.Close()
+			return nil, false, fmt.Errorf("storage: fill journal: %w", err)
+		}
 	}
 	hdr := appendHeaderFlags(nil, magicJournal, seq, flags)
 	if _, err := f.WriteAt(hdr, 0); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("storage: write journal header: %w", err)
+		return nil, false, fmt.Errorf("storage: write journal header: %w", err)
 	}
 	if err := f.Sync(); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("storage: sync journal: %w", err)
+		return nil, false, fmt.Errorf("storage: sync journal: %w", err)
 	}
 	if err := e.fs.SyncDir(e.journalDir); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("storage: sync journal dir: %w", err)
+		return nil, false, fmt.Errorf("storage: sync journal dir: %w", err)
 	}
-	return f, nil
+	return f, full, nil
+}
+
+// fillJournalFile writes zeros from f's size up to JournalFileBytes, a chunk at a time (written,
+// fdatasynced, then a rest twice as long), and stops early when hurry is closed. It reports
+// whether f reached full size.
+func (e *Engine) fillJournalFile(f vfs.File, hurry <-chan struct{}) (bool, error) {
+	size, err := f.Size()
+	if err != nil {
+		return false, err
+	}
+	target := e.opts.JournalFileBytes
+	if size >= target {
+		return true, nil
+	}
+	zeros := make([]byte, prefillChunk)
+	rest := time.NewTimer(0)
+	defer rest.Stop()
+	for off := size; off < target; {
+		select {
+		case <-hurry:
+			return false, nil
+		case <-rest.C:
+		}
+		start := time.Now()
+		n := min(int64(len(zeros)), target-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return false, err
+		}
+		if err := vfs.DataSync(f); err != nil {
+			return false, err
+		}
+		off += n
+		rest.Reset(2 * time.Since(start))
+	}
+	e.m.journalFills.Add(1)
+	return true, nil
 }
 
 // prepareJournal starts making journal file seq in the background (sync loop only).
@@ -63,14 +167,50 @@ func (e *Engine) prepareJournal(seq uint64) {
 	if e.opts.Sync == SyncInterval {
 		flags = journalFlagPrevUnclean
 	}
-	p := &preparedJournal{seq: seq, done: make(chan struct{})}
+	p := &preparedJournal{seq: seq, hurry: make(chan struct{}), done: make(chan struct{})}
 	e.nextJournal = p
 	e.preparers.Add(1)
 	go func() {
 		defer e.preparers.Done()
 		defer close(p.done)
-		p.f, p.err = e.makeJournalFile(seq, flags)
+		p.f, p.full, p.err = e.makeJournalFile(seq, flags, true, p.hurry)
 	}()
+}
+
+// fullSize reports whether journal file f is at least JournalFileBytes long (an error counts as
+// not).
+func (e *Engine) fullSize(f vfs.File) bool {
+	size, err := f.Size()
+	return err == nil && size >= e.opts.JournalFileBytes
+}
+
+// prepareFullSuccessor starts preparing a full-size successor of a current journal file that is
+// not full size once it holds prefillAfter bytes (sync loop only, qmu held; see "Journal files are
+// made full size").
+func (e *Engine) prepareFullSuccessor() {
+	if e.journal != nil && !e.jfull && e.nextJournal == nil && !e.stopping && e.jsize >= e.prefillAfter() {
+		e.prepareJournal(e.journalSeq + 1)
+	}
+}
+
+// noteSuccessorReady latches that the full-size successor of a current file that is not full
+// size is ready (sync loop only, qmu held). It is called once per round, before needsDrain, so
+// that needsDrain and rotateDue see the same answer: the preparer finishing between the two
+// would otherwise rotate with commits in flight, which rotation never does (pipelinesync.go).
+func (e *Engine) noteSuccessorReady() {
+	if e.successorReady || e.journal == nil || e.jfull {
+		return
+	}
+	p := e.nextJournal
+	e.successorReady = p != nil && p.seq == e.journalSeq+1 && p.ready() && p.err == nil && p.full
+}
+
+// rotateDue reports whether the pending batch closes its journal file: the file is full, the
+// engine stops, or the current file is not full size and its full-size successor is ready (sync
+// loop only, qmu held).
+func (e *Engine) rotateDue() bool {
+	return e.jsize >= e.opts.JournalFileBytes || e.stopping ||
+		(e.successorReady && e.journal != nil && e.pending.seq == e.journalSeq)
 }
 
 // takePreparedJournal returns the prepared file for journal seq if it can be used now, waiting
@@ -81,6 +221,7 @@ func (e *Engine) takePreparedJournal(seq uint64) vfs.File {
 		return nil
 	}
 	e.nextJournal = nil
+	p.hurryUp()
 	<-p.done
 	if p.err != nil {
 		e.log.Warn("preparing the next journal file failed; making it inline", "seq", p.seq, "err", p.err)
@@ -103,10 +244,12 @@ func (e *Engine) takePreparedJournal(seq uint64) vfs.File {
 func (e *Engine) discardPreparedJournal() {
 	if p := e.nextJournal; p != nil {
 		e.nextJournal = nil
+		p.hurryUp()
 		<-p.done
 		if p.err == nil {
+			// It holds no record: keep it as a free file (its size, maybe filled, is reused).
 			_ = p.f.Close()
-			_ = e.fs.Remove(e.journalPath(p.seq))
+			e.retireJournal(p.seq)
 		}
 	}
 	e.preparers.Wait()

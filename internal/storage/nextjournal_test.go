@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -71,9 +72,9 @@ func journalFiles(t *testing.T, fs vfs.FS) []string {
 // while its header fsync is stalled, appends to the current file are still acknowledged.
 func TestPreparingNextJournalDoesNotHoldAppends(t *testing.T) {
 	ctx := context.Background()
-	fs := &headerStallFS{FS: vfs.NewMem(), suffix: "0000000000000002.jnl", gate: make(chan struct{}), entered: make(chan struct{})}
+	fs := &headerStallFS{FS: vfs.NewMem(), suffix: "0000000000000003.jnl", gate: make(chan struct{}), entered: make(chan struct{})}
 	entered := fs.entered
-	e := openMem(t, fs, nil)
+	e := openMem(t, fs, func(o *Options) { o.JournalFileBytes = 64 << 10 })
 	defer e.Close()
 	defer func() {
 		fs.mu.Lock()
@@ -87,10 +88,10 @@ func TestPreparingNextJournalDoesNotHoldAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, l, 1) // opens journal file 1, which starts preparing file 2
-	<-entered        // file 2's header fsync is stalled now
+	n0 := reachFullSizeJournal(t, e, l) // journal file 2 is in use: file 3 is being prepared
+	<-entered                           // file 3's header fsync is stalled now
 	appendN(t, l, 200)
-	if n := l.Entries(); n != 201 {
+	if n := l.Entries(); n != n0+200 {
 		t.Fatalf("%d entries acknowledged while the next journal file was being prepared", n)
 	}
 }
@@ -136,7 +137,7 @@ func TestUnwrittenPreparedJournalIgnoredByRecovery(t *testing.T) {
 func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	e := openMem(t, mem, nil)
+	e := openMem(t, mem, func(o *Options) { o.JournalFileBytes = 64 << 10 })
 	l, err := e.OpenLedger(ctx, "abandoned")
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, l, 5)
+	n0 := int(reachFullSizeJournal(t, e, l))
 	waitFor(t, "the next journal file to be prepared", func() bool { return len(journalFiles(t, mem)) >= 2 })
 	e.preparers.Wait()
 	cur := e.journalPath(e.journalSeq)
@@ -169,11 +170,18 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	if _, err := l.Append(ctx, payload(5), 1); err == nil {
 		t.Fatal("append acknowledged although its journal fsync failed")
 	}
-	// The next group commit (the void record and this append) opens the next journal file.
-	if _, err := other.Append(ctx, payload(6), 1); err == nil {
-		t.Fatal("append acknowledged although its journal file could not be made")
-	}
-	mem.SetInjector(nil)
+	// The next group commit opens the next journal file, and remaking it fails. That commit holds
+	// the void record of the fenced ledger and, unless the sync loop cut it before this append was
+	// queued, this append (which then goes to the file after and is acknowledged).
+	_, _ = other.Append(ctx, payload(6), 1)
+	// Checkpoints keep failing until the crash, so the abandoned file is still there (a checkpoint
+	// that succeeded after the failures would retire it).
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.HasPrefix(name, "/data/ledgers/") {
+			return vfs.EIO
+		}
+		return nil
+	})
 	if !failedNext.Load() {
 		t.Fatal("the remade next journal file was not synced: the test does not exercise its failure")
 	}
@@ -182,7 +190,7 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acked := 5 + len(appendN(t, l, 3))
+	acked := n0 + len(appendN(t, l, 3))
 	crashed := mem.Crash(nil)
 	_ = e.Close()
 	// The failed batch's record reached the disk of the abandoned file (a torn tail, never
@@ -204,4 +212,101 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	if n := l2.Entries(); n < int64(acked) {
 		t.Fatalf("%d entries after the crash, want the %d acknowledged", n, acked)
 	}
+}
+
+// reachFullSizeJournal appends to l until the engine has left the first journal file of the fresh
+// directory, which is not full size, for a full-size one (nextjournal.go); from then on each
+// journal file's successor is prepared as soon as the file is opened. It returns l's entries.
+func reachFullSizeJournal(t *testing.T, e *Engine, l *Ledger) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Metrics().Checkpoints == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the move to a full-size journal file")
+		}
+		appendN(t, l, 20)
+	}
+	return l.Entries()
+}
+
+// TestJournalPrefill: the first journal file of a fresh directory appends (nothing to recycle);
+// once it holds prefillAfter bytes its successor is zero-filled to full size in the background
+// and the engine moves to it at once; later files are full size from the start, and everything
+// acknowledged reads back after a crash, zeros after the last record being a quiet torn tail.
+func TestJournalPrefill(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	const jfb = 256 << 10
+	e := openMem(t, mem, func(o *Options) { o.JournalFileBytes = jfb })
+	l, err := e.OpenLedger(ctx, "prefill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 10) // a few hundred bytes: below prefillAfter, no fill
+	if n := e.Metrics().JournalFills; n != 0 {
+		t.Fatalf("%d journal files filled after a few appends, want none", n)
+	}
+	if names := journalFiles(t, mem); len(names) != 1 {
+		t.Fatalf("journal files %v after a few appends: a successor was prepared before prefillAfter", names)
+	}
+	n := reachFullSizeJournal(t, e, l)
+	if fills := e.Metrics().JournalFills; fills < 1 {
+		t.Fatalf("moved on from the first journal file without filling a successor (%d fills)", fills)
+	}
+	// The first file was left after about prefillAfter bytes, not at JournalFileBytes.
+	if e.jseqForTest() != 2 {
+		t.Fatalf("journal file %d in use, want 2", e.jseqForTest())
+	}
+	st, err := mem.Stat("/data/journal/0000000000000002.jnl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size < jfb {
+		t.Fatalf("journal file 2 is %d bytes, want at least %d (full size)", st.Size, jfb)
+	}
+	// Keep writing across several rotations: later files are full size when they are opened. A
+	// file whose fill the sync loop cut short (it needed the file first: a slow preparer) is left
+	// early like the first one, once it holds prefillAfter bytes and a full-size successor is ready.
+	big := make([]byte, 8<<10)
+	for e.jseqForTest() < 6 {
+		if _, err := l.Append(ctx, big, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n = l.Entries()
+	e.preparers.Wait()
+	cur, full := e.jseqForTest(), 0
+	for _, name := range journalFiles(t, mem) {
+		st, err := mem.Stat("/data/journal/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, _ := parseHexName(name, ".jnl")
+		switch {
+		case st.Size >= jfb:
+			full++
+		case uint64(seq) != cur && st.Size < e.prefillAfter():
+			t.Fatalf("journal file %s is %d bytes: left before it was full size or held %d bytes", name, st.Size, e.prefillAfter())
+		}
+	}
+	if full == 0 {
+		t.Fatalf("no full-size journal file among %v", journalFiles(t, mem))
+	}
+	crashed := mem.Crash(rand.New(rand.NewPCG(1, 2)))
+	_ = e.Close()
+	e2 := openMem(t, crashed, func(o *Options) { o.JournalFileBytes = jfb })
+	defer e2.Close()
+	l2, err := e2.OpenLedger(ctx, "prefill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l2.Entries(); got < n {
+		t.Fatalf("%d entries after the crash, want the %d acknowledged", got, n)
+	}
+}
+
+func (e *Engine) jseqForTest() uint64 {
+	e.qmu.Lock()
+	defer e.qmu.Unlock()
+	return e.jseq
 }

@@ -75,7 +75,7 @@ func (e *Engine) needsDrain() bool {
 		return false
 	}
 	p := e.pending
-	return e.stopping || e.jsize >= e.opts.JournalFileBytes || p.moved || len(e.pendingVoids) > 0 ||
+	return e.rotateDue() || p.moved || len(e.pendingVoids) > 0 ||
 		e.journal == nil || e.journalSeq != p.seq || len(p.buf) == 0
 }
 

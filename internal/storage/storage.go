@@ -128,6 +128,7 @@ type EngineMetrics struct {
 	TrimmedSegments     int64
 	RecoveredTornTails  int64
 	Checkpoints         int64
+	JournalFills        int64 // journal files zero-filled to full size before use (fresh data directories; nextjournal.go)
 	LastCheckpointError string
 	// SyncLatency: durations of journal sync rounds (the journal's fdatasync; on the pipelined
 	// path, the usual one with SyncAlways, together with the direct writes' segment fdatasyncs
