@@ -157,13 +157,7 @@ func TestJournalTailReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			l, err := e.OpenLedger(context.Background(), "t")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Err(); err != nil {
-				t.Fatal(err)
-			}
+			l := openUnfenced(t, e, "t")
 			es, err := l.Read(context.Background(), Earliest, 0, 0)
 			if err != nil {
 				t.Fatal(err)

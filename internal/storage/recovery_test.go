@@ -123,13 +123,7 @@ func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
 
 	e = openMem(t, crashed, mod)
 	defer e.Close()
-	l, err = e.OpenLedger(ctx, "void/torn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Err(); err != nil {
-		t.Fatalf("ledger fenced after a crash: %v", err)
-	}
+	l = openUnfenced(t, e, "void/torn")
 	es, err := l.Read(ctx, Earliest, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -217,13 +211,7 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 
 	e = openMem(t, crashed, mod)
 	defer e.Close()
-	l, err = e.OpenLedger(ctx, "trim/replayed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Err(); err != nil {
-		t.Fatalf("ledger fenced after a crash: %v", err)
-	}
+	l = openUnfenced(t, e, "trim/replayed")
 	if n := l.Entries(); n != 0 {
 		t.Fatalf("%d entries after the crash, want none (all trimmed)", n)
 	}
@@ -232,4 +220,18 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 	} else if err == nil {
 		t.Fatal("recovery left the trimmed segment's file behind")
 	}
+}
+
+// openUnfenced opens ledger name of a recovered engine and fails the test unless it opens
+// writable (recovery neither dropped nor fenced it).
+func openUnfenced(t *testing.T, e *Engine, name string) *Ledger {
+	t.Helper()
+	l, err := e.OpenLedger(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("ledger %s fenced after a crash: %v", name, err)
+	}
+	return l
 }
