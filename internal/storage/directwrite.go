@@ -100,6 +100,7 @@ func journalBuf(b *batch) []byte {
 // announcements prepended, not rotated away).
 func (e *Engine) planDirect(b *batch, allowed bool) {
 	b.jbuf = b.jbuf[:0]
+	b.dbuf = b.dbuf[:0]
 	e.wantDirect = false
 	enter := e.opts.DirectWriteBytes
 	if enter <= 0 {
@@ -316,10 +317,18 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 			}
 		}
 	}
-	// bytes.Join allocates the buffer without zeroing it (every byte is copied over at once); a
-	// make and appends cleared it first: ~5 % of the catch-up's CPU was clearing and copying here.
+	var buf []byte
+	if shareable {
+		// The entry cache keeps slices of buf: it must be memory of its own. bytes.Join
+		// allocates it without zeroing (every byte is copied over at once); a make and appends
+		// cleared it first: ~5 % of the catch-up's CPU was clearing and copying here.
+		buf = bytes.Join(recs, nil)
+	} else {
+		// Nothing refers to buf once b is applied (the cache gets copies): it goes into b's own
+		// direct buffer, reused with b (recently used memory, not fresh; see takeFreeBatch).
+		buf = appendDirectRecs(b, recs)
+	}
 	// recs keeps slices of batch buffers, which the engine keeps anyway.
-	buf := bytes.Join(recs, nil)
 	e.directRecs = recs[:0]
 	cf, err := e.files.acquire(segPath(l.dirPath(), g.key.id), false)
 	if err == nil {
@@ -347,6 +356,23 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 	e.m.directWrites.Add(1)
 	e.m.directBytes.Add(int64(len(buf)))
 	return true
+}
+
+// appendDirectRecs copies recs to the end of b's direct buffer and returns them there. When the
+// buffer must grow, the groups already in it keep the old array.
+func appendDirectRecs(b *batch, recs [][]byte) []byte {
+	size := 0
+	for _, r := range recs {
+		size += len(r)
+	}
+	if cap(b.dbuf)-len(b.dbuf) < size {
+		b.dbuf = make([]byte, 0, max(size, 2*cap(b.dbuf)))
+	}
+	start := len(b.dbuf)
+	for _, r := range recs {
+		b.dbuf = append(b.dbuf, r...)
+	}
+	return b.dbuf[start:len(b.dbuf):len(b.dbuf)]
 }
 
 // buildJournalBuf copies b's journal records into b.jbuf, replacing each direct group's entry

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -93,9 +94,13 @@ type Engine struct {
 	successorReady bool
 	preparers      sync.WaitGroup
 
-	applyCh     chan applyJob // sync loop -> applier
-	freeCh      chan *batch   // applier -> sync loop: batches to fill again
-	ckptMu      sync.Mutex    // serialises checkpoints
+	applyCh chan applyJob // sync loop -> applier
+	// freeBatches: batches to fill again (applier -> sync loop, under qmu), a stack: the sync
+	// loop takes the one freed last (see takeFreeBatch).
+	freeBatches []*batch
+	spare       *batch      // taken from freeBatches by the sync loop, the next pending batch (under qmu)
+	demand      batchDemand // recent batch sizes (under qmu; see batchDemand.trim)
+	ckptMu      sync.Mutex  // serialises checkpoints
 	ckptCh      chan checkpointJob
 	ckptCarry   *checkpointJob // a failed checkpoint's files, retried with the next one (checkpointer only)
 	loopDone    chan struct{}
@@ -132,6 +137,9 @@ type batch struct {
 	// when there are any.
 	direct []*segWrite
 	jbuf   []byte
+	// dbuf holds the records of b's direct writes that nothing refers to once b is applied
+	// (writeDirect: the entry cache copies them).
+	dbuf []byte
 	// opened is when the first item joined the batch (for the commit latency histogram).
 	opened time.Time
 }
@@ -254,9 +262,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.applyCh = make(chan applyJob, 2)
 	// Batches: the pending one, the ones whose fsync is in flight, and up to two with the
 	// applier; the sync loop takes a free one before it cuts the pending batch.
-	e.freeCh = make(chan *batch, 3+opts.SyncPipelineDepth)
 	for range 2 + opts.SyncPipelineDepth {
-		e.freeCh <- &batch{}
+		e.freeBatches = append(e.freeBatches, &batch{})
 	}
 	start := time.Now()
 	if err := e.recover(ctx); err != nil {
@@ -687,12 +694,11 @@ func (e *Engine) syncLoop() {
 			timer.Stop()
 		}
 	}()
-	var free *batch
 	for {
-		if free == nil {
-			free = <-e.freeCh // back-pressure: the applier is at most two batches behind
-		}
 		e.qmu.Lock()
+		if e.spare == nil {
+			e.spare = e.takeFreeBatch() // back-pressure: the applier is at most two batches behind
+		}
 		for !e.stopping && len(e.unsynced) == 0 && len(e.syncDone) == 0 && len(e.commitDone) == 0 &&
 			(len(e.pending.items) == 0 || len(e.inflight) >= e.opts.SyncPipelineDepth) {
 			e.qcond.Wait()
@@ -719,7 +725,6 @@ func (e *Engine) syncLoop() {
 				}
 			}
 			e.discardPreparedJournal()
-			e.freeCh <- free
 			return
 		}
 		if len(e.pending.items) == 0 {
@@ -778,7 +783,7 @@ func (e *Engine) syncLoop() {
 			continue
 		}
 		b := e.pending
-		e.pending, free = free, nil
+		e.pending, e.spare = e.spare, nil
 		e.pending.buf = e.pending.buf[:0]
 		e.pending.items = e.pending.items[:0]
 		e.pending.seq = b.seq
@@ -825,11 +830,87 @@ func (e *Engine) applier() {
 		e.qmu.Lock()
 		e.applying = false
 		e.appliedJobs++
+		if job.b != nil {
+			e.demand.note(job.b)
+			job.b.buf = job.b.buf[:0]
+			job.b.items = job.b.items[:0]
+			e.demand.trim(job.b)
+			e.freeBatches = append(e.freeBatches, job.b)
+		}
 		e.qcond.Broadcast()
 		e.qmu.Unlock()
-		if job.b != nil {
-			e.freeCh <- job.b
-		}
+	}
+}
+
+// takeFreeBatch takes the batch freed last, waiting for one (sync loop only, e.qmu held).
+//
+// Why a stack: a batch's buffers keep the capacity of the largest group commit they held (a
+// catch-up's are 10-60 MB). Taken in turn, as from a queue, every batch grows to that size and
+// is cold when its turn comes again; taken last-freed first, the batches the pipeline does not
+// need at once stay at the bottom, small or idle, and the one reused is the one just written
+// (its memory recently touched). Idle ones give their buffers back (releaseIdleBatches).
+func (e *Engine) takeFreeBatch() *batch {
+	for len(e.freeBatches) == 0 {
+		e.qcond.Wait()
+	}
+	b := e.freeBatches[len(e.freeBatches)-1]
+	e.freeBatches[len(e.freeBatches)-1] = nil
+	e.freeBatches = e.freeBatches[:len(e.freeBatches)-1]
+	return b
+}
+
+// batchKeep is the capacity a batch's buffers keep however small the recent group commits were.
+const batchKeep = 1 << 20
+
+// batchDemand is the largest journal buffer and item count of the batches freed in the current
+// and the previous demand window (releaseIdleBatches starts a window every CursorFlushInterval).
+type batchDemand struct {
+	buf, items         int // current window
+	prevBuf, prevItems int // previous window
+}
+
+func (d *batchDemand) note(b *batch) {
+	d.buf = max(d.buf, len(b.buf), len(b.jbuf), len(b.dbuf))
+	d.items = max(d.items, len(b.items))
+}
+
+// trim drops b's buffers where their capacity exceeds four times the recent demand (and
+// batchKeep): after a burst the engine's batches would otherwise each keep the largest group
+// commit they ever carried (a catch-up's are 40-100 MB: hundreds of MB across the pool) for as
+// long as the process runs, raising the heap's size and the garbage collector's goal. A dropped
+// buffer's memory is reused by the heap's next allocations instead of fresh memory.
+func (d *batchDemand) trim(b *batch) {
+	limit := max(batchKeep, 4*max(d.buf, d.prevBuf))
+	if cap(b.buf) > limit && len(b.buf) == 0 {
+		b.buf = nil
+	}
+	if cap(b.jbuf) > limit {
+		b.jbuf = nil
+	}
+	if cap(b.dbuf) > limit {
+		b.dbuf = nil
+	}
+	if n := max(d.items, d.prevItems); cap(b.items) > max(batchKeep/int(unsafe.Sizeof(item{})), 4*n) && len(b.items) == 0 {
+		b.items = nil
+	}
+}
+
+// releaseIdleBatches starts a new demand window and trims the free batches and an empty pending
+// batch to it (background goroutine): an engine whose load fell gives back what it no longer needs.
+func (e *Engine) releaseIdleBatches() {
+	e.qmu.Lock()
+	defer e.qmu.Unlock()
+	d := &e.demand
+	d.prevBuf, d.prevItems = d.buf, d.items
+	d.buf, d.items = 0, 0
+	for _, b := range e.freeBatches {
+		d.trim(b)
+	}
+	if e.spare != nil {
+		d.trim(e.spare)
+	}
+	if len(e.pending.items) == 0 {
+		d.trim(e.pending)
 	}
 }
 
@@ -1312,6 +1393,7 @@ func (e *Engine) background() {
 			for _, l := range e.openLedgers() {
 				l.flushCursors(nil, nil)
 			}
+			e.releaseIdleBatches()
 		case <-trim.C:
 			for _, l := range e.openLedgers() {
 				if err := l.Trim(context.Background()); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFenced) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -528,12 +527,20 @@ func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position,
 // growBatchBuf makes room for n more bytes in a batch's journal buffer, doubling its capacity
 // when it must grow. append grows a large slice by a quarter, so a batch buffer was copied about
 // four times over (under the queue lock) while it grew to the size of a catch-up's group commit
-// (10-20 MB; each of the engine's batches grows once).
+// (10-60 MB; each of the engine's batches grows once).
+//
+// make and copy rather than slices.Grow: slices.Grow writes the whole new capacity at once (it
+// appends zeros), while a large allocation of memory new to the heap is not cleared by make, so
+// only the bytes copied and later appended are touched. A doubled buffer's tail that a burst
+// never reaches then costs no page faults (each a host fault on the benchmark VM, whose balloon
+// takes free guest pages back; docs/catch-up-cpu.md, session 8).
 func growBatchBuf(b []byte, n int) []byte {
 	if cap(b)-len(b) >= n {
 		return b
 	}
-	return slices.Grow(b, max(n, cap(b), 64<<10))
+	nb := make([]byte, len(b), len(b)+max(n, cap(b), 64<<10))
+	copy(nb, b)
+	return nb
 }
 
 // switchSegmentLocked starts segment id for new appends (e.qmu held) and queues the seal of the
