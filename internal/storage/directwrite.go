@@ -328,7 +328,9 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 		// direct buffer, reused with b (recently used memory, not fresh; see takeFreeBatch).
 		buf = appendDirectRecs(b, recs)
 	}
-	// recs keeps slices of batch buffers, which the engine keeps anyway.
+	// The scratch list is kept, not what it pointed to: a batch buffer dropped by
+	// batchDemand.trim must not stay reachable through it.
+	clear(recs)
 	e.directRecs = recs[:0]
 	cf, err := e.files.acquire(segPath(l.dirPath(), g.key.id), false)
 	if err == nil {
