@@ -1241,6 +1241,9 @@ func (e *Engine) syncFiles(files, dirs map[string]struct{}) error {
 					continue
 				}
 				err = cf.f.Sync()
+				if err == nil {
+					_ = vfs.DropCache(cf.f, 0, 0)
+				}
 				e.files.release(cf)
 				if err != nil {
 					first = fmt.Errorf("storage: checkpoint fsync %s: %w", f, err)
