@@ -7,6 +7,8 @@
 #              built when missing with the `go install` lines of ../shared/bench/README.md
 #        DUR   seconds per Meridian producer run (default 30)
 #        REPS  how many times to alternate the peer and Meridian (default 1)
+#        CEILING=1 also runs the producer against a non-persistent topic of the same broker: no
+#              storage at all, so its rate is what the client tool and the machine allow
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=$(cd "$root/../shared/bench" && pwd)
@@ -21,11 +23,11 @@ mkdir -p "$OUT" "$BIN"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 settle() { local t0=$SECONDS; sync; echo "# sync before the next run: $((SECONDS - t0)) s, dirty now $(grep -E '^Dirty' /proc/meminfo | tr -s ' ')"; }
-run_perf() { # name, env...
+run_perf() { # name, env... (TOPIC_KIND=non-persistent for the ceiling)
   local name=$1; shift
   # The perf tool prints a stats line every 10 s and hangs on shutdown (see the server helper's note in
   # docs/performance.md), so it is stopped with SIGKILL after DUR+2 s and only its stats lines are read.
-  env "$@" PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46650 TOPIC="persistent://public/default/$name" \
+  env "$@" PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46650 TOPIC="${TOPIC_KIND:-persistent}://public/default/$name" \
     timeout -s KILL "$((DUR + 5))s" "$bench/pulsar-perf.sh" produce > "$OUT/$name.log" 2>&1 || true
   echo "### $name ($*)"; grep 'Publish rate' "$OUT/$name.log" | sed 's/.*Publish rate/Publish rate/; s/\\[nt]//g; s/"$//' || true
 }
@@ -50,6 +52,7 @@ run_meridian() {
   grep -m1 'fsync=' "$OUT/meridian.log" | sed 's/.*\(fsync=[a-z]*\).*/\1/'
   run_perf perf-1k-unthrottled SIZE=1024 RATE=0 DUR="$DUR"
   run_perf perf-1k-5000 SIZE=1024 RATE=5000 DUR="$DUR"
+  if [ "${CEILING:-0}" = 1 ]; then TOPIC_KIND=non-persistent run_perf perf-1k-ceiling-non-persistent SIZE=1024 RATE=0 DUR="$DUR"; fi
   kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true; mpid=
 }
 # REPS > 1 alternates the peer and Meridian, so every Meridian figure has a peer figure from a minute

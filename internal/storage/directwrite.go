@@ -405,9 +405,23 @@ func syncDirect(b *batch) error {
 	for _, w := range b.direct {
 		if e2 := vfs.DataSync(w.cf.f); e2 != nil && err == nil {
 			err = fmt.Errorf("storage: segment fsync: %w", e2)
+		} else if e2 == nil {
+			dropBehind(w)
 		}
 	}
 	return err
+}
+
+// dropBehind drops the clean pages of the bytes written before w from the page cache
+// (docs/storage.md, "Page cache"). Not w's own: right after their fdatasync most of its pages
+// cannot be dropped yet (on ext4 only a later call frees them), so each direct write drops what
+// the ones before it wrote, looking back at least 4 MiB and twice its own size.
+func dropBehind(w *segWrite) {
+	back := max(4<<20, 2*int64(w.size))
+	from := max(0, w.off-back)
+	if w.off > from {
+		_ = vfs.DropCache(w.cf.f, from, w.off-from)
+	}
 }
 
 // syncCommit makes a written batch durable: the journal file and, in parallel, the segment files

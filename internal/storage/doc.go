@@ -28,6 +28,12 @@
 // rotated journal file is fsynced and closed by that syncer too, and the file opened while that
 // fsync is in flight carries the "previous file may end torn" flag (see intervalsync.go).
 //
+// Segment pages leave the page cache once they are on the device (vfs.DropCache: the applier's
+// paced writeback drops what it handed to the device before, a direct write what was written
+// before it, a checkpoint the rest of each file it fsyncs): written once and read back only by
+// readers behind the entry cache, they would otherwise keep memory that the next write could have
+// reused; fresh memory is several times dearer to write into (docs/storage.md, "Page cache").
+//
 // When a journal file exceeds JournalFileBytes the sync loop starts the next one and hands the
 // set of files written since to the checkpointer, which fsyncs them (16 in parallel) and their
 // directories, records in the state file that recovery starts after that journal file, and

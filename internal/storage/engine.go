@@ -1322,6 +1322,15 @@ func (e *Engine) syncFiles(files, dirs map[string]struct{}) error {
 					continue
 				}
 				err = cf.f.Sync()
+				if err == nil && strings.HasSuffix(f, ".seg") {
+					// Up to the file's current size: its partial last page stays (the
+					// applier's next append would otherwise read it back from the device
+					// first), and so do pages appended since the fsync that are still dirty.
+					// Cursor logs stay cached: small, and rewritten in place.
+					if size, serr := cf.f.Size(); serr == nil {
+						_ = vfs.DropCache(cf.f, 0, size)
+					}
+				}
 				e.files.release(cf)
 				if err != nil {
 					first = fmt.Errorf("storage: checkpoint fsync %s: %w", f, err)

@@ -86,6 +86,9 @@ type segment struct {
 	// wbOff: the file's bytes before it were handed to the device by a paced writeback
 	// (writeEntries; applier only).
 	wbOff int64
+	// dropOff: the file's bytes before it were dropped from the page cache after their writeback
+	// (paceWriteback; applier only).
+	dropOff int64
 }
 
 // readHint is an in-memory index point where a read stopped: entry entryID of segment segID starts at
@@ -701,6 +704,14 @@ func (e *Engine) paceWriteback(f vfs.File, seg *segment, end int64) {
 	}
 	if err := vfs.StartWriteback(f, seg.wbOff, end-seg.wbOff); err != nil {
 		e.log.Debug("storage: segment writeback", "err", err)
+	}
+	// The chunks handed to the device before this one are written back by now (most of them):
+	// drop their clean pages so that the next chunk's page cache reuses memory used moments ago.
+	if seg.wbOff > seg.dropOff {
+		if err := vfs.DropCache(f, seg.dropOff, seg.wbOff-seg.dropOff); err != nil {
+			e.log.Debug("storage: segment drop cache", "err", err)
+		}
+		seg.dropOff = max(seg.dropOff, seg.wbOff-2*writebackChunk)
 	}
 	seg.wbOff = end
 }

@@ -113,6 +113,22 @@ func StartWriteback(f File, off, n int64) error {
 	return nil
 }
 
+// CacheDropper is implemented by files whose clean cached pages of a range can be dropped from
+// the page cache (Linux posix_fadvise with POSIX_FADV_DONTNEED). Dirty pages and pages under
+// writeback are kept, so it never loses data; it only decides what a later read finds in memory.
+type CacheDropper interface {
+	DropCache(off, n int64) error
+}
+
+// DropCache drops f's clean cached pages of [off, off+n) where f supports it (n == 0: to the end of
+// the file); elsewhere it does nothing and returns nil.
+func DropCache(f File, off, n int64) error {
+	if d, ok := f.(CacheDropper); ok {
+		return d.DropCache(off, n)
+	}
+	return nil
+}
+
 func (f osFile) Size() (int64, error) {
 	st, err := f.File.Stat()
 	if err != nil {
