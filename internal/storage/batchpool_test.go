@@ -66,7 +66,7 @@ func TestIdleBatchesReleased(t *testing.T) {
 		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
 			ctx := context.Background()
 			e := openMem(t, vfs.NewMem(), func(o *Options) {
-				o.CursorFlushInterval = time.Hour // releaseIdleBatches is called by the test
+				o.CursorFlushInterval = time.Hour // releaseIdleBatches is called by the test, with its own clock
 				if direct {
 					directOpts(o)
 				}
@@ -110,9 +110,12 @@ func TestIdleBatchesReleased(t *testing.T) {
 			}
 			// Batches come back from the applier after the callbacks: poll.
 			deadline := time.Now().Add(10 * time.Second)
-			for {
-				e.releaseIdleBatches()
-				e.releaseIdleBatches()
+			for now := time.Now(); ; {
+				// Two windows without demand.
+				now = now.Add(batchDemandWindow)
+				e.releaseIdleBatches(now)
+				now = now.Add(batchDemandWindow)
+				e.releaseIdleBatches(now)
 				if largest() <= batchKeep {
 					break
 				}

@@ -863,11 +863,17 @@ func (e *Engine) takeFreeBatch() *batch {
 const batchKeep = 1 << 20
 
 // batchDemand is the largest journal buffer and item count of the batches freed in the current
-// and the previous demand window (releaseIdleBatches starts a window every CursorFlushInterval).
+// and the previous demand window (releaseIdleBatches starts a window every batchDemandWindow).
 type batchDemand struct {
 	buf, items         int // current window
 	prevBuf, prevItems int // previous window
+	since              time.Time
 }
+
+// batchDemandWindow is how long a demand window lasts: a batch's buffers are dropped after one to
+// two windows without a batch that needed them. (Not CursorFlushInterval itself, which may be set
+// much shorter: buffers would then be dropped and regrown between the bursts of a steady load.)
+const batchDemandWindow = time.Second
 
 func (d *batchDemand) note(b *batch) {
 	d.buf = max(d.buf, len(b.buf), len(b.jbuf), len(b.dbuf))
@@ -895,14 +901,18 @@ func (d *batchDemand) trim(b *batch) {
 	}
 }
 
-// releaseIdleBatches starts a new demand window and trims the free batches and an empty pending
+// releaseIdleBatches starts a new demand window when the current one is batchDemandWindow old and
+// trims the free batches and an empty pending
 // batch to it (background goroutine): an engine whose load fell gives back what it no longer needs.
-func (e *Engine) releaseIdleBatches() {
+func (e *Engine) releaseIdleBatches(now time.Time) {
 	e.qmu.Lock()
 	defer e.qmu.Unlock()
 	d := &e.demand
+	if now.Sub(d.since) < batchDemandWindow*9/10 { // (a tick a little early does not skip a window)
+		return
+	}
 	d.prevBuf, d.prevItems = d.buf, d.items
-	d.buf, d.items = 0, 0
+	d.buf, d.items, d.since = 0, 0, now
 	for _, b := range e.freeBatches {
 		d.trim(b)
 	}
@@ -1402,7 +1412,7 @@ func (e *Engine) background() {
 			for _, l := range e.openLedgers() {
 				l.flushCursors(nil, nil)
 			}
-			e.releaseIdleBatches()
+			e.releaseIdleBatches(time.Now())
 		case <-trim.C:
 			for _, l := range e.openLedgers() {
 				if err := l.Trim(context.Background()); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFenced) {
