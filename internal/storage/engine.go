@@ -902,8 +902,8 @@ func (d *batchDemand) trim(b *batch) {
 }
 
 // releaseIdleBatches starts a new demand window when the current one is batchDemandWindow old and
-// trims the free batches and an empty pending
-// batch to it (background goroutine): an engine whose load fell gives back what it no longer needs.
+// trims the free batches, the spare and an empty pending batch to it (background goroutine): an
+// engine whose load fell gives back what it no longer needs.
 func (e *Engine) releaseIdleBatches(now time.Time) {
 	e.qmu.Lock()
 	defer e.qmu.Unlock()
