@@ -3,7 +3,6 @@ package vfs
 import (
 	"io/fs"
 	"os"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -11,41 +10,31 @@ import (
 
 // DataSync implements DataSyncer with fdatasync(2).
 func (f osFile) DataSync() error {
-	for {
-		err := syscall.Fdatasync(int(f.File.Fd()))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return &fs.PathError{Op: "fdatasync", Path: f.File.Name(), Err: err}
-		}
-		return nil
-	}
+	return f.retry("fdatasync", func(fd int) error { return unix.Fdatasync(fd) })
 }
 
 // StartWriteback implements WritebackStarter with sync_file_range(SYNC_FILE_RANGE_WRITE).
 func (f osFile) StartWriteback(off, n int64) error {
-	for {
-		err := unix.SyncFileRange(int(f.File.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return &fs.PathError{Op: "sync_file_range", Path: f.File.Name(), Err: err}
-		}
-		return nil
-	}
+	return f.retry("sync_file_range", func(fd int) error {
+		return unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
+	})
 }
 
 // DropCache implements CacheDropper with posix_fadvise(POSIX_FADV_DONTNEED).
 func (f osFile) DropCache(off, n int64) error {
+	return f.retry("fadvise", func(fd int) error { return unix.Fadvise(fd, off, n, unix.FADV_DONTNEED) })
+}
+
+// retry runs call on f's descriptor until it is not interrupted (EINTR) and names a failure after
+// op and f's path.
+func (f osFile) retry(op string, call func(fd int) error) error {
 	for {
-		err := unix.Fadvise(int(f.File.Fd()), off, n, unix.FADV_DONTNEED)
+		err := call(int(f.File.Fd()))
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return &fs.PathError{Op: "fadvise", Path: f.File.Name(), Err: err}
+			return &fs.PathError{Op: op, Path: f.File.Name(), Err: err}
 		}
 		return nil
 	}
