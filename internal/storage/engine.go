@@ -783,9 +783,7 @@ func (e *Engine) syncLoop() {
 			continue
 		}
 		b := e.pending
-		e.pending, e.spare = e.spare, nil
-		e.pending.buf = e.pending.buf[:0]
-		e.pending.items = e.pending.items[:0]
+		e.pending, e.spare = e.spare, nil // emptied by the applier when it freed it
 		e.pending.seq = b.seq
 		e.pending.moved = false
 		e.prepareFullSuccessor()
