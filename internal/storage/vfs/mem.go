@@ -26,10 +26,13 @@ const (
 	OpRemove
 	OpTruncate
 	OpRead
+	// OpOpenDirect is Mem.OpenDirect; an injected error fails the open (return ErrDirectUnsupported
+	// to make the caller fall back to buffered writes, EIO to fail it).
+	OpOpenDirect
 )
 
 func (o Op) String() string {
-	return [...]string{"write", "sync", "syncdir", "create", "rename", "remove", "truncate", "read"}[o]
+	return [...]string{"write", "sync", "syncdir", "create", "rename", "remove", "truncate", "read", "opendirect"}[o]
 }
 
 // Injected errors.
@@ -52,6 +55,7 @@ type Mem struct {
 	inject          func(op Op, name string) error
 	writeback       int64            // bytes handed to StartWriteback (nothing else happens: see WritebackStarted)
 	writebackByFile map[string]int64 // the same, by file path
+	noDirect        bool             // OpenDirect fails with ErrDirectUnsupported (SetDirectUnsupported)
 }
 
 type memNode struct {
@@ -75,6 +79,15 @@ func newDirNode() *memNode {
 func NewMem() *Mem { return &Mem{root: newDirNode()} }
 
 var _ FS = (*Mem)(nil)
+
+// SetDirectUnsupported makes OpenDirect fail with ErrDirectUnsupported (on) or work (off, the
+// default), as on a file system without and with O_DIRECT. Files already open direct keep working.
+// Crash carries the setting over to the returned Mem (a crash does not change the file system).
+func (m *Mem) SetDirectUnsupported(on bool) {
+	m.mu.Lock()
+	m.noDirect = on
+	m.mu.Unlock()
+}
 
 // SetInjector installs f, called before each operation; a non-nil result fails the operation.
 // nil removes the injector.
@@ -363,7 +376,7 @@ func (m *Mem) Crash(rng *rand.Rand) *Mem {
 		}
 		return nd
 	}
-	return &Mem{root: copyDir(m.root)}
+	return &Mem{root: copyDir(m.root), noDirect: m.noDirect}
 }
 
 // String lists the tree (for debugging tests).
