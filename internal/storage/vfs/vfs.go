@@ -9,6 +9,28 @@
 // The interface is deliberately small: files are written at explicit offsets
 // (WriteAt), read at explicit offsets (ReadAt), synced, truncated and closed;
 // directories are created, listed, synced and removed.
+//
+// Direct writes. OpenDirect opens an existing file with O_DIRECT (OS, Linux only) so that its
+// writes bypass the page cache: the data goes from the caller's buffer to the device, and no
+// page-cache page is allocated for it (on this VM, new page-cache pages are the dearest part of a
+// buffered write; docs/storage.md, "Page cache"). Every WriteAt and ReadAt through a direct handle
+// must have its file offset, its length and its buffer's address aligned to DirectAlign (4096):
+// AlignedBuffer makes such buffers, and a partial last block is written whole, zero-padded past
+// the logical end, and rewritten by the next write (then Truncate sets the logical size). The
+// kernel refuses a misaligned call with EINVAL; it checks alignment per extent, so a misaligned
+// length spanning several blocks may fail after writing its aligned leading blocks (and os.File
+// then reports 0 bytes written). Mem refuses any misalignment up front with ErrMisaligned, which
+// wraps EINVAL, and is stricter than ext4 (which takes multiples of the 512-byte logical block
+// size), so code that passes on Mem is aligned for any device. Where O_DIRECT is unavailable
+// (open fails with EINVAL: a file system without direct I/O, such as tmpfs before Linux 6.6;
+// other OSes; a Mem after SetDirectUnsupported; a FS without DirectOpener) OpenDirect returns an
+// error wrapping ErrDirectUnsupported and the caller falls back to buffered writes. Direct and
+// buffered handles of one file may be open together: before a direct write the kernel writes back
+// and invalidates the cached pages of its range, so a buffered handle reads the new data (from the
+// device) afterwards. A direct write is not durable when it returns: it may sit in the device's
+// volatile write cache (/sys/block/vda/queue/write_cache says "write back"), and a new block or a
+// grown size is file metadata. Durability still needs DataSync (or Sync), exactly as for buffered
+// writes; Mem's direct files model that (Crash drops or tears unsynced direct writes).
 package vfs
 
 import (
