@@ -110,6 +110,9 @@ type Engine struct {
 	closeOnce   sync.Once
 	closeErr    error
 	lastCkptErr atomic.Value
+	// segWriteLost: a segment write failed after its entries were acknowledged (writeSegments).
+	// Set once; from then on every checkpoint fails, so that the journal keeps those entries.
+	segWriteLost atomic.Pointer[error]
 
 	m engineCounters
 }
@@ -137,6 +140,9 @@ type batch struct {
 	// when there are any.
 	direct []*segWrite
 	jbuf   []byte
+	// writes: the segment writes the applier laid out for b (layoutEntries) and has not written
+	// yet (writeSegments).
+	writes []*segWrite
 	// dbuf holds the records of b's direct writes that nothing refers to once b is applied
 	// (writeDirect: the entry cache copies them).
 	dbuf []byte
@@ -1189,12 +1195,25 @@ func (e *Engine) failBatch(b *batch, err error) {
 }
 
 // apply writes a durable batch's effects to the ledgers' files and memory, then completes it.
+//
+// Entries are acknowledged before their segment write: they are durable in the journal, and the
+// write (page cache, or the device with direct I/O) would otherwise sit between the fsync and
+// every receipt. Readers do not see the gap: the entry cache holds every applied entry, and a
+// reader that must read the file waits for the write (segment.written, Ledger.waitWritten). The
+// write still comes before anything else of the batch is applied (a seal, a trim, a cursor
+// record, a barrier) and before the applier takes the next job, so the checkpoint, which follows
+// a rotation job, finds every segment written. A failed segment write after the acknowledgement
+// fences the ledger and stops all checkpoints (writeSegments): the journal keeps the entries until
+// a restart replays them.
 func (e *Engine) apply(b *batch) {
-	e.writeEntries(b)
+	e.layoutEntries(b)
 	var slab []byte
 	for i := range b.items {
 		it := &b.items[i]
 		l := it.l
+		if it.kind != kEntry && it.kind != kFail && len(b.writes) > 0 {
+			e.writeSegments(b)
+		}
 		switch it.kind {
 		case kFail:
 			it.done(Position{}, it.err)
@@ -1249,6 +1268,17 @@ func (e *Engine) apply(b *batch) {
 			}
 		}
 	}
+	if len(b.writes) > 0 {
+		e.writeSegments(b)
+	}
+}
+
+// noteSegmentWriteLost records a segment write that failed after its entries were acknowledged:
+// they are durable only in the journal now, so no checkpoint may retire it.
+func (e *Engine) noteSegmentWriteLost(err error) {
+	if e.segWriteLost.CompareAndSwap(nil, &err) {
+		e.log.Error("segment write failed after acknowledgement: checkpoints stopped, restart the broker to replay the journal", "err", err)
+	}
 }
 
 // ---- checkpoints ----
@@ -1279,6 +1309,9 @@ func (e *Engine) checkpointer() {
 func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
+	if lost := e.segWriteLost.Load(); lost != nil {
+		return fmt.Errorf("storage: no checkpoint until a restart replays the journal: %w", *lost)
+	}
 	start := time.Now()
 	if err := e.syncFiles(files, dirs); err != nil {
 		return err

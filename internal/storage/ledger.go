@@ -83,6 +83,11 @@ type segment struct {
 	created  bool // the file exists
 	sealed   bool
 	idxSaved bool
+	// written: the entries whose records are in the file (written to it, not necessarily
+	// durable). The applier confirms entries (entries) before it writes them (writeSegments), so
+	// it can be behind entries for that long; a read that needs the file waits for it
+	// (Ledger.waitWritten). Under the ledger's mu.
+	written int64
 	// wbOff: the file's bytes before it were handed to the device by a paced writeback
 	// (writeEntries; applier only).
 	wbOff int64
@@ -112,6 +117,10 @@ const readHintSlots = 4
 type readHints struct {
 	h    [readHintSlots]readHint
 	next int // slot replaced when no hint of the same segment precedes the new one
+	// wrote is closed (and cleared) when the applier has written entries to a segment file or
+	// fenced the ledger; made by the first reader waiting for that (waitWritten). Here rather
+	// than in Ledger, whose size is budgeted: only a reader of the file ever waits.
+	wrote chan struct{}
 }
 
 // hintLocked returns the best start for reading entry want of segment s: the last index point at or
@@ -214,6 +223,7 @@ func (l *Ledger) load(ctx context.Context) error {
 			_ = e.fs.Remove(idxPath(l.dirPath(), id))
 			continue
 		}
+		seg.written = seg.entries
 		l.segs = append(l.segs, seg)
 		l.entries += seg.entries
 		l.bytes += seg.bytes
@@ -480,7 +490,8 @@ func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (Po
 }
 
 // AppendAsync stores data and calls done exactly once, in append order per ledger, from a storage
-// goroutine, once durable or failed. done must not block. data is copied.
+// goroutine, once durable or failed. done must not block, nor read the ledger (the applier writes
+// the entry to its segment file after calling done: Engine.apply). data is copied.
 func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position, error)) {
 	e := l.e
 	var rollTo int64 = -1
@@ -571,12 +582,16 @@ type segWrite struct {
 	direct    bool
 	shareable bool
 	cf        *cachedFile
+	// end: the entry id after the last one in buf.
+	end int64
 }
 
-// writeEntries writes the entry records of a durable batch to their segment files, one write
-// per segment, and records each item's file offset (phase one of applying a batch).
-func (e *Engine) writeEntries(b *batch) {
-	var writes []*segWrite
+// layoutEntries places the entry records of a durable batch in their segment files: each item's
+// file offset, and one contiguous buffer per segment (b.writes) that writeSegments writes once
+// the entries are acknowledged (phase one of applying a batch). Its only I/O creates a new
+// segment's file, so that a failure there still fails the entries instead of acknowledging them.
+func (e *Engine) layoutEntries(b *batch) {
+	writes := b.writes[:0]
 	var last *segWrite
 	for i := range b.items {
 		it := &b.items[i]
@@ -620,6 +635,7 @@ func (e *Engine) writeEntries(b *batch) {
 		it.fileOff = last.off + int64(last.size)
 		it.w = last
 		last.size += it.n
+		last.end = it.entryID + 1
 	}
 	// Lay the records of each segment out contiguously in one arena. When every entry of the
 	// batch fits the entry cache, the arena is new and the cache keeps slices of it (no second
@@ -655,16 +671,24 @@ func (e *Engine) writeEntries(b *batch) {
 		}
 	}
 	for _, w := range writes {
+		if w.err == nil && !w.seg.created {
+			w.err = w.l.createSegmentFile(w.seg.id)
+		}
+	}
+	b.writes = writes
+}
+
+// writeSegments writes the segment buffers layoutEntries laid out for b, one write per segment,
+// and lets readers waiting for those entries' bytes go on (applier only; the entries are
+// acknowledged already). A write that fails cannot fail its entries any more: they are durable in
+// the journal. The ledger is fenced and every later checkpoint refused (segWriteLost), so the
+// journal file is kept and recovery replays the entries into the segment.
+func (e *Engine) writeSegments(b *batch) {
+	for _, w := range b.writes {
 		if w.err != nil {
-			continue
+			continue // its entries failed before the acknowledgement (applyEntry)
 		}
 		p := segPath(w.l.dirPath(), w.seg.id)
-		if !w.seg.created {
-			if err := w.l.createSegmentFile(w.seg.id); err != nil {
-				w.err = err
-				continue
-			}
-		}
 		cf, err := e.files.acquire(p, false)
 		if err == nil {
 			_, err = cf.f.WriteAt(w.buf, w.off)
@@ -674,11 +698,17 @@ func (e *Engine) writeEntries(b *batch) {
 			e.files.release(cf)
 		}
 		if err != nil {
-			w.err = fmt.Errorf("storage: segment write: %w", err)
+			err = fmt.Errorf("storage: segment write after acknowledgement: %w", err)
+			e.noteSegmentWriteLost(err)
+			w.l.fence(err)
+			w.l.wakeWriteWaiters()
 			continue
 		}
 		e.dirtyFiles[p] = struct{}{}
+		w.l.segmentWritten(w.seg, w.end)
 	}
+	clear(b.writes)
+	b.writes = b.writes[:0]
 }
 
 // writebackChunk is how much a segment file is written through the page cache before the applier
@@ -745,6 +775,9 @@ func (l *Ledger) applyEntry(it *item, shared bool, slab *[]byte) (Position, erro
 	}
 	seg.created = true
 	seg.addEntry(it.fileOff, int64(len(rec)), it.publishTime, int64(len(data)))
+	if it.w.direct && seg.written == it.entryID {
+		seg.written++ // the sync loop wrote it before the journal (directwrite.go)
+	}
 	l.entries++
 	l.bytes += int64(len(data))
 	l.mu.Unlock()
@@ -1019,7 +1052,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 		}
 		var seg *segment
 		var start, startOff int64
-		var limit, avgRec int64
+		var limit, written, avgRec int64
 		for _, s := range l.segs {
 			if s.entries == 0 || s.id < from.LedgerID || (s.id == from.LedgerID && from.EntryID >= s.entries) {
 				continue
@@ -1029,7 +1062,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 			if s.id == from.LedgerID {
 				start = max(from.EntryID, 0)
 			}
-			limit = s.entries
+			limit, written = s.entries, s.written
 			avgRec = max((s.size-headerSize)/s.entries, segRecordOverhead)
 			from = Position{s.id, start}
 			start, startOff = l.hintLocked(s, start)
@@ -1040,7 +1073,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 			return out, nil
 		}
 		var err error
-		out, total, err = l.readSegment(seg.id, start, startOff, from.EntryID, limit, avgRec, out, total, maxEntries, maxBytes)
+		out, total, err = l.readSegment(ctx, seg.id, start, startOff, from.EntryID, limit, written, avgRec, out, total, maxEntries, maxBytes)
 		if err != nil {
 			if vfs.IsNotExist(err) {
 				// Trimmed while reading: continue with what is still stored.
@@ -1057,8 +1090,9 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 }
 
 // readSegment appends entries want..limit-1 of segment id to out, starting the file scan at
-// entry at (file offset off), serving entries from the cache where possible.
-func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry, total int64, maxEntries int, maxBytes int64) ([]Entry, int64, error) {
+// entry at (file offset off), serving entries from the cache where possible. Entries from written
+// on may not be in the file yet: the file is read only after they are (waitWritten).
+func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, written, avgRec int64, out []Entry, total int64, maxEntries int, maxBytes int64) ([]Entry, int64, error) {
 	e := l.e
 	full := func() bool {
 		return (maxEntries > 0 && len(out) >= maxEntries) || (maxBytes > 0 && total >= maxBytes && len(out) > 0)
@@ -1078,6 +1112,11 @@ func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry
 	}
 	if want >= limit || full() {
 		return out, total, nil
+	}
+	if written < limit {
+		if err := l.waitWritten(ctx, id, limit); err != nil {
+			return out, total, err
+		}
 	}
 	if want != at {
 		// Re-locate from the index (the cache served a prefix).
@@ -1175,6 +1214,63 @@ func (l *Ledger) readSegment(id, at, off, want, limit, avgRec int64, out []Entry
 		l.noteReadHint(id, at, off)
 	}
 	return out, total, nil
+}
+
+// segmentWritten records that seg's entries before end are in its file (applier only).
+func (l *Ledger) segmentWritten(seg *segment, end int64) {
+	l.mu.Lock()
+	seg.written = max(seg.written, end)
+	l.wakeWriteWaitersLocked()
+	l.mu.Unlock()
+}
+
+// wakeWriteWaiters lets readers waiting in waitWritten look again (after a fence).
+func (l *Ledger) wakeWriteWaiters() {
+	l.mu.Lock()
+	l.wakeWriteWaitersLocked()
+	l.mu.Unlock()
+}
+
+func (l *Ledger) wakeWriteWaitersLocked() {
+	if h := l.readHints; h != nil && h.wrote != nil {
+		close(h.wrote)
+		h.wrote = nil
+	}
+}
+
+// waitWritten waits until the entries of segment id before end are in its file: the applier
+// confirms entries just before it writes them (Engine.apply). It returns at once when the segment
+// is gone (trimmed; the caller's read finds that), and with the ledger's error once it is fenced.
+func (l *Ledger) waitWritten(ctx context.Context, id, end int64) error {
+	for {
+		l.mu.Lock()
+		s := l.segByIDLocked(id)
+		if s == nil || s.written >= end {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.err != nil || l.closed {
+			err := l.err
+			if err == nil {
+				err = ErrClosed
+			}
+			l.mu.Unlock()
+			return err
+		}
+		if l.readHints == nil {
+			l.readHints = &readHints{}
+		}
+		if l.readHints.wrote == nil {
+			l.readHints.wrote = make(chan struct{})
+		}
+		ch := l.readHints.wrote
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // ReadEntry reads the entry at p.

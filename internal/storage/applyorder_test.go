@@ -1,0 +1,176 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// segWriteGateFS holds the applier's segment data writes (not the header written when a segment
+// file is created) at a gate while it is closed, and fails them with failWith once released.
+type segWriteGateFS struct {
+	vfs.FS
+	mu       sync.Mutex
+	gate     chan struct{}
+	failWith error
+	held     atomic.Int32
+}
+
+func (g *segWriteGateFS) OpenFile(name string, flag int) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag)
+	if err != nil || !strings.HasSuffix(name, ".seg") {
+		return f, err
+	}
+	return &gatedSegment{File: f, fs: g}, nil
+}
+
+func (g *segWriteGateFS) hold() {
+	g.mu.Lock()
+	g.gate = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *segWriteGateFS) release(failWith error) {
+	g.mu.Lock()
+	g.failWith = failWith
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+	g.mu.Unlock()
+}
+
+type gatedSegment struct {
+	vfs.File
+	fs *segWriteGateFS
+}
+
+func (f *gatedSegment) WriteAt(p []byte, off int64) (int, error) {
+	if off >= headerSize {
+		f.fs.mu.Lock()
+		gate := f.fs.gate
+		f.fs.mu.Unlock()
+		if gate != nil {
+			f.fs.held.Add(1)
+			<-gate
+			f.fs.held.Add(-1)
+		}
+		f.fs.mu.Lock()
+		err := f.fs.failWith
+		f.fs.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// readerWaiting reports whether a reader of l waits for a segment write (waitWritten).
+func readerWaiting(l *Ledger) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.readHints != nil && l.readHints.wrote != nil
+}
+
+// segmentWrittenEntries returns how many entries of l's current segment are in its file.
+func segmentWrittenEntries(l *Ledger) int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.segs[len(l.segs)-1].written
+}
+
+type readResult struct {
+	es  []Entry
+	err error
+}
+
+// TestReadWaitsForSegmentWrite: the applier acknowledges entries before it writes them to their
+// segment file (Engine.apply). A reader that needs the file (no entry cache here) waits for that
+// write instead of reading bytes that are not there yet, then reads the entry.
+func TestReadWaitsForSegmentWrite(t *testing.T) {
+	ctx := context.Background()
+	g := &segWriteGateFS{FS: vfs.NewMem()}
+	e := openMem(t, g, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
+	defer e.Close()
+	l, err := e.OpenLedger(ctx, "wait/write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1) // the segment file exists from here on
+	waitFor(t, "the first entry's segment write", func() bool { return segmentWrittenEntries(l) == 1 })
+	defer g.release(nil) // before Close, should the test stop early
+	g.hold()
+	acked := make(chan Position, 1)
+	l.AppendAsync(payload(1), 1, func(p Position, err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		acked <- p
+	})
+	p := <-acked
+	waitFor(t, "the segment write to be held", func() bool { return g.held.Load() == 1 })
+	done := make(chan readResult, 1)
+	go func() {
+		es, err := l.Read(ctx, p, 1, 0)
+		done <- readResult{es, err}
+	}()
+	waitFor(t, "the reader to wait for the write", func() bool { return readerWaiting(l) })
+	select {
+	case r := <-done:
+		t.Fatalf("the read returned before the segment write: %+v", r)
+	default:
+	}
+	g.release(nil)
+	r := <-done
+	if r.err != nil || len(r.es) != 1 || r.es[0].Position != p || string(r.es[0].Data) != string(payload(1)) {
+		t.Fatalf("read after the write: %+v, want entry %v with its payload", r, p)
+	}
+}
+
+// TestSegmentWriteFailureAfterAck: a segment write that fails after its entry was acknowledged
+// fences the ledger, ends the wait of a reader of that entry with the ledger's error, and stops
+// every later checkpoint, so that the journal keeps the entry (recovery replays it:
+// TestRecoveryTruncatesVoidedTornSegment).
+func TestSegmentWriteFailureAfterAck(t *testing.T) {
+	ctx := context.Background()
+	g := &segWriteGateFS{FS: vfs.NewMem()}
+	e := openMem(t, g, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
+	defer e.Close()
+	l, err := e.OpenLedger(ctx, "wait/fail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1)
+	waitFor(t, "the first entry's segment write", func() bool { return segmentWrittenEntries(l) == 1 })
+	defer g.release(nil)
+	g.hold()
+	acked := make(chan error, 1)
+	var p Position
+	l.AppendAsync(payload(1), 1, func(pos Position, err error) { p = pos; acked <- err })
+	if err := <-acked; err != nil {
+		t.Fatalf("append: %v, want it acknowledged before its segment write", err)
+	}
+	waitFor(t, "the segment write to be held", func() bool { return g.held.Load() == 1 })
+	done := make(chan readResult, 1)
+	go func() {
+		es, err := l.Read(ctx, p, 1, 0)
+		done <- readResult{es, err}
+	}()
+	waitFor(t, "the reader to wait for the write", func() bool { return readerWaiting(l) })
+	g.release(vfs.EIO)
+	r := <-done
+	if !errors.Is(r.err, ErrFenced) || len(r.es) != 0 {
+		t.Fatalf("read of an entry whose segment write failed: %+v, want ErrFenced", r)
+	}
+	if !errors.Is(l.Err(), ErrFenced) {
+		t.Fatalf("ledger error %v, want ErrFenced", l.Err())
+	}
+	if err := e.checkpoint(0, map[string]struct{}{}, map[string]struct{}{}); err == nil || !errors.Is(err, vfs.EIO) {
+		t.Fatalf("checkpoint after a lost segment write: %v, want it refused with the write's error", err)
+	}
+}
