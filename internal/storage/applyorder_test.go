@@ -173,4 +173,27 @@ func TestSegmentWriteFailureAfterAck(t *testing.T) {
 	if err := e.checkpoint(0, map[string]struct{}{}, map[string]struct{}{}); err == nil || !errors.Is(err, vfs.EIO) {
 		t.Fatalf("checkpoint after a lost segment write: %v, want it refused with the write's error", err)
 	}
+	// Loaded again from its files, the ledger would lack the acknowledged entry.
+	_ = l.Close()
+	if l2, err := e.OpenLedger(ctx, "wait/fail"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("reopen after a lost segment write: %v, %v; want ErrFenced until a restart", l2, err)
+	}
+	other, err := e.OpenLedger(ctx, "wait/other")
+	if err != nil {
+		t.Fatalf("another ledger: %v", err)
+	}
+	appendN(t, other, 1)
+	// After a restart, recovery replays the entry from the journal.
+	g.release(nil)
+	_ = e.Close()
+	e = openMem(t, g, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
+	defer e.Close()
+	l, err = e.OpenLedger(ctx, "wait/fail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := l.Read(ctx, Earliest, 0, 0)
+	if err != nil || len(es) != 2 || es[1].Position != p || string(es[1].Data) != string(payload(1)) {
+		t.Fatalf("after the restart: %+v, %v; want both entries, %v replayed", es, err, p)
+	}
 }

@@ -70,6 +70,9 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 		// Direct writes (directwrite.go): never, or from a few hundred bytes of a ledger's
 		// entries per group commit, so that bursts switch ledgers in and out of direct mode.
 		o.DirectWriteBytes = []int{-1, 100, 300, 1200}[(seed/3)%4]
+		// Segment writes around the page cache (unbuffered.go): never, every one, or from a few
+		// hundred bytes or a block, so that blocks, tails and padding meet crashes and faults.
+		o.BypassCacheBytes = []int{-1, 1, 400, 4096}[(seed/2)%4]
 		if bigBursts {
 			o.DirectWriteBytes = 500 + rng.IntN(1500)
 			o.JournalFileBytes *= 8

@@ -72,6 +72,8 @@ type Engine struct {
 	prevUnclean                       bool   // the next journal file follows an abandoned one
 	pendingVoids                      []byte // void records to write first in the next group commit (sync loop only)
 	arena                             []byte // segment write buffer, reused by every batch
+	// bypassOff: the file system cannot bypass the page cache (unbuffered.go; applier only).
+	bypassOff bool
 	// SyncAlways with SyncPipelineDepth > 1 (pipelinesync.go): batches written whose fsync is in
 	// flight, oldest first, and the commit syncers that run those fsyncs.
 	inflight      []*commitInFlight
@@ -113,6 +115,8 @@ type Engine struct {
 	// segWriteLost: a segment write failed after its entries were acknowledged (writeSegments).
 	// Set once; from then on every checkpoint fails, so that the journal keeps those entries.
 	segWriteLost atomic.Pointer[error]
+	// lostWrites: the ledgers with such a write; OpenLedger refuses them until a restart. Under mu.
+	lostWrites map[string]error
 
 	m engineCounters
 }
@@ -194,6 +198,7 @@ const (
 	defaultMaxOpenFiles      = 256
 	defaultSyncPipelineDepth = 2
 	defaultDirectWriteBytes  = 1 << 20
+	defaultBypassCacheBytes  = 64 << 10
 	ledgerIDBlock            = 4096
 	stateFile                = "meridian.state"
 )
@@ -241,6 +246,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	if opts.DirectWriteBytes == 0 {
 		opts.DirectWriteBytes = defaultDirectWriteBytes
+	}
+	if opts.BypassCacheBytes == 0 {
+		opts.BypassCacheBytes = defaultBypassCacheBytes
 	}
 	if opts.Sync != SyncAlways {
 		opts.DirectWriteBytes = -1
@@ -398,6 +406,12 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 		return nil, errors.New("storage: empty ledger name")
 	}
 	e.mu.Lock()
+	if err, lost := e.lostWrites[name]; lost {
+		// Its segment file lacks acknowledged entries that only the journal holds: loading it
+		// from its files would lose them. Recovery (the next Open) replays them.
+		e.mu.Unlock()
+		return nil, fmt.Errorf("storage: ledger %q: %w: restart to recover it: %w", name, ErrFenced, err)
+	}
 	for {
 		if e.closed {
 			e.mu.Unlock()
@@ -1273,9 +1287,16 @@ func (e *Engine) apply(b *batch) {
 	}
 }
 
-// noteSegmentWriteLost records a segment write that failed after its entries were acknowledged:
-// they are durable only in the journal now, so no checkpoint may retire it.
-func (e *Engine) noteSegmentWriteLost(err error) {
+// noteSegmentWriteLost records a segment write of l that failed after its entries were
+// acknowledged: they are durable only in the journal now, so no checkpoint may retire it, and l
+// may not be loaded from its files again before a restart (OpenLedger).
+func (e *Engine) noteSegmentWriteLost(l *Ledger, err error) {
+	e.mu.Lock()
+	if e.lostWrites == nil {
+		e.lostWrites = map[string]error{}
+	}
+	e.lostWrites[l.name] = err
+	e.mu.Unlock()
 	if e.segWriteLost.CompareAndSwap(nil, &err) {
 		e.log.Error("segment write failed after acknowledgement: checkpoints stopped, restart the broker to replay the journal", "err", err)
 	}

@@ -21,6 +21,9 @@ type fileCache struct {
 type cachedFile struct {
 	path string
 	f    vfs.File
+	// df: the same file opened for direct writes (vfs.OpenDirect), by the applier on its first
+	// write that bypasses the page cache (unbuffered.go); closed with f.
+	df   vfs.File
 	refs int
 	elem *list.Element
 	err  error
@@ -88,7 +91,7 @@ func (c *fileCache) release(cf *cachedFile) {
 		return
 	}
 	if c.files[cf.path] != cf {
-		_ = cf.f.Close()
+		cf.close()
 		return
 	}
 	cf.elem = c.lru.PushFront(cf)
@@ -100,7 +103,7 @@ func (c *fileCache) evictLocked() {
 		cf := c.lru.Remove(c.lru.Back()).(*cachedFile)
 		cf.elem = nil
 		delete(c.files, cf.path)
-		_ = cf.f.Close()
+		cf.close()
 	}
 }
 
@@ -116,7 +119,7 @@ func (c *fileCache) forget(path string) {
 	if cf.elem != nil {
 		c.lru.Remove(cf.elem)
 		cf.elem = nil
-		_ = cf.f.Close()
+		cf.close()
 	}
 }
 
@@ -147,8 +150,16 @@ func (c *fileCache) closeAll() {
 	for p, cf := range c.files {
 		if cf.elem != nil {
 			c.lru.Remove(cf.elem)
-			_ = cf.f.Close()
+			cf.close()
 		}
 		delete(c.files, p)
+	}
+}
+
+// close closes the file's handles.
+func (cf *cachedFile) close() {
+	_ = cf.f.Close()
+	if cf.df != nil {
+		_ = cf.df.Close()
 	}
 }

@@ -88,6 +88,13 @@ type segment struct {
 	// it can be behind entries for that long; a read that needs the file waits for it
 	// (Ledger.waitWritten). Under the ledger's mu.
 	written int64
+	// tail, tailOff: a copy of the file's bytes [tailOff, tailOff+len(tail)) in the partial last
+	// 4 KiB block after the applier's last write that bypassed the page cache (unbuffered.go),
+	// the prefix of the next one; applier only.
+	tail    []byte
+	tailOff int64
+	// padded: the file ends with zeros after the records (writeBlocks; applier only).
+	padded bool
 	// wbOff: the file's bytes before it were handed to the device by a paced writeback
 	// (writeEntries; applier only).
 	wbOff int64
@@ -300,6 +307,16 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
+	}
+	if badAt >= 0 && isBlockPadding(f, badAt, st.Size) {
+		// The zeros after a block written around the page cache (unbuffered.go), not a torn tail.
+		if err := f.Truncate(badAt); err != nil {
+			return nil, fmt.Errorf("storage: truncate segment padding: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return nil, fmt.Errorf("storage: sync segment: %w", err)
+		}
+		badAt = -1
 	}
 	if badAt >= 0 {
 		if e.opts.Sync == SyncInterval || !validRecordAfter(f, badAt, st.Size) {
@@ -584,6 +601,11 @@ type segWrite struct {
 	cf        *cachedFile
 	// end: the entry id after the last one in buf.
 	end int64
+	// block: set when the write bypasses the page cache (unbuffered.go): buf's records within
+	// whole 4 KiB blocks, from file offset blockOff = off rounded down; the bytes before buf are
+	// the file's bytes there, filled in by writeSegments, the bytes after it zeros.
+	block    []byte
+	blockOff int64
 }
 
 // layoutEntries places the entry records of a durable batch in their segment files: each item's
@@ -623,7 +645,7 @@ func (e *Engine) layoutEntries(b *batch) {
 				it.err = err
 				continue
 			}
-			last = &segWrite{l: l, seg: seg, off: seg.size}
+			last = &segWrite{l: l, seg: seg, off: seg.size, blockOff: -1}
 			if !seg.created {
 				last.off = headerSize
 			}
@@ -654,16 +676,44 @@ func (e *Engine) layoutEntries(b *batch) {
 			}
 		}
 	}
+	// Writes that bypass the page cache get whole aligned blocks of the arena (unbuffered.go).
+	bypass := false
+	for _, w := range writes {
+		if w.err == nil && e.bypassCache(w) {
+			w.blockOff = vfs.AlignDown(w.off)
+			total += vfs.AlignUp(int(w.off-w.blockOff)+w.size) - w.size
+			bypass = true
+		}
+	}
 	if b.cacheArena {
-		arena = make([]byte, total)
+		if bypass {
+			arena = vfs.AlignedBuffer(total)[:total]
+		} else {
+			arena = make([]byte, total)
+		}
 	} else {
-		if cap(e.arena) < total {
-			e.arena = make([]byte, total)
+		if cap(e.arena) < total || (bypass && !blockAligned(e.arena)) {
+			e.arena = vfs.AlignedBuffer(total)
 		}
 		arena = e.arena[:total]
 	}
+	if bypass {
+		// Blocks first, from the aligned start of the arena, so each one is aligned.
+		for _, w := range writes {
+			if w.blockOff < 0 {
+				continue
+			}
+			pre := int(w.off - w.blockOff)
+			n := vfs.AlignUp(pre + w.size)
+			w.block, arena = arena[:n:n], arena[n:]
+			clear(w.block[pre+w.size:]) // zeros after the records (a reused arena is not)
+			w.buf = w.block[pre : pre : pre+w.size]
+		}
+	}
 	for _, w := range writes {
-		w.buf, arena = arena[:0:w.size], arena[w.size:]
+		if w.blockOff < 0 {
+			w.buf, arena = arena[:0:w.size], arena[w.size:]
+		}
 	}
 	for i := range b.items {
 		if it := &b.items[i]; it.kind == kEntry && it.w != nil && !it.w.direct {
@@ -691,15 +741,19 @@ func (e *Engine) writeSegments(b *batch) {
 		p := segPath(w.l.dirPath(), w.seg.id)
 		cf, err := e.files.acquire(p, false)
 		if err == nil {
-			_, err = cf.f.WriteAt(w.buf, w.off)
-			if err == nil {
-				e.paceWriteback(cf.f, w.seg, w.off+int64(len(w.buf)))
+			if w.block != nil {
+				err = e.writeBlocks(cf, w)
+			} else {
+				_, err = cf.f.WriteAt(w.buf, w.off)
+				if err == nil {
+					e.paceWriteback(cf.f, w.seg, w.off+int64(len(w.buf)))
+				}
 			}
 			e.files.release(cf)
 		}
 		if err != nil {
 			err = fmt.Errorf("storage: segment write after acknowledgement: %w", err)
-			e.noteSegmentWriteLost(err)
+			e.noteSegmentWriteLost(w.l, err)
 			w.l.fence(err)
 			w.l.wakeWriteWaiters()
 			continue
@@ -844,6 +898,10 @@ func (l *Ledger) applySeal(id int64) {
 		return
 	}
 	l.mu.Unlock()
+	l.unpad(seg)
+	if seg.padded {
+		return // no index: its file size would not match (unpad logged why)
+	}
 	l.saveIndex(seg)
 	if seg.idxSaved {
 		l.e.dirtyFiles[idxPath(l.dirPath(), seg.id)] = struct{}{}

@@ -692,6 +692,14 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 	if err != nil {
 		return fmt.Errorf("storage: replay scan: %w", err)
 	}
+	if bad >= 0 && voidedAt < 0 && isBlockPadding(cf.f, bad, size) {
+		// The zeros after a block written around the page cache (unbuffered.go), not a torn tail.
+		if err := cf.f.Truncate(bad); err != nil {
+			return fmt.Errorf("storage: replay truncate padding: %w", err)
+		}
+		r.files[rs.path] = struct{}{}
+		bad = -1
+	}
 	rs.badOff = bad
 	if voidedAt >= 0 || (hasVoid && bad >= 0 && rs.next >= voidFrom) {
 		// Entries a void record says were never acknowledged, written to the segment before their

@@ -94,6 +94,11 @@ type Options struct {
 	// journal gets a small reference record instead of a second copy (SyncAlways only; default
 	// 1 MiB; <0 = never; see directwrite.go).
 	DirectWriteBytes int
+	// BypassCacheBytes: the applier's write of one segment's share of a batch bypasses the page
+	// cache (O_DIRECT, whole 4 KiB blocks) when it is at least this many bytes (default 64 KiB;
+	// <0 = never; see unbuffered.go). Smaller writes, and file systems without direct I/O, use the
+	// page cache.
+	BypassCacheBytes int
 }
 
 // CursorOptions configure a new cursor.

@@ -1,0 +1,124 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// Segment writes that bypass the page cache.
+//
+// Why: the applier's segment writes went through the page cache, and on this VM a new page-cache
+// page costs 7-10x what reused memory does (docs/storage.md, "Page cache"): in a publish profile
+// the segment write, its paced writeback and the cache drops were ~29% of the broker's CPU, the
+// copy into new pages alone a third of that. The segment data is read back rarely (the entry
+// cache serves tailing readers) and is made durable by the checkpoint's fsync anyway. So when one
+// segment's share of a batch is at least Options.BypassCacheBytes, the applier writes it with
+// O_DIRECT (vfs.OpenDirect): the device reads it from the arena, and no page is allocated,
+// dirtied, written back or dropped.
+//
+// O_DIRECT writes whole aligned blocks (vfs.DirectAlign, 4 KiB) from an aligned buffer. The
+// segment format is unchanged; the write covers [blockOff, blockOff+len(block)):
+//   - blockOff is the write's file offset rounded down to a block. The bytes of the file between
+//     blockOff and the write's offset (the partial last block: earlier records, or the segment
+//     header) are written again, with the same contents: the applier keeps a copy of them from
+//     its previous such write (segment.tail), or reads them through the buffered handle. A torn
+//     rewrite therefore leaves those bytes as they were.
+//   - After the records, the block is padded with zeros. The file's size becomes that of the
+//     whole block; the ledger's size (segment.size) stays the end of the last record, and the
+//     next write starts there, overwriting the zeros.
+//
+// The padding never reaches a reader (reads stop at the last confirmed entry). A sealed segment is
+// truncated to its records when sealed (so its index's file size matches); a current segment keeps
+// its padding until the next write, a seal, or the next open, where loading and recovery take a
+// run of zeros shorter than a block that ends the file on a block boundary for padding and cut
+// it quietly (isBlockPadding) instead of counting a torn tail.
+//
+// Durability is unchanged: the segment is made durable by the checkpoint's fsync (the device has
+// a volatile write cache), and until then the journal holds the entries. Mixing with buffered
+// writes of the same file (small writes, the sync loop's direct writes, recovery) is correct: the
+// kernel writes back and invalidates cached pages of a range before an O_DIRECT write of it.
+// If the file system cannot do direct I/O (vfs.ErrDirectUnsupported), the engine falls back to
+// the page cache for good and says so once in the log.
+
+// bypassCache reports whether segment write w goes around the page cache (applier only).
+func (e *Engine) bypassCache(w *segWrite) bool {
+	return e.opts.BypassCacheBytes > 0 && !e.bypassOff && w.size >= e.opts.BypassCacheBytes
+}
+
+// writeBlocks writes w.block at w.blockOff with O_DIRECT, after filling in the file's bytes
+// before w.off (applier only).
+func (e *Engine) writeBlocks(cf *cachedFile, w *segWrite) error {
+	seg := w.seg
+	pre := int(w.off - w.blockOff)
+	if pre > 0 {
+		if seg.tail != nil && seg.tailOff == w.blockOff && len(seg.tail) == pre {
+			copy(w.block[:pre], seg.tail)
+		} else if n, err := cf.f.ReadAt(w.block[:pre], w.blockOff); n < pre {
+			return fmt.Errorf("storage: read the start of block %d of %s: %w", w.blockOff, cf.path, err)
+		}
+	}
+	if cf.df == nil {
+		df, err := vfs.OpenDirect(e.fs, cf.path)
+		if errors.Is(err, vfs.ErrDirectUnsupported) {
+			e.bypassOff = true
+			e.log.Info("storage: the file system cannot bypass the page cache; segment writes use it", "err", err)
+			seg.tail = nil
+			_, err = cf.f.WriteAt(w.buf, w.off)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		cf.df = df
+	}
+	end := w.off + int64(len(w.buf))
+	if _, err := cf.df.WriteAt(w.block, w.blockOff); err != nil {
+		seg.tail = nil
+		return err
+	}
+	tailOff := vfs.AlignDown(end)
+	seg.tail = append(seg.tail[:0], w.block[tailOff-w.blockOff:end-w.blockOff]...)
+	seg.tailOff = tailOff
+	seg.padded = end != w.blockOff+int64(len(w.block))
+	// Nothing of it is in the page cache: the paced writeback starts counting after it.
+	seg.wbOff = max(seg.wbOff, end)
+	return nil
+}
+
+// unpad cuts a sealed segment's file back to its records (the zeros after a block written by
+// writeBlocks) and forgets its tail (applier only).
+func (l *Ledger) unpad(seg *segment) {
+	seg.tail = nil
+	if !seg.padded {
+		return
+	}
+	e := l.e
+	p := segPath(l.dirPath(), seg.id)
+	cf, err := e.files.acquire(p, false)
+	if err == nil {
+		err = cf.f.Truncate(seg.size)
+		e.files.release(cf)
+	}
+	if err != nil {
+		// The padding stays; the next open cuts it (isBlockPadding). The index is not written:
+		// its file size would not match.
+		e.log.Warn("storage: cannot cut the padding of a sealed segment", "ledger", l.name, "segment", seg.id, "err", err)
+		return
+	}
+	seg.padded = false
+	e.dirtyFiles[p] = struct{}{}
+}
+
+// isBlockPadding reports whether the file's bytes from off to size are the zeros that end a block
+// written by writeBlocks: fewer than a block, all zero, up to a block boundary that ends the file.
+func isBlockPadding(f vfs.File, off, size int64) bool {
+	return off < size && size%vfs.DirectAlign == 0 && size-off < vfs.DirectAlign && tailIsZero(f, off, size)
+}
+
+// blockAligned reports whether b's backing array starts on a DirectAlign boundary.
+func blockAligned(b []byte) bool {
+	return cap(b) > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%vfs.DirectAlign == 0
+}
