@@ -317,13 +317,24 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 			}
 		}
 	}
-	var buf []byte
-	if shareable {
+	size := 0
+	for _, r := range recs {
+		size += len(r)
+	}
+	var buf, block []byte
+	blockOff := vfs.AlignDown(st.end)
+	switch {
+	case e.bypassCache(size):
+		// Around the page cache, in whole blocks (unbuffered.go).
+		pre := int(st.end - blockOff)
+		block = directBlock(b, recs, pre, shareable)
+		buf = block[pre : pre+size : pre+size]
+	case shareable:
 		// The entry cache keeps slices of buf: it must be memory of its own. bytes.Join
 		// allocates it without zeroing (every byte is copied over at once); a make and appends
 		// cleared it first: ~5 % of the catch-up's CPU was clearing and copying here.
 		buf = bytes.Join(recs, nil)
-	} else {
+	default:
 		// Nothing refers to buf once b is applied (the cache gets copies): it goes into b's own
 		// direct buffer, reused with b (recently used memory, not fresh; see takeFreeBatch).
 		buf = appendDirectRecs(b, recs)
@@ -334,7 +345,14 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 	e.directRecs = recs[:0]
 	cf, err := e.files.acquire(segPath(l.dirPath(), g.key.id), false)
 	if err == nil {
-		if _, err = cf.f.WriteAt(buf, st.end); err != nil {
+		fallback := block == nil
+		if !fallback {
+			fallback, err = e.writeAround(cf, st.seg, block, blockOff, st.end, st.end+int64(size))
+		}
+		if fallback {
+			_, err = cf.f.WriteAt(buf, st.end)
+		}
+		if err != nil {
 			e.files.release(cf)
 		}
 	}

@@ -72,8 +72,8 @@ type Engine struct {
 	prevUnclean                       bool   // the next journal file follows an abandoned one
 	pendingVoids                      []byte // void records to write first in the next group commit (sync loop only)
 	arena                             []byte // segment write buffer, reused by every batch
-	// bypassOff: the file system cannot bypass the page cache (unbuffered.go; applier only).
-	bypassOff bool
+	// bypassOff: the file system cannot bypass the page cache (unbuffered.go).
+	bypassOff atomic.Bool
 	// SyncAlways with SyncPipelineDepth > 1 (pipelinesync.go): batches written whose fsync is in
 	// flight, oldest first, and the commit syncers that run those fsyncs.
 	inflight      []*commitInFlight

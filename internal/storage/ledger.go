@@ -679,7 +679,7 @@ func (e *Engine) layoutEntries(b *batch) {
 	// Writes that bypass the page cache get whole aligned blocks of the arena (unbuffered.go).
 	bypass := false
 	for _, w := range writes {
-		if w.err == nil && e.bypassCache(w) {
+		if w.err == nil && e.bypassCache(w.size) {
 			w.blockOff = vfs.AlignDown(w.off)
 			total += vfs.AlignUp(int(w.off-w.blockOff)+w.size) - w.size
 			bypass = true

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -99,10 +100,17 @@ func TestSegmentPagesLeaveThePageCache(t *testing.T) {
 // header, on boundaries) read back from the files, the segment's pages stay out of the page cache,
 // sealed segments carry no padding, and a reopen finds everything with no torn tail.
 func TestUnbufferedSegmentWrites(t *testing.T) {
+	// By the applier (journal, then segment), and by the sync loop's direct writes.
+	for _, direct := range []int{-1, 2048} {
+		t.Run(fmt.Sprint("direct=", direct), func(t *testing.T) { testUnbufferedSegmentWrites(t, direct) })
+	}
+}
+
+func testUnbufferedSegmentWrites(t *testing.T, directWriteBytes int) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := Options{Dir: dir, Logger: testLogger(), CacheBytes: -1, BypassCacheBytes: 1,
-		SegmentMaxEntries: 150, DirectWriteBytes: -1}
+		SegmentMaxEntries: 150, DirectWriteBytes: directWriteBytes}
 	e, err := Open(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +149,9 @@ func TestUnbufferedSegmentWrites(t *testing.T) {
 				t.Fatalf("entry %d at %v: %d bytes, want %v with %d bytes", i, en.Position, len(en.Data), pos[i], len(data(i)))
 			}
 		}
+	}
+	if m := e.Metrics(); (m.DirectWrites > 0) != (directWriteBytes > 0) {
+		t.Fatalf("%d direct writes with DirectWriteBytes %d", m.DirectWrites, directWriteBytes)
 	}
 	// Before any read: only the blocks whose start a write read back (after a seal, or the header
 	// of a new segment) went through the page cache.

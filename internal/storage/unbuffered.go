@@ -43,49 +43,93 @@ import (
 // If the file system cannot do direct I/O (vfs.ErrDirectUnsupported), the engine falls back to
 // the page cache for good and says so once in the log.
 
-// bypassCache reports whether segment write w goes around the page cache (applier only).
-func (e *Engine) bypassCache(w *segWrite) bool {
-	return e.opts.BypassCacheBytes > 0 && !e.bypassOff && w.size >= e.opts.BypassCacheBytes
+// bypassCache reports whether a segment write of size bytes goes around the page cache.
+func (e *Engine) bypassCache(size int) bool {
+	return e.opts.BypassCacheBytes > 0 && !e.bypassOff.Load() && size >= e.opts.BypassCacheBytes
 }
 
-// writeBlocks writes w.block at w.blockOff with O_DIRECT, after filling in the file's bytes
-// before w.off (applier only).
+// writeBlocks writes w.block at w.blockOff with O_DIRECT (applier only); where the file system
+// cannot, it writes w.buf through the page cache.
 func (e *Engine) writeBlocks(cf *cachedFile, w *segWrite) error {
-	seg := w.seg
-	pre := int(w.off - w.blockOff)
+	end := w.off + int64(len(w.buf))
+	fallback, err := e.writeAround(cf, w.seg, w.block, w.blockOff, w.off, end)
+	if fallback {
+		_, err = cf.f.WriteAt(w.buf, w.off)
+	}
+	return err
+}
+
+// writeAround writes block, the file's bytes from blockOff on, with O_DIRECT: block holds
+// records from off to end and zeros after them; the bytes before off are filled in here, from
+// the segment's tail or read through the buffered handle. fallback: the file system cannot bypass
+// the page cache (from now on no write tries), nothing was written, and the caller writes the
+// records through it. The applier and the sync loop's direct writes (directwrite.go) call it,
+// never for one segment at once: their writes of a segment are ordered by the hand-over of
+// batches and the wait before a ledger enters direct mode, and so are seg.tail and seg.padded.
+func (e *Engine) writeAround(cf *cachedFile, seg *segment, block []byte, blockOff, off, end int64) (fallback bool, err error) {
+	pre := int(off - blockOff)
 	if pre > 0 {
-		if seg.tail != nil && seg.tailOff == w.blockOff && len(seg.tail) == pre {
-			copy(w.block[:pre], seg.tail)
-		} else if n, err := cf.f.ReadAt(w.block[:pre], w.blockOff); n < pre {
-			return fmt.Errorf("storage: read the start of block %d of %s: %w", w.blockOff, cf.path, err)
+		if seg.tail != nil && seg.tailOff == blockOff && len(seg.tail) == pre {
+			copy(block[:pre], seg.tail)
+		} else if n, err := cf.f.ReadAt(block[:pre], blockOff); n < pre {
+			return false, fmt.Errorf("storage: read the start of block %d of %s: %w", blockOff, cf.path, err)
 		}
 	}
 	if cf.df == nil {
 		df, err := vfs.OpenDirect(e.fs, cf.path)
 		if errors.Is(err, vfs.ErrDirectUnsupported) {
-			e.bypassOff = true
-			e.log.Info("storage: the file system cannot bypass the page cache; segment writes use it", "err", err)
+			if e.bypassOff.CompareAndSwap(false, true) {
+				e.log.Info("storage: the file system cannot bypass the page cache; segment writes use it", "err", err)
+			}
 			seg.tail = nil
-			_, err = cf.f.WriteAt(w.buf, w.off)
-			return err
+			return true, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		cf.df = df
 	}
-	end := w.off + int64(len(w.buf))
-	if _, err := cf.df.WriteAt(w.block, w.blockOff); err != nil {
+	if _, err := cf.df.WriteAt(block, blockOff); err != nil {
 		seg.tail = nil
-		return err
+		return false, err
 	}
 	tailOff := vfs.AlignDown(end)
-	seg.tail = append(seg.tail[:0], w.block[tailOff-w.blockOff:end-w.blockOff]...)
+	seg.tail = append(seg.tail[:0], block[tailOff-blockOff:end-blockOff]...)
 	seg.tailOff = tailOff
-	seg.padded = end != w.blockOff+int64(len(w.block))
+	seg.padded = end != blockOff+int64(len(block))
 	// Nothing of it is in the page cache: the paced writeback starts counting after it.
 	seg.wbOff = max(seg.wbOff, end)
-	return nil
+	return false, nil
+}
+
+// directBlock lays records recs out in whole aligned blocks for a write around the page cache
+// that starts pre bytes into its first block: in a buffer of its own when the entry cache keeps
+// slices of it (shared), else in b's direct buffer (directwrite.go, appendDirectRecs). The bytes
+// before pre are left for writeAround, those after the records are zero.
+func directBlock(b *batch, recs [][]byte, pre int, shared bool) []byte {
+	size := 0
+	for _, r := range recs {
+		size += len(r)
+	}
+	n := vfs.AlignUp(pre + size)
+	var block []byte
+	if shared {
+		block = vfs.AlignedBuffer(n)
+	} else {
+		start := vfs.AlignUp(len(b.dbuf))
+		if cap(b.dbuf) < start+n || !blockAligned(b.dbuf) {
+			// The groups already in the old buffer keep it.
+			b.dbuf, start = vfs.AlignedBuffer(max(n, 2*cap(b.dbuf)))[:0], 0
+		}
+		b.dbuf = b.dbuf[:start+n]
+		block = b.dbuf[start : start+n : start+n]
+	}
+	at := pre
+	for _, r := range recs {
+		at += copy(block[at:], r)
+	}
+	clear(block[at:])
+	return block
 }
 
 // unpad cuts a sealed segment's file back to its records (the zeros after a block written by
