@@ -23,10 +23,15 @@ type cachedFile struct {
 	f    vfs.File
 	// df: the same file opened for direct writes (vfs.OpenDirect), by the applier on its first
 	// write that bypasses the page cache (unbuffered.go); closed with f.
-	df   vfs.File
-	refs int
-	elem *list.Element
-	err  error
+	df vfs.File
+	// dr: the same file opened for direct reads, by the first reader that bypasses the page
+	// cache (directReader); drErr the failure to open it. Under dmu.
+	dmu   sync.Mutex
+	dr    vfs.File
+	drErr error
+	refs  int
+	elem  *list.Element
+	err   error
 	// ready is closed once the open attempt finished.
 	ready chan struct{}
 }
@@ -162,4 +167,18 @@ func (cf *cachedFile) close() {
 	if cf.df != nil {
 		_ = cf.df.Close()
 	}
+	if cf.dr != nil {
+		_ = cf.dr.Close()
+	}
+}
+
+// directReader returns the file opened for direct reads (unbuffered.go), opening it on first use;
+// a failure to open it is remembered.
+func (cf *cachedFile) directReader(fsys vfs.FS) (vfs.File, error) {
+	cf.dmu.Lock()
+	defer cf.dmu.Unlock()
+	if cf.dr == nil && cf.drErr == nil {
+		cf.dr, cf.drErr = vfs.OpenDirect(fsys, cf.path)
+	}
+	return cf.dr, cf.drErr
 }

@@ -1206,22 +1206,23 @@ func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, writ
 	chunk = min(max(chunk, 4<<10), 4<<20)
 	// Entries read are slices of buf (like cached entries, they are never modified), so a
 	// buffer that entries refer to is never filled again: the next read gets a new one.
-	buf := make([]byte, chunk)
+	// The read allocates buf (e.readAt) when it is nil or of another size than size.
+	var buf []byte
+	size := int(chunk)
 	inUse := false
 	nextRec := 0 // size of the record a refill starts with, when its header was read
 	for at < limit && !full() {
 		if inUse {
-			size := len(buf)
 			if maxEntries > 0 {
 				// A refill reads what is still wanted (a record straddling the end of the
 				// last read must not cost a whole second chunk).
 				rest := int64(maxEntries-len(out)) + max(want-at, 0)
 				size = min(size, max(int(rest*avgRec)+recHeaderSize, nextRec, 4<<10))
 			}
-			buf, inUse = make([]byte, size), false
+			buf, inUse = nil, false
 		}
 		nextRec = 0
-		n, rerr := cf.f.ReadAt(buf, off)
+		n, rerr := e.readAt(cf, &buf, size, off)
 		if n < recHeaderSize {
 			if rerr == nil || rerr == io.EOF {
 				return out, total, fmt.Errorf("%w: segment %d ends early at offset %d", ErrCorrupt, id, off)
@@ -1241,7 +1242,7 @@ func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, writ
 						nextRec = need
 					}
 					if need > len(buf) && need <= maxRecordBody+recHeaderSize {
-						buf, inUse = make([]byte, need), false
+						buf, size, inUse = nil, need, false
 						grow = true
 					}
 				}

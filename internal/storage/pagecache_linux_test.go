@@ -95,8 +95,8 @@ func TestSegmentPagesLeaveThePageCache(t *testing.T) {
 	}
 }
 
-// TestUnbufferedSegmentWrites: with every segment write around the page cache (unbuffered.go), on
-// the real file system, entries of many sizes (so that blocks start and end mid-record, after the
+// TestUnbufferedSegmentWrites: with every segment write and read around the page cache
+// (unbuffered.go), on the real file system, entries of many sizes (so that blocks start and end mid-record, after the
 // header, on boundaries) read back from the files, the segment's pages stay out of the page cache,
 // sealed segments carry no padding, and a reopen finds everything with no torn tail.
 func TestUnbufferedSegmentWrites(t *testing.T) {
@@ -160,6 +160,10 @@ func testUnbufferedSegmentWrites(t *testing.T, directWriteBytes int) {
 		t.Errorf("%s: %d of %d pages in the page cache (%v), want at most the two a prefix read brings in", seg, res, total, err)
 	}
 	check(l)
+	// Reads bypass it too.
+	if res, total, err := vfs.ResidentPages(seg); err != nil || res > 2 {
+		t.Errorf("after reading: %s: %d of %d pages in the page cache (%v)", seg, res, total, err)
+	}
 	// Sealed segments were cut back to their records.
 	segs := l.Segments()
 	if len(segs) < 3 {
