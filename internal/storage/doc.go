@@ -14,9 +14,10 @@
 //
 // Every change (entry, cursor state, trim, delete) is first a record in the broker-wide journal.
 // Appenders of all ledgers encode their records into one shared batch; one sync loop writes the
-// batch to the journal with a single write and a single fsync (group commit), then writes the
-// entries into their ledgers' segment files (one write per segment per batch, page cache only),
-// makes them visible and completes the callbacks in append order. So in SyncAlways mode an
+// batch to the journal with a single write and a single fsync (group commit), then makes the
+// entries visible, completes the callbacks in append order, and writes the entries into their
+// ledgers' segment files (one write per segment per batch; a reader that needs the file for an
+// entry not yet written waits for that write; engine.go, Engine.apply). So in SyncAlways mode an
 // append is acknowledged only after its journal record is fsynced, and a segment file never
 // holds an entry whose journal record is not durable. In SyncAlways mode the sync loop does not
 // wait for a group commit's fsync before it writes the next batch: up to SyncPipelineDepth
@@ -33,6 +34,8 @@
 // before it, a checkpoint the rest of each file it fsyncs): written once and read back only by
 // readers behind the entry cache, they would otherwise keep memory that the next write could have
 // reused; fresh memory is several times dearer to write into (docs/storage.md, "Page cache").
+// Segment writes and reads of at least BypassCacheBytes (default 64 KiB) do not use the page
+// cache at all (O_DIRECT of whole 4 KiB blocks; unbuffered.go), where the file system allows it.
 //
 // When a journal file exceeds JournalFileBytes the sync loop starts the next one and hands the
 // set of files written since to the checkpointer, which fsyncs them (16 in parallel) and their
@@ -143,7 +146,11 @@
 // replay u64.
 //
 // Segment record body: entry id u64, publish time i64 (unix ms), entry data. Entries are
-// consecutive from 0.
+// consecutive from 0. A segment file written around the page cache (unbuffered.go) may end with
+// zeros after its last record, fewer than 4,096, up to a 4,096-byte boundary that ends the file:
+// padding, not data; it is cut when the segment is sealed or next loaded (a torn tail is any other
+// invalid end). Format version unchanged: earlier versions read such a file as one with a torn
+// tail of zeros, which they cut too.
 //
 // Journal record body: type u8, ledger slot u32 (a number the engine gives each open ledger;
 // meaningful only within one journal file), then by type:
