@@ -89,37 +89,48 @@ type readResult struct {
 	err error
 }
 
-// TestReadWaitsForSegmentWrite: the applier acknowledges entries before it writes them to their
-// segment file (Engine.apply). A reader that needs the file (no entry cache here) waits for that
-// write instead of reading bytes that are not there yet, then reads the entry.
-func TestReadWaitsForSegmentWrite(t *testing.T) {
+// ackedWithWriteHeld appends entry 1 to a new ledger of e while the applier's segment writes are
+// held at g's gate, and returns the ledger and the entry's position once it is acknowledged (its
+// segment write waiting at the gate), with a reader of it already waiting for that write.
+func ackedWithWriteHeld(t *testing.T, e *Engine, g *segWriteGateFS, name string) (*Ledger, Position, chan readResult) {
+	t.Helper()
 	ctx := context.Background()
-	g := &segWriteGateFS{FS: vfs.NewMem()}
-	e := openMem(t, g, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
-	defer e.Close()
-	l, err := e.OpenLedger(ctx, "wait/write")
+	l, err := e.OpenLedger(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, l, 1) // the segment file exists from here on
 	waitFor(t, "the first entry's segment write", func() bool { return segmentWrittenEntries(l) == 1 })
-	defer g.release(nil) // before Close, should the test stop early
 	g.hold()
-	acked := make(chan Position, 1)
-	l.AppendAsync(payload(1), 1, func(p Position, err error) {
-		if err != nil {
-			t.Error(err)
-		}
-		acked <- p
-	})
-	p := <-acked
+	type ack struct {
+		p   Position
+		err error
+	}
+	acked := make(chan ack, 1)
+	l.AppendAsync(payload(1), 1, func(p Position, err error) { acked <- ack{p, err} })
+	a := <-acked
+	if a.err != nil {
+		t.Fatalf("append: %v, want it acknowledged before its segment write", a.err)
+	}
 	waitFor(t, "the segment write to be held", func() bool { return g.held.Load() == 1 })
 	done := make(chan readResult, 1)
 	go func() {
-		es, err := l.Read(ctx, p, 1, 0)
+		es, err := l.Read(ctx, a.p, 1, 0)
 		done <- readResult{es, err}
 	}()
 	waitFor(t, "the reader to wait for the write", func() bool { return readerWaiting(l) })
+	return l, a.p, done
+}
+
+// TestReadWaitsForSegmentWrite: the applier acknowledges entries before it writes them to their
+// segment file (Engine.apply). A reader that needs the file (no entry cache here) waits for that
+// write instead of reading bytes that are not there yet, then reads the entry.
+func TestReadWaitsForSegmentWrite(t *testing.T) {
+	g := &segWriteGateFS{FS: vfs.NewMem()}
+	e := openMem(t, g, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
+	defer e.Close()
+	defer g.release(nil) // before Close, should the test stop early
+	_, p, done := ackedWithWriteHeld(t, e, g, "wait/write")
 	select {
 	case r := <-done:
 		t.Fatalf("the read returned before the segment write: %+v", r)
@@ -141,27 +152,8 @@ func TestSegmentWriteFailureAfterAck(t *testing.T) {
 	g := &segWriteGateFS{FS: vfs.NewMem()}
 	e := openMem(t, g, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
 	defer e.Close()
-	l, err := e.OpenLedger(ctx, "wait/fail")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 1)
-	waitFor(t, "the first entry's segment write", func() bool { return segmentWrittenEntries(l) == 1 })
 	defer g.release(nil)
-	g.hold()
-	acked := make(chan error, 1)
-	var p Position
-	l.AppendAsync(payload(1), 1, func(pos Position, err error) { p = pos; acked <- err })
-	if err := <-acked; err != nil {
-		t.Fatalf("append: %v, want it acknowledged before its segment write", err)
-	}
-	waitFor(t, "the segment write to be held", func() bool { return g.held.Load() == 1 })
-	done := make(chan readResult, 1)
-	go func() {
-		es, err := l.Read(ctx, p, 1, 0)
-		done <- readResult{es, err}
-	}()
-	waitFor(t, "the reader to wait for the write", func() bool { return readerWaiting(l) })
+	l, p, done := ackedWithWriteHeld(t, e, g, "wait/fail")
 	g.release(vfs.EIO)
 	r := <-done
 	if !errors.Is(r.err, ErrFenced) || len(r.es) != 0 {
