@@ -39,6 +39,7 @@ func TestStandaloneDefaultsMatchTheContract(t *testing.T) {
 		"fsync":                {o.Fsync, node.FsyncAlways},
 		"fsync-pipeline":       {o.FsyncPipeline, 2},
 		"direct-write-bytes":   {o.DirectWriteBytes, 1 << 20},
+		"bypass-cache-bytes":   {o.BypassCacheBytes, 64 << 10},
 		"dedup":                {o.Dedup, false},
 		"auto-topic-creation":  {o.AutoTopicCreation, true},
 		"plaintext":            {o.InsecureAllowPlaintext, false},
@@ -77,6 +78,7 @@ func TestStandaloneRefusesBadFlags(t *testing.T) {
 		{[]string{"--fsync-pipeline", "0"}, "--fsync-pipeline"},
 		{[]string{"--fsync-pipeline", "17"}, "--fsync-pipeline"},
 		{[]string{"--direct-write-bytes", "-1"}, "--direct-write-bytes"},
+		{[]string{"--bypass-cache-bytes", "-1"}, "--bypass-cache-bytes"},
 		{[]string{"--replication-start-at", "middle"}, "--replication-start-at"},
 		{[]string{"--max-message-size", "10"}, "--max-message-size"},
 		{[]string{"--cluster", "bad/name"}, "cluster"},
@@ -109,6 +111,23 @@ func TestDirectWriteBytesFlag(t *testing.T) {
 		}
 		if got := opts[0].DirectWriteBytes; got != tc.want {
 			t.Errorf("--direct-write-bytes %s: node option %d, want %d", tc.arg, got, tc.want)
+		}
+	}
+}
+
+// TestBypassCacheBytesFlag: 0 on the command line always uses the page cache (the node reads 0
+// as "the default", so it gets -1); a number of bytes is passed on.
+func TestBypassCacheBytesFlag(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int
+	}{{"0", -1}, {"1048576", 1 << 20}} {
+		opts, err := parseStandalone(t, "--bypass-cache-bytes", tc.arg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := opts[0].BypassCacheBytes; got != tc.want {
+			t.Errorf("--bypass-cache-bytes %s: node option %d, want %d", tc.arg, got, tc.want)
 		}
 	}
 }

@@ -28,6 +28,7 @@ type standaloneFlags struct {
 	fsync                  string
 	fsyncPipeline          int
 	directWriteBytes       int
+	bypassCacheBytes       int
 	dedup                  bool
 	autoTopicCreation      bool
 	insecureAllowPlaintext bool
@@ -71,6 +72,7 @@ With --clusters a,b,c it runs those clusters in one process instead, each with i
 	fl.StringVar(&f.fsync, "fsync", string(defaults.Fsync), "always: acknowledge after fsync; interval: acknowledge before fsync (a crash can lose acknowledged messages)")
 	fl.IntVar(&f.fsyncPipeline, "fsync-pipeline", defaults.FsyncPipeline, "with --fsync always: group commits whose fsync may run at once (1 = one at a time)")
 	fl.IntVar(&f.directWriteBytes, "direct-write-bytes", defaults.DirectWriteBytes, "with --fsync always: a topic's share of one group commit from which it is written once, straight to its segment file, instead of journal + segment (0 = never)")
+	fl.IntVar(&f.bypassCacheBytes, "bypass-cache-bytes", defaults.BypassCacheBytes, "segment writes and reads of at least this many bytes bypass the page cache (O_DIRECT, where the file system allows it; 0 = never)")
 	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
 	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
 	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")
@@ -102,6 +104,14 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 		return nil, fmt.Errorf("--direct-write-bytes %d: want 0 (never) or a number of bytes", f.directWriteBytes)
 	default:
 		base.DirectWriteBytes = f.directWriteBytes
+	}
+	switch {
+	case f.bypassCacheBytes == 0: // never (node.Options reads 0 as "the default")
+		base.BypassCacheBytes = -1
+	case f.bypassCacheBytes < 0:
+		return nil, fmt.Errorf("--bypass-cache-bytes %d: want 0 (never) or a number of bytes", f.bypassCacheBytes)
+	default:
+		base.BypassCacheBytes = f.bypassCacheBytes
 	}
 	base.Dedup = f.dedup
 	base.AutoTopicCreation = f.autoTopicCreation

@@ -60,6 +60,7 @@ func (n *Node) compose(ctx context.Context) error {
 		Sync:              sync,
 		SyncPipelineDepth: n.opts.FsyncPipeline,
 		DirectWriteBytes:  n.opts.DirectWriteBytes,
+		BypassCacheBytes:  n.opts.BypassCacheBytes,
 		MaxEntrySize:      n.opts.MaxMessageSize + server.FramePadding,
 		Logger:            log,
 	})

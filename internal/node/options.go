@@ -30,6 +30,9 @@ const (
 	// DefaultDirectWriteBytes: a topic's share of one group commit from which its entries are
 	// written once, straight to its segment file (see storage's directwrite.go).
 	DefaultDirectWriteBytes = 1 << 20
+	// DefaultBypassCacheBytes: segment writes and reads from this size on bypass the page cache
+	// (see storage's unbuffered.go).
+	DefaultBypassCacheBytes = 64 << 10
 
 	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
 	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within
@@ -93,6 +96,10 @@ type Options struct {
 	// many bytes are written once, straight to its segment file, instead of into the journal and
 	// then the segment. Zero means DefaultDirectWriteBytes; negative turns direct writes off.
 	DirectWriteBytes int
+	// BypassCacheBytes: a segment write or read of at least this many bytes bypasses the page
+	// cache (O_DIRECT, where the file system allows it; docs/storage.md). Zero means
+	// DefaultBypassCacheBytes; negative always uses the page cache.
+	BypassCacheBytes int
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
@@ -121,6 +128,7 @@ func DefaultOptions() Options {
 		Fsync:              FsyncAlways,
 		FsyncPipeline:      DefaultFsyncPipeline,
 		DirectWriteBytes:   DefaultDirectWriteBytes,
+		BypassCacheBytes:   DefaultBypassCacheBytes,
 		AutoTopicCreation:  true,
 	}
 }
