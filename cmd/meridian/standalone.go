@@ -97,21 +97,12 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 	if f.fsyncPipeline < 1 { // node.Options reads 0 as "the default"; on the command line it is a mistake
 		return nil, fmt.Errorf("--fsync-pipeline %d: want 1 to %d", f.fsyncPipeline, node.MaxFsyncPipeline)
 	}
-	switch {
-	case f.directWriteBytes == 0: // never (node.Options reads 0 as "the default")
-		base.DirectWriteBytes = -1
-	case f.directWriteBytes < 0:
-		return nil, fmt.Errorf("--direct-write-bytes %d: want 0 (never) or a number of bytes", f.directWriteBytes)
-	default:
-		base.DirectWriteBytes = f.directWriteBytes
+	var err error
+	if base.DirectWriteBytes, err = bytesOrNever("direct-write-bytes", f.directWriteBytes); err != nil {
+		return nil, err
 	}
-	switch {
-	case f.bypassCacheBytes == 0: // never (node.Options reads 0 as "the default")
-		base.BypassCacheBytes = -1
-	case f.bypassCacheBytes < 0:
-		return nil, fmt.Errorf("--bypass-cache-bytes %d: want 0 (never) or a number of bytes", f.bypassCacheBytes)
-	default:
-		base.BypassCacheBytes = f.bypassCacheBytes
+	if base.BypassCacheBytes, err = bytesOrNever("bypass-cache-bytes", f.bypassCacheBytes); err != nil {
+		return nil, err
 	}
 	base.Dedup = f.dedup
 	base.AutoTopicCreation = f.autoTopicCreation
@@ -268,5 +259,18 @@ func runClusters(ctx context.Context, configs []node.Options) error {
 	case err := <-failed:
 		log.Error("a cluster failed; stopping all", "err", err)
 		return errors.Join(err, closeAll())
+	}
+}
+
+// bytesOrNever turns a byte-threshold flag where 0 means "never" into the node option, where 0
+// means "the default" and a negative value "never".
+func bytesOrNever(flag string, v int) (int, error) {
+	switch {
+	case v == 0:
+		return -1, nil
+	case v < 0:
+		return 0, fmt.Errorf("--%s %d: want 0 (never) or a number of bytes", flag, v)
+	default:
+		return v, nil
 	}
 }
