@@ -138,7 +138,7 @@ type batch struct {
 	rotate bool // close this journal file after the batch
 	moved  bool // encoded for an abandoned journal file
 	// cacheArena: the segment arena of this batch is its own, and the entry cache keeps slices
-	// of it (set by writeEntries).
+	// of it (set by layoutEntries).
 	cacheArena bool
 	// Direct writes of this batch (directwrite.go) and the journal bytes written instead of buf
 	// when there are any.

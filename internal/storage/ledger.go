@@ -89,14 +89,15 @@ type segment struct {
 	// (Ledger.waitWritten). Under the ledger's mu.
 	written int64
 	// tail, tailOff: a copy of the file's bytes [tailOff, tailOff+len(tail)) in the partial last
-	// 4 KiB block after the applier's last write that bypassed the page cache (unbuffered.go),
-	// the prefix of the next one; applier only.
+	// 4 KiB block after the last write that bypassed the page cache (writeAround), the prefix of
+	// the next one. padded: the file ends with zeros after the records. Both belong to whoever
+	// writes the segment: the applier, or the sync loop in direct mode (writeAround says why they
+	// never do at once).
 	tail    []byte
 	tailOff int64
-	// padded: the file ends with zeros after the records (writeBlocks; applier only).
-	padded bool
+	padded  bool
 	// wbOff: the file's bytes before it were handed to the device by a paced writeback
-	// (writeEntries; applier only).
+	// (writeSegments; applier only).
 	wbOff int64
 	// dropOff: the file's bytes before it were dropped from the page cache after their writeback
 	// (paceWriteback; applier only).
