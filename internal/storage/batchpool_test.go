@@ -166,7 +166,7 @@ func TestDirectBufferReusedNotCached(t *testing.T) {
 			return bytes.Repeat([]byte{byte(i)}, 20<<10)
 		}
 		p := directPayload(i)
-		if l == b {
+		if l == b && i >= large[b] { // (intoDirectMode appended plain payloads before)
 			p[0] = 'b' // as long as a's: b's groups fit (and overwrite) a's direct buffers
 		}
 		return p

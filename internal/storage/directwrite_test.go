@@ -47,12 +47,14 @@ func burst(l *Ledger, first, n int) (map[int]Position, int) {
 	return acked, failed
 }
 
-// intoDirectMode appends bursts until the engine has written a group directly; it returns the
-// number of entries appended (all acknowledged).
+// intoDirectMode appends bursts to l until the engine has written one more group directly (one
+// of l's: nothing else is appended meanwhile), so l is in direct mode even when another ledger
+// already is; it returns the number of entries appended (all acknowledged).
 func intoDirectMode(t *testing.T, e *Engine, l *Ledger) int {
 	t.Helper()
 	n := 0
-	for round := 0; e.Metrics().DirectWrites == 0; round++ {
+	start := e.Metrics().DirectWrites
+	for round := 0; e.Metrics().DirectWrites == start; round++ {
 		if round == 50 {
 			t.Fatal("no direct write after 50 bursts of 64 KiB")
 		}
