@@ -249,8 +249,11 @@ func TestChunkedMessages(t *testing.T) {
 	topic := harness.Topic(t)
 	// pulsar-client-go v0.19.0 starts a goroutine per chunked message that sleeps for
 	// ExpireTimeOfIncompleteChunk (default 1 min) even after the message completed; keep it short and
-	// wait for those goroutines at the end, so the package's leak check stays meaningful.
-	t.Cleanup(func() { waitChunkTimers(t) })
+	// wait for those goroutines at the end, so the package's leak check stays meaningful. (Other
+	// tests' chunk timers, such as TestTopologyMessageFidelity's 1-min ones when -count > 1, are not
+	// this test's to wait for.)
+	earlier := chunkTimers()
+	t.Cleanup(func() { waitChunkTimers(t, earlier) })
 	cons := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared,
 		NackRedeliveryDelay: 100 * time.Millisecond, ExpireTimeOfIncompleteChunk: 3 * time.Second})
 	prod := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, DisableBatching: true, EnableChunking: true,
@@ -301,15 +304,41 @@ func TestChunkedMessages(t *testing.T) {
 	})
 }
 
-// waitChunkTimers waits until no chunk-expiry goroutine of pulsar-client-go is left.
-func waitChunkTimers(t *testing.T) {
+// waitChunkTimers waits until no chunk-expiry goroutine of pulsar-client-go is left but those in
+// earlier (started before the test).
+func waitChunkTimers(t *testing.T, earlier map[string]bool) {
 	harness.Eventually(t, 10*time.Second, "chunk expiry goroutines to end", func() error {
-		buf := make([]byte, 1<<20)
-		if n := runtime.Stack(buf, true); bytes.Contains(buf[:n], []byte("discardChunkIfExpire")) {
-			return fmt.Errorf("still running")
+		for id := range chunkTimers() {
+			if !earlier[id] {
+				return fmt.Errorf("goroutine %s still running", id)
+			}
 		}
 		return nil
 	})
+}
+
+// chunkTimers returns the ids of the running chunk-expiry goroutines of pulsar-client-go.
+func chunkTimers() map[string]bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	ids := map[string]bool{}
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		// Each goroutine's dump starts "goroutine <id> [<state>]:".
+		if !bytes.Contains(g, []byte("discardChunkIfExpire")) {
+			continue
+		}
+		if f := bytes.Fields(g); len(f) > 1 && string(f[0]) == "goroutine" {
+			ids[string(f[1])] = true
+		}
+	}
+	return ids
 }
 
 // TestZeroQueueConsumer: zero-queue consumers ask for one message per Receive (FLOW 1), so two of
