@@ -78,8 +78,10 @@ func TestPingPong(t *testing.T) {
 func TestServerPingsIdleClientAndClosesSilentOne(t *testing.T) {
 	s := startServer(t, Options{KeepAliveInterval: 100 * time.Millisecond})
 	c := dialRaw(t, s.addr)
-	c.connect()
+	// The server counts idleness from its read of CONNECT: start before sending it, so a slow
+	// CONNECTED under load cannot make the close look early.
 	start := time.Now()
+	c.connect()
 	c.expect(pulsarpb.BaseCommand_PING) // the server checks on us
 	// We never answer: the server must give up after about two intervals.
 	c.expectClosed()
