@@ -329,6 +329,7 @@ func (c *conn) keepAliveLoop() {
 	interval := c.s.opts.KeepAliveInterval
 	tick := time.NewTicker(interval / 2)
 	defer tick.Stop()
+	k := keepAlive{interval: interval, lastTick: time.Now()}
 	for {
 		select {
 		case <-tick.C:
@@ -338,18 +339,55 @@ func (c *conn) keepAliveLoop() {
 			return
 		}
 		if c.paused.Load() {
+			k.lastTick = time.Now()
 			continue // we are the ones not reading
 		}
-		idle := time.Since(time.Unix(0, c.lastRead.Load()))
-		switch {
-		case idle >= 2*interval:
+		now := time.Now()
+		switch k.onTick(now, time.Unix(0, c.lastRead.Load())) {
+		case keepAliveClose:
+			idle := now.Sub(time.Unix(0, c.lastRead.Load()))
 			c.log.Info("closing connection: no frame from the client", "idle", idle.Round(time.Millisecond))
 			c.abort(fmt.Errorf("keepalive: no frame for %v", idle.Round(time.Millisecond)))
 			return
-		case idle >= interval:
+		case keepAlivePing:
 			c.sendCommand(&pulsarpb.CommandPing{})
 		}
 	}
+}
+
+// keepAliveAction is what keepAlive.onTick asks for.
+type keepAliveAction int
+
+const (
+	keepAliveNothing keepAliveAction = iota
+	keepAlivePing
+	keepAliveClose
+)
+
+// keepAlive decides, at each tick of the keepalive loop (every interval/2), whether to ping the
+// client or give up on it.
+//
+// A tick that comes much later than its period says this process was not running (a GC pause, a
+// stalled VM, an overloaded machine): the client's answer may be sitting unread in the socket
+// while we were away, and the reader has not had a chance to see it. Such a tick never closes the
+// connection; the next one, on time, decides. Without that, every connection whose PONG arrived
+// during a stall of more than half an interval was dropped when the process resumed.
+type keepAlive struct {
+	interval time.Duration
+	lastTick time.Time
+}
+
+func (k *keepAlive) onTick(now, lastRead time.Time) keepAliveAction {
+	late := now.Sub(k.lastTick) > k.interval*3/4 // the period is interval/2
+	k.lastTick = now
+	idle := now.Sub(lastRead)
+	switch {
+	case idle >= 2*k.interval && !late:
+		return keepAliveClose
+	case idle >= k.interval:
+		return keepAlivePing
+	}
+	return keepAliveNothing
 }
 
 // abort closes the connection at once (no goodbyes): the reader's pending read fails.
