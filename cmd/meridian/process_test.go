@@ -158,6 +158,18 @@ func (p *process) waitReady(t *testing.T, webAddr string) {
 	}
 }
 
+// waitOutput polls the process's output for s until d passes; it reports whether s appeared.
+func (p *process) waitOutput(s string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.out.String(), s) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
 func (p *process) wait(t *testing.T, d time.Duration) error {
 	t.Helper()
 	select {
@@ -176,7 +188,9 @@ func TestProcessStartReadySigtermSigkillRestart(t *testing.T) {
 
 	p := startProcess(t, args...)
 	p.waitReady(t, webAddr)
-	if !strings.Contains(p.out.String(), "broker ready") {
+	// The line reaches p.out through os/exec's copying goroutine, which may run after readiness
+	// answered: poll.
+	if !p.waitOutput("broker ready", 10*time.Second) {
 		t.Errorf("no 'broker ready' log line:\n%s", p.out.String())
 	}
 	// The binary protocol answers: CONNECT gets CONNECTED with our max message size.
