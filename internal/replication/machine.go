@@ -30,8 +30,8 @@ type MachineConfig struct {
 	// ReadBatchEntries / ReadBatchBytes bound one read of the local log. Defaults 400 and 5 MiB
 	// (Pulsar's dispatcherMaxReadSizeBytes; its dispatcherMaxReadBatchSize is 100, but every read
 	// costs a goroutine, a storage lookup, a pread and a round through the runner: reads of 400
-	// unbatched 1 KiB entries cut the catch-up's CPU per message by ~2-3 % against 100). One batch
-	// is read ahead of the window (entries read and not yet sent).
+	// unbatched 1 KiB entries cut the catch-up's CPU per message by ~2-3 % against 100). Up to two
+	// batches are read ahead of the window (entries read and not yet sent; see pump).
 	ReadBatchEntries int
 	ReadBatchBytes   int64
 	// MinBackoff / MaxBackoff bound retry delays. Defaults 100 ms and 5 s (DESIGN.md §6).
@@ -305,6 +305,7 @@ type Machine struct {
 	ackIdx        int // pending[:ackIdx] are acknowledged or skipped (where the next receipt's entry is searched from)
 	inflight      int
 	inflightBytes int64
+	unsentBytes   int64 // sizes of the entries in pending[sendIdx:] that are to be sent (not skipped)
 
 	markDeleted      Position // acknowledged by the cursor
 	markDeleteWanted Position // last ActMarkDelete target
@@ -521,6 +522,7 @@ func (m *Machine) rewind() {
 	m.pending = m.store[:0]
 	m.sendIdx, m.ackIdx = 0, 0
 	m.inflight, m.inflightBytes = 0, 0
+	m.unsentBytes = 0
 	m.epoch++
 	m.reading = false
 	m.waiting = false
@@ -557,6 +559,7 @@ func (m *Machine) addEntries(acts []Action, now time.Time, entries []Entry) []Ac
 			}
 		} else {
 			it.out = out
+			m.unsentBytes += int64(out.Size())
 		}
 		m.pending = append(m.pending, it)
 		m.readFrom = e.Position.Next()
@@ -620,6 +623,7 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		it.sent = true
 		m.inflight++
 		m.inflightBytes += int64(it.out.Size())
+		m.unsentBytes -= int64(it.out.Size())
 		if outs == nil {
 			outs = make([]Outbound, 0, m.unsent())
 		}
@@ -630,12 +634,15 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		acts = append(acts, ActSends{Gen: m.gen, Outs: outs})
 	}
 	acts = m.advance(acts)
-	// Read ahead: once every entry read is sent, the next full batch is read even while the
-	// window is full, so that receipts find entries ready to send (no read round trip between a
-	// receipt and the next send) and reads stay whole batches rather than the few slots a burst
-	// of receipts frees (each read costs a storage lookup and, from disk, a pass from the nearest
-	// index point). Bounded: pending holds at most the window plus one read batch.
-	if !m.reading && !m.waiting && m.sendIdx == len(m.pending) {
+	// Read ahead: while less than a full batch is read and unsent, the next full batch is read,
+	// even while the window is full, so that receipts find entries ready to send (no read round
+	// trip between a receipt and the next send) and reads stay whole batches rather than the few
+	// slots a burst of receipts frees (each read costs a storage lookup and, from disk, a pass
+	// from the nearest index point). Reading before the last batch is all sent keeps one batch in
+	// hand while the next is read: a read from disk (O_DIRECT, so no kernel read-ahead) takes a
+	// device round trip, which would otherwise stall the sends after every batch. One read at a
+	// time; bounded: pending holds at most the window plus two read batches.
+	if !m.reading && !m.waiting && len(m.pending)-m.sendIdx < m.cfg.ReadBatchEntries && m.unsentBytes < m.cfg.ReadBatchBytes {
 		m.reading = true
 		acts = append(acts, ActRead{Epoch: m.epoch, From: m.readFrom, MaxEntries: m.cfg.ReadBatchEntries, MaxBytes: m.cfg.ReadBatchBytes})
 	}
