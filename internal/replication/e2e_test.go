@@ -35,9 +35,9 @@ type cluster struct {
 	admin *adminapi.Client
 }
 
-func startCluster(t *testing.T, name string) *cluster {
+func startCluster(t *testing.T, name string, opts ...brokertest.Option) *cluster {
 	t.Helper()
-	b := brokertest.Start(t, brokertest.WithCluster(name))
+	b := brokertest.Start(t, append([]brokertest.Option{brokertest.WithCluster(name)}, opts...)...)
 	a, err := adminapi.NewClient(b.AdminURL, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +411,12 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	a, b := startCluster(t, "a"), startCluster(t, "b")
+	// MERIDIAN_BENCH_DIRECT_WRITE_BYTES sets both clusters' --direct-write-bytes (-1: off).
+	var opts []brokertest.Option
+	if v, err := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_DIRECT_WRITE_BYTES")); err == nil {
+		opts = append(opts, brokertest.WithNodeOptions(func(o *node.Options) { o.DirectWriteBytes = v }))
+	}
+	a, b := startCluster(t, "a", opts...), startCluster(t, "b", opts...)
 	a.knows(t, ctx, b)
 	b.knows(t, ctx, a)
 	const topic = "persistent://public/default/catchup"
@@ -500,22 +505,32 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	// copies) swings more between runs than the process's own work.
 	t.Logf("catch-up CPU split: user %.2f µs/msg, system %.2f µs/msg",
 		float64((user1-user0).Microseconds())/float64(n), float64((sys1-sys0).Microseconds())/float64(n))
-	journal, direct := storageBytes(t, b)
-	t.Logf("target storage: %.0f MB through the journal, %.0f MB written directly to segments (--direct-write-bytes)", journal/1e6, direct/1e6)
+	st := storageCounters(t, b)
+	t.Logf("target storage: %.0f MB through the journal, %.0f MB written directly to segments (--direct-write-bytes); %.0f group commits, %.2f ms each on average (write and fsync)",
+		st.journal/1e6, st.direct/1e6, st.commits, 1e3*st.commitSeconds/max(st.commits, 1))
 }
 
-// storageBytes reads a cluster's journal and direct-write byte counters from its /metrics.
-func storageBytes(t *testing.T, c *cluster) (journal, direct float64) {
+// targetStorage is what storageCounters reads from a cluster's /metrics.
+type targetStorage struct{ journal, direct, commits, commitSeconds float64 }
+
+// storageCounters reads a cluster's journal and direct-write byte counters and its group commits
+// (count and time) from its /metrics.
+func storageCounters(t *testing.T, c *cluster) targetStorage {
 	t.Helper()
+	var st targetStorage
 	for _, line := range strings.Split(scrapeMetrics(t, c), "\n") {
-		var v float64
-		if _, err := fmt.Sscanf(line, "meridian_storage_journal_bytes_total %g", &v); err == nil {
-			journal = v
-		} else if _, err := fmt.Sscanf(line, "meridian_storage_direct_bytes_total %g", &v); err == nil {
-			direct = v
+		for name, v := range map[string]*float64{
+			"meridian_storage_journal_bytes_total":  &st.journal,
+			"meridian_storage_direct_bytes_total":   &st.direct,
+			"meridian_storage_commit_seconds_count": &st.commits,
+			"meridian_storage_commit_seconds_sum":   &st.commitSeconds,
+		} {
+			if _, err := fmt.Sscanf(line, name+" %g", v); err == nil {
+				break
+			}
 		}
 	}
-	return journal, direct
+	return st
 }
 
 // processCPU is the user+system CPU time the test process has used so far.
