@@ -306,6 +306,9 @@ type Machine struct {
 	inflight      int
 	inflightBytes int64
 	unsentBytes   int64 // sizes of the entries in pending[sendIdx:] that are to be sent (not skipped)
+	// backlogged: the last read was a whole batch, so more is stored than read (a catch-up), and
+	// the next batch may be read while one waits to be sent (see pump).
+	backlogged bool
 
 	markDeleted      Position // acknowledged by the cursor
 	markDeleteWanted Position // last ActMarkDelete target
@@ -424,6 +427,7 @@ func (m *Machine) Handle(ev Event) []Action {
 			return acts
 		}
 		m.readBackoff = m.cfg.MinBackoff
+		m.backlogged = wholeBatch(e.Entries, m.cfg.ReadBatchEntries, m.cfg.ReadBatchBytes)
 		acts = m.addEntries(acts, e.Now, e.Entries)
 		if len(e.Entries) == 0 {
 			m.waiting = true
@@ -523,6 +527,7 @@ func (m *Machine) rewind() {
 	m.sendIdx, m.ackIdx = 0, 0
 	m.inflight, m.inflightBytes = 0, 0
 	m.unsentBytes = 0
+	m.backlogged = false
 	m.epoch++
 	m.reading = false
 	m.waiting = false
@@ -634,19 +639,35 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		acts = append(acts, ActSends{Gen: m.gen, Outs: outs})
 	}
 	acts = m.advance(acts)
-	// Read ahead: while less than a full batch is read and unsent, the next full batch is read,
-	// even while the window is full, so that receipts find entries ready to send (no read round
-	// trip between a receipt and the next send) and reads stay whole batches rather than the few
-	// slots a burst of receipts frees (each read costs a storage lookup and, from disk, a pass
-	// from the nearest index point). Reading before the last batch is all sent keeps one batch in
-	// hand while the next is read: a read from disk (O_DIRECT, so no kernel read-ahead) takes a
-	// device round trip, which would otherwise stall the sends after every batch. One read at a
-	// time; bounded: pending holds at most the window plus two read batches.
-	if !m.reading && !m.waiting && len(m.pending)-m.sendIdx < m.cfg.ReadBatchEntries && m.unsentBytes < m.cfg.ReadBatchBytes {
+	// Read ahead: once every entry read is sent, the next full batch is read even while the
+	// window is full, so that receipts find entries ready to send (no read round trip between a
+	// receipt and the next send) and reads stay whole batches rather than the few slots a burst
+	// of receipts frees (each read costs a storage lookup and, from disk, a pass from the nearest
+	// index point). In a catch-up (the last read was a whole batch) the next batch is read as soon
+	// as less than a batch waits to be sent, so that one batch is in hand while the next is read:
+	// a read from disk (O_DIRECT, so no kernel read-ahead) takes a device round trip, which would
+	// otherwise stall the sends after every batch. Near the end of the log reads are short, and
+	// reading again while some wait would only make many small reads. One read at a time;
+	// bounded: pending holds at most the window plus two read batches.
+	unsent := len(m.pending) - m.sendIdx
+	if !m.reading && !m.waiting && (unsent == 0 || m.backlogged && unsent < m.cfg.ReadBatchEntries && m.unsentBytes < m.cfg.ReadBatchBytes) {
 		m.reading = true
 		acts = append(acts, ActRead{Epoch: m.epoch, From: m.readFrom, MaxEntries: m.cfg.ReadBatchEntries, MaxBytes: m.cfg.ReadBatchBytes})
 	}
 	return acts
+}
+
+// wholeBatch reports whether a read returned all it was allowed to (MaxEntries entries, or close
+// to MaxBytes: the next entry would not have fitted), so the log likely holds more.
+func wholeBatch(es []Entry, maxEntries int, maxBytes int64) bool {
+	if len(es) >= maxEntries {
+		return true
+	}
+	var n int64
+	for _, e := range es {
+		n += int64(len(e.Data))
+	}
+	return n >= maxBytes/2
 }
 
 // unsent bounds the sends the next pump can make (the size of its ActSends).

@@ -314,6 +314,44 @@ func TestMachineInflightBound(t *testing.T) {
 	}
 }
 
+// TestMachineNoReadAheadAtTheTail: reads that come back short (the end of the log) do not make
+// the machine read again while entries wait for room in the window: a live stream behind a full
+// window would otherwise cost a read per new entry.
+func TestMachineNoReadAheadAtTheTail(t *testing.T) {
+	cfg := cfgAB()
+	cfg.MaxInflightEntries = 3
+	cfg.ReadBatchEntries = 5
+	m := NewMachine(cfg)
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	read := func(from, n int64) []Action {
+		var es []Entry
+		for i := from; i < from+n; i++ {
+			es = append(es, mkEntry(t, Position{1, i}, "x", nil))
+		}
+		return m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
+	}
+	acts := read(0, 2) // short: all sent, so the next read goes at once
+	if len(sends(acts)) != 2 {
+		t.Fatal("want 2 sends")
+	}
+	rd = mustAct[ActRead](t, acts)
+	acts = read(2, 2) // short again: one fits the window, one waits
+	if len(sends(acts)) != 1 {
+		t.Fatal("want 1 send")
+	}
+	if _, ok := findAct[ActRead](acts); ok {
+		t.Fatal("read again at the tail while an entry waits for the window")
+	}
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 3}) {
+		t.Fatalf("sends %+v", s)
+	}
+	if rd := mustAct[ActRead](t, acts); rd.From != (Position{1, 4}) {
+		t.Fatalf("read %+v", rd)
+	}
+}
+
 // TestMachineReadAheadBoundedByBytes: entries much larger than ReadBatchBytes / ReadBatchEntries
 // must not make the machine read batch after batch because fewer than ReadBatchEntries wait.
 func TestMachineReadAheadBoundedByBytes(t *testing.T) {
