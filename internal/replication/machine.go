@@ -670,6 +670,9 @@ func wholeBatch(es []Entry, maxEntries int, maxBytes int64) bool {
 	return n >= maxBytes/2
 }
 
+// HeldBytes is the size of the entries the machine keeps to send: in flight and read ahead.
+func (m *Machine) HeldBytes() int64 { return m.inflightBytes + m.unsentBytes }
+
 // unsent bounds the sends the next pump can make (the size of its ActSends).
 func (m *Machine) unsent() int {
 	return max(1, min(len(m.pending)-m.sendIdx, m.cfg.MaxInflightEntries-m.inflight))
