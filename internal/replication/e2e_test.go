@@ -245,6 +245,75 @@ func TestEndToEndTargetDownAndBack(t *testing.T) {
 	receiveAll(t, ctx, consB, 100)
 }
 
+// TestEndToEndManyTopicsCatchUpUnderMemoryBudget: the target is down while eight topics pile up a
+// backlog; when it returns, every replicator catches up at once under a budget far smaller than
+// their backlogs (so most reads wait for room), every message arrives once and in order, and
+// /metrics shows the budget in use and all of it released once caught up.
+func TestEndToEndManyTopicsCatchUpUnderMemoryBudget(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const budget = 256 << 10
+	small := brokertest.WithNodeOptions(func(o *node.Options) { o.ReplicationMemoryBytes = budget })
+	a, b := startCluster(t, "a", small), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	a.replicateTo(t, ctx, "a", "b")
+	b.b.Stop()
+	ca := a.client(t)
+	payload := strings.Repeat("x", 4000)
+	const topics, perTopic = 8, 300 // 8 x 1.2 MB of backlog against 256 KiB
+	for i := range topics {
+		topic := fmt.Sprintf("persistent://public/default/budget-%d", i)
+		p, err := ca.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range perTopic {
+			if err := p.SendAsync(ctx, client.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%d-%s", j, payload))}, func(client.MessageID, error) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.Close(ctx)
+	}
+	b.b.Restart()
+	for i := range topics {
+		topic := fmt.Sprintf("persistent://public/default/budget-%d", i)
+		waitStats(t, ctx, a, topic, "b", "caught up", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
+	}
+	for _, line := range strings.Split(scrapeMetrics(t, a), "\n") {
+		if strings.HasPrefix(line, "meridian_replication_memory_limit_bytes") && !strings.HasSuffix(line, fmt.Sprint(budget)) {
+			t.Fatalf("limit gauge: %s", line)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(scrapeMetrics(t, a), "meridian_replication_memory_bytes{cluster=\"a\"} 0\n"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the replicators still hold budget after catching up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cb := b.client(t)
+	for i := range topics {
+		topic := fmt.Sprintf("persistent://public/default/budget-%d", i)
+		cons, err := cb.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "check", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range perTopic {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("m-%d-", j); !strings.HasPrefix(string(m.Payload), want) {
+				t.Fatalf("%s: message %d is %.10q", topic, j, m.Payload)
+			}
+		}
+		cons.Close(ctx)
+	}
+}
+
 // TestEndToEndMeshSharedStore: three clusters sharing one configuration store, configured once;
 // each receives exactly the union of all clusters' messages, in order per origin, once.
 func TestEndToEndMeshSharedStore(t *testing.T) {
