@@ -54,6 +54,21 @@ func (b *MemoryBudget) Acquire(ctx context.Context, n int64) error {
 	}
 }
 
+// TryAcquire holds n more bytes if they fit now (as Acquire would admit them) and reports whether
+// it did.
+func (b *MemoryBudget) TryAcquire(n int64) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.limit <= 0 || b.used == 0 || b.used+n <= b.limit {
+		b.used += n
+		return true
+	}
+	return false
+}
+
 // Add holds n more bytes without waiting (n < 0 releases).
 func (b *MemoryBudget) Add(n int64) {
 	if b == nil || n == 0 {

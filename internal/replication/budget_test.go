@@ -40,6 +40,13 @@ func TestMemoryBudgetWaitsAndAdmitsIntoEmpty(t *testing.T) {
 	if err := b.Acquire(cctx, 1); err == nil {
 		t.Fatal("acquire past a full budget returned without room or cancellation")
 	}
+	if b.TryAcquire(1) {
+		t.Fatal("TryAcquire past a full budget")
+	}
+	b.Add(-500)
+	if !b.TryAcquire(7) || b.Used() != 7 {
+		t.Fatal("TryAcquire into an empty budget")
+	}
 	var nilBudget *MemoryBudget
 	if err := nilBudget.Acquire(ctx, 1<<40); err != nil || nilBudget.Used() != 0 {
 		t.Fatal("nil budget must be unlimited")
@@ -56,6 +63,8 @@ func TestRunnersShareMemoryBudget(t *testing.T) {
 	pad := strings.Repeat("p", 1000) // ~1 KiB entries: one read batch (4 KiB) is a few of them
 	budget := NewMemoryBudget(limit)
 	var peak atomic.Int64
+	var sawLimited atomic.Bool
+	var watched atomic.Pointer[[]*Runner]
 	stop := make(chan struct{})
 	var sampler sync.WaitGroup
 	sampler.Add(1)
@@ -69,6 +78,13 @@ func TestRunnersShareMemoryBudget(t *testing.T) {
 			}
 			if u := budget.Used(); u > peak.Load() {
 				peak.Store(u)
+			}
+			if rs := watched.Load(); rs != nil {
+				for _, r := range *rs {
+					if r.Stats().MemoryLimited {
+						sawLimited.Store(true)
+					}
+				}
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
@@ -88,6 +104,7 @@ func TestRunnersShareMemoryBudget(t *testing.T) {
 			c.Machine.ReadBatchBytes = 4 << 10
 		}))
 	}
+	watched.Store(&runners)
 	want := payloads(0, perTopic)
 	for i := range want {
 		want[i] += pad
@@ -107,7 +124,13 @@ func TestRunnersShareMemoryBudget(t *testing.T) {
 	if p := peak.Load(); p > limit+2*(4<<10)+2048 || p == 0 {
 		t.Fatalf("peak held %d bytes with a budget of %d", p, limit)
 	}
+	if !sawLimited.Load() {
+		t.Fatal("no replicator's stats ever showed memoryLimited while they waited for the budget")
+	}
 	for _, r := range runners {
+		if r.Stats().MemoryLimited {
+			t.Fatal("memoryLimited still set after catching up")
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := r.Stop(ctx); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -72,6 +73,8 @@ type Runner struct {
 	sendGen   int64
 	sendTo    batchSender
 	held      int64 // bytes of cfg.Budget this replicator holds (what its machine keeps; see trueUp)
+	// memoryLimited is set while a catch-up read waits for room in cfg.Budget (Stats).
+	memoryLimited atomic.Bool
 }
 
 // readResult is a read's outcome with the budget it reserved (released by trueUp once the
@@ -225,7 +228,7 @@ func (r *Runner) Stats() Stats {
 		LastProgress:       c.LastProgress,
 		LastError:          c.LastError, LastErrorTime: c.LastErrorTime,
 		Phase: c.Phase.String(), Reconnects: reconnects, Skipped: c.Skipped,
-		RateLimited: c.RateLimited, Rate: rate,
+		RateLimited: c.RateLimited, Rate: rate, MemoryLimited: r.memoryLimited.Load(),
 	}
 	// The client reconnects by itself; while it does, the replicator is not connected, and the
 	// reason is shown at once rather than after the receipt timeout.
@@ -528,8 +531,13 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 		go func() {
 			defer r.workers.Done()
 			// A catch-up read waits for room for the most it can bring; trueUp gives back the rest.
-			if err := r.cfg.Budget.Acquire(ctx, a.MaxBytes); err != nil {
-				return // stopping
+			if !r.cfg.Budget.TryAcquire(a.MaxBytes) {
+				r.memoryLimited.Store(true)
+				err := r.cfg.Budget.Acquire(ctx, a.MaxBytes)
+				r.memoryLimited.Store(false)
+				if err != nil {
+					return // stopping
+				}
 			}
 			read(a.MaxBytes)
 		}()
