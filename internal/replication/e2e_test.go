@@ -480,10 +480,14 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	// MERIDIAN_BENCH_DIRECT_WRITE_BYTES sets both clusters' --direct-write-bytes (-1: off).
+	// MERIDIAN_BENCH_DIRECT_WRITE_BYTES sets both clusters' --direct-write-bytes (-1: off),
+	// MERIDIAN_BENCH_FSYNC_PIPELINE their --fsync-pipeline.
 	var opts []brokertest.Option
 	if v, err := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_DIRECT_WRITE_BYTES")); err == nil {
 		opts = append(opts, brokertest.WithNodeOptions(func(o *node.Options) { o.DirectWriteBytes = v }))
+	}
+	if v, err := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_FSYNC_PIPELINE")); err == nil {
+		opts = append(opts, brokertest.WithNodeOptions(func(o *node.Options) { o.FsyncPipeline = v }))
 	}
 	a, b := startCluster(t, "a", opts...), startCluster(t, "b", opts...)
 	a.knows(t, ctx, b)
