@@ -150,6 +150,10 @@ type ReplicatorStats struct {
 	LastErrorTimestamp int64 `json:"lastErrorTimestamp,omitempty"`
 	// RateLimited reports whether replicatorDispatchRate is currently holding the replicator back.
 	RateLimited bool `json:"rateLimited,omitempty"`
+	// MemoryLimited reports whether the broker's replication memory budget (--replication-memory-bytes)
+	// is holding the replicator back: its next read waits until other replicators' entries are
+	// acknowledged (many topics catching up at once).
+	MemoryLimited bool `json:"memoryLimited,omitempty"`
 	// DuplicatesDropped counts inbound replicated entries this cluster already had (by origin position).
 	DuplicatesDropped int64 `json:"duplicatesDropped,omitempty"`
 	// Reconnects counts the replicator's reconnections to the remote cluster.

@@ -9,6 +9,8 @@
 #        REPS  how many times to alternate the peer and Meridian (default 1)
 #        CEILING=1 also runs the producer against a non-persistent topic of the same broker: no
 #              storage at all, so its rate is what the client tool and the machine allow
+#        BOTH=1 also runs the issue's exact form, `pulsar-perf.sh both`: a consumer on the topic while the
+#              producer publishes unthrottled (three processes on the machine instead of two)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bench=$(cd "$root/../shared/bench" && pwd)
@@ -23,13 +25,14 @@ mkdir -p "$OUT" "$BIN"
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 settle() { local t0=$SECONDS; sync; echo "# sync before the next run: $((SECONDS - t0)) s, dirty now $(grep -E '^Dirty' /proc/meminfo | tr -s ' ')"; }
-run_perf() { # name, env... (TOPIC_KIND=non-persistent for the ceiling)
+run_perf() { # name, env... (TOPIC_KIND=non-persistent for the ceiling, MODE=both for a consumer too)
   local name=$1; shift
   # The perf tool prints a stats line every 10 s and hangs on shutdown (see the server helper's note in
   # docs/performance.md), so it is stopped with SIGKILL after DUR+2 s and only its stats lines are read.
   env "$@" PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46650 TOPIC="${TOPIC_KIND:-persistent}://public/default/$name" \
-    timeout -s KILL "$((DUR + 5))s" "$bench/pulsar-perf.sh" produce > "$OUT/$name.log" 2>&1 || true
-  echo "### $name ($*)"; grep 'Publish rate' "$OUT/$name.log" | sed 's/.*Publish rate/Publish rate/; s/\\[nt]//g; s/"$//' || true
+    timeout -s KILL "$((DUR + 20))s" "$bench/pulsar-perf.sh" "${MODE:-produce}" > "$OUT/$name.log" 2>&1 || true
+  pkill -KILL -f "^$BIN/perf " 2>/dev/null || true # a consumer that outlived the killed wrapper
+  echo "### $name ($*)"; grep -E 'Publish rate|Consume rate' "$OUT/$name.log" | sed 's/.*\(Publish\|Consume\) rate/\1 rate/; s/\\[nt]//g; s/"$//' || true
 }
 mpid=
 trap 'if [ -n "$mpid" ]; then kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true; fi' EXIT
@@ -53,6 +56,7 @@ run_meridian() {
   run_perf perf-1k-unthrottled SIZE=1024 RATE=0 DUR="$DUR"
   run_perf perf-1k-5000 SIZE=1024 RATE=5000 DUR="$DUR"
   if [ "${CEILING:-0}" = 1 ]; then TOPIC_KIND=non-persistent run_perf perf-1k-ceiling-non-persistent SIZE=1024 RATE=0 DUR="$DUR"; fi
+  if [ "${BOTH:-0}" = 1 ]; then MODE=both run_perf perf-1k-both SIZE=1024 RATE=0 DUR="$DUR"; fi
   kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true; mpid=
 }
 # REPS > 1 alternates the peer and Meridian, so every Meridian figure has a peer figure from a minute

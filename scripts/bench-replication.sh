@@ -30,7 +30,7 @@ floors="$(dirname "$tbin")/machinelat"
 (cd tests && go build -o "$floors" ./cmd/machinelat)
 run() { # env assignments...; prints the test's figure lines
   (cd internal/replication && env "$@" timeout 20m "$tbin" -test.count=1 -test.timeout 20m -test.run "$TEST" -test.v 2>&1) |
-    grep -E 'catch-up of|latency a->b|FAIL|panic' || true
+    grep -E 'catch-up of|target storage|latency a->b|FAIL|panic' || true
 }
 # REPS > 1 alternates the peer and Meridian, so every Meridian figure has a peer figure from minutes
 # before it (this machine's disk and CPU change from one minute to the next).

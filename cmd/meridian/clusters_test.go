@@ -12,8 +12,8 @@ import (
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
-// freeBasePort finds a port p such that p and p+10 are free on loopback (the --clusters layout
-// for two clusters).
+// freeBasePort finds a port p such that p, p+10 and p+20 are free on loopback (the --clusters
+// layout for three clusters).
 func freeBasePort(t *testing.T) int {
 	t.Helper()
 	for attempt := 0; attempt < 50; attempt++ {
@@ -22,10 +22,20 @@ func freeBasePort(t *testing.T) int {
 			t.Fatal(err)
 		}
 		p := ln.Addr().(*net.TCPAddr).Port
-		ln2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10))
+		free := p+20 <= 65535
+		for _, q := range []int{p + 10, p + 20} {
+			if !free {
+				break
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
 		ln.Close()
-		if err == nil && p+10 <= 65535 {
-			ln2.Close()
+		if free {
 			return p
 		}
 	}
@@ -33,22 +43,27 @@ func freeBasePort(t *testing.T) int {
 	return 0
 }
 
-// TestProcessClustersModeReplicatesFullMesh runs `meridian standalone --clusters a,b` and checks
-// that a message produced on a arrives on b (replicated_from = a) and the other way round.
+// TestProcessClustersModeReplicatesFullMesh runs `meridian standalone --clusters a,b,c` (the README's
+// command) and checks that a message produced on one cluster arrives on another (replicated_from
+// set), around the ring. Three clusters: the last one registers itself just before the mesh is
+// configured through the first one's view of the store, which once refused to start when that view
+// had not caught up yet.
 func TestProcessClustersModeReplicatesFullMesh(t *testing.T) {
 	brokerBase, webBase := freeBasePort(t), freeBasePort(t)
-	p := startProcess(t, "--clusters", "a,b", "--data-dir", t.TempDir(),
+	p := startProcess(t, "--clusters", "a,b,c", "--data-dir", t.TempDir(),
 		"--broker-addr", fmt.Sprintf("127.0.0.1:%d", brokerBase), "--web-addr", fmt.Sprintf("127.0.0.1:%d", webBase))
 	p.waitReady(t, fmt.Sprintf("127.0.0.1:%d", webBase))
 	p.waitReady(t, fmt.Sprintf("127.0.0.1:%d", webBase+10))
+	p.waitReady(t, fmt.Sprintf("127.0.0.1:%d", webBase+20))
 
 	urls := map[string]string{
 		"a": fmt.Sprintf("pulsar://127.0.0.1:%d", brokerBase),
 		"b": fmt.Sprintf("pulsar://127.0.0.1:%d", brokerBase+10),
+		"c": fmt.Sprintf("pulsar://127.0.0.1:%d", brokerBase+20),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, dir := range [][2]string{{"a", "b"}, {"b", "a"}} {
+	for _, dir := range [][2]string{{"a", "b"}, {"b", "c"}, {"c", "a"}} {
 		from, to := dir[0], dir[1]
 		topic := fmt.Sprintf("persistent://public/default/mesh-%s-to-%s", from, to)
 		src, err := client.New(client.Options{ServiceURL: urls[from]})

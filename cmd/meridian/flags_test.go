@@ -28,21 +28,22 @@ func TestStandaloneDefaultsMatchTheContract(t *testing.T) {
 	}
 	o := opts[0]
 	checks := map[string][2]any{
-		"cluster":              {o.Cluster, "standalone"},
-		"data-dir":             {o.DataDir, "./data"},
-		"broker-addr":          {o.BrokerAddr, "127.0.0.1:6650"},
-		"web-addr":             {o.WebAddr, "127.0.0.1:8080"},
-		"advertised-address":   {o.AdvertisedAddress, ""},
-		"config-store":         {o.ConfigStore, ""},
-		"replication-start-at": {o.ReplicationStartAt, node.ReplicationStartLatest},
-		"max-message-size":     {o.MaxMessageSize, 5242880},
-		"fsync":                {o.Fsync, node.FsyncAlways},
-		"fsync-pipeline":       {o.FsyncPipeline, 2},
-		"direct-write-bytes":   {o.DirectWriteBytes, 1 << 20},
-		"bypass-cache-bytes":   {o.BypassCacheBytes, 64 << 10},
-		"dedup":                {o.Dedup, false},
-		"auto-topic-creation":  {o.AutoTopicCreation, true},
-		"plaintext":            {o.InsecureAllowPlaintext, false},
+		"cluster":                  {o.Cluster, "standalone"},
+		"data-dir":                 {o.DataDir, "./data"},
+		"broker-addr":              {o.BrokerAddr, "127.0.0.1:6650"},
+		"web-addr":                 {o.WebAddr, "127.0.0.1:8080"},
+		"advertised-address":       {o.AdvertisedAddress, ""},
+		"config-store":             {o.ConfigStore, ""},
+		"replication-start-at":     {o.ReplicationStartAt, node.ReplicationStartLatest},
+		"max-message-size":         {o.MaxMessageSize, 5242880},
+		"fsync":                    {o.Fsync, node.FsyncAlways},
+		"fsync-pipeline":           {o.FsyncPipeline, 2},
+		"direct-write-bytes":       {o.DirectWriteBytes, 1 << 20},
+		"bypass-cache-bytes":       {o.BypassCacheBytes, 64 << 10},
+		"replication-memory-bytes": {o.ReplicationMemoryBytes, int64(256 << 20)},
+		"dedup":                    {o.Dedup, false},
+		"auto-topic-creation":      {o.AutoTopicCreation, true},
+		"plaintext":                {o.InsecureAllowPlaintext, false},
 	}
 	for flag, c := range checks {
 		if c[0] != c[1] {
@@ -128,6 +129,23 @@ func TestBypassCacheBytesFlag(t *testing.T) {
 		}
 		if got := opts[0].BypassCacheBytes; got != tc.want {
 			t.Errorf("--bypass-cache-bytes %s: node option %d, want %d", tc.arg, got, tc.want)
+		}
+	}
+}
+
+// TestReplicationMemoryBytesFlag: 0 on the command line means no bound (the node reads 0 as "the
+// default", so it gets -1); a number of bytes is passed on.
+func TestReplicationMemoryBytesFlag(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int64
+	}{{"0", -1}, {"1073741824", 1 << 30}} {
+		opts, err := parseStandalone(t, "--replication-memory-bytes", tc.arg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := opts[0].ReplicationMemoryBytes; got != tc.want {
+			t.Errorf("--replication-memory-bytes %s: node option %d, want %d", tc.arg, got, tc.want)
 		}
 	}
 }

@@ -29,6 +29,7 @@ type standaloneFlags struct {
 	fsyncPipeline          int
 	directWriteBytes       int
 	bypassCacheBytes       int
+	replicationMemoryBytes int
 	dedup                  bool
 	autoTopicCreation      bool
 	insecureAllowPlaintext bool
@@ -73,6 +74,7 @@ With --clusters a,b,c it runs those clusters in one process instead, each with i
 	fl.IntVar(&f.fsyncPipeline, "fsync-pipeline", defaults.FsyncPipeline, "with --fsync always: group commits whose fsync may run at once (1 = one at a time)")
 	fl.IntVar(&f.directWriteBytes, "direct-write-bytes", defaults.DirectWriteBytes, "with --fsync always: a topic's share of one group commit from which it is written once, straight to its segment file, instead of journal + segment (0 = never)")
 	fl.IntVar(&f.bypassCacheBytes, "bypass-cache-bytes", defaults.BypassCacheBytes, "segment writes and reads of at least this many bytes bypass the page cache (O_DIRECT, where the file system allows it; 0 = never)")
+	fl.IntVar(&f.replicationMemoryBytes, "replication-memory-bytes", int(defaults.ReplicationMemoryBytes), "bytes of entries all replicators may hold at once, read and not yet acknowledged by their remote; a catch-up read that does not fit waits (0 = no bound)")
 	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
 	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
 	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")
@@ -104,6 +106,11 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 	if base.BypassCacheBytes, err = bytesOrNever("bypass-cache-bytes", f.bypassCacheBytes); err != nil {
 		return nil, err
 	}
+	memBytes, err := bytesOrNever("replication-memory-bytes", f.replicationMemoryBytes)
+	if err != nil {
+		return nil, err
+	}
+	base.ReplicationMemoryBytes = int64(memBytes)
 	base.Dedup = f.dedup
 	base.AutoTopicCreation = f.autoTopicCreation
 	base.InsecureAllowPlaintext = f.insecureAllowPlaintext

@@ -225,13 +225,18 @@ func TestStatsTable(t *testing.T) {
 	a := &app{out: &buf, output: "table"}
 	st := adminapi.TopicStats{
 		MsgRateIn: 100, Subscriptions: map[string]adminapi.SubscriptionStats{"s": {Type: "Shared", MsgBacklog: 50, MsgRateOut: 10}},
-		Replication: map[string]adminapi.ReplicatorStats{"west": {Connected: false, ReplicationBacklog: 300, LastError: "connection refused"}},
+		Replication: map[string]adminapi.ReplicatorStats{
+			"west":  {Connected: false, ReplicationBacklog: 300, LastError: "connection refused"},
+			"north": {Connected: true, ReplicationBacklog: 40, MsgRateOut: 20, MemoryLimited: true},
+			"south": {Connected: true, ReplicationBacklog: 40, MsgRateOut: 20, RateLimited: true},
+		},
 	}
 	if err := a.show(st, func(tw *tabwriter.Writer) { writeStats(tw, "t", 0, st) }); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"REPLICATION TO", "west", "not draining", "connection refused", "~5s"} {
+	for _, want := range []string{"REPLICATION TO", "west", "not draining", "connection refused", "~5s",
+		"~2s (waiting for replication memory)", "~2s (rate-limited)"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("stats table lacks %q:\n%s", want, out)
 		}

@@ -172,7 +172,7 @@ func namespacesCmd(a *app) *cobra.Command {
 			return a.done("namespace %s unloaded", args[0])
 		})
 	}}
-	cmd.AddCommand(list, create, del, policies, topics, setClusters, getClusters, unload)
+	cmd.AddCommand(list, create, del, policies, topics, setClusters, getClusters, unload, replicationStatusCmd(a))
 	cmd.AddCommand(backlogQuotaCmds(a)...)
 	cmd.AddCommand(genericPolicyCmds(a, "namespace")...)
 

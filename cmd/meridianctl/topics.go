@@ -299,8 +299,15 @@ func writeStats(tw *tabwriter.Writer, topic string, partitions int, st adminapi.
 			if lastErr == "" {
 				lastErr = "-"
 			}
+			eta := catchUp(r.ReplicationBacklog, r.MsgRateOut)
+			switch {
+			case r.MemoryLimited:
+				eta += " (waiting for replication memory)"
+			case r.RateLimited:
+				eta += " (rate-limited)"
+			}
 			fmt.Fprintf(tw, "%s\t%t\t%d\t%.1f/s\t%ds\t%s\t%s\n", n, r.Connected, r.ReplicationBacklog, r.MsgRateOut, r.ReplicationDelayInSeconds,
-				catchUp(r.ReplicationBacklog, r.MsgRateOut), lastErr)
+				eta, lastErr)
 		}
 	}
 }

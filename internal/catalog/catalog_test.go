@@ -276,6 +276,30 @@ func TestWatchPropagation(t *testing.T) {
 	})
 }
 
+// TestWaitForClusters: a cluster registered through one catalog is awaited through another of the
+// same store (the --clusters mode registers each node's cluster through its own catalog).
+func TestWaitForClusters(t *testing.T) {
+	stores(t, func(t *testing.T, s metadata.Store) {
+		ctx := context.Background()
+		writer := open(t, s)
+		reader := open(t, s)
+		done := make(chan error, 1)
+		go func() { done <- reader.WaitForClusters(ctx, "east", "west") }()
+		bootstrap(t, writer, "east", "west")
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := reader.Cluster("west"); !ok {
+			t.Fatal("west not in the reader's view after WaitForClusters")
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := reader.WaitForClusters(cctx, "north"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("waiting for an unregistered cluster with a cancelled context: %v", err)
+		}
+	})
+}
+
 func TestConcurrentWritersLoseNothing(t *testing.T) {
 	stores(t, func(t *testing.T, s metadata.Store) {
 		ctx := context.Background()

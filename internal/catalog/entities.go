@@ -30,6 +30,24 @@ func (c *Catalog) Cluster(name string) (adminapi.ClusterData, bool) {
 	return e.val, ok
 }
 
+// WaitForClusters waits until every named cluster is registered in this catalog's view (up to the
+// catalog's catch-up timeout): a cluster registered through another catalog of the same store
+// (another node) shows up here only once the watch delivers it.
+func (c *Catalog) WaitForClusters(ctx context.Context, names ...string) error {
+	err := c.waitFor(ctx, func() bool {
+		for _, n := range names {
+			if _, ok := c.clusters[n]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("catalog: waiting for clusters %v to be registered: %w", names, err)
+	}
+	return nil
+}
+
 func validateClusterData(d adminapi.ClusterData) error {
 	check := func(field, v string, schemes ...string) error {
 		if v == "" {

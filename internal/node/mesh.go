@@ -16,14 +16,13 @@ func (n *Node) Catalog() *catalog.Catalog { return n.components.catalog }
 // ReplicateFullMesh makes namespace public/default replicate between all clusters (full mesh),
 // through the configuration store that n shares with the others (the `--clusters` mode and
 // brokertest.StartClusters): every cluster is allowed for tenant public, then listed in the
-// namespace's replication_clusters. Clusters must be registered already (each node registers
-// itself on start). Idempotent.
+// namespace's replication_clusters. Each node registers its own cluster on start, through its
+// own view of the store: n's view may show the others' only a moment later, so this waits for
+// them (up to the catalog's catch-up timeout). Idempotent.
 func ReplicateFullMesh(ctx context.Context, n *Node, clusters []string) error {
 	cat := n.Catalog()
-	for _, c := range clusters {
-		if _, ok := cat.Cluster(c); !ok {
-			return fmt.Errorf("full mesh: cluster %s is not registered in the shared configuration store", c)
-		}
+	if err := cat.WaitForClusters(ctx, clusters...); err != nil {
+		return fmt.Errorf("full mesh: %w", err)
 	}
 	tenant, ok := cat.Tenant(naming.DefaultTenant)
 	if !ok {

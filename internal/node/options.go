@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/replication"
 )
 
 // Defaults of the command-line contract (DESIGN.md §7).
@@ -33,6 +34,9 @@ const (
 	// DefaultBypassCacheBytes: segment writes and reads from this size on bypass the page cache
 	// (see storage's unbuffered.go).
 	DefaultBypassCacheBytes = 64 << 10
+	// DefaultReplicationMemoryBytes: what all replicators of the broker may hold at once, read and
+	// not yet acknowledged by their remote (see replication's budget.go).
+	DefaultReplicationMemoryBytes = replication.DefaultReplicationMemoryBytes
 
 	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
 	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within
@@ -100,6 +104,10 @@ type Options struct {
 	// cache (O_DIRECT, where the file system allows it; docs/storage.md). Zero means
 	// DefaultBypassCacheBytes; negative always uses the page cache.
 	BypassCacheBytes int
+	// ReplicationMemoryBytes bounds the entries all replicators hold at once (read and not yet
+	// acknowledged by their remote); a catch-up read that does not fit waits. Zero means
+	// DefaultReplicationMemoryBytes; negative means no bound.
+	ReplicationMemoryBytes int64
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
@@ -119,17 +127,18 @@ type Options struct {
 // DefaultOptions returns the defaults of `meridian standalone`.
 func DefaultOptions() Options {
 	return Options{
-		Cluster:            DefaultCluster,
-		DataDir:            DefaultDataDir,
-		BrokerAddr:         DefaultBrokerAddr,
-		WebAddr:            DefaultWebAddr,
-		ReplicationStartAt: DefaultReplicationStartAt,
-		MaxMessageSize:     DefaultMaxMessageSize,
-		Fsync:              FsyncAlways,
-		FsyncPipeline:      DefaultFsyncPipeline,
-		DirectWriteBytes:   DefaultDirectWriteBytes,
-		BypassCacheBytes:   DefaultBypassCacheBytes,
-		AutoTopicCreation:  true,
+		Cluster:                DefaultCluster,
+		DataDir:                DefaultDataDir,
+		BrokerAddr:             DefaultBrokerAddr,
+		WebAddr:                DefaultWebAddr,
+		ReplicationStartAt:     DefaultReplicationStartAt,
+		MaxMessageSize:         DefaultMaxMessageSize,
+		Fsync:                  FsyncAlways,
+		FsyncPipeline:          DefaultFsyncPipeline,
+		DirectWriteBytes:       DefaultDirectWriteBytes,
+		BypassCacheBytes:       DefaultBypassCacheBytes,
+		AutoTopicCreation:      true,
+		ReplicationMemoryBytes: DefaultReplicationMemoryBytes,
 	}
 }
 

@@ -35,9 +35,9 @@ type cluster struct {
 	admin *adminapi.Client
 }
 
-func startCluster(t *testing.T, name string) *cluster {
+func startCluster(t *testing.T, name string, opts ...brokertest.Option) *cluster {
 	t.Helper()
-	b := brokertest.Start(t, brokertest.WithCluster(name))
+	b := brokertest.Start(t, append([]brokertest.Option{brokertest.WithCluster(name)}, opts...)...)
 	a, err := adminapi.NewClient(b.AdminURL, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +245,75 @@ func TestEndToEndTargetDownAndBack(t *testing.T) {
 	receiveAll(t, ctx, consB, 100)
 }
 
+// TestEndToEndManyTopicsCatchUpUnderMemoryBudget: the target is down while eight topics pile up a
+// backlog; when it returns, every replicator catches up at once under a budget far smaller than
+// their backlogs (so most reads wait for room), every message arrives once and in order, and
+// /metrics shows the budget in use and all of it released once caught up.
+func TestEndToEndManyTopicsCatchUpUnderMemoryBudget(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const budget = 256 << 10
+	small := brokertest.WithNodeOptions(func(o *node.Options) { o.ReplicationMemoryBytes = budget })
+	a, b := startCluster(t, "a", small), startCluster(t, "b")
+	a.knows(t, ctx, b)
+	b.knows(t, ctx, a)
+	a.replicateTo(t, ctx, "a", "b")
+	b.b.Stop()
+	ca := a.client(t)
+	payload := strings.Repeat("x", 4000)
+	const topics, perTopic = 8, 300 // 8 x 1.2 MB of backlog against 256 KiB
+	for i := range topics {
+		topic := fmt.Sprintf("persistent://public/default/budget-%d", i)
+		p, err := ca.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range perTopic {
+			if err := p.SendAsync(ctx, client.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%d-%s", j, payload))}, func(client.MessageID, error) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p.Close(ctx)
+	}
+	b.b.Restart()
+	for i := range topics {
+		topic := fmt.Sprintf("persistent://public/default/budget-%d", i)
+		waitStats(t, ctx, a, topic, "b", "caught up", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
+	}
+	for _, line := range strings.Split(scrapeMetrics(t, a), "\n") {
+		if strings.HasPrefix(line, "meridian_replication_memory_limit_bytes") && !strings.HasSuffix(line, fmt.Sprint(budget)) {
+			t.Fatalf("limit gauge: %s", line)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(scrapeMetrics(t, a), "meridian_replication_memory_bytes{cluster=\"a\"} 0\n"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the replicators still hold budget after catching up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cb := b.client(t)
+	for i := range topics {
+		topic := fmt.Sprintf("persistent://public/default/budget-%d", i)
+		cons, err := cb.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "check", InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range perTopic {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fmt.Sprintf("m-%d-", j); !strings.HasPrefix(string(m.Payload), want) {
+				t.Fatalf("%s: message %d is %.10q", topic, j, m.Payload)
+			}
+		}
+		cons.Close(ctx)
+	}
+}
+
 // TestEndToEndMeshSharedStore: three clusters sharing one configuration store, configured once;
 // each receives exactly the union of all clusters' messages, in order per origin, once.
 func TestEndToEndMeshSharedStore(t *testing.T) {
@@ -411,7 +480,16 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	a, b := startCluster(t, "a"), startCluster(t, "b")
+	// MERIDIAN_BENCH_DIRECT_WRITE_BYTES sets both clusters' --direct-write-bytes (-1: off),
+	// MERIDIAN_BENCH_FSYNC_PIPELINE their --fsync-pipeline.
+	var opts []brokertest.Option
+	if v, err := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_DIRECT_WRITE_BYTES")); err == nil {
+		opts = append(opts, brokertest.WithNodeOptions(func(o *node.Options) { o.DirectWriteBytes = v }))
+	}
+	if v, err := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_FSYNC_PIPELINE")); err == nil {
+		opts = append(opts, brokertest.WithNodeOptions(func(o *node.Options) { o.FsyncPipeline = v }))
+	}
+	a, b := startCluster(t, "a", opts...), startCluster(t, "b", opts...)
 	a.knows(t, ctx, b)
 	b.knows(t, ctx, a)
 	const topic = "persistent://public/default/catchup"
@@ -500,22 +578,32 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	// copies) swings more between runs than the process's own work.
 	t.Logf("catch-up CPU split: user %.2f µs/msg, system %.2f µs/msg",
 		float64((user1-user0).Microseconds())/float64(n), float64((sys1-sys0).Microseconds())/float64(n))
-	journal, direct := storageBytes(t, b)
-	t.Logf("target storage: %.0f MB through the journal, %.0f MB written directly to segments (--direct-write-bytes)", journal/1e6, direct/1e6)
+	st := storageCounters(t, b)
+	t.Logf("target storage: %.0f MB through the journal, %.0f MB written directly to segments (--direct-write-bytes); %.0f group commits, %.2f ms each on average (write and fsync)",
+		st.journal/1e6, st.direct/1e6, st.commits, 1e3*st.commitSeconds/max(st.commits, 1))
 }
 
-// storageBytes reads a cluster's journal and direct-write byte counters from its /metrics.
-func storageBytes(t *testing.T, c *cluster) (journal, direct float64) {
+// targetStorage is what storageCounters reads from a cluster's /metrics.
+type targetStorage struct{ journal, direct, commits, commitSeconds float64 }
+
+// storageCounters reads a cluster's journal and direct-write byte counters and its group commits
+// (count and time) from its /metrics.
+func storageCounters(t *testing.T, c *cluster) targetStorage {
 	t.Helper()
+	var st targetStorage
 	for _, line := range strings.Split(scrapeMetrics(t, c), "\n") {
-		var v float64
-		if _, err := fmt.Sscanf(line, "meridian_storage_journal_bytes_total %g", &v); err == nil {
-			journal = v
-		} else if _, err := fmt.Sscanf(line, "meridian_storage_direct_bytes_total %g", &v); err == nil {
-			direct = v
+		for name, v := range map[string]*float64{
+			"meridian_storage_journal_bytes_total":  &st.journal,
+			"meridian_storage_direct_bytes_total":   &st.direct,
+			"meridian_storage_commit_seconds_count": &st.commits,
+			"meridian_storage_commit_seconds_sum":   &st.commitSeconds,
+		} {
+			if _, err := fmt.Sscanf(line, name+" %g", v); err == nil {
+				break
+			}
 		}
 	}
-	return journal, direct
+	return st
 }
 
 // processCPU is the user+system CPU time the test process has used so far.

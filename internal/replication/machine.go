@@ -30,8 +30,8 @@ type MachineConfig struct {
 	// ReadBatchEntries / ReadBatchBytes bound one read of the local log. Defaults 400 and 5 MiB
 	// (Pulsar's dispatcherMaxReadSizeBytes; its dispatcherMaxReadBatchSize is 100, but every read
 	// costs a goroutine, a storage lookup, a pread and a round through the runner: reads of 400
-	// unbatched 1 KiB entries cut the catch-up's CPU per message by ~2-3 % against 100). One batch
-	// is read ahead of the window (entries read and not yet sent).
+	// unbatched 1 KiB entries cut the catch-up's CPU per message by ~2-3 % against 100). Up to two
+	// batches are read ahead of the window (entries read and not yet sent; see pump).
 	ReadBatchEntries int
 	ReadBatchBytes   int64
 	// MinBackoff / MaxBackoff bound retry delays. Defaults 100 ms and 5 s (DESIGN.md §6).
@@ -305,6 +305,10 @@ type Machine struct {
 	ackIdx        int // pending[:ackIdx] are acknowledged or skipped (where the next receipt's entry is searched from)
 	inflight      int
 	inflightBytes int64
+	unsentBytes   int64 // sizes of the entries in pending[sendIdx:] that are to be sent (not skipped)
+	// backlogged: the last read was a whole batch, so more is stored than read (a catch-up), and
+	// the next batch may be read while one waits to be sent (see pump).
+	backlogged bool
 
 	markDeleted      Position // acknowledged by the cursor
 	markDeleteWanted Position // last ActMarkDelete target
@@ -423,6 +427,7 @@ func (m *Machine) Handle(ev Event) []Action {
 			return acts
 		}
 		m.readBackoff = m.cfg.MinBackoff
+		m.backlogged = wholeBatch(e.Entries, m.cfg.ReadBatchEntries, m.cfg.ReadBatchBytes)
 		acts = m.addEntries(acts, e.Now, e.Entries)
 		if len(e.Entries) == 0 {
 			m.waiting = true
@@ -521,6 +526,8 @@ func (m *Machine) rewind() {
 	m.pending = m.store[:0]
 	m.sendIdx, m.ackIdx = 0, 0
 	m.inflight, m.inflightBytes = 0, 0
+	m.unsentBytes = 0
+	m.backlogged = false
 	m.epoch++
 	m.reading = false
 	m.waiting = false
@@ -557,6 +564,7 @@ func (m *Machine) addEntries(acts []Action, now time.Time, entries []Entry) []Ac
 			}
 		} else {
 			it.out = out
+			m.unsentBytes += int64(out.Size())
 		}
 		m.pending = append(m.pending, it)
 		m.readFrom = e.Position.Next()
@@ -620,6 +628,7 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 		it.sent = true
 		m.inflight++
 		m.inflightBytes += int64(it.out.Size())
+		m.unsentBytes -= int64(it.out.Size())
 		if outs == nil {
 			outs = make([]Outbound, 0, m.unsent())
 		}
@@ -634,13 +643,35 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 	// window is full, so that receipts find entries ready to send (no read round trip between a
 	// receipt and the next send) and reads stay whole batches rather than the few slots a burst
 	// of receipts frees (each read costs a storage lookup and, from disk, a pass from the nearest
-	// index point). Bounded: pending holds at most the window plus one read batch.
-	if !m.reading && !m.waiting && m.sendIdx == len(m.pending) {
+	// index point). In a catch-up (the last read was a whole batch) the next batch is read as soon
+	// as less than a batch waits to be sent, so that one batch is in hand while the next is read:
+	// a read from disk (O_DIRECT, so no kernel read-ahead) takes a device round trip, which would
+	// otherwise stall the sends after every batch. Near the end of the log reads are short, and
+	// reading again while some wait would only make many small reads. One read at a time;
+	// bounded: pending holds at most the window plus two read batches.
+	unsent := len(m.pending) - m.sendIdx
+	if !m.reading && !m.waiting && (unsent == 0 || m.backlogged && unsent < m.cfg.ReadBatchEntries && m.unsentBytes < m.cfg.ReadBatchBytes) {
 		m.reading = true
 		acts = append(acts, ActRead{Epoch: m.epoch, From: m.readFrom, MaxEntries: m.cfg.ReadBatchEntries, MaxBytes: m.cfg.ReadBatchBytes})
 	}
 	return acts
 }
+
+// wholeBatch reports whether a read returned all it was allowed to (MaxEntries entries, or close
+// to MaxBytes: the next entry would not have fitted), so the log likely holds more.
+func wholeBatch(es []Entry, maxEntries int, maxBytes int64) bool {
+	if len(es) >= maxEntries {
+		return true
+	}
+	var n int64
+	for _, e := range es {
+		n += int64(len(e.Data))
+	}
+	return n >= maxBytes/2
+}
+
+// HeldBytes is the size of the entries the machine keeps to send: in flight and read ahead.
+func (m *Machine) HeldBytes() int64 { return m.inflightBytes + m.unsentBytes }
 
 // unsent bounds the sends the next pump can make (the size of its ActSends).
 func (m *Machine) unsent() int {

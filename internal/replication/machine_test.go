@@ -269,27 +269,123 @@ func TestMachineInflightBound(t *testing.T) {
 	if len(sends(acts)) != 3 {
 		t.Fatal("want 3 sends")
 	}
+	// Two entries wait to be sent, less than a batch: the next batch is read now, so that it is
+	// in hand when they are sent (a read from disk is a device round trip).
+	rd2 := mustAct[ActRead](t, acts)
+	if rd2.MaxEntries != 5 || rd2.From != (Position{1, 5}) {
+		t.Fatalf("read %+v", rd2)
+	}
+	es = nil
+	for i := 5; i < 10; i++ {
+		es = append(es, mkEntry(t, Position{1, int64(i)}, "x", nil))
+	}
+	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd2.Epoch, Entries: es})
+	if len(sends(acts)) != 0 {
+		t.Fatal("sent beyond the window")
+	}
 	if _, ok := findAct[ActRead](acts); ok {
-		t.Fatal("read while read entries wait to be sent")
+		t.Fatal("read while a full batch waits to be sent")
 	}
 	// Each receipt sends the next entry already read; the next batch is read (ahead of the full
-	// window) once all are sent.
+	// window) once less than a batch waits.
 	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
 	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 3}) {
 		t.Fatalf("sends %+v", s)
 	}
 	if _, ok := findAct[ActRead](acts); ok {
-		t.Fatal("read while read entries wait to be sent")
+		t.Fatal("read while a full batch waits to be sent")
 	}
 	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 1}})
 	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 4}) {
 		t.Fatalf("sends %+v", s)
 	}
-	if rd := mustAct[ActRead](t, acts); rd.MaxEntries != 5 || rd.From != (Position{1, 5}) {
+	if _, ok := findAct[ActRead](acts); ok {
+		t.Fatal("read while a full batch waits to be sent")
+	}
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 2}})
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 5}) {
+		t.Fatalf("sends %+v", s)
+	}
+	if rd := mustAct[ActRead](t, acts); rd.MaxEntries != 5 || rd.From != (Position{1, 10}) {
 		t.Fatalf("read %+v", rd)
 	}
 	if c := m.Counters(); c.Inflight != 3 {
 		t.Fatalf("in flight %d", c.Inflight)
+	}
+}
+
+// TestMachineNoReadAheadAtTheTail: reads that come back short (the end of the log) do not make
+// the machine read again while entries wait for room in the window: a live stream behind a full
+// window would otherwise cost a read per new entry.
+func TestMachineNoReadAheadAtTheTail(t *testing.T) {
+	cfg := cfgAB()
+	cfg.MaxInflightEntries = 3
+	cfg.ReadBatchEntries = 5
+	m := NewMachine(cfg)
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	read := func(from, n int64) []Action {
+		var es []Entry
+		for i := from; i < from+n; i++ {
+			es = append(es, mkEntry(t, Position{1, i}, "x", nil))
+		}
+		return m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
+	}
+	acts := read(0, 2) // short: all sent, so the next read goes at once
+	if len(sends(acts)) != 2 {
+		t.Fatal("want 2 sends")
+	}
+	rd = mustAct[ActRead](t, acts)
+	acts = read(2, 2) // short again: one fits the window, one waits
+	if len(sends(acts)) != 1 {
+		t.Fatal("want 1 send")
+	}
+	if _, ok := findAct[ActRead](acts); ok {
+		t.Fatal("read again at the tail while an entry waits for the window")
+	}
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 3}) {
+		t.Fatalf("sends %+v", s)
+	}
+	if rd := mustAct[ActRead](t, acts); rd.From != (Position{1, 4}) {
+		t.Fatalf("read %+v", rd)
+	}
+}
+
+// TestMachineReadAheadBoundedByBytes: entries much larger than ReadBatchBytes / ReadBatchEntries
+// must not make the machine read batch after batch because fewer than ReadBatchEntries wait.
+func TestMachineReadAheadBoundedByBytes(t *testing.T) {
+	cfg := cfgAB()
+	cfg.MaxInflightEntries = 1
+	cfg.ReadBatchEntries = 100
+	big := strings.Repeat("b", 4096)
+	m := NewMachine(cfg)
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	probe := mkEntry(t, Position{1, 0}, big, nil)
+	out, _, err := PrepareEntry(probe, cfg.Local, cfg.Remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cfg.ReadBatchBytes = int64(3 * out.Size()) // a "full" batch by bytes is three entries
+	next := int64(0)
+	reads := 0
+	for reads < 10 {
+		var es []Entry
+		for range 3 {
+			es = append(es, mkEntry(t, Position{1, next}, big, nil))
+			next++
+		}
+		acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
+		reads++
+		r, ok := findAct[ActRead](acts)
+		if !ok {
+			break
+		}
+		rd = r
+	}
+	if reads > 2 {
+		t.Fatalf("%d reads with one entry in flight: read-ahead not bounded by bytes", reads)
 	}
 }
 

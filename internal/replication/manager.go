@@ -55,9 +55,16 @@ type ManagerOptions struct {
 	// topic created behind the Manager's back). Default 30 s.
 	ResyncInterval time.Duration
 	// Index options for OpenIndex.
-	Index  IndexOptions
-	Logger *slog.Logger
+	Index IndexOptions
+	// MemoryBytes bounds the entries all replicators hold at once, read and not yet acknowledged
+	// by their remote (budget.go): 0 = DefaultReplicationMemoryBytes, negative = no bound.
+	MemoryBytes int64
+	Logger      *slog.Logger
 }
+
+// DefaultReplicationMemoryBytes is ManagerOptions.MemoryBytes' default: room for about six
+// replicators catching up at full speed (a window of 32 MiB plus two reads of up to 5 MiB each).
+const DefaultReplicationMemoryBytes = 256 << 20
 
 // Manager runs the replicators of one broker: it follows policy changes (by the catalog's watch)
 // and topic loads, and starts, stops and reconfigures replicators as Plan decides. It also keeps
@@ -67,6 +74,7 @@ type Manager struct {
 	log       *slog.Logger
 	producers RemoteProducerFactory
 	ownsProd  *ClientFactory
+	budget    *MemoryBudget // shared by every replicator of this broker
 
 	mu        sync.Mutex
 	running   map[Key]*managed
@@ -125,6 +133,11 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		running: map[Key]*managed{}, failed: map[Key]failedStart{}, indexes: map[string]*Index{}, abandoned: map[string]int64{},
 		topicReq: map[string]bool{}, nsReq: map[string]bool{}, kick: make(chan struct{}, 1),
 	}
+	if opts.MemoryBytes == 0 {
+		opts.MemoryBytes = DefaultReplicationMemoryBytes
+	}
+	m.opts.MemoryBytes = opts.MemoryBytes
+	m.budget = NewMemoryBudget(opts.MemoryBytes)
 	m.producers = opts.Producers
 	if m.producers == nil {
 		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, Logger: opts.Logger})
@@ -550,7 +563,7 @@ func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
 	mc := m.opts.Machine
 	mc.Local, mc.Remote, mc.Rate = m.opts.Local, w.Remote, w.Rate
 	r, err := StartRunner(ctx, RunnerConfig{
-		Machine: mc, Topic: lt, Producers: m.producers, StartAt: w.StartAt, Logger: m.log,
+		Machine: mc, Topic: lt, Producers: m.producers, StartAt: w.StartAt, Logger: m.log, Budget: m.budget,
 	})
 	if err != nil {
 		// Never silent: shown in the topic's stats as lastError, logged, and retried shortly.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // memTopic is an in-memory LocalTopic for unit tests (the real one, over storage, is exercised by
@@ -101,11 +102,18 @@ func (t *memTopic) Read(ctx context.Context, from Position, maxEntries int, maxB
 	if t.readErr != nil {
 		return nil, t.readErr
 	}
+	// As storage does: up to maxEntries and maxBytes, but always at least one entry.
 	var out []Entry
+	var bytes int64
 	for _, e := range t.entries {
-		if e.Position.Compare(from) >= 0 && len(out) < maxEntries {
-			out = append(out, e)
+		if e.Position.Compare(from) < 0 || len(out) >= maxEntries {
+			continue
 		}
+		if len(out) > 0 && bytes+int64(len(e.Data)) > maxBytes {
+			break
+		}
+		out = append(out, e)
+		bytes += int64(len(e.Data))
 	}
 	return out, nil
 }
@@ -182,6 +190,9 @@ type memRemote struct {
 	refuse   error
 	lose     int // drop the connection on the next n sends
 	produced []string
+	// ackDelay holds every receipt this long (in order; the entries are stored at once), so that
+	// entries stay in flight as behind a slow link.
+	ackDelay time.Duration
 }
 
 var errRemoteDown = errors.New("connection refused")
@@ -196,13 +207,38 @@ func (r *memRemote) NewProducer(ctx context.Context, remote, topic, producerName
 		return nil, r.refuse
 	}
 	r.produced = append(r.produced, producerName)
-	return &memProducer{r: r}, nil
+	p := &memProducer{r: r}
+	if r.ackDelay > 0 {
+		p.acks = make(chan delayedAck, 1<<16)
+		p.acksDone = make(chan struct{})
+		go p.deliverAcks(r.ackDelay)
+	}
+	return p, nil
 }
 
 type memProducer struct {
 	r      *memRemote
 	mu     sync.Mutex
 	closed bool
+	// With ackDelay: receipts queued for deliverAcks.
+	acks     chan delayedAck
+	acksDone chan struct{}
+}
+
+type delayedAck struct {
+	due  time.Time
+	done func(error)
+}
+
+// deliverAcks calls the queued receipts in order, each once it is due; on Close, the rest at once.
+func (p *memProducer) deliverAcks(delay time.Duration) {
+	defer close(p.acksDone)
+	for a := range p.acks {
+		if d := time.Until(a.due); d > 0 {
+			time.Sleep(d)
+		}
+		a.done(nil)
+	}
 }
 
 func (p *memProducer) Send(out Outbound, done func(error)) {
@@ -235,12 +271,22 @@ func (p *memProducer) Send(out Outbound, done func(error)) {
 			commit(pos.LedgerID, pos.EntryID, nil)
 		}
 	}
+	if p.acks != nil {
+		p.acks <- delayedAck{due: time.Now().Add(p.r.ackDelay), done: done}
+		return
+	}
 	done(nil)
 }
 
 func (p *memProducer) Close(ctx context.Context) error {
+	p.r.mu.Lock() // as Send: no send between the check of closed and the queueing of its receipt
+	defer p.r.mu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	if !p.closed && p.acks != nil {
+		close(p.acks)
+		<-p.acksDone
+	}
 	p.closed = true
+	p.mu.Unlock()
 	return nil
 }

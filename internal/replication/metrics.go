@@ -16,6 +16,12 @@ var (
 		[]string{"cluster", "namespace", "topic", "remote_cluster"}, nil)
 	descRunning = prometheus.NewDesc("meridian_replicators_running",
 		"Replicators running on this broker.", []string{"cluster"}, nil)
+	descMemory = prometheus.NewDesc("meridian_replication_memory_bytes",
+		"Bytes of entries the replicators hold (read, not yet acknowledged by the remote), against --replication-memory-bytes.",
+		[]string{"cluster"}, nil)
+	descMemoryLimit = prometheus.NewDesc("meridian_replication_memory_limit_bytes",
+		"--replication-memory-bytes: catch-up reads wait while the replicators hold this much (0: no bound).",
+		[]string{"cluster"}, nil)
 )
 
 // Collector returns a Prometheus collector of the Manager's own figures.
@@ -27,6 +33,8 @@ func (c managerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descAbandoned
 	ch <- descDuplicates
 	ch <- descRunning
+	ch <- descMemory
+	ch <- descMemoryLimit
 }
 
 func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -35,6 +43,8 @@ func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAbandoned, prometheus.CounterValue, float64(n), local, remote)
 	}
 	ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(len(c.m.Running())), local)
+	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(c.m.budget.Used()), local)
+	ch <- prometheus.MustNewConstMetric(descMemoryLimit, prometheus.GaugeValue, float64(max(0, c.m.budget.Limit())), local)
 	c.m.mu.Lock()
 	indexes := make(map[string]*Index, len(c.m.indexes))
 	for t, x := range c.m.indexes {

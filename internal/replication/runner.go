@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,9 @@ type RunnerConfig struct {
 	// Schemas registers schemas on the remote before the entries that use them; nil = entries keep
 	// their schema_version (when Producers implements SchemaTranslator, StartRunner uses it).
 	Schemas SchemaTranslator
+	// Budget is the broker-wide bound on entries held by replicators (nil = none): reads of a
+	// catch-up wait for room in it (budget.go).
+	Budget *MemoryBudget
 }
 
 // Runner drives a Machine against a local topic and a remote producer: it owns one event-loop
@@ -68,6 +72,16 @@ type Runner struct {
 	sendBuf   []Outbound // sends being batched into one SendBatch
 	sendGen   int64
 	sendTo    batchSender
+	held      int64 // bytes of cfg.Budget this replicator holds (what its machine keeps; see trueUp)
+	// memoryLimited is set while a catch-up read waits for room in cfg.Budget (Stats).
+	memoryLimited atomic.Bool
+}
+
+// readResult is a read's outcome with the budget it reserved (released by trueUp once the
+// machine took what it keeps).
+type readResult struct {
+	ev       EvReadDone
+	reserved int64
 }
 
 // StartRunner opens (creating if needed) the replication cursor synchronously, so that once it
@@ -181,7 +195,13 @@ func (r *Runner) Stop(ctx context.Context) error {
 				r.log.Debug("close replicator producer", "err", err)
 			}
 		}
+		if rr, ok := it.v.(readResult); ok {
+			r.cfg.Budget.Add(-rr.reserved)
+		}
 	}
+	// The loop and every worker are gone: what the replicator held goes back to the budget.
+	r.cfg.Budget.Add(-r.held)
+	r.held = 0
 	return nil
 }
 
@@ -208,7 +228,7 @@ func (r *Runner) Stats() Stats {
 		LastProgress:       c.LastProgress,
 		LastError:          c.LastError, LastErrorTime: c.LastErrorTime,
 		Phase: c.Phase.String(), Reconnects: reconnects, Skipped: c.Skipped,
-		RateLimited: c.RateLimited, Rate: rate,
+		RateLimited: c.RateLimited, Rate: rate, MemoryLimited: r.memoryLimited.Load(),
 	}
 	// The client reconnects by itself; while it does, the replicator is not connected, and the
 	// reason is shown at once rather than after the receipt timeout.
@@ -361,8 +381,22 @@ func (r *Runner) handleInbox(ctx context.Context, msg any) {
 			delete(r.timers, v.kind)
 			r.handle(ctx, EvTimer{Now: now, Kind: v.kind})
 		}
+	case readResult:
+		r.held += v.reserved
+		r.handle(ctx, v.ev)
 	case Event:
 		r.handle(ctx, v)
+	}
+}
+
+// trueUp makes the budget this replicator holds what its machine keeps: entries in flight and
+// read ahead (loop only). It releases a read's reservation down to what the read brought, the
+// entries the remote acknowledged, everything after a rewind; and it adds what tailing reads
+// brought without waiting.
+func (r *Runner) trueUp(keeps int64) {
+	if d := keeps - r.held; d != 0 {
+		r.cfg.Budget.Add(d)
+		r.held = keeps
 	}
 }
 
@@ -371,7 +405,9 @@ func (r *Runner) handle(ctx context.Context, ev Event) {
 	r.mu.Lock()
 	acts := r.m.Handle(ev)
 	lastErr := r.m.c.LastError
+	keeps := r.m.HeldBytes()
 	r.mu.Unlock()
+	r.trueUp(keeps)
 	if lastErr != r.lastErr {
 		if lastErr != "" {
 			r.log.Warn("replicator error; retrying", "err", lastErr)
@@ -471,28 +507,39 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 			r.closeProducer(p)
 		}
 	case ActRead:
-		read := func() {
+		read := func(reserved int64) {
 			es, err := r.cfg.Topic.Read(ctx, a.From, a.MaxEntries, a.MaxBytes)
 			if err == nil && r.cfg.Schemas != nil {
 				// Entries are handed over as read-only; translation copies what it changes.
 				es, err = translateSchemas(ctx, r.cfg.Schemas, r.cfg.Machine.Local, r.cfg.Machine.Remote, r.cfg.Topic.Name(), es)
 			}
 			if ctx.Err() != nil {
+				r.cfg.Budget.Add(-reserved)
 				return
 			}
-			r.inbox.post(EvReadDone{Now: r.now(), Epoch: a.Epoch, Entries: es, Err: err})
+			r.inbox.post(readResult{ev: EvReadDone{Now: r.now(), Epoch: a.Epoch, Entries: es, Err: err}, reserved: reserved})
 		}
 		if r.tailing {
 			// Caught up and just woken by a new entry: it is in the entry cache, so read it here
-			// rather than hand over to another goroutine and back (latency of the live path).
+			// rather than hand over to another goroutine and back (latency of the live path). It
+			// does not wait for the budget: trueUp adds the little it brings.
 			r.tailing = false
-			read()
+			read(0)
 			return
 		}
 		r.workers.Add(1)
 		go func() {
 			defer r.workers.Done()
-			read()
+			// A catch-up read waits for room for the most it can bring; trueUp gives back the rest.
+			if !r.cfg.Budget.TryAcquire(a.MaxBytes) {
+				r.memoryLimited.Store(true)
+				err := r.cfg.Budget.Acquire(ctx, a.MaxBytes)
+				r.memoryLimited.Store(false)
+				if err != nil {
+					return // stopping
+				}
+			}
+			read(a.MaxBytes)
 		}()
 	case ActSend:
 		p, ok := r.producers[a.Gen]

@@ -35,7 +35,9 @@ type Stats struct {
 	Reconnects                int64
 	Skipped                   map[SkipReason]int64 // entries not sent, by reason
 	RateLimited               bool
-	Rate                      Rate
+	// MemoryLimited: a catch-up read waits for room in the broker's replication memory budget.
+	MemoryLimited bool
+	Rate          Rate
 
 	// Inbound (from the remote's replicator), filled from the topic's Index.
 	MsgRateIn             float64
@@ -64,6 +66,7 @@ func (s Stats) Admin() adminapi.ReplicatorStats {
 		StartMode:                 string(s.StartMode),
 		LastError:                 s.LastError,
 		RateLimited:               s.RateLimited,
+		MemoryLimited:             s.MemoryLimited,
 		DuplicatesDropped:         s.DuplicatesDropped,
 		Reconnects:                s.Reconnects,
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -800,6 +801,25 @@ func TestTopologyActiveStandbyFailover(t *testing.T) {
 			produceConcurrently(t, chk, b.Client(t), "b", topic, []string{"b-p0", "b-p1"}, n)
 			checkOrigins(t, "b", harness.Drain(t, chk, "b", onB, 2*n, 30*time.Second))
 
+			// The failback check, as a runbook runs it: not yet (a is down, b holds its failover
+			// messages) ...
+			ctl := harness.MeridianctlBinary(t)
+			failback := func(wait string) (int, string) {
+				cmd := exec.Command(ctl, "--admin-url", b.WebURL(), "namespaces", "replication-status", geoNamespace,
+					"--remote", "a", "--wait", wait, "--interval", "100ms")
+				out, err := cmd.CombinedOutput()
+				var exit *exec.ExitError
+				if err != nil && !errors.As(err, &exit) {
+					t.Fatalf("meridianctl: %v\n%s", err, out)
+				}
+				return cmd.ProcessState.ExitCode(), string(out)
+			}
+			if variant == "standby-lists-both" {
+				if code, out := failback("0s"); code != 1 || !(strings.Contains(out, "disconnected") || strings.Contains(out, "behind")) {
+					t.Fatalf("failback check while a is down: exit %d\n%s", code, out)
+				}
+			}
+
 			// a is back; b's failover messages flow back to a.
 			a.InProcess.Start()
 			if variant == "failback-earliest" {
@@ -811,6 +831,10 @@ func TestTopologyActiveStandbyFailover(t *testing.T) {
 					t.Fatalf("b: namespace property replicationStartAt=earliest: %v", err)
 				}
 				b.SetReplicationClusters(t, geoNamespace, "a", "b")
+			}
+			// ... and once a is back, the tool says when a has everything b stored (exit 0).
+			if code, out := failback("30s"); code != 0 || !strings.Contains(out, "caught-up") {
+				t.Fatalf("failback check after a returned: exit %d\n%s", code, out)
 			}
 			b.WaitReplicationCaughtUp(t, 30*time.Second, topic, "a")
 			onA := newConsumer(t, a.Client(t), pulsar.ConsumerOptions{

@@ -61,6 +61,29 @@ func MeridianBinary(t testing.TB) string {
 	return buildPath
 }
 
+// MeridianctlBinary returns the path of a meridianctl binary built from the working tree (at most
+// once per test process), for tests that drive a procedure the way an operator or a script would.
+func MeridianctlBinary(t testing.TB) string {
+	t.Helper()
+	toolsMu.Lock()
+	defer toolsMu.Unlock()
+	const key = "root:meridianctl"
+	if p, ok := tools[key]; ok {
+		return p
+	}
+	if err := ensureBuildDir(); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	out := filepath.Join(buildDir, "meridianctl")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/meridianctl")
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("harness: go build ./cmd/meridianctl: %v\n%s", err, b)
+	}
+	tools[key] = out
+	return out
+}
+
 // ToolBinary returns the path of ./cmd/<name> of the tests module, built (without -race) at most once
 // per test process. Tools run pulsar-client-go code whose own data races must not fail a -race test
 // binary (see cmd/e2e-producer).
