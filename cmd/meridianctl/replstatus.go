@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -54,19 +55,11 @@ type replReport struct {
 // empty, every replicator a topic has is judged and topics without any are left out.
 func assessReplication(ns string, stats map[string]adminapi.TopicStats, remotes []string) replReport {
 	r := replReport{Namespace: ns, Counts: map[string]int{}, Rows: []replRow{}}
-	topics := make([]string, 0, len(stats))
-	for t := range stats {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
-	for _, t := range topics {
+	for _, t := range slices.Sorted(maps.Keys(stats)) {
 		st := stats[t]
 		want := remotes
 		if len(want) == 0 {
-			for name := range st.Replication {
-				want = append(want, name)
-			}
-			sort.Strings(want)
+			want = slices.Sorted(maps.Keys(st.Replication))
 		}
 		for _, remote := range want {
 			row := replRow{Topic: t, Remote: remote}
