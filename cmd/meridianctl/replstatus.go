@@ -64,9 +64,9 @@ func assessReplication(ns string, stats map[string]adminapi.TopicStats, remotes 
 		for _, remote := range want {
 			row := replRow{Topic: t, Remote: remote}
 			rs, ok := st.Replication[remote]
-			// Caught up is "connected, and the remote acknowledged everything stored here". An
-			// old lastError does not change that: the replicator clears it on its next receipt,
-			// and one with nothing to send gets none.
+			// Caught up is "connected, and the remote acknowledged everything stored here"; a
+			// lastError the stats still show then (from a broker that does not clear it) does not
+			// change that.
 			switch {
 			case !ok:
 				row.Status = replMissing

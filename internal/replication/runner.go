@@ -249,6 +249,13 @@ func (r *Runner) Stats() Stats {
 			}
 		}
 	}
+	if s.Connected && s.LastError != "" && s.ReplicationBacklog == 0 && !s.OutboundConnectedSince.IsZero() &&
+		s.LastErrorTime.Before(s.OutboundConnectedSince) {
+		// The error came before the current connection, and the remote has everything stored
+		// here: it is over. The next receipt would clear it, but an idle topic sends none, and an
+		// alert on lastError (meridian_replication_error) would never clear after an outage.
+		s.LastError, s.LastErrorTime = "", time.Time{}
+	}
 	if s.Connected {
 		s.OutboundConnection = ProducerName(r.cfg.Machine.Local, r.cfg.Machine.Remote)
 	}

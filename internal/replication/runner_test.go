@@ -165,6 +165,23 @@ func TestRunnerRemoteDownThenBack(t *testing.T) {
 	checkRemote(t, p, payloads(0, 20))
 }
 
+// TestRunnerIdleAfterOutageClearsError: a replicator with nothing to send that connects after an
+// outage shows no lastError (no receipt will ever clear it, and an alert on it would never end),
+// while one with a backlog keeps it until the remote has everything.
+func TestRunnerIdleAfterOutageClearsError(t *testing.T) {
+	p := newPair(t)
+	p.remote.down = true
+	r := p.start(t, StartEarliest, nil) // an empty topic: nothing to replicate
+	waitFor(t, 5*time.Second, "outage visible", func() bool { s := r.Stats(); return !s.Connected && s.LastError != "" })
+	p.remote.mu.Lock()
+	p.remote.down = false
+	p.remote.mu.Unlock()
+	waitFor(t, 5*time.Second, "healthy after the outage", func() bool {
+		s := r.Stats()
+		return s.Connected && s.ReplicationBacklog == 0 && s.LastError == ""
+	})
+}
+
 func TestRunnerConnectionLossesNeverDuplicate(t *testing.T) {
 	p := newPair(t)
 	p.produce(t, 200)
