@@ -99,53 +99,29 @@ func TestStandaloneRefusesBadFlags(t *testing.T) {
 	}
 }
 
-// TestDirectWriteBytesFlag: 0 on the command line turns direct writes off (the node reads 0 as
-// "the default", so it gets -1); a number of bytes is passed on.
-func TestDirectWriteBytesFlag(t *testing.T) {
+// TestByteThresholdFlags: for the byte flags where 0 on the command line means "never" (no direct
+// writes, always the page cache, no replication memory bound), the node gets -1 (it reads 0 as "the
+// default"); a number of bytes is passed on.
+func TestByteThresholdFlags(t *testing.T) {
 	for _, tc := range []struct {
-		arg  string
-		want int
-	}{{"0", -1}, {"262144", 262144}} {
-		opts, err := parseStandalone(t, "--direct-write-bytes", tc.arg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := opts[0].DirectWriteBytes; got != tc.want {
-			t.Errorf("--direct-write-bytes %s: node option %d, want %d", tc.arg, got, tc.want)
-		}
-	}
-}
-
-// TestBypassCacheBytesFlag: 0 on the command line always uses the page cache (the node reads 0
-// as "the default", so it gets -1); a number of bytes is passed on.
-func TestBypassCacheBytesFlag(t *testing.T) {
-	for _, tc := range []struct {
-		arg  string
-		want int
-	}{{"0", -1}, {"1048576", 1 << 20}} {
-		opts, err := parseStandalone(t, "--bypass-cache-bytes", tc.arg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := opts[0].BypassCacheBytes; got != tc.want {
-			t.Errorf("--bypass-cache-bytes %s: node option %d, want %d", tc.arg, got, tc.want)
-		}
-	}
-}
-
-// TestReplicationMemoryBytesFlag: 0 on the command line means no bound (the node reads 0 as "the
-// default", so it gets -1); a number of bytes is passed on.
-func TestReplicationMemoryBytesFlag(t *testing.T) {
-	for _, tc := range []struct {
+		flag string
+		get  func(node.Options) int64
 		arg  string
 		want int64
-	}{{"0", -1}, {"1073741824", 1 << 30}} {
-		opts, err := parseStandalone(t, "--replication-memory-bytes", tc.arg)
+	}{
+		{"direct-write-bytes", func(o node.Options) int64 { return int64(o.DirectWriteBytes) }, "0", -1},
+		{"direct-write-bytes", func(o node.Options) int64 { return int64(o.DirectWriteBytes) }, "262144", 262144},
+		{"bypass-cache-bytes", func(o node.Options) int64 { return int64(o.BypassCacheBytes) }, "0", -1},
+		{"bypass-cache-bytes", func(o node.Options) int64 { return int64(o.BypassCacheBytes) }, "1048576", 1 << 20},
+		{"replication-memory-bytes", func(o node.Options) int64 { return o.ReplicationMemoryBytes }, "0", -1},
+		{"replication-memory-bytes", func(o node.Options) int64 { return o.ReplicationMemoryBytes }, "1073741824", 1 << 30},
+	} {
+		opts, err := parseStandalone(t, "--"+tc.flag, tc.arg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := opts[0].ReplicationMemoryBytes; got != tc.want {
-			t.Errorf("--replication-memory-bytes %s: node option %d, want %d", tc.arg, got, tc.want)
+		if got := tc.get(opts[0]); got != tc.want {
+			t.Errorf("--%s %s: node option %d, want %d", tc.flag, tc.arg, got, tc.want)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func (b *MemoryBudget) Acquire(ctx context.Context, n int64) error {
 	}
 	for {
 		b.mu.Lock()
-		if b.limit <= 0 || b.used == 0 || b.used+n <= b.limit {
+		if b.fitsLocked(n) {
 			b.used += n
 			b.mu.Unlock()
 			return nil
@@ -62,11 +62,16 @@ func (b *MemoryBudget) TryAcquire(n int64) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.limit <= 0 || b.used == 0 || b.used+n <= b.limit {
-		b.used += n
-		return true
+	if !b.fitsLocked(n) {
+		return false
 	}
-	return false
+	b.used += n
+	return true
+}
+
+// fitsLocked reports whether n more bytes are admitted now: they fit, or nothing is held (b.mu held).
+func (b *MemoryBudget) fitsLocked(n int64) bool {
+	return b.limit <= 0 || b.used == 0 || b.used+n <= b.limit
 }
 
 // Add holds n more bytes without waiting (n < 0 releases).
