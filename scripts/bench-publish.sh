@@ -24,15 +24,21 @@ mkdir -p "$OUT" "$BIN"
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+# The hypervisor's share ("steal" in /proc/stat): rates and tails on a shared host follow it, so every
+# run prints it. cpu_ticks prints "steal total"; steal_since prints the share since such a reading.
+cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+steal_since() { cpu_ticks | { read -r s1 t1; echo "$1 $s1 $t1"; } | awk '{d=$4-$2; printf "# host steal %.1f%% of CPU time (%d ticks)\n", (d > 0 ? 100*($3-$1)/d : 0), $3-$1}'; }
 settle() { local t0=$SECONDS; sync; echo "# sync before the next run: $((SECONDS - t0)) s, dirty now $(grep -E '^Dirty' /proc/meminfo | tr -s ' ')"; }
 run_perf() { # name, env... (TOPIC_KIND=non-persistent for the ceiling, MODE=both for a consumer too)
   local name=$1; shift
+  local t0; t0=$(cpu_ticks)
   # The perf tool prints a stats line every 10 s and hangs on shutdown (see the server helper's note in
   # docs/performance.md), so it is stopped with SIGKILL after DUR+2 s and only its stats lines are read.
   env "$@" PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46650 TOPIC="${TOPIC_KIND:-persistent}://public/default/$name" \
     timeout -s KILL "$((DUR + 20))s" "$bench/pulsar-perf.sh" "${MODE:-produce}" > "$OUT/$name.log" 2>&1 || true
   pkill -KILL -f "^$BIN/perf " 2>/dev/null || true # a consumer that outlived the killed wrapper
   echo "### $name ($*)"; grep -E 'Publish rate|Consume rate' "$OUT/$name.log" | sed 's/.*\(Publish\|Consume\) rate/\1 rate/; s/\\[nt]//g; s/"$//' || true
+  steal_since "$t0"
 }
 mpid=
 trap 'if [ -n "$mpid" ]; then kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/null || true; fi' EXIT
@@ -40,7 +46,9 @@ trap 'if [ -n "$mpid" ]; then kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/
 run_nats() {
   settle
   echo "## peer: NATS JetStream publish (nats.sh pub, REPS=1)"
+  local t0; t0=$(cpu_ticks)
   NATS_SERVER="$BIN/nats-server" REPS=1 WORK="$OUT/natsbench" "$bench/nats.sh" pub 2>&1 | tee "$OUT/nats-pub.log" | grep -E '^pub |ack latency'
+  steal_since "$t0"
 }
 run_meridian() {
   # NATS does not fsync before acknowledging: whatever it leaves dirty is written back before Meridian

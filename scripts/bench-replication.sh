@@ -30,8 +30,11 @@ floors="$(dirname "$tbin")/machinelat"
 (cd tests && go build -o "$floors" ./cmd/machinelat)
 run() { # env assignments...; prints the test's figure lines
   (cd internal/replication && env "$@" timeout 20m "$tbin" -test.count=1 -test.timeout 20m -test.run "$TEST" -test.v 2>&1) |
-    grep -E 'catch-up of|target storage|latency a->b|FAIL|panic' || true
+    grep -E 'catch-up of|target storage|latency a->b|host: steal|FAIL|panic' || true
 }
+# The hypervisor's share ("steal" in /proc/stat) during the peer's runs; the Meridian tests print their own.
+cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+steal_since() { cpu_ticks | { read -r s1 t1; echo "$1 $s1 $t1"; } | awk '{d=$4-$2; printf "    host: steal %.1f%% of CPU time (%d ticks)\n", (d > 0 ? 100*($3-$1)/d : 0), $3-$1}'; }
 # REPS > 1 alternates the peer and Meridian, so every Meridian figure has a peer figure from minutes
 # before it (this machine's disk and CPU change from one minute to the next).
 for rep in $(seq "$REPS"); do
@@ -40,8 +43,10 @@ for rep in $(seq "$REPS"); do
     echo "## NATS: skipped (PARTS)"
   elif [ -x "$NATS_SERVER" ] || command -v "$NATS_SERVER" >/dev/null 2>&1; then
     echo "## NATS JetStream mirror (SYNC=$SYNC)"
+    t0=$(cpu_ticks)
     NATS_SERVER="$NATS_SERVER" SYNC="$SYNC" LAT_RATE="$LAT_RATE" timeout 20m ../shared/bench/nats.sh catchup $(want latency && echo latency) 2>&1 |
       grep -E 'mirror caught up|from create|latency run|origin A|mirror B \(' | grep -v 'msgs=0 ' || echo "(nats.sh failed)"
+    steal_since "$t0"
   else
     echo "## NATS: $NATS_SERVER not found; skipping the peer"
   fi

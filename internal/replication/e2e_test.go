@@ -552,6 +552,7 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	stopProfile := profileWindow(t, os.Getenv("MERIDIAN_BENCH_PROFILE"))
 	cpu0 := processCPU()
 	user0, sys0 := processCPUSplit()
+	steal := startHostSteal()
 	start := time.Now()
 	a.replicateTo(t, ctx, "a", "b")
 	for {
@@ -578,6 +579,7 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	// copies) swings more between runs than the process's own work.
 	t.Logf("catch-up CPU split: user %.2f µs/msg, system %.2f µs/msg",
 		float64((user1-user0).Microseconds())/float64(n), float64((sys1-sys0).Microseconds())/float64(n))
+	t.Logf("host: %s", steal)
 	st := storageCounters(t, b)
 	t.Logf("target storage: %.0f MB through the journal, %.0f MB written directly to segments (--direct-write-bytes); %.0f group commits, %.2f ms each on average (write and fsync)",
 		st.journal/1e6, st.direct/1e6, st.commits, 1e3*st.commitSeconds/max(st.commits, 1))
@@ -604,6 +606,52 @@ func storageCounters(t *testing.T, c *cluster) targetStorage {
 		}
 	}
 	return st
+}
+
+// hostSteal measures the CPU time the hypervisor took from this virtual machine ("steal" in
+// /proc/stat) over a benchmark: on a shared host the latency tail and the rates follow it, so each
+// figure is printed with it (docs/performance.md compares runs by it).
+type hostSteal struct{ steal0, total0 uint64 }
+
+// startHostSteal reads the counters at the start of a measurement.
+func startHostSteal() hostSteal {
+	s, tot := readHostCPU()
+	return hostSteal{steal0: s, total0: tot}
+}
+
+// String is the steal since the start, as a share of the machine's CPU time.
+func (h hostSteal) String() string {
+	s, tot := readHostCPU()
+	if tot <= h.total0 {
+		return "steal unknown (no /proc/stat)"
+	}
+	return fmt.Sprintf("steal %.1f%% of the machine's CPU time (%d ticks)", 100*float64(s-h.steal0)/float64(tot-h.total0), s-h.steal0)
+}
+
+// readHostCPU returns the steal and total ticks of the first line of /proc/stat (zeros elsewhere).
+func readHostCPU() (steal, total uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0
+		}
+		if i < 8 { // user..steal; guest time is already counted in user
+			total += n
+		}
+		if i == 7 {
+			steal = n
+		}
+	}
+	return steal, total
 }
 
 // processCPU is the user+system CPU time the test process has used so far.
@@ -709,6 +757,7 @@ func TestReplicationLatency(t *testing.T) {
 	const dur, warmup = 12 * time.Second, 2 * time.Second
 	total := rate * int(dur/time.Second)
 	payload := make([]byte, 1024)
+	steal := startHostSteal()
 	start := time.Now()
 	go func() {
 		tick := time.NewTicker(time.Millisecond)
@@ -750,6 +799,7 @@ func TestReplicationLatency(t *testing.T) {
 	t.Logf("latency a->b at %d msg/s x 1 KiB over %v (the first %v left out): p50 %v, p99 %v, p99.9 %v, max %v", rate, dur-warmup, warmup,
 		lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)*999/1000], lat[len(lat)-1])
 	t.Logf("  with the warm-up: p50 %v, p99 %v, max %v", all[len(all)/2], all[len(all)*99/100], all[len(all)-1])
+	t.Logf("  host: %s", steal)
 	// The storage's share: a message waits for one group commit on each cluster.
 	for _, c := range []*cluster{a, b} {
 		for _, h := range []string{"meridian_storage_commit_seconds", "meridian_storage_sync_seconds"} {
