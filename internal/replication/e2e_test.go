@@ -728,8 +728,9 @@ func profileWindow(t *testing.T, prefix string) func() {
 // TestReplicationLatency measures producer-on-a to consumer-on-b latency at a fixed rate (1 KiB,
 // publish time to receive time, same clock). Run with MERIDIAN_BENCH_LATENCY=msgPerSec (e.g. 5000);
 // it runs 12 s and summarises the last 10 s, then prints each cluster's storage latency histograms.
-// LATDBG=1 also logs every message slower than 50 ms with its send time (to line stalls up with
-// checkpoints: a 64 MiB journal fills in ~11 s at this rate).
+// LATDBG=ms also logs, grouped by 100 ms of send time, every message slower than that many
+// milliseconds (50 if not a number), to line stalls up with the storage's debug log
+// (MERIDIAN_TEST_LOG=debug: slow fsyncs, checkpoints; a 64 MiB journal fills in ~11 s at this rate).
 func TestReplicationLatency(t *testing.T) {
 	rate, _ := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_LATENCY"))
 	if rate <= 0 {
@@ -759,6 +760,9 @@ func TestReplicationLatency(t *testing.T) {
 	payload := make([]byte, 1024)
 	steal := startHostSteal()
 	start := time.Now()
+	// The receipts from a say how much of the latency is a's own group commit and round trip.
+	var receiptMu sync.Mutex
+	receipts := make([]time.Duration, 0, total)
 	go func() {
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
@@ -767,8 +771,16 @@ func TestReplicationLatency(t *testing.T) {
 			<-tick.C
 			due := int(time.Since(start).Seconds() * float64(rate))
 			for ; sent < due && sent < total; sent++ {
-				msg := client.ProducerMessage{Payload: payload, Properties: map[string]string{"t": strconv.FormatInt(time.Now().UnixNano(), 10)}}
-				if err := p.SendAsync(ctx, msg, func(client.MessageID, error) {}); err != nil {
+				at := time.Now()
+				msg := client.ProducerMessage{Payload: payload, Properties: map[string]string{"t": strconv.FormatInt(at.UnixNano(), 10)}}
+				if err := p.SendAsync(ctx, msg, func(client.MessageID, error) {
+					if at.Sub(start) >= warmup {
+						d := time.Since(at)
+						receiptMu.Lock()
+						receipts = append(receipts, d)
+						receiptMu.Unlock()
+					}
+				}); err != nil {
 					return
 				}
 			}
@@ -778,6 +790,14 @@ func TestReplicationLatency(t *testing.T) {
 	lat := make([]time.Duration, 0, total) // sent after the warm-up
 	slow := slowLog{start: start}
 	defer slow.print(t)
+	slowAbove := time.Duration(-1)
+	if v := os.Getenv("LATDBG"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			ms = 50
+		}
+		slowAbove = time.Duration(ms) * time.Millisecond
+	}
 	for len(all) < total {
 		m, err := cons.Receive(ctx)
 		if err != nil {
@@ -786,7 +806,7 @@ func TestReplicationLatency(t *testing.T) {
 		ns, _ := strconv.ParseInt(m.Properties["t"], 10, 64)
 		d := time.Since(time.Unix(0, ns))
 		all = append(all, d)
-		if d > 50*time.Millisecond && os.Getenv("LATDBG") != "" {
+		if slowAbove >= 0 && d > slowAbove {
 			slow.add(time.Unix(0, ns), d)
 		}
 		if time.Unix(0, ns).Sub(start) >= warmup {
@@ -799,6 +819,12 @@ func TestReplicationLatency(t *testing.T) {
 	t.Logf("latency a->b at %d msg/s x 1 KiB over %v (the first %v left out): p50 %v, p99 %v, p99.9 %v, max %v", rate, dur-warmup, warmup,
 		lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)*999/1000], lat[len(lat)-1])
 	t.Logf("  with the warm-up: p50 %v, p99 %v, max %v", all[len(all)/2], all[len(all)*99/100], all[len(all)-1])
+	receiptMu.Lock()
+	slices.Sort(receipts)
+	if n := len(receipts); n > 0 {
+		t.Logf("  the producer's receipts from a (send to receipt, after the warm-up): p50 %v, p99 %v, max %v", receipts[n/2], receipts[n*99/100], receipts[n-1])
+	}
+	receiptMu.Unlock()
 	t.Logf("  host: %s", steal)
 	// The storage's share: a message waits for one group commit on each cluster.
 	for _, c := range []*cluster{a, b} {
