@@ -758,6 +758,10 @@ func TestReplicationLatency(t *testing.T) {
 	const dur, warmup = 12 * time.Second, 2 * time.Second
 	total := rate * int(dur/time.Second)
 	payload := make([]byte, 1024)
+	// MERIDIAN_BENCH_PROFILE=prefix (and MERIDIAN_BENCH_TRACE=1) profile the measured run, as in
+	// TestReplicationCatchUpThroughput.
+	stopProfile := profileWindow(t, os.Getenv("MERIDIAN_BENCH_PROFILE"))
+	defer stopProfile()
 	steal := startHostSteal()
 	start := time.Now()
 	// The receipts from a say how much of the latency is a's own group commit and round trip.
@@ -814,6 +818,7 @@ func TestReplicationLatency(t *testing.T) {
 		}
 		_ = cons.Ack(ctx, m.ID)
 	}
+	stopProfile()
 	slices.Sort(lat)
 	slices.Sort(all)
 	t.Logf("latency a->b at %d msg/s x 1 KiB over %v (the first %v left out): p50 %v, p99 %v, p99.9 %v, max %v", rate, dur-warmup, warmup,
