@@ -219,6 +219,12 @@ func (b *Broker) PoliciesChanged(ns naming.NamespaceName) { b.b.policiesChanged(
 // The server makes each connection's limiter a child of it (NewMemoryLimiter(limit, parent)).
 func (b *Broker) PublishLimiter() *MemoryLimiter { return b.b.publishLimiter }
 
+// PublishLatency is the histogram of the time from the broker core taking a publish to handing
+// its result to the caller, for every publish of every topic: waiting behind the producer's
+// earlier publishes, dedup, and (persistent topics) the group commit. Network and the
+// connection's own queues are not in it.
+func (b *Broker) PublishLatency() storage.LatencyHistogram { return b.b.publishLatency.Snapshot() }
+
 // Cluster returns Config.Cluster.
 func (b *Broker) Cluster() string { return b.b.cfg.Cluster }
 

@@ -24,6 +24,7 @@ type brokerState struct {
 	log             *slog.Logger
 	clock           Clock
 	publishLimiter  *MemoryLimiter
+	publishLatency  storage.LatencyRecorder // every publish, from taken to answered
 	replicatedIndex func(ctx context.Context, topic naming.TopicName, ledger *storage.Ledger) (ReplicatedEntryIndex, error)
 
 	producerSeq atomic.Uint64

@@ -664,3 +664,36 @@ func TestPublishSlotReuseKeepsOrder(t *testing.T) {
 		t.Fatalf("%d still queued", queued)
 	}
 }
+
+// Every publish is in the broker's publish latency histogram once: one at a time, in a group, and
+// one refused without an append.
+func TestPublishLatencyCountsEveryPublish(t *testing.T) {
+	e := newEnv(t, Config{AutoTopicCreation: true})
+	p := addProducer(t, e.topic("lat"), ProducerOptions{})
+	results := make(chan PublishResult, 16)
+	done := func(r PublishResult) { results <- r }
+	for i := 0; i < 10; i++ {
+		p.Publish(PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "m"), SequenceID: int64(i)}, done)
+	}
+	group := make([]PublishRequest, 5)
+	for i := range group {
+		seq := uint64(10 + i)
+		group[i] = PublishRequest{Entry: entry(t, p.Name(), seq, 1, "g"), SequenceID: int64(seq)}
+	}
+	p.PublishBatch(group, done)
+	// Refused before any append: highest sequence id below the lowest.
+	p.Publish(PublishRequest{Entry: entry(t, p.Name(), 20, 1, "bad"), SequenceID: 20, HighestSequenceID: 19}, done)
+	failed := 0
+	for range 16 {
+		if r := <-results; r.Err != nil {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d publishes failed, want the refused one only", failed)
+	}
+	h := e.b.PublishLatency()
+	if h.Count() != 16 || h.Sum <= 0 {
+		t.Fatalf("publish latency histogram: %d observations, sum %v; want 16 and a positive sum", h.Count(), h.Sum)
+	}
+}

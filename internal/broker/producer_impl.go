@@ -22,6 +22,7 @@ type pubSlot struct {
 	res          PublishResult
 	ready        bool
 	bytes        int64
+	taken        time.Time // when the broker core took the publish: the publish latency starts here
 
 	// Set for an append (publish to a persistent topic that reaches storage).
 	p          *producerState
@@ -70,7 +71,7 @@ func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 func (p *producerState) publishCharged(req PublishRequest, done func(PublishResult)) {
 	t := p.topic
 	n := int64(len(req.Entry))
-	slot := newSlot(done, n)
+	slot := newSlot(done, n, time.Now())
 	p.qmu.Lock()
 	p.queue = append(p.queue, slot)
 	p.qmu.Unlock()
@@ -84,12 +85,12 @@ func (p *producerState) publishCharged(req PublishRequest, done func(PublishResu
 }
 
 // newSlot takes a publish slot from the pool.
-func newSlot(done func(PublishResult), bytes int64) *pubSlot {
+func newSlot(done func(PublishResult), bytes int64, taken time.Time) *pubSlot {
 	slot := slotPool.Get().(*pubSlot)
 	if slot.appendDoneFn == nil { // new
 		slot.appendDoneFn = slot.appendDone
 	}
-	slot.done, slot.bytes = done, bytes
+	slot.done, slot.bytes, slot.taken = done, bytes, taken
 	return slot
 }
 
@@ -127,10 +128,11 @@ func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishRes
 	var slotsBuf [maxPublishGroup]*pubSlot
 	slots := slotsBuf[:len(reqs)]
 	var total int64
+	taken := time.Now() // one clock read per group
 	for i := range reqs {
 		n := int64(len(reqs[i].Entry))
 		total += n
-		slots[i] = newSlot(done, n)
+		slots[i] = newSlot(done, n, taken)
 	}
 	if !charged {
 		p.limiter.AcquireN(total, int64(len(reqs)))
@@ -316,7 +318,9 @@ func (p *producerState) complete(slot *pubSlot, res PublishResult) {
 			bytes += s.bytes
 		}
 		p.limiter.ReleaseN(bytes, int64(len(batch)))
+		answered := time.Now() // one clock read per batch of answers
 		for j, s := range batch {
+			p.topic.b.publishLatency.Observe(answered.Sub(s.taken))
 			s.done(s.res)
 			// Delivered: nothing refers to the slot any more (storage called appendDone, which
 			// touches its slot only before complete), so it can serve another publish.

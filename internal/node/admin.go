@@ -45,7 +45,8 @@ func (n *Node) mountAdmin() error {
 
 // nodeCollector exports the node's own figures: how receipts relate to fsync (so an operator sees
 // a weakened durability mode in metrics, not only in the startup log), connection and frame
-// counters of the binary-protocol server, and the storage engine's sync figures.
+// counters of the binary-protocol server, the storage engine's sync figures and the broker core's
+// publish latency.
 type nodeCollector struct{ n *Node }
 
 var (
@@ -63,10 +64,11 @@ var (
 	descDirectBytes  = prometheus.NewDesc("meridian_storage_direct_bytes_total", "Bytes written straight to segment files instead of the journal (--direct-write-bytes).", nil, nil)
 	descSyncSeconds  = prometheus.NewDesc("meridian_storage_sync_seconds", "Duration of journal sync rounds (fdatasync).", nil, nil)
 	descCommitSecs   = prometheus.NewDesc("meridian_storage_commit_seconds", "Time from a group commit's first append until it can be acknowledged (with --fsync always: until it is durable).", nil, nil)
+	descPublishSecs  = prometheus.NewDesc("meridian_publish_latency_seconds", "Time from the broker taking a publish (a SEND, replicated ones included) to its receipt or error being handed to the connection: the producer's earlier publishes, dedup and the group commit.", nil, nil)
 )
 
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs} {
+	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs, descPublishSecs} {
 		ch <- d
 	}
 }
@@ -98,6 +100,9 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDirectBytes, prometheus.CounterValue, float64(m.DirectBytes))
 		ch <- latencyHistogramMetric(descSyncSeconds, m.SyncLatency)
 		ch <- latencyHistogramMetric(descCommitSecs, m.CommitLatency)
+	}
+	if b := n.components.broker; b != nil {
+		ch <- latencyHistogramMetric(descPublishSecs, b.PublishLatency())
 	}
 }
 

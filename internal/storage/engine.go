@@ -127,7 +127,7 @@ type engineCounters struct {
 	directWrites, directBytes                                  atomic.Int64
 	cursorFlushes, trimmedSegments, tornTails, checkpoints     atomic.Int64
 	journalFills                                               atomic.Int64 // journal files zero-filled to full size (nextjournal.go)
-	syncLatency, commitLatency                                 latencyHistogram
+	syncLatency, commitLatency                                 LatencyRecorder
 }
 
 // batch is one group commit: journal bytes plus what to do once they are durable.
@@ -644,8 +644,8 @@ func (e *Engine) Metrics() EngineMetrics {
 		FsyncErrors:        e.m.fsyncErrors.Load(),
 		FsyncLatencySum:    time.Duration(e.m.fsyncNanos.Load()),
 		FsyncLatencyMax:    time.Duration(e.m.fsyncMaxNanos.Load()),
-		SyncLatency:        e.m.syncLatency.snapshot(),
-		CommitLatency:      e.m.commitLatency.snapshot(),
+		SyncLatency:        e.m.syncLatency.Snapshot(),
+		CommitLatency:      e.m.commitLatency.Snapshot(),
 		BytesWritten:       e.m.bytesWritten.Load(),
 		EntriesWritten:     e.m.entriesWritten.Load(),
 		UnsyncedAcks:       e.m.unsyncedAcks.Load(),
@@ -945,7 +945,7 @@ func (e *Engine) releaseIdleBatches(now time.Time) {
 // toApplier hands a job to the applier, counting it (sync loop only).
 func (e *Engine) toApplier(job applyJob) {
 	if job.b != nil && job.err == nil && len(job.b.items) > 0 {
-		e.m.commitLatency.observe(time.Since(job.b.opened))
+		e.m.commitLatency.Observe(time.Since(job.b.opened))
 	}
 	e.handedJobs++
 	e.applyCh <- job

@@ -36,13 +36,16 @@ func (h LatencyHistogram) Count() int64 {
 	return n
 }
 
-// latencyHistogram records durations without locks; any goroutine may observe.
-type latencyHistogram struct {
+// LatencyRecorder records durations into LatencyBounds' buckets without locks; any goroutine may
+// observe. The zero value is ready. The broker core records its publish latency with it too, so that
+// every latency histogram of a broker has the same buckets.
+type LatencyRecorder struct {
 	counts [20]atomic.Int64 // len(LatencyBounds) + 1
 	sum    atomic.Int64
 }
 
-func (h *latencyHistogram) observe(d time.Duration) {
+// Observe records one duration.
+func (h *LatencyRecorder) Observe(d time.Duration) {
 	i := 0
 	for i < len(LatencyBounds) && d > LatencyBounds[i] {
 		i++
@@ -51,7 +54,8 @@ func (h *latencyHistogram) observe(d time.Duration) {
 	h.sum.Add(int64(d))
 }
 
-func (h *latencyHistogram) snapshot() LatencyHistogram {
+// Snapshot returns the counts so far.
+func (h *LatencyRecorder) Snapshot() LatencyHistogram {
 	s := LatencyHistogram{Counts: make([]int64, len(h.counts)), Sum: time.Duration(h.sum.Load())}
 	for i := range h.counts {
 		s.Counts[i] = h.counts[i].Load()
@@ -68,7 +72,7 @@ func (e *Engine) recordSync(d time.Duration) {
 	if int64(d) > e.m.fsyncMaxNanos.Load() {
 		e.m.fsyncMaxNanos.Store(int64(d))
 	}
-	e.m.syncLatency.observe(d)
+	e.m.syncLatency.Observe(d)
 	e.logSlowSync(d)
 }
 

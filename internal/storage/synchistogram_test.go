@@ -8,11 +8,11 @@ import (
 )
 
 func TestLatencyHistogramBuckets(t *testing.T) {
-	var h latencyHistogram
+	var h LatencyRecorder
 	for _, d := range []time.Duration{0, 250 * time.Microsecond, 251 * time.Microsecond, 3 * time.Millisecond, 2 * time.Second, time.Hour} {
-		h.observe(d)
+		h.Observe(d)
 	}
-	s := h.snapshot()
+	s := h.Snapshot()
 	if len(s.Counts) != len(LatencyBounds)+1 {
 		t.Fatalf("%d buckets for %d bounds", len(s.Counts), len(LatencyBounds))
 	}
@@ -62,7 +62,7 @@ func TestLatencyHistogramsFilled(t *testing.T) {
 }
 
 func TestLatencyBoundsFitTheCounters(t *testing.T) {
-	var h latencyHistogram
+	var h LatencyRecorder
 	if len(h.counts) != len(LatencyBounds)+1 {
 		t.Fatalf("%d counters for %d bounds", len(h.counts), len(LatencyBounds))
 	}
