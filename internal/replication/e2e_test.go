@@ -831,9 +831,9 @@ func TestReplicationLatency(t *testing.T) {
 	}
 	receiptMu.Unlock()
 	t.Logf("  host: %s", steal)
-	// The storage's share: a message waits for one group commit on each cluster.
+	// The broker's and the storage's shares: a message waits for one group commit on each cluster.
 	for _, c := range []*cluster{a, b} {
-		for _, h := range []string{"meridian_storage_commit_seconds", "meridian_storage_sync_seconds"} {
+		for _, h := range []string{"meridian_publish_latency_seconds", "meridian_storage_commit_seconds", "meridian_storage_sync_seconds"} {
 			t.Logf("  %s %s: %s", c.name, h, histogramQuantiles(scrapeMetrics(t, c), h))
 		}
 	}
