@@ -639,17 +639,13 @@ func readHostCPU() (steal, total uint64) {
 	if len(f) < 9 || f[0] != "cpu" {
 		return 0, 0
 	}
-	for i, v := range f[1:] {
+	// user, nice, system, idle, iowait, irq, softirq, steal; guest time is already counted in user.
+	for _, v := range f[1:9] {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return 0, 0
 		}
-		if i < 8 { // user..steal; guest time is already counted in user
-			total += n
-		}
-		if i == 7 {
-			steal = n
-		}
+		total, steal = total+n, n // the last of them is steal
 	}
 	return steal, total
 }
@@ -727,7 +723,8 @@ func profileWindow(t *testing.T, prefix string) func() {
 
 // TestReplicationLatency measures producer-on-a to consumer-on-b latency at a fixed rate (1 KiB,
 // publish time to receive time, same clock). Run with MERIDIAN_BENCH_LATENCY=msgPerSec (e.g. 5000);
-// it runs 12 s and summarises the last 10 s, then prints each cluster's storage latency histograms.
+// it runs 12 s and summarises the last 10 s, then prints a's receipt latency, the host's steal and
+// each cluster's publish and storage latency histograms.
 // LATDBG=ms also logs, grouped by 100 ms of send time, every message slower than that many
 // milliseconds (50 if not a number), to line stalls up with the storage's debug log
 // (MERIDIAN_TEST_LOG=debug: slow fsyncs, checkpoints; a 64 MiB journal fills in ~11 s at this rate).
