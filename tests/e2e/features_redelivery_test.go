@@ -219,7 +219,9 @@ func TestDelayedDeliverySurvivesRestart(t *testing.T) {
 	b := harness.StartInProcess(t, nil)
 	client := harness.NewClient(t, b, nil)
 	topic := harness.Topic(t)
-	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared}
+	// AckWithResponse: the acknowledgement of "now" must reach the broker before the restart (the
+	// client otherwise groups acks for 100 ms, and an ack lost in a restart redelivers, as it should).
+	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Type: pulsar.Shared, AckWithResponse: true}
 	cons := newConsumer(t, client, opts)
 	// Closed before the restart: a producer still reconnecting when the test ends would leave the
 	// client's lookup retry running (pulsar-client-go does not cancel it on Close).
@@ -239,7 +241,9 @@ func TestDelayedDeliverySurvivesRestart(t *testing.T) {
 	if err != nil || string(m.Payload()) != "now" {
 		t.Fatalf("first: %v %v", m, err)
 	}
-	_ = cons.Ack(m)
+	if err := cons.Ack(m); err != nil {
+		t.Fatal(err)
+	}
 	prod.Close()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
