@@ -727,7 +727,8 @@ func profileWindow(t *testing.T, prefix string) func() {
 // each cluster's publish and storage latency histograms.
 // LATDBG=ms also logs, grouped by 100 ms of send time, every message slower than that many
 // milliseconds (50 if not a number), to line stalls up with the storage's debug log
-// (MERIDIAN_TEST_LOG=debug: slow fsyncs, checkpoints; a 64 MiB journal fills in ~11 s at this rate).
+// (MERIDIAN_TEST_LOG=debug: slow fsyncs, checkpoints; a 64 MiB journal fills in ~11 s at this rate),
+// each group with the host's steal ticks while it was in flight (a 1 ms sampler of /proc/stat).
 func TestReplicationLatency(t *testing.T) {
 	rate, _ := strconv.Atoi(os.Getenv("MERIDIAN_BENCH_LATENCY"))
 	if rate <= 0 {
@@ -798,6 +799,11 @@ func TestReplicationLatency(t *testing.T) {
 			ms = 50
 		}
 		slowAbove = time.Duration(ms) * time.Millisecond
+		// Each slow group is printed with the host's steal in its window: a burst of steal freezes
+		// the whole chain on a 2-vCPU machine, and /proc/stat only says how much, not when.
+		sampler := startStealSampler(time.Millisecond)
+		defer sampler.stop()
+		slow.steal = sampler
 	}
 	for len(all) < total {
 		m, err := cons.Receive(ctx)
@@ -841,6 +847,7 @@ func TestReplicationLatency(t *testing.T) {
 type slowLog struct {
 	start   time.Time
 	buckets []slowBucket
+	steal   *stealSampler // nil: not sampled
 }
 
 type slowBucket struct {
@@ -861,9 +868,85 @@ func (s *slowLog) add(sent time.Time, d time.Duration) {
 }
 
 func (s *slowLog) print(t *testing.T) {
-	for _, b := range s.buckets {
-		t.Logf("slow: %d sent in the 100 ms from %s (+%v), max latency %v", b.n, b.at.UTC().Format("15:04:05.000"), b.at.Sub(s.start).Round(time.Millisecond), b.max)
+	if s.steal != nil {
+		s.steal.stop()
 	}
+	withSteal := 0
+	for _, b := range s.buckets {
+		steal := ""
+		if s.steal != nil {
+			// The window in which these messages were in flight: sent in the bucket's 100 ms,
+			// received at most b.max later.
+			n := s.steal.ticksBetween(b.at, b.at.Add(100*time.Millisecond+b.max))
+			if n > 0 {
+				withSteal++
+			}
+			steal = fmt.Sprintf(", host steal in flight %d ticks (10 ms each)", n)
+		}
+		t.Logf("slow: %d sent in the 100 ms from %s (+%v), max latency %v%s", b.n, b.at.UTC().Format("15:04:05.000"), b.at.Sub(s.start).Round(time.Millisecond), b.max, steal)
+	}
+	if s.steal != nil && len(s.buckets) > 0 {
+		t.Logf("slow groups with host steal while in flight: %d of %d (steal ticks over the whole run: %d)", withSteal, len(s.buckets), s.steal.ticksBetween(time.Time{}, time.Now()))
+	}
+}
+
+// stealSampler records when the host's steal counter (/proc/stat, all CPUs) advanced, read every
+// interval, so that slow messages can be lined up with the bursts in which the hypervisor took the
+// machine's CPUs. The counter is in ticks of 10 ms, so a burst shows up when it completes a tick.
+type stealSampler struct {
+	done    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	jumps   []stealJump
+}
+
+type stealJump struct {
+	at    time.Time
+	ticks uint64
+}
+
+func startStealSampler(interval time.Duration) *stealSampler {
+	s := &stealSampler{done: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(s.stopped)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		prev, _ := readHostCPU()
+		for {
+			select {
+			case <-s.done:
+				return
+			case <-tick.C:
+			}
+			cur, _ := readHostCPU()
+			if cur > prev {
+				s.mu.Lock()
+				s.jumps = append(s.jumps, stealJump{at: time.Now(), ticks: cur - prev})
+				s.mu.Unlock()
+			}
+			prev = cur
+		}
+	}()
+	return s
+}
+
+func (s *stealSampler) stop() {
+	s.once.Do(func() { close(s.done) })
+	<-s.stopped
+}
+
+// ticksBetween sums the steal ticks that appeared in [from, to].
+func (s *stealSampler) ticksBetween(from, to time.Time) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for _, j := range s.jumps {
+		if !j.at.Before(from) && !j.at.After(to) {
+			n += j.ticks
+		}
+	}
+	return n
 }
 
 // scrapeMetrics returns c's /metrics text.
