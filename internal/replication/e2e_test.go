@@ -801,9 +801,8 @@ func TestReplicationLatency(t *testing.T) {
 		slowAbove = time.Duration(ms) * time.Millisecond
 		// Each slow group is printed with the host's steal in its window: a burst of steal freezes
 		// the whole chain on a 2-vCPU machine, and /proc/stat only says how much, not when.
-		sampler := startStealSampler(time.Millisecond)
-		defer sampler.stop()
-		slow.steal = sampler
+		// slow.print (deferred above, so it runs on every exit) stops it.
+		slow.steal = startStealSampler(time.Millisecond)
 	}
 	for len(all) < total {
 		m, err := cons.Receive(ctx)
@@ -893,11 +892,10 @@ func (s *slowLog) print(t *testing.T) {
 // stealSampler records when the host's steal counter (/proc/stat, all CPUs) advanced, read every
 // interval, so that slow messages can be lined up with the bursts in which the hypervisor took the
 // machine's CPUs. The counter is in ticks of 10 ms, so a burst shows up when it completes a tick.
+// jumps is read only after stop, which waits for the sampling goroutine to end.
 type stealSampler struct {
 	done    chan struct{}
 	stopped chan struct{}
-	once    sync.Once
-	mu      sync.Mutex
 	jumps   []stealJump
 }
 
@@ -921,9 +919,7 @@ func startStealSampler(interval time.Duration) *stealSampler {
 			}
 			cur, _ := readHostCPU()
 			if cur > prev {
-				s.mu.Lock()
 				s.jumps = append(s.jumps, stealJump{at: time.Now(), ticks: cur - prev})
-				s.mu.Unlock()
 			}
 			prev = cur
 		}
@@ -931,15 +927,14 @@ func startStealSampler(interval time.Duration) *stealSampler {
 	return s
 }
 
+// stop ends the sampling; call it once.
 func (s *stealSampler) stop() {
-	s.once.Do(func() { close(s.done) })
+	close(s.done)
 	<-s.stopped
 }
 
-// ticksBetween sums the steal ticks that appeared in [from, to].
+// ticksBetween sums the steal ticks that appeared in [from, to] (after stop).
 func (s *stealSampler) ticksBetween(from, to time.Time) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var n uint64
 	for _, j := range s.jumps {
 		if !j.at.Before(from) && !j.at.After(to) {
