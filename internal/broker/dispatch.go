@@ -525,9 +525,11 @@ func (d *dispatchState) handled(p readPlan, pos storage.Position) {
 	d.replayRemove(pos)
 }
 
-// unackedSet turns the cursor's acked bitset of a batch into the MESSAGE ack_set (bit set = still
-// to deliver) and counts the messages left.
+// unackedSet turns the cursor's acked bitset of a batch of n messages into the MESSAGE ack_set
+// (bit set = still to deliver) and counts the messages left. n comes from the entry's metadata, so
+// it is bounded to maxBatchMessages before it sizes anything.
 func unackedSet(acked []uint64, n int) ([]int64, int) {
+	n = batchMessages(n)
 	words := (n + 63) / 64
 	out := make([]int64, words)
 	left := 0

@@ -170,6 +170,10 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 	}
 	highest := highestSequenceID(req.SequenceID, req.HighestSequenceID, req.NumMessages)
 	res = PublishResult{SequenceID: req.SequenceID, HighestSequenceID: highest}
+	if req.NumMessages > maxBatchMessages {
+		res.Err = fmt.Errorf("%d messages in one entry, above the limit of %d: %w", req.NumMessages, maxBatchMessages, ErrNotAllowed)
+		return res, true
+	}
 	if req.HighestSequenceID > 0 && req.HighestSequenceID < req.SequenceID {
 		res.Err = fmt.Errorf("lowest sequence id %d above highest %d: %w", req.SequenceID, req.HighestSequenceID, ErrInvalidRequest)
 		return res, true

@@ -379,15 +379,21 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 		}
 		return nil
 	}
+	// A refused batch ack does not stop the others of the same command (the first error is
+	// returned, for the ACK_RESPONSE).
 	var whole []storage.Position
+	var batchErr error
 	for _, a := range acks {
 		if a.AckSet != nil {
-			if err := s.ackBatch(ctx, c, a); err != nil {
-				return err
+			if err := s.ackBatch(ctx, c, a); err != nil && batchErr == nil {
+				batchErr = err
 			}
 			continue
 		}
 		whole = append(whole, a.Position)
+	}
+	if len(whole) == 0 {
+		return batchErr
 	}
 	if len(whole) > 0 {
 		before := s.cursor.MarkDeletePosition()
@@ -402,7 +408,7 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 		s.mu.Unlock()
 		c.msgAcked.Add(int64(len(whole)))
 	}
-	return nil
+	return batchErr
 }
 
 // validAcks drops acknowledgements of positions after the last stored entry: acknowledging an
@@ -424,31 +430,27 @@ func (s *subscriptionState) validAcks(acks []Ack) ([]Ack, error) {
 	return kept, fmt.Errorf("ack of %v after the last entry %s: %w", bad, last, ErrInvalidRequest)
 }
 
-// ackBatch applies a batch-index acknowledgement (a.AckSet: bit set = still unacknowledged).
+// ackBatch applies a batch-index acknowledgement (a.AckSet: bit set = still unacknowledged). The
+// batch size is the entry's own: the one dispatched (read from the entry's metadata), or, for an
+// entry not pending here (delivered before a restart), the stored entry's. An ack that does not
+// fit the entry is refused (batchack.go).
 func (s *subscriptionState) ackBatch(ctx context.Context, c *consumerState, a Ack) error {
 	s.mu.Lock()
 	size := s.d.batchSize(a.Position)
 	s.mu.Unlock()
 	if size == 0 {
-		size = a.BatchSize
-	}
-	if size == 0 {
-		// Not pending here (e.g. delivered before a restart): ask the entry itself.
 		e, err := s.topic.ledger.ReadEntry(ctx, a.Position)
 		if err != nil {
 			return fmt.Errorf("batch ack %s on %q: %w", a.Position, s.name, err)
 		}
 		size = entryInfoOf(e, s.topic.b.log).numMessages
 	}
-	var acked []int
-	left := 0
-	for i := 0; i < size; i++ {
-		if wire.AckSetIsAcked(a.AckSet, i) {
-			acked = append(acked, i)
-		} else {
-			left++
-		}
+	if err := checkBatchAck(a, size); err != nil {
+		s.topic.b.log.Warn("batch acknowledgement refused", slog.String("topic", s.topic.name.String()),
+			slog.String("subscription", s.name), slog.String("consumer", c.name), slog.Any("err", err))
+		return err
 	}
+	acked, left := batchAckIndexes(a.AckSet, size)
 	if err := s.cursor.AckBatchIndexes(ctx, a.Position, size, acked); err != nil {
 		return fmt.Errorf("batch ack %s on %q: %w", a.Position, s.name, err)
 	}
@@ -766,7 +768,7 @@ func entryInfoOf(e storage.Entry, log *slog.Logger) entryInfo {
 		log.Warn("entry metadata does not parse; dispatching it as is", slog.String("position", e.Position.String()), slog.Any("err", err))
 		return info
 	}
-	info.numMessages = max(wire.NumMessages(md), 1)
+	info.numMessages = batchMessages(wire.NumMessages(md))
 	if md.NumChunksFromMsg != nil && md.GetNumChunksFromMsg() > 1 {
 		info.chunkUUID = md.GetUuid()
 		info.lastChunk = md.GetChunkId() >= md.GetNumChunksFromMsg()-1

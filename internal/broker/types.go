@@ -132,7 +132,8 @@ type PublishRequest struct {
 	// SequenceID and HighestSequenceID are CommandSend's fields (HighestSequenceID 0 = unset).
 	SequenceID        int64
 	HighestSequenceID int64
-	// NumMessages is CommandSend.num_messages (1 if unset).
+	// NumMessages is CommandSend.num_messages (1 if unset); above wire.MaxBatchMessages the
+	// publish is refused (ErrNotAllowed).
 	NumMessages int
 	// PublishTime is MessageMetadata.publish_time (unix ms); 0 = now.
 	PublishTime int64

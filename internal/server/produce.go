@@ -330,6 +330,13 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	if cmd.NumMessages != nil {
 		numMessages = int(cmd.GetNumMessages())
 	}
+	if err := checkBatchCounts(numMessages, md); err != nil {
+		// Stored, such an entry would need a batch-acknowledgement state the storage reader
+		// refuses: NotAllowedError makes the client give up on the message (not resend it).
+		c.log.Warn("SEND with too many messages refused", "producerId", id, "sequenceId", seq, "err", err)
+		sendError(pulsarpb.ServerError_NotAllowedError, err.Error())
+		return nil
+	}
 	req := broker.PublishRequest{
 		Entry:        entry,
 		SequenceID:   int64(seq),
@@ -357,6 +364,18 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	g := &c.sends
 	g.h, g.prod = h, prod
 	g.reqs = append(g.reqs, req)
+	return nil
+}
+
+// checkBatchCounts refuses a SEND whose num_messages, or whose metadata's num_messages_in_batch,
+// is negative or above wire.MaxBatchMessages.
+func checkBatchCounts(numMessages int, md wire.PublishMetadata) error {
+	if numMessages < 0 || numMessages > wire.MaxBatchMessages {
+		return fmt.Errorf("num_messages %d is outside 0..%d", numMessages, wire.MaxBatchMessages)
+	}
+	if md.HasNumMessages && (md.NumMessagesInBatch < 0 || md.NumMessagesInBatch > wire.MaxBatchMessages) {
+		return fmt.Errorf("num_messages_in_batch %d is outside 0..%d", md.NumMessagesInBatch, wire.MaxBatchMessages)
+	}
 	return nil
 }
 

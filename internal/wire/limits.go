@@ -1,0 +1,82 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// Limits on what a client may ask the broker to keep. Each of these ends up in state the broker
+// persists (cursor records, the dedup snapshot) or allocates per message, so each is checked where
+// it enters: at the protocol (server), at the admin API and in the broker core. docs/protocol.md
+// and docs/admin.md list them.
+const (
+	// MaxNameBytes bounds subscription, producer and consumer names.
+	MaxNameBytes = 256
+	// MaxProperties bounds the number of properties of one producer, consumer or subscription.
+	MaxProperties = 64
+	// MaxPropertiesBytes bounds the bytes of those properties (keys plus values).
+	MaxPropertiesBytes = 16 << 10
+	// MaxBatchMessages bounds the messages of one entry (CommandSend.num_messages and
+	// MessageMetadata.num_messages_in_batch): the storage reader refuses a batch-acknowledgement
+	// bitset for more messages than this, so the writer never accepts a larger batch.
+	MaxBatchMessages = 1 << 20
+)
+
+// CheckName refuses an empty name or one longer than MaxNameBytes; kind names it in the error
+// ("subscription", "producer", "consumer"). The error wraps ErrMetadata.
+func CheckName(kind, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty %s name", ErrMetadata, kind)
+	}
+	return CheckNameLength(kind, name)
+}
+
+// CheckNameLength is CheckName for names that may be empty (the broker then generates one).
+func CheckNameLength(kind, name string) error {
+	if len(name) > MaxNameBytes {
+		return fmt.Errorf("%w: %s name of %d bytes exceeds the limit of %d bytes", ErrMetadata, kind, len(name), MaxNameBytes)
+	}
+	return nil
+}
+
+// CheckProperties refuses more than MaxProperties properties or more than MaxPropertiesBytes of
+// keys and values; kind names their owner in the error. The error wraps ErrMetadata.
+func CheckProperties(kind string, props map[string]string) error {
+	if len(props) > MaxProperties {
+		return tooManyProperties(kind, len(props))
+	}
+	n := 0
+	for k, v := range props {
+		n += len(k) + len(v)
+	}
+	if n > MaxPropertiesBytes {
+		return propertiesTooLarge(kind, n)
+	}
+	return nil
+}
+
+// CheckKeyValues is CheckProperties for properties as they arrive in a command, before they are
+// collected into a map (so that a hostile list costs no map of its size). Repeated keys count
+// once each time they appear.
+func CheckKeyValues(kind string, kvs []*pulsarpb.KeyValue) error {
+	if len(kvs) > MaxProperties {
+		return tooManyProperties(kind, len(kvs))
+	}
+	n := 0
+	for _, kv := range kvs {
+		n += len(kv.GetKey()) + len(kv.GetValue())
+	}
+	if n > MaxPropertiesBytes {
+		return propertiesTooLarge(kind, n)
+	}
+	return nil
+}
+
+func tooManyProperties(kind string, n int) error {
+	return fmt.Errorf("%w: %d %s properties exceed the limit of %d", ErrMetadata, n, kind, MaxProperties)
+}
+
+func propertiesTooLarge(kind string, n int) error {
+	return fmt.Errorf("%w: %s properties of %d bytes exceed the limit of %d bytes", ErrMetadata, kind, n, MaxPropertiesBytes)
+}
