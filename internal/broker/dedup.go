@@ -18,8 +18,9 @@ import (
 // of the cursor dedupCursorName (key = producer name prefixed with dedupPropPrefix, value = decimal
 // sequence id), and that cursor's mark-delete position is moved to the last entry the snapshot
 // covers. On topic load the snapshot is read and every entry after the mark-delete position is
-// replayed (its metadata's producer_name, sequence_id and highest_sequence_id), so the state after
-// a crash is exactly the state of the durable log.
+// replayed (its metadata's producer_name, sequence_id and highest_sequence_id; replicated entries
+// excepted, as on the live path), so the state after a crash is exactly the state of the durable
+// log.
 
 const (
 	// dedupCursorName is the cursor holding dedup snapshots (Pulsar's name).
@@ -175,9 +176,11 @@ func (d *dedupState) restore(props map[string]string) {
 	}
 }
 
-// replay applies one stored entry's metadata (topic load).
+// replay applies one stored entry's metadata (topic load). Replicated entries are skipped, as the
+// live path skips replicator producers: they keep the origin's producer name and sequence ids, and
+// are deduplicated by their origin position, never under a local producer's name.
 func (d *dedupState) replay(md *pulsarpb.MessageMetadata) {
-	if md.MarkerType != nil {
+	if md.MarkerType != nil || md.ReplicatedFrom != nil {
 		return
 	}
 	if md.NumChunksFromMsg != nil && md.GetChunkId() != md.GetNumChunksFromMsg()-1 {
