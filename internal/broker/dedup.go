@@ -104,6 +104,20 @@ func (d *dedupState) check(producer string, seq, highest int64) dedupStatus {
 	return dedupNew
 }
 
+// checkChunk decides a chunk of a chunked message other than its last. The chunks share the
+// message's sequence id, which check records with the last chunk only: a chunk of a message
+// already persisted is a duplicate, one of a message pushed but not yet persisted is unknown, and
+// anything else is new; nothing is recorded.
+func (d *dedupState) checkChunk(producer string, seq int64) dedupStatus {
+	if last, ok := d.pushed[producer]; ok && seq <= last {
+		if p, ok := d.persisted[producer]; ok && seq <= p {
+			return dedupDuplicate
+		}
+		return dedupUnknown
+	}
+	return dedupNew
+}
+
 // persistedEntry records that an entry of producer up to highest is durable.
 func (d *dedupState) persistedEntry(producer string, highest int64) {
 	d.writable()

@@ -95,8 +95,10 @@ type dispatchState struct {
 	// autoSplit owns the hash ranges of the auto-split Key_Shared consumers (keyshared.go).
 	autoSplit autoSplitRanges
 	// chunkOwner keeps the chunks of one chunked message on one Shared consumer, so the client can
-	// reassemble it: message uuid -> the consumer that got its first chunk.
-	chunkOwner map[string]*dconsumer
+	// reassemble it: message uuid -> the route to the consumer that got its first chunk
+	// (chunkroute.go). chunkOf maps each pending chunk (but last chunks) to its message's uuid.
+	chunkOwner map[string]*chunkRoute
+	chunkOf    map[storage.Position]string
 	// avgBatch is a moving average of messages per entry, so that a read is sized in entries from
 	// permits counted in messages (as Pulsar's avgMessagesPerEntry).
 	avgBatch float64
@@ -360,14 +362,14 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 	}
 	// Shared: the rest of a chunked message goes where its first chunk went.
 	if e.chunkUUID != "" {
-		if c := d.chunkOwner[e.chunkUUID]; c != nil {
-			if slices.Contains(d.consumers, c) {
+		if r := d.chunkOwner[e.chunkUUID]; r != nil {
+			if c := r.to; slices.Contains(d.consumers, c) {
 				if d.canTake(c) {
 					return c
 				}
 				return nil
 			}
-			delete(d.chunkOwner, e.chunkUUID) // its consumer left: the client restarts the message
+			d.endChunkRoute(e.chunkUUID) // its consumer left: the client restarts the message
 		}
 	}
 	// Shared: round robin among the consumers with permits at the best (lowest) priority level.
@@ -467,14 +469,7 @@ func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(sto
 		}
 		c := d.selectConsumer(e)
 		if c != nil && e.chunkUUID != "" && d.subType == SubShared {
-			if e.lastChunk {
-				delete(d.chunkOwner, e.chunkUUID)
-			} else {
-				if d.chunkOwner == nil {
-					d.chunkOwner = make(map[string]*dconsumer)
-				}
-				d.chunkOwner[e.chunkUUID] = c
-			}
+			d.routeChunk(e, c)
 		}
 		if c == nil {
 			if d.subType == SubKeyShared && len(d.consumers) > 0 {
@@ -548,6 +543,7 @@ func unackedSet(acked []uint64, n int) ([]int64, int) {
 func (d *dispatchState) acked(ps ...storage.Position) {
 	for _, p := range ps {
 		if c := d.owner[p]; c != nil {
+			d.chunkLeft(p, c)
 			c.unacked -= int64(c.pending[p].left)
 			delete(c.pending, p)
 			delete(d.owner, p)
@@ -620,6 +616,7 @@ func (d *dispatchState) redeliverPending(c *dconsumer, ps []storage.Position) in
 	}
 	n := 0
 	for _, p := range list {
+		d.chunkLeft(p, c)
 		n += c.pending[p].left
 		c.unacked -= int64(c.pending[p].left)
 		delete(c.pending, p)
@@ -644,6 +641,7 @@ func (d *dispatchState) rewind(markDelete storage.Position) int {
 		c.unacked = 0
 	}
 	clear(d.owner)
+	d.clearChunkRoutes()
 	d.replay = nil
 	d.readPos = next(markDelete)
 	d.gen++
@@ -660,7 +658,7 @@ func (d *dispatchState) reset(readPos storage.Position) {
 	clear(d.owner)
 	clear(d.redeliveries)
 	clear(d.delayed)
-	clear(d.chunkOwner)
+	d.clearChunkRoutes()
 	d.delayQueue = nil
 	d.replay = nil
 	d.readPos = readPos

@@ -218,7 +218,11 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 		}
 	}
 	key := p.name
-	checked := !req.Marker && (!req.Chunk || req.LastChunk) && !p.isReplicator
+	deduped := !req.Marker && !p.isReplicator
+	// A chunked message is recorded with its last chunk; its other chunks are checked against what
+	// is recorded (a resent message is refused whole), but record nothing.
+	checked := deduped && (!req.Chunk || req.LastChunk)
+	earlyChunk := deduped && req.Chunk && !req.LastChunk
 	t.dedupMu.Lock()
 	dd := t.dedup
 	if dd != nil && t.dedupCursor == nil {
@@ -239,8 +243,14 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 		t.dedupMu.Lock()
 		dd = t.dedup
 	}
-	if dd != nil && checked {
-		switch dd.check(key, req.SequenceID, highest) {
+	if dd != nil && (checked || earlyChunk) {
+		status := dedupNew
+		if checked {
+			status = dd.check(key, req.SequenceID, highest)
+		} else {
+			status = dd.checkChunk(key, req.SequenceID)
+		}
+		switch status {
 		case dedupDuplicate:
 			t.dedupMu.Unlock()
 			res.Duplicate = true

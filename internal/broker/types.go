@@ -141,8 +141,9 @@ type PublishRequest struct {
 	// keyed by the broker-side producer name; replicator producers (names with the replicator
 	// prefix) skip producer dedup and go through Deps.ReplicatedIndex instead.
 	ProducerName string
-	// Chunk is set for a chunked message's chunk; LastChunk for its last chunk. Dedup records and
-	// checks chunked messages on the last chunk only.
+	// Chunk is set for a chunked message's chunk; LastChunk for its last chunk. Dedup records a
+	// chunked message with its last chunk, and answers every chunk of a message already recorded
+	// as a duplicate (a resent message is stored once, with no orphan chunks).
 	Chunk, LastChunk bool
 	// Marker is CommandSend.marker or MessageMetadata.marker_type set: never deduplicated.
 	Marker bool
