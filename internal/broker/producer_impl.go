@@ -409,8 +409,11 @@ func (t *topicState) appended(slot *pubSlot, pos storage.Position, err error) {
 		t.dedupMu.Lock()
 		dd.persistedEntry(key, res.HighestSequenceID)
 		if dd == t.dedup && dd.sinceSnapshot >= t.b.cfg.DedupSnapshotInterval && !t.snapshotRunning {
+			// This runs on the storage applier, which every topic's receipts wait for: the
+			// snapshot is built and written in the background.
 			t.snapshotRunning = true
-			t.startSnapshot(dd.snapshot(), pos)
+			dd.sinceSnapshot = 0
+			t.startSnapshot(dd, pos)
 		}
 		t.dedupMu.Unlock()
 	}

@@ -395,28 +395,6 @@ func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cu
 	return dd, cur, nil
 }
 
-// startSnapshot persists a dedup snapshot covering every entry up to pos, in the background. The
-// caller holds dedupMu and has set snapshotRunning.
-func (t *topicState) startSnapshot(props map[string]string, pos storage.Position) {
-	cur := t.dedupCursor
-	t.bg.Add(1)
-	go func() {
-		defer t.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err := cur.SetProperties(ctx, props)
-		if err == nil {
-			err = cur.MarkDelete(ctx, pos)
-		}
-		if err != nil {
-			t.b.log.Warn("dedup snapshot failed", slog.String("topic", t.name.String()), slog.Any("err", err))
-		}
-		t.dedupMu.Lock()
-		t.snapshotRunning = false
-		t.dedupMu.Unlock()
-	}()
-}
-
 // publishableLocked reports whether the topic accepts publishes; the caller holds pubMu.
 func (t *topicState) publishableLocked() error {
 	t.mu.Lock()
