@@ -21,6 +21,9 @@ func (t *Topic) Name() naming.TopicName { return t.t.name }
 // ErrProducerFenced (an Exclusive producer while others exist, as Pulsar; an old topic epoch),
 // ErrTopicTerminated or ErrTopicFenced.
 func (t *Topic) AddProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
+	if err := checkProducerOptions(opts); err != nil {
+		return nil, err
+	}
 	return t.t.addProducer(ctx, opts)
 }
 
@@ -29,6 +32,9 @@ func (t *Topic) AddProducer(ctx context.Context, opts ProducerOptions) (*Produce
 // Subscribe returns: queue it behind the SUBSCRIBE answer). Dispatching starts once the consumer
 // sends permits (Consumer.Flow). Errors wrap ErrConsumerBusy, ErrTopicFenced or storage errors.
 func (t *Topic) Subscribe(ctx context.Context, opts SubscribeOptions, sink ConsumerSink) (*Consumer, error) {
+	if err := checkSubscribeOptions(opts); err != nil {
+		return nil, err
+	}
 	return t.t.subscribe(ctx, opts, sink)
 }
 

@@ -622,17 +622,6 @@ func (t *topicState) openLocked() error {
 	return nil
 }
 
-// validSubscriptionName refuses names reserved for internal cursors.
-func (t *topicState) validSubscriptionName(name string) error {
-	if name == "" {
-		return fmt.Errorf("empty subscription name: %w", ErrInvalidRequest)
-	}
-	if t.b.isInternalCursor(name) {
-		return fmt.Errorf("subscription name %q is reserved: %w", name, ErrNotAllowed)
-	}
-	return nil
-}
-
 // subscribe implements Topic.Subscribe.
 func (t *topicState) subscribe(ctx context.Context, opts SubscribeOptions, sink ConsumerSink) (*Consumer, error) {
 	if err := t.validSubscriptionName(opts.Subscription); err != nil {

@@ -46,7 +46,11 @@ func (h *producerHandle) release(ctx context.Context) {
 func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 	reqID, id := cmd.GetRequestId(), cmd.GetProducerId()
 	topic, err := parseTopic(cmd.GetTopic())
+	if err == nil {
+		err = checkProducerCommand(cmd)
+	}
 	if err != nil {
+		c.log.Debug("producer refused", "topic", cmd.GetTopic(), "producerId", id, "err", err)
 		c.sendError(reqID, err)
 		return
 	}
@@ -117,6 +121,15 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 		}
 		c.sendProducerSuccess(reqID, prod, version, true)
 	})
+}
+
+// checkProducerCommand applies the limits on a PRODUCER's name and metadata before anything is
+// built from them.
+func checkProducerCommand(cmd *pulsarpb.CommandProducer) error {
+	if err := wire.CheckNameLength("producer", cmd.GetProducerName()); err != nil {
+		return err
+	}
+	return wire.CheckKeyValues("producer", cmd.GetMetadata())
 }
 
 // replicatorPrefix marks replicator producers (Pulsar's replicatorPrefix): "pulsar.repl.<source>--><target>".

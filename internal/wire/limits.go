@@ -23,11 +23,24 @@ const (
 	MaxBatchMessages = 1 << 20
 )
 
+// LimitError is a refusal by one of the limits above. It matches ErrMetadata (the code a client
+// gets for it); its text says which limit.
+type LimitError struct{ msg string }
+
+func (e *LimitError) Error() string { return e.msg }
+
+// Unwrap makes errors.Is(err, ErrMetadata) hold.
+func (e *LimitError) Unwrap() error { return ErrMetadata }
+
+func limitError(format string, args ...any) error {
+	return &LimitError{msg: fmt.Sprintf(format, args...)}
+}
+
 // CheckName refuses an empty name or one longer than MaxNameBytes; kind names it in the error
-// ("subscription", "producer", "consumer"). The error wraps ErrMetadata.
+// ("subscription", "producer", "consumer").
 func CheckName(kind, name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: empty %s name", ErrMetadata, kind)
+		return limitError("empty %s name", kind)
 	}
 	return CheckNameLength(kind, name)
 }
@@ -35,13 +48,13 @@ func CheckName(kind, name string) error {
 // CheckNameLength is CheckName for names that may be empty (the broker then generates one).
 func CheckNameLength(kind, name string) error {
 	if len(name) > MaxNameBytes {
-		return fmt.Errorf("%w: %s name of %d bytes exceeds the limit of %d bytes", ErrMetadata, kind, len(name), MaxNameBytes)
+		return limitError("%s name of %d bytes exceeds the limit of %d bytes", kind, len(name), MaxNameBytes)
 	}
 	return nil
 }
 
 // CheckProperties refuses more than MaxProperties properties or more than MaxPropertiesBytes of
-// keys and values; kind names their owner in the error. The error wraps ErrMetadata.
+// keys and values; kind names their owner in the error.
 func CheckProperties(kind string, props map[string]string) error {
 	if len(props) > MaxProperties {
 		return tooManyProperties(kind, len(props))
@@ -74,9 +87,9 @@ func CheckKeyValues(kind string, kvs []*pulsarpb.KeyValue) error {
 }
 
 func tooManyProperties(kind string, n int) error {
-	return fmt.Errorf("%w: %d %s properties exceed the limit of %d", ErrMetadata, n, kind, MaxProperties)
+	return limitError("%d %s properties exceed the limit of %d", n, kind, MaxProperties)
 }
 
 func propertiesTooLarge(kind string, n int) error {
-	return fmt.Errorf("%w: %s properties of %d bytes exceed the limit of %d bytes", ErrMetadata, kind, n, MaxPropertiesBytes)
+	return limitError("%s properties of %d bytes exceed the limit of %d bytes", kind, n, MaxPropertiesBytes)
 }
