@@ -79,10 +79,11 @@ func (t *Topic) SkipAll(ctx context.Context, name string) error { return t.t.ski
 // Skip acknowledges the next n unacknowledged entries of a subscription (admin skip).
 func (t *Topic) Skip(ctx context.Context, name string, n int) error { return t.t.skip(ctx, name, n) }
 
-// Peek returns up to n entries of a subscription's backlog from its first unacknowledged one
-// (admin peek-messages), without changing the subscription.
-func (t *Topic) Peek(ctx context.Context, name string, n int) ([]storage.Entry, error) {
-	return t.t.peek(ctx, name, n)
+// PeekEntry returns the n-th (1-based) unacknowledged entry of a subscription's backlog (admin
+// peek-messages), without changing the subscription; found is false when the backlog holds fewer.
+// It walks the backlog in bounded reads and keeps only the entry it returns.
+func (t *Topic) PeekEntry(ctx context.Context, name string, n int) (e storage.Entry, found bool, err error) {
+	return t.t.peekEntry(ctx, name, n)
 }
 
 // ReadEntry reads the entry at p (admin get-message-by-id).

@@ -281,7 +281,7 @@ func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int)
 	if n < 1 {
 		return adminapi.RawMessage{}, fmt.Errorf("%w: message position %d, want 1 or more", admin.ErrInvalidArgument, n)
 	}
-	entries, err := t.Peek(ctx, sub, n)
+	e, found, err := t.PeekEntry(ctx, sub, n)
 	if errors.Is(err, broker.ErrSubscriptionNotFound) && t.Ledger() != nil {
 		// Pulsar peeks a subscription that does not exist like a reader from the first entry
 		// (pulsaradmin's TestPeekMessagesWithProperties relies on it).
@@ -297,10 +297,10 @@ func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int)
 	if err != nil {
 		return adminapi.RawMessage{}, adminErr(err, nil)
 	}
-	if len(entries) < n {
-		return adminapi.RawMessage{}, fmt.Errorf("%w: the backlog holds %d entries", admin.ErrMessageNotFound, len(entries))
+	if !found {
+		return adminapi.RawMessage{}, fmt.Errorf("%w: the backlog holds fewer than %d entries", admin.ErrMessageNotFound, n)
 	}
-	return rawMessage(entries[n-1], name)
+	return rawMessage(e, name)
 }
 
 // nthEntry returns the n-th (1-based) stored entry, reading in bounded chunks so that peeking far
