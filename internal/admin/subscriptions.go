@@ -31,6 +31,7 @@ func (h *Handler) subscriptionRoutes(base string) {
 	h.handle("POST "+base+"/all_subscription/expireMessages/{seconds}", h.subscriptionExpireAll)
 	h.handle("GET "+sub+"/position/{n}", h.subscriptionPeek)
 	h.handle("GET "+base+"/ledger/{ledger}/entry/{entry}", h.messageByID)
+	h.subscriptionPropertiesRoutes(sub)
 }
 
 // topicTargets resolves the path's topic to the topics an operation applies to: the partitions of a

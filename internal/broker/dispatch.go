@@ -88,8 +88,11 @@ type dispatchState struct {
 	// whose position left delayed, or got another time, is skipped when it surfaces), so releasing
 	// due entries costs O(log n) each instead of a scan of every delayed entry per dispatch pass.
 	delayQueue delayHeap
-	// redeliveries counts earlier deliveries per position (Pulsar's redelivery tracker, in memory).
-	redeliveries map[storage.Position]uint32
+	// redeliveries counts earlier deliveries per position (Pulsar's redelivery tracker). The
+	// subscription persists the largest counts (substate.go); redeliveriesChanged tells it that
+	// they changed since it last did.
+	redeliveries        map[storage.Position]uint32
+	redeliveriesChanged bool
 	// owner maps each pending position to the consumer holding it.
 	owner map[storage.Position]*dconsumer
 	// autoSplit owns the hash ranges of the auto-split Key_Shared consumers (keyshared.go).
@@ -548,9 +551,17 @@ func (d *dispatchState) acked(ps ...storage.Position) {
 			delete(c.pending, p)
 			delete(d.owner, p)
 		}
-		delete(d.redeliveries, p)
+		d.forgetRedeliveries(p)
 		delete(d.delayed, p)
 		d.replayRemove(p)
+	}
+}
+
+// forgetRedeliveries drops the redelivery count of an acknowledged entry.
+func (d *dispatchState) forgetRedeliveries(p storage.Position) {
+	if _, ok := d.redeliveries[p]; ok {
+		delete(d.redeliveries, p)
+		d.redeliveriesChanged = true
 	}
 }
 
@@ -622,6 +633,7 @@ func (d *dispatchState) redeliverPending(c *dconsumer, ps []storage.Position) in
 		delete(c.pending, p)
 		delete(d.owner, p)
 		d.redeliveries[p]++
+		d.redeliveriesChanged = true
 		d.replayInsert(p)
 	}
 	return n
@@ -635,6 +647,7 @@ func (d *dispatchState) rewind(markDelete storage.Position) int {
 	for p, c := range d.owner {
 		n += c.pending[p].left
 		d.redeliveries[p]++
+		d.redeliveriesChanged = true
 	}
 	for _, c := range d.consumers {
 		clear(c.pending)
@@ -656,7 +669,10 @@ func (d *dispatchState) reset(readPos storage.Position) {
 		c.unacked = 0
 	}
 	clear(d.owner)
-	clear(d.redeliveries)
+	if len(d.redeliveries) > 0 {
+		clear(d.redeliveries)
+		d.redeliveriesChanged = true
+	}
 	clear(d.delayed)
 	d.clearChunkRoutes()
 	d.delayQueue = nil

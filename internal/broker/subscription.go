@@ -98,7 +98,11 @@ type subscriptionState struct {
 	cursor     *storage.Cursor
 	durable    bool
 	replicated atomic.Bool
-	props      map[string]string // subscription properties (set at creation)
+
+	// stateMu serialises writes of the persisted state (substate.go); lastStateWrite is when the
+	// last one happened (unix ms).
+	stateMu        sync.Mutex
+	lastStateWrite atomic.Int64
 
 	// opMu serialises structural operations (subscribe, close, seek, unsubscribe), so that a seek
 	// and a re-subscribe never interleave. Never taken by the dispatcher goroutine.
@@ -108,11 +112,14 @@ type subscriptionState struct {
 	// position (as Pulsar keeps it during a cursor reset).
 	resetting bool
 
-	mu          sync.Mutex // guards everything below; never held across storage I/O or sink calls
-	d           *dispatchState
-	consumers   []*consumerState
-	consumerSeq uint64
-	deleted     bool
+	mu    sync.Mutex        // guards everything below; never held across storage I/O or sink calls
+	props map[string]string // subscription properties
+	// stateChanged: the properties or the replicated flag changed since the state was persisted.
+	stateChanged bool
+	d            *dispatchState
+	consumers    []*consumerState
+	consumerSeq  uint64
+	deleted      bool
 	// caughtUp: a sequential read from caughtUpRead found nothing while the log ended at caughtUpAt;
 	// no need to read again until either changes.
 	caughtUp     bool
@@ -144,6 +151,9 @@ func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable
 	s.lastActive.Store(t.b.nowMs())
 	s.d.maxUnacked = int64(max(t.b.cfg.MaxUnackedMessagesPerConsumer, 0))
 	s.d.maxUnackedSub = int64(max(t.b.cfg.MaxUnackedMessagesPerSubscription, 0))
+	if durable && cursor != nil {
+		s.restoreState()
+	}
 	return s
 }
 
@@ -222,7 +232,7 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 	}
 	s.mu.Unlock()
 	if opts.ReplicateSubscriptionState {
-		s.replicated.Store(true)
+		s.markReplicated()
 	}
 	s.sendActiveChanges(changes)
 	s.notify()
@@ -299,6 +309,7 @@ func (s *subscriptionState) removeConsumerLocked(c *consumerState, notify bool) 
 	}
 	if last {
 		s.lastActive.Store(s.topic.b.nowMs())
+		s.persistRedeliveriesIfChanged()
 	}
 	if last && !s.durable && !s.resetting {
 		s.topic.dropSubscription(s)
@@ -540,6 +551,7 @@ func (s *subscriptionState) reset(ctx context.Context, p storage.Position, byTim
 	s.caughtUp = false
 	s.mu.Unlock()
 	s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
+	s.persistRedeliveriesIfChanged() // the counts went with the old position
 	return nil
 }
 
@@ -615,9 +627,15 @@ func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 		s.d.markDelete = s.cursor.MarkDeletePosition()
 		now := b.nowMs()
 		nextDue := s.d.releaseDelayed(now)
+		persistNow, persistAt := s.redeliveriesDueLocked(now)
 		caughtUp := s.caughtUp && s.caughtUpAt == lc && s.caughtUpRead == s.d.readPos
 		plan, ok := s.d.plan(b.cfg.DispatchMaxEntries, lc, caughtUp, replayStalled)
 		s.mu.Unlock()
+		if persistNow {
+			s.persistRedeliveries()
+		} else if persistAt > 0 && (nextDue == 0 || persistAt < nextDue) {
+			nextDue = persistAt // changed counts wait at most redeliveryPersistInterval
+		}
 		if !ok {
 			var due <-chan time.Time
 			if nextDue > 0 {

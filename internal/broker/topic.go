@@ -6,6 +6,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // Topic is one loaded topic, or one partition of a partitioned topic.
@@ -53,7 +54,35 @@ func (t *Topic) Subscriptions() []string { return t.t.subscriptionNames() }
 // CreateSubscription creates a durable subscription starting at start (EarliestPosition,
 // LatestPosition or an entry position), as the admin API does. It fails (ErrNotAllowed) if it exists.
 func (t *Topic) CreateSubscription(ctx context.Context, name string, start storage.Position, replicated bool) error {
-	return t.t.createSubscription(ctx, name, start, replicated)
+	return t.t.createSubscription(ctx, name, start, replicated, nil)
+}
+
+// CreateSubscriptionWithProperties is CreateSubscription of a subscription with properties
+// (persisted with it; at most 64 and 16 KiB: ErrInvalidRequest).
+func (t *Topic) CreateSubscriptionWithProperties(ctx context.Context, name string, start storage.Position, replicated bool, props map[string]string) error {
+	if err := wire.CheckProperties("subscription", props); err != nil {
+		return limitErr(err)
+	}
+	return t.t.createSubscription(ctx, name, start, replicated, props)
+}
+
+// SubscriptionProperties returns a subscription's properties (ErrSubscriptionNotFound if missing).
+func (t *Topic) SubscriptionProperties(name string) (map[string]string, error) {
+	s, err := t.t.subscription(name)
+	if err != nil {
+		return nil, err
+	}
+	return s.properties(), nil
+}
+
+// SetSubscriptionProperties replaces a subscription's properties (admin); they are persisted with
+// the subscription before it returns. At most 64 properties and 16 KiB (ErrInvalidRequest).
+func (t *Topic) SetSubscriptionProperties(ctx context.Context, name string, props map[string]string) error {
+	s, err := t.t.subscription(name)
+	if err != nil {
+		return err
+	}
+	return s.setProperties(ctx, props)
 }
 
 // DeleteSubscription deletes a subscription. Without force it fails (ErrNotAllowed) while consumers

@@ -45,6 +45,7 @@ type topicState struct {
 	producers       map[string]*producerState // nil until the first producer
 	waiting         []*producerWaiter         // WaitForExclusive producers, in arrival order
 	topicEpoch      uint64
+	epochs          *epochStore                          // the persisted topic epoch (topicepoch.go); nil until needed
 	subs            map[string]*subscriptionState        // nil until the first subscription
 	subList         atomic.Pointer[[]*subscriptionState] // lock-free copy for publish notifications; nil: none
 
@@ -216,6 +217,9 @@ func (t *topicState) load(ctx context.Context, isNew bool) error {
 		t.addSubLocked(c.Name(), newSubscription(t, c.Name(), c, true))
 	}
 	t.publishSubList()
+	if err := t.loadEpoch(); err != nil {
+		return err
+	}
 	if isNew {
 		// A topic created while its namespace lists remote clusters gets its replication cursors
 		// before its first entry, so nothing produced to it is skipped (DESIGN.md §6).
@@ -519,7 +523,7 @@ func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Pr
 	p := t.attachProducerLocked(opts, name, exclusive)
 	t.mu.Unlock()
 	t.closeProducers(evicted)
-	return p.public, nil
+	return t.granted(ctx, p)
 }
 
 // attachProducerLocked registers a granted producer; the caller holds t.mu.
@@ -566,7 +570,7 @@ func (t *topicState) awaitExclusive(ctx context.Context, w *producerWaiter) (*Pr
 		if p == nil {
 			return nil, fmt.Errorf("topic %s closed while waiting for exclusive access: %w", t.name, ErrTopicFenced)
 		}
-		return p.public, nil
+		return t.granted(ctx, p)
 	case <-ctx.Done():
 		t.mu.Lock()
 		if i := slices.Index(t.waiting, w); i >= 0 {
@@ -644,7 +648,7 @@ func (t *topicState) subscribe(ctx context.Context, opts SubscribeOptions, sink 
 			}
 			return nil, err
 		}
-		return &Consumer{c: c}, nil
+		return sub.attached(ctx, c)
 	}
 }
 
@@ -674,7 +678,7 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 			return sub, nil
 		}
 		sub := newSubscription(t, opts.Subscription, nil, false)
-		sub.props = opts.SubscriptionProperties
+		sub.created(opts.SubscriptionProperties)
 		t.addSubLocked(opts.Subscription, sub)
 		t.publishSubList()
 		return sub, nil
@@ -702,7 +706,7 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 		return sub, nil // created concurrently
 	}
 	sub := newSubscription(t, opts.Subscription, cur, cur.Durable())
-	sub.props = opts.SubscriptionProperties
+	sub.created(opts.SubscriptionProperties)
 	t.addSubLocked(opts.Subscription, sub)
 	t.publishSubList()
 	return sub, nil
@@ -760,7 +764,7 @@ func (t *topicState) subscriptionNames() []string {
 	return out
 }
 
-func (t *topicState) createSubscription(ctx context.Context, name string, start storage.Position, replicated bool) error {
+func (t *topicState) createSubscription(ctx context.Context, name string, start storage.Position, replicated bool, props map[string]string) error {
 	if err := t.needStorage(); err != nil {
 		return err
 	}
@@ -777,8 +781,8 @@ func (t *topicState) createSubscription(ctx context.Context, name string, start 
 	if err != nil {
 		return err
 	}
-	if replicated {
-		sub.replicated.Store(true)
+	if err := sub.adminCreated(ctx, props, replicated); err != nil {
+		return err
 	}
 	if start != storage.Latest {
 		return sub.reset(ctx, start, false, 0)

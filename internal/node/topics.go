@@ -214,12 +214,37 @@ func position(id adminapi.MessageID) storage.Position {
 	return storage.Position{LedgerID: id.LedgerID, EntryID: id.EntryID}
 }
 
-func (s topicService) CreateSubscription(ctx context.Context, topic, sub string, start adminapi.MessageID, replicated bool, _ map[string]string) error {
+func (s topicService) CreateSubscription(ctx context.Context, topic, sub string, start adminapi.MessageID, replicated bool, props map[string]string) error {
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
 	}
-	return adminErr(t.CreateSubscription(ctx, sub, position(start), replicated), admin.ErrSubscriptionExists)
+	return adminErr(t.CreateSubscriptionWithProperties(ctx, sub, position(start), replicated, props), admin.ErrSubscriptionExists)
+}
+
+var _ admin.SubscriptionProperties = topicService{}
+
+func (s topicService) SubscriptionProperties(ctx context.Context, topic, sub string) (map[string]string, error) {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	props, err := t.SubscriptionProperties(sub)
+	if err != nil {
+		return nil, adminErr(err, nil)
+	}
+	if props == nil {
+		props = map[string]string{}
+	}
+	return props, nil
+}
+
+func (s topicService) SetSubscriptionProperties(ctx context.Context, topic, sub string, props map[string]string) error {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(t.SetSubscriptionProperties(ctx, sub, props), nil)
 }
 
 func (s topicService) DeleteSubscription(ctx context.Context, topic, sub string, force bool) error {
