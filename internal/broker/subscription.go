@@ -406,19 +406,17 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 	if len(whole) == 0 {
 		return batchErr
 	}
-	if len(whole) > 0 {
-		before := s.cursor.MarkDeletePosition()
-		if err := s.cursor.Delete(ctx, whole...); err != nil {
-			return fmt.Errorf("ack on %q: %w", s.name, err)
-		}
-		if s.cursor.MarkDeletePosition() != before {
-			s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
-		}
-		s.mu.Lock()
-		s.d.acked(whole...)
-		s.mu.Unlock()
-		c.msgAcked.Add(int64(len(whole)))
+	before := s.cursor.MarkDeletePosition()
+	if err := s.cursor.Delete(ctx, whole...); err != nil {
+		return fmt.Errorf("ack on %q: %w", s.name, err)
 	}
+	if s.cursor.MarkDeletePosition() != before {
+		s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
+	}
+	s.mu.Lock()
+	s.d.acked(whole...)
+	s.mu.Unlock()
+	c.msgAcked.Add(int64(len(whole)))
 	return batchErr
 }
 
