@@ -35,7 +35,8 @@ type consumerState struct {
 	rateAck                                  rate
 }
 
-// send hands deliveries to the sink unless the consumer is closed.
+// send hands deliveries to the sink unless the consumer is closed. The counters are updated first,
+// so that stats read by whoever sees the deliveries already count them.
 func (c *consumerState) send(ds []Delivery) {
 	var msgs, bytes int64
 	for i := range ds {
@@ -45,11 +46,6 @@ func (c *consumerState) send(ds []Delivery) {
 			c.msgRedeliver.Add(int64(ds[i].NumMessages))
 		}
 	}
-	c.sendMu.Lock()
-	if !c.closed {
-		c.sink.SendMessages(ds)
-	}
-	c.sendMu.Unlock()
 	c.msgOut.Add(msgs)
 	c.bytesOut.Add(bytes)
 	c.entriesOut.Add(int64(len(ds)))
@@ -59,6 +55,11 @@ func (c *consumerState) send(ds []Delivery) {
 	tr.msgOut.Add(msgs)
 	tr.bytesOut.Add(bytes)
 	c.lastConsumed.Store(c.sub.topic.b.nowMs())
+	c.sendMu.Lock()
+	if !c.closed {
+		c.sink.SendMessages(ds)
+	}
+	c.sendMu.Unlock()
 }
 
 // notifyActive sends an ACTIVE_CONSUMER_CHANGE unless the consumer is closed.
