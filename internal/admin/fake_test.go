@@ -20,6 +20,7 @@ type fakeTopics struct {
 
 type fakeTopic struct {
 	subs     map[string]int64 // subscription -> backlog
+	subProps map[string]map[string]string
 	props    map[string]string
 	entries  int64
 	unloaded int
@@ -141,7 +142,7 @@ func (f *fakeTopics) Subscriptions(_ context.Context, topic string) ([]string, e
 	return out, nil
 }
 
-func (f *fakeTopics) CreateSubscription(_ context.Context, topic, sub string, start adminapi.MessageID, _ bool, _ map[string]string) error {
+func (f *fakeTopics) CreateSubscription(_ context.Context, topic, sub string, start adminapi.MessageID, _ bool, props map[string]string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, err := f.get(topic)
@@ -156,6 +157,31 @@ func (f *fakeTopics) CreateSubscription(_ context.Context, topic, sub string, st
 		backlog = t.entries
 	}
 	t.subs[sub] = backlog
+	if t.subProps == nil {
+		t.subProps = map[string]map[string]string{}
+	}
+	t.subProps[sub] = props
+	return nil
+}
+
+func (f *fakeTopics) SubscriptionProperties(_ context.Context, topic, sub string) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.sub(topic, sub)
+	if err != nil {
+		return nil, err
+	}
+	return t.subProps[sub], nil
+}
+
+func (f *fakeTopics) SetSubscriptionProperties(_ context.Context, topic, sub string, props map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.sub(topic, sub)
+	if err != nil {
+		return err
+	}
+	t.subProps[sub] = props
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // MaxPeekPosition bounds peek positions, so a request cannot make the broker walk an unbounded backlog.
@@ -30,6 +31,7 @@ func (h *Handler) subscriptionRoutes(base string) {
 	h.handle("POST "+base+"/all_subscription/expireMessages/{seconds}", h.subscriptionExpireAll)
 	h.handle("GET "+sub+"/position/{n}", h.subscriptionPeek)
 	h.handle("GET "+base+"/ledger/{ledger}/entry/{entry}", h.messageByID)
+	h.subscriptionPropertiesRoutes(sub)
 }
 
 // topicTargets resolves the path's topic to the topics an operation applies to: the partitions of a
@@ -96,6 +98,7 @@ func (h *Handler) subscriptionCreate(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	start := adminapi.Latest
+	var props map[string]string
 	b, err := readBody(r)
 	if err != nil {
 		return err
@@ -110,12 +113,12 @@ func (h *Handler) subscriptionCreate(w http.ResponseWriter, r *http.Request) err
 		if err := decodeBytes(b, &body); err != nil {
 			return err
 		}
-		start = body.MessageID
+		start, props = body.MessageID, body.Properties
 	}
 	replicated := queryBool(r, "replicated")
 	name := r.PathValue("subscription")
-	if name == "" {
-		return fail(http.StatusPreconditionFailed, "Subscription name is empty")
+	if err := checkSubscription(name, props); err != nil {
+		return err
 	}
 	if len(targets) > 1 && start.PartitionIndex >= 0 && !start.IsLatest() && !start.IsEarliest() {
 		// A position names one partition; the others start at the latest message.
@@ -124,18 +127,32 @@ func (h *Handler) subscriptionCreate(w http.ResponseWriter, r *http.Request) err
 			if p.PartitionIndex == start.PartitionIndex {
 				pos = start
 			}
-			if err := svc.CreateSubscription(r.Context(), p.String(), name, pos, replicated, nil); err != nil && !errors.Is(err, ErrTopicNotFound) {
+			if err := svc.CreateSubscription(r.Context(), p.String(), name, pos, replicated, props); err != nil && !errors.Is(err, ErrTopicNotFound) {
 				return err
 			}
 		}
 		return noContent(w)
 	}
 	if err := eachTarget(r.Context(), targets, func(ctx context.Context, topic string) error {
-		return svc.CreateSubscription(ctx, topic, name, start, replicated, nil)
+		return svc.CreateSubscription(ctx, topic, name, start, replicated, props)
 	}); err != nil {
 		return err
 	}
 	return noContent(w)
+}
+
+// checkSubscription applies the limits on subscription names and properties (docs/admin.md).
+func checkSubscription(name string, props map[string]string) error {
+	if name == "" {
+		return fail(http.StatusPreconditionFailed, "Subscription name is empty")
+	}
+	if err := wire.CheckName("subscription", name); err != nil {
+		return fail(http.StatusPreconditionFailed, "Invalid subscription name: %v", err)
+	}
+	if err := wire.CheckProperties("subscription", props); err != nil {
+		return fail(http.StatusPreconditionFailed, "Invalid subscription properties: %v", err)
+	}
+	return nil
 }
 
 func (h *Handler) subscriptionDelete(w http.ResponseWriter, r *http.Request) error {

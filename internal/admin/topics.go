@@ -258,6 +258,9 @@ func (h *Handler) partitionedCreate(w http.ResponseWriter, r *http.Request) erro
 	if n < 1 || n > catalog.MaxPartitions {
 		return fail(http.StatusPreconditionFailed, "Number of partitions should be more than 0 and at most %d", catalog.MaxPartitions)
 	}
+	if err := checkPartitionNames(t, n); err != nil {
+		return err
+	}
 	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
@@ -286,6 +289,15 @@ func (h *Handler) partitionedCreate(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	return noContent(w)
+}
+
+// checkPartitionNames refuses a partition count whose partition names would not be valid topic
+// names (the "-partition-N" suffix makes them longer than the partitioned topic's name).
+func checkPartitionNames(t naming.TopicName, n int) error {
+	if _, err := naming.ParseTopic(t.Partition(n - 1).String()); err != nil {
+		return fail(http.StatusPreconditionFailed, "Topic name is not valid for %d partitions: %v", n, err)
+	}
+	return nil
 }
 
 // createPartitions creates partitions [from, to) in the broker (existing ones are fine). On failure
@@ -335,6 +347,11 @@ func (h *Handler) partitionedUpdate(w http.ResponseWriter, r *http.Request) erro
 	before, found := h.cat.PartitionedTopic(t.String())
 	if !found {
 		return fail(http.StatusNotFound, "Partitioned topic does not exist")
+	}
+	if n > before.Partitions {
+		if err := checkPartitionNames(t, n); err != nil {
+			return err
+		}
 	}
 	if err := h.cat.UpdatePartitionedTopic(r.Context(), t.String(), n); err != nil {
 		return err

@@ -631,6 +631,7 @@ func (b *brokerState) statsLoop(ctx context.Context) {
 				lastTTL = now
 				for _, t := range b.loadedTopics() {
 					t.t.expireAll(ctx)
+					t.t.advanceEpochCursor(ctx)
 				}
 			}
 		}

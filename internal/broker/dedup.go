@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"cmp"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -18,8 +21,9 @@ import (
 // of the cursor dedupCursorName (key = producer name prefixed with dedupPropPrefix, value = decimal
 // sequence id), and that cursor's mark-delete position is moved to the last entry the snapshot
 // covers. On topic load the snapshot is read and every entry after the mark-delete position is
-// replayed (its metadata's producer_name, sequence_id and highest_sequence_id), so the state after
-// a crash is exactly the state of the durable log.
+// replayed (its metadata's producer_name, sequence_id and highest_sequence_id; replicated entries
+// excepted, as on the live path), so the state after a crash is exactly the state of the durable
+// log.
 
 const (
 	// dedupCursorName is the cursor holding dedup snapshots (Pulsar's name).
@@ -29,7 +33,8 @@ const (
 	// dedupVersionKey holds the snapshot format version (dedupFormatVersion).
 	dedupVersionKey    = "v"
 	dedupFormatVersion = "1"
-	// maxDedupProducers bounds the snapshot (Pulsar's maxNumberOfProducers default is 10000).
+	// maxDedupProducers bounds the snapshot (Pulsar's maxNumberOfProducers default is 10000): with
+	// names of at most wire.MaxNameBytes, a snapshot stays under 10,000 × 280 bytes (2.8 MB).
 	maxDedupProducers = 10000
 	// dedupInactivity is how long a producer name that published nothing is remembered (Pulsar's
 	// brokerDeduplicationProducerInactivityTimeoutMinutes, 6 h), so that clients cycling through
@@ -103,6 +108,20 @@ func (d *dedupState) check(producer string, seq, highest int64) dedupStatus {
 	return dedupNew
 }
 
+// checkChunk decides a chunk of a chunked message other than its last. The chunks share the
+// message's sequence id, which check records with the last chunk only: a chunk of a message
+// already persisted is a duplicate, one of a message pushed but not yet persisted is unknown, and
+// anything else is new; nothing is recorded.
+func (d *dedupState) checkChunk(producer string, seq int64) dedupStatus {
+	if last, ok := d.pushed[producer]; ok && seq <= last {
+		if p, ok := d.persisted[producer]; ok && seq <= p {
+			return dedupDuplicate
+		}
+		return dedupUnknown
+	}
+	return dedupNew
+}
+
 // persistedEntry records that an entry of producer up to highest is durable.
 func (d *dedupState) persistedEntry(producer string, highest int64) {
 	d.writable()
@@ -114,19 +133,6 @@ func (d *dedupState) persistedEntry(producer string, highest int64) {
 	}
 	d.lastUsed[producer] = d.now()
 	d.sinceSnapshot++
-}
-
-// purge forgets producers inactive for longer than dedupInactivity (after the snapshot interval,
-// so a producer that reconnects within it still finds its state).
-func (d *dedupState) purge() {
-	cutoff := d.now() - dedupInactivity.Milliseconds()
-	for name, at := range d.lastUsed {
-		if at < cutoff {
-			delete(d.lastUsed, name)
-			delete(d.persisted, name)
-			delete(d.pushed, name)
-		}
-	}
 }
 
 // failed forgets what was pushed but not persisted (after a storage failure), as Pulsar does.
@@ -142,19 +148,75 @@ func (d *dedupState) lastSequenceID(producer string) int64 {
 	return -1
 }
 
-// snapshot returns the persisted map as cursor properties (after forgetting inactive producers).
-func (d *dedupState) snapshot() map[string]string {
-	d.purge()
-	out := make(map[string]string, len(d.persisted)+1)
-	out[dedupVersionKey] = dedupFormatVersion
+// dedupRecord is one producer's persisted state, as a snapshot copies it.
+type dedupRecord struct {
+	name     string
+	seq      int64
+	lastUsed int64 // unix ms
+}
+
+// records copies the persisted state: the only step of a snapshot that needs the dedup lock.
+func (d *dedupState) records() []dedupRecord {
+	out := make([]dedupRecord, 0, len(d.persisted))
 	for name, seq := range d.persisted {
-		if len(out) >= maxDedupProducers {
-			break
-		}
-		out[dedupPropPrefix+name] = strconv.FormatInt(seq, 10)
+		out = append(out, dedupRecord{name: name, seq: seq, lastUsed: d.lastUsed[name]})
 	}
-	d.sinceSnapshot = 0
 	return out
+}
+
+// snapshotProps formats records as snapshot properties. Producers inactive for longer than
+// dedupInactivity (before now, unix ms) are left out and returned, for forget. Of the others, at
+// most maxDedupProducers are kept: the most recently used, ties broken by name, so which ones a
+// full snapshot keeps never depends on map order. Names longer than a producer name can be are
+// never kept (a snapshot record stays bounded).
+func snapshotProps(recs []dedupRecord, now int64) (props map[string]string, inactive []string) {
+	cutoff := now - dedupInactivity.Milliseconds()
+	kept := recs[:0]
+	for _, r := range recs {
+		switch {
+		case r.lastUsed < cutoff:
+			inactive = append(inactive, r.name)
+		case len(r.name) <= wire.MaxNameBytes:
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) > maxDedupProducers {
+		slices.SortFunc(kept, func(a, b dedupRecord) int {
+			if c := cmp.Compare(b.lastUsed, a.lastUsed); c != 0 {
+				return c
+			}
+			return strings.Compare(a.name, b.name)
+		})
+		kept = kept[:maxDedupProducers]
+	}
+	props = make(map[string]string, len(kept)+1)
+	props[dedupVersionKey] = dedupFormatVersion
+	for _, r := range kept {
+		props[dedupPropPrefix+r.name] = strconv.FormatInt(r.seq, 10)
+	}
+	return props, inactive
+}
+
+// forget drops the named producers that are still inactive at cutoff (unix ms): one may have
+// published since the snapshot copied its state.
+func (d *dedupState) forget(names []string, cutoff int64) {
+	for _, name := range names {
+		if d.lastUsed[name] < cutoff {
+			delete(d.lastUsed, name)
+			delete(d.persisted, name)
+			delete(d.pushed, name)
+		}
+	}
+}
+
+// snapshot builds the snapshot properties at once and forgets inactive producers (topic load and
+// unload; publishes snapshot in the background, dedup_snapshot.go).
+func (d *dedupState) snapshot() map[string]string {
+	now := d.now()
+	props, inactive := snapshotProps(d.records(), now)
+	d.forget(inactive, now-dedupInactivity.Milliseconds())
+	d.sinceSnapshot = 0
+	return props
 }
 
 // restore loads a snapshot from cursor properties; malformed values are skipped.
@@ -165,7 +227,7 @@ func (d *dedupState) restore(props map[string]string) {
 			continue
 		}
 		seq, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
+		if err != nil || len(name) > wire.MaxNameBytes {
 			continue
 		}
 		d.writable()
@@ -175,17 +237,19 @@ func (d *dedupState) restore(props map[string]string) {
 	}
 }
 
-// replay applies one stored entry's metadata (topic load).
+// replay applies one stored entry's metadata (topic load). Replicated entries are skipped, as the
+// live path skips replicator producers: they keep the origin's producer name and sequence ids, and
+// are deduplicated by their origin position, never under a local producer's name.
 func (d *dedupState) replay(md *pulsarpb.MessageMetadata) {
-	if md.MarkerType != nil {
+	if md.MarkerType != nil || md.ReplicatedFrom != nil {
 		return
 	}
 	if md.NumChunksFromMsg != nil && md.GetChunkId() != md.GetNumChunksFromMsg()-1 {
 		return // chunked messages count on their last chunk only
 	}
 	name := md.GetProducerName()
-	if name == "" {
-		return
+	if name == "" || len(name) > wire.MaxNameBytes {
+		return // not a producer's name: producers are named with at most wire.MaxNameBytes
 	}
 	n := 1
 	if md.NumMessagesInBatch != nil {

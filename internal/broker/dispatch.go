@@ -88,15 +88,20 @@ type dispatchState struct {
 	// whose position left delayed, or got another time, is skipped when it surfaces), so releasing
 	// due entries costs O(log n) each instead of a scan of every delayed entry per dispatch pass.
 	delayQueue delayHeap
-	// redeliveries counts earlier deliveries per position (Pulsar's redelivery tracker, in memory).
-	redeliveries map[storage.Position]uint32
+	// redeliveries counts earlier deliveries per position (Pulsar's redelivery tracker). The
+	// subscription persists the largest counts (substate.go); redeliveriesChanged tells it that
+	// they changed since it last did.
+	redeliveries        map[storage.Position]uint32
+	redeliveriesChanged bool
 	// owner maps each pending position to the consumer holding it.
 	owner map[storage.Position]*dconsumer
 	// autoSplit owns the hash ranges of the auto-split Key_Shared consumers (keyshared.go).
 	autoSplit autoSplitRanges
 	// chunkOwner keeps the chunks of one chunked message on one Shared consumer, so the client can
-	// reassemble it: message uuid -> the consumer that got its first chunk.
-	chunkOwner map[string]*dconsumer
+	// reassemble it: message uuid -> the route to the consumer that got its first chunk
+	// (chunkroute.go). chunkOf maps each pending chunk (but last chunks) to its message's uuid.
+	chunkOwner map[string]*chunkRoute
+	chunkOf    map[storage.Position]string
 	// avgBatch is a moving average of messages per entry, so that a read is sized in entries from
 	// permits counted in messages (as Pulsar's avgMessagesPerEntry).
 	avgBatch float64
@@ -360,14 +365,14 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 	}
 	// Shared: the rest of a chunked message goes where its first chunk went.
 	if e.chunkUUID != "" {
-		if c := d.chunkOwner[e.chunkUUID]; c != nil {
-			if slices.Contains(d.consumers, c) {
+		if r := d.chunkOwner[e.chunkUUID]; r != nil {
+			if c := r.to; slices.Contains(d.consumers, c) {
 				if d.canTake(c) {
 					return c
 				}
 				return nil
 			}
-			delete(d.chunkOwner, e.chunkUUID) // its consumer left: the client restarts the message
+			d.endChunkRoute(e.chunkUUID) // its consumer left: the client restarts the message
 		}
 	}
 	// Shared: round robin among the consumers with permits at the best (lowest) priority level.
@@ -467,14 +472,7 @@ func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(sto
 		}
 		c := d.selectConsumer(e)
 		if c != nil && e.chunkUUID != "" && d.subType == SubShared {
-			if e.lastChunk {
-				delete(d.chunkOwner, e.chunkUUID)
-			} else {
-				if d.chunkOwner == nil {
-					d.chunkOwner = make(map[string]*dconsumer)
-				}
-				d.chunkOwner[e.chunkUUID] = c
-			}
+			d.routeChunk(e, c)
 		}
 		if c == nil {
 			if d.subType == SubKeyShared && len(d.consumers) > 0 {
@@ -525,9 +523,11 @@ func (d *dispatchState) handled(p readPlan, pos storage.Position) {
 	d.replayRemove(pos)
 }
 
-// unackedSet turns the cursor's acked bitset of a batch into the MESSAGE ack_set (bit set = still
-// to deliver) and counts the messages left.
+// unackedSet turns the cursor's acked bitset of a batch of n messages into the MESSAGE ack_set
+// (bit set = still to deliver) and counts the messages left. n comes from the entry's metadata, so
+// it is bounded to maxBatchMessages before it sizes anything.
 func unackedSet(acked []uint64, n int) ([]int64, int) {
+	n = batchMessages(n)
 	words := (n + 63) / 64
 	out := make([]int64, words)
 	left := 0
@@ -546,13 +546,22 @@ func unackedSet(acked []uint64, n int) ([]int64, int) {
 func (d *dispatchState) acked(ps ...storage.Position) {
 	for _, p := range ps {
 		if c := d.owner[p]; c != nil {
+			d.chunkLeft(p, c)
 			c.unacked -= int64(c.pending[p].left)
 			delete(c.pending, p)
 			delete(d.owner, p)
 		}
-		delete(d.redeliveries, p)
+		d.forgetRedeliveries(p)
 		delete(d.delayed, p)
 		d.replayRemove(p)
+	}
+}
+
+// forgetRedeliveries drops the redelivery count of an acknowledged entry.
+func (d *dispatchState) forgetRedeliveries(p storage.Position) {
+	if _, ok := d.redeliveries[p]; ok {
+		delete(d.redeliveries, p)
+		d.redeliveriesChanged = true
 	}
 }
 
@@ -618,11 +627,13 @@ func (d *dispatchState) redeliverPending(c *dconsumer, ps []storage.Position) in
 	}
 	n := 0
 	for _, p := range list {
+		d.chunkLeft(p, c)
 		n += c.pending[p].left
 		c.unacked -= int64(c.pending[p].left)
 		delete(c.pending, p)
 		delete(d.owner, p)
 		d.redeliveries[p]++
+		d.redeliveriesChanged = true
 		d.replayInsert(p)
 	}
 	return n
@@ -636,12 +647,14 @@ func (d *dispatchState) rewind(markDelete storage.Position) int {
 	for p, c := range d.owner {
 		n += c.pending[p].left
 		d.redeliveries[p]++
+		d.redeliveriesChanged = true
 	}
 	for _, c := range d.consumers {
 		clear(c.pending)
 		c.unacked = 0
 	}
 	clear(d.owner)
+	d.clearChunkRoutes()
 	d.replay = nil
 	d.readPos = next(markDelete)
 	d.gen++
@@ -656,9 +669,12 @@ func (d *dispatchState) reset(readPos storage.Position) {
 		c.unacked = 0
 	}
 	clear(d.owner)
-	clear(d.redeliveries)
+	if len(d.redeliveries) > 0 {
+		clear(d.redeliveries)
+		d.redeliveriesChanged = true
+	}
 	clear(d.delayed)
-	clear(d.chunkOwner)
+	d.clearChunkRoutes()
 	d.delayQueue = nil
 	d.replay = nil
 	d.readPos = readPos

@@ -48,7 +48,13 @@ func runDispatchTranscript(t *testing.T, ops []byte) {
 		const logSize = 64
 		var log []entryInfo
 		for i := int64(0); i < logSize; i++ {
-			log = append(log, entryInfo{pos: pos(1, i), numMessages: 1 + int(i%3), keyHash: uint32(i*7919) % 65536, marker: i%17 == 16})
+			e := entryInfo{pos: pos(1, i), numMessages: 1 + int(i%3), keyHash: uint32(i*7919) % 65536, marker: i%17 == 16}
+			if k := i % 8; k < 3 && !e.marker {
+				// Chunked messages of three chunks; every other one never gets its last chunk.
+				e.chunkUUID = fmt.Sprint("m", i/8)
+				e.lastChunk = k == 2 && (i/8)%2 == 0
+			}
+			log = append(log, e)
 		}
 		d := newDispatchState(subType, -1, pos(1, 0))
 		d.maxUnacked = 20
@@ -172,6 +178,22 @@ func checkDispatchInvariants(t *testing.T, d *dispatchState, consumers []*dconsu
 	}
 	if owned != len(d.owner) {
 		t.Fatalf("owner map has %d entries, consumers hold %d", len(d.owner), owned)
+	}
+	// Chunk routes live exactly as long as chunks of their message are pending at their consumer.
+	counted := map[string]int{}
+	for q, uuid := range d.chunkOf {
+		c := d.owner[q]
+		if c == nil {
+			t.Fatalf("chunk %v of %s is not pending", q, uuid)
+		}
+		if r := d.chunkOwner[uuid]; r != nil && r.to == c {
+			counted[uuid]++
+		}
+	}
+	for uuid, r := range d.chunkOwner {
+		if r.pending <= 0 || counted[uuid] != r.pending {
+			t.Fatalf("route of %s counts %d pending chunks, %d are", uuid, r.pending, counted[uuid])
+		}
 	}
 	if !slices.IsSortedFunc(d.replay, storage.Position.Compare) {
 		t.Fatalf("replay not sorted: %v", d.replay)

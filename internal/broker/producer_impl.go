@@ -170,6 +170,10 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 	}
 	highest := highestSequenceID(req.SequenceID, req.HighestSequenceID, req.NumMessages)
 	res = PublishResult{SequenceID: req.SequenceID, HighestSequenceID: highest}
+	if req.NumMessages > maxBatchMessages {
+		res.Err = fmt.Errorf("%d messages in one entry, above the limit of %d: %w", req.NumMessages, maxBatchMessages, ErrNotAllowed)
+		return res, true
+	}
 	if req.HighestSequenceID > 0 && req.HighestSequenceID < req.SequenceID {
 		res.Err = fmt.Errorf("lowest sequence id %d above highest %d: %w", req.SequenceID, req.HighestSequenceID, ErrInvalidRequest)
 		return res, true
@@ -214,7 +218,11 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 		}
 	}
 	key := p.name
-	checked := !req.Marker && (!req.Chunk || req.LastChunk) && !p.isReplicator
+	deduped := !req.Marker && !p.isReplicator
+	// A chunked message is recorded with its last chunk; its other chunks are checked against what
+	// is recorded (a resent message is refused whole), but record nothing.
+	checked := deduped && (!req.Chunk || req.LastChunk)
+	earlyChunk := deduped && req.Chunk && !req.LastChunk
 	t.dedupMu.Lock()
 	dd := t.dedup
 	if dd != nil && t.dedupCursor == nil {
@@ -235,8 +243,14 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 		t.dedupMu.Lock()
 		dd = t.dedup
 	}
-	if dd != nil && checked {
-		switch dd.check(key, req.SequenceID, highest) {
+	if dd != nil && (checked || earlyChunk) {
+		status := dedupNew
+		if checked {
+			status = dd.check(key, req.SequenceID, highest)
+		} else {
+			status = dd.checkChunk(key, req.SequenceID)
+		}
+		switch status {
 		case dedupDuplicate:
 			t.dedupMu.Unlock()
 			res.Duplicate = true
@@ -395,8 +409,11 @@ func (t *topicState) appended(slot *pubSlot, pos storage.Position, err error) {
 		t.dedupMu.Lock()
 		dd.persistedEntry(key, res.HighestSequenceID)
 		if dd == t.dedup && dd.sinceSnapshot >= t.b.cfg.DedupSnapshotInterval && !t.snapshotRunning {
+			// This runs on the storage applier, which every topic's receipts wait for: the
+			// snapshot is built and written in the background.
 			t.snapshotRunning = true
-			t.startSnapshot(dd.snapshot(), pos)
+			dd.sinceSnapshot = 0
+			t.startSnapshot(dd, pos)
 		}
 		t.dedupMu.Unlock()
 	}

@@ -139,15 +139,11 @@ func (s *subscriptionState) stats() SubscriptionStats {
 		MsgBacklogNoDelayed:             backlog,
 		IsDurable:                       s.durable,
 		IsReplicated:                    s.replicated.Load(),
-		SubscriptionProperties:          maps.Clone(s.props),
 		LastMarkDeleteAdvancedTimestamp: s.lastMarkDeleteMove.Load(),
 		MsgRateExpired:                  s.rateExpired.value(),
 		TotalMsgExpired:                 s.msgExpired.Load(),
 		LastExpireTimestamp:             s.lastExpire.Load(),
 		Consumers:                       []ConsumerStats{},
-	}
-	if ss.SubscriptionProperties == nil {
-		ss.SubscriptionProperties = map[string]string{}
 	}
 	if s.cursor == nil {
 		// non-persistent: no backlog
@@ -155,6 +151,7 @@ func (s *subscriptionState) stats() SubscriptionStats {
 		ss.BacklogSize = s.topic.ledger.Bytes() * backlog / total // estimate: average entry size
 	}
 	s.mu.Lock()
+	ss.SubscriptionProperties = maps.Clone(s.props)
 	ss.Type = s.d.subType.String()
 	ss.BlockedSubscriptionOnUnackedMsgs = s.d.subscriptionBlocked()
 	ss.MsgDelayed = int64(len(s.d.delayed))
@@ -177,6 +174,9 @@ func (s *subscriptionState) stats() SubscriptionStats {
 		blocked[i] = s.d.blocked(c.dc)
 	}
 	s.mu.Unlock()
+	if ss.SubscriptionProperties == nil {
+		ss.SubscriptionProperties = map[string]string{}
+	}
 	for i, c := range cs {
 		cst := ConsumerStats{
 			ConsumerName:                 c.name,

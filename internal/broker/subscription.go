@@ -35,7 +35,8 @@ type consumerState struct {
 	rateAck                                  rate
 }
 
-// send hands deliveries to the sink unless the consumer is closed.
+// send hands deliveries to the sink unless the consumer is closed. The counters are updated first,
+// so that stats read by whoever sees the deliveries already count them.
 func (c *consumerState) send(ds []Delivery) {
 	var msgs, bytes int64
 	for i := range ds {
@@ -45,11 +46,6 @@ func (c *consumerState) send(ds []Delivery) {
 			c.msgRedeliver.Add(int64(ds[i].NumMessages))
 		}
 	}
-	c.sendMu.Lock()
-	if !c.closed {
-		c.sink.SendMessages(ds)
-	}
-	c.sendMu.Unlock()
 	c.msgOut.Add(msgs)
 	c.bytesOut.Add(bytes)
 	c.entriesOut.Add(int64(len(ds)))
@@ -59,6 +55,11 @@ func (c *consumerState) send(ds []Delivery) {
 	tr.msgOut.Add(msgs)
 	tr.bytesOut.Add(bytes)
 	c.lastConsumed.Store(c.sub.topic.b.nowMs())
+	c.sendMu.Lock()
+	if !c.closed {
+		c.sink.SendMessages(ds)
+	}
+	c.sendMu.Unlock()
 }
 
 // notifyActive sends an ACTIVE_CONSUMER_CHANGE unless the consumer is closed.
@@ -98,7 +99,11 @@ type subscriptionState struct {
 	cursor     *storage.Cursor
 	durable    bool
 	replicated atomic.Bool
-	props      map[string]string // subscription properties (set at creation)
+
+	// stateMu serialises writes of the persisted state (substate.go); lastStateWrite is when the
+	// last one happened (unix ms).
+	stateMu        sync.Mutex
+	lastStateWrite atomic.Int64
 
 	// opMu serialises structural operations (subscribe, close, seek, unsubscribe), so that a seek
 	// and a re-subscribe never interleave. Never taken by the dispatcher goroutine.
@@ -108,11 +113,14 @@ type subscriptionState struct {
 	// position (as Pulsar keeps it during a cursor reset).
 	resetting bool
 
-	mu          sync.Mutex // guards everything below; never held across storage I/O or sink calls
-	d           *dispatchState
-	consumers   []*consumerState
-	consumerSeq uint64
-	deleted     bool
+	mu    sync.Mutex        // guards everything below; never held across storage I/O or sink calls
+	props map[string]string // subscription properties
+	// stateChanged: the properties or the replicated flag changed since the state was persisted.
+	stateChanged bool
+	d            *dispatchState
+	consumers    []*consumerState
+	consumerSeq  uint64
+	deleted      bool
 	// caughtUp: a sequential read from caughtUpRead found nothing while the log ended at caughtUpAt;
 	// no need to read again until either changes.
 	caughtUp     bool
@@ -144,6 +152,9 @@ func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable
 	s.lastActive.Store(t.b.nowMs())
 	s.d.maxUnacked = int64(max(t.b.cfg.MaxUnackedMessagesPerConsumer, 0))
 	s.d.maxUnackedSub = int64(max(t.b.cfg.MaxUnackedMessagesPerSubscription, 0))
+	if durable && cursor != nil {
+		s.restoreState()
+	}
 	return s
 }
 
@@ -222,7 +233,7 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 	}
 	s.mu.Unlock()
 	if opts.ReplicateSubscriptionState {
-		s.replicated.Store(true)
+		s.markReplicated()
 	}
 	s.sendActiveChanges(changes)
 	s.notify()
@@ -299,6 +310,7 @@ func (s *subscriptionState) removeConsumerLocked(c *consumerState, notify bool) 
 	}
 	if last {
 		s.lastActive.Store(s.topic.b.nowMs())
+		s.persistRedeliveriesIfChanged()
 	}
 	if last && !s.durable && !s.resetting {
 		s.topic.dropSubscription(s)
@@ -379,30 +391,34 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 		}
 		return nil
 	}
+	// A refused batch ack does not stop the others of the same command (the first error is
+	// returned, for the ACK_RESPONSE).
 	var whole []storage.Position
+	var batchErr error
 	for _, a := range acks {
 		if a.AckSet != nil {
-			if err := s.ackBatch(ctx, c, a); err != nil {
-				return err
+			if err := s.ackBatch(ctx, c, a); err != nil && batchErr == nil {
+				batchErr = err
 			}
 			continue
 		}
 		whole = append(whole, a.Position)
 	}
-	if len(whole) > 0 {
-		before := s.cursor.MarkDeletePosition()
-		if err := s.cursor.Delete(ctx, whole...); err != nil {
-			return fmt.Errorf("ack on %q: %w", s.name, err)
-		}
-		if s.cursor.MarkDeletePosition() != before {
-			s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
-		}
-		s.mu.Lock()
-		s.d.acked(whole...)
-		s.mu.Unlock()
-		c.msgAcked.Add(int64(len(whole)))
+	if len(whole) == 0 {
+		return batchErr
 	}
-	return nil
+	before := s.cursor.MarkDeletePosition()
+	if err := s.cursor.Delete(ctx, whole...); err != nil {
+		return fmt.Errorf("ack on %q: %w", s.name, err)
+	}
+	if s.cursor.MarkDeletePosition() != before {
+		s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
+	}
+	s.mu.Lock()
+	s.d.acked(whole...)
+	s.mu.Unlock()
+	c.msgAcked.Add(int64(len(whole)))
+	return batchErr
 }
 
 // validAcks drops acknowledgements of positions after the last stored entry: acknowledging an
@@ -424,31 +440,27 @@ func (s *subscriptionState) validAcks(acks []Ack) ([]Ack, error) {
 	return kept, fmt.Errorf("ack of %v after the last entry %s: %w", bad, last, ErrInvalidRequest)
 }
 
-// ackBatch applies a batch-index acknowledgement (a.AckSet: bit set = still unacknowledged).
+// ackBatch applies a batch-index acknowledgement (a.AckSet: bit set = still unacknowledged). The
+// batch size is the entry's own: the one dispatched (read from the entry's metadata), or, for an
+// entry not pending here (delivered before a restart), the stored entry's. An ack that does not
+// fit the entry is refused (batchack.go).
 func (s *subscriptionState) ackBatch(ctx context.Context, c *consumerState, a Ack) error {
 	s.mu.Lock()
 	size := s.d.batchSize(a.Position)
 	s.mu.Unlock()
 	if size == 0 {
-		size = a.BatchSize
-	}
-	if size == 0 {
-		// Not pending here (e.g. delivered before a restart): ask the entry itself.
 		e, err := s.topic.ledger.ReadEntry(ctx, a.Position)
 		if err != nil {
 			return fmt.Errorf("batch ack %s on %q: %w", a.Position, s.name, err)
 		}
 		size = entryInfoOf(e, s.topic.b.log).numMessages
 	}
-	var acked []int
-	left := 0
-	for i := 0; i < size; i++ {
-		if wire.AckSetIsAcked(a.AckSet, i) {
-			acked = append(acked, i)
-		} else {
-			left++
-		}
+	if err := checkBatchAck(a, size); err != nil {
+		s.topic.b.log.Warn("batch acknowledgement refused", slog.String("topic", s.topic.name.String()),
+			slog.String("subscription", s.name), slog.String("consumer", c.name), slog.Any("err", err))
+		return err
 	}
+	acked, left := batchAckIndexes(a.AckSet, size)
 	if err := s.cursor.AckBatchIndexes(ctx, a.Position, size, acked); err != nil {
 		return fmt.Errorf("batch ack %s on %q: %w", a.Position, s.name, err)
 	}
@@ -538,6 +550,7 @@ func (s *subscriptionState) reset(ctx context.Context, p storage.Position, byTim
 	s.caughtUp = false
 	s.mu.Unlock()
 	s.lastMarkDeleteMove.Store(s.topic.b.nowMs())
+	s.persistRedeliveriesIfChanged() // the counts went with the old position
 	return nil
 }
 
@@ -613,9 +626,15 @@ func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 		s.d.markDelete = s.cursor.MarkDeletePosition()
 		now := b.nowMs()
 		nextDue := s.d.releaseDelayed(now)
+		persistNow, persistAt := s.redeliveriesDueLocked(now)
 		caughtUp := s.caughtUp && s.caughtUpAt == lc && s.caughtUpRead == s.d.readPos
 		plan, ok := s.d.plan(b.cfg.DispatchMaxEntries, lc, caughtUp, replayStalled)
 		s.mu.Unlock()
+		if persistNow {
+			s.persistRedeliveries()
+		} else if persistAt > 0 && (nextDue == 0 || persistAt < nextDue) {
+			nextDue = persistAt // changed counts wait at most redeliveryPersistInterval
+		}
 		if !ok {
 			var due <-chan time.Time
 			if nextDue > 0 {
@@ -766,7 +785,7 @@ func entryInfoOf(e storage.Entry, log *slog.Logger) entryInfo {
 		log.Warn("entry metadata does not parse; dispatching it as is", slog.String("position", e.Position.String()), slog.Any("err", err))
 		return info
 	}
-	info.numMessages = max(wire.NumMessages(md), 1)
+	info.numMessages = batchMessages(wire.NumMessages(md))
 	if md.NumChunksFromMsg != nil && md.GetNumChunksFromMsg() > 1 {
 		info.chunkUUID = md.GetUuid()
 		info.lastChunk = md.GetChunkId() >= md.GetNumChunksFromMsg()-1

@@ -6,6 +6,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // Topic is one loaded topic, or one partition of a partitioned topic.
@@ -21,6 +22,9 @@ func (t *Topic) Name() naming.TopicName { return t.t.name }
 // ErrProducerFenced (an Exclusive producer while others exist, as Pulsar; an old topic epoch),
 // ErrTopicTerminated or ErrTopicFenced.
 func (t *Topic) AddProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
+	if err := checkProducerOptions(opts); err != nil {
+		return nil, err
+	}
 	return t.t.addProducer(ctx, opts)
 }
 
@@ -29,6 +33,9 @@ func (t *Topic) AddProducer(ctx context.Context, opts ProducerOptions) (*Produce
 // Subscribe returns: queue it behind the SUBSCRIBE answer). Dispatching starts once the consumer
 // sends permits (Consumer.Flow). Errors wrap ErrConsumerBusy, ErrTopicFenced or storage errors.
 func (t *Topic) Subscribe(ctx context.Context, opts SubscribeOptions, sink ConsumerSink) (*Consumer, error) {
+	if err := checkSubscribeOptions(opts); err != nil {
+		return nil, err
+	}
 	return t.t.subscribe(ctx, opts, sink)
 }
 
@@ -47,7 +54,35 @@ func (t *Topic) Subscriptions() []string { return t.t.subscriptionNames() }
 // CreateSubscription creates a durable subscription starting at start (EarliestPosition,
 // LatestPosition or an entry position), as the admin API does. It fails (ErrNotAllowed) if it exists.
 func (t *Topic) CreateSubscription(ctx context.Context, name string, start storage.Position, replicated bool) error {
-	return t.t.createSubscription(ctx, name, start, replicated)
+	return t.t.createSubscription(ctx, name, start, replicated, nil)
+}
+
+// CreateSubscriptionWithProperties is CreateSubscription of a subscription with properties
+// (persisted with it; at most 64 and 16 KiB: ErrInvalidRequest).
+func (t *Topic) CreateSubscriptionWithProperties(ctx context.Context, name string, start storage.Position, replicated bool, props map[string]string) error {
+	if err := wire.CheckProperties("subscription", props); err != nil {
+		return limitErr(err)
+	}
+	return t.t.createSubscription(ctx, name, start, replicated, props)
+}
+
+// SubscriptionProperties returns a subscription's properties (ErrSubscriptionNotFound if missing).
+func (t *Topic) SubscriptionProperties(name string) (map[string]string, error) {
+	s, err := t.t.subscription(name)
+	if err != nil {
+		return nil, err
+	}
+	return s.properties(), nil
+}
+
+// SetSubscriptionProperties replaces a subscription's properties (admin); they are persisted with
+// the subscription before it returns. At most 64 properties and 16 KiB (ErrInvalidRequest).
+func (t *Topic) SetSubscriptionProperties(ctx context.Context, name string, props map[string]string) error {
+	s, err := t.t.subscription(name)
+	if err != nil {
+		return err
+	}
+	return s.setProperties(ctx, props)
 }
 
 // DeleteSubscription deletes a subscription. Without force it fails (ErrNotAllowed) while consumers
@@ -73,10 +108,11 @@ func (t *Topic) SkipAll(ctx context.Context, name string) error { return t.t.ski
 // Skip acknowledges the next n unacknowledged entries of a subscription (admin skip).
 func (t *Topic) Skip(ctx context.Context, name string, n int) error { return t.t.skip(ctx, name, n) }
 
-// Peek returns up to n entries of a subscription's backlog from its first unacknowledged one
-// (admin peek-messages), without changing the subscription.
-func (t *Topic) Peek(ctx context.Context, name string, n int) ([]storage.Entry, error) {
-	return t.t.peek(ctx, name, n)
+// PeekEntry returns the n-th (1-based) unacknowledged entry of a subscription's backlog (admin
+// peek-messages), without changing the subscription; found is false when the backlog holds fewer.
+// It walks the backlog in bounded reads and keeps only the entry it returns.
+func (t *Topic) PeekEntry(ctx context.Context, name string, n int) (e storage.Entry, found bool, err error) {
+	return t.t.peekEntry(ctx, name, n)
 }
 
 // ReadEntry reads the entry at p (admin get-message-by-id).

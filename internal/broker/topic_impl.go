@@ -45,6 +45,7 @@ type topicState struct {
 	producers       map[string]*producerState // nil until the first producer
 	waiting         []*producerWaiter         // WaitForExclusive producers, in arrival order
 	topicEpoch      uint64
+	epochs          *epochStore                          // the persisted topic epoch (topicepoch.go); nil until needed
 	subs            map[string]*subscriptionState        // nil until the first subscription
 	subList         atomic.Pointer[[]*subscriptionState] // lock-free copy for publish notifications; nil: none
 
@@ -62,12 +63,6 @@ type topicState struct {
 
 	entryWaiters atomic.Pointer[entryWaiters] // nil until the first WaitForEntries
 	traffic      atomic.Pointer[topicTraffic] // nil until the first message in or out
-}
-
-// entryWaiters are the pending WaitForEntries callers of a topic.
-type entryWaiters struct {
-	mu   sync.Mutex
-	list []entryWaiter
 }
 
 // topicTraffic is a topic's message counters and rates, allocated with its first message.
@@ -104,56 +99,6 @@ func (t *topicState) subscribers() []*subscriptionState {
 		return *l
 	}
 	return nil
-}
-
-// entryWaiter is a WaitForEntries caller.
-type entryWaiter struct {
-	from storage.Position
-	ch   chan struct{}
-}
-
-// waitForEntries implements Topic.WaitForEntries.
-func (t *topicState) waitForEntries(from storage.Position) <-chan struct{} {
-	ch := make(chan struct{})
-	// Published before the check below: an append that the check misses finds the list
-	// (releaseWaiters runs after the append is visible in the ledger).
-	ws := t.entryWaiters.Load()
-	if ws == nil {
-		t.entryWaiters.CompareAndSwap(nil, &entryWaiters{})
-		ws = t.entryWaiters.Load()
-	}
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if t.isClosed() || (!t.nonPersistent() && t.ledger.Entries() > 0 && t.ledger.LastConfirmed().Compare(from) >= 0) {
-		close(ch)
-		return ch
-	}
-	ws.list = append(ws.list, entryWaiter{from: from, ch: ch})
-	return ch
-}
-
-// releaseWaiters closes the WaitForEntries channels satisfied by an entry at pos (all of them when
-// the topic closes: all=true).
-func (t *topicState) releaseWaiters(pos storage.Position, all bool) {
-	ws := t.entryWaiters.Load()
-	if ws == nil {
-		return
-	}
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if len(ws.list) == 0 {
-		return
-	}
-	kept := ws.list[:0]
-	for _, w := range ws.list {
-		if all || w.from.Compare(pos) <= 0 {
-			close(w.ch)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	clear(ws.list[len(kept):])
-	ws.list = kept
 }
 
 // nonPersistent reports a non-persistent topic: no ledger, no cursors; messages go straight to the
@@ -216,6 +161,9 @@ func (t *topicState) load(ctx context.Context, isNew bool) error {
 		t.addSubLocked(c.Name(), newSubscription(t, c.Name(), c, true))
 	}
 	t.publishSubList()
+	if err := t.loadEpoch(); err != nil {
+		return err
+	}
 	if isNew {
 		// A topic created while its namespace lists remote clusters gets its replication cursors
 		// before its first entry, so nothing produced to it is skipped (DESIGN.md §6).
@@ -395,28 +343,6 @@ func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cu
 	return dd, cur, nil
 }
 
-// startSnapshot persists a dedup snapshot covering every entry up to pos, in the background. The
-// caller holds dedupMu and has set snapshotRunning.
-func (t *topicState) startSnapshot(props map[string]string, pos storage.Position) {
-	cur := t.dedupCursor
-	t.bg.Add(1)
-	go func() {
-		defer t.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err := cur.SetProperties(ctx, props)
-		if err == nil {
-			err = cur.MarkDelete(ctx, pos)
-		}
-		if err != nil {
-			t.b.log.Warn("dedup snapshot failed", slog.String("topic", t.name.String()), slog.Any("err", err))
-		}
-		t.dedupMu.Lock()
-		t.snapshotRunning = false
-		t.dedupMu.Unlock()
-	}()
-}
-
 // publishableLocked reports whether the topic accepts publishes; the caller holds pubMu.
 func (t *topicState) publishableLocked() error {
 	t.mu.Lock()
@@ -541,7 +467,7 @@ func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Pr
 	p := t.attachProducerLocked(opts, name, exclusive)
 	t.mu.Unlock()
 	t.closeProducers(evicted)
-	return p.public, nil
+	return t.granted(ctx, p)
 }
 
 // attachProducerLocked registers a granted producer; the caller holds t.mu.
@@ -588,7 +514,7 @@ func (t *topicState) awaitExclusive(ctx context.Context, w *producerWaiter) (*Pr
 		if p == nil {
 			return nil, fmt.Errorf("topic %s closed while waiting for exclusive access: %w", t.name, ErrTopicFenced)
 		}
-		return p.public, nil
+		return t.granted(ctx, p)
 	case <-ctx.Done():
 		t.mu.Lock()
 		if i := slices.Index(t.waiting, w); i >= 0 {
@@ -644,17 +570,6 @@ func (t *topicState) openLocked() error {
 	return nil
 }
 
-// validSubscriptionName refuses names reserved for internal cursors.
-func (t *topicState) validSubscriptionName(name string) error {
-	if name == "" {
-		return fmt.Errorf("empty subscription name: %w", ErrInvalidRequest)
-	}
-	if t.b.isInternalCursor(name) {
-		return fmt.Errorf("subscription name %q is reserved: %w", name, ErrNotAllowed)
-	}
-	return nil
-}
-
 // subscribe implements Topic.Subscribe.
 func (t *topicState) subscribe(ctx context.Context, opts SubscribeOptions, sink ConsumerSink) (*Consumer, error) {
 	if err := t.validSubscriptionName(opts.Subscription); err != nil {
@@ -677,7 +592,7 @@ func (t *topicState) subscribe(ctx context.Context, opts SubscribeOptions, sink 
 			}
 			return nil, err
 		}
-		return &Consumer{c: c}, nil
+		return sub.attached(ctx, c)
 	}
 }
 
@@ -707,7 +622,7 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 			return sub, nil
 		}
 		sub := newSubscription(t, opts.Subscription, nil, false)
-		sub.props = opts.SubscriptionProperties
+		sub.created(opts.SubscriptionProperties)
 		t.addSubLocked(opts.Subscription, sub)
 		t.publishSubList()
 		return sub, nil
@@ -735,7 +650,7 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 		return sub, nil // created concurrently
 	}
 	sub := newSubscription(t, opts.Subscription, cur, cur.Durable())
-	sub.props = opts.SubscriptionProperties
+	sub.created(opts.SubscriptionProperties)
 	t.addSubLocked(opts.Subscription, sub)
 	t.publishSubList()
 	return sub, nil
@@ -793,7 +708,7 @@ func (t *topicState) subscriptionNames() []string {
 	return out
 }
 
-func (t *topicState) createSubscription(ctx context.Context, name string, start storage.Position, replicated bool) error {
+func (t *topicState) createSubscription(ctx context.Context, name string, start storage.Position, replicated bool, props map[string]string) error {
 	if err := t.needStorage(); err != nil {
 		return err
 	}
@@ -810,8 +725,8 @@ func (t *topicState) createSubscription(ctx context.Context, name string, start 
 	if err != nil {
 		return err
 	}
-	if replicated {
-		sub.replicated.Store(true)
+	if err := sub.adminCreated(ctx, props, replicated); err != nil {
+		return err
 	}
 	if start != storage.Latest {
 		return sub.reset(ctx, start, false, 0)
@@ -863,74 +778,6 @@ func (t *topicState) skipAll(ctx context.Context, name string) error {
 	s.mu.Unlock()
 	s.lastMarkDeleteMove.Store(t.b.nowMs())
 	return nil
-}
-
-func (t *topicState) skip(ctx context.Context, name string, n int) error {
-	if err := t.needStorage(); err != nil {
-		return err
-	}
-	s, err := t.subscription(name)
-	if err != nil {
-		return err
-	}
-	if n <= 0 {
-		return nil
-	}
-	var ps []storage.Position
-	from := next(s.cursor.MarkDeletePosition())
-	for len(ps) < n {
-		entries, err := t.ledger.Read(ctx, from, min(n-len(ps)+64, 1000), 16<<20)
-		if err != nil {
-			return fmt.Errorf("skip on %q: %w", name, err)
-		}
-		if len(entries) == 0 {
-			break
-		}
-		for _, e := range entries {
-			if len(ps) < n && !s.cursor.IsAcknowledged(e.Position) {
-				ps = append(ps, e.Position)
-			}
-		}
-		from = next(entries[len(entries)-1].Position)
-	}
-	if len(ps) == 0 {
-		return nil
-	}
-	if err := s.cursor.Delete(ctx, ps...); err != nil {
-		return fmt.Errorf("skip on %q: %w", name, err)
-	}
-	s.mu.Lock()
-	s.d.acked(ps...)
-	s.mu.Unlock()
-	return nil
-}
-
-func (t *topicState) peek(ctx context.Context, name string, n int) ([]storage.Entry, error) {
-	if err := t.needStorage(); err != nil {
-		return nil, err
-	}
-	s, err := t.subscription(name)
-	if err != nil {
-		return nil, err
-	}
-	var out []storage.Entry
-	from := next(s.cursor.MarkDeletePosition())
-	for len(out) < n {
-		entries, err := t.ledger.Read(ctx, from, min(n-len(out)+64, 1000), 16<<20)
-		if err != nil {
-			return nil, fmt.Errorf("peek on %q: %w", name, err)
-		}
-		if len(entries) == 0 {
-			break
-		}
-		for _, e := range entries {
-			if len(out) < n && !s.cursor.IsAcknowledged(e.Position) {
-				out = append(out, e)
-			}
-		}
-		from = next(entries[len(entries)-1].Position)
-	}
-	return out, nil
 }
 
 // terminate implements Topic.Terminate.

@@ -132,7 +132,8 @@ type PublishRequest struct {
 	// SequenceID and HighestSequenceID are CommandSend's fields (HighestSequenceID 0 = unset).
 	SequenceID        int64
 	HighestSequenceID int64
-	// NumMessages is CommandSend.num_messages (1 if unset).
+	// NumMessages is CommandSend.num_messages (1 if unset); above wire.MaxBatchMessages the
+	// publish is refused (ErrNotAllowed).
 	NumMessages int
 	// PublishTime is MessageMetadata.publish_time (unix ms); 0 = now.
 	PublishTime int64
@@ -140,8 +141,9 @@ type PublishRequest struct {
 	// keyed by the broker-side producer name; replicator producers (names with the replicator
 	// prefix) skip producer dedup and go through Deps.ReplicatedIndex instead.
 	ProducerName string
-	// Chunk is set for a chunked message's chunk; LastChunk for its last chunk. Dedup records and
-	// checks chunked messages on the last chunk only.
+	// Chunk is set for a chunked message's chunk; LastChunk for its last chunk. Dedup records a
+	// chunked message with its last chunk, and answers every chunk of a message already recorded
+	// as a duplicate (a resent message is stored once, with no orphan chunks).
 	Chunk, LastChunk bool
 	// Marker is CommandSend.marker or MessageMetadata.marker_type set: never deduplicated.
 	Marker bool

@@ -43,6 +43,10 @@ var ErrInvalidName = errors.New("invalid name")
 // maxNameLength bounds every segment so that hostile names cannot blow up keys or file names.
 const maxNameLength = 512
 
+// MaxTopicNameBytes bounds a whole topic name ("domain://tenant/namespace/local", partition suffix
+// included).
+const MaxTopicNameBytes = 1024
+
 // NamespaceName is "tenant/namespace".
 type NamespaceName struct {
 	Tenant    string
@@ -124,6 +128,9 @@ func ParseTopic(s string) (TopicName, error) {
 	}
 	if err := validateLocal(t.Local); err != nil {
 		return TopicName{}, fmt.Errorf("topic %q: %w", s, err)
+	}
+	if n := len(t.Domain) + len("://") + len(t.Tenant) + 1 + len(t.Namespace) + 1 + len(t.Local); n > MaxTopicNameBytes {
+		return TopicName{}, fmt.Errorf("%w: topic name of %d bytes exceeds the limit of %d bytes", ErrInvalidName, n, MaxTopicNameBytes)
 	}
 	t.PartitionIndex = partitionIndexOf(t.Local)
 	return t, nil

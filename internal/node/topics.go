@@ -214,12 +214,37 @@ func position(id adminapi.MessageID) storage.Position {
 	return storage.Position{LedgerID: id.LedgerID, EntryID: id.EntryID}
 }
 
-func (s topicService) CreateSubscription(ctx context.Context, topic, sub string, start adminapi.MessageID, replicated bool, _ map[string]string) error {
+func (s topicService) CreateSubscription(ctx context.Context, topic, sub string, start adminapi.MessageID, replicated bool, props map[string]string) error {
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
 	}
-	return adminErr(t.CreateSubscription(ctx, sub, position(start), replicated), admin.ErrSubscriptionExists)
+	return adminErr(t.CreateSubscriptionWithProperties(ctx, sub, position(start), replicated, props), admin.ErrSubscriptionExists)
+}
+
+var _ admin.SubscriptionProperties = topicService{}
+
+func (s topicService) SubscriptionProperties(ctx context.Context, topic, sub string) (map[string]string, error) {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	props, err := t.SubscriptionProperties(sub)
+	if err != nil {
+		return nil, adminErr(err, nil)
+	}
+	if props == nil {
+		props = map[string]string{}
+	}
+	return props, nil
+}
+
+func (s topicService) SetSubscriptionProperties(ctx context.Context, topic, sub string, props map[string]string) error {
+	t, _, err := s.topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	return adminErr(t.SetSubscriptionProperties(ctx, sub, props), nil)
 }
 
 func (s topicService) DeleteSubscription(ctx context.Context, topic, sub string, force bool) error {
@@ -281,7 +306,7 @@ func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int)
 	if n < 1 {
 		return adminapi.RawMessage{}, fmt.Errorf("%w: message position %d, want 1 or more", admin.ErrInvalidArgument, n)
 	}
-	entries, err := t.Peek(ctx, sub, n)
+	e, found, err := t.PeekEntry(ctx, sub, n)
 	if errors.Is(err, broker.ErrSubscriptionNotFound) && t.Ledger() != nil {
 		// Pulsar peeks a subscription that does not exist like a reader from the first entry
 		// (pulsaradmin's TestPeekMessagesWithProperties relies on it).
@@ -297,10 +322,10 @@ func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int)
 	if err != nil {
 		return adminapi.RawMessage{}, adminErr(err, nil)
 	}
-	if len(entries) < n {
-		return adminapi.RawMessage{}, fmt.Errorf("%w: the backlog holds %d entries", admin.ErrMessageNotFound, len(entries))
+	if !found {
+		return adminapi.RawMessage{}, fmt.Errorf("%w: the backlog holds fewer than %d entries", admin.ErrMessageNotFound, n)
 	}
-	return rawMessage(entries[n-1], name)
+	return rawMessage(e, name)
 }
 
 // nthEntry returns the n-th (1-based) stored entry, reading in bounded chunks so that peeking far

@@ -171,8 +171,9 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
-	if cmd.GetSubscription() == "" {
-		c.sendError(reqID, fmt.Errorf("%w: empty subscription name", wire.ErrMetadata))
+	if err := checkSubscribeCommand(cmd); err != nil {
+		c.log.Debug("subscribe refused", "topic", topic.String(), "consumerId", id, "err", err)
+		c.sendError(reqID, err)
 		return
 	}
 	c.mu.Lock()
@@ -243,6 +244,21 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 		}
 		h.sink.answer(reqID)
 	})
+}
+
+// checkSubscribeCommand applies the limits on a SUBSCRIBE's names and properties before anything
+// is built from them (or the topic is created).
+func checkSubscribeCommand(cmd *pulsarpb.CommandSubscribe) error {
+	if err := wire.CheckName("subscription", cmd.GetSubscription()); err != nil {
+		return err
+	}
+	if err := wire.CheckNameLength("consumer", cmd.GetConsumerName()); err != nil {
+		return err
+	}
+	if err := wire.CheckKeyValues("consumer", cmd.GetMetadata()); err != nil {
+		return err
+	}
+	return wire.CheckKeyValues("subscription", cmd.GetSubscriptionProperties())
 }
 
 func (c *conn) subscribe(ctx context.Context, topic naming.TopicName, create bool, opts broker.SubscribeOptions, sink *consumerSink, info *schema.Info) (*broker.Consumer, error) {

@@ -46,7 +46,11 @@ func (h *producerHandle) release(ctx context.Context) {
 func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 	reqID, id := cmd.GetRequestId(), cmd.GetProducerId()
 	topic, err := parseTopic(cmd.GetTopic())
+	if err == nil {
+		err = checkProducerCommand(cmd)
+	}
 	if err != nil {
+		c.log.Debug("producer refused", "topic", cmd.GetTopic(), "producerId", id, "err", err)
 		c.sendError(reqID, err)
 		return
 	}
@@ -117,6 +121,15 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 		}
 		c.sendProducerSuccess(reqID, prod, version, true)
 	})
+}
+
+// checkProducerCommand applies the limits on a PRODUCER's name and metadata before anything is
+// built from them.
+func checkProducerCommand(cmd *pulsarpb.CommandProducer) error {
+	if err := wire.CheckNameLength("producer", cmd.GetProducerName()); err != nil {
+		return err
+	}
+	return wire.CheckKeyValues("producer", cmd.GetMetadata())
 }
 
 // replicatorPrefix marks replicator producers (Pulsar's replicatorPrefix): "pulsar.repl.<source>--><target>".
@@ -330,6 +343,13 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	if cmd.NumMessages != nil {
 		numMessages = int(cmd.GetNumMessages())
 	}
+	if err := checkBatchCounts(numMessages, md); err != nil {
+		// Stored, such an entry would need a batch-acknowledgement state the storage reader
+		// refuses: NotAllowedError makes the client give up on the message (not resend it).
+		c.log.Warn("SEND with too many messages refused", "producerId", id, "sequenceId", seq, "err", err)
+		sendError(pulsarpb.ServerError_NotAllowedError, err.Error())
+		return nil
+	}
 	req := broker.PublishRequest{
 		Entry:        entry,
 		SequenceID:   int64(seq),
@@ -357,6 +377,18 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 	g := &c.sends
 	g.h, g.prod = h, prod
 	g.reqs = append(g.reqs, req)
+	return nil
+}
+
+// checkBatchCounts refuses a SEND whose num_messages, or whose metadata's num_messages_in_batch,
+// is negative or above wire.MaxBatchMessages.
+func checkBatchCounts(numMessages int, md wire.PublishMetadata) error {
+	if numMessages < 0 || numMessages > wire.MaxBatchMessages {
+		return fmt.Errorf("num_messages %d is outside 0..%d", numMessages, wire.MaxBatchMessages)
+	}
+	if md.HasNumMessages && (md.NumMessagesInBatch < 0 || md.NumMessagesInBatch > wire.MaxBatchMessages) {
+		return fmt.Errorf("num_messages_in_batch %d is outside 0..%d", md.NumMessagesInBatch, wire.MaxBatchMessages)
+	}
 	return nil
 }
 

@@ -160,6 +160,9 @@ type PublishMetadata struct {
 	HasChunkID       bool
 	ChunkID          int32
 	NumChunksFromMsg int32
+	// NumMessagesInBatch is num_messages_in_batch when set (HasNumMessages).
+	NumMessagesInBatch int32
+	HasNumMessages     bool
 }
 
 // ScanPublishMetadata reads PublishMetadata from entry bytes (or a SEND payload) with the same
@@ -218,7 +221,7 @@ func ScanPublishMetadataOrigin(entry []byte, name string) (pm PublishMetadata, o
 }
 
 func publishMetadataOf(md *pulsarpb.MessageMetadata) PublishMetadata {
-	return PublishMetadata{
+	pm := PublishMetadata{
 		ProducerName:     md.GetProducerName(),
 		PublishTime:      md.GetPublishTime(),
 		Marker:           IsMarker(md),
@@ -226,6 +229,10 @@ func publishMetadataOf(md *pulsarpb.MessageMetadata) PublishMetadata {
 		ChunkID:          md.GetChunkId(),
 		NumChunksFromMsg: md.GetNumChunksFromMsg(),
 	}
+	if md.NumMessagesInBatch != nil {
+		pm.NumMessagesInBatch, pm.HasNumMessages = md.GetNumMessagesInBatch(), true
+	}
+	return pm
 }
 
 // scanPublishMetadata scans encoded metadata; false means "decode it generically" (malformed, or
@@ -286,6 +293,7 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 			case 3:
 				pm.PublishTime = v
 			case 11:
+				pm.NumMessagesInBatch, pm.HasNumMessages = int32(v), true
 				if origin != nil {
 					origin.NumMessages, origin.HasNumMessages = int32(v), true
 				}

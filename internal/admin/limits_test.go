@@ -1,0 +1,57 @@
+package admin_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+)
+
+// TestAdminRefusesOversizedNamesAndProperties: the admin API refuses topic names above 1,024
+// bytes (partitions included), subscription names above 256 bytes and subscription properties
+// above 64 entries or 16 KiB, with 412 and a reason naming the limit.
+func TestAdminRefusesOversizedNamesAndProperties(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { s.Close() })
+	e := newEnv(t, s)
+	ctx := context.Background()
+	// A namespace long enough for 1,024-byte topic names: "persistent://public/<ns>/<512 bytes>".
+	local := strings.Repeat("t", 512)
+	ns := strings.Repeat("n", 1024-len("persistent://public/")-1-len(local))
+	p := adminapi.NewPolicies()
+	p.ReplicationClusters = []string{"standalone"}
+	for _, n := range []string{ns, ns + "n"} {
+		if err := e.cat.EnsureNamespace(ctx, "public/"+n, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := "/admin/v2/persistent/public/" + ns + "/"
+	e.expect("PUT", "/admin/v2/persistent/public/"+ns+"n/"+local, "", 412, "1024")
+	e.expect("PUT", base+local, "", 204, "")
+	// A partitioned topic whose partition names would be too long.
+	short := local[:len(local)-len("-partition-1")]
+	e.expect("PUT", "/admin/v2/persistent/public/"+ns+"n/"+short+"/partitions", "2", 412, "1024")
+	e.expect("PUT", base+short+"/partitions", "2", 204, "")
+	e.expect("POST", base+short+"/partitions", "11", 412, "Topic name is not valid") // "-partition-10" is one byte longer
+
+	topic := "/admin/v2/persistent/public/default/subs"
+	e.expect("PUT", topic, "", 204, "")
+	e.expect("PUT", topic+"/subscription/"+strings.Repeat("s", 257), "", 412, "256")
+	many := map[string]string{}
+	for i := range 65 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	body := func(props map[string]string) string {
+		var kv []string
+		for k, v := range props {
+			kv = append(kv, fmt.Sprintf("%q:%q", k, v))
+		}
+		return `{"entryId":-1,"ledgerId":-1,"properties":{` + strings.Join(kv, ",") + `}}`
+	}
+	e.expect("PUT", topic+"/subscription/s", body(many), 412, "64")
+	e.expect("PUT", topic+"/subscription/s", body(map[string]string{"k": strings.Repeat("v", 16<<10)}), 412, "16384")
+	e.expect("PUT", topic+"/subscription/"+strings.Repeat("s", 256), body(map[string]string{"k": "v"}), 204, "")
+}
