@@ -212,6 +212,14 @@ func (p *Process) StartE() error {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ReadyTimeout)
 	defer cancel()
+	// A process that exits before it is ready ends the wait at once, not at ReadyTimeout.
+	go func() { // ends with the wait (cancel) or when the process exits
+		select {
+		case <-exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := WaitFor(ctx, func(ctx context.Context) error {
 		select {
 		case <-exited:
