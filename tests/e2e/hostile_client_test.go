@@ -27,7 +27,9 @@ import (
 const (
 	hostileRSSLimit    = 512 << 20       // peak resident memory of the broker process
 	liveLatencyLimit   = 5 * time.Second // one well-behaved Send, while the hostile clients run
-	storedMessages     = 150             // per stored topic
+	liveP99Limit       = time.Second
+	liveP50Limit       = 100 * time.Millisecond
+	storedMessages     = 150 // per stored topic
 	hostileWorkers     = 4
 	defaultHostileTime = 4 * time.Second
 )
@@ -38,16 +40,22 @@ const (
 // at known positions (none acked, a cumulative ack, individual acks with batch-index acks),
 // written through pulsar-client-go and made durable by a graceful restart. Meanwhile a
 // well-behaved pulsar-client-go producer and consumer work on another topic: none of their sends
-// may fail or take longer than liveLatencyLimit, and the consumer gets everything once, in order.
-// The broker's peak RSS (VmHWM) must stay under 512 MiB. Then the broker is killed with SIGKILL
-// and restarted: it must start, every subscription it kept must be where it was (mark-delete
-// position and individually deleted ranges as before, and exactly the expected messages
-// redelivered), and every stored message and every acknowledged live message must be readable,
-// intact.
+// may fail, their latency stays bounded (median 100 ms, p99 1 s, max 5 s: a few milliseconds is
+// usual), and the consumer gets everything once, in order. The broker's peak RSS (VmHWM) must
+// stay under 512 MiB. Then the broker is killed with SIGKILL and restarted: it must start, every
+// durable subscription of every topic must still exist (the hostile clients' own included), the
+// kept subscriptions must be where they were (mark-delete position and individually deleted
+// ranges as before, and exactly the expected messages redelivered), and every stored message and
+// every acknowledged live message must be readable, intact.
+//
+// Each worker first takes its share of every attack (so even a short run tries them all), then
+// draws attacks at random.
 //
 // The hostile inputs come from a seed printed in the log (MERIDIAN_HOSTILE_SEED=n replays it);
 // MERIDIAN_HOSTILE_DURATION (a Go duration, default 4s) sets how long the hostile clients run;
-// MERIDIAN_HOSTILE_ONLY=text runs only the attacks whose name contains text.
+// MERIDIAN_HOSTILE_ONLY=text runs only the attacks whose name contains text, MERIDIAN_HOSTILE_SKIP=
+// text[,text...] leaves out those whose name contains one of them. The memory limit is for the
+// broker built without the race detector; with MERIDIAN_RACE=1 it is eight times higher.
 func TestHostileClients(t *testing.T) {
 	seed, duration := hostileSettings(t)
 	t.Logf("hostile seed %d, duration %v (MERIDIAN_HOSTILE_SEED=%d MERIDIAN_HOSTILE_DURATION=%v reproduces these inputs)", seed, duration, seed, duration)
@@ -86,26 +94,30 @@ func TestHostileClients(t *testing.T) {
 	if err := p.CrashErr(); err != nil {
 		t.Fatalf("the broker died during the attacks: %v", err)
 	}
-	if peak >= hostileRSSLimit {
-		t.Errorf("broker peak RSS %d MiB, limit %d MiB", peak>>20, hostileRSSLimit>>20)
+	limit := int64(hostileRSSLimit)
+	if os.Getenv("MERIDIAN_RACE") == "1" {
+		limit *= 8 // the race detector's own memory
+	}
+	if peak >= limit {
+		t.Errorf("broker peak RSS %d MiB, limit %d MiB", peak>>20, limit>>20)
 	}
 	if err := readyNow(p.WebURL()); err != nil {
 		t.Errorf("broker not ready after the attacks: %v", err)
 	}
 
-	// Every durable cursor of every topic (the hostile clients' subscriptions included: a durable
+	// Every durable subscription of every topic (the hostile clients' ones included: a durable
 	// subscription is persisted before it is confirmed) must survive the kill.
-	cursorsBefore := durableCursors(t, admin)
+	subsBefore := durableSubscriptions(t, admin)
 
 	restartStart := time.Now()
 	if err := p.RestartE(); err != nil {
 		t.Fatalf("restart after kill -9 following the attacks: %v", err)
 	}
 	t.Logf("killed with SIGKILL and ready again in %v", time.Since(restartStart).Round(time.Millisecond))
-	cursorsAfter := durableCursors(t, admin)
-	for topic, names := range cursorsBefore {
+	subsAfter := durableSubscriptions(t, admin)
+	for topic, names := range subsBefore {
 		for _, name := range names {
-			if !slices.Contains(cursorsAfter[topic], name) {
+			if !slices.Contains(subsAfter[topic], name) {
 				t.Errorf("durable subscription %.80q of %s is gone after the restart", name, topic)
 			}
 		}
@@ -272,8 +284,9 @@ func cursorPositions(t *testing.T, admin pulsaradmin.Client, d *knownData) map[s
 	return out
 }
 
-// durableCursors lists the durable cursors of every persistent topic in public/default, by topic.
-func durableCursors(t *testing.T, admin pulsaradmin.Client) map[string][]string {
+// durableSubscriptions lists the durable subscriptions of every persistent topic in
+// public/default, by topic (non-durable ones end with their consumer and are not expected back).
+func durableSubscriptions(t *testing.T, admin pulsaradmin.Client) map[string][]string {
 	t.Helper()
 	ns, err := utils.GetNamespaceName("public/default")
 	if err != nil {
@@ -292,13 +305,15 @@ func durableCursors(t *testing.T, admin pulsaradmin.Client) map[string][]string 
 		if err != nil {
 			continue // a name the admin client cannot parse is not one the test can check
 		}
-		stats, err := admin.Topics().GetInternalStats(*tn)
+		stats, err := admin.Topics().GetStats(*tn)
 		if err != nil {
-			t.Errorf("internal stats of %.200s: %v", topic, err)
+			t.Errorf("stats of %.200s: %v", topic, err)
 			continue
 		}
-		for name := range stats.Cursors {
-			out[topic] = append(out[topic], name)
+		for name, sub := range stats.Subscriptions {
+			if sub.IsDurable {
+				out[topic] = append(out[topic], name)
+			}
 		}
 	}
 	return out
@@ -478,13 +493,12 @@ func (l *liveTraffic) stop(t *testing.T) string {
 		t.Error("the well-behaved producer sent nothing")
 		return "nothing sent"
 	}
-	maxLat := lat[len(lat)-1]
-	if maxLat > liveLatencyLimit {
-		t.Errorf("a well-behaved Send took %v (limit %v)", maxLat, liveLatencyLimit)
+	p50, p99, maxLat := lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+	if maxLat > liveLatencyLimit || p99 > liveP99Limit || p50 > liveP50Limit {
+		t.Errorf("well-behaved Send latency p50 %v, p99 %v, max %v: over the limits %v, %v, %v", p50, p99, maxLat, liveP50Limit, liveP99Limit, liveLatencyLimit)
 	}
 	verify(t, l.chk, "live", checker.Expect{})
-	return fmt.Sprintf("%d sends, latency p50 %v p99 %v max %v", len(lat), lat[len(lat)/2].Round(time.Microsecond),
-		lat[len(lat)*99/100].Round(time.Microsecond), maxLat.Round(time.Microsecond))
+	return fmt.Sprintf("%d sends, latency p50 %v p99 %v max %v", len(lat), p50.Round(time.Microsecond), p99.Round(time.Microsecond), maxLat.Round(time.Microsecond))
 }
 
 // ---- hostile workers ----
@@ -496,6 +510,11 @@ func runHostile(env *hostileEnv, seed uint64, duration time.Duration, p *harness
 	attacks := hostileAttacks
 	if only := os.Getenv("MERIDIAN_HOSTILE_ONLY"); only != "" {
 		attacks = slices.DeleteFunc(slices.Clone(attacks), func(a attack) bool { return !strings.Contains(a.name, only) })
+	}
+	if skip := os.Getenv("MERIDIAN_HOSTILE_SKIP"); skip != "" {
+		attacks = slices.DeleteFunc(slices.Clone(attacks), func(a attack) bool {
+			return slices.ContainsFunc(strings.Split(skip, ","), func(s string) bool { return s != "" && strings.Contains(a.name, s) })
+		})
 	}
 	deadline := time.Now().Add(duration)
 	counts := make([]atomic.Int64, len(attacks))
