@@ -57,6 +57,14 @@ func TestCrashLoop(t *testing.T) {
 	}
 
 	var acked atomic.Int64
+	// A test that fails mid-cycle still waits for its killer, so no restart runs after the test.
+	var killDone chan error
+	defer func() {
+		if killDone != nil {
+			cancelRun()
+			<-killDone
+		}
+	}()
 	for cycle := range cycles {
 		from := int64(cycle * block)
 		for seq := from; seq < from+int64(block); seq++ {
@@ -64,12 +72,13 @@ func TestCrashLoop(t *testing.T) {
 		}
 		victim := []string{"a", "b", "both"}[rng.IntN(3)]
 		killAt := from + int64(block)*int64(1+rng.IntN(9))/10 // 10% .. 90% of the block acknowledged
-		killDone := make(chan error, 1)
+		done := make(chan error, 1)
+		killDone = done
 		go func() { // the killer of this cycle; ends once it has killed and restarted, or with runCtx
 			for acked.Load() < killAt {
 				select {
 				case <-runCtx.Done():
-					killDone <- fmt.Errorf("acknowledged stuck at %d < %d: %v", acked.Load(), killAt, context.Cause(runCtx))
+					done <- fmt.Errorf("acknowledged stuck at %d < %d: %v", acked.Load(), killAt, context.Cause(runCtx))
 					return
 				case <-time.After(2 * time.Millisecond): // poll interval of a deadline-bounded wait
 				}
@@ -79,13 +88,15 @@ func TestCrashLoop(t *testing.T) {
 			if err == nil {
 				t.Logf("cycle %d: killed %s with %d acknowledged, back ready in %v", cycle, victim, acked.Load(), time.Since(start).Round(time.Millisecond))
 			}
-			killDone <- err
+			done <- err
 		}()
 		failed, firstErr := runProducerProcess(t, runCtx, chk, producerRun{
 			url: a.ServiceURL(), topic: topic, name: producer, from: from, n: int64(block), size: size, batching: cycle%2 == 1,
 			rate: crashLoopRate,
 		}, func() { acked.Add(1) })
-		if err := <-killDone; err != nil {
+		err := <-killDone
+		killDone = nil
+		if err != nil {
 			t.Fatalf("cycle %d: kill %s: %v", cycle, victim, err)
 		}
 		if failed > 0 {

@@ -71,7 +71,7 @@ func TestHostileClients(t *testing.T) {
 	baseline := cursorPositions(t, admin, data)
 
 	live := startLiveTraffic(t, p)
-	memory := sampleMemory(p)
+	memory := sampleMemory(t, p)
 
 	env := &hostileEnv{addr: strings.TrimPrefix(p.ServiceURL(), "pulsar://"), storedTopics: []string{}}
 	for _, st := range data.topics {
@@ -548,16 +548,19 @@ func runHostile(env *hostileEnv, seed uint64, duration time.Duration, p *harness
 // ---- memory ----
 
 type memorySampler struct {
-	stopCh chan struct{}
-	done   chan struct{}
-	p      *harness.Process
-	max    int64
-	peak   int64
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	p        *harness.Process
+	max      int64
+	peak     int64
 }
 
-// sampleMemory reads the broker's VmRSS every 50 ms until stop, which also reads VmHWM.
-func sampleMemory(p *harness.Process) *memorySampler {
+// sampleMemory reads the broker's VmRSS every 50 ms until stop (at the latest in t.Cleanup), which
+// also reads VmHWM.
+func sampleMemory(t *testing.T, p *harness.Process) *memorySampler {
 	m := &memorySampler{stopCh: make(chan struct{}), done: make(chan struct{}), p: p}
+	t.Cleanup(func() { m.stop() })
 	go func() { // ends with stop
 		defer close(m.done)
 		tick := time.NewTicker(50 * time.Millisecond)
@@ -577,11 +580,13 @@ func sampleMemory(p *harness.Process) *memorySampler {
 }
 
 func (m *memorySampler) stop() (maxRSS, peak int64) {
-	close(m.stopCh)
-	<-m.done
-	if _, hwm, err := m.p.Memory(); err == nil {
-		m.peak = hwm
-	}
+	m.stopOnce.Do(func() {
+		close(m.stopCh)
+		<-m.done
+		if _, hwm, err := m.p.Memory(); err == nil {
+			m.peak = hwm
+		}
+	})
 	return m.max, m.peak
 }
 
