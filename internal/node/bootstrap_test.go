@@ -259,3 +259,57 @@ func (s *laggingStore) Watch(ctx context.Context, prefix string, afterRevision i
 	}()
 	return out, nil
 }
+
+// TestBootstrapRestartLeavesOperatorEditsAlone: a cluster joins tenant public only when it is new
+// to the store. Once the operator removed it, its restarts leave the tenant as it is, and without
+// the tenant allowing it a missing public/default is not an error (it is not created either).
+func TestBootstrapRestartLeavesOperatorEditsAlone(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	mem := memstore.New()
+	defer mem.Close()
+	open := func() *catalog.Catalog {
+		cat, err := catalog.New(ctx, mem, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cat
+	}
+	catA := open()
+	defer catA.Close()
+	if err := bootstrapCatalog(ctx, catA, "a", clusterURLs(0), log); err != nil {
+		t.Fatal(err)
+	}
+	catB := open()
+	if err := bootstrapCatalog(ctx, catB, "b", clusterURLs(1), log); err != nil {
+		t.Fatal(err)
+	}
+	checkJoined(t, catB, []string{"a", "b"})
+	catB.Close()
+
+	// The operator takes b out of tenant public and deletes public/default.
+	if err := catA.UpdateTenant(ctx, "public", adminapi.TenantInfo{AllowedClusters: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := catA.DeleteNamespace(ctx, "public/default"); err != nil {
+		t.Fatal(err)
+	}
+	catB = open() // b restarts
+	defer catB.Close()
+	if err := bootstrapCatalog(ctx, catB, "b", clusterURLs(1), log); err != nil {
+		t.Fatalf("restart of b: %v", err)
+	}
+	if tenant, _ := catB.Tenant("public"); !slices.Equal(tenant.AllowedClusters, []string{"a"}) {
+		t.Errorf("after b's restart tenant public allows %v, want [a] as the operator left it", tenant.AllowedClusters)
+	}
+	if _, ok := catB.Namespace("public/default"); ok {
+		t.Error("b created public/default although tenant public does not allow it")
+	}
+	// a, allowed, recreates it on its next start.
+	if err := bootstrapCatalog(ctx, catA, "a", clusterURLs(0), log); err != nil {
+		t.Fatal(err)
+	}
+	if ns, ok := catA.Namespace("public/default"); !ok || !slices.Equal(ns.ReplicationClusters, []string{"a"}) {
+		t.Errorf("a's restart: public/default %v (exists %v), want replicating to [a]", ns.ReplicationClusters, ok)
+	}
+}
