@@ -31,6 +31,7 @@ const (
 	liveP50Limit       = 100 * time.Millisecond
 	storedMessages     = 150 // per stored topic
 	hostileWorkers     = 4
+	lateSubscription   = "keep-late"
 	defaultHostileTime = 4 * time.Second
 )
 
@@ -87,6 +88,12 @@ func TestHostileClients(t *testing.T) {
 	counts := runHostile(env, seed, duration, p)
 	t.Logf("hostile attacks run (%v): %s", time.Since(hostileStart).Round(time.Millisecond), counts)
 
+	// A subscription created after the attacks: its creation is durable when confirmed, and it
+	// lies behind whatever cursor state the attacks left, so it is lost if recovery drops that.
+	for _, st := range data.topics {
+		newConsumer(t, harness.NewClient(t, p, nil), pulsar.ConsumerOptions{Topic: st.name, SubscriptionName: lateSubscription}).Close()
+	}
+
 	liveReport := live.stop(t)
 	t.Logf("well-behaved client during the attacks: %s", liveReport)
 	rssMax, peak := memory.stop()
@@ -115,6 +122,11 @@ func TestHostileClients(t *testing.T) {
 	}
 	t.Logf("killed with SIGKILL and ready again in %v", time.Since(restartStart).Round(time.Millisecond))
 	subsAfter := durableSubscriptions(t, admin)
+	for _, st := range data.topics {
+		if !slices.Contains(subsBefore[st.name], lateSubscription) {
+			t.Errorf("subscription %s of %s, created after the attacks, was not listed before the kill", lateSubscription, st.name)
+		}
+	}
 	for topic, names := range subsBefore {
 		for _, name := range names {
 			if !slices.Contains(subsAfter[topic], name) {
