@@ -20,18 +20,15 @@ import (
 // hostileEnv is what attacks know of the broker and its data.
 type hostileEnv struct {
 	addr string
-	// stored are entries of the stored topics (topic, ledger, entry, batch size), for acks, seeks
-	// and flows that name real positions.
+	// stored are entries of the stored topics, for acks, seeks and flows that name real positions.
 	stored []storedPosition
-	// storedTopics are the stored topics' names; hostileTopics are topics only attacks write to.
-	storedTopics  []string
+	// hostileTopics are topics only attacks write to.
 	hostileTopics []string
 }
 
 type storedPosition struct {
 	topic         string
 	ledger, entry uint64
-	batchSize     int32
 }
 
 type attack struct {

@@ -74,11 +74,10 @@ func TestHostileClients(t *testing.T) {
 	live := startLiveTraffic(t, p)
 	memory := sampleMemory(t, p)
 
-	env := &hostileEnv{addr: strings.TrimPrefix(p.ServiceURL(), "pulsar://"), storedTopics: []string{}}
+	env := &hostileEnv{addr: strings.TrimPrefix(p.ServiceURL(), "pulsar://")}
 	for _, st := range data.topics {
-		env.storedTopics = append(env.storedTopics, st.name)
 		for _, id := range st.ids {
-			env.stored = append(env.stored, storedPosition{topic: st.name, ledger: uint64(id.LedgerID()), entry: uint64(id.EntryID()), batchSize: id.BatchSize()})
+			env.stored = append(env.stored, storedPosition{topic: st.name, ledger: uint64(id.LedgerID()), entry: uint64(id.EntryID())})
 		}
 	}
 	for i := range 4 {
