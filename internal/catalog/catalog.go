@@ -511,7 +511,8 @@ var errSkipWrite = errors.New("skip write")
 
 // update runs a compare-and-swap loop on key: it reads the current value (into a fresh T, or
 // exists=false), calls mutate, and writes the result with the version it read. mutate returns
-// (remove=true) to delete the key instead. It returns after the cache reflects the write.
+// (remove=true) to delete the key instead, or errSkipWrite to write nothing. It returns after the
+// cache reflects the write (or, for errSkipWrite, the value read).
 func update[T any](ctx context.Context, c *Catalog, key string, fresh func() T, mutate func(v *T, exists bool) (remove bool, err error)) error {
 	for attempt := 0; attempt < writeRetries; attempt++ {
 		if attempt > 0 {
@@ -536,6 +537,11 @@ func update[T any](ctx context.Context, c *Catalog, key string, fresh func() T, 
 		}
 		remove, err := mutate(&v, exists)
 		if errors.Is(err, errSkipWrite) {
+			// Nothing to write, but the caller may go on to read the cache: it shows at least
+			// what was just read.
+			if exists {
+				return c.waitRevision(ctx, modRev)
+			}
 			return nil
 		}
 		if err != nil {

@@ -397,3 +397,46 @@ func TestUnreadableValuesAreSkipped(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowClustersKeepsEveryListedCluster: two catalogs on one store add different clusters to a
+// tenant; neither addition is lost (compare-and-swap against the stored value, not a cached one),
+// adding a listed cluster writes nothing, and unknown clusters or tenants are refused.
+func TestAllowClustersKeepsEveryListedCluster(t *testing.T) {
+	stores(t, func(t *testing.T, s metadata.Store) {
+		ctx := context.Background()
+		c1, c2 := open(t, s), open(t, s)
+		bootstrap(t, c1, "east", "west", "north")
+		if err := c1.UpdateTenant(ctx, "public", adminapi.TenantInfo{AllowedClusters: []string{"east"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c2.WaitForClusters(ctx, "east", "west", "north"); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, pair := range []struct {
+			c  *catalog.Catalog
+			cl string
+		}{{c1, "west"}, {c2, "north"}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = pair.c.AllowClusters(ctx, "public", pair.cl)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := c1.AllowClusters(ctx, "public", "east", "west"); err != nil { // already listed: no write
+			t.Fatal(err)
+		}
+		got, _ := c1.Tenant("public")
+		slices.Sort(got.AllowedClusters)
+		if !slices.Equal(got.AllowedClusters, []string{"east", "north", "west"}) {
+			t.Fatalf("allowed clusters = %v, want east, north and west", got.AllowedClusters)
+		}
+		wantKind(t, c1.AllowClusters(ctx, "public", "nowhere"), catalog.ErrPrecondition, "Clusters do not exist: nowhere")
+		wantKind(t, c1.AllowClusters(ctx, "absent", "east"), catalog.ErrNotFound, "Tenant does not exist")
+	})
+}

@@ -353,6 +353,42 @@ func (c *Catalog) EnsureTenant(ctx context.Context, name string, info adminapi.T
 	return err
 }
 
+// AllowClusters adds clusters to an existing tenant's allowedClusters by compare-and-swap: every
+// cluster listed already stays, one another writer added a moment ago included. Each cluster must be
+// registered; a missing tenant is ErrNotFound. It returns once this catalog shows the result.
+func (c *Catalog) AllowClusters(ctx context.Context, tenant string, clusters ...string) error {
+	if err := validTenantName(tenant); err != nil {
+		return err
+	}
+	c.mu.RLock()
+	for _, cl := range clusters {
+		if _, ok := c.clusters[cl]; !ok {
+			c.mu.RUnlock()
+			return refuse(ErrPrecondition, "Clusters do not exist: %s", cl)
+		}
+	}
+	c.mu.RUnlock()
+	return update(ctx, c, tenantKey(tenant), func() adminapi.TenantInfo { return adminapi.TenantInfo{} },
+		func(v *adminapi.TenantInfo, exists bool) (bool, error) {
+			if !exists {
+				return false, refuse(ErrNotFound, "Tenant does not exist")
+			}
+			before := len(v.AllowedClusters)
+			for _, cl := range clusters {
+				if !slices.Contains(v.AllowedClusters, cl) {
+					v.AllowedClusters = append(v.AllowedClusters, cl)
+				}
+			}
+			if len(v.AllowedClusters) == before {
+				return false, errSkipWrite
+			}
+			if v.AdminRoles == nil {
+				v.AdminRoles = []string{}
+			}
+			return false, nil
+		})
+}
+
 // ---- namespaces ----
 
 // Namespaces returns the "tenant/ns" names of a tenant, sorted.

@@ -91,7 +91,10 @@ func (n *Node) compose(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load catalog: %w", err)
 	}
-	if err := n.bootstrap(ctx); err != nil {
+	if err := bootstrapCatalog(ctx, c.catalog, n.opts.Cluster, adminapi.ClusterData{
+		ServiceURL:       n.webURL,
+		BrokerServiceURL: n.serviceURL,
+	}, log); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 
@@ -152,35 +155,6 @@ func (n *Node) compose(ctx context.Context) error {
 	// Replicators start once this broker serves: remotes replicating into us need the listener,
 	// and our replicators need loaded topics.
 	c.replication.Start(context.WithoutCancel(ctx))
-	return nil
-}
-
-// bootstrap runs on every start: register (or update) this cluster with its advertised URLs,
-// and create tenant public and namespace public/default when they do not exist. With a shared
-// configuration store another cluster may have created them already; they are then left alone.
-func (n *Node) bootstrap(ctx context.Context) error {
-	cat := n.components.catalog
-	if err := cat.EnsureCluster(ctx, n.opts.Cluster, adminapi.ClusterData{
-		ServiceURL:       n.webURL,
-		BrokerServiceURL: n.serviceURL,
-	}); err != nil {
-		return fmt.Errorf("register cluster %s: %w", n.opts.Cluster, err)
-	}
-	// Only create what is missing: with a shared configuration store another cluster may have
-	// created them, and an operator may have changed them since; neither is touched.
-	if _, ok := cat.Tenant(naming.DefaultTenant); !ok {
-		if err := cat.EnsureTenant(ctx, naming.DefaultTenant, adminapi.TenantInfo{AllowedClusters: []string{n.opts.Cluster}}); err != nil {
-			return fmt.Errorf("create tenant %s: %w", naming.DefaultTenant, err)
-		}
-	}
-	ns := naming.DefaultTenant + "/" + naming.DefaultNamespace
-	if _, ok := cat.Namespace(ns); !ok {
-		policies := adminapi.NewPolicies()
-		policies.ReplicationClusters = []string{n.opts.Cluster}
-		if err := cat.EnsureNamespace(ctx, ns, policies); err != nil {
-			return fmt.Errorf("create namespace %s: %w", ns, err)
-		}
-	}
 	return nil
 }
 

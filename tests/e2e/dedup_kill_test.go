@@ -231,6 +231,7 @@ type producerRun struct {
 	from, n          int64
 	size             int
 	batching         bool
+	rate             float64 // messages per second; 0: unpaced
 }
 
 // runProducerProcess runs cmd/e2e-producer and records its outcomes in chk (the sends must already
@@ -241,7 +242,7 @@ func runProducerProcess(t *testing.T, ctx context.Context, chk *checker.Checker,
 	bin := harness.ToolBinary(t, "e2e-producer")
 	cmd := exec.CommandContext(ctx, bin, "-url", r.url, "-topic", r.topic, "-name", r.name,
 		"-from", fmt.Sprint(r.from), "-n", fmt.Sprint(r.n), "-size", fmt.Sprint(r.size),
-		fmt.Sprintf("-batching=%v", r.batching))
+		fmt.Sprintf("-batching=%v", r.batching), "-rate", fmt.Sprint(r.rate))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

@@ -46,19 +46,20 @@ func main() {
 	sendTimeout := flag.Duration("send-timeout", 2*time.Minute, "producer send timeout")
 	maxPending := flag.Int("max-pending", 500, "producer MaxPendingMessages")
 	deadline := flag.Duration("deadline", 5*time.Minute, "give up after this long")
+	rate := flag.Float64("rate", 0, "messages per second (0: as fast as the producer takes them)")
 	flag.Parse()
 	if *url == "" || *topic == "" || *name == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*url, *topic, *name, *from, *count, *size, *batching, *explicitSeq, *sendTimeout, *maxPending, *deadline); err != nil {
+	if err := run(*url, *topic, *name, *from, *count, *size, *batching, *explicitSeq, *sendTimeout, *maxPending, *deadline, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-producer:", err)
 		os.Exit(1)
 	}
 }
 
 func run(url, topic, name string, from, count int64, size int, batching, explicitSeq bool,
-	sendTimeout time.Duration, maxPending int, deadline time.Duration) error {
+	sendTimeout time.Duration, maxPending int, deadline time.Duration, rate float64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	client, err := pulsar.NewClient(pulsar.ClientOptions{
@@ -92,7 +93,15 @@ func run(url, topic, name string, from, count int64, size int, batching, explici
 		_ = enc.Encode(r)
 	}
 	var wg sync.WaitGroup
+	start := time.Now()
 	for seq := from; seq < from+count; seq++ {
+		if rate > 0 {
+			// Pace the sends: message i goes out i/rate seconds after the first.
+			due := start.Add(time.Duration(float64(seq-from) / rate * float64(time.Second)))
+			if wait := time.Until(due); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
 		msg := &pulsar.ProducerMessage{Payload: checker.Payload(name, seq, size)}
 		if explicitSeq {
 			s := seq

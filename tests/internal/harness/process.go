@@ -212,6 +212,14 @@ func (p *Process) StartE() error {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ReadyTimeout)
 	defer cancel()
+	// A process that exits before it is ready ends the wait at once, not at ReadyTimeout.
+	go func() { // ends with the wait (cancel) or when the process exits
+		select {
+		case <-exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := WaitFor(ctx, func(ctx context.Context) error {
 		select {
 		case <-exited:
@@ -378,4 +386,48 @@ func (p *Process) cleanup() {
 		p.t.Logf("meridian log (%s):\n%s", p.logPath, p.tail(200))
 	}
 	_ = p.logFile.Close()
+}
+
+// PID is the operating-system process id of the running process (0 when it is not running).
+func (p *Process) PID() int {
+	if !p.Running() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Memory is the resident memory of the running process from /proc/PID/status: RSS now (VmRSS) and
+// its peak since the process started (VmHWM), in bytes.
+func (p *Process) Memory() (rss, peak int64, err error) {
+	pid := p.PID()
+	if pid == 0 {
+		return 0, 0, errors.New("harness: process not running")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "VmRSS" && name != "VmHWM") {
+			continue
+		}
+		fields := strings.Fields(value) // "123456 kB"
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, 0, fmt.Errorf("harness: unexpected %s line %q", name, line)
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("harness: %s line %q: %w", name, line, err)
+		}
+		if name == "VmRSS" {
+			rss = kb << 10
+		} else {
+			peak = kb << 10
+		}
+	}
+	if rss == 0 || peak == 0 {
+		return 0, 0, fmt.Errorf("harness: no VmRSS/VmHWM in /proc/%d/status", pid)
+	}
+	return rss, peak, nil
 }
