@@ -141,6 +141,7 @@ func (c replCursor) Properties() map[string]string { return c.c.Properties() }
 func (c replCursor) SetProperties(ctx context.Context, props map[string]string) error {
 	return c.c.SetProperties(ctx, props)
 }
+func (c replCursor) Flush(ctx context.Context) error { return c.c.Flush(ctx) }
 
 // replicatedIndexHook is broker.Deps.ReplicatedIndex: it opens the topic's inbound index through
 // the Manager (kept for stats) and tells the Manager the topic is loaded, so its replicators start.
