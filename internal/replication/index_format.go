@@ -31,7 +31,8 @@ import (
 //	          varint   floor ledger, varint floor entry (origin positions <= floor are stored but no
 //	                   longer mapped; -1:-1 if none)
 //	          uvarint  number of chunks; per chunk, in origin order:
-//	              uvarint id, u8 level, uvarint number of runs,
+//	              uvarint id, u8 level, uvarint number of runs, uvarint encoded size (before
+//	              compression),
 //	              varint first ledger, varint first entry (origin of the first run),
 //	              varint last ledger, varint last entry (origin end of the last run)
 //	          uvarint  number of tail runs, then the tail runs (runs after the last chunk)
@@ -91,8 +92,13 @@ func chunkIDOf(name string) (uint64, bool) {
 var errBadSnapshot = errors.New("replication: bad index snapshot")
 
 // maxUnpacked bounds a packed property once decompressed. The writer stays far below it: a chunk
-// holds at most maxPinnedRunsLimit runs of at most 50 bytes.
+// holds at most maxChunkBytes, a head a tail below SealBytes per origin cluster plus its chunk list.
 const maxUnpacked = 64 << 20
+
+// maxChunkBytes bounds a chunk's encoded runs (before compression; the writer splits and stops
+// merging there). Packed, even incompressible, it stays far below storage's bound on a cursor's
+// properties.
+const maxChunkBytes = 2 << 20
 
 // flateWriters reuse compressors (each holds several hundred KiB).
 var flateWriters = sync.Pool{New: func() any {
@@ -315,6 +321,7 @@ type chunkRef struct {
 	id    uint64
 	level uint8
 	runs  int
+	size  int      // encoded runs, bytes before compression
 	first Position // origin of the first run
 	last  Position // origin end of the last run
 }
@@ -350,6 +357,7 @@ func encodeHead(h snapshotHead) map[string]string {
 			b = binary.AppendUvarint(b, c.id)
 			b = append(b, c.level)
 			b = binary.AppendUvarint(b, uint64(c.runs))
+			b = binary.AppendUvarint(b, uint64(c.size))
 			b = binary.AppendVarint(b, c.first.LedgerID)
 			b = binary.AppendVarint(b, c.first.EntryID)
 			b = binary.AppendVarint(b, c.last.LedgerID)
@@ -390,7 +398,8 @@ func decodeHead(props map[string]string, tailRun func(k int, r run)) (snapshotHe
 		nchunks := r.count("chunk count")
 		bound := Position{-1, -1}
 		for range nchunks {
-			c := chunkRef{id: r.uvarint(), level: r.u8(), runs: int(min(r.uvarint(), math.MaxInt32)), first: r.position(), last: r.position()}
+			c := chunkRef{id: r.uvarint(), level: r.u8(), runs: int(min(r.uvarint(), math.MaxInt32)), size: int(min(r.uvarint(), math.MaxInt32)),
+				first: r.position(), last: r.position()}
 			// The first chunk may begin at or below the floor (runs folded since it was written).
 			if r.err == nil && (c.id >= h.nextChunkID || c.runs == 0 || c.first.Compare(bound) <= 0 || c.last.Compare(c.first) < 0 || c.last.Compare(k.floor) <= 0) {
 				r.fail("chunk list")

@@ -287,16 +287,19 @@ func (x *Index) scan(ctx context.Context, from Position) (int, error) {
 
 // keyCapture is an origin key as a save found it (taken under Index.mu, used outside it).
 type keyCapture struct {
-	o        *originState
-	key      OriginKey
-	floor    Position
-	chunks   []chunkRef
-	newest   bool // the key its cluster used last
-	work     bool // changed since the last save, or to be consolidated: view is set
-	rewrite  bool
-	view     runView
-	tail     []byte // when !work: the tail of the last head
-	tailRuns int
+	o       *originState
+	key     OriginKey
+	floor   Position
+	chunks  []chunkRef
+	newest  bool // the key its cluster used last
+	work    bool // changed since the last save, or to be consolidated: view is set
+	rewrite bool
+	// consolidate: a key its cluster no longer uses (an older incarnation) has all its runs
+	// written as few chunks as the size bound allows, none in the head.
+	consolidate bool
+	view        runView
+	tail        []byte // when !work: the tail of the last head
+	tailRuns    int
 }
 
 // capture takes what a save needs of every origin key (x.mu held) and clears their change flags.
@@ -305,7 +308,8 @@ func (x *Index) capture() []keyCapture {
 	for _, c := range x.clusters {
 		for _, o := range c.keys {
 			kc := keyCapture{o: o, key: o.key, floor: o.floor, chunks: o.persist.chunks, newest: o.lastUse == c.clock}
-			if o.persist.changed || o.persist.rewrite || (!kc.newest && len(kc.chunks) >= 2) {
+			kc.consolidate = !kc.newest && (o.persist.tailRuns > 0 || (len(kc.chunks) >= 2 && totalSize(kc.chunks) <= maxChunkBytes))
+			if o.persist.changed || o.persist.rewrite || kc.consolidate {
 				kc.work, kc.rewrite, kc.view = true, o.persist.rewrite, o.runs.view()
 				o.persist.changed, o.persist.rewrite = false, false
 			} else {
@@ -354,37 +358,39 @@ func (x *Index) plan(caps []keyCapture, scanFrom Position) savePlan {
 	return p
 }
 
-// planKey plans one changed key: drop chunks wholly at or below the floor, seal the tail or keep
-// it in the head, merge full levels; or, for a key with an out-of-order insert or a key its
-// cluster no longer uses, rewrite everything as one chunk.
+// planKey plans one changed key: drop chunks wholly at or below the floor, seal the tail (or keep
+// it in the head while shorter than SealBytes), merge full levels; or, for a key with an
+// out-of-order insert or one to consolidate, write all its runs again.
 func (x *Index) planKey(kc *keyCapture, p *savePlan) headKey {
 	hk := headKey{key: kc.key, floor: kc.floor}
 	chunks := slices.Clone(kc.chunks)
 	for len(chunks) > 0 && chunks[0].last.Compare(kc.floor) <= 0 {
 		chunks = chunks[1:]
 	}
-	encode := func(lo, hi Position) runEncoder {
-		enc := newRunEncoder(nil)
-		kc.view.each(maxPos(lo, kc.floor), hi, func(r run) bool { enc.add(r); return true })
-		return enc
-	}
 	seal := func(enc runEncoder, minLevel uint8) chunkRef {
-		ref := chunkRef{id: x.store.nextChunkID, level: max(minLevel, x.levelFor(len(enc.buf))), runs: enc.n, first: enc.first, last: enc.prevOrigin}
+		ref := chunkRef{id: x.store.nextChunkID, level: max(minLevel, x.levelFor(len(enc.buf))), runs: enc.n, size: len(enc.buf),
+			first: enc.first, last: enc.prevOrigin}
 		x.store.nextChunkID++
 		p.chunks = append(p.chunks, newChunk{ref: ref, props: encodeChunk(kc.key, enc)})
 		return ref
 	}
-	keepTail := func(enc runEncoder) {
-		hk.tail, hk.tailRuns = enc.buf, enc.n
-	}
-	if kc.rewrite || (!kc.newest && len(chunks) >= 2) {
-		enc := encode(kc.floor, Latest)
-		chunks = chunks[:0]
-		if len(enc.buf) >= x.opts.SealBytes {
-			chunks = append(chunks, seal(enc, 0))
-		} else {
-			keepTail(enc)
+	// sealFrom writes the runs after lo as chunks of at most maxChunkBytes, or (allowTail) as the
+	// head's tail when they are fewer than SealBytes.
+	sealFrom := func(lo Position, allowTail bool) {
+		encs := kc.encode(lo, Latest)
+		if allowTail && len(encs) == 1 && len(encs[0].buf) < x.opts.SealBytes {
+			hk.tail, hk.tailRuns = encs[0].buf, encs[0].n
+			return
 		}
+		for _, enc := range encs {
+			if enc.n > 0 {
+				chunks = append(chunks, seal(enc, 0))
+			}
+		}
+	}
+	if kc.rewrite || kc.consolidate {
+		chunks = chunks[:0]
+		sealFrom(kc.floor, kc.newest)
 		hk.chunks = chunks
 		return hk
 	}
@@ -392,53 +398,78 @@ func (x *Index) planKey(kc *keyCapture, p *savePlan) headKey {
 	if k := len(chunks); k > 0 {
 		boundary = maxPos(boundary, chunks[k-1].last)
 	}
-	if enc := encode(boundary, Latest); len(enc.buf) >= x.opts.SealBytes {
-		chunks = append(chunks, seal(enc, 0))
-	} else {
-		keepTail(enc)
-	}
-	// Merge: mergeFanout trailing chunks of one level become one of a higher level.
+	sealFrom(boundary, true)
+	// Merge: mergeFanout trailing chunks of one level become one of a higher level, while the
+	// result stays within maxChunkBytes.
 	for {
 		k := len(chunks)
 		if k < mergeFanout {
 			break
 		}
-		level := chunks[k-1].level
-		full := true
-		for _, c := range chunks[k-mergeFanout:] {
+		group := chunks[k-mergeFanout:]
+		level := group[len(group)-1].level
+		full := totalSize(group) <= maxChunkBytes
+		for _, c := range group {
 			full = full && c.level == level
 		}
 		if !full {
 			break
 		}
-		chunks = x.mergeChunks(chunks, k-mergeFanout, k, kc.floor, level+1, encode, seal)
+		chunks = kc.merge(chunks, k-mergeFanout, k, level+1, seal)
 	}
 	for len(chunks) > maxChunksPerKey {
-		best := 0
-		for i := 1; i+1 < len(chunks); i++ {
-			if chunks[i].runs+chunks[i+1].runs < chunks[best].runs+chunks[best+1].runs {
+		best := -1
+		for i := 0; i+1 < len(chunks); i++ {
+			if size := chunks[i].size + chunks[i+1].size; size <= maxChunkBytes && (best < 0 || size < chunks[best].size+chunks[best+1].size) {
 				best = i
 			}
 		}
-		chunks = x.mergeChunks(chunks, best, best+2, kc.floor, max(chunks[best].level, chunks[best+1].level), encode, seal)
+		if best < 0 {
+			break // every neighbour pair is too large to merge: the count stays above the bound
+		}
+		chunks = kc.merge(chunks, best, best+2, max(chunks[best].level, chunks[best+1].level), seal)
 	}
 	hk.chunks = chunks
 	return hk
 }
 
-// mergeChunks replaces chunks[i:j] by one chunk of their runs (none when all are below the floor).
-func (x *Index) mergeChunks(chunks []chunkRef, i, j int, floor Position, level uint8,
-	encode func(lo, hi Position) runEncoder, seal func(runEncoder, uint8) chunkRef) []chunkRef {
-	lo := floor
+// encode returns the key's runs after lo (and after its floor) and at or before hi, delta-encoded
+// in pieces of at most maxChunkBytes (at least one, maybe empty).
+func (kc *keyCapture) encode(lo, hi Position) []runEncoder {
+	encs := []runEncoder{newRunEncoder(nil)}
+	kc.view.each(maxPos(lo, kc.floor), hi, func(r run) bool {
+		if len(encs[len(encs)-1].buf) >= maxChunkBytes {
+			encs = append(encs, newRunEncoder(nil))
+		}
+		encs[len(encs)-1].add(r)
+		return true
+	})
+	return encs
+}
+
+// merge replaces chunks[i:j] by one chunk of their runs (none when all are below the floor).
+func (kc *keyCapture) merge(chunks []chunkRef, i, j int, level uint8, seal func(runEncoder, uint8) chunkRef) []chunkRef {
+	lo := kc.floor
 	if i > 0 {
 		lo = chunks[i-1].last
 	}
-	enc := encode(lo, chunks[j-1].last)
 	out := append(slices.Clone(chunks[:i]), chunks[j:]...)
-	if enc.n == 0 {
-		return out
+	var merged []chunkRef
+	for _, enc := range kc.encode(lo, chunks[j-1].last) { // one piece: the inputs fit maxChunkBytes
+		if enc.n > 0 {
+			merged = append(merged, seal(enc, level))
+		}
 	}
-	return slices.Insert(out, i, seal(enc, level))
+	return slices.Insert(out, i, merged...)
+}
+
+// totalSize is the encoded size of chunks.
+func totalSize(chunks []chunkRef) int {
+	n := 0
+	for _, c := range chunks {
+		n += c.size
+	}
+	return n
 }
 
 // levelFor is the size tier of a chunk of n encoded bytes: 0 below SealBytes·mergeFanout, then

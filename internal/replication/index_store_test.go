@@ -416,3 +416,60 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		_, _, _ = decodeV1(map[string]string{propScanFrom: "1:0", propDataV1: headData})
 	})
 }
+
+// TestIndexChunksStayWithinSizeBound: however many runs one save seals (here a tail of 600,000
+// runs per origin, 3 MB encoded), no chunk exceeds maxChunkBytes, so its properties stay far below
+// what storage accepts for a cursor; the snapshot still loads whole.
+func TestIndexChunksStayWithinSizeBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records 1.2 M entries")
+	}
+	ctx := context.Background()
+	topic := newMemTopic("persistent://t/n/big", 5)
+	opts := IndexOptions{SnapshotInterval: time.Hour, MaxRuns: 700_000, MaxPinnedRuns: 800_000, Logger: quietLogger()}
+	x, err := LoadIndex(ctx, topic, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next [2]int64
+	interleave(t, x, topic, &next, 1_200_000)
+	if err := x.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := decodeHead(topic.cursors[IndexCursorName].Properties(), func(int, run) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range h.keys {
+		if len(k.chunks) < 2 {
+			t.Fatalf("%v: %d chunks, want the tail split", k.key, len(k.chunks))
+		}
+		for _, c := range k.chunks {
+			if c.size > maxChunkBytes+64 {
+				t.Fatalf("%v chunk %d: %d bytes encoded, bound %d", k.key, c.id, c.size, maxChunkBytes)
+			}
+			n := 0
+			for key, v := range topic.cursors[ChunkCursorName(c.id)].Properties() {
+				n += len(key) + len(v)
+			}
+			if n > 4<<20 {
+				t.Fatalf("chunk %d: %d bytes of properties", c.id, n)
+			}
+		}
+	}
+	y, err := LoadIndex(ctx, topic, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o, key := range []OriginKey{keyA(), keyB()} {
+		for _, e := range []int64{0, next[o] / 2, next[o] - 1} {
+			if l1, ok := x.Lookup(key, Position{100 + int64(o), e}); !ok {
+				t.Fatalf("%v %d not mapped", key, e)
+			} else if l2, ok := y.Lookup(key, Position{100 + int64(o), e}); !ok || l1 != l2 {
+				t.Fatalf("%v %d: %v before the reload, %v %v after", key, e, l1, l2, ok)
+			}
+		}
+	}
+	_ = x.Close(ctx)
+	_ = y.Close(ctx)
+}
