@@ -26,7 +26,8 @@ func replicatedSource(data []byte) (src entrySource, indexed bool, err error) {
 		return entrySource{}, false, fmt.Errorf("replication: replicated entry: malformed metadata")
 	}
 	return originSource(wire.ReplicatedOrigin{From: s.replicatedFrom, HasFrom: s.hasReplicatedFrom,
-		Position: s.sourcePosition, HasPosition: s.hasSourcePosition, NumMessages: s.numMessages, HasNumMessages: s.hasNumMessages})
+		Position: s.sourcePosition, HasPosition: s.hasSourcePosition, Incarnation: s.sourceIncarnation, HasIncarnation: s.hasIncarnation,
+		NumMessages: s.numMessages, HasNumMessages: s.hasNumMessages})
 }
 
 // originSource is replicatedSource of an entry whose metadata was scanned.
@@ -38,6 +39,12 @@ func originSource(o wire.ReplicatedOrigin) (src entrySource, indexed bool, err e
 	src.pos, err = parsePositionBytes(o.Position)
 	if err != nil {
 		return entrySource{}, false, fmt.Errorf("replication: replicated entry from %s: %w", o.From, err)
+	}
+	if o.HasIncarnation {
+		// Absent (Pulsar, ledgers older than incarnations): incarnation 0.
+		if src.incarnation, err = wire.ParseIncarnation(o.Incarnation); err != nil {
+			return entrySource{}, false, fmt.Errorf("replication: replicated entry from %s: %w", o.From, err)
+		}
 	}
 	src.msgs = int64(o.NumMessages)
 	if !o.HasNumMessages || src.msgs < 1 {

@@ -398,7 +398,7 @@ func (x *Index) planKey(kc *keyCapture, p *savePlan) headKey {
 	if k := len(chunks); k > 0 {
 		boundary = maxPos(boundary, chunks[k-1].last)
 	}
-	sealFrom(boundary, true)
+	sealFrom(boundary, kc.newest)
 	// Merge: mergeFanout trailing chunks of one level become one of a higher level, while the
 	// result stays within maxChunkBytes.
 	for {

@@ -473,3 +473,23 @@ func TestIndexChunksStayWithinSizeBound(t *testing.T) {
 	_ = x.Close(ctx)
 	_ = y.Close(ctx)
 }
+
+// FuzzDecodeOrigins: hostile version 1 snapshot data is refused or loaded, never a panic.
+func FuzzDecodeOrigins(f *testing.F) {
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		origins, err := decodeOriginsV1(b)
+		if err != nil {
+			return
+		}
+		x := NewIndex(IndexOptions{})
+		for _, v := range origins {
+			o := x.originOf([]byte(v.name), 0)
+			o.floor = v.floor
+			for _, r := range v.runs {
+				x.loadRun(o, r)
+			}
+			x.Contains(OriginKey{Cluster: v.name}, Position{0, 0})
+		}
+	})
+}
