@@ -154,7 +154,6 @@ func (x *Index) Observe(local Position, data []byte) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	o := x.originOf(src.cluster, src.incarnation)
-	o.touch()
 	if _, found := o.runs.find(src.pos); found || src.pos.Compare(o.floor) <= 0 {
 		return
 	}
@@ -228,7 +227,6 @@ func (x *Index) admit(src entrySource, size int64) (dup bool, dupLedger, dupEntr
 		o = x.originOf(src.cluster, src.incarnation)
 		q.last = o
 	}
-	o.touch()
 	pos, c := src.pos, o.cluster
 	if r, found := o.runs.find(pos); found {
 		c.dups++

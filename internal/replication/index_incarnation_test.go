@@ -137,3 +137,66 @@ func TestIndexFailedAppendAcrossIncarnations(t *testing.T) {
 	}
 	c(0, 2, nil)
 }
+
+// TestIndexKeysPerClusterBounded: an origin cluster keeps at most maxKeysPerCluster incarnations;
+// the one that recorded least recently goes first, and the index keeps working for the others.
+func TestIndexKeysPerClusterBounded(t *testing.T) {
+	topic := newMemTopic("persistent://t/n/keys", 9)
+	x := NewIndex(IndexOptions{Logger: quietLogger()})
+	for inc := uint64(1); inc <= maxKeysPerCluster+10; inc++ {
+		store(t, x, topic, replicatedInc(t, "a", inc, Position{1, 0}, "x"))
+	}
+	if in := x.Inbound(); in[0].Incarnations != maxKeysPerCluster || in[0].MsgInCount != maxKeysPerCluster+10 {
+		t.Fatalf("inbound %+v", in[0])
+	}
+	if x.Contains(OriginKey{Cluster: "a", Incarnation: 1}, Position{1, 0}) || !x.Contains(OriginKey{Cluster: "a", Incarnation: maxKeysPerCluster + 10}, Position{1, 0}) {
+		t.Fatal("the oldest incarnation should be forgotten, the newest kept")
+	}
+	// The admission of the newest key, cached, and then of a new key after an eviction.
+	store(t, x, topic, replicatedInc(t, "a", maxKeysPerCluster+10, Position{1, 1}, "x"))
+	store(t, x, topic, replicatedInc(t, "a", 1, Position{1, 0}, "x")) // forgotten: stored again
+	if !x.Contains(OriginKey{Cluster: "a", Incarnation: 1}, Position{1, 0}) {
+		t.Fatal("re-created key lost its entry")
+	}
+}
+
+// TestIndexResendOfOlderIncarnation: resends of an older incarnation's entries (duplicates after a
+// source restart) do not make it the cluster's newest key: the key the source writes keeps its
+// tail in the head and is not rewritten.
+func TestIndexResendOfOlderIncarnation(t *testing.T) {
+	ctx := context.Background()
+	topic := newMemTopic("persistent://t/n/resend", 9)
+	x, err := LoadIndex(ctx, topic, IndexOptions{SnapshotInterval: time.Hour, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close(ctx)
+	for e := range int64(5) {
+		store(t, x, topic, replicatedInc(t, "a", 1, Position{1, e}, "x"))
+	}
+	for e := range int64(5) {
+		store(t, x, topic, replicatedInc(t, "a", 2, Position{1, e}, "x"))
+	}
+	if dup, _, _, _, err := x.AdmitTicket(replicatedInc(t, "a", 1, Position{1, 4}, "x")); !dup || err != nil {
+		t.Fatalf("resend: dup %v err %v", dup, err)
+	}
+	if err := x.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := decodeHead(topic.cursors[IndexCursorName].Properties(), func(int, run) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range h.keys {
+		switch k.key.Incarnation {
+		case 1:
+			if k.tailRuns != 0 || len(k.chunks) != 1 {
+				t.Fatalf("older key: %d tail runs, %d chunks; want its runs in one chunk", k.tailRuns, len(k.chunks))
+			}
+		case 2:
+			if k.tailRuns == 0 || len(k.chunks) != 0 {
+				t.Fatalf("newest key: %d tail runs, %d chunks; want its runs in the head", k.tailRuns, len(k.chunks))
+			}
+		}
+	}
+}

@@ -21,9 +21,11 @@ type originState struct {
 	// be pending, which spares the scan of the admissions in the usual, ascending case.
 	npending   int
 	pendingMax Position
-	// lastUse orders the keys of a cluster by their last admission or load (cluster.clock): the
-	// key used least recently gives up its runs first, and is forgotten first when a cluster has
-	// more than maxKeysPerCluster keys.
+	// lastUse orders the keys of a cluster by the last entry they recorded (cluster.clock; 0: none
+	// yet): the key used least recently gives up its runs first, and is forgotten first when a
+	// cluster has more than maxKeysPerCluster keys. The key with the cluster's clock is its newest:
+	// the incarnation its source writes now. Duplicates (resends of older incarnations) do not
+	// count as use.
 	lastUse uint64
 	// pins: the lowest origin position each holder still needs mapped (nil: none).
 	pins map[string]Position
@@ -92,13 +94,11 @@ func (x *Index) originOf(cluster []byte, incarnation uint64) *originState {
 	if o := c.keys[incarnation]; o != nil {
 		return o
 	}
-	o := &originState{key: OriginKey{c.name, incarnation}, cluster: c, floor: Position{-1, -1}}
-	c.keys[incarnation] = o
-	c.clock++
-	o.lastUse = c.clock
-	if len(c.keys) > maxKeysPerCluster {
+	if len(c.keys) >= maxKeysPerCluster {
 		x.forgetOldestKey(c)
 	}
+	o := &originState{key: OriginKey{c.name, incarnation}, cluster: c, floor: Position{-1, -1}}
+	c.keys[incarnation] = o
 	return o
 }
 
@@ -112,7 +112,7 @@ func (x *Index) existing(key OriginKey) *originState {
 
 // touch marks o as just used.
 func (o *originState) touch() {
-	if o.lastUse != o.cluster.clock {
+	if o.lastUse == 0 || o.lastUse != o.cluster.clock {
 		o.cluster.clock++
 		o.lastUse = o.cluster.clock
 	}
@@ -136,6 +136,9 @@ func (x *Index) forgetOldestKey(c *clusterState) {
 		"topic", x.topicName(), "origin", c.name, "incarnation", victim.key.Incarnation, "keys", len(c.keys))
 	c.nruns -= victim.runs.len()
 	delete(c.keys, victim.key.Incarnation)
+	if x.adm != nil && x.adm.last == victim {
+		x.adm.last = nil
+	}
 	x.dirty = true
 }
 
@@ -144,6 +147,7 @@ func (x *Index) forgetOldestKey(c *clusterState) {
 func (x *Index) record(o *originState, pos, local Position) {
 	x.dirty = true
 	o.persist.changed = true
+	o.touch()
 	if local.Compare(x.lastLocal) > 0 {
 		x.lastLocal = local
 	}
