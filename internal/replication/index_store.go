@@ -92,6 +92,8 @@ func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index
 			}
 		}
 		x.removeOrphanChunks(ctx, names, listed)
+	} else {
+		x.removeOrphanChunks(ctx, names, nil) // chunks without a head are of no use, and hold back trimming
 	}
 	n, err := x.scan(ctx, scanFrom)
 	if err != nil {
@@ -213,10 +215,12 @@ func (x *Index) removeOrphanChunks(ctx context.Context, names []string, listed m
 		if !ok || listed[id] {
 			continue
 		}
-		st.nextChunkID = max(st.nextChunkID, id+1)
+		if st != nil {
+			st.nextChunkID = max(st.nextChunkID, id+1)
+		}
 		if err := x.topic.DeleteCursor(ctx, name); err != nil {
 			x.opts.Logger.Warn("delete orphan inbound replication index chunk", "topic", x.topic.Name(), "cursor", name, "err", err)
-			if c, _, err := x.topic.OpenCursor(ctx, name, Latest); err == nil {
+			if c, _, err := x.topic.OpenCursor(ctx, name, Latest); err == nil && st != nil {
 				st.chunks[id] = c // the next save tries again
 			}
 		}

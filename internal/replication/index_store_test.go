@@ -240,6 +240,15 @@ func TestIndexSnapshotSurvivesFailedWrites(t *testing.T) {
 		t.Fatal("orphan chunk cursor not removed at load")
 	}
 	sameMappings(t, x, y, next)
+	// Chunk cursors of a topic without a head cursor go too.
+	headless := newMemTopic("persistent://t/n/headless", 5)
+	stray, _, _ := headless.OpenCursor(ctx, ChunkCursorName(3), Latest)
+	_ = stray.SetProperties(ctx, map[string]string{propChunk: "junk"})
+	if z, err := LoadIndex(ctx, headless, opts); err != nil || len(headless.CursorNames()) != 0 {
+		t.Fatalf("headless topic: %v, cursors %v", err, headless.CursorNames())
+	} else {
+		_ = z.Close(ctx)
+	}
 	// The next chunk id is past the orphan's.
 	interleave(t, y, topic, &next, 2000)
 	if err := y.Save(ctx); err != nil {
