@@ -364,8 +364,8 @@ func runPtr(x *Index, key OriginKey, pos Position) *run {
 }
 
 // TestIndexRecordAtMemoryBoundMovesNoRuns: once an origin holds MaxRuns runs, recording another
-// entry forgets old runs without moving the others (it once moved every run, 40 MB at the default
-// bound, for every new entry, on the storage's completion path), and memory stays bounded.
+// entry forgets old runs without moving the others (moving them would cost 40 MB per entry at the
+// default bound, on the storage's completion path), and memory stays bounded.
 func TestIndexRecordAtMemoryBoundMovesNoRuns(t *testing.T) {
 	topic := newMemTopic("persistent://t/n/bound", 5)
 	const maxRuns = 4096
