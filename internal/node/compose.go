@@ -103,7 +103,7 @@ func (n *Node) compose(ctx context.Context) error {
 	c.replication, err = replication.NewManager(replication.ManagerOptions{
 		Local:       n.opts.Cluster,
 		Policies:    c.catalog,
-		Topics:      replTopics{broker: &c.broker},
+		Topics:      replTopics{broker: &c.broker, engine: c.engine},
 		StartAt:     replication.StartAt(n.opts.ReplicationStartAt),
 		MemoryBytes: n.opts.ReplicationMemoryBytes,
 		Logger:      log.With("component", "replication"),

@@ -15,7 +15,11 @@ import (
 
 // replTopics adapts the broker to replication.TopicSource. It reads the broker through a pointer so
 // the Manager can be built before the broker (the broker's ReplicatedIndex hook needs the Manager).
-type replTopics struct{ broker **broker.Broker }
+// engine tells the incarnation of every entry a replicator reads.
+type replTopics struct {
+	broker **broker.Broker
+	engine *storage.Engine
+}
 
 func (s replTopics) ListTopics(ctx context.Context, ns string) ([]string, error) {
 	name, err := naming.ParseNamespace(ns)
@@ -54,15 +58,17 @@ func (s replTopics) OpenTopic(ctx context.Context, topic string) (replication.Lo
 	if err != nil {
 		return nil, err
 	}
-	return replTopic{name: topic, ledger: t.Ledger(), topic: t}, nil
+	return replTopic{name: topic, ledger: t.Ledger(), topic: t, engine: s.engine}, nil
 }
 
 // replTopic adapts a topic's ledger (and, for replicators, the broker topic) to
-// replication.LocalTopic. topic is nil for the inbound index, which does not wait for entries.
+// replication.LocalTopic. topic is nil for the inbound index, which does not wait for entries;
+// engine is nil there too (the index reads the incarnations its entries carry, not its own).
 type replTopic struct {
 	name   string
 	ledger *storage.Ledger
 	topic  *broker.Topic
+	engine *storage.Engine
 }
 
 func toStoragePos(p replication.Position) storage.Position {
@@ -106,8 +112,13 @@ func (r replTopic) Read(ctx context.Context, from replication.Position, maxEntri
 		return nil, err
 	}
 	out := make([]replication.Entry, len(es))
+	var incLedger int64 = -1
+	var inc uint64
 	for i, e := range es {
-		out[i] = replication.Entry{Position: fromStoragePos(e.Position), PublishTime: e.PublishTime, Data: e.Data}
+		if r.engine != nil && e.Position.LedgerID != incLedger {
+			incLedger, inc = e.Position.LedgerID, r.engine.IncarnationOf(e.Position.LedgerID)
+		}
+		out[i] = replication.Entry{Position: fromStoragePos(e.Position), PublishTime: e.PublishTime, Data: e.Data, Incarnation: inc}
 	}
 	return out, nil
 }
@@ -141,6 +152,7 @@ func (c replCursor) Properties() map[string]string { return c.c.Properties() }
 func (c replCursor) SetProperties(ctx context.Context, props map[string]string) error {
 	return c.c.SetProperties(ctx, props)
 }
+func (c replCursor) Flush(ctx context.Context) error { return c.c.Flush(ctx) }
 
 // replicatedIndexHook is broker.Deps.ReplicatedIndex: it opens the topic's inbound index through
 // the Manager (kept for stats) and tells the Manager the topic is loaded, so its replicators start.

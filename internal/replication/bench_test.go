@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 func benchEntry(b *testing.B, size int) Entry {
@@ -159,4 +161,40 @@ func BenchmarkIndexAdmitCommit(b *testing.B) {
 			commit(2, local, nil)
 		})
 	})
+}
+
+// BenchmarkIndexRecordInterleaved: the per-entry cost of a new replicated entry (AdmitOriginTicket
+// and Commit, as the broker calls them) in an index that already recorded n entries of two
+// interleaved origins, every entry a run of its own: beyond the memory bound (MaxRuns per origin
+// cluster) the oldest runs are forgotten a block at a time, so the cost stays flat in n.
+func BenchmarkIndexRecordInterleaved(b *testing.B) {
+	for _, n := range []int{1_000_000, 3_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("entries=%dM", n/1_000_000), func(b *testing.B) {
+			x := NewIndex(IndexOptions{Logger: quietLogger()})
+			var seq [2]int64
+			local := int64(0)
+			var posBuf [48]byte
+			origins := [2][]byte{[]byte("a"), []byte("b")}
+			add := func(i int) {
+				o := i & 1
+				pos := Position{LedgerID: 1, EntryID: seq[o]}.appendTo(posBuf[:0])
+				seq[o]++
+				_, _, _, ticket, err := x.AdmitOriginTicket(nil, wire.ReplicatedOrigin{From: origins[o], HasFrom: true, Position: pos, HasPosition: true})
+				if err != nil || ticket == 0 {
+					b.Fatal(ticket, err)
+				}
+				x.Commit(ticket, 9, local, nil)
+				local++
+			}
+			for i := range n {
+				add(i)
+			}
+			b.ReportAllocs()
+			i := n
+			for b.Loop() {
+				add(i)
+				i++
+			}
+		})
+	}
 }

@@ -20,6 +20,11 @@ const (
 	// SourcePositionProperty carries the source entry's position ("<ledgerId>:<entryId>") on every
 	// replicated entry; the receiver deduplicates and maps positions by it.
 	SourcePositionProperty = wire.ReplSourcePositionProperty
+	// SourceIncarnationProperty carries the storage incarnation of the source entry's ledger (16
+	// hexadecimal digits) on every replicated entry whose incarnation is known: with the source
+	// position it names the source entry uniquely, also after the source's data dir was restored
+	// from an older copy or rebuilt. The receiver keys its index by it (absent: incarnation 0).
+	SourceIncarnationProperty = wire.ReplSourceIncarnationProperty
 	// LocalOnly in replicate_to keeps a message in its cluster (the Go client's DisableReplication).
 	LocalOnly = "__local__"
 	// DefaultPrefix is Pulsar's replicatorPrefix: cursor "pulsar.repl.<remote>", producer
@@ -145,7 +150,8 @@ var forwardedMarkers = map[int32]bool{10: true, 11: true, 13: true}
 // PrepareEntry decides whether the entry at e goes from cluster local to remote and, if so, returns
 // the bytes to send: the original metadata and payload (batch, compression, producer name, sequence
 // id, publish time and properties unchanged) with replicated_from = local, the source position in
-// SourcePositionProperty, transaction ids cleared and the checksum recomputed.
+// SourcePositionProperty, the source incarnation (when known) in SourceIncarnationProperty,
+// transaction ids cleared and the checksum recomputed.
 func PrepareEntry(e Entry, local, remote string) (Outbound, SkipReason, error) {
 	return prepareEntry(e, local, remote, nil, nil)
 }
@@ -180,13 +186,18 @@ func prepareGeneral(e Entry, local, remote string) (Outbound, SkipReason, error)
 	md.TxnidLeastBits, md.TxnidMostBits = nil, nil
 	props := md.Properties[:0:0]
 	for _, kv := range md.Properties {
-		if kv.GetKey() != SourcePositionProperty {
+		if k := kv.GetKey(); k != SourcePositionProperty && k != SourceIncarnationProperty {
 			props = append(props, kv)
 		}
 	}
 	md.Properties = append(props, &pulsarpb.KeyValue{
 		Key: proto.String(SourcePositionProperty), Value: proto.String(e.Position.String()),
 	})
+	if e.Incarnation != 0 {
+		md.Properties = append(md.Properties, &pulsarpb.KeyValue{
+			Key: proto.String(SourceIncarnationProperty), Value: proto.String(wire.FormatIncarnation(e.Incarnation)),
+		})
+	}
 	data, err := encodeStoredEntry(md, pe.Payload)
 	if err != nil {
 		return Outbound{}, SkipCorrupt, err
@@ -199,6 +210,22 @@ func prepareGeneral(e Entry, local, remote string) (Outbound, SkipReason, error)
 		Source: e.Position, Data: data, Messages: n, PublishTime: e.PublishTime,
 		Marker: marker, ChunkID: md.GetChunkId(),
 	}, SkipNone, nil
+}
+
+// SourceIncarnationOf returns the source incarnation of a replicated entry
+// (SourceIncarnationProperty; 0 without one).
+func SourceIncarnationOf(md *pulsarpb.MessageMetadata) (uint64, error) {
+	var inc uint64
+	for _, kv := range md.GetProperties() {
+		if kv.GetKey() == SourceIncarnationProperty {
+			v, err := wire.ParseIncarnation([]byte(kv.GetValue()))
+			if err != nil {
+				return 0, err
+			}
+			inc = v
+		}
+	}
+	return inc, nil
 }
 
 // SourceOf returns the origin cluster and origin position of a replicated entry (replicated_from and

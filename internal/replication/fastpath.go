@@ -49,6 +49,8 @@ type mdScan struct {
 	numChunks         int32
 	sourcePosition    []byte // aliases the metadata
 	hasSourcePosition bool
+	sourceIncarnation []byte // aliases the metadata
+	hasIncarnation    bool
 }
 
 // excludes reports whether replicate_to is present and does not name the remote.
@@ -86,8 +88,11 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 				if !ok {
 					return s, errScan
 				}
-				if string(k) == SourcePositionProperty {
+				switch string(k) {
+				case SourcePositionProperty:
 					s.hasSourcePosition, s.sourcePosition = true, val
+				case SourceIncarnationProperty:
+					s.hasIncarnation, s.sourceIncarnation = true, val
 				}
 			}
 		case typ == protowire.VarintType && (num == fieldNumMessagesInBatch || num == fieldMarkerType || num == fieldTxnidLeastBits || num == fieldTxnidMostBits || num == fieldChunkID ||
@@ -164,25 +169,31 @@ func prepareFast(e Entry, local, remote string, headroom *[]byte, shifts *crc32c
 	if s.excludes() {
 		return Outbound{}, SkipReplicateTo, true
 	}
-	if s.hasTxn || s.hasSourcePosition {
+	if s.hasTxn || s.hasSourcePosition || s.hasIncarnation {
 		return Outbound{}, "", false // needs editing, not only appending
 	}
-	// Appended fields: replicated_from (5) and one more properties (4) element {key, value}.
+	// Appended fields: replicated_from (5) and one more properties (4) element {key, value} for
+	// the source position, another for the source incarnation when it is known.
 	var posBuf [48]byte
 	pos := e.Position.appendTo(posBuf[:0])
-	kvLen := protowire.SizeTag(1) + protowire.SizeBytes(len(SourcePositionProperty)) + protowire.SizeTag(2) + protowire.SizeBytes(len(pos))
-	extra := protowire.SizeTag(fieldReplicatedFrom) + protowire.SizeBytes(len(local)) + protowire.SizeTag(fieldProperties) + protowire.SizeBytes(kvLen)
+	var incBuf [16]byte
+	var inc []byte
+	if e.Incarnation != 0 {
+		inc = wire.AppendIncarnation(incBuf[:0], e.Incarnation)
+	}
+	extra := protowire.SizeTag(fieldReplicatedFrom) + protowire.SizeBytes(len(local)) + propertySize(SourcePositionProperty, pos)
+	if inc != nil {
+		extra += propertySize(SourceIncarnationProperty, inc)
+	}
 	mdLen := len(parts.Metadata) + extra
 	buf := carve(headroom, 10+mdLen)[:10]
 	buf = append(buf, parts.Metadata...)
 	buf = protowire.AppendTag(buf, fieldReplicatedFrom, protowire.BytesType)
 	buf = protowire.AppendString(buf, local)
-	buf = protowire.AppendTag(buf, fieldProperties, protowire.BytesType)
-	buf = protowire.AppendVarint(buf, uint64(kvLen))
-	buf = protowire.AppendTag(buf, 1, protowire.BytesType)
-	buf = protowire.AppendString(buf, SourcePositionProperty)
-	buf = protowire.AppendTag(buf, 2, protowire.BytesType)
-	buf = protowire.AppendBytes(buf, pos)
+	buf = appendProperty(buf, SourcePositionProperty, pos)
+	if inc != nil {
+		buf = appendProperty(buf, SourceIncarnationProperty, inc)
+	}
 	binary.BigEndian.PutUint16(buf, wire.MagicCRC32C)
 	binary.BigEndian.PutUint32(buf[6:], uint32(mdLen))
 	// The body stays where it is (read-only): the outbound entry is the new head plus the stored
@@ -199,6 +210,23 @@ func prepareFast(e Entry, local, remote string, headroom *[]byte, shifts *crc32c
 		out.Messages = 1
 	}
 	return out, SkipNone, true
+}
+
+// propertySize is the encoded size of a properties (4) element {key, value}.
+func propertySize(key string, value []byte) int {
+	kv := protowire.SizeTag(1) + protowire.SizeBytes(len(key)) + protowire.SizeTag(2) + protowire.SizeBytes(len(value))
+	return protowire.SizeTag(fieldProperties) + protowire.SizeBytes(kv)
+}
+
+// appendProperty appends a properties (4) element {key, value} to encoded metadata.
+func appendProperty(b []byte, key string, value []byte) []byte {
+	kv := protowire.SizeTag(1) + protowire.SizeBytes(len(key)) + protowire.SizeTag(2) + protowire.SizeBytes(len(value))
+	b = protowire.AppendTag(b, fieldProperties, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(kv))
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	return protowire.AppendBytes(b, value)
 }
 
 // newChecksum is the checksum of the re-headed entry, head (metadata size and metadata) followed by

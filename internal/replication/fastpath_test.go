@@ -98,6 +98,9 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 			md.Properties = append(md.Properties, &pulsarpb.KeyValue{Key: proto.String(SourcePositionProperty), Value: proto.String("1:1")})
 		},
 		func(md *pulsarpb.MessageMetadata) {
+			md.Properties = append(md.Properties, &pulsarpb.KeyValue{Key: proto.String(SourceIncarnationProperty), Value: proto.String("00000000000000aa")})
+		},
+		func(md *pulsarpb.MessageMetadata) {
 			md.Compression = pulsarpb.CompressionType_LZ4.Enum()
 			md.UncompressedSize = proto.Uint32(1000)
 			md.PartitionKey = proto.String("key")
@@ -105,15 +108,31 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 		},
 	}
 	for i, tweak := range cases {
-		e := mkEntry(t, Position{3, int64(i)}, "payload", tweak)
-		checkFastMatchesGeneral(t, e)
-		// The same with a body large enough to be sent in two parts (one checksum pass).
-		e = mkEntry(t, Position{3, int64(i)}, strings.Repeat("x", zeroCopyMinBody+i), tweak)
-		checkFastMatchesGeneral(t, e)
+		for _, inc := range []uint64{0, 0x0123456789abcdef} { // unknown (no property) and known
+			e := mkEntry(t, Position{3, int64(i)}, "payload", tweak)
+			e.Incarnation = inc
+			checkFastMatchesGeneral(t, e)
+			// The same with a body large enough to be sent in two parts (one checksum pass).
+			e = mkEntry(t, Position{3, int64(i)}, strings.Repeat("x", zeroCopyMinBody+i), tweak)
+			e.Incarnation = inc
+			checkFastMatchesGeneral(t, e)
+		}
+	}
+	// The incarnation travels as 16 hex digits and the index reads it back.
+	e := mkEntry(t, Position{3, 1}, "payload", nil)
+	e.Incarnation = 0xfeed
+	prepared, _, _ := PrepareEntry(e, "a", "b")
+	src, ok, err := replicatedSource(prepared.Bytes())
+	if err != nil || !ok || src.incarnation != 0xfeed || src.pos != (Position{3, 1}) || string(src.cluster) != "a" {
+		t.Fatalf("source of the prepared entry: %+v %v %v", src, ok, err)
+	}
+	pe, _ := ParseEntry(prepared.Bytes())
+	if inc, err := SourceIncarnationOf(pe.Metadata); err != nil || inc != 0xfeed {
+		t.Fatalf("SourceIncarnationOf: %x %v", inc, err)
 	}
 	// A large entry whose body no longer matches its stored checksum is forwarded unread; the
 	// remote's checksum check refuses it.
-	e := mkEntry(t, Position{4, 0}, strings.Repeat("y", 3*zeroCopyMinBody), nil)
+	e = mkEntry(t, Position{4, 0}, strings.Repeat("y", 3*zeroCopyMinBody), nil)
 	e.Data[len(e.Data)-1] ^= 1
 	checkFastMatchesGeneral(t, e)
 	if out, reason, err := PrepareEntry(e, "a", "b"); reason != SkipNone || err != nil || wire.VerifyChecksum(out.Bytes()) == nil {
@@ -150,6 +169,8 @@ func FuzzPrepareFastMatchesGeneral(f *testing.F) {
 	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"b"} }).Data)
 	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.NumMessagesInBatch = proto.Int32(4) }).Data)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkFastMatchesGeneral(t, Entry{Position: Position{7, 9}, Data: b})
+		for _, incarnation := range []uint64{0, 0xabc} {
+			checkFastMatchesGeneral(t, Entry{Position: Position{7, 9}, Data: b, Incarnation: incarnation})
+		}
 	})
 }

@@ -37,8 +37,10 @@ type Cursor interface {
 	Backlog() int64
 	// Properties returns a copy of the cursor's properties.
 	Properties() map[string]string
-	// SetProperties replaces the cursor's properties.
+	// SetProperties replaces the cursor's properties (persisted in batches by storage).
 	SetProperties(ctx context.Context, props map[string]string) error
+	// Flush persists the cursor's state now and returns once it is durable.
+	Flush(ctx context.Context) error
 }
 
 // RemoteProducer sends prepared entries to one topic of the remote cluster.

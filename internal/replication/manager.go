@@ -347,12 +347,30 @@ func (m *Manager) maintainIndexes(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	now := time.Now()
-	for _, x := range xs {
-		saveCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		x.Maintain(saveCtx, now)
-		cancel()
+	// A save waits for its records to be durable (one group commit): saves of several topics run
+	// together, so they share group commits instead of queueing behind each other.
+	var wg sync.WaitGroup
+	work := make(chan *Index)
+	for range min(len(xs), maintainParallelism) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := range work {
+				saveCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				x.Maintain(saveCtx, now)
+				cancel()
+			}
+		}()
 	}
+	for _, x := range xs {
+		work <- x
+	}
+	close(work)
+	wg.Wait()
 }
+
+// maintainParallelism bounds the indexes maintained (saved) at once.
+const maintainParallelism = 8
 
 // topicClosed reports whether a topic instance says it was closed (unloaded).
 func topicClosed(t LocalTopic) bool {

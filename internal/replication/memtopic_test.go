@@ -21,6 +21,9 @@ type memTopic struct {
 	waiters []memWaiter
 	readErr error
 	openErr error // OpenCursor fails with it while set
+	// propBytes counts the bytes of keys and values passed to SetProperties (what storage writes
+	// for a cursor's properties), propWrites the calls.
+	propBytes, propWrites int64
 }
 
 type memWaiter struct {
@@ -167,6 +170,12 @@ func (c *memCursor) Backlog() int64 {
 	return n
 }
 
+func (c *memCursor) Flush(ctx context.Context) error {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	return c.err
+}
+
 func (c *memCursor) Properties() map[string]string {
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()
@@ -177,6 +186,10 @@ func (c *memCursor) SetProperties(ctx context.Context, props map[string]string) 
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()
 	c.props = maps.Clone(props)
+	c.t.propWrites++
+	for k, v := range props {
+		c.t.propBytes += int64(len(k) + len(v))
+	}
 	return nil
 }
 

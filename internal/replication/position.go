@@ -96,6 +96,9 @@ type Entry struct {
 	Position    Position
 	PublishTime int64  // unix milliseconds, as stored
 	Data        []byte // the stored bytes: [magic+checksum] metadata size, metadata, payload; read-only
+	// Incarnation is the storage incarnation the entry's ledger belongs to (0: unknown, a ledger
+	// from before incarnations); it travels with the entry as SourceIncarnationProperty.
+	Incarnation uint64
 }
 
 // StartAt says where a new replicator starts on a topic that already has data

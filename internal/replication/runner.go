@@ -63,16 +63,21 @@ type Runner struct {
 
 	// Loop-owned state.
 	producers map[int64]RemoteProducer
-	waitCh    <-chan struct{}
-	tailing   bool // the next read follows a new-entry notification (read inline)
-	timerSeq  map[TimerKind]int64
-	timers    map[TimerKind]*time.Timer
-	lastErr   string
-	receipts  []Position // receipts being batched into one EvReceipts
-	sendBuf   []Outbound // sends being batched into one SendBatch
-	sendGen   int64
-	sendTo    batchSender
-	held      int64 // bytes of cfg.Budget this replicator holds (what its machine keeps; see trueUp)
+	// waitCh is the topic's new-entry notification the loop waits on (nil: none), for entries at or
+	// after waitFrom. It outlives the machine's wait it was asked for (a rewind drops that wait), and
+	// is reused for the next one: the topic keeps a waiter until its next entry, so asking anew after
+	// every rewind of an idle replicator would pile them up.
+	waitCh   <-chan struct{}
+	waitFrom Position
+	tailing  bool // the next read follows a new-entry notification (read inline)
+	timerSeq map[TimerKind]int64
+	timers   map[TimerKind]*time.Timer
+	lastErr  string
+	receipts []Position // receipts being batched into one EvReceipts
+	sendBuf  []Outbound // sends being batched into one SendBatch
+	sendGen  int64
+	sendTo   batchSender
+	held     int64 // bytes of cfg.Budget this replicator holds (what its machine keeps; see trueUp)
 	// memoryLimited is set while a catch-up read waits for room in cfg.Budget (Stats).
 	memoryLimited atomic.Bool
 }
@@ -560,7 +565,10 @@ func (r *Runner) execute(ctx context.Context, a Action) {
 		err := r.cursor.MarkDelete(ctx, a.Pos)
 		r.inbox.post(EvMarkDeleteDone{Now: r.now(), Pos: a.Pos, Err: err})
 	case ActWaitForData:
-		r.waitCh = r.cfg.Topic.WaitForEntries(a.From)
+		if r.waitCh != nil && r.waitFrom.Compare(a.From) <= 0 {
+			return // the outstanding notification comes no later than this one would
+		}
+		r.waitCh, r.waitFrom = r.cfg.Topic.WaitForEntries(a.From), a.From
 	case ActSetTimer:
 		if t := r.timers[a.Kind]; t != nil {
 			t.Stop()

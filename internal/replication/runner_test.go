@@ -360,3 +360,32 @@ func TestRunnerStatsWhileClientReconnects(t *testing.T) {
 		t.Fatalf("after the client reconnected: connected %v, reconnects %d", s.Connected, s.Reconnects)
 	}
 }
+
+// TestRunnerRewindsOnIdleTopicKeepOneWaiter: failures while the replicator waits for new entries
+// at the end of an idle log (receipts that time out, so it rewinds and resends) must not leave a
+// new-entry waiter on the topic per failure: the topic would keep them all until its next entry.
+func TestRunnerRewindsOnIdleTopicKeepOneWaiter(t *testing.T) {
+	p := newPair(t)
+	p.produce(t, 20)
+	p.remote.ackDelay = 300 * time.Millisecond // every receipt misses the timeout below
+	r := p.start(t, StartEarliest, func(c *RunnerConfig) {
+		c.Machine.ReceiptTimeout = 100 * time.Millisecond
+		c.Machine.MinBackoff = 10 * time.Millisecond
+		c.Machine.MaxBackoff = 20 * time.Millisecond
+	})
+	waitFor(t, 10*time.Second, "several receipt timeouts", func() bool { return r.Stats().Reconnects >= 4 })
+	p.remote.mu.Lock()
+	p.remote.ackDelay = 0
+	p.remote.mu.Unlock()
+	waitFor(t, 10*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
+	waiters := func() int {
+		p.local.mu.Lock()
+		defer p.local.mu.Unlock()
+		return len(p.local.waiters)
+	}
+	waitFor(t, 5*time.Second, "waiting for new entries", func() bool { return waiters() > 0 })
+	if n := waiters(); n != 1 {
+		t.Fatalf("%d new-entry waiters on the idle topic, want 1", n)
+	}
+	checkRemote(t, p, payloads(0, 20))
+}

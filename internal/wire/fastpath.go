@@ -191,12 +191,14 @@ func ScanPublishMetadataReusing(entry []byte, name string) (PublishMetadata, err
 }
 
 // ReplicatedOrigin is what the replication index reads of a replicated entry's metadata, as its
-// own scan reads it: replicated_from (field 5), the value of the ReplSourcePositionProperty property
-// and num_messages_in_batch (field 11); the last occurrence of each counts. The slices alias the
-// entry.
+// own scan reads it: replicated_from (field 5), the values of the ReplSourcePositionProperty and
+// ReplSourceIncarnationProperty properties and num_messages_in_batch (field 11); the last
+// occurrence of each counts. The slices alias the entry.
 type ReplicatedOrigin struct {
 	From, Position       []byte
 	HasFrom, HasPosition bool
+	Incarnation          []byte
+	HasIncarnation       bool
 	NumMessages          int32
 	HasNumMessages       bool
 }
@@ -268,8 +270,11 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 			}
 			b = b[n:]
 			if origin != nil {
-				if key, value, _ := ScanKeyValue(v); string(key) == ReplSourcePositionProperty { // v passed validFlatMessage
+				switch key, value, _ := ScanKeyValue(v); string(key) { // v passed validFlatMessage
+				case ReplSourcePositionProperty:
 					origin.Position, origin.HasPosition = value, true
+				case ReplSourceIncarnationProperty:
+					origin.Incarnation, origin.HasIncarnation = value, true
 				}
 			}
 			continue

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"reflect"
 	"testing"
@@ -331,17 +332,24 @@ func checkOrigin(t *testing.T, entry []byte, want PublishMetadata, wantErr error
 	if origin.HasFrom != (md.ReplicatedFrom != nil) || string(origin.From) != md.GetReplicatedFrom() {
 		t.Fatalf("replicated_from %q (%v), decoded %v", origin.From, origin.HasFrom, md.ReplicatedFrom)
 	}
-	var pos *string
+	var pos, inc *string
 	for _, kv := range md.GetProperties() {
-		if kv.GetKey() == ReplSourcePositionProperty {
-			pos = kv.Value
-			if pos == nil {
-				pos = proto.String("")
-			}
+		v := kv.Value
+		if v == nil {
+			v = proto.String("")
+		}
+		switch kv.GetKey() {
+		case ReplSourcePositionProperty:
+			pos = v
+		case ReplSourceIncarnationProperty:
+			inc = v
 		}
 	}
 	if origin.HasPosition != (pos != nil) || (pos != nil && string(origin.Position) != *pos) {
 		t.Fatalf("source position %q (%v), decoded %v", origin.Position, origin.HasPosition, pos)
+	}
+	if origin.HasIncarnation != (inc != nil) || (inc != nil && string(origin.Incarnation) != *inc) {
+		t.Fatalf("source incarnation %q (%v), decoded %v", origin.Incarnation, origin.HasIncarnation, inc)
 	}
 	if origin.HasNumMessages != (md.NumMessagesInBatch != nil) || (origin.HasNumMessages && origin.NumMessages != md.GetNumMessagesInBatch()) {
 		t.Fatalf("num_messages_in_batch %d (%v), decoded %v", origin.NumMessages, origin.HasNumMessages, md.NumMessagesInBatch)
@@ -354,6 +362,7 @@ func TestScanPublishMetadataOrigin(t *testing.T) {
 	md := &pulsarpb.MessageMetadata{ProducerName: proto.String("pulsar.repl.a-->b"), SequenceId: proto.Uint64(7), PublishTime: proto.Uint64(5),
 		ReplicatedFrom: proto.String("a"), NumMessagesInBatch: proto.Int32(3),
 		Properties: []*pulsarpb.KeyValue{{Key: proto.String(ReplSourcePositionProperty), Value: proto.String("1:2")},
+			{Key: proto.String(ReplSourceIncarnationProperty), Value: proto.String("00000000000000ff")},
 			{Key: proto.String("x"), Value: proto.String("y")}, {Key: proto.String(ReplSourcePositionProperty), Value: proto.String("3:4")}}}
 	entry, err := EncodeEntry(md, []byte("body"))
 	if err != nil {
@@ -362,7 +371,8 @@ func TestScanPublishMetadataOrigin(t *testing.T) {
 	want, wantErr := ScanPublishMetadata(entry)
 	checkOrigin(t, entry, want, wantErr, md)
 	_, origin, ok, _ := ScanPublishMetadataOrigin(entry, "")
-	if !ok || string(origin.From) != "a" || string(origin.Position) != "3:4" || origin.NumMessages != 3 {
+	if !ok || string(origin.From) != "a" || string(origin.Position) != "3:4" || origin.NumMessages != 3 ||
+		!origin.HasIncarnation || string(origin.Incarnation) != "00000000000000ff" {
 		t.Fatalf("origin %+v ok %v", origin, ok)
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _, _, _ = ScanPublishMetadataOrigin(entry, "pulsar.repl.a-->b") }); n != 0 {
@@ -375,5 +385,45 @@ func TestScanPublishMetadataOrigin(t *testing.T) {
 	}
 	if _, origin, ok, err := ScanPublishMetadataOrigin(plain, ""); !ok || err != nil || !reflect.DeepEqual(origin, ReplicatedOrigin{}) {
 		t.Fatalf("plain entry: %+v %v %v", origin, ok, err)
+	}
+}
+
+// The incarnation property is 16 hexadecimal digits; anything else is refused, without a panic.
+func TestIncarnationFormat(t *testing.T) {
+	for _, v := range []uint64{0, 1, 0xff, 0x0123456789abcdef, ^uint64(0)} {
+		s := FormatIncarnation(v)
+		if len(s) != 16 {
+			t.Fatalf("%x formats as %q", v, s)
+		}
+		if got, err := ParseIncarnation([]byte(s)); err != nil || got != v {
+			t.Fatalf("%q parses as %x %v", s, got, err)
+		}
+	}
+	if got, err := ParseIncarnation([]byte("0123456789ABCDEF")); err != nil || got != 0x0123456789abcdef {
+		t.Fatalf("upper case: %x %v", got, err)
+	}
+	for _, bad := range []string{"", "123", "0123456789abcdeg", "0123456789abcdef0", " 123456789abcdef"} {
+		if _, err := ParseIncarnation([]byte(bad)); !errors.Is(err, ErrMalformedPayload) {
+			t.Fatalf("%q: %v", bad, err)
+		}
+	}
+	entry, err := EncodeEntry(&pulsarpb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5)}, []byte("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := SetReplicatedSource(entry, "east", "3:4", 0xabc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, origin, ok, err := ScanPublishMetadataOrigin(out, "")
+	if err != nil || !ok || string(origin.From) != "east" || string(origin.Position) != "3:4" || string(origin.Incarnation) != "0000000000000abc" {
+		t.Fatalf("SetReplicatedSource: %+v %v %v", origin, ok, err)
+	}
+	out, err = SetReplicatedSource(out, "east", "3:4", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, origin, _, _ := ScanPublishMetadataOrigin(out, ""); origin.HasIncarnation {
+		t.Fatal("incarnation 0 leaves the property")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -197,24 +198,86 @@ func RewriteMetadata(entry []byte, edit func(md *pulsarpb.MessageMetadata)) ([]b
 func SetReplicatedFrom(entry []byte, cluster, sourcePosition string) ([]byte, error) {
 	return RewriteMetadata(entry, func(md *pulsarpb.MessageMetadata) {
 		md.ReplicatedFrom = proto.String(cluster)
-		if sourcePosition == "" {
+		if sourcePosition != "" {
+			setProperty(md, ReplSourcePositionProperty, sourcePosition)
+		}
+	})
+}
+
+// SetReplicatedSource is SetReplicatedFrom that also sets ReplSourceIncarnationProperty to
+// incarnation (FormatIncarnation), or removes it for incarnation 0 (unknown).
+func SetReplicatedSource(entry []byte, cluster, sourcePosition string, incarnation uint64) ([]byte, error) {
+	return RewriteMetadata(entry, func(md *pulsarpb.MessageMetadata) {
+		md.ReplicatedFrom = proto.String(cluster)
+		if sourcePosition != "" {
+			setProperty(md, ReplSourcePositionProperty, sourcePosition)
+		}
+		if incarnation != 0 {
+			setProperty(md, ReplSourceIncarnationProperty, FormatIncarnation(incarnation))
 			return
 		}
-		for _, kv := range md.Properties {
-			if kv.GetKey() == ReplSourcePositionProperty {
-				kv.Value = proto.String(sourcePosition)
-				return
-			}
-		}
-		md.Properties = append(md.Properties, &pulsarpb.KeyValue{
-			Key: proto.String(ReplSourcePositionProperty), Value: proto.String(sourcePosition),
-		})
+		md.Properties = slices.DeleteFunc(md.Properties, func(kv *pulsarpb.KeyValue) bool { return kv.GetKey() == ReplSourceIncarnationProperty })
 	})
+}
+
+// setProperty sets md's property key to value (the first one of that key; appended if none).
+func setProperty(md *pulsarpb.MessageMetadata, key, value string) {
+	for _, kv := range md.Properties {
+		if kv.GetKey() == key {
+			kv.Value = proto.String(value)
+			return
+		}
+	}
+	md.Properties = append(md.Properties, &pulsarpb.KeyValue{Key: proto.String(key), Value: proto.String(value)})
 }
 
 // ReplSourcePositionProperty is Pulsar's message property carrying a replicated entry's position in
 // its origin topic, "<ledgerId>:<entryId>".
 const ReplSourcePositionProperty = "__MSG_PROP_REPL_SOURCE_POSITION"
+
+// ReplSourceIncarnationProperty is Meridian's message property carrying the storage incarnation
+// of a replicated entry's ledger in its origin cluster, as 16 hexadecimal digits
+// (FormatIncarnation): with ReplSourcePositionProperty it names the source entry uniquely, also
+// after the origin's data dir was restored from an older copy. Entries without it (from Pulsar,
+// or from ledgers older than incarnations) have incarnation 0.
+const ReplSourceIncarnationProperty = "__MSG_PROP_REPL_SOURCE_INCARNATION"
+
+// FormatIncarnation is the ReplSourceIncarnationProperty value of incarnation: 16 lowercase
+// hexadecimal digits.
+func FormatIncarnation(incarnation uint64) string {
+	return string(AppendIncarnation(make([]byte, 0, 16), incarnation))
+}
+
+// AppendIncarnation appends FormatIncarnation(incarnation) to b.
+func AppendIncarnation(b []byte, incarnation uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[(incarnation>>shift)&0xf])
+	}
+	return b
+}
+
+// ParseIncarnation parses a ReplSourceIncarnationProperty value: exactly 16 hexadecimal digits
+// (either case). It allocates nothing.
+func ParseIncarnation(b []byte) (uint64, error) {
+	if len(b) != 16 {
+		return 0, fmt.Errorf("%w: source incarnation %q: want 16 hexadecimal digits", ErrMalformedPayload, b)
+	}
+	var v uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | uint64(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | uint64(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | uint64(c-'A'+10)
+		default:
+			return 0, fmt.Errorf("%w: source incarnation %q: want 16 hexadecimal digits", ErrMalformedPayload, b)
+		}
+	}
+	return v, nil
+}
 
 // AppendBrokerEntryMetadata appends the broker entry metadata prefix: magic 0x0e02, size, message.
 func AppendBrokerEntryMetadata(dst []byte, bem *pulsarpb.BrokerEntryMetadata) ([]byte, error) {
