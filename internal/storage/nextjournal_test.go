@@ -89,7 +89,7 @@ func TestPreparingNextJournalDoesNotHoldAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	n0 := leaveFirstJournal(t, e, l) // journal file 2 is in use: file 3 is being prepared
-	<-entered                           // file 3's header fsync is stalled now
+	<-entered                        // file 3's header fsync is stalled now
 	appendN(t, l, 200)
 	if n := l.Entries(); n != n0+200 {
 		t.Fatalf("%d entries acknowledged while the next journal file was being prepared", n)
@@ -231,15 +231,16 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 // by then. It does so without depending on how fast the preparer runs: it appends one entry at a
 // time until the file holds prefillAfter bytes (the batch of that append starts the successor's
 // preparation before the append is acknowledged, and nothing else cuts a batch meanwhile), waits
-// for the preparer, and appends once more (that batch rotates: the successor is ready and full
-// size, never hurried, since the file is far from JournalFileBytes).
+// for the preparer, and appends twice more: the first batch rotates (the successor is ready and
+// full size, never hurried, since the file is far from JournalFileBytes), the second opens the
+// successor, which starts the preparation of the file after it.
 func leaveFirstJournal(t *testing.T, e *Engine, l *Ledger) int64 {
 	t.Helper()
 	for e.jsizeForTest() < e.prefillAfter() {
 		appendN(t, l, 1)
 	}
 	e.preparers.Wait()
-	appendN(t, l, 1)
+	appendN(t, l, 2)
 	if seq := e.jseqForTest(); seq != 2 {
 		t.Fatalf("journal file %d in use after leaving the first one, want 2", seq)
 	}
