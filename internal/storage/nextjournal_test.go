@@ -174,7 +174,7 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 		if name == next && failedCur.Load() && failedNext.CompareAndSwap(false, true) {
 			return vfs.EIO
 		}
-		if strings.HasPrefix(name, "/data/ledgers/") {
+		if name == "/data/meridian.state.tmp" {
 			return vfs.EIO // the checkpoint of the abandoned file fails: it is kept for recovery
 		}
 		return nil
@@ -189,7 +189,7 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	// Checkpoints keep failing until the crash, so the abandoned file is still there (a checkpoint
 	// that succeeded after the failures would retire it).
 	mem.SetInjector(func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && strings.HasPrefix(name, "/data/ledgers/") {
+		if op == vfs.OpSync && name == "/data/meridian.state.tmp" {
 			return vfs.EIO
 		}
 		return nil

@@ -120,8 +120,8 @@ func (e *Engine) recover(ctx context.Context) error {
 		seqs = append(seqs, unwritten...)
 	}
 	if len(seqs) > 0 || r.maxLedgerID >= e.ledgerIDLimit {
-		if err := e.syncFiles(r.files, r.dirs); err != nil {
-			return err
+		if failed, err := e.syncFiles(r.files, r.dirs); err != nil || len(failed) > 0 {
+			return errors.Join(append(mapErrors(failed), err)...)
 		}
 		e.firstJournal = last + 1
 		if r.maxLedgerID >= e.ledgerIDLimit {
@@ -133,7 +133,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		for _, s := range seqs {
 			e.retireJournal(s)
 		}
-		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "skipped", r.skipped, "tornTails", r.torn)
+		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "rewritten", r.rewritten, "skipped", r.skipped, "tornTails", r.torn)
 	}
 	e.files.closeAll()
 	e.jseq = e.firstJournal
@@ -189,6 +189,8 @@ type replaySeg struct {
 	end    int64 // end of the last valid record
 	badOff int64 // first invalid record, -1 if none
 	skip   bool
+	// offs: the file offset of each entry the segment holds (replayrewrite.go).
+	offs []int64
 	// directTail: a jDirectStart names this segment, so what follows its last valid entry after
 	// replay was never acknowledged and is truncated (directwrite.go).
 	directTail bool
@@ -236,7 +238,7 @@ type replayer struct {
 	deletedSlots map[uint32]bool
 	voidFrom     map[int64]int64 // ledger id -> first entry that was never acknowledged
 
-	applied, skipped, torn int
+	applied, skipped, rewritten, torn int
 }
 
 func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
@@ -493,6 +495,7 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 }
 
 func (r *replayer) ensureDir(name, dir string) error {
+	r.touchDir(name, dir)
 	if _, err := r.e.fs.Stat(dir); err == nil {
 		return nil
 	}
@@ -608,9 +611,12 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 	if err != nil {
 		return err
 	}
-	if v, ok := r.voidFrom[id]; rs.skip || eid < rs.next || (ok && eid >= v) {
+	if v, ok := r.voidFrom[id]; rs.skip || (ok && eid >= v) {
 		r.skipped++
 		return nil
+	}
+	if eid < rs.next {
+		return r.rewriteEntry(rs, eid, rec)
 	}
 	if rs.next == 0 || eid == 0 {
 		e.log.Debug("replay entry", "ledger", name, "segment", id, "entry", eid, "next", rs.next)
@@ -636,6 +642,7 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 	if _, err := cf.f.WriteAt(rec, rs.end); err != nil {
 		return fmt.Errorf("storage: replay write: %w", err)
 	}
+	rs.offs = append(rs.offs, rs.end)
 	rs.end += int64(len(rec))
 	rs.next++
 	r.applied++
@@ -685,6 +692,7 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 			voidedAt = off
 			return false
 		}
+		rs.offs = append(rs.offs, off)
 		rs.next++
 		rs.end = off + int64(recHeaderSize+len(body))
 		return true
