@@ -28,10 +28,10 @@ import (
 // checkpoint by itself (after a kick, then with a growing pause up to maxMaintainPause), so a
 // broker recovers without a restart once the disk takes writes again (health.go).
 //
-// A descriptor the file cache closes is fsynced first (fdcache.go): Linux may evict the inode of
-// a file nobody holds open, and an unreported writeback error with it, so the checkpoint's own
-// fsync through a new descriptor would succeed although data was lost. The checkpoint waits for
-// those fsyncs before it decides.
+// A descriptor the file cache closes is written back first (fdretire.go): Linux may evict the
+// inode of a file nobody holds open, and an unreported writeback error with it, so the
+// checkpoint's own fsync through a new descriptor would succeed although data was lost. The
+// checkpoint waits for those writebacks before it decides.
 
 type checkpointJob struct {
 	seq   uint64 // journal files <= seq are covered once the files below are synced
@@ -151,7 +151,7 @@ func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 	e.ckptMu.Lock()
 	defer e.ckptMu.Unlock()
 	start := time.Now()
-	// Descriptors the file cache closed are fsynced first; a failure there is a repair target.
+	// Descriptors the file cache closed are written back first; a failure there is a repair target.
 	e.files.waitRetired()
 	if n := e.repairsPending(); n > 0 {
 		return fmt.Errorf("storage: %d file(s) await repair after an I/O error: %w", n, e.firstRepairCause())

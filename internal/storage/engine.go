@@ -1109,7 +1109,11 @@ func (e *Engine) syncJournal() error {
 // unsynced appends (SyncInterval) are fenced; later batches go to a new file whose header says
 // that this one may end torn (sync loop only).
 func (e *Engine) abandonJournal(seq uint64, err error) {
-	e.log.Error("journal write or fsync failed; continuing in a new journal file", "seq", seq, "err", err)
+	if e.io.journalFailing() {
+		e.log.Debug("journal write or fsync failed again; continuing in a new journal file", "seq", seq, "err", err)
+	} else {
+		e.log.Error("journal write or fsync failed; continuing in a new journal file", "seq", seq, "err", err)
+	}
 	e.io.noteJournalFailed(err)
 	e.qmu.Lock()
 	if e.pending.seq <= seq {

@@ -9,18 +9,18 @@ import (
 
 // fileCache bounds the number of open segment and cursor-log files across all ledgers: files
 // are opened on demand and the least recently used idle ones are closed. A descriptor written
-// through since its last fsync is fsynced before it is closed (fdretire.go).
+// through since its last fsync has its writeback waited for before it is closed (fdretire.go).
 type fileCache struct {
 	fs    vfs.FS
 	limit int // idle descriptors are closed beyond this many (MaxOpenFiles less retireAllowance)
-	// retireAllowance: descriptors that may be waiting for their fsync before they are closed
+	// retireAllowance: descriptors that may be waiting for their writeback before they are closed
 	// (fdretire.go); with the cached ones they stay within MaxOpenFiles.
 	retireAllowance int
 
 	mu    sync.Mutex
 	files map[string]*cachedFile
 	lru   *list.List // of *cachedFile with refs == 0, front = most recent
-	// Descriptors being fsynced before they are closed (fdretire.go), under mu.
+	// Descriptors being written back before they are closed (fdretire.go), under mu.
 	retire retirer
 }
 
@@ -67,7 +67,7 @@ func (c *fileCache) acquire(path string, create bool) (*cachedFile, error) {
 		}
 		return cf, nil
 	}
-	// As many closed descriptors as allowed are still being fsynced: wait for one (they hold
+	// As many closed descriptors as allowed are still being written back: wait for one (they hold
 	// files open).
 	for len(c.retire.pending) >= c.retireAllowance {
 		c.retire.cond.Wait()
@@ -131,7 +131,7 @@ func (c *fileCache) evictLocked() {
 		cf.elem = nil
 		delete(c.files, cf.path)
 		if t, ok := cf.f.(*trackedFile); ok && t.dirty() {
-			c.retire.queueLocked(cf.path, t, cf.close) // fsynced, then closed
+			c.retire.queueLocked(cf.path, t, cf.close) // written back, then closed
 			continue
 		}
 		cf.close()
@@ -169,7 +169,7 @@ func (c *fileCache) forgetPrefix(dir string) {
 	}
 }
 
-// open is the number of descriptors the cache holds, counting those being fsynced before they
+// open is the number of descriptors the cache holds, counting those being written back before they
 // are closed.
 func (c *fileCache) open() int {
 	c.mu.Lock()
@@ -177,7 +177,7 @@ func (c *fileCache) open() int {
 	return len(c.files) + len(c.retire.pending)
 }
 
-// closeAll closes every idle descriptor, after the fsyncs of those being closed finished.
+// closeAll closes every idle descriptor, after the writebacks of those being closed finished.
 func (c *fileCache) closeAll() {
 	c.stopRetiring()
 	c.mu.Lock()

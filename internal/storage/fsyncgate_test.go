@@ -217,3 +217,44 @@ func TestRestartOverFailedSegmentWriteback(t *testing.T) {
 	verifyAcked(t, e3, "victim", victim.acked)
 	verifyAcked(t, e3, "other", other.acked)
 }
+
+// TestCheckpointFsyncFailureOfClosedLedger: the segment whose checkpoint fsync fails belongs to a
+// ledger its owner closed after writing it. The engine keeps closed ledgers until a checkpoint
+// covers them, so it still rewrites the segment from the journal; the ledger cannot be opened
+// until then, and every acknowledged entry survives a crash afterwards.
+func TestCheckpointFsyncFailureOfClosedLedger(t *testing.T) {
+	mem := vfs.NewMem()
+	mod := func(o *Options) {
+		o.JournalFileBytes = 16 << 10
+		o.DirectWriteBytes = -1
+		o.CacheBytes = -1
+	}
+	e := openMem(t, mem, mod)
+	closed := newOwnerLedger(t, e, "closed")
+	closed.appendSome(10, 100)
+	waitFor(t, "the entries in their segment file", func() bool { return segmentWrittenEntries(closed.l) == 10 })
+	seg := segPath(closed.l.dirPath(), closed.l.LastConfirmed().LedgerID)
+	if err := closed.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var failed atomic.Bool
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && name == seg && failed.CompareAndSwap(false, true) {
+			return vfs.EIO
+		}
+		return nil
+	})
+	other := newOwnerLedger(t, e, "other")
+	waitFor(t, "the closed ledger's segment fsync to fail and be repaired", func() bool {
+		other.appendSome(10, 500)
+		return failed.Load() && e.Metrics().Repairs >= 1
+	})
+	waitFor(t, "the engine to be healthy", func() bool { return e.Health() == nil })
+	crashed := mem.Crash(nil)
+	mem.SetInjector(nil)
+	_ = e.Close()
+	e2 := openMem(t, crashed, mod)
+	defer e2.Close()
+	verifyAcked(t, e2, "closed", closed.acked)
+	verifyAcked(t, e2, "other", other.acked)
+}

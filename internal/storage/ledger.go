@@ -857,17 +857,8 @@ func (l *Ledger) createSegmentFile(id int64) error {
 		}
 		l.dirMade = true
 	}
-	// Through the file cache, whose descriptor is fsynced before it is closed (fdcache.go).
-	cf, err := e.files.acquire(segPath(l.dirPath(), id), true)
-	if err != nil {
+	if err := e.files.create(segPath(l.dirPath(), id), appendHeader(nil, magicSegment, uint64(id))); err != nil {
 		return fmt.Errorf("storage: create segment: %w", err)
-	}
-	if err = cf.f.Truncate(0); err == nil {
-		_, err = cf.f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0)
-	}
-	e.files.release(cf)
-	if err != nil {
-		return fmt.Errorf("storage: write segment header: %w", err)
 	}
 	e.dirtyDirs[l.dirPath()] = struct{}{}
 	return nil

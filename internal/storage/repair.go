@@ -246,6 +246,10 @@ func (e *Engine) runRepairs() {
 	var segs []*fileRepair
 	for _, r := range targets {
 		var err error
+		if _, serr := e.fs.Stat(r.path); vfs.IsNotExist(serr) {
+			e.finishRepair(r, nil) // removed since (trimmed, or its ledger deleted): nothing to keep
+			continue
+		}
 		switch {
 		case r.l == nil:
 			err = errors.New("the file's ledger is not known to this process: restart the broker (recovery rewrites it from the journal)")

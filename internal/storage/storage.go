@@ -83,7 +83,7 @@ type Options struct {
 	JournalFileBytes    int64         // journal file size that triggers a checkpoint (default 64 MiB): bounds recovery work
 	SegmentMaxBytes     int64         // a ledger rolls to a new ledger id at this size (default 128 MiB)
 	SegmentMaxEntries   int64         // ... or at this many entries (default 500,000)
-	MaxOpenFiles        int           // bound on open segment and cursor files (default 256; an eighth of it for evicted ones being fsynced: fdretire.go), plus the journal's
+	MaxOpenFiles        int           // bound on open segment and cursor files (default 256; an eighth of it for evicted ones being written back: fdretire.go), plus the journal's
 	CursorFlushInterval time.Duration // how often changed durable cursors are persisted (default 1 s)
 	TrimInterval        time.Duration // how often every open ledger is trimmed (default 1 min)
 	// SyncPipelineDepth bounds the group commits whose fsync is in flight at once (SyncAlways;

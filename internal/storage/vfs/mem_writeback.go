@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"io/fs"
 	"sort"
 )
@@ -119,6 +120,24 @@ func (f *memFile) checkWritebackError() error {
 	f.errSeq = n.wbErrSeq
 	n.wbErrSeen = true
 	return &fs.PathError{Op: "sync", Path: f.name, Err: n.wbErr}
+}
+
+// WaitWriteback implements WritebackWaiter: it reports a writeback error recorded since this
+// description last reported one, like Sync, and fails like Sync under injection (OpSync: what was
+// written since the last Sync is lost); it makes nothing durable (the data stays dirty until Sync).
+func (f *memFile) WaitWriteback() error {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	if f.closed {
+		return errClosedFile
+	}
+	if err := f.m.injected(OpSync, f.name); err != nil {
+		f.n.loseDirty()
+		f.n.recordWritebackError(errors.Unwrap(err))
+		f.errSeq, f.n.wbErrSeen = f.n.wbErrSeq, true
+		return err
+	}
+	return f.checkWritebackError()
 }
 
 // FailWriteback makes the kernel's writeback of name's dirty data fail with err now, as a

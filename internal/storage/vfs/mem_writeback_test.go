@@ -132,3 +132,26 @@ func TestMemWritebackErrorForgottenWithLastClose(t *testing.T) {
 		t.Fatalf("durable %q holds the lost write", got)
 	}
 }
+
+// TestMemWaitWritebackReportsWithoutSyncing: WaitWriteback reports a writeback error to its
+// description like Sync (once), and makes nothing durable.
+func TestMemWaitWritebackReportsWithoutSyncing(t *testing.T) {
+	m, f := newSyncedFile(t, []byte("aaaa"))
+	memWrite(t, f, []byte("bbbb"), 4)
+	if err := WaitWriteback(f); err != nil {
+		t.Fatalf("wait writeback: %v", err)
+	}
+	if got := durableContent(t, m, "/f"); string(got) != "aaaa" {
+		t.Fatalf("durable %q after WaitWriteback, want the old content (only Sync makes data durable)", got)
+	}
+	if err := m.FailWriteback("/f", EIO); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitWriteback(f); !errors.Is(err, EIO) {
+		t.Fatalf("wait writeback after a failed writeback: %v, want EIO", err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("sync after the error was reported: %v", err)
+	}
+	f.Close()
+}
