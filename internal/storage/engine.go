@@ -379,7 +379,7 @@ func (e *Engine) ensureLedgerDir(name, dir string) error {
 			return fmt.Errorf("storage: write NAME: %w", err)
 		}
 		_, err = f.WriteAt([]byte(name), 0)
-		e.files.retireFile(dir+"/NAME", f) // fsynced before it is closed (fdcache.go)
+		e.files.retireFile(dir+"/NAME", f) // written back before it is closed (fdretire.go)
 		if err != nil {
 			return fmt.Errorf("storage: write NAME: %w", err)
 		}

@@ -123,6 +123,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		if failed, err := e.syncFiles(r.files, r.dirs); err != nil || len(failed) > 0 {
 			return errors.Join(append(mapErrors(failed), err)...)
 		}
+		if err := e.recoveryWritebackErr(); err != nil {
+			return err
+		}
 		e.firstJournal = last + 1
 		if r.maxLedgerID >= e.ledgerIDLimit {
 			e.nextLedgerID, e.ledgerIDLimit = r.maxLedgerID+1, r.maxLedgerID+1

@@ -59,3 +59,14 @@ func (r *replayer) rewriteEntry(rs *replaySeg, eid int64, rec []byte) error {
 	r.files[rs.path] = struct{}{}
 	return nil
 }
+
+// recoveryWritebackErr waits for the writeback of the descriptors the file cache closed during
+// replay (fdretire.go) and returns an error if one failed: the journal must not be retired then,
+// and Open fails (a retry rewrites everything again).
+func (e *Engine) recoveryWritebackErr() error {
+	e.files.waitRetired()
+	if e.repairsPending() > 0 {
+		return fmt.Errorf("storage: recovery: %w", e.firstRepairCause())
+	}
+	return nil
+}
