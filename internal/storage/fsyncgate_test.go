@@ -258,3 +258,64 @@ func TestCheckpointFsyncFailureOfClosedLedger(t *testing.T) {
 	verifyAcked(t, e2, "closed", closed.acked)
 	verifyAcked(t, e2, "other", other.acked)
 }
+
+// TestCursorLogFsyncFailureRewritesItFromMemory: a checkpoint's fsync of a cursor log fails once.
+// Retried, it would succeed without writing the lost records, and after a crash the log would end
+// where they start: the cursor created since would be gone (its subscription recreated at the
+// latest position, skipping the backlog). The engine replaces the log with the cursors' state in
+// memory instead.
+func TestCursorLogFsyncFailureRewritesItFromMemory(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	mod := func(o *Options) {
+		o.JournalFileBytes = 16 << 10
+		o.DirectWriteBytes = -1
+		o.CacheBytes = -1
+	}
+	e := openMem(t, mem, mod)
+	o := newOwnerLedger(t, e, "cursors")
+	o.appendSome(20, 100)
+	c, err := o.l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := o.l.LastConfirmed()
+	md.EntryID = 9
+	if err := c.MarkDelete(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log := cursorLogPath(o.l.dirPath())
+	var failed atomic.Bool
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && name == log && failed.CompareAndSwap(false, true) {
+			return vfs.EIO
+		}
+		return nil
+	})
+	other := newOwnerLedger(t, e, "other")
+	start := e.Metrics().Checkpoints
+	waitFor(t, "the cursor log's fsync to fail, and two checkpoints after it", func() bool {
+		other.appendSome(10, 500)
+		return failed.Load() && e.Metrics().Checkpoints >= start+2
+	})
+	crashed := mem.Crash(nil)
+	mem.SetInjector(nil)
+	_ = e.Close()
+	e2 := openMem(t, crashed, mod)
+	defer e2.Close()
+	l2, err := e2.OpenLedger(ctx, "cursors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := l2.Cursor("sub")
+	if c2 == nil {
+		t.Fatal("the durable cursor is gone after the crash")
+	}
+	if got := c2.MarkDeletePosition(); got.Compare(md) < 0 {
+		t.Fatalf("cursor at %v after the crash, want at least the flushed %v", got, md)
+	}
+	verifyAcked(t, e2, "cursors", o.acked)
+}
