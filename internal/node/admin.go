@@ -67,8 +67,33 @@ var (
 	descPublishSecs  = prometheus.NewDesc("meridian_publish_latency_seconds", "Time from the broker taking a publish (a SEND, replicated ones included) to its receipt or error being handed to the connection: the producer's earlier publishes, dedup and the group commit.", nil, nil)
 )
 
+// Storage failure and capacity figures (docs/operations.md, "Disk full and I/O errors").
+var (
+	descStorageReady     = prometheus.NewDesc("meridian_storage_ready", "1 while the storage engine takes appends and makes them durable normally; 0 while it recovers from I/O errors or a full disk (the readiness endpoint says why).", nil, nil)
+	descFsyncErrors      = prometheus.NewDesc("meridian_storage_fsync_errors_total", "Failed fsyncs of journal, segment and cursor files.", nil, nil)
+	descFencedLedgers    = prometheus.NewDesc("meridian_storage_fenced_ledgers", "Open topic ledgers fenced after a storage failure (read-only until reopened).", nil, nil)
+	descCheckpoints      = prometheus.NewDesc("meridian_storage_checkpoints_total", "Checkpoints that made a journal file's data durable in the topic files and retired it.", nil, nil)
+	descCheckpointFails  = prometheus.NewDesc("meridian_storage_checkpoint_failures_total", "Checkpoints that failed (the journal is kept; retried in the background).", nil, nil)
+	descCheckpointFailng = prometheus.NewDesc("meridian_storage_checkpoint_failing", "1 while the last checkpoint failed.", nil, nil)
+	descCheckpointError  = prometheus.NewDesc("meridian_storage_last_checkpoint_error_info", "The last checkpoint failure (value 1; absent if none since the start).", []string{"error"}, nil)
+	descJournalFailing   = prometheus.NewDesc("meridian_storage_journal_failing", "1 while the last journal write or fsync failed.", nil, nil)
+	descRepairsPending   = prometheus.NewDesc("meridian_storage_repairs_pending", "Topic files waiting to be rewritten from the journal after an I/O error.", nil, nil)
+	descRepairs          = prometheus.NewDesc("meridian_storage_repairs_total", "Topic files rewritten from the journal after an I/O error.", nil, nil)
+	descRepairFailures   = prometheus.NewDesc("meridian_storage_repair_failures_total", "Attempts to rewrite a topic file that failed (retried).", nil, nil)
+	descJournalBacklog   = prometheus.NewDesc("meridian_storage_journal_backlog_files", "Journal files not yet retired by a checkpoint (normally 1-2).", nil, nil)
+	descJournalBacklogMx = prometheus.NewDesc("meridian_storage_journal_backlog_limit_files", "Journal files beyond which appends are refused while checkpoints fail.", nil, nil)
+	descTornTails        = prometheus.NewDesc("meridian_storage_recovered_torn_tails_total", "Torn file tails cut by recovery at startup.", nil, nil)
+	descCacheBytes       = prometheus.NewDesc("meridian_storage_cache_bytes", "Bytes held by the broker-wide entry cache.", nil, nil)
+	descOpenFiles        = prometheus.NewDesc("meridian_storage_open_files", "Files the storage engine holds open.", nil, nil)
+)
+
+// maxErrorLabel bounds the error text exported as a label.
+const maxErrorLabel = 1024
+
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs, descPublishSecs} {
+	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs, descPublishSecs,
+		descStorageReady, descFsyncErrors, descFencedLedgers, descCheckpoints, descCheckpointFails, descCheckpointFailng, descCheckpointError, descJournalFailing,
+		descRepairsPending, descRepairs, descRepairFailures, descJournalBacklog, descJournalBacklogMx, descTornTails, descCacheBytes, descOpenFiles} {
 		ch <- d
 	}
 }
@@ -100,6 +125,7 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDirectBytes, prometheus.CounterValue, float64(m.DirectBytes))
 		ch <- latencyHistogramMetric(descSyncSeconds, m.SyncLatency)
 		ch <- latencyHistogramMetric(descCommitSecs, m.CommitLatency)
+		collectStorageHealth(ch, m)
 	}
 	if b := n.components.broker; b != nil {
 		ch <- latencyHistogramMetric(descPublishSecs, b.PublishLatency())
@@ -116,4 +142,39 @@ func latencyHistogramMetric(desc *prometheus.Desc, h storage.LatencyHistogram) p
 		buckets[bound.Seconds()] = cum
 	}
 	return prometheus.MustNewConstHistogram(desc, uint64(h.Count()), h.Sum.Seconds(), buckets)
+}
+
+// collectStorageHealth exports the storage engine's failure, recovery and capacity figures.
+func collectStorageHealth(ch chan<- prometheus.Metric, m storage.EngineMetrics) {
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	gauge(descStorageReady, flag(m.Unhealthy == ""))
+	counter(descFsyncErrors, m.FsyncErrors)
+	gauge(descFencedLedgers, float64(m.FencedLedgers))
+	counter(descCheckpoints, m.Checkpoints)
+	counter(descCheckpointFails, m.CheckpointFailures)
+	gauge(descCheckpointFailng, flag(m.CheckpointFailing))
+	if e := m.LastCheckpointError; e != "" {
+		if len(e) > maxErrorLabel {
+			e = e[:maxErrorLabel]
+		}
+		ch <- prometheus.MustNewConstMetric(descCheckpointError, prometheus.GaugeValue, 1, e)
+	}
+	gauge(descJournalFailing, flag(m.JournalFailing))
+	gauge(descRepairsPending, float64(m.RepairsPending))
+	counter(descRepairs, m.Repairs)
+	counter(descRepairFailures, m.RepairFailures)
+	gauge(descJournalBacklog, float64(m.JournalBacklogFiles))
+	gauge(descJournalBacklogMx, float64(m.JournalBacklogLimit))
+	counter(descTornTails, m.RecoveredTornTails)
+	gauge(descCacheBytes, float64(m.CacheBytes))
+	gauge(descOpenFiles, float64(m.OpenFiles))
 }

@@ -61,6 +61,8 @@ func (n *Node) compose(ctx context.Context) error {
 		SyncPipelineDepth: n.opts.FsyncPipeline,
 		DirectWriteBytes:  n.opts.DirectWriteBytes,
 		BypassCacheBytes:  n.opts.BypassCacheBytes,
+		JournalFileBytes:  n.opts.JournalFileBytes,
+		MaxJournalBacklog: n.opts.MaxJournalBacklog,
 		MaxEntrySize:      n.opts.MaxMessageSize + server.FramePadding,
 		Logger:            log,
 	})

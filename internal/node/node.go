@@ -166,12 +166,20 @@ const webShutdownGrace = time.Second
 // storeHealthTimeout bounds the configuration store check of a readiness probe.
 const storeHealthTimeout = time.Second
 
-// Healthy is Ready plus a live check of the metadata stores: an unreachable etcd makes the node
+// Healthy is Ready plus the storage engine's health (Engine.Health: a full disk or I/O errors it
+// is recovering from) and a live check of the metadata stores: an unreachable etcd makes the node
 // unready (new topics, policy changes and lookups of new namespaces would fail), even though the
 // catalog keeps serving its cache.
 func (n *Node) Healthy(ctx context.Context) error {
 	if err := n.Ready(); err != nil {
 		return err
+	}
+	// Storage failing closed (disk full, I/O errors) makes the node unready until it has recovered
+	// by itself: publishes fail meanwhile.
+	if e := n.components.engine; e != nil {
+		if err := e.Health(); err != nil {
+			return err
+		}
 	}
 	// Probes and dashboards may ask often; the store check is a round trip to etcd.
 	n.healthMu.Lock()

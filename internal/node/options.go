@@ -108,6 +108,12 @@ type Options struct {
 	// acknowledged by their remote); a catch-up read that does not fit waits. Zero means
 	// DefaultReplicationMemoryBytes; negative means no bound.
 	ReplicationMemoryBytes int64
+	// JournalFileBytes is the size of the storage journal's files (a checkpoint per file; zero
+	// means the storage default, 64 MiB). MaxJournalBacklog bounds the journal kept while
+	// checkpoints fail after I/O errors or with a full disk: beyond it publishes fail (zero means
+	// eight journal files; docs/operations.md, "Disk full and I/O errors"). Not flags: for
+	// embedding and tests on small disks.
+	JournalFileBytes, MaxJournalBacklog int64
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).

@@ -144,17 +144,20 @@ func TestReadWaitsForSegmentWrite(t *testing.T) {
 }
 
 // TestSegmentWriteFailureAfterAck: a segment write that fails after its entry was acknowledged
-// fences the ledger, ends the wait of a reader of that entry with the ledger's error, and stops
-// every later checkpoint, so that the journal keeps the entry (recovery replays it:
-// TestRecoveryTruncatesVoidedTornSegment).
+// fences the ledger, ends the wait of a reader of that entry with the ledger's error, and makes the
+// segment a repair target (repair.go): while writes keep failing, no checkpoint runs (the journal
+// keeps the entry), the ledger cannot be opened again and the engine reports itself unhealthy;
+// once writes work again, the engine rewrites the segment from the journal by itself, and the
+// ledger opens with the entry, also after a crash.
 func TestSegmentWriteFailureAfterAck(t *testing.T) {
 	ctx := context.Background()
-	g := &segWriteGateFS{FS: vfs.NewMem()}
+	mem := vfs.NewMem()
+	g := &segWriteGateFS{FS: mem}
 	e := openMem(t, g, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
 	defer e.Close()
 	defer g.release(nil)
 	l, p, done := ackedWithWriteHeld(t, e, g, "wait/fail")
-	g.release(vfs.EIO)
+	g.release(vfs.EIO) // this write and every later segment write fail until release(nil)
 	r := <-done
 	if !errors.Is(r.err, ErrFenced) || len(r.es) != 0 {
 		t.Fatalf("read of an entry whose segment write failed: %+v, want ErrFenced", r)
@@ -162,30 +165,43 @@ func TestSegmentWriteFailureAfterAck(t *testing.T) {
 	if !errors.Is(l.Err(), ErrFenced) {
 		t.Fatalf("ledger error %v, want ErrFenced", l.Err())
 	}
+	if err := e.Health(); err == nil {
+		t.Fatal("engine healthy with a segment that lacks an acknowledged entry")
+	}
 	if err := e.checkpoint(0, map[string]struct{}{}, map[string]struct{}{}); err == nil || !errors.Is(err, vfs.EIO) {
 		t.Fatalf("checkpoint after a lost segment write: %v, want it refused with the write's error", err)
 	}
 	// Loaded again from its files, the ledger would lack the acknowledged entry.
 	_ = l.Close()
 	if l2, err := e.OpenLedger(ctx, "wait/fail"); !errors.Is(err, ErrFenced) {
-		t.Fatalf("reopen after a lost segment write: %v, %v; want ErrFenced until a restart", l2, err)
+		t.Fatalf("reopen after a lost segment write: %v, %v; want ErrFenced until the segment is repaired", l2, err)
 	}
-	other, err := e.OpenLedger(ctx, "wait/other")
-	if err != nil {
-		t.Fatalf("another ledger: %v", err)
-	}
-	appendN(t, other, 1)
-	// After a restart, recovery replays the entry from the journal.
+	// Writes work again: the engine repairs the segment by itself, without a restart.
 	g.release(nil)
-	_ = e.Close()
-	e = openMem(t, g, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
-	defer e.Close()
-	l, err = e.OpenLedger(ctx, "wait/fail")
+	waitFor(t, "the engine to repair the segment and become healthy", func() bool { return e.Health() == nil })
+	if m := e.Metrics(); m.Repairs != 1 || m.RepairsPending != 0 {
+		t.Fatalf("repairs %d, pending %d; want 1 and 0", m.Repairs, m.RepairsPending)
+	}
+	check := func(l *Ledger, when string) {
+		t.Helper()
+		es, err := l.Read(ctx, Earliest, 0, 0)
+		if err != nil || len(es) < 2 || es[1].Position != p || string(es[1].Data) != string(payload(1)) {
+			t.Fatalf("%s: %+v, %v; want both entries, %v rewritten", when, es, err, p)
+		}
+	}
+	l, err := e.OpenLedger(ctx, "wait/fail")
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, err := l.Read(ctx, Earliest, 0, 0)
-	if err != nil || len(es) != 2 || es[1].Position != p || string(es[1].Data) != string(payload(1)) {
-		t.Fatalf("after the restart: %+v, %v; want both entries, %v replayed", es, err, p)
+	check(l, "reopened after the repair")
+	appendN(t, l, 1)
+	// Nothing acknowledged depends on the journal any more once a checkpoint has run.
+	crashed := mem.Crash(nil)
+	e2 := openMem(t, crashed, func(o *Options) { o.CacheBytes = -1; o.DirectWriteBytes = -1 })
+	defer e2.Close()
+	l, err = e2.OpenLedger(ctx, "wait/fail")
+	if err != nil {
+		t.Fatal(err)
 	}
+	check(l, "after a crash")
 }

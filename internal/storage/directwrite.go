@@ -343,7 +343,18 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 	// batchDemand.trim must not stay reachable through it.
 	clear(recs)
 	e.directRecs = recs[:0]
-	cf, err := e.files.acquire(segPath(l.dirPath(), g.key.id), false)
+	p := segPath(l.dirPath(), g.key.id)
+	// The fdatasync that makes this write durable runs on a descriptor opened before it, of its
+	// own: another fsync of the file (a later batch's, the checkpoint's) cannot take its error
+	// (pipelinesync.go).
+	sf, err := e.fs.OpenFile(p, vfs.ReadOnly)
+	var cf *cachedFile
+	if err == nil {
+		cf, err = e.files.acquire(p, false)
+		if err != nil {
+			_ = sf.Close()
+		}
+	}
 	if err == nil {
 		fallback := block == nil
 		if !fallback {
@@ -354,6 +365,7 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 		}
 		if err != nil {
 			e.files.release(cf)
+			_ = sf.Close()
 		}
 	}
 	if err != nil {
@@ -361,7 +373,7 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 		delete(e.direct, l)
 		return false
 	}
-	w := &segWrite{l: l, seg: st.seg, off: st.end, size: len(buf), buf: buf, direct: true, cf: cf, shareable: shareable}
+	w := &segWrite{l: l, seg: st.seg, off: st.end, size: len(buf), buf: buf, direct: true, cf: cf, sf: sf, shareable: shareable}
 	off := st.end
 	for i := range b.items {
 		it := &b.items[i]
@@ -421,7 +433,7 @@ func (e *Engine) buildJournalBuf(b *batch, groups []entryGroup) {
 func syncDirect(b *batch) error {
 	var err error
 	for _, w := range b.direct {
-		if e2 := vfs.DataSync(w.cf.f); e2 != nil && err == nil {
+		if e2 := vfs.DataSync(w.sf); e2 != nil && err == nil {
 			err = fmt.Errorf("storage: segment fsync: %w", e2)
 		} else if e2 == nil {
 			dropBehind(w)
@@ -463,6 +475,10 @@ func (e *Engine) releaseDirect(b *batch) {
 		if w.cf != nil {
 			e.files.release(w.cf)
 			w.cf = nil
+		}
+		if w.sf != nil {
+			_ = w.sf.Close()
+			w.sf = nil
 		}
 	}
 }

@@ -50,10 +50,21 @@
 // its predecessor may end torn. A void record tells recovery that the fenced ledger's later
 // records were never acknowledged.
 //
+// A failed fsync is never retried to make data durable (after a writeback error Linux marks the
+// pages clean and reports the error once per open file description). A segment or cursor file
+// whose fsync failed, or a segment write that failed after its entries were acknowledged, makes the
+// file a repair target (repair.go): its ledger is fenced, no checkpoint retires a journal file
+// until the applier has rewritten the file from the journal (or the cursors in memory) and fsynced
+// it, and the checkpointer retries by itself, so the engine recovers without a restart once the
+// disk works again. Engine.Health reports it meanwhile; past MaxJournalBacklog appends fail with
+// ErrUnavailable (health.go).
+//
 // # Recovery
 //
 // Open replays the journal files after the checkpoint in order. An entry record is applied to
-// its segment file unless the segment already holds it (idempotent); a segment whose tail is
+// its segment file, written again in place when the segment already holds it (idempotent; the
+// page cache of a restarted process may show data that is not on disk: replayrewrite.go), and
+// every ledger directory the replay touches is fsynced with the files; a segment whose tail is
 // torn is truncated at the first bad record when the journal holds that entry (and rewritten
 // from it). A torn record at the end of the last journal file (or of an abandoned one) ends the
 // replay of that file: it was never acknowledged. A bad record in the middle of the journal

@@ -78,6 +78,7 @@ type Engine struct {
 	// SyncAlways with SyncPipelineDepth > 1 (pipelinesync.go): batches written whose fsync is in
 	// flight, oldest first, and the commit syncers that run those fsyncs.
 	inflight      []*commitInFlight
+	commitFDs     []vfs.File // descriptors of the current journal file for the fsyncs in flight
 	commitReq     chan *commitInFlight
 	commitSyncers sync.WaitGroup
 	// Direct writes (directwrite.go): per-ledger state, the count of batches planned, whether the
@@ -113,11 +114,8 @@ type Engine struct {
 	closeOnce   sync.Once
 	closeErr    error
 	lastCkptErr atomic.Value
-	// segWriteLost: a segment write failed after its entries were acknowledged (writeSegments).
-	// Set once; from then on every checkpoint fails, so that the journal keeps those entries.
-	segWriteLost atomic.Pointer[error]
-	// lostWrites: the ledgers with such a write; OpenLedger refuses them until a restart. Under mu.
-	lostWrites map[string]error
+	// io: I/O failures, the repairs they need and the journal backlog (health.go, repair.go).
+	io ioState
 
 	m engineCounters
 }
@@ -167,6 +165,7 @@ const (
 	kBarrier
 	kFail // report err in order
 	kCreate
+	kRepair // rewrite the files that wait for it (repair.go)
 )
 
 type item struct {
@@ -182,13 +181,6 @@ type item struct {
 	version     uint64    // kCursor: state version written
 	fileOff     int64     // kEntry: where its record went in the segment file
 	w           *segWrite // kEntry: the segment write it is part of
-}
-
-type checkpointJob struct {
-	seq   uint64 // journal files <= seq are covered once the files below are synced
-	files map[string]struct{}
-	dirs  map[string]struct{}
-	done  chan error
 }
 
 const (
@@ -270,6 +262,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		bgStop:     make(chan struct{}),
 		bgDone:     make(chan struct{}),
 	}
+	e.initIO()
 	e.ledgersDir = e.dir + "/ledgers"
 	e.journalDir = e.dir + "/journal"
 	e.qcond = sync.NewCond(&e.qmu)
@@ -387,7 +380,7 @@ func (e *Engine) ensureLedgerDir(name, dir string) error {
 			return fmt.Errorf("storage: write NAME: %w", err)
 		}
 		_, err = f.WriteAt([]byte(name), 0)
-		_ = f.Close()
+		e.files.retireFile(dir+"/NAME", f) // written back before it is closed (fdretire.go)
 		if err != nil {
 			return fmt.Errorf("storage: write NAME: %w", err)
 		}
@@ -406,13 +399,10 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 	if name == "" {
 		return nil, errors.New("storage: empty ledger name")
 	}
-	e.mu.Lock()
-	if err, lost := e.lostWrites[name]; lost {
-		// Its segment file lacks acknowledged entries that only the journal holds: loading it
-		// from its files would lose them. Recovery (the next Open) replays them.
-		e.mu.Unlock()
-		return nil, fmt.Errorf("storage: ledger %q: %w: restart to recover it: %w", name, ErrFenced, err)
+	if err := e.repairPendingFor(name); err != nil {
+		return nil, err
 	}
+	e.mu.Lock()
 	for {
 		if e.closed {
 			e.mu.Unlock()
@@ -656,7 +646,7 @@ func (e *Engine) Metrics() EngineMetrics {
 		CacheMisses:        e.cache.misses.Load(),
 		CacheBytes:         e.cache.size(),
 		CacheLimit:         max(e.opts.CacheBytes, 0),
-		OpenFiles:          e.files.open() + 1,
+		OpenFiles:          e.files.open() + e.journalDescriptors(),
 		OpenLedgers:        open,
 		FencedLedgers:      fenced,
 		CursorFlushes:      e.m.cursorFlushes.Load(),
@@ -668,6 +658,7 @@ func (e *Engine) Metrics() EngineMetrics {
 	if v, ok := e.lastCkptErr.Load().(string); ok {
 		m.LastCheckpointError = v
 	}
+	e.fillHealthMetrics(&m)
 	return m
 }
 
@@ -1020,6 +1011,9 @@ func (e *Engine) commit(b *batch) {
 		return
 	}
 	e.releaseDirect(b)
+	if len(b.buf) > 0 || len(e.pendingVoids) > 0 {
+		e.io.noteJournalOK()
+	}
 	e.pendingVoids = e.pendingVoids[:0]
 	if e.opts.Sync == SyncInterval {
 		for _, it := range b.items {
@@ -1116,7 +1110,12 @@ func (e *Engine) syncJournal() error {
 // unsynced appends (SyncInterval) are fenced; later batches go to a new file whose header says
 // that this one may end torn (sync loop only).
 func (e *Engine) abandonJournal(seq uint64, err error) {
-	e.log.Error("journal write or fsync failed; continuing in a new journal file", "seq", seq, "err", err)
+	if e.io.journalFailing() {
+		e.log.Debug("journal write or fsync failed again; continuing in a new journal file", "seq", seq, "err", err)
+	} else {
+		e.log.Error("journal write or fsync failed; continuing in a new journal file", "seq", seq, "err", err)
+	}
+	e.io.noteJournalFailed(err)
 	e.qmu.Lock()
 	if e.pending.seq <= seq {
 		e.pending.seq = seq + 1
@@ -1138,16 +1137,14 @@ func (e *Engine) abandonJournal(seq uint64, err error) {
 
 func (e *Engine) closeJournal() {
 	if e.journal != nil {
+		e.closeCommitDescriptors()
 		_ = e.journal.Close()
 		e.journal = nil
 	}
 }
 
 func (e *Engine) openJournal(seq uint64) error {
-	if e.journal != nil {
-		_ = e.journal.Close()
-		e.journal = nil
-	}
+	e.closeJournal()
 	f := e.takePreparedJournal(seq) // made ahead of time (nextjournal.go)
 	if f == nil {
 		var flags uint32
@@ -1162,6 +1159,8 @@ func (e *Engine) openJournal(seq uint64) error {
 		}
 	}
 	e.journal, e.journalSeq, e.journalOff = f, seq, headerSize
+	e.openCommitDescriptors(seq) // before the first write to the file (pipelinesync.go)
+	e.io.noteJournalOpened(seq)
 	e.prevUnclean = false
 	e.jfull = e.fullSize(f)
 	e.successorReady = false
@@ -1169,25 +1168,6 @@ func (e *Engine) openJournal(seq uint64) error {
 		e.prepareJournal(seq + 1)
 	} // else once it holds prefillAfter bytes (prepareFullSuccessor)
 	return nil
-}
-
-// handOffCheckpoint hands everything written since the last hand-off (journal files <= seq) to
-// the checkpointer (applier only).
-func (e *Engine) handOffCheckpoint(seq uint64) {
-	job := checkpointJob{seq: seq, files: e.dirtyFiles, dirs: e.dirtyDirs}
-	e.dirtyFiles = map[string]struct{}{}
-	e.dirtyDirs = map[string]struct{}{}
-	select {
-	case e.ckptCh <- job:
-	default:
-		// The checkpointer is behind: fold this job into the next one.
-		for f := range job.files {
-			e.dirtyFiles[f] = struct{}{}
-		}
-		for d := range job.dirs {
-			e.dirtyDirs[d] = struct{}{}
-		}
-	}
 }
 
 // failBatch fences the ledgers of a batch whose journal write or fsync failed and fails its items.
@@ -1281,172 +1261,14 @@ func (e *Engine) apply(b *batch) {
 			if it.done != nil {
 				it.done(Position{}, err)
 			}
+		case kRepair:
+			e.runRepairs()
+			it.done(Position{}, nil)
 		}
 	}
 	if len(b.writes) > 0 {
 		e.writeSegments(b)
 	}
-}
-
-// noteSegmentWriteLost records a segment write of l that failed after its entries were
-// acknowledged: they are durable only in the journal now, so no checkpoint may retire it, and l
-// may not be loaded from its files again before a restart (OpenLedger).
-func (e *Engine) noteSegmentWriteLost(l *Ledger, err error) {
-	e.mu.Lock()
-	if e.lostWrites == nil {
-		e.lostWrites = map[string]error{}
-	}
-	e.lostWrites[l.name] = err
-	e.mu.Unlock()
-	if e.segWriteLost.CompareAndSwap(nil, &err) {
-		e.log.Error("segment write failed after acknowledgement: checkpoints stopped, restart the broker to replay the journal", "err", err)
-	}
-}
-
-// ---- checkpoints ----
-
-// checkpointer makes the ledgers' files durable for each closed journal file, then records in
-// the state file that recovery can start after it and deletes it.
-func (e *Engine) checkpointer() {
-	defer close(e.ckptDone)
-	for job := range e.ckptCh {
-		if e.ckptCarry != nil {
-			for f := range e.ckptCarry.files {
-				job.files[f] = struct{}{}
-			}
-			for d := range e.ckptCarry.dirs {
-				job.dirs[d] = struct{}{}
-			}
-			e.ckptCarry = nil
-		}
-		if err := e.checkpoint(job.seq, job.files, job.dirs); err != nil {
-			e.log.Error("checkpoint failed; journal kept for recovery", "err", err)
-			e.lastCkptErr.Store(err.Error())
-			j := job
-			e.ckptCarry = &j
-		}
-	}
-}
-
-func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
-	e.ckptMu.Lock()
-	defer e.ckptMu.Unlock()
-	if lost := e.segWriteLost.Load(); lost != nil {
-		return fmt.Errorf("storage: no checkpoint until a restart replays the journal: %w", *lost)
-	}
-	start := time.Now()
-	if err := e.syncFiles(files, dirs); err != nil {
-		return err
-	}
-	synced := time.Since(start)
-	e.stateMu.Lock()
-	old := e.firstJournal
-	if seq+1 > e.firstJournal {
-		e.firstJournal = seq + 1
-	}
-	err := e.writeState()
-	if err != nil {
-		e.firstJournal = old
-	}
-	e.stateMu.Unlock()
-	if err != nil {
-		return err
-	}
-	for s := old; s <= seq; s++ {
-		e.retireJournal(s)
-	}
-	e.m.checkpoints.Add(1)
-	e.log.Debug("checkpoint", "journal", seq, "files", len(files), "dirs", len(dirs), "fsync", synced, "took", time.Since(start))
-	return nil
-}
-
-// checkpointSyncWorkers fsync files in parallel: on ext4 concurrent fsyncs of different files
-// share journal commits (100 files: 32 rounds/s one by one, 121 rounds/s with 16 workers).
-const checkpointSyncWorkers = 16
-
-func (e *Engine) syncFiles(files, dirs map[string]struct{}) error {
-	work := make(chan string)
-	errs := make(chan error, checkpointSyncWorkers)
-	var wg sync.WaitGroup
-	for w := 0; w < min(checkpointSyncWorkers, len(files)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var first error
-			for f := range work {
-				if first != nil {
-					continue
-				}
-				cf, err := e.files.acquire(f, false)
-				if err != nil {
-					if !vfs.IsNotExist(err) {
-						first = fmt.Errorf("storage: checkpoint open %s: %w", f, err)
-					}
-					continue
-				}
-				err = cf.f.Sync()
-				if err == nil && strings.HasSuffix(f, ".seg") {
-					// Up to the file's current size: its partial last page stays (the
-					// applier's next append would otherwise read it back from the device
-					// first), and so do pages appended since the fsync that are still dirty.
-					// Cursor logs stay cached: small, and rewritten in place.
-					if size, serr := cf.f.Size(); serr == nil {
-						_ = vfs.DropCache(cf.f, 0, size)
-					}
-				}
-				e.files.release(cf)
-				if err != nil {
-					first = fmt.Errorf("storage: checkpoint fsync %s: %w", f, err)
-				}
-			}
-			errs <- first
-		}()
-	}
-	for f := range files {
-		work <- f
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	// Deeper directories first, so a new directory's entries are durable before its parent names it.
-	ds := make([]string, 0, len(dirs))
-	for d := range dirs {
-		ds = append(ds, d)
-	}
-	sort.Slice(ds, func(i, j int) bool { return strings.Count(ds[i], "/") > strings.Count(ds[j], "/") })
-	for _, d := range ds {
-		if err := e.fs.SyncDir(d); err != nil && !vfs.IsNotExist(err) {
-			return fmt.Errorf("storage: checkpoint fsync dir %s: %w", d, err)
-		}
-	}
-	return nil
-}
-
-// finalCheckpoint runs after the sync loop stopped: everything is synced and the journal emptied.
-func (e *Engine) finalCheckpoint() error {
-	if e.ckptCarry != nil {
-		for f := range e.ckptCarry.files {
-			e.dirtyFiles[f] = struct{}{}
-		}
-		for d := range e.ckptCarry.dirs {
-			e.dirtyDirs[d] = struct{}{}
-		}
-		e.ckptCarry = nil
-	}
-	if e.journal == nil && len(e.dirtyFiles) == 0 && len(e.dirtyDirs) == 0 {
-		return nil
-	}
-	seq := e.journalSeq
-	if e.journal != nil {
-		_ = e.journal.Close()
-		e.journal = nil
-	}
-	return e.checkpoint(seq, e.dirtyFiles, e.dirtyDirs)
 }
 
 // ---- background: cursor flushes, trimming ----
@@ -1498,4 +1320,5 @@ func (e *Engine) forget(l *Ledger) {
 		delete(e.ledgers, l.name)
 	}
 	e.mu.Unlock()
+	e.rememberClosed(l) // its files may still wait for a checkpoint (repair.go)
 }

@@ -8,14 +8,20 @@ import (
 )
 
 // fileCache bounds the number of open segment and cursor-log files across all ledgers: files
-// are opened on demand and the least recently used idle ones are closed.
+// are opened on demand and the least recently used idle ones are closed. A descriptor written
+// through since its last fsync has its writeback waited for before it is closed (fdretire.go).
 type fileCache struct {
 	fs    vfs.FS
-	limit int
+	limit int // idle descriptors are closed beyond this many (MaxOpenFiles less retireAllowance)
+	// retireAllowance: descriptors that may be waiting for their writeback before they are closed
+	// (fdretire.go); with the cached ones they stay within MaxOpenFiles.
+	retireAllowance int
 
 	mu    sync.Mutex
 	files map[string]*cachedFile
 	lru   *list.List // of *cachedFile with refs == 0, front = most recent
+	// Descriptors being written back before they are closed (fdretire.go), under mu.
+	retire retirer
 }
 
 type cachedFile struct {
@@ -36,8 +42,11 @@ type cachedFile struct {
 	ready chan struct{}
 }
 
-func newFileCache(fsys vfs.FS, limit int) *fileCache {
-	return &fileCache{fs: fsys, limit: limit, files: map[string]*cachedFile{}, lru: list.New()}
+func newFileCache(fsys vfs.FS, maxOpen int) *fileCache {
+	allowance := max(1, maxOpen/8)
+	c := &fileCache{fs: fsys, limit: max(1, maxOpen-allowance), retireAllowance: allowance, files: map[string]*cachedFile{}, lru: list.New()}
+	c.retire.init(&c.mu)
+	return c
 }
 
 // acquire returns an open handle for path (opened read-write); release it with release.
@@ -58,6 +67,15 @@ func (c *fileCache) acquire(path string, create bool) (*cachedFile, error) {
 		}
 		return cf, nil
 	}
+	// As many closed descriptors as allowed are still being written back: wait for one (they hold
+	// files open).
+	for len(c.retire.pending) >= c.retireAllowance {
+		c.retire.cond.Wait()
+	}
+	if _, ok := c.files[path]; ok { // opened by another goroutine meanwhile
+		c.mu.Unlock()
+		return c.acquire(path, create)
+	}
 	cf := &cachedFile{path: path, refs: 1, ready: make(chan struct{})}
 	c.files[path] = cf
 	c.evictLocked()
@@ -67,7 +85,11 @@ func (c *fileCache) acquire(path string, create bool) (*cachedFile, error) {
 	if create {
 		flag |= vfs.Create
 	}
-	cf.f, cf.err = c.fs.OpenFile(path, flag)
+	var f vfs.File
+	f, cf.err = c.fs.OpenFile(path, flag)
+	if cf.err == nil {
+		cf.f = &trackedFile{File: f}
+	}
 	close(cf.ready)
 	if cf.err != nil {
 		err := cf.err
@@ -108,6 +130,10 @@ func (c *fileCache) evictLocked() {
 		cf := c.lru.Remove(c.lru.Back()).(*cachedFile)
 		cf.elem = nil
 		delete(c.files, cf.path)
+		if t, ok := cf.f.(*trackedFile); ok && t.dirty() {
+			c.retire.queueLocked(cf.path, t, cf.close) // written back, then closed
+			continue
+		}
 		cf.close()
 	}
 }
@@ -143,13 +169,17 @@ func (c *fileCache) forgetPrefix(dir string) {
 	}
 }
 
+// open is the number of descriptors the cache holds, counting those being written back before they
+// are closed.
 func (c *fileCache) open() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.files)
+	return len(c.files) + len(c.retire.pending)
 }
 
+// closeAll closes every idle descriptor, after the writebacks of those being closed finished.
 func (c *fileCache) closeAll() {
+	c.stopRetiring()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for p, cf := range c.files {

@@ -524,7 +524,7 @@ func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position,
 			rollTo = id
 		}
 	}
-	if err := l.Err(); err != nil {
+	if err := l.appendErr(); err != nil {
 		e.enqueue(nil, func(*batch) item { return item{kind: kFail, err: err, done: done} })
 		return
 	}
@@ -600,6 +600,7 @@ type segWrite struct {
 	direct    bool
 	shareable bool
 	cf        *cachedFile
+	sf        vfs.File // direct: the descriptor its fdatasync runs on (opened before the write)
 	// end: the entry id after the last one in buf.
 	end int64
 	// block: set when the write bypasses the page cache (unbuffered.go): buf's records within
@@ -732,8 +733,8 @@ func (e *Engine) layoutEntries(b *batch) {
 // writeSegments writes the segment buffers layoutEntries laid out for b, one write per segment,
 // and lets readers waiting for those entries' bytes go on (applier only; the entries are
 // acknowledged already). A write that fails cannot fail its entries any more: they are durable in
-// the journal. The ledger is fenced and every later checkpoint refused (segWriteLost), so the
-// journal file is kept and recovery replays the entries into the segment.
+// the journal. The file becomes a repair target (repair.go): the ledger is fenced, no checkpoint
+// retires the journal, and the file is rewritten from the journal.
 func (e *Engine) writeSegments(b *batch) {
 	for _, w := range b.writes {
 		if w.err != nil {
@@ -753,10 +754,7 @@ func (e *Engine) writeSegments(b *batch) {
 			e.files.release(cf)
 		}
 		if err != nil {
-			err = fmt.Errorf("storage: segment write after acknowledgement: %w", err)
-			e.noteSegmentWriteLost(w.l, err)
-			w.l.fence(err)
-			w.l.wakeWriteWaiters()
+			e.needRepair(p, w.l, fmt.Errorf("storage: segment write after acknowledgement: %w", err))
 			continue
 		}
 		e.dirtyFiles[p] = struct{}{}
@@ -859,14 +857,8 @@ func (l *Ledger) createSegmentFile(id int64) error {
 		}
 		l.dirMade = true
 	}
-	f, err := e.fs.OpenFile(segPath(l.dirPath(), id), vfs.ReadWrite|vfs.Create|vfs.Trunc)
-	if err != nil {
+	if err := e.files.create(segPath(l.dirPath(), id), appendHeader(nil, magicSegment, uint64(id))); err != nil {
 		return fmt.Errorf("storage: create segment: %w", err)
-	}
-	_, err = f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0)
-	_ = f.Close()
-	if err != nil {
-		return fmt.Errorf("storage: write segment header: %w", err)
 	}
 	e.dirtyDirs[l.dirPath()] = struct{}{}
 	return nil

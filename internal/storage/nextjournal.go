@@ -99,25 +99,28 @@ func (e *Engine) makeJournalFile(seq uint64, flags uint32, prefill bool, hurry <
 	if err != nil {
 		return nil, false, fmt.Errorf("storage: create journal: %w", err)
 	}
+	// A file whose making failed holds no record: it is removed (recovery would skip it), so that
+	// a disk that stays full does not collect one per failed attempt.
+	fail := func(what string, err error) (vfs.File, bool, error) {
+		_ = f.Close()
+		_ = e.fs.Remove(e.journalPath(seq))
+		return nil, false, fmt.Errorf("storage: %s: %w", what, err)
+	}
 	if prefill {
 		full, err = e.fillJournalFile(f, e.journalPath(seq), hurry)
 		if err != nil {
-			_ = f.Close()
-			return nil, false, fmt.Errorf("storage: fill journal: %w", err)
+			return fail("fill journal", err)
 		}
 	}
 	hdr := appendHeaderFlags(nil, magicJournal, seq, flags)
 	if _, err := f.WriteAt(hdr, 0); err != nil {
-		_ = f.Close()
-		return nil, false, fmt.Errorf("storage: write journal header: %w", err)
+		return fail("write journal header", err)
 	}
 	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return nil, false, fmt.Errorf("storage: sync journal: %w", err)
+		return fail("sync journal", err)
 	}
 	if err := e.fs.SyncDir(e.journalDir); err != nil {
-		_ = f.Close()
-		return nil, false, fmt.Errorf("storage: sync journal dir: %w", err)
+		return fail("sync journal dir", err)
 	}
 	return f, full, nil
 }

@@ -88,8 +88,8 @@ func TestPreparingNextJournalDoesNotHoldAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n0 := reachFullSizeJournal(t, e, l) // journal file 2 is in use: file 3 is being prepared
-	<-entered                           // file 3's header fsync is stalled now
+	n0 := leaveFirstJournal(t, e, l) // journal file 2 is in use: file 3 is being prepared
+	<-entered                        // file 3's header fsync is stalled now
 	appendN(t, l, 200)
 	if n := l.Entries(); n != n0+200 {
 		t.Fatalf("%d entries acknowledged while the next journal file was being prepared", n)
@@ -158,7 +158,7 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n0 := int(reachFullSizeJournal(t, e, l))
+	n0 := int(leaveFirstJournal(t, e, l))
 	waitFor(t, "the next journal file to be prepared", func() bool { return len(journalFiles(t, mem)) >= 2 })
 	e.preparers.Wait()
 	cur := e.journalPath(e.journalSeq)
@@ -174,7 +174,7 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 		if name == next && failedCur.Load() && failedNext.CompareAndSwap(false, true) {
 			return vfs.EIO
 		}
-		if strings.HasPrefix(name, "/data/ledgers/") {
+		if name == "/data/meridian.state.tmp" {
 			return vfs.EIO // the checkpoint of the abandoned file fails: it is kept for recovery
 		}
 		return nil
@@ -189,7 +189,7 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	// Checkpoints keep failing until the crash, so the abandoned file is still there (a checkpoint
 	// that succeeded after the failures would retire it).
 	mem.SetInjector(func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && strings.HasPrefix(name, "/data/ledgers/") {
+		if op == vfs.OpSync && name == "/data/meridian.state.tmp" {
 			return vfs.EIO
 		}
 		return nil
@@ -226,17 +226,23 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 	}
 }
 
-// reachFullSizeJournal appends to l until the engine has left the first journal file of the fresh
-// directory, which is not full size, for a full-size one (nextjournal.go); from then on each
-// journal file's successor is prepared as soon as the file is opened. It returns l's entries.
-func reachFullSizeJournal(t *testing.T, e *Engine, l *Ledger) int64 {
+// leaveFirstJournal moves the engine from the first journal file of a fresh directory, which is
+// not full size, to its full-size successor (nextjournal.go) and returns the entries acknowledged
+// by then. It does so without depending on how fast the preparer runs: it appends one entry at a
+// time until the file holds prefillAfter bytes (the batch of that append starts the successor's
+// preparation before the append is acknowledged, and nothing else cuts a batch meanwhile), waits
+// for the preparer, and appends twice more: the first batch rotates (the successor is ready and
+// full size, never hurried, since the file is far from JournalFileBytes), the second opens the
+// successor, which starts the preparation of the file after it.
+func leaveFirstJournal(t *testing.T, e *Engine, l *Ledger) int64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.Metrics().Checkpoints == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the move to a full-size journal file")
-		}
-		appendN(t, l, 20)
+	for e.jsizeForTest() < e.prefillAfter() {
+		appendN(t, l, 1)
+	}
+	e.preparers.Wait()
+	appendN(t, l, 2)
+	if seq := e.jseqForTest(); seq != 2 {
+		t.Fatalf("journal file %d in use after leaving the first one, want 2", seq)
 	}
 	return l.Entries()
 }
@@ -245,11 +251,18 @@ func reachFullSizeJournal(t *testing.T, e *Engine, l *Ledger) int64 {
 // once it holds prefillAfter bytes its successor is zero-filled to full size in the background
 // and the engine moves to it at once; later files are full size from the start, and everything
 // acknowledged reads back after a crash, zeros after the last record being a quiet torn tail.
+//
+// The journal files are observed without racing the checkpointer, which retires (renames or
+// removes) files behind the current one at any moment: the file system records the size of each
+// journal file it retires, and the directory is listed with sizes in one call. (Listing names and
+// then calling Stat on each failed with "file does not exist" when a checkpoint retired a file in
+// between.)
 func TestJournalPrefill(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
+	fsys := &retireRecordingFS{Mem: mem, retired: map[string]int64{}}
 	const jfb = 256 << 10
-	e := openMem(t, mem, func(o *Options) { o.JournalFileBytes = jfb })
+	e := openMem(t, fsys, func(o *Options) { o.JournalFileBytes = jfb })
 	l, err := e.OpenLedger(ctx, "prefill")
 	if err != nil {
 		t.Fatal(err)
@@ -261,14 +274,12 @@ func TestJournalPrefill(t *testing.T) {
 	if names := journalFiles(t, mem); len(names) != 1 {
 		t.Fatalf("journal files %v after a few appends: a successor was prepared before prefillAfter", names)
 	}
-	n := reachFullSizeJournal(t, e, l)
+	leaveFirstJournal(t, e, l)
 	if fills := e.Metrics().JournalFills; fills < 1 {
 		t.Fatalf("moved on from the first journal file without filling a successor (%d fills)", fills)
 	}
-	// The first file was left after about prefillAfter bytes, not at JournalFileBytes.
-	if e.jseqForTest() != 2 {
-		t.Fatalf("journal file %d in use, want 2", e.jseqForTest())
-	}
+	// The first file was left after about prefillAfter bytes, not at JournalFileBytes, for a
+	// full-size file.
 	st, err := mem.Stat("/data/journal/0000000000000002.jnl")
 	if err != nil {
 		t.Fatal(err)
@@ -285,24 +296,22 @@ func TestJournalPrefill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n = l.Entries()
+	n := l.Entries()
 	e.preparers.Wait()
-	cur, full := e.jseqForTest(), 0
-	for _, name := range journalFiles(t, mem) {
-		st, err := mem.Stat("/data/journal/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	cur := e.jseqForTest()
+	sizes := fsys.journalSizes(t) // files in the directory now, and every file retired before
+	full := 0
+	for name, size := range sizes {
 		seq, _ := parseHexName(name, ".jnl")
 		switch {
-		case st.Size >= jfb:
+		case size >= jfb:
 			full++
-		case uint64(seq) != cur && st.Size < e.prefillAfter():
-			t.Fatalf("journal file %s is %d bytes: left before it was full size or held %d bytes", name, st.Size, e.prefillAfter())
+		case uint64(seq) != cur && size < e.prefillAfter():
+			t.Fatalf("journal file %s is %d bytes: left before it was full size or held %d bytes", name, size, e.prefillAfter())
 		}
 	}
 	if full == 0 {
-		t.Fatalf("no full-size journal file among %v", journalFiles(t, mem))
+		t.Fatalf("no full-size journal file among %v", sizes)
 	}
 	crashed := mem.Crash(rand.New(rand.NewPCG(1, 2)))
 	_ = e.Close()
@@ -317,8 +326,66 @@ func TestJournalPrefill(t *testing.T) {
 	}
 }
 
+// retireRecordingFS is a Mem that records the size of each journal file (*.jnl) when it is renamed
+// away or removed, so that a test sees every journal file the engine used, whenever the
+// checkpointer retired it.
+type retireRecordingFS struct {
+	*vfs.Mem
+	mu      sync.Mutex
+	retired map[string]int64 // journal file name -> size when retired
+}
+
+func (f *retireRecordingFS) noteRetired(name string) {
+	if !strings.HasSuffix(name, ".jnl") {
+		return
+	}
+	if st, err := f.Mem.Stat(name); err == nil {
+		f.mu.Lock()
+		f.retired[st.Name] = st.Size
+		f.mu.Unlock()
+	}
+}
+
+func (f *retireRecordingFS) Rename(oldname, newname string) error {
+	f.noteRetired(oldname)
+	return f.Mem.Rename(oldname, newname)
+}
+
+func (f *retireRecordingFS) Remove(name string) error {
+	f.noteRetired(name)
+	return f.Mem.Remove(name)
+}
+
+// journalSizes lists the journal files with their sizes in one ReadDir (an atomic snapshot of the
+// directory), together with the files retired before.
+func (f *retireRecordingFS) journalSizes(t *testing.T) map[string]int64 {
+	t.Helper()
+	des, err := f.Mem.ReadDir("/data/journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	f.mu.Lock()
+	for name, size := range f.retired {
+		out[name] = size
+	}
+	f.mu.Unlock()
+	for _, de := range des {
+		if strings.HasSuffix(de.Name, ".jnl") {
+			out[de.Name] = de.Size
+		}
+	}
+	return out
+}
+
 func (e *Engine) jseqForTest() uint64 {
 	e.qmu.Lock()
 	defer e.qmu.Unlock()
 	return e.jseq
+}
+
+func (e *Engine) jsizeForTest() int64 {
+	e.qmu.Lock()
+	defer e.qmu.Unlock()
+	return e.jsize
 }

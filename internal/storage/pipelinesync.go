@@ -27,9 +27,19 @@ import (
 //     fsync returns first).
 //
 // Failure: if any fsync in flight fails, the sync loop waits for all of them and fails every
-// batch in flight on that file, in order, even those whose own fsync returned success: with
-// Linux's error reporting one fsync can consume the error of a write another one covered. The
+// batch in flight on that file, in order, even those whose own fsync returned success. The
 // journal file is abandoned exactly as after an inline failure (abandonJournal, void records).
+//
+// Each fsync in flight runs on a descriptor of its own. Linux reports a writeback error once per
+// open file description: with one descriptor shared, the later fsync of two in flight could take
+// the error of the earlier batch's pages and the earlier one return success, and that batch would
+// be acknowledged (if its success reached the sync loop first) although its data was lost. So
+// when a journal file is opened, before anything is written to it, the sync loop opens it once
+// more per pipeline slot (openCommitDescriptors), and every fsync in flight uses a slot no other
+// fsync in flight uses. Each of those descriptors reports every writeback error of the file since
+// it was opened: a success means no write to the file failed, whichever fsync saw an error first.
+// (An error any of them reports abandons the file, so none is ever used after reporting one.) The
+// direct writes' segment fdatasyncs do the same with a descriptor opened per write (directwrite.go).
 //
 // Anything that changes the journal file (rotation, opening a new file after an abandoned one,
 // void records, a batch moved to a new file) is done only with nothing in flight: the sync loop
@@ -38,7 +48,7 @@ import (
 // commitInFlight is a batch written to the journal whose fsync runs on a commit syncer.
 type commitInFlight struct {
 	b   *batch
-	f   vfs.File // the journal file, not closed while the fsync is in flight
+	f   vfs.File // a descriptor of the journal file of its own (commitFDs), not closed while the fsync is in flight
 	seq uint64
 	// Set by the commit syncer before it reports the commit (under qmu).
 	err error
@@ -65,7 +75,62 @@ func (e *Engine) commitSyncer() {
 // Batches that touch the journal file's life cycle are committed inline, with nothing in flight.
 func (e *Engine) pipelined(b *batch) bool {
 	return e.commitReq != nil && !b.rotate && !b.moved && len(e.pendingVoids) == 0 &&
-		e.journal != nil && e.journalSeq == b.seq && len(b.buf) > 0
+		e.journal != nil && e.journalSeq == b.seq && len(b.buf) > 0 && e.freeCommitDescriptor() != nil
+}
+
+// openCommitDescriptors opens journal file seq once per pipeline slot for the fsyncs in flight
+// (sync loop only; right after the file is opened, before anything is written to it). If that
+// fails, the file's batches are committed inline.
+func (e *Engine) openCommitDescriptors(seq uint64) {
+	if e.commitReq == nil {
+		return
+	}
+	for range e.opts.SyncPipelineDepth {
+		f, err := e.fs.OpenFile(e.journalPath(seq), vfs.ReadOnly)
+		if err != nil {
+			e.log.Warn("cannot open the journal file for pipelined fsyncs; its group commits run one at a time", "seq", seq, "err", err)
+			e.closeCommitDescriptors()
+			return
+		}
+		e.commitFDs = append(e.commitFDs, f)
+	}
+}
+
+// journalDescriptors is how many descriptors the journal holds open: the file in use, and one per
+// pipeline slot when fsyncs are pipelined (for the metrics).
+func (e *Engine) journalDescriptors() int {
+	if e.opts.Sync == SyncAlways && e.opts.SyncPipelineDepth > 1 {
+		return 1 + e.opts.SyncPipelineDepth
+	}
+	return 1
+}
+
+// closeCommitDescriptors closes the descriptors of openCommitDescriptors (sync loop only, with
+// nothing in flight).
+func (e *Engine) closeCommitDescriptors() {
+	for i, f := range e.commitFDs {
+		_ = f.Close()
+		e.commitFDs[i] = nil
+	}
+	e.commitFDs = e.commitFDs[:0]
+}
+
+// freeCommitDescriptor returns a descriptor of the current journal file no fsync in flight uses,
+// or nil (sync loop only; the loop keeps fewer than SyncPipelineDepth in flight when it commits).
+func (e *Engine) freeCommitDescriptor() vfs.File {
+	for _, f := range e.commitFDs {
+		used := false
+		for _, c := range e.inflight {
+			if c.f == f {
+				used = true
+				break
+			}
+		}
+		if !used {
+			return f
+		}
+	}
+	return nil
 }
 
 // needsDrain reports whether the pending batch, once cut, would be committed inline while
@@ -96,7 +161,7 @@ func (e *Engine) commitAsync(b *batch) {
 	}
 	e.journalOff += int64(len(jb))
 	e.m.bytesWritten.Add(int64(len(jb)))
-	c := &commitInFlight{b: b, f: e.journal, seq: b.seq}
+	c := &commitInFlight{b: b, f: e.freeCommitDescriptor(), seq: b.seq}
 	e.inflight = append(e.inflight, c)
 	e.commitReq <- c // capacity SyncPipelineDepth: never blocks, at most that many are in flight
 }
@@ -145,6 +210,7 @@ func (e *Engine) finishCommits() {
 			continue
 		}
 		e.releaseDirect(c.b)
+		e.io.noteJournalOK()
 		e.toApplier(applyJob{b: c.b, seq: c.b.seq})
 	}
 	if failed {

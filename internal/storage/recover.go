@@ -121,7 +121,10 @@ func (e *Engine) recover(ctx context.Context) error {
 		seqs = append(seqs, unwritten...)
 	}
 	if len(seqs) > 0 || r.maxLedgerID >= e.ledgerIDLimit {
-		if err := e.syncFiles(r.files, r.dirs); err != nil {
+		if failed, err := e.syncFiles(r.files, r.dirs); err != nil || len(failed) > 0 {
+			return errors.Join(append(mapErrors(failed), err)...)
+		}
+		if err := e.recoveryWritebackErr(); err != nil {
 			return err
 		}
 		e.firstJournal = last + 1
@@ -134,7 +137,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		for _, s := range seqs {
 			e.retireJournal(s)
 		}
-		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "skipped", r.skipped, "tornTails", r.torn)
+		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "rewritten", r.rewritten, "skipped", r.skipped, "tornTails", r.torn)
 	}
 	if err := e.startIncarnation(st.incarnations); err != nil {
 		return err
@@ -193,6 +196,8 @@ type replaySeg struct {
 	end    int64 // end of the last valid record
 	badOff int64 // first invalid record, -1 if none
 	skip   bool
+	// offs: the file offset of each entry the segment holds (replayrewrite.go).
+	offs []int64
 	// directTail: a jDirectStart names this segment, so what follows its last valid entry after
 	// replay was never acknowledged and is truncated (directwrite.go).
 	directTail bool
@@ -240,7 +245,7 @@ type replayer struct {
 	deletedSlots map[uint32]bool
 	voidFrom     map[int64]int64 // ledger id -> first entry that was never acknowledged
 
-	applied, skipped, torn int
+	applied, skipped, rewritten, torn int
 }
 
 func (r *replayer) replayFile(seq uint64, last, nextUnclean bool) error {
@@ -497,6 +502,7 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 }
 
 func (r *replayer) ensureDir(name, dir string) error {
+	r.touchDir(name, dir)
 	if _, err := r.e.fs.Stat(dir); err == nil {
 		return nil
 	}
@@ -612,9 +618,12 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 	if err != nil {
 		return err
 	}
-	if v, ok := r.voidFrom[id]; rs.skip || eid < rs.next || (ok && eid >= v) {
+	if v, ok := r.voidFrom[id]; rs.skip || (ok && eid >= v) {
 		r.skipped++
 		return nil
+	}
+	if eid < rs.next {
+		return r.rewriteEntry(rs, eid, rec)
 	}
 	if rs.next == 0 || eid == 0 {
 		e.log.Debug("replay entry", "ledger", name, "segment", id, "entry", eid, "next", rs.next)
@@ -640,6 +649,7 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 	if _, err := cf.f.WriteAt(rec, rs.end); err != nil {
 		return fmt.Errorf("storage: replay write: %w", err)
 	}
+	rs.offs = append(rs.offs, rs.end)
 	rs.end += int64(len(rec))
 	rs.next++
 	r.applied++
@@ -689,6 +699,7 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 			voidedAt = off
 			return false
 		}
+		rs.offs = append(rs.offs, off)
 		rs.next++
 		rs.end = off + int64(recHeaderSize+len(body))
 		return true

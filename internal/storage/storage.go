@@ -83,7 +83,7 @@ type Options struct {
 	JournalFileBytes    int64         // journal file size that triggers a checkpoint (default 64 MiB): bounds recovery work
 	SegmentMaxBytes     int64         // a ledger rolls to a new ledger id at this size (default 128 MiB)
 	SegmentMaxEntries   int64         // ... or at this many entries (default 500,000)
-	MaxOpenFiles        int           // bound on open segment and cursor files (default 256), plus the journal
+	MaxOpenFiles        int           // bound on open segment and cursor files (default 256; an eighth of it for evicted ones being written back: fdretire.go), plus the journal's
 	CursorFlushInterval time.Duration // how often changed durable cursors are persisted (default 1 s)
 	TrimInterval        time.Duration // how often every open ledger is trimmed (default 1 min)
 	// SyncPipelineDepth bounds the group commits whose fsync is in flight at once (SyncAlways;
@@ -99,6 +99,11 @@ type Options struct {
 	// <0 = never; see unbuffered.go). Smaller writes, and file systems without direct I/O, use the
 	// page cache.
 	BypassCacheBytes int
+	// MaxJournalBacklog bounds the journal kept while checkpoints fail (an I/O error, a full
+	// disk): once that much waits for a checkpoint, appends fail with ErrUnavailable instead of
+	// filling the disk, until a checkpoint succeeds again (counted in whole journal files, at
+	// least 3; default 8 journal files; see health.go).
+	MaxJournalBacklog int64
 }
 
 // CursorOptions configure a new cursor.
@@ -133,8 +138,18 @@ type EngineMetrics struct {
 	TrimmedSegments     int64
 	RecoveredTornTails  int64
 	Checkpoints         int64
-	JournalFills        int64 // journal files zero-filled to full size before use (fresh data directories; nextjournal.go)
-	LastCheckpointError string
+	JournalFills        int64  // journal files zero-filled to full size before use (fresh data directories; nextjournal.go)
+	LastCheckpointError string // the last checkpoint failure ever (CheckpointFailing says whether they still fail)
+	// I/O failures and what the engine does about them (health.go, repair.go).
+	CheckpointFailures  int64  // checkpoints that failed
+	CheckpointFailing   bool   // the last checkpoint failed (the journal is kept; retried in the background)
+	JournalFailing      bool   // the last journal write or fsync failed
+	RepairsPending      int    // files waiting to be rewritten from the journal after an I/O error
+	Repairs             int64  // files rewritten from the journal after an I/O error
+	RepairFailures      int64  // attempts to rewrite them that failed (retried)
+	JournalBacklogFiles int    // journal files not retired by a checkpoint yet (normally 1-2)
+	JournalBacklogLimit int    // beyond this many, appends fail (Options.MaxJournalBacklog)
+	Unhealthy           string // why Engine.Health fails, "" when it does not
 	// SyncLatency: durations of journal sync rounds (the journal's fdatasync; on the pipelined
 	// path, the usual one with SyncAlways, together with the direct writes' segment fdatasyncs
 	// that run beside it). CommitLatency: from the first append of a group commit until it can
@@ -145,11 +160,14 @@ type EngineMetrics struct {
 
 // Errors.
 var (
-	ErrClosed         = errors.New("storage: closed")
-	ErrFenced         = errors.New("storage: ledger fenced")
-	ErrNotFound       = errors.New("storage: not found")
-	ErrEntryTooLarge  = errors.New("storage: entry too large")
-	ErrCorrupt        = errors.New("storage: corrupt data")
-	ErrTrimmed        = errors.New("storage: entry trimmed")
+	ErrClosed        = errors.New("storage: closed")
+	ErrFenced        = errors.New("storage: ledger fenced")
+	ErrNotFound      = errors.New("storage: not found")
+	ErrEntryTooLarge = errors.New("storage: entry too large")
+	ErrCorrupt       = errors.New("storage: corrupt data")
+	ErrTrimmed       = errors.New("storage: entry trimmed")
+	// ErrUnavailable: the engine refuses appends for now (the journal backlog reached its bound
+	// while checkpoints fail after an I/O error); it clears by itself (Engine.Health).
+	ErrUnavailable    = errors.New("storage: unavailable")
 	errNotImplemented = errors.New("storage: not implemented yet")
 )

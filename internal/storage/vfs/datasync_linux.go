@@ -20,6 +20,14 @@ func (f osFile) StartWriteback(off, n int64) error {
 	})
 }
 
+// WaitWriteback implements WritebackWaiter with sync_file_range(WAIT_BEFORE|WRITE|WAIT_AFTER) over
+// the whole file (since Linux 4.14 it reports the file's writeback errors like fsync).
+func (f osFile) WaitWriteback() error {
+	return f.retry("sync_file_range", func(fd int) error {
+		return unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	})
+}
+
 // DropCache implements CacheDropper with posix_fadvise(POSIX_FADV_DONTNEED).
 func (f osFile) DropCache(off, n int64) error {
 	return f.retry("fadvise", func(fd int) error { return unix.Fadvise(fd, off, n, unix.FADV_DONTNEED) })

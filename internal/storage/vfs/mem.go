@@ -66,6 +66,14 @@ type memNode struct {
 	dirtyBelow int  // lowest offset written (or truncated) since the last Sync
 	dirtyEnd   int  // highest end of a write (or extending truncate) since the last Sync
 	shrunk     bool // truncated to a smaller size since the last Sync
+	// Writeback failures (mem_writeback.go): ranges of data lost to them (sorted, disjoint), the
+	// count of failures and the last one, whether a description reported it, and how many
+	// descriptions are open.
+	lost      []span
+	wbErrSeq  uint64
+	wbErr     error
+	wbErrSeen bool
+	openFiles int
 	// directories
 	children       map[string]*memNode
 	syncedChildren map[string]*memNode
@@ -185,8 +193,10 @@ func (m *Mem) OpenFile(name string, flag int) (File, error) {
 		n.data = n.data[:0]
 		n.dirtyBelow = 0
 		n.shrunk = true
+		n.lost = nil
 	}
-	return &memFile{m: m, n: n, name: name, writable: flag&(ReadWrite|Create) != 0}, nil
+	n.openFiles++
+	return &memFile{m: m, n: n, name: name, writable: flag&(ReadWrite|Create) != 0, errSeq: n.sampleWritebackError()}, nil
 }
 
 // Remove implements FS.
@@ -334,7 +344,8 @@ func (m *Mem) SyncDir(name string) error {
 // half), and may keep them in full: what a real disk may have written back on its own. Likewise
 // a file whose unsynced writes overwrite durable bytes (and that was not truncated to a smaller
 // size since its last Sync) may keep a prefix of the changed range, the rest of the range
-// keeping its durable content.
+// keeping its durable content. Such a prefix never reaches into bytes lost to a failed
+// writeback (mem_writeback.go): those are never on disk.
 func (m *Mem) Crash(rng *rand.Rand) *Mem {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -354,14 +365,14 @@ func (m *Mem) Crash(rng *rand.Rand) *Mem {
 				case rng == nil:
 				case c.dirtyBelow >= len(c.synced) && len(c.data) > len(c.synced):
 					if rng.IntN(2) == 0 {
-						extra := len(c.data) - len(c.synced)
+						extra := c.firstLost(len(c.synced)) - len(c.synced)
 						n := rng.IntN(extra + 1)
 						keep = append(keep, c.data[len(c.synced):len(c.synced)+n]...)
 					}
 				case !c.shrunk && c.dirtyEnd > c.dirtyBelow:
 					if rng.IntN(2) == 0 {
 						from := c.dirtyBelow
-						to := from + rng.IntN(min(c.dirtyEnd, len(c.data))-from+1)
+						to := from + rng.IntN(min(c.dirtyEnd, len(c.data), c.firstLost(from))-from+1)
 						if to > len(keep) {
 							keep = append(keep, make([]byte, to-len(keep))...)
 						}
@@ -411,9 +422,13 @@ type memFile struct {
 	name     string
 	writable bool
 	closed   bool
+	errSeq   uint64 // the writeback error this description reported last (mem_writeback.go)
 }
 
-var errClosedFile = errors.New("vfs: file closed")
+var (
+	errClosedFile = errors.New("vfs: file closed")
+	errIsDir      = syscall.EISDIR
+)
 
 func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	f.m.mu.Lock()
@@ -467,6 +482,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 		}
 	}
 	copy(f.n.data[off:], p)
+	f.n.clearLost(int(off), end)
 	if int(off) < f.n.dirtyBelow {
 		f.n.dirtyBelow = int(off)
 	}
@@ -481,11 +497,17 @@ func (f *memFile) Sync() error {
 		return errClosedFile
 	}
 	if err := f.m.injected(OpSync, f.name); err != nil {
+		// The writeback failed: what was written since the last Sync is lost, and this
+		// description reports it (mem_writeback.go).
+		f.n.loseDirty()
+		f.n.recordWritebackError(errors.Unwrap(err))
+		f.errSeq, f.n.wbErrSeen = f.n.wbErrSeq, true
 		return err
 	}
 	// Only [dirtyBelow, dirtyEnd) differs from the synced copy (synced is never shared: Crash
 	// copies it), so a sync copies what was written, not the whole file: a group commit that
-	// overwrites a full-size journal file costs its own bytes.
+	// overwrites a full-size journal file costs its own bytes. Bytes lost to a failed writeback
+	// are not copied: they never reach the disk.
 	n := f.n
 	lo := min(n.dirtyBelow, len(n.synced), len(n.data))
 	hi := min(max(n.dirtyEnd, lo), len(n.data))
@@ -496,9 +518,18 @@ func (f *memFile) Sync() error {
 	} else {
 		n.synced = n.synced[:len(n.data)]
 	}
-	copy(n.synced[lo:hi], n.data[lo:hi])
+	for from := lo; from < hi; {
+		to := min(n.firstLost(from), hi)
+		copy(n.synced[from:to], n.data[from:to])
+		from = to
+		for _, s := range n.lost {
+			if s.from <= from && from < s.to {
+				from = s.to
+			}
+		}
+	}
 	n.dirtyBelow, n.dirtyEnd, n.shrunk = len(n.synced), 0, false
-	return nil
+	return f.checkWritebackError()
 }
 
 // StartWriteback implements WritebackStarter: an in-memory file has no device, so it only counts
@@ -555,6 +586,7 @@ func (f *memFile) Truncate(size int64) error {
 	}
 	if int(size) <= len(f.n.data) {
 		f.n.shrunk = f.n.shrunk || int(size) < len(f.n.data)
+		f.n.clearLost(int(size), len(f.n.data))
 		f.n.data = f.n.data[:size]
 	} else {
 		f.n.dirtyEnd = max(f.n.dirtyEnd, int(size))
@@ -579,5 +611,9 @@ func (f *memFile) Close() error {
 		return errClosedFile
 	}
 	f.closed = true
+	f.n.openFiles--
+	if f.n.openFiles == 0 {
+		f.n.wbErrSeen = true // an error nobody reported is evicted with the inode
+	}
 	return nil
 }

@@ -135,6 +135,25 @@ func StartWriteback(f File, off, n int64) error {
 	return nil
 }
 
+// WritebackWaiter is implemented by files that can write all their dirty pages to the device and
+// wait for that, reporting a writeback error the way fsync does (once per open file description),
+// without making anything durable: no metadata, no flush of the device's cache (Linux
+// sync_file_range with WAIT_BEFORE|WRITE|WAIT_AFTER over the whole file). Its use is learning about
+// a failed writeback of data written through a descriptor before closing it, at the cost of the
+// data writes alone.
+type WritebackWaiter interface {
+	WaitWriteback() error
+}
+
+// WaitWriteback writes f's dirty pages back and waits for them where f supports it, returning a
+// writeback error; elsewhere it is DataSync (which does that and more).
+func WaitWriteback(f File) error {
+	if w, ok := f.(WritebackWaiter); ok {
+		return w.WaitWriteback()
+	}
+	return DataSync(f)
+}
+
 // CacheDropper is implemented by files whose clean cached pages of a range can be dropped from
 // the page cache (Linux posix_fadvise with POSIX_FADV_DONTNEED). Dirty pages and pages under
 // writeback are kept, so it never loses data; it only decides what a later read finds in memory.

@@ -1,0 +1,199 @@
+package storage
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Failing closed on I/O errors, and coming back by itself.
+//
+// Disk full (ENOSPC) and I/O errors (EIO) on a write or an fsync never produce a receipt for data
+// that is not durable: a failed journal write or fsync fails its batch (the appenders get errors)
+// and fences its ledgers; a failed segment write or segment fsync makes the file a repair target
+// (repair.go), which fences its ledger and holds back every checkpoint until the file is rewritten
+// from the journal. While any of that lasts the engine reports itself unhealthy (Health, which the
+// node's readiness endpoint answers with), and the checkpointer retries on its own (checkpoint.go,
+// maintain): the repairs, the failed checkpoint, and a probe record through a failing journal. So
+// when space returns, checkpoints resume, the journal files pile-up is retired, fenced ledgers can
+// be opened again (their owners reopen them), and Health is nil again, without a restart.
+//
+// Meanwhile the journal is not retired, so it grows with every append. It is bounded: once
+// Options.MaxJournalBacklog (in journal files) waits for a checkpoint, appends fail
+// (ErrUnavailable) instead of filling the disk, until a checkpoint retires them. Cursor updates, trims and deletes still go
+// through (they are small, and trims and deletes free space).
+
+// ioState is the engine's record of I/O failures and of the journal backlog.
+type ioState struct {
+	mu      sync.Mutex
+	repairs map[string]*fileRepair    // by file path (repair.go)
+	closed  map[string][]closedLedger // by ledger directory: ledgers closed since the last checkpoint
+	kick    chan struct{}             // wakes the checkpointer to run repairs
+
+	journalErr     atomic.Pointer[error] // the last journal write or fsync failed (nil after a success)
+	ckptErr        atomic.Pointer[error] // the last checkpoint failed (nil after a success)
+	ckptFailures   atomic.Int64
+	repaired       atomic.Int64
+	repairFailures atomic.Int64
+
+	blMu        sync.Mutex
+	opened      []uint64 // journal files opened and not retired yet, ascending
+	maxFiles    int      // bound on len(opened) (Options.MaxJournalBacklog)
+	backlogFull atomic.Bool
+}
+
+// defaultJournalBacklogFiles is the default bound of journal files waiting for a checkpoint
+// (normally one or two: the current file and the one being checkpointed).
+const defaultJournalBacklogFiles = 8
+
+func (s *ioState) init(o Options) {
+	s.repairs = map[string]*fileRepair{}
+	s.closed = map[string][]closedLedger{}
+	s.kick = make(chan struct{}, 1)
+	s.maxFiles = defaultJournalBacklogFiles
+	if o.MaxJournalBacklog > 0 {
+		s.maxFiles = max(3, int((o.MaxJournalBacklog+o.JournalFileBytes-1)/o.JournalFileBytes))
+	}
+}
+
+// initIO prepares the engine's failure and backlog state (Open).
+func (e *Engine) initIO() {
+	e.io.init(e.opts)
+	e.files.retire.onSyncError = func(p string, err error) {
+		e.m.fsyncErrors.Add(1)
+		e.needRepair(p, nil, err)
+	}
+}
+
+// kickCheckpointer wakes the checkpointer to retry without waiting for its pause.
+func (s *ioState) kickCheckpointer() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// noteJournalFailed records a failed journal write or fsync (sync loop).
+func (s *ioState) noteJournalFailed(err error) {
+	s.journalErr.Store(&err)
+	s.kickCheckpointer()
+}
+
+// noteJournalOK records a journal write made durable (sync loop, after each such commit).
+func (s *ioState) noteJournalOK() {
+	if s.journalErr.Load() != nil {
+		s.journalErr.Store(nil)
+	}
+}
+
+func (s *ioState) journalFailing() bool { return s.journalErr.Load() != nil }
+
+// noteJournalOpened counts journal file seq as waiting for a checkpoint (sync loop).
+func (s *ioState) noteJournalOpened(seq uint64) {
+	s.blMu.Lock()
+	defer s.blMu.Unlock()
+	if n := len(s.opened); n == 0 || s.opened[n-1] < seq {
+		s.opened = append(s.opened, seq)
+	}
+	s.backlogFull.Store(len(s.opened) >= s.maxFiles)
+}
+
+// checkpointed forgets the journal files before first: a checkpoint retired them.
+func (s *ioState) checkpointed(first uint64) {
+	s.blMu.Lock()
+	defer s.blMu.Unlock()
+	i := 0
+	for i < len(s.opened) && s.opened[i] < first {
+		i++
+	}
+	s.opened = append(s.opened[:0], s.opened[i:]...)
+	s.backlogFull.Store(len(s.opened) >= s.maxFiles)
+}
+
+func (s *ioState) backlogFiles() int {
+	s.blMu.Lock()
+	defer s.blMu.Unlock()
+	return len(s.opened)
+}
+
+// degraded reports whether something waits for the checkpointer's retries.
+func (s *ioState) degraded() bool {
+	s.mu.Lock()
+	n := len(s.repairs)
+	s.mu.Unlock()
+	return n > 0 || s.ckptErr.Load() != nil || s.journalErr.Load() != nil || s.backlogFull.Load()
+}
+
+// Health returns nil while the engine takes appends and makes them durable normally; otherwise an
+// error that says why not: files waiting for a repair after an I/O error, checkpoints failing,
+// journal writes failing, or the journal backlog at its bound (appends refused). It clears by
+// itself once the cause is gone (the checkpointer retries in the background).
+func (e *Engine) Health() error {
+	var why []string
+	if n := e.repairsPending(); n > 0 {
+		why = append(why, fmt.Sprintf("%d file(s) waiting to be rewritten from the journal after an I/O error (%v)", n, e.firstRepairCause()))
+	}
+	if p := e.io.ckptErr.Load(); p != nil {
+		why = append(why, fmt.Sprintf("checkpoints failing (%v)", *p))
+	}
+	if p := e.io.journalErr.Load(); p != nil {
+		why = append(why, fmt.Sprintf("journal writes failing (%v)", *p))
+	}
+	if e.io.backlogFull.Load() {
+		why = append(why, e.backlogError().Error())
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(why, "; "))
+}
+
+// backlogError is the error of an append refused because the journal backlog is at its bound.
+func (e *Engine) backlogError() error {
+	cause := "no checkpoint yet"
+	if p := e.io.ckptErr.Load(); p != nil {
+		cause = (*p).Error()
+	}
+	return fmt.Errorf("%w: %d journal files wait for a checkpoint (bound %d), appends refused until one succeeds: %s",
+		ErrUnavailable, e.io.backlogFiles(), e.io.maxFiles, cause)
+}
+
+// appendErr is why an append to l must fail now, or nil.
+func (l *Ledger) appendErr() error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if l.e.io.backlogFull.Load() {
+		return l.e.backlogError()
+	}
+	return nil
+}
+
+// probeJournal writes one record that means nothing to recovery (the announcement of slot 0,
+// which no ledger uses) through the journal and waits for its group commit: after a journal
+// failure, a commit that succeeds shows the journal works again even when nothing else is being
+// appended (checkpointer only).
+func (e *Engine) probeJournal() {
+	done := make(chan struct{})
+	e.enqueue(nil, func(b *batch) item {
+		b.buf = appendAnnounce(b.buf, 0, "")
+		return item{kind: kBarrier, done: func(Position, error) { close(done) }}
+	})
+	<-done
+}
+
+// fillHealthMetrics adds the failure and backlog figures to m.
+func (e *Engine) fillHealthMetrics(m *EngineMetrics) {
+	m.RepairsPending = e.repairsPending()
+	m.Repairs = e.io.repaired.Load()
+	m.RepairFailures = e.io.repairFailures.Load()
+	m.CheckpointFailures = e.io.ckptFailures.Load()
+	m.CheckpointFailing = e.io.ckptErr.Load() != nil
+	m.JournalFailing = e.io.journalFailing()
+	m.JournalBacklogFiles = e.io.backlogFiles()
+	m.JournalBacklogLimit = e.io.maxFiles
+	if err := e.Health(); err != nil {
+		m.Unhealthy = strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
+	}
+}
