@@ -106,14 +106,15 @@
 // after its last valid entry, and truncates a segment at its first voided entry (a failed batch's
 // direct data). directwrite.go explains why this keeps every acknowledged entry.
 //
-// # Files (format version 1; journal files version 4)
+// # Files (format version 1; journal files version 4; the state file version 2)
 //
 // All integers are little-endian. Every file starts with a 32-byte header:
 //
 //	offset size field
 //	0      8    magic: "MRDN-SEG" segment, "MRDN-JNL" journal, "MRDN-CUR" cursor log,
-//	            "MRDN-IDX" segment index, "MRDN-STA" engine state
-//	8      4    format version (1; journal files written by this build: 4, versions 1-3 are still read)
+//	            "MRDN-IDX" segment index, "MRDN-STA" engine state, "MRDN-INC" incarnations
+//	8      4    format version (1; journal files written by this build: 4, versions 1-3 are still read;
+//	            the state file: 2, version 1 is still read)
 //	12     4    flags (journal: bit 0 = the previous journal file was abandoned and may end torn)
 //	16     8    id (segment and index: ledger id; journal: sequence number; others 0)
 //	24     4    reserved, 0
@@ -130,6 +131,7 @@
 // Directory layout under Options.Dir:
 //
 //	meridian.state                 engine state (replaced atomically: write .tmp, fsync, rename, fsync dir)
+//	incarnations                   one record per Open: its incarnation and first ledger id (append-only)
 //	journal/<seq %016x>.jnl        journal files
 //	journal/<seq %016x>.free       retired journal files kept for reuse (at most 2; any content)
 //	ledgers/<name>/                one directory per ledger; <name> is the ledger name with bytes
@@ -141,9 +143,19 @@
 //	ledgers/<name>/cursors.log     cursor log
 //	ledgers/<name>/FENCED          present if recovery fenced the ledger; holds the reason
 //
-// Engine state body (16 bytes): ledger-id limit u64 (ids below it may have been handed out; ids
-// are reserved 4,096 at a time and the next run starts at the limit), first journal sequence to
-// replay u64.
+// Engine state body (24 bytes; 16 in version 1, without the last field): ledger-id limit u64 (ids
+// below it may have been handed out; ids are reserved 4,096 at a time and the next run starts at
+// the limit), first journal sequence to replay u64, number of durable records in the incarnations
+// file u64.
+//
+// Incarnations record body (16 bytes): incarnation u64 (random, non-zero), first ledger id u64.
+// Every Open appends one (fsync; directory fsync when it creates the file) after the journal
+// replay and before it hands out any ledger id, then writes the state file with the new count.
+// Ledger ids from a record's first id up to the next record's belong to its incarnation; ids
+// below the first record's belong to incarnation 0 (handed out before incarnations were
+// recorded). Fewer valid records than the state file counts, or a bad record followed by a valid
+// one, is ErrCorrupt naming the file; a bad record after the counted ones is the torn tail of an
+// open that crashed while recording its incarnation and is cut (incarnation.go).
 //
 // Segment record body: entry id u64, publish time i64 (unix ms), entry data. Entries are
 // consecutive from 0. A segment file written around the page cache (unbuffered.go) may end with

@@ -43,6 +43,7 @@ type Engine struct {
 	nextLedgerID  int64
 	ledgerIDLimit int64
 	firstJournal  uint64
+	inc           incarnationTable // fixed once Open returns (incarnation.go)
 
 	// Queue shared by all appenders; drained by the sync loop.
 	qmu      sync.Mutex
@@ -307,7 +308,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 // ---- state file and ledger ids ----
 
 func (e *Engine) writeState() error {
-	b := encodeEngineState(engineState{ledgerIDLimit: uint64(e.ledgerIDLimit), firstJournal: e.firstJournal})
+	b := encodeEngineState(engineState{ledgerIDLimit: uint64(e.ledgerIDLimit), firstJournal: e.firstJournal, incarnations: e.inc.durable})
 	tmp := e.dir + "/" + stateFile + ".tmp"
 	f, err := e.fs.OpenFile(tmp, vfs.ReadWrite|vfs.Create|vfs.Trunc)
 	if err != nil {

@@ -41,6 +41,7 @@ var (
 	magicCursors = [8]byte{'M', 'R', 'D', 'N', '-', 'C', 'U', 'R'}
 	magicIndex   = [8]byte{'M', 'R', 'D', 'N', '-', 'I', 'D', 'X'}
 	magicState   = [8]byte{'M', 'R', 'D', 'N', '-', 'S', 'T', 'A'}
+	magicIncarn  = [8]byte{'M', 'R', 'D', 'N', '-', 'I', 'N', 'C'}
 )
 
 func appendHeader(b []byte, magic [8]byte, id uint64) []byte {
@@ -49,8 +50,11 @@ func appendHeader(b []byte, magic [8]byte, id uint64) []byte {
 
 func appendHeaderFlags(b []byte, magic [8]byte, id uint64, flags uint32) []byte {
 	version := uint32(FormatVersion)
-	if magic == magicJournal {
+	switch magic {
+	case magicJournal:
 		version = journalFormatVersion
+	case magicState:
+		version = stateFormatVersion
 	}
 	return appendHeaderVersion(b, magic, id, flags, version)
 }
@@ -110,8 +114,9 @@ func parseHeaderOnly(b []byte, magic [8]byte) (uint64, error) {
 	if got, want := binary.LittleEndian.Uint32(b[28:32]), crc(b[:28]); got != want {
 		return 0, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion && (magic != magicJournal || v < 2 || v > journalFormatVersion) {
-		return 0, fmt.Errorf("%w: format version %d (this build reads %d, journals %d)", errUnsupportedVersion, v, FormatVersion, journalFormatVersion)
+	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion && (magic != magicJournal || v < 2 || v > journalFormatVersion) &&
+		(magic != magicState || v != stateFormatVersion) {
+		return 0, fmt.Errorf("%w: format version %d (this build reads %d, journals %d, state %d)", errUnsupportedVersion, v, FormatVersion, journalFormatVersion, stateFormatVersion)
 	}
 	return binary.LittleEndian.Uint64(b[16:24]), nil
 }
@@ -310,16 +315,26 @@ func appendPlainRecord(b []byte, body []byte) []byte {
 
 // ---- engine state file ----
 
+// stateFormatVersion is the version of the state file this build writes. Version 2 adds the
+// number of durable records in the incarnations file (incarnation.go), so that a record lost from
+// its end is told from an interrupted append; version-1 state files (no incarnations recorded)
+// are still read. A build that reads only version 1 refuses a data directory with a version-2
+// state file (unsupported version): it would not record incarnations, and would not find ledger
+// directories under their hashed names (dirName).
+const stateFormatVersion = 2
+
 // engineState is the content of the engine's state file.
 type engineState struct {
 	ledgerIDLimit uint64 // ledger ids below this may have been handed out; the next run starts here
 	firstJournal  uint64 // the first journal file recovery must replay
+	incarnations  uint64 // records of the incarnations file that are durable (0 in version 1)
 }
 
 func encodeEngineState(s engineState) []byte {
 	b := appendHeader(nil, magicState, 0)
 	body := binary.LittleEndian.AppendUint64(nil, s.ledgerIDLimit)
 	body = binary.LittleEndian.AppendUint64(body, s.firstJournal)
+	body = binary.LittleEndian.AppendUint64(body, s.incarnations)
 	return appendPlainRecord(b, body)
 }
 
@@ -327,11 +342,19 @@ func decodeEngineState(b []byte) (engineState, error) {
 	if _, err := parseHeader(b, magicState); err != nil {
 		return engineState{}, err
 	}
+	want := 24
+	if binary.LittleEndian.Uint32(b[8:12]) == 1 {
+		want = 16
+	}
 	body, _, err := decodeRecord(b[headerSize:], nil)
-	if err != nil || len(body) != 16 {
+	if err != nil || len(body) != want {
 		return engineState{}, fmt.Errorf("%w: engine state record", ErrCorrupt)
 	}
-	return engineState{binary.LittleEndian.Uint64(body), binary.LittleEndian.Uint64(body[8:])}, nil
+	st := engineState{ledgerIDLimit: binary.LittleEndian.Uint64(body), firstJournal: binary.LittleEndian.Uint64(body[8:])}
+	if want == 24 {
+		st.incarnations = binary.LittleEndian.Uint64(body[16:])
+	}
+	return st, nil
 }
 
 // ---- segment index files ----

@@ -74,7 +74,8 @@ func FuzzDecodeCursorState(f *testing.F) {
 }
 
 func FuzzDecodeEngineState(f *testing.F) {
-	f.Add(encodeEngineState(engineState{ledgerIDLimit: 4097, firstJournal: 3}))
+	f.Add(encodeEngineState(engineState{ledgerIDLimit: 4097, firstJournal: 3, incarnations: 2}))
+	f.Add(encodeEngineStateV1(engineState{ledgerIDLimit: 4097, firstJournal: 3}))
 	f.Add([]byte("MRDN-STA"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := decodeEngineState(b)

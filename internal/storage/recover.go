@@ -40,6 +40,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		return fmt.Errorf("storage: read state: %w", err)
 	}
 	e.nextLedgerID, e.ledgerIDLimit, e.firstJournal = int64(st.ledgerIDLimit), int64(st.ledgerIDLimit), st.firstJournal
+	e.inc.durable = st.incarnations
 
 	des, err := e.fs.ReadDir(e.journalDir)
 	if err != nil {
@@ -134,6 +135,9 @@ func (e *Engine) recover(ctx context.Context) error {
 			e.retireJournal(s)
 		}
 		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "skipped", r.skipped, "tornTails", r.torn)
+	}
+	if err := e.startIncarnation(st.incarnations); err != nil {
+		return err
 	}
 	e.files.closeAll()
 	e.jseq = e.firstJournal
