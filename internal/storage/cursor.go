@@ -109,7 +109,13 @@ func (c *Cursor) Delete(ctx context.Context, ps ...Position) error {
 
 // AckBatchIndexes acknowledges some messages of the batch entry at p; once all batchSize are
 // acknowledged it is like Delete(p).
+//
+// A batchSize over MaxAckBatchSize (or below 0) is refused with ErrCursorStateTooLarge before
+// anything is allocated for it.
 func (c *Cursor) AckBatchIndexes(ctx context.Context, p Position, batchSize int, indexes []int) error {
+	if err := checkAckBatchSize(batchSize); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	if err := c.check(); err != nil {
 		c.mu.Unlock()
@@ -126,9 +132,14 @@ func (c *Cursor) AckBatchIndexes(ctx context.Context, p Position, batchSize int,
 		c.mu.Unlock()
 		return nil
 	}
-	all := c.st.ackBatch(p, batchSize, indexes)
-	c.version++
+	all, err := c.st.ackBatch(p, batchSize, indexes)
+	if err == nil {
+		c.version++
+	}
 	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if all {
 		return c.Delete(ctx, p)
 	}
@@ -200,14 +211,17 @@ func (c *Cursor) Properties() map[string]string {
 	return maps.Clone(c.st.props)
 }
 
-// SetProperties replaces the cursor's properties.
+// SetProperties replaces the cursor's properties. Properties over MaxCursorPropertiesBytes
+// (PropertiesSize) are refused with ErrCursorStateTooLarge; the old ones stay.
 func (c *Cursor) SetProperties(ctx context.Context, props map[string]string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.check(); err != nil {
 		return err
 	}
-	c.st.props = maps.Clone(props)
+	if err := c.st.setProperties(props); err != nil {
+		return fmt.Errorf("cursor %q: %w", c.name, err)
+	}
 	c.version++
 	return nil
 }
@@ -326,6 +340,9 @@ func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
 func (l *Ledger) OpenCursor(ctx context.Context, name string, opts CursorOptions) (*Cursor, error) {
 	if name == "" {
 		return nil, errors.New("storage: empty cursor name")
+	}
+	if err := checkCursorName(name); err != nil {
+		return nil, err
 	}
 	l.mu.Lock()
 	if l.closed {

@@ -75,7 +75,11 @@
 // the cursors that changed, and on Flush, DeleteCursor, Ledger.Close and creation. After a crash
 // a cursor is therefore at most one interval (plus one group commit) behind the acknowledgements
 // it received: entries are redelivered, never skipped. At most 10,000 individually acknowledged
-// ranges are persisted per cursor (beyond them, acknowledgements are kept in memory only). The
+// ranges are persisted per cursor, and at most 10,000 partially acknowledged batches with 4 MiB
+// of bitsets (beyond them, acknowledgements are kept in memory only). Every bound the reader
+// applies to a cursor state is applied when it is written (cursorlimits.go): AckBatchIndexes
+// refuses a batch over MaxAckBatchSize, SetProperties properties over MaxCursorPropertiesBytes,
+// both with ErrCursorStateTooLarge. The
 // sync loop appends the records to the ledger's cursor log; on load the last valid state of
 // each cursor wins and is reconciled with the stored entries: a mark-delete position after the
 // last entry is clamped to it (possible only after losing unsynced data in SyncInterval mode),

@@ -206,8 +206,8 @@ const (
 
 // Open opens (creating if needed) the engine in opts.Dir, replaying the journal tail.
 func Open(ctx context.Context, opts Options) (*Engine, error) {
-	if opts.Dir == "" {
-		return nil, errors.New("storage: Options.Dir is empty")
+	if err := checkOptions(opts); err != nil {
+		return nil, err
 	}
 	if opts.FS == nil {
 		opts.FS = vfs.OS{}
@@ -403,8 +403,8 @@ func (e *Engine) ensureLedgerDir(name, dir string) error {
 // OpenLedger opens the ledger called name, creating it if absent. While it is open, every call
 // returns the same *Ledger. name is opaque and may contain '/'. Opening starts a new ledger id.
 func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
-	if name == "" {
-		return nil, errors.New("storage: empty ledger name")
+	if err := checkLedgerName(name); err != nil {
+		return nil, err
 	}
 	e.mu.Lock()
 	if err, lost := e.lostWrites[name]; lost {
@@ -503,7 +503,7 @@ func (e *Engine) readNameFile(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if sz > 1<<16 {
+	if sz > MaxLedgerNameBytes {
 		return "", fmt.Errorf("%w: NAME file too large", ErrCorrupt)
 	}
 	b := make([]byte, sz)

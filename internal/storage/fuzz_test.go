@@ -53,7 +53,7 @@ func FuzzDecodeCursorState(f *testing.F) {
 	st.ack(Position{3, 9})
 	st.ack(Position{3, 10})
 	st.ack(Position{5, 0})
-	st.ackBatch(Position{3, 12}, 10, []int{1, 3})
+	_, _ = st.ackBatch(Position{3, 12}, 10, []int{1, 3})
 	f.Add(encodeCursorState(nil, st))
 	f.Add(encodeCursorState(nil, &cursorState{name: "x", markDelete: Position{-1, -1}}))
 	f.Add([]byte{1})

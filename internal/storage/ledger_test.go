@@ -63,10 +63,10 @@ func TestCursorStateTable(t *testing.T) {
 	if s.markDelete != (Position{9, 2}) || s.ackedCount != 0 {
 		t.Fatalf("mark-delete over an ack: %+v", s)
 	}
-	if !s.ackBatch(Position{10, 0}, 3, []int{0, 1, 2}) {
+	if all, err := s.ackBatch(Position{10, 0}, 3, []int{0, 1, 2}); err != nil || !all {
 		t.Fatal("full batch not complete")
 	}
-	if s.ackBatch(Position{10, 1}, 3, []int{0, 2}) || s.batches[Position{10, 1}].acked[0] != 0b101 {
+	if all, err := s.ackBatch(Position{10, 1}, 3, []int{0, 2}); err != nil || all || s.batches[Position{10, 1}].acked[0] != 0b101 {
 		t.Fatal("partial batch")
 	}
 	st, err := decodeCursorState(encodeCursorState(nil, s))
