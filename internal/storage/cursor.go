@@ -579,66 +579,38 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 }
 
 // loadCursors reads the cursor log (the last valid state of each cursor wins; a torn tail is
-// ignored), reconciles each state with the stored entries and compacts the log.
+// cut), reconciles each state with the stored entries and compacts the log. A damaged log stops
+// the ledger with ErrCorrupt naming it (cursorlogcheck.go).
 func (l *Ledger) loadCursors() error {
 	e := l.e
 	p := cursorLogPath(l.dirPath())
-	f, err := e.fs.OpenFile(p, vfs.ReadOnly)
+	data, err := readWholeFile(e.fs, p)
 	if err != nil {
-		return fmt.Errorf("storage: open cursor log: %w", err)
+		return fmt.Errorf("storage: read cursor log %s: %w", p, err)
 	}
-	size, err := f.Size()
-	if err != nil {
-		_ = f.Close()
-		return err
+	scan := scanCursorLog(data)
+	size := scan.size
+	truncateAt := int64(-1)
+	switch {
+	case scan.tornHeader(data):
+		e.log.Warn("cursor log with a torn header (its creation was interrupted); written anew", "ledger", l.name, "size", size)
+		truncateAt = 0
+	case scan.headerErr != nil || (len(scan.after) > 0 && e.opts.Sync == SyncAlways):
+		return cursorLogDamageError(l.name, p, &scan)
+	case scan.bad >= 0:
+		e.log.Warn("cursor log has a torn tail; later cursor updates are lost (redelivery)", "ledger", l.name, "offset", scan.bad, "size", size)
+		truncateAt = scan.bad
 	}
 	states := map[string]*cursorState{}
+	applyCursorRecords(states, scan.prefix)
 	defer func() {
 		for n, st := range states {
 			e.log.Debug("loaded cursor", "ledger", l.name, "cursor", n, "md", st.markDelete.String())
 		}
 	}()
-	truncateAt := int64(-1)
-	hdr := make([]byte, headerSize)
-	if n, _ := f.ReadAt(hdr, 0); n == headerSize {
-		if _, herr := parseHeader(hdr, magicCursors); herr == nil {
-			bad, serr := scanRecords(f, headerSize, size, func(_ int64, body []byte) bool {
-				if len(body) == 0 {
-					return false
-				}
-				switch body[0] {
-				case cState:
-					st, err := decodeCursorState(body[1:])
-					if err != nil {
-						return false
-					}
-					states[st.name] = st
-				case cDelete:
-					delete(states, string(body[1:]))
-				default:
-					return false
-				}
-				return true
-			})
-			if serr != nil {
-				_ = f.Close()
-				return fmt.Errorf("storage: read cursor log: %w", serr)
-			}
-			if bad >= 0 {
-				e.log.Warn("cursor log has a torn or corrupt tail; later cursor updates are lost (redelivery)", "ledger", l.name, "offset", bad, "size", size)
-				truncateAt = bad
-			}
-		} else {
-			e.log.Warn("cursor log header unreadable; cursors start over", "ledger", l.name, "err", herr)
-			truncateAt = 0
-		}
-	} else {
-		truncateAt = 0
-	}
-	_ = f.Close()
 	if truncateAt >= 0 {
-		// Later appends must not land behind garbage: cut it off (the journal had replayed
-		// everything durable already, so this is an unacknowledged tail or real damage).
+		// Later appends must not land behind garbage: cut it off (a torn tail was never durable;
+		// the journal replay has rewritten whatever it held that was acknowledged).
 		size = truncateAt
 		if size < headerSize {
 			if err := l.rewriteCursorLog(nil); err != nil {

@@ -67,7 +67,9 @@
 // segments without a valid index file; a bad record with valid records after it fences the
 // ledger (never silently skipped), and so does, in SyncAlways mode, any bad record the journal did
 // not repair unless only zeros or a partial record header follow it (a torn tail, truncated and
-// counted in RecoveredTornTails); in SyncInterval mode a torn segment tail is truncated.
+// counted in RecoveredTornTails); in SyncInterval mode a torn segment tail is truncated. A
+// missing state file over existing ledgers or journal records fails Open with ErrCorrupt naming
+// it (statecheck.go): the ledger id counter would otherwise start over below ids in use.
 //
 // # Cursors
 //
@@ -85,7 +87,10 @@
 // last entry is clamped to it (possible only after losing unsynced data in SyncInterval mode),
 // one before the first stored entry moves up to it, acknowledgements of entries that are not
 // stored are dropped. A mostly-superseded cursor log is rewritten (tmp file, fsync, rename,
-// directory fsync).
+// directory fsync). A torn tail of a cursor log is cut; damage to durable records (a bad header
+// of a file with records, a bad record followed by one the replayed journal does not hold) stops
+// the ledger: OpenLedger fails with ErrCorrupt naming the file (cursorlogcheck.go), until the file
+// is restored or Repair salvages it (repair.go, `meridian repair --accept-loss`).
 //
 // # Trimming
 //

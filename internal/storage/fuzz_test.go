@@ -137,6 +137,7 @@ func recoverJournalTail(t *testing.T, version uint32, tail []byte) {
 	_ = jf.Sync()
 	_ = jf.Close()
 	_ = fs.SyncDir("/data/journal")
+	writeInitialState(fs)
 	e, err := Open(context.Background(), Options{Dir: "/data", FS: fs, Logger: testLogger()})
 	if err != nil {
 		return
@@ -176,6 +177,7 @@ func FuzzLoadSegment(f *testing.F) {
 			_, _ = wf.WriteAt(b, 0)
 			_ = wf.Close()
 		}
+		writeInitialState(fs)
 		e, err := Open(context.Background(), Options{Dir: "/data", FS: fs, Logger: testLogger()})
 		if err != nil {
 			t.Fatal(err)
