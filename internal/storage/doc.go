@@ -145,8 +145,11 @@
 //	journal/<seq %016x>.free       retired journal files kept for reuse (at most 2; any content)
 //	ledgers/<name>/                one directory per ledger; <name> is the ledger name with bytes
 //	                               outside [A-Za-z0-9._-] (and a leading '.') written as %XX; names
-//	                               longer than 200 escaped bytes use "~" + hex(crc32c) + hex(crc32) +
-//	                               "-" + the first 120 escaped bytes, with the full name in NAME
+//	                               longer than 200 escaped bytes use "~" + hex(first 128 bits of
+//	                               SHA-256 of the name) + "-" + the first 120 escaped bytes, with
+//	                               the full name in NAME (loading checks it); directories of earlier
+//	                               builds, "~" + hex(crc32c) + hex(crc32) + "-" + 120 bytes, are
+//	                               still used by the ledger their NAME names (legacydirs.go)
 //	ledgers/<name>/<id %016x>.seg  segment of ledger id <id>
 //	ledgers/<name>/<id %016x>.idx  its index (sealed segments of at least 1 MiB; derived, rebuilt if absent or stale)
 //	ledgers/<name>/cursors.log     cursor log

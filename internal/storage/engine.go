@@ -44,6 +44,7 @@ type Engine struct {
 	ledgerIDLimit int64
 	firstJournal  uint64
 	inc           incarnationTable // fixed once Open returns (incarnation.go)
+	legacyDirs    legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
 
 	// Queue shared by all appenders; drained by the sync loop.
 	qmu      sync.Mutex
@@ -352,11 +353,6 @@ func (e *Engine) newLedgerID() (int64, error) {
 
 // ---- paths ----
 
-func (e *Engine) ledgerDir(name string) string {
-	d, _ := dirName(name)
-	return e.ledgersDir + "/" + d
-}
-
 func segPath(dir string, id int64) string { return fmt.Sprintf("%s/%016x.seg", dir, id) }
 func idxPath(dir string, id int64) string { return fmt.Sprintf("%s/%016x.idx", dir, id) }
 func cursorLogPath(dir string) string     { return dir + "/cursors.log" }
@@ -486,11 +482,7 @@ func (e *Engine) LedgerExists(ctx context.Context, name string) (bool, error) {
 		}
 		return false, fmt.Errorf("storage: stat ledger: %w", err)
 	}
-	if _, hashed := dirName(name); hashed {
-		n, err := e.readNameFile(dir)
-		return err == nil && n == name, nil
-	}
-	return true, nil
+	return e.checkNameFile(name, dir) == nil, nil
 }
 
 func (e *Engine) readNameFile(dir string) (string, error) {

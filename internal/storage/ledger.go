@@ -188,6 +188,11 @@ func (l *Ledger) load(ctx context.Context) error {
 		return fmt.Errorf("storage: open ledger %q: %w", l.name, err)
 	}
 	l.dirMade = err == nil
+	if l.dirMade {
+		if err := e.checkNameFile(l.name, l.dirPath()); err != nil {
+			return err
+		}
+	}
 	var ids []int64
 	idx := map[int64]bool{}
 	hasCursors := false
@@ -1549,6 +1554,7 @@ func (l *Ledger) applyDelete() error {
 	if err := e.fs.RemoveAll(l.dirPath()); err != nil {
 		return fmt.Errorf("storage: delete ledger %q: %w", l.name, err)
 	}
+	e.legacyDirs.forget(l.name)
 	e.dirtyDirs[e.ledgersDir] = struct{}{}
 	return nil
 }

@@ -48,6 +48,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("storage: list journal: %w", err)
 	}
+	if err := e.findLegacyDirs(); err != nil {
+		return err
+	}
 	var seqs []uint64
 	for _, de := range des {
 		if isFreeJournalName(de.Name) {
@@ -463,6 +466,7 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 		if err := e.fs.RemoveAll(dir); err != nil {
 			return fmt.Errorf("storage: replay delete: %w", err)
 		}
+		e.legacyDirs.forget(name)
 		r.dirs[e.ledgersDir] = struct{}{}
 	case jVoid:
 		r.voided[name] = true
@@ -505,7 +509,7 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 
 func (r *replayer) ensureDir(name, dir string) error {
 	if _, err := r.e.fs.Stat(dir); err == nil {
-		return nil
+		return r.e.checkNameFile(name, dir)
 	}
 	if err := r.e.ensureLedgerDir(name, dir); err != nil {
 		return err

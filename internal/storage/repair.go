@@ -111,6 +111,9 @@ func Repair(ctx context.Context, o RepairOptions) (*RepairReport, error) {
 		return nil, fmt.Errorf("storage: repair: %w", err)
 	}
 	rp := &repairer{o: o, e: repairEngine(o), report: &RepairReport{}}
+	if err := rp.e.findLegacyDirs(); err != nil {
+		return nil, err
+	}
 	if err := rp.checkFiles(); err != nil {
 		return rp.report, err
 	}
