@@ -446,6 +446,8 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 		return ErrClosed
 	}
 	p := cursorLogPath(l.dirPath())
+	e.cursorLogMu.Lock()
+	defer e.cursorLogMu.Unlock()
 	if l.logSize == 0 {
 		if !l.dirMade {
 			if err := e.ensureLedgerDir(l.name, l.dirPath()); err != nil {
@@ -471,18 +473,9 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 	}
 	l.logSize += int64(len(rec))
 	e.dirtyFiles[p] = struct{}{}
-	// Compact when the log is mostly superseded states.
-	if l.logSize > 1<<20 {
-		live := l.liveCursorRecords()
-		var n int64
-		for _, r := range live {
-			n += int64(len(r))
-		}
-		if l.logSize > 4*n+1<<20 {
-			if err := l.rewriteCursorLog(live); err != nil {
-				e.log.Warn("cursor log compaction failed", "ledger", l.name, "err", err)
-			}
-		}
+	if l.noteCursorLogGrowth() {
+		// Compact when the log is mostly superseded states: off the applier (janitor.go).
+		e.jan.add(func() { e.compactCursorLog(l) })
 	}
 	return nil
 }
@@ -584,7 +577,11 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 func (l *Ledger) loadCursors() error {
 	e := l.e
 	p := cursorLogPath(l.dirPath())
+	// Under cursorLogMu: a compaction of the log by a closed handle of this ledger is either done or
+	// not started (janitor.go).
+	e.cursorLogMu.Lock()
 	data, err := readWholeFile(e.fs, p)
+	e.cursorLogMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("storage: read cursor log %s: %w", p, err)
 	}

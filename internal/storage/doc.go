@@ -99,7 +99,10 @@
 // (maxAge, maxBytes), -1 meaning infinite and 0 none (Pulsar's semantics), a consumed segment is
 // removed when it is older than maxAge (by its newest publish time) or the ledger is larger than
 // maxBytes; (-1, -1) keeps everything. The current segment is never removed. A trim is a journal
-// record first, so recovery never resurrects a removed segment.
+// record first, so recovery never resurrects a removed segment. The applier renames a trimmed
+// segment (and a deleted ledger's directory) into <dir>/trash, and the janitor goroutine unlinks
+// it there, so that another topic's receipts never wait for a large unlink (janitor.go); the
+// trash is emptied at Open.
 //
 // # Direct writes
 //
@@ -154,6 +157,7 @@
 //	ledgers/<name>/<id %016x>.idx  its index (sealed segments of at least 1 MiB; derived, rebuilt if absent or stale)
 //	ledgers/<name>/cursors.log     cursor log
 //	ledgers/<name>/FENCED          present if recovery fenced the ledger; holds the reason
+//	trash/<incarnation %016x>-<n>  a deleted ledger's directory or a trimmed segment, until unlinked
 //
 // Engine state body (24 bytes; 16 in version 1, without the last field): ledger-id limit u64 (ids
 // below it may have been handed out; ids are reserved 4,096 at a time and the next run starts at

@@ -45,6 +45,7 @@ type Engine struct {
 	firstJournal  uint64
 	inc           incarnationTable // fixed once Open returns (incarnation.go)
 	legacyDirs    legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
+	offload                        // slow file work off the applier (janitor.go)
 
 	// Queue shared by all appenders; drained by the sync loop.
 	qmu      sync.Mutex
@@ -299,6 +300,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 			go e.commitSyncer()
 		}
 	}
+	e.startJanitor()
 	go e.syncLoop()
 	go e.applier()
 	go e.checkpointer()
@@ -605,6 +607,7 @@ func (e *Engine) Close() error {
 		e.qcond.Broadcast()
 		e.qmu.Unlock()
 		<-e.loopDone
+		e.jan.close()
 		close(e.ckptCh)
 		<-e.ckptDone
 		if err := e.finalCheckpoint(); err != nil {

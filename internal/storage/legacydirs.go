@@ -139,6 +139,14 @@ func (e *Engine) checkNameFile(name, dir string) error {
 	return fmt.Errorf("%w: ledger %q: directory %s belongs to another ledger (its NAME file holds %d bytes that are not this name)", ErrCorrupt, name, dir, len(got))
 }
 
+// checkName checks the NAME file of the ledger's directory, if it has one (load).
+func (l *Ledger) checkName() error {
+	if !l.dirMade {
+		return nil
+	}
+	return l.e.checkNameFile(l.name, l.dirPath())
+}
+
 // writeNameFile writes dir/NAME durably.
 func (e *Engine) writeNameFile(name, dir string) error {
 	f, err := e.fs.OpenFile(dir+"/NAME", vfs.ReadWrite|vfs.Create|vfs.Trunc)

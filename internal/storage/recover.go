@@ -17,7 +17,7 @@ import (
 // are skipped), so a crash during recovery is harmless. Its cost is proportional to the journal
 // tail (at most about JournalFileBytes) plus the segments it touches.
 func (e *Engine) recover(ctx context.Context) error {
-	for _, d := range []string{e.dir, e.ledgersDir, e.journalDir} {
+	for _, d := range []string{e.dir, e.ledgersDir, e.journalDir, e.trashDir()} {
 		if err := e.fs.MkdirAll(d); err != nil {
 			return fmt.Errorf("storage: create %s: %w", d, err)
 		}
