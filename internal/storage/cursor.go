@@ -29,6 +29,8 @@ type Cursor struct {
 	queued   uint64 // version last handed to the journal
 	flushedV uint64 // version last durable
 	deleted  bool
+	// persisted: the mark-delete position of the newest durable state (trimposition.go).
+	persisted persistedMarks
 }
 
 // Name returns the cursor's name.
@@ -256,12 +258,14 @@ func (c *Cursor) flushed(v uint64) {
 	if v > c.flushedV {
 		c.flushedV = v
 	}
+	c.persisted.durable(v)
 	c.mu.Unlock()
 }
 
 func (c *Cursor) flushFailed() {
 	c.mu.Lock()
 	c.queued = c.flushedV
+	c.persisted.failed()
 	c.mu.Unlock()
 }
 
@@ -291,6 +295,7 @@ func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
 			body := encodeCursorState([]byte{cState}, &c.st)
 			recs = append(recs, rec{c, c.version, body})
 			c.queued = c.version
+			c.persisted.queued(c.version, c.st.markDelete)
 		}
 		c.mu.Unlock()
 	}
@@ -360,7 +365,8 @@ func (l *Ledger) OpenCursor(ctx context.Context, name string, opts CursorOptions
 	}
 	l.mu.Unlock()
 	md := l.initialMarkDelete(opts.Initial)
-	c := &Cursor{l: l, name: name, durable: opts.Durable, st: cursorState{name: name, markDelete: md}}
+	c := &Cursor{l: l, name: name, durable: opts.Durable, st: cursorState{name: name, markDelete: md},
+		persisted: persistedMarks{md: Earliest}} // not durable yet: holds back every trim
 	l.mu.Lock()
 	if prev, ok := l.cursors[name]; ok {
 		l.mu.Unlock()
@@ -629,7 +635,7 @@ func (l *Ledger) loadCursors() error {
 		l.reconcile(st)
 		// version 1 > flushedV 0: the reconciled state is persisted by the next flush (reconcile
 		// may have moved it, and a later Flush must not skip it as unchanged).
-		c := &Cursor{l: l, name: n, durable: true, st: *st, version: 1}
+		c := &Cursor{l: l, name: n, durable: true, st: *st, version: 1, persisted: persistedMarks{md: st.markDelete}}
 		if l.cursors == nil {
 			l.cursors = map[string]*Cursor{}
 		}

@@ -94,8 +94,9 @@
 //
 // # Trimming
 //
-// Trim removes whole sealed segments whose entries every durable cursor has consumed
-// (replication cursors are ordinary durable cursors) once retention allows: with retention
+// Trim removes whole sealed segments whose entries every durable cursor has consumed by its
+// persisted mark-delete position (trimposition.go; replication cursors are ordinary durable
+// cursors) once retention allows: with retention
 // (maxAge, maxBytes), -1 meaning infinite and 0 none (Pulsar's semantics), a consumed segment is
 // removed when it is older than maxAge (by its newest publish time) or the ledger is larger than
 // maxBytes; (-1, -1) keeps everything. The current segment is never removed. A trim is a journal

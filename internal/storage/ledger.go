@@ -1446,7 +1446,7 @@ func (l *Ledger) Trim(ctx context.Context) error {
 	l.mu.RUnlock()
 	slowest := Latest
 	for _, c := range cursors {
-		if md := c.MarkDeletePosition(); md.Compare(slowest) < 0 {
+		if md := c.trimPosition(); md.Compare(slowest) < 0 {
 			slowest = md
 		}
 	}
