@@ -164,8 +164,8 @@ func journalAfterCheckpoint(t *testing.T, mem *vfs.Mem, ps []Position) (*vfs.Mem
 }
 
 // TestCursorLogDamageAtReplayKeepsJournal: the journal replay finds the cursor log's header
-// damaged. It used to start the log over (cursors b and c, not in the replayed journal, were
-// gone); now the ledger stops, and repair salvages every state.
+// damaged. Starting the log over would lose cursors b and c (not in the replayed journal): the
+// ledger stops instead, and repair salvages every state (TestRepairCursorLogAfterReplay).
 func TestCursorLogDamageAtReplayKeepsJournal(t *testing.T) {
 	mem := vfs.NewMem()
 	ps := cursorHistory(t, mem)

@@ -78,8 +78,7 @@ func TestLegacyDirNamesCanBeForcedToCollide(t *testing.T) {
 }
 
 // TestLedgerLoadChecksName: a hashed directory whose NAME names another ledger is not loaded
-// as this one (it used to be: the two names shared segments and cursors, and appended into one
-// directory).
+// as this one (the two names would share segments and cursors, and append into one directory).
 func TestLedgerLoadChecksName(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()

@@ -11,10 +11,10 @@ import (
 // The janitor: slow file work off the applier.
 //
 // The applier is one goroutine for all ledgers, and it delivers every ledger's receipts, so
-// whatever it waits for, every publish of the broker waits for. Three things it did are slow on
-// a real disk: removing a deleted ledger's directory (unlinking every segment, up to 128 MiB
+// whatever it waits for, every publish of the broker waits for. Three kinds of file work are slow
+// on a real disk: removing a deleted ledger's directory (unlinking every segment, up to 128 MiB
 // each), unlinking trimmed segments, and compacting a cursor log (a new file written and
-// fsynced, renamed, the directory fsynced). They now run on the janitor, one goroutine per
+// fsynced, renamed, the directory fsynced). They run on the janitor, one goroutine per
 // engine, in order, stopped by Close (pending work is dropped: what it removes is in the trash,
 // emptied at the next Open; a compaction not done is just not done).
 //

@@ -99,7 +99,7 @@ func receiptWithin(t *testing.T, l *Ledger, what string) {
 func notUnderJournal(path string) bool { return !strings.Contains(path, "/journal/") }
 
 // TestDeleteDoesNotStallOtherTopics: deleting a topic whose files take long to remove does not
-// hold up another topic's receipts (the applier, which delivers every topic's receipts, used to
+// hold up another topic's receipts (the applier, which delivers every topic's receipts, does not
 // remove the directory itself), and the deleted topic stays deleted after a crash.
 func TestDeleteDoesNotStallOtherTopics(t *testing.T) {
 	ctx := context.Background()
