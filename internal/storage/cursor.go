@@ -598,7 +598,7 @@ func (l *Ledger) loadCursors() error {
 	case scan.tornHeader(data):
 		e.log.Warn("cursor log with a torn header (its creation was interrupted); written anew", "ledger", l.name, "size", size)
 		truncateAt = 0
-	case scan.headerErr != nil || (len(scan.after) > 0 && e.opts.Sync == SyncAlways):
+	case scan.headerErr != nil || ((len(scan.after) > 0 || scan.incomplete) && e.opts.Sync == SyncAlways):
 		return cursorLogDamageError(l.name, p, &scan)
 	case scan.bad >= 0:
 		e.log.Warn("cursor log has a torn tail; later cursor updates are lost (redelivery)", "ledger", l.name, "offset", scan.bad, "size", size)

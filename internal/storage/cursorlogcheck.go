@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -39,20 +40,29 @@ type cursorLogScan struct {
 	// after: valid records found after bad (by trying every offset): durable states behind damage,
 	// or, during replay, records of a hole in the unsynced part.
 	after []cursorLogRecord
+	// incomplete: the search for records after bad gave up (resyncBudget): whether durable
+	// records follow is not known, which counts as damage.
+	incomplete bool
 }
+
+// resyncBudget bounds the bytes checksummed while looking for records after a bad one: the bytes
+// there are property values, which clients choose, and each offset could claim a record of up to
+// the rest of the file. Ordinary content (text: its bytes read as lengths beyond the file) costs
+// almost nothing.
+func resyncBudget(size int) int { return 64<<20 + 64*size }
 
 // tornHeader says an invalid header is a creation the crash interrupted: the file is shorter
 // than a header or starts with a header's worth of zeros, and no record follows.
 func (s *cursorLogScan) tornHeader(data []byte) bool {
-	return s.headerErr != nil && len(s.after) == 0 && (len(data) < headerSize || allZero(data[:headerSize]))
+	return s.headerErr != nil && len(s.after) == 0 && !s.incomplete && (len(data) < headerSize || allZero(data[:headerSize]))
 }
 
 // damaged reports whether the log is damaged rather than torn (see the comment at the top);
 // covered says whether a record after a bad one is rewritten by the journal replay (nil: none
 // is).
 func (s *cursorLogScan) damaged(data []byte, covered func(body []byte) bool) bool {
-	if s.headerErr != nil && len(data) >= headerSize && !allZero(data[:headerSize]) {
-		return true // a header is written whole, before any record: garbage there is damage
+	if s.incomplete || s.garbageHeader(data) {
+		return true
 	}
 	for _, r := range s.after {
 		if covered == nil || !covered(r.body) {
@@ -62,8 +72,17 @@ func (s *cursorLogScan) damaged(data []byte, covered func(body []byte) bool) boo
 	return false
 }
 
+// garbageHeader: the header is invalid and not zeros or short. A header is written whole, before
+// any record, so that is damage whatever follows.
+func (s *cursorLogScan) garbageHeader(data []byte) bool {
+	return s.headerErr != nil && len(data) >= headerSize && !allZero(data[:headerSize])
+}
+
 // describe says what is wrong with a damaged log, for errors and the repair report.
 func (s *cursorLogScan) describe() string {
+	if s.incomplete {
+		return fmt.Sprintf("bad record at offset %d of %d; whether readable records follow could not be told (the search for them gave up)", max(s.bad, 0), s.size)
+	}
 	if s.headerErr != nil {
 		return fmt.Sprintf("header unreadable (%v) with %d readable records after it", s.headerErr, len(s.after))
 	}
@@ -108,7 +127,17 @@ func scanCursorLog(data []byte) cursorLogScan {
 		s.bad = int64(off)
 	}
 	// Look for readable records past the bad one (or the bad header), at every offset.
+	budget := resyncBudget(len(data))
 	for i := off + 1; i+recHeaderSize <= len(data); {
+		n := int(binary.LittleEndian.Uint32(data[i:]))
+		if n < 2 || n > len(data)-i-recHeaderSize || (data[i+recHeaderSize] != cState && data[i+recHeaderSize] != cDelete) {
+			i++
+			continue
+		}
+		if budget -= n; budget < 0 {
+			s.incomplete = true
+			break
+		}
 		body, sz, err := decodeRecord(data[i:], nil)
 		if err != nil || !validCursorRecord(body) {
 			i++

@@ -214,3 +214,28 @@ func TestMissingStateFileRefused(t *testing.T) {
 	}
 	wantOpenError(t, mem, stateFile)
 }
+
+// TestCursorLogResyncBounded: the search for readable records after a bad one checksums a bounded
+// number of bytes. Property values are chosen by clients, and a torn record full of offsets that
+// each claim a record up to the end of the file would otherwise cost time quadratic in its size;
+// past the bound, whether records follow is unknown, which counts as damage.
+func TestCursorLogResyncBounded(t *testing.T) {
+	data := appendHeader(nil, magicCursors, 0)
+	data = appendPlainRecord(data, encodeCursorState([]byte{cState}, &cursorState{name: "a", markDelete: Position{1, 2}}))
+	// A torn record: its header claims more than is there, its body is crafted.
+	crafted := make([]byte, 4<<20)
+	for i := 0; i+16 <= len(crafted); i += 16 {
+		rest := len(crafted) - i - recHeaderSize
+		crafted[i], crafted[i+1], crafted[i+2], crafted[i+3] = byte(rest), byte(rest>>8), byte(rest>>16), byte(rest>>24)
+		crafted[i+8], crafted[i+9] = cState, 1
+	}
+	torn := append(appendPlainRecord(nil, make([]byte, 64<<20))[:recHeaderSize], crafted...)
+	data = append(data, torn...)
+	scan := scanCursorLog(data)
+	if !scan.incomplete || !scan.damaged(data, nil) {
+		t.Fatalf("the search was not bounded: incomplete %v, %d records after", scan.incomplete, len(scan.after))
+	}
+	if len(scan.prefix) != 1 {
+		t.Fatalf("%d records before the torn one, want 1", len(scan.prefix))
+	}
+}

@@ -765,12 +765,13 @@ func (r *replayer) cursorLogEnd(name, p string, f vfs.File) (int64, error) {
 		return 0, fmt.Errorf("storage: replay cursor log %s: %w", p, err)
 	}
 	scan := scanCursorLog(data)
-	covered := r.cursorBodies.has
+	damaged := scan.damaged(data, r.cursorBodies.has)
 	if e.opts.Sync == SyncInterval {
-		covered = func([]byte) bool { return true } // cursor-log writes may run ahead of the journal
+		// Cursor-log writes may run ahead of the journal: only a garbage header is damage.
+		damaged = scan.garbageHeader(data)
 	}
 	switch {
-	case scan.damaged(data, covered):
+	case damaged:
 		e.log.Error("cursor log damaged; the journal's records are appended after the damage and the ledger will not load until it is repaired",
 			"ledger", name, "file", p, "detail", scan.describe())
 		return scan.size, nil
