@@ -39,7 +39,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newStandaloneCommand())
+	root.AddCommand(newStandaloneCommand(), newRepairCommand())
 	return root
 }
 

@@ -29,6 +29,8 @@ type Cursor struct {
 	queued   uint64 // version last handed to the journal
 	flushedV uint64 // version last durable
 	deleted  bool
+	// persisted: the mark-delete position of the newest durable state (trimposition.go).
+	persisted persistedMarks
 }
 
 // Name returns the cursor's name.
@@ -109,7 +111,13 @@ func (c *Cursor) Delete(ctx context.Context, ps ...Position) error {
 
 // AckBatchIndexes acknowledges some messages of the batch entry at p; once all batchSize are
 // acknowledged it is like Delete(p).
+//
+// A batchSize over MaxAckBatchSize (or below 0) is refused with ErrCursorStateTooLarge before
+// anything is allocated for it.
 func (c *Cursor) AckBatchIndexes(ctx context.Context, p Position, batchSize int, indexes []int) error {
+	if err := checkAckBatchSize(batchSize); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	if err := c.check(); err != nil {
 		c.mu.Unlock()
@@ -126,9 +134,14 @@ func (c *Cursor) AckBatchIndexes(ctx context.Context, p Position, batchSize int,
 		c.mu.Unlock()
 		return nil
 	}
-	all := c.st.ackBatch(p, batchSize, indexes)
-	c.version++
+	all, err := c.st.ackBatch(p, batchSize, indexes)
+	if err == nil {
+		c.version++
+	}
 	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if all {
 		return c.Delete(ctx, p)
 	}
@@ -200,14 +213,17 @@ func (c *Cursor) Properties() map[string]string {
 	return maps.Clone(c.st.props)
 }
 
-// SetProperties replaces the cursor's properties.
+// SetProperties replaces the cursor's properties. Properties over MaxCursorPropertiesBytes
+// (PropertiesSize) are refused with ErrCursorStateTooLarge; the old ones stay.
 func (c *Cursor) SetProperties(ctx context.Context, props map[string]string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.check(); err != nil {
 		return err
 	}
-	c.st.props = maps.Clone(props)
+	if err := c.st.setProperties(props); err != nil {
+		return fmt.Errorf("cursor %q: %w", c.name, err)
+	}
 	c.version++
 	return nil
 }
@@ -242,12 +258,14 @@ func (c *Cursor) flushed(v uint64) {
 	if v > c.flushedV {
 		c.flushedV = v
 	}
+	c.persisted.durable(v)
 	c.mu.Unlock()
 }
 
 func (c *Cursor) flushFailed() {
 	c.mu.Lock()
 	c.queued = c.flushedV
+	c.persisted.failed()
 	c.mu.Unlock()
 }
 
@@ -277,6 +295,7 @@ func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
 			body := encodeCursorState([]byte{cState}, &c.st)
 			recs = append(recs, rec{c, c.version, body})
 			c.queued = c.version
+			c.persisted.queued(c.version, c.st.markDelete)
 		}
 		c.mu.Unlock()
 	}
@@ -327,6 +346,9 @@ func (l *Ledger) OpenCursor(ctx context.Context, name string, opts CursorOptions
 	if name == "" {
 		return nil, errors.New("storage: empty cursor name")
 	}
+	if err := checkCursorName(name); err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -343,7 +365,8 @@ func (l *Ledger) OpenCursor(ctx context.Context, name string, opts CursorOptions
 	}
 	l.mu.Unlock()
 	md := l.initialMarkDelete(opts.Initial)
-	c := &Cursor{l: l, name: name, durable: opts.Durable, st: cursorState{name: name, markDelete: md}}
+	c := &Cursor{l: l, name: name, durable: opts.Durable, st: cursorState{name: name, markDelete: md},
+		persisted: persistedMarks{md: Earliest}} // not durable yet: holds back every trim
 	l.mu.Lock()
 	if prev, ok := l.cursors[name]; ok {
 		l.mu.Unlock()
@@ -429,6 +452,8 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 		return ErrClosed
 	}
 	p := cursorLogPath(l.dirPath())
+	e.cursorLogMu.Lock()
+	defer e.cursorLogMu.Unlock()
 	if l.logSize == 0 {
 		if !l.dirMade {
 			if err := e.ensureLedgerDir(l.name, l.dirPath()); err != nil {
@@ -454,18 +479,9 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 	}
 	l.logSize += int64(len(rec))
 	e.dirtyFiles[p] = struct{}{}
-	// Compact when the log is mostly superseded states.
-	if l.logSize > 1<<20 {
-		live := l.liveCursorRecords()
-		var n int64
-		for _, r := range live {
-			n += int64(len(r))
-		}
-		if l.logSize > 4*n+1<<20 {
-			if err := l.rewriteCursorLog(live); err != nil {
-				e.log.Warn("cursor log compaction failed", "ledger", l.name, "err", err)
-			}
-		}
+	if l.noteCursorLogGrowth() {
+		// Compact when the log is mostly superseded states: off the applier (janitor.go).
+		e.jan.add(func() { e.compactCursorLog(l) })
 	}
 	return nil
 }
@@ -527,9 +543,13 @@ func truncateFile(fsys vfs.FS, p string, size int64) error {
 }
 
 // rewriteCursorLog atomically replaces the cursor log with the given records (tmp file, fsync,
-// rename, directory fsync).
+// rename, directory fsync). It holds cursorLogMu throughout, so a compaction on the janitor can
+// neither interleave its own swap nor copy this file's records behind its older snapshot
+// (cursorLogRewrites).
 func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 	e := l.e
+	e.cursorLogMu.Lock()
+	defer e.cursorLogMu.Unlock()
 	p := cursorLogPath(l.dirPath())
 	tmp := p + ".tmp"
 	b := appendHeader(nil, magicCursors, 0)
@@ -558,70 +578,47 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 		return fmt.Errorf("storage: write cursor log: %w", err)
 	}
 	l.logSize = int64(len(b))
+	e.cursorLogRewrites++
 	return nil
 }
 
 // loadCursors reads the cursor log (the last valid state of each cursor wins; a torn tail is
-// ignored), reconciles each state with the stored entries and compacts the log.
+// cut), reconciles each state with the stored entries and compacts the log. A damaged log stops
+// the ledger with ErrCorrupt naming it (cursorlogcheck.go).
 func (l *Ledger) loadCursors() error {
 	e := l.e
 	p := cursorLogPath(l.dirPath())
-	f, err := e.fs.OpenFile(p, vfs.ReadOnly)
+	// Under cursorLogMu: a compaction of the log by a closed handle of this ledger is either done or
+	// not started (janitor.go).
+	e.cursorLogMu.Lock()
+	data, err := readWholeFile(e.fs, p)
+	e.cursorLogMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("storage: open cursor log: %w", err)
+		return fmt.Errorf("storage: read cursor log %s: %w", p, err)
 	}
-	size, err := f.Size()
-	if err != nil {
-		_ = f.Close()
-		return err
+	scan := scanCursorLog(data)
+	size := scan.size
+	truncateAt := int64(-1)
+	switch {
+	case scan.tornHeader(data):
+		e.log.Warn("cursor log with a torn header (its creation was interrupted); written anew", "ledger", l.name, "size", size)
+		truncateAt = 0
+	case scan.headerErr != nil || ((len(scan.after) > 0 || scan.incomplete) && e.opts.Sync == SyncAlways):
+		return cursorLogDamageError(l.name, p, &scan)
+	case scan.bad >= 0:
+		e.log.Warn("cursor log has a torn tail; later cursor updates are lost (redelivery)", "ledger", l.name, "offset", scan.bad, "size", size)
+		truncateAt = scan.bad
 	}
 	states := map[string]*cursorState{}
+	applyCursorRecords(states, scan.prefix)
 	defer func() {
 		for n, st := range states {
 			e.log.Debug("loaded cursor", "ledger", l.name, "cursor", n, "md", st.markDelete.String())
 		}
 	}()
-	truncateAt := int64(-1)
-	hdr := make([]byte, headerSize)
-	if n, _ := f.ReadAt(hdr, 0); n == headerSize {
-		if _, herr := parseHeader(hdr, magicCursors); herr == nil {
-			bad, serr := scanRecords(f, headerSize, size, func(_ int64, body []byte) bool {
-				if len(body) == 0 {
-					return false
-				}
-				switch body[0] {
-				case cState:
-					st, err := decodeCursorState(body[1:])
-					if err != nil {
-						return false
-					}
-					states[st.name] = st
-				case cDelete:
-					delete(states, string(body[1:]))
-				default:
-					return false
-				}
-				return true
-			})
-			if serr != nil {
-				_ = f.Close()
-				return fmt.Errorf("storage: read cursor log: %w", serr)
-			}
-			if bad >= 0 {
-				e.log.Warn("cursor log has a torn or corrupt tail; later cursor updates are lost (redelivery)", "ledger", l.name, "offset", bad, "size", size)
-				truncateAt = bad
-			}
-		} else {
-			e.log.Warn("cursor log header unreadable; cursors start over", "ledger", l.name, "err", herr)
-			truncateAt = 0
-		}
-	} else {
-		truncateAt = 0
-	}
-	_ = f.Close()
 	if truncateAt >= 0 {
-		// Later appends must not land behind garbage: cut it off (the journal had replayed
-		// everything durable already, so this is an unacknowledged tail or real damage).
+		// Later appends must not land behind garbage: cut it off (a torn tail was never durable;
+		// the journal replay has rewritten whatever it held that was acknowledged).
 		size = truncateAt
 		if size < headerSize {
 			if err := l.rewriteCursorLog(nil); err != nil {
@@ -643,7 +640,7 @@ func (l *Ledger) loadCursors() error {
 		l.reconcile(st)
 		// version 1 > flushedV 0: the reconciled state is persisted by the next flush (reconcile
 		// may have moved it, and a later Flush must not skip it as unchanged).
-		c := &Cursor{l: l, name: n, durable: true, st: *st, version: 1}
+		c := &Cursor{l: l, name: n, durable: true, st: *st, version: 1, persisted: persistedMarks{md: st.markDelete}}
 		if l.cursors == nil {
 			l.cursors = map[string]*Cursor{}
 		}

@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/bits"
 	"sort"
 )
@@ -125,9 +126,13 @@ func (s *cursorState) reset(markDelete Position) {
 }
 
 // ackBatch acknowledges some indexes of the batch at p; it reports true once all are acknowledged.
-func (s *cursorState) ackBatch(p Position, size int, indexes []int) bool {
-	if size <= 0 {
-		return true
+// A size the reader would refuse (checkAckBatchSize) leaves the state as it was.
+func (s *cursorState) ackBatch(p Position, size int, indexes []int) (bool, error) {
+	if err := checkAckBatchSize(size); err != nil {
+		return false, err
+	}
+	if size == 0 {
+		return true, nil
 	}
 	b := s.batches[p]
 	if b == nil || b.size != size {
@@ -144,13 +149,23 @@ func (s *cursorState) ackBatch(p Position, size int, indexes []int) bool {
 	}
 	if n >= size {
 		delete(s.batches, p)
-		return true
+		return true, nil
 	}
 	if s.batches == nil {
 		s.batches = map[Position]*batchAck{}
 	}
 	s.batches[p] = b
-	return false
+	return false, nil
+}
+
+// setProperties replaces the properties (a copy of props); properties the reader would refuse
+// (checkProperties) leave the state as it was.
+func (s *cursorState) setProperties(props map[string]string) error {
+	if err := checkProperties(props); err != nil {
+		return err
+	}
+	s.props = maps.Clone(props)
+	return nil
 }
 
 func (s *cursorState) clone() cursorState {
@@ -179,6 +194,9 @@ func (s *cursorState) clone() cursorState {
 //	nRanges uvarint, then per range: ledger varint, from varint, (to-from) uvarint
 //	nBatches uvarint, then per batch: ledger varint, entry varint, size uvarint, nWords uvarint, words u64 LE
 //	nProps uvarint, then per property: keyLen uvarint, key, valueLen uvarint, value
+//
+// Only the first maxPersistedRanges ranges and the first batches within maxPersistedBatches and
+// maxPersistedBatchWords are written (cursorlimits.go): the rest is redelivered after a restart.
 func encodeCursorState(b []byte, s *cursorState) []byte {
 	b = append(b, 1)
 	b = binary.AppendUvarint(b, uint64(len(s.name)))
@@ -197,6 +215,11 @@ func encodeCursorState(b []byte, s *cursorState) []byte {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].Compare(keys[j]) < 0 })
+	words := make([]int, len(keys))
+	for i, k := range keys {
+		words[i] = len(s.batches[k].acked)
+	}
+	keys = keys[:persistedBatches(words)]
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		v := s.batches[k]

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -203,10 +204,13 @@ func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 	// The failed fsync may be a checkpoint's rather than the direct write's: then the segment is
 	// rewritten from the journal first, and OpenLedger refuses the ledger until that repair is done.
 	var err error
-	waitFor(t, "the ledger to open again", func() bool {
-		l, err = e.OpenLedger(ctx, "direct/fail")
-		return err == nil
-	})
+	deadline := time.Now().Add(10 * time.Second)
+	for l, err = e.OpenLedger(ctx, "direct/fail"); err != nil; l, err = e.OpenLedger(ctx, "direct/fail") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the ledger does not open again: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	checkEntries(t, l, n)
 	crashed := mem.Crash(nil)
 	_ = e.Close()

@@ -78,7 +78,9 @@
 // segments without a valid index file; a bad record with valid records after it fences the
 // ledger (never silently skipped), and so does, in SyncAlways mode, any bad record the journal did
 // not repair unless only zeros or a partial record header follow it (a torn tail, truncated and
-// counted in RecoveredTornTails); in SyncInterval mode a torn segment tail is truncated.
+// counted in RecoveredTornTails); in SyncInterval mode a torn segment tail is truncated. A
+// missing state file over existing ledgers or journal records fails Open with ErrCorrupt naming
+// it (statecheck.go): the ledger id counter would otherwise start over below ids in use.
 //
 // # Cursors
 //
@@ -86,22 +88,33 @@
 // the cursors that changed, and on Flush, DeleteCursor, Ledger.Close and creation. After a crash
 // a cursor is therefore at most one interval (plus one group commit) behind the acknowledgements
 // it received: entries are redelivered, never skipped. At most 10,000 individually acknowledged
-// ranges are persisted per cursor (beyond them, acknowledgements are kept in memory only). The
+// ranges are persisted per cursor, and at most 10,000 partially acknowledged batches with 4 MiB
+// of bitsets (beyond them, acknowledgements are kept in memory only). Every bound the reader
+// applies to a cursor state is applied when it is written (cursorlimits.go): AckBatchIndexes
+// refuses a batch over MaxAckBatchSize, SetProperties properties over MaxCursorPropertiesBytes,
+// both with ErrCursorStateTooLarge. The
 // sync loop appends the records to the ledger's cursor log; on load the last valid state of
 // each cursor wins and is reconciled with the stored entries: a mark-delete position after the
 // last entry is clamped to it (possible only after losing unsynced data in SyncInterval mode),
 // one before the first stored entry moves up to it, acknowledgements of entries that are not
 // stored are dropped. A mostly-superseded cursor log is rewritten (tmp file, fsync, rename,
-// directory fsync).
+// directory fsync). A torn tail of a cursor log is cut; damage to durable records (a bad header
+// of a file with records, a bad record followed by one the replayed journal does not hold) stops
+// the ledger: OpenLedger fails with ErrCorrupt naming the file (cursorlogcheck.go), until the file
+// is restored or Repair salvages it (repair.go, `meridian repair --accept-loss`).
 //
 // # Trimming
 //
-// Trim removes whole sealed segments whose entries every durable cursor has consumed
-// (replication cursors are ordinary durable cursors) once retention allows: with retention
+// Trim removes whole sealed segments whose entries every durable cursor has consumed by its
+// persisted mark-delete position (trimposition.go; replication cursors are ordinary durable
+// cursors) once retention allows: with retention
 // (maxAge, maxBytes), -1 meaning infinite and 0 none (Pulsar's semantics), a consumed segment is
 // removed when it is older than maxAge (by its newest publish time) or the ledger is larger than
 // maxBytes; (-1, -1) keeps everything. The current segment is never removed. A trim is a journal
-// record first, so recovery never resurrects a removed segment.
+// record first, so recovery never resurrects a removed segment. The applier renames a trimmed
+// segment (and a deleted ledger's directory) into <dir>/trash, and the janitor goroutine unlinks
+// it there, so that another topic's receipts never wait for a large unlink (janitor.go); the
+// trash is emptied at Open.
 //
 // # Direct writes
 //
@@ -147,12 +160,16 @@
 //	journal/<seq %016x>.free       retired journal files kept for reuse (at most 2; any content)
 //	ledgers/<name>/                one directory per ledger; <name> is the ledger name with bytes
 //	                               outside [A-Za-z0-9._-] (and a leading '.') written as %XX; names
-//	                               longer than 200 escaped bytes use "~" + hex(crc32c) + hex(crc32) +
-//	                               "-" + the first 120 escaped bytes, with the full name in NAME
+//	                               longer than 200 escaped bytes use "~" + hex(first 128 bits of
+//	                               SHA-256 of the name) + "-" + the first 120 escaped bytes, with
+//	                               the full name in NAME (loading checks it); directories of earlier
+//	                               builds, "~" + hex(crc32c) + hex(crc32) + "-" + 120 bytes, are
+//	                               still used by the ledger their NAME names (legacydirs.go)
 //	ledgers/<name>/<id %016x>.seg  segment of ledger id <id>
 //	ledgers/<name>/<id %016x>.idx  its index (sealed segments of at least 1 MiB; derived, rebuilt if absent or stale)
 //	ledgers/<name>/cursors.log     cursor log
 //	ledgers/<name>/FENCED          present if recovery fenced the ledger; holds the reason
+//	trash/<incarnation %016x>-<n>  a deleted ledger's directory or a trimmed segment, until unlinked
 //
 // Engine state body (24 bytes; 16 in version 1, without the last field): ledger-id limit u64 (ids
 // below it may have been handed out; ids are reserved 4,096 at a time and the next run starts at

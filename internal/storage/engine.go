@@ -44,6 +44,8 @@ type Engine struct {
 	ledgerIDLimit int64
 	firstJournal  uint64
 	inc           incarnationTable // fixed once Open returns (incarnation.go)
+	legacyDirs    legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
+	offload                        // slow file work off the applier (janitor.go)
 
 	// Queue shared by all appenders; drained by the sync loop.
 	qmu      sync.Mutex
@@ -198,8 +200,8 @@ const (
 
 // Open opens (creating if needed) the engine in opts.Dir, replaying the journal tail.
 func Open(ctx context.Context, opts Options) (*Engine, error) {
-	if opts.Dir == "" {
-		return nil, errors.New("storage: Options.Dir is empty")
+	if err := checkOptions(opts); err != nil {
+		return nil, err
 	}
 	if opts.FS == nil {
 		opts.FS = vfs.OS{}
@@ -291,6 +293,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 			go e.commitSyncer()
 		}
 	}
+	e.startJanitor()
 	go e.syncLoop()
 	go e.applier()
 	go e.checkpointer()
@@ -345,11 +348,6 @@ func (e *Engine) newLedgerID() (int64, error) {
 
 // ---- paths ----
 
-func (e *Engine) ledgerDir(name string) string {
-	d, _ := dirName(name)
-	return e.ledgersDir + "/" + d
-}
-
 func segPath(dir string, id int64) string { return fmt.Sprintf("%s/%016x.seg", dir, id) }
 func idxPath(dir string, id int64) string { return fmt.Sprintf("%s/%016x.idx", dir, id) }
 func cursorLogPath(dir string) string     { return dir + "/cursors.log" }
@@ -396,8 +394,8 @@ func (e *Engine) ensureLedgerDir(name, dir string) error {
 // OpenLedger opens the ledger called name, creating it if absent. While it is open, every call
 // returns the same *Ledger. name is opaque and may contain '/'. Opening starts a new ledger id.
 func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
-	if name == "" {
-		return nil, errors.New("storage: empty ledger name")
+	if err := checkLedgerName(name); err != nil {
+		return nil, err
 	}
 	if err := e.repairPendingFor(name); err != nil {
 		return nil, err
@@ -476,11 +474,7 @@ func (e *Engine) LedgerExists(ctx context.Context, name string) (bool, error) {
 		}
 		return false, fmt.Errorf("storage: stat ledger: %w", err)
 	}
-	if _, hashed := dirName(name); hashed {
-		n, err := e.readNameFile(dir)
-		return err == nil && n == name, nil
-	}
-	return true, nil
+	return e.checkNameFile(name, dir) == nil, nil
 }
 
 func (e *Engine) readNameFile(dir string) (string, error) {
@@ -493,7 +487,7 @@ func (e *Engine) readNameFile(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if sz > 1<<16 {
+	if sz > MaxLedgerNameBytes {
 		return "", fmt.Errorf("%w: NAME file too large", ErrCorrupt)
 	}
 	b := make([]byte, sz)
@@ -603,6 +597,7 @@ func (e *Engine) Close() error {
 		e.qcond.Broadcast()
 		e.qmu.Unlock()
 		<-e.loopDone
+		e.jan.close()
 		close(e.ckptCh)
 		<-e.ckptDone
 		if err := e.finalCheckpoint(); err != nil {

@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -436,8 +438,28 @@ func decodeIndex(b []byte) (*segIndex, error) {
 
 // dirName maps an opaque ledger name to a directory name: bytes outside [A-Za-z0-9._-] are
 // %XX-escaped (a leading '.' too); names whose escaped form exceeds 200 bytes are stored under
-// "~" + hex(crc32c) + "-" + the first 120 escaped bytes, with the full name in a NAME file.
+// "~" + hex(the first 128 bits of SHA-256 of the name) + "-" + the first 120 escaped bytes, with
+// the full name in a NAME file. A cryptographic hash, because a directory is shared by every name
+// that maps to it: a linear checksum (earlier builds used crc32c and crc32; legacyDirName) lets
+// anyone compute a second name for an existing ledger's directory.
 func dirName(name string) (dir string, hashed bool) {
+	s := escapeName(name)
+	if len(s) <= 200 {
+		return s, false
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "~" + hex.EncodeToString(sum[:16]) + "-" + s[:120], true
+}
+
+// legacyDirName is the directory name builds before the SHA-256 names gave a hashed name (one
+// whose escaped form exceeds 200 bytes); their directories are still found (legacydirs.go).
+func legacyDirName(name string) string {
+	s := escapeName(name)
+	return fmt.Sprintf("~%08x%08x-%s", crc([]byte(name)), crc32.ChecksumIEEE([]byte(name)), s[:min(len(s), 120)])
+}
+
+// escapeName is the %XX-escaped form of a ledger name.
+func escapeName(name string) string {
 	// Built by hand, not with fmt: every segment read and write derives its file's path from
 	// the ledger's name (fmt.Fprintf per escaped byte was ~0.6 % of a catch-up's CPU).
 	const hexDigits = "0123456789ABCDEF"
@@ -450,11 +472,7 @@ func dirName(name string) (dir string, hashed bool) {
 			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
 		}
 	}
-	s := string(b)
-	if len(s) <= 200 {
-		return s, false
-	}
-	return fmt.Sprintf("~%08x%08x-%s", crc([]byte(name)), crc32.ChecksumIEEE([]byte(name)), s[:120]), true
+	return string(b)
 }
 
 // nameFromDir reverses dirName for unhashed directories.

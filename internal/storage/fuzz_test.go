@@ -53,7 +53,7 @@ func FuzzDecodeCursorState(f *testing.F) {
 	st.ack(Position{3, 9})
 	st.ack(Position{3, 10})
 	st.ack(Position{5, 0})
-	st.ackBatch(Position{3, 12}, 10, []int{1, 3})
+	_, _ = st.ackBatch(Position{3, 12}, 10, []int{1, 3})
 	f.Add(encodeCursorState(nil, st))
 	f.Add(encodeCursorState(nil, &cursorState{name: "x", markDelete: Position{-1, -1}}))
 	f.Add([]byte{1})
@@ -137,6 +137,7 @@ func recoverJournalTail(t *testing.T, version uint32, tail []byte) {
 	_ = jf.Sync()
 	_ = jf.Close()
 	_ = fs.SyncDir("/data/journal")
+	writeInitialState(fs)
 	e, err := Open(context.Background(), Options{Dir: "/data", FS: fs, Logger: testLogger()})
 	if err != nil {
 		return
@@ -176,6 +177,7 @@ func FuzzLoadSegment(f *testing.F) {
 			_, _ = wf.WriteAt(b, 0)
 			_ = wf.Close()
 		}
+		writeInitialState(fs)
 		e, err := Open(context.Background(), Options{Dir: "/data", FS: fs, Logger: testLogger()})
 		if err != nil {
 			t.Fatal(err)

@@ -85,13 +85,15 @@ func (e *Engine) startIncarnation(durable uint64) error {
 		return err
 	}
 	rec := incarnationRecord{incarnation: inc, firstLedgerID: e.nextLedgerID}
-	f, err := e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create)
-	if err != nil {
-		return fmt.Errorf("storage: record incarnation: %w", err)
-	}
+	flags := vfs.ReadWrite | vfs.Create
 	var b []byte
 	if created {
+		flags |= vfs.Trunc // new, or a torn header whose file is written anew
 		b = appendHeader(nil, magicIncarn, 0)
+	}
+	f, err := e.fs.OpenFile(p, flags)
+	if err != nil {
+		return fmt.Errorf("storage: record incarnation: %w", err)
 	}
 	b = appendPlainRecord(b, rec.encode())
 	_, err = f.WriteAt(b, end)

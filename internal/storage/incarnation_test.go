@@ -180,6 +180,22 @@ func TestIncarnationsFileDamage(t *testing.T) {
 		writeFileForTest(t, mem, path, b)
 		wantOpenError(t, mem, incarnationsFile)
 	})
+	t.Run("torn creation", func(t *testing.T) {
+		// The first open of a fresh data dir crashed while creating the file.
+		mem := vfs.NewMem()
+		if err := mem.MkdirAll("/data"); err != nil {
+			t.Fatal(err)
+		}
+		writeFileForTest(t, mem, path, make([]byte, 100))
+		e := openMem(t, mem, nil)
+		defer e.Close()
+		if n := len(e.inc.records); n != 1 || e.IncarnationOf(e.inc.records[0].firstLedgerID) != e.Incarnation() {
+			t.Fatalf("%d incarnations after a torn creation", n)
+		}
+		if got := readFileForTest(t, mem, path); len(got) != headerSize+incarnationRecordSize {
+			t.Fatalf("the file holds %d bytes, want a header and one record", len(got))
+		}
+	})
 	t.Run("missing file", func(t *testing.T) {
 		mem := setup(t)
 		if err := mem.Remove(path); err != nil {

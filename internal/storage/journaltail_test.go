@@ -70,7 +70,19 @@ func writeJournalFiles(t *testing.T, files map[uint64][]byte) *vfs.Mem {
 	for _, d := range []string{"/data/journal", "/data", "/"} {
 		_ = fs.SyncDir(d)
 	}
+	writeInitialState(fs)
 	return fs
+}
+
+// writeInitialState writes the state file of a data directory whose journal starts at file 1
+// (Open refuses journal files or ledger directories without a state file).
+func writeInitialState(fs vfs.FS) {
+	_ = fs.MkdirAll("/data")
+	f, _ := fs.OpenFile("/data/"+stateFile, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	_, _ = f.WriteAt(encodeEngineState(engineState{ledgerIDLimit: 1, firstJournal: 1}), 0)
+	_ = f.Sync()
+	_ = f.Close()
+	_ = fs.SyncDir("/data")
 }
 
 func fmtJournalPath(seq uint64) string {

@@ -49,8 +49,8 @@ type Ledger struct {
 	// readHints: where recent reads stopped (see readHint); guarded by mu, allocated by the first
 	// read from a file (the Ledger's size class is budgeted: idle_size_test.go).
 	readHints *readHints
-	logSize   int64 // cursors.log size (sync loop only)
-	liveLog   int64 // bytes of the latest state per cursor (sync loop only)
+	logSize   int64 // cursors.log size (under e.cursorLogMu)
+	compactAt int64 // cursors.log size from which a compaction is looked at (under e.cursorLogMu; janitor.go)
 
 	closeOnce sync.Once
 	flags     atomic.Uint32 // flagClosing, flagErrSet
@@ -188,6 +188,9 @@ func (l *Ledger) load(ctx context.Context) error {
 		return fmt.Errorf("storage: open ledger %q: %w", l.name, err)
 	}
 	l.dirMade = err == nil
+	if err := l.checkName(); err != nil {
+		return err
+	}
 	var ids []int64
 	idx := map[int64]bool{}
 	hasCursors := false
@@ -1435,7 +1438,7 @@ func (l *Ledger) Trim(ctx context.Context) error {
 	l.mu.RUnlock()
 	slowest := Latest
 	for _, c := range cursors {
-		if md := c.MarkDeletePosition(); md.Compare(slowest) < 0 {
+		if md := c.trimPosition(); md.Compare(slowest) < 0 {
 			slowest = md
 		}
 	}
@@ -1507,11 +1510,10 @@ func (l *Ledger) applyTrim(id int64) {
 	e.cache.dropLedger(id, seg.entries)
 	for _, p := range []string{segPath(l.dirPath(), id), idxPath(l.dirPath(), id)} {
 		e.files.forget(p)
-		if err := e.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
+		if err := e.moveToTrash(p); err != nil {
 			e.log.Warn("cannot remove trimmed segment file", "path", p, "err", err)
 		}
 	}
-	e.dirtyDirs[l.dirPath()] = struct{}{}
 	e.m.trimmedSegments.Add(1)
 	e.log.Debug("trimmed", "ledger", l.name, "segment", id)
 	// Non-durable cursors may lag behind the trimmed data: move them to the first stored entry.
@@ -1538,10 +1540,10 @@ func (l *Ledger) applyDelete() error {
 		e.cache.dropLedger(s.id, s.entries)
 	}
 	e.files.forgetPrefix(l.dirPath())
-	if err := e.fs.RemoveAll(l.dirPath()); err != nil {
+	if err := e.moveToTrash(l.dirPath()); err != nil {
 		return fmt.Errorf("storage: delete ledger %q: %w", l.name, err)
 	}
-	e.dirtyDirs[e.ledgersDir] = struct{}{}
+	e.legacyDirs.forget(l.name)
 	return nil
 }
 

@@ -17,7 +17,7 @@ import (
 // are skipped), so a crash during recovery is harmless. Its cost is proportional to the journal
 // tail (at most about JournalFileBytes) plus the segments it touches.
 func (e *Engine) recover(ctx context.Context) error {
-	for _, d := range []string{e.dir, e.ledgersDir, e.journalDir} {
+	for _, d := range []string{e.dir, e.ledgersDir, e.journalDir, e.trashDir()} {
 		if err := e.fs.MkdirAll(d); err != nil {
 			return fmt.Errorf("storage: create %s: %w", d, err)
 		}
@@ -38,6 +38,8 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 	} else if !vfs.IsNotExist(err) {
 		return fmt.Errorf("storage: read state: %w", err)
+	} else if err := e.refuseMissingState(); err != nil {
+		return err
 	}
 	e.nextLedgerID, e.ledgerIDLimit, e.firstJournal = int64(st.ledgerIDLimit), int64(st.ledgerIDLimit), st.firstJournal
 	e.inc.durable = st.incarnations
@@ -45,6 +47,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	des, err := e.fs.ReadDir(e.journalDir)
 	if err != nil {
 		return fmt.Errorf("storage: list journal: %w", err)
+	}
+	if err := e.findLegacyDirs(); err != nil {
+		return err
 	}
 	var seqs []uint64
 	for _, de := range des {
@@ -72,7 +77,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	r := &replayer{e: e, segs: map[int64]*replaySeg{}, logs: map[string]int64{}, files: map[string]struct{}{},
 		dirs: map[string]struct{}{}, gaps: map[int64]replayGap{}, voided: map[string]bool{},
-		deletedSlots: map[uint32]bool{}, voidFrom: map[int64]int64{}}
+		deletedSlots: map[uint32]bool{}, voidFrom: map[int64]int64{}, cursorBodies: journalCursorBodies{}}
 	// Void records name entries that were never acknowledged (their ledger was fenced before
 	// they were applied); they may precede the void record, so collect them first.
 	for _, seq := range seqs {
@@ -244,6 +249,8 @@ type replayer struct {
 	// Slots are unique within one engine run, and every replayed journal file is from the last run.
 	deletedSlots map[uint32]bool
 	voidFrom     map[int64]int64 // ledger id -> first entry that was never acknowledged
+	// cursorBodies: the cursor-log bodies the replayed journal files hold (cursorlogcheck.go).
+	cursorBodies journalCursorBodies
 
 	applied, skipped, rewritten, torn int
 }
@@ -335,6 +342,9 @@ func (r *replayer) collectVoids(seq uint64) {
 			return
 		}
 		off += sz
+		if len(body) >= 5 && (body[0] == jCursor || body[0] == jDelCursor) {
+			r.cursorBodies.add(body[5:])
+		}
 		if len(body) < 5 || body[0] != jVoid {
 			continue
 		}
@@ -461,6 +471,7 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 		if err := e.fs.RemoveAll(dir); err != nil {
 			return fmt.Errorf("storage: replay delete: %w", err)
 		}
+		e.legacyDirs.forget(name)
 		r.dirs[e.ledgersDir] = struct{}{}
 	case jVoid:
 		r.voided[name] = true
@@ -504,7 +515,7 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 func (r *replayer) ensureDir(name, dir string) error {
 	r.touchDir(name, dir)
 	if _, err := r.e.fs.Stat(dir); err == nil {
-		return nil
+		return r.e.checkNameFile(name, dir)
 	}
 	if err := r.e.ensureLedgerDir(name, dir); err != nil {
 		return err
@@ -741,36 +752,8 @@ func (r *replayer) appendCursorLog(name, dir string, body []byte) error {
 	}
 	defer e.files.release(cf)
 	if !ok {
-		size, err := cf.f.Size()
-		if err != nil {
+		if end, err = r.cursorLogEnd(name, p, cf.f); err != nil {
 			return err
-		}
-		hdr := make([]byte, headerSize)
-		n, _ := cf.f.ReadAt(hdr, 0)
-		if _, herr := parseHeader(hdr[:n], magicCursors); herr != nil {
-			if err := cf.f.Truncate(0); err != nil {
-				return err
-			}
-			if _, err := cf.f.WriteAt(appendHeader(nil, magicCursors, 0), 0); err != nil {
-				return err
-			}
-			end = headerSize
-			r.dirs[dir] = struct{}{}
-		} else {
-			end = headerSize
-			bad, err := scanRecords(cf.f, headerSize, size, func(off int64, b []byte) bool {
-				end = off + int64(recHeaderSize+len(b))
-				return true
-			})
-			if err != nil {
-				return err
-			}
-			if bad >= 0 {
-				if err := cf.f.Truncate(bad); err != nil {
-					return err
-				}
-				end = bad
-			}
 		}
 	}
 	rec := appendPlainRecord(nil, body)
@@ -780,4 +763,43 @@ func (r *replayer) appendCursorLog(name, dir string, body []byte) error {
 	r.logs[p] = end + int64(len(rec))
 	r.files[p] = struct{}{}
 	return nil
+}
+
+// cursorLogEnd returns where the replay appends to the cursor log at p (first touch): after its
+// last valid record, cutting a torn tail or a torn header (cursorlogcheck.go). A damaged log is
+// left as it is and the replayed records go after its end: nothing the journal holds is lost, and
+// loading the ledger then reports the damage.
+func (r *replayer) cursorLogEnd(name, p string, f vfs.File) (int64, error) {
+	e := r.e
+	data, err := readWholeFile(e.fs, p)
+	if err != nil {
+		return 0, fmt.Errorf("storage: replay cursor log %s: %w", p, err)
+	}
+	scan := scanCursorLog(data)
+	damaged := scan.damaged(data, r.cursorBodies.has)
+	if e.opts.Sync == SyncInterval {
+		// Cursor-log writes may run ahead of the journal: only a garbage header is damage.
+		damaged = scan.garbageHeader(data)
+	}
+	switch {
+	case damaged:
+		e.log.Error("cursor log damaged; the journal's records are appended after the damage and the ledger will not load until it is repaired",
+			"ledger", name, "file", p, "detail", scan.describe())
+		return scan.size, nil
+	case scan.headerErr != nil:
+		if err := f.Truncate(0); err != nil {
+			return 0, err
+		}
+		if _, err := f.WriteAt(appendHeader(nil, magicCursors, 0), 0); err != nil {
+			return 0, err
+		}
+		r.dirs[path.Dir(p)] = struct{}{}
+		return headerSize, nil
+	case scan.bad >= 0:
+		if err := f.Truncate(scan.bad); err != nil {
+			return 0, err
+		}
+		return scan.bad, nil
+	}
+	return scan.end, nil
 }

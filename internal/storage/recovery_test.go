@@ -199,6 +199,9 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 	if err := c.MarkDelete(ctx, last); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Flush(ctx); err != nil { // Trim goes by persisted positions
+		t.Fatal(err)
+	}
 	if err := l.Trim(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -161,6 +161,7 @@ func replayOldJournal(t *testing.T, version uint32) {
 	_ = jf.Sync()
 	_ = jf.Close()
 	_ = fs.SyncDir("/data/journal")
+	writeInitialState(fs)
 	e := openMem(t, fs, nil)
 	defer e.Close()
 	l, err := e.OpenLedger(context.Background(), "old")

@@ -1,0 +1,280 @@
+package storage
+
+import (
+	"fmt"
+	"path"
+	"sync"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// The janitor: slow file work off the applier.
+//
+// The applier is one goroutine for all ledgers, and it delivers every ledger's receipts, so
+// whatever it waits for, every publish of the broker waits for. Three kinds of file work are slow
+// on a real disk: removing a deleted ledger's directory (unlinking every segment, up to 128 MiB
+// each), unlinking trimmed segments, and compacting a cursor log (a new file written and
+// fsynced, renamed, the directory fsynced). They run on the janitor, one goroutine per
+// engine, in order, stopped by Close (pending work is dropped: what it removes is in the trash,
+// emptied at the next Open; a compaction not done is just not done).
+//
+// Crash safety, deletes and trims. The journal record comes first, as before: until a
+// checkpoint retires its journal file, the replay removes the directory or segment again. What
+// the applier still does is a rename, one metadata operation: the ledger's directory, or the
+// trimmed segment and its index, move into <dir>/trash under a name unique to this open
+// (incarnation and a counter), and the directories involved are marked for the next checkpoint's
+// fsync, as the removal was. The checkpoint that retires the journal record therefore makes the
+// rename durable first, so a deleted ledger or trimmed segment never comes back; the janitor
+// unlinks the trash later, and whatever a crash leaves in the trash is removed at the next Open.
+// A recreated ledger of the same name gets a new directory at once: the old one is already gone
+// from ledgers/.
+//
+// Crash safety, compactions. The janitor writes the live states into cursors.log.compact and fsyncs
+// it, holding the checkpoint lock (ckptMu) from before it takes the snapshot until the new log's
+// directory is fsynced: no journal file is retired meanwhile, so every record the applier
+// appends to the old log during the compaction stays covered by the journal. The snapshot is
+// taken, and the swap done, under cursorLogMu, which the applier takes for each cursor-log
+// append: the records appended between the two (all newer than the snapshot) are copied behind
+// the snapshot before the rename, and the checkpoint that retires their journal file syncs the
+// new file (the applier marked the log's path dirty when it appended them). A ledger closed or
+// deleted meanwhile is not swapped (checked under cursorLogMu; a ledger loading the same name
+// reads its cursor log under cursorLogMu too), and neither is one whose log was rewritten wholesale
+// meanwhile (rewriteCursorLog, by a repair after a failed fsync: repair.go), which holds
+// cursorLogMu and uses its own tmp file.
+
+// offload is the Engine's part for the janitor.
+type offload struct {
+	jan      *janitor
+	trashSeq uint64 // names in the trash (applier only)
+	// cursorLogMu: taken by the applier for each cursor-log append, by the janitor to snapshot and
+	// swap a compacted log, by a ledger load to read its log.
+	cursorLogMu sync.Mutex
+	// cursorLogRewrites counts rewriteCursorLog calls, of any ledger (under cursorLogMu): a
+	// compaction gives up when one happened since its snapshot.
+	cursorLogRewrites uint64
+}
+
+// janitor runs slow file work in order on one goroutine.
+type janitor struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	jobs []func()
+	stop bool
+	done chan struct{}
+}
+
+func (e *Engine) startJanitor() {
+	j := &janitor{done: make(chan struct{})}
+	j.cond = sync.NewCond(&j.mu)
+	e.jan = j
+	go j.run()
+	e.jan.add(e.emptyTrash)
+}
+
+func (j *janitor) run() {
+	defer close(j.done)
+	for {
+		j.mu.Lock()
+		for len(j.jobs) == 0 && !j.stop {
+			j.cond.Wait()
+		}
+		if j.stop {
+			j.mu.Unlock()
+			return
+		}
+		job := j.jobs[0]
+		j.jobs[0] = nil
+		j.jobs = j.jobs[1:]
+		j.mu.Unlock()
+		job()
+	}
+}
+
+func (j *janitor) add(job func()) {
+	j.mu.Lock()
+	if !j.stop {
+		j.jobs = append(j.jobs, job)
+		j.cond.Signal()
+	}
+	j.mu.Unlock()
+}
+
+// close stops the janitor after the job it is running; pending jobs are dropped.
+func (j *janitor) close() {
+	j.mu.Lock()
+	j.stop = true
+	j.jobs = nil
+	j.cond.Signal()
+	j.mu.Unlock()
+	<-j.done
+}
+
+// trashDir holds what was deleted or trimmed until the janitor unlinks it.
+func (e *Engine) trashDir() string { return e.dir + "/trash" }
+
+// moveToTrash renames p into the trash (applier only) and has the janitor remove it. A missing p
+// is not an error. The rename becomes durable with the next checkpoint's directory fsyncs.
+func (e *Engine) moveToTrash(p string) error {
+	e.trashSeq++
+	dst := fmt.Sprintf("%s/%016x-%d", e.trashDir(), e.inc.current, e.trashSeq)
+	if err := e.fs.Rename(p, dst); err != nil {
+		if vfs.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	e.dirtyDirs[path.Dir(p)] = struct{}{}
+	e.dirtyDirs[e.trashDir()] = struct{}{}
+	e.jan.add(func() {
+		if err := e.fs.RemoveAll(dst); err != nil {
+			e.log.Warn("cannot remove deleted files; they are removed at the next start", "path", dst, "err", err)
+		}
+	})
+	return nil
+}
+
+// emptyTrash removes what an earlier run left in the trash (janitor).
+func (e *Engine) emptyTrash() {
+	des, err := e.fs.ReadDir(e.trashDir())
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		if err := e.fs.RemoveAll(e.trashDir() + "/" + de.Name); err != nil {
+			e.log.Warn("cannot empty the trash", "path", de.Name, "err", err)
+		}
+	}
+}
+
+// Cursor-log compaction thresholds: a log is compacted when it exceeds minCompactBytes and four
+// times the live states plus minCompactBytes.
+const minCompactBytes = 1 << 20
+
+// noteCursorLogGrowth decides, after an append (applier, cursorLogMu held), whether the janitor
+// should look at compacting l's log; l.compactAt keeps it from asking again before the log grows
+// past the next threshold.
+func (l *Ledger) noteCursorLogGrowth() bool {
+	if l.logSize <= max(l.compactAt, minCompactBytes) {
+		return false
+	}
+	l.compactAt = 1<<63 - 1 // until the janitor has looked
+	return true
+}
+
+// compactCursorLog rewrites l's cursor log with the live states if it is mostly superseded
+// (janitor; see the comment at the top for why it is safe).
+func (e *Engine) compactCursorLog(l *Ledger) {
+	e.ckptMu.Lock()
+	defer e.ckptMu.Unlock()
+	p := cursorLogPath(l.dirPath())
+	e.cursorLogMu.Lock()
+	if l.isClosed() {
+		e.cursorLogMu.Unlock()
+		return
+	}
+	live := l.liveCursorRecords()
+	var n int64
+	for _, r := range live {
+		n += int64(recHeaderSize + len(r))
+	}
+	oldSize, gen := l.logSize, e.cursorLogRewrites
+	if oldSize <= 4*n+minCompactBytes {
+		l.compactAt = 4*n + minCompactBytes
+		e.cursorLogMu.Unlock()
+		return
+	}
+	e.cursorLogMu.Unlock()
+
+	// Not rewriteCursorLog's tmp name: a repair may rewrite the log while this one is written.
+	tmp := p + ".compact"
+	b := appendHeader(nil, magicCursors, 0)
+	for _, body := range live {
+		b = appendPlainRecord(b, body)
+	}
+	err := e.writeSynced(tmp, b)
+	swapped := false
+	if err == nil {
+		swapped, err = e.swapCursorLog(l, p, tmp, oldSize, gen, int64(len(b)))
+	}
+	if err == nil && swapped {
+		err = e.fs.SyncDir(path.Dir(p))
+	}
+	if err == nil && !swapped {
+		_ = e.fs.Remove(tmp) // the ledger was closed or deleted, or its log rewritten, meanwhile
+	}
+	if err != nil {
+		_ = e.fs.Remove(tmp)
+		e.log.Warn("cursor log compaction failed", "ledger", l.name, "err", err)
+		e.cursorLogMu.Lock()
+		l.compactAt = l.logSize + minCompactBytes // try again after more growth
+		e.cursorLogMu.Unlock()
+	}
+}
+
+// swapCursorLog copies the records appended to the log at p since oldSize behind the snapshot in
+// tmp (size bytes) and renames tmp over p (cursorLogMu held for all of it: the applier appends
+// nothing meanwhile). It swaps nothing, and reports false, when the ledger was closed or deleted,
+// or a cursor log was rewritten wholesale since the snapshot (a repair or a load; gen is the count
+// of those rewrites then): the records after oldSize may then not be the ones appended behind the
+// snapshot. Such rewrites are rare, so counting them for all ledgers costs only a retried compaction.
+func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint64, size int64) (bool, error) {
+	e.cursorLogMu.Lock()
+	defer e.cursorLogMu.Unlock()
+	if l.isClosed() || e.cursorLogRewrites != gen {
+		return false, nil
+	}
+	if l.logSize > oldSize {
+		tail := make([]byte, l.logSize-oldSize)
+		cf, err := e.files.acquire(p, false)
+		if err != nil {
+			return false, err
+		}
+		_, err = cf.f.ReadAt(tail, oldSize)
+		e.files.release(cf)
+		if err != nil {
+			return false, fmt.Errorf("read the cursor log's tail: %w", err)
+		}
+		f, err := e.fs.OpenFile(tmp, vfs.ReadWrite)
+		if err != nil {
+			return false, err
+		}
+		_, err = f.WriteAt(tail, size)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return false, err
+		}
+		size += int64(len(tail))
+	}
+	e.files.forget(p)
+	if err := e.fs.Rename(tmp, p); err != nil {
+		return false, err
+	}
+	l.logSize = size
+	l.compactAt = 0
+	return true, nil
+}
+
+// writeSynced writes b to a new file p and fsyncs it.
+func (e *Engine) writeSynced(p string, b []byte) error {
+	f, err := e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// isClosed reports whether the ledger was closed or deleted.
+func (l *Ledger) isClosed() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.closed
+}

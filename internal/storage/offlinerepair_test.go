@@ -1,0 +1,185 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+func repairT(t *testing.T, fs vfs.FS, ledger string, accept bool) *RepairReport {
+	t.Helper()
+	r, err := Repair(context.Background(), RepairOptions{Dir: "/data", FS: fs, Ledger: ledger, AcceptLoss: accept, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	var b strings.Builder
+	r.Print(&b)
+	t.Logf("repair report:\n%s", b.String())
+	return r
+}
+
+// wantRepaired: a report without AcceptLoss finds a problem with file (and changes nothing);
+// with it, the problem is repaired and the ledgers concerned load.
+func wantRepaired(t *testing.T, fs vfs.FS, ledger, file string) {
+	t.Helper()
+	found := repairT(t, fs, ledger, false)
+	if len(found.Actions) == 0 || found.Actions[0].Done || !strings.Contains(found.Actions[0].File, file) {
+		t.Fatalf("the report without --accept-loss: %+v, want a problem with %s", found.Actions, file)
+	}
+	again := repairT(t, fs, ledger, false)
+	if len(again.Actions) != len(found.Actions) {
+		t.Fatal("a report without --accept-loss changed something")
+	}
+	done := repairT(t, fs, ledger, true)
+	for _, a := range done.Actions {
+		if !a.Done {
+			t.Fatalf("not repaired: %+v", a)
+		}
+	}
+	for n, err := range done.Loaded {
+		if err != nil {
+			t.Fatalf("ledger %q does not load after the repair: %v", n, err)
+		}
+	}
+	if after := repairT(t, fs, ledger, false); len(after.Actions) != 0 {
+		t.Fatalf("still found after the repair: %+v", after.Actions)
+	}
+}
+
+func TestRepairCursorLogHeader(t *testing.T) {
+	mem := vfs.NewMem()
+	ps := cursorHistory(t, mem)
+	p := cursorLogFile(t)
+	b := readFileForTest(t, mem, p)
+	b[3] ^= 0xff
+	writeFileForTest(t, mem, p, b)
+	wantLedgerStopped(t, mem)
+	wantRepaired(t, mem, damageLedger, "cursors.log")
+	wantCursors(t, mem, map[string]Position{"a": ps[3], "b": ps[5], "c": ps[1]})
+}
+
+func TestRepairCursorLogMiddle(t *testing.T) {
+	mem := vfs.NewMem()
+	ps := cursorHistory(t, mem)
+	p := cursorLogFile(t)
+	b := readFileForTest(t, mem, p)
+	scan := scanCursorLog(b)
+	b[scan.prefix[1].off+recHeaderSize+3] ^= 0xff
+	writeFileForTest(t, mem, p, b)
+	wantRepaired(t, mem, "", "cursors.log")
+	wantCursors(t, mem, map[string]Position{"a": ps[3], "b": ps[5], "c": ps[1]})
+}
+
+// TestRepairCursorLogAfterReplay: the replay appended the journal's state of a after the damage;
+// the repair keeps it.
+func TestRepairCursorLogAfterReplay(t *testing.T) {
+	mem := vfs.NewMem()
+	ps := cursorHistory(t, mem)
+	crashed, aPos, _ := journalAfterCheckpoint(t, mem, ps)
+	p := cursorLogFile(t)
+	b := readFileForTest(t, crashed, p)
+	b[3] ^= 0xff
+	writeFileForTest(t, crashed, p, b)
+	wantLedgerStopped(t, crashed)
+	wantRepaired(t, crashed, damageLedger, "cursors.log")
+	wantCursors(t, crashed, map[string]Position{"a": aPos, "b": ps[5], "c": ps[1]})
+}
+
+// TestRepairCursorLogBeforeReplay: repaired before the journal was replayed (the broker was not
+// started after the crash): the replay appends the journal's state to the salvaged log.
+func TestRepairCursorLogBeforeReplay(t *testing.T) {
+	mem := vfs.NewMem()
+	ps := cursorHistory(t, mem)
+	crashed, aPos, _ := journalAfterCheckpoint(t, mem, ps)
+	p := cursorLogFile(t)
+	b := readFileForTest(t, crashed, p)
+	b[3] ^= 0xff
+	writeFileForTest(t, crashed, p, b)
+	wantRepaired(t, crashed, damageLedger, "cursors.log")
+	wantCursors(t, crashed, map[string]Position{"a": aPos, "b": ps[5], "c": ps[1]})
+}
+
+// TestRepairMissingState: the state file is rebuilt from the ids on disk; new ledger ids are
+// above every one in use, so positions keep increasing.
+func TestRepairMissingState(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	ps := cursorHistory(t, mem)
+	if err := mem.Remove("/data/" + stateFile); err != nil {
+		t.Fatal(err)
+	}
+	wantRepaired(t, mem, "", stateFile)
+	e := openMem(t, mem, nil)
+	defer e.Close()
+	l, err := e.OpenLedger(ctx, damageLedger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Append(ctx, []byte("after"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Compare(ps[len(ps)-1]) <= 0 {
+		t.Fatalf("an entry appended after the repair is at %v, before the last one before it %v", p, ps[len(ps)-1])
+	}
+	if c := l.Cursor("b"); c == nil || c.MarkDeletePosition() != ps[5] || c.Backlog() != 5 {
+		t.Fatalf("cursor b after the repair: %+v", c)
+	}
+}
+
+// TestRepairDamagedSegment: a segment damaged in the middle fences its ledger; repair cuts it at
+// the damage and the ledger takes appends again.
+func TestRepairDamagedSegment(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	e := openMem(t, mem, nil)
+	l, err := e.OpenLedger(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := appendN(t, l, 50)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := segPath("/data/ledgers/m", ps[0].LedgerID)
+	b := readFileForTest(t, mem, seg)
+	b[200] ^= 0xff
+	writeFileForTest(t, mem, seg, b)
+	e = openMem(t, mem, nil)
+	l, err = e.OpenLedger(ctx, "m")
+	if err != nil || !errors.Is(l.Err(), ErrCorrupt) {
+		t.Fatalf("the damaged segment was not reported: %v %v", err, l.Err())
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantRepaired(t, mem, "m", ".seg")
+	e = openMem(t, mem, nil)
+	defer e.Close()
+	l, err = e.OpenLedger(ctx, "m")
+	if err != nil || l.Err() != nil {
+		t.Fatalf("after the repair: %v %v", err, l.Err())
+	}
+	if _, err := l.Append(ctx, []byte("x"), 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRepairIncarnations: a damaged incarnations file keeps its readable records.
+func TestRepairIncarnations(t *testing.T) {
+	mem := vfs.NewMem()
+	cursorHistory(t, mem)
+	e := openMem(t, mem, nil)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := "/data/" + incarnationsFile
+	b := readFileForTest(t, mem, p)
+	b[len(b)-3] ^= 0xff
+	writeFileForTest(t, mem, p, b)
+	wantOpenError(t, mem, incarnationsFile)
+	wantRepaired(t, mem, "", incarnationsFile)
+}
