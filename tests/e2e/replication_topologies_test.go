@@ -1038,11 +1038,18 @@ func compareCopy(orig, cp pulsar.Message) string {
 		}
 	}
 	for k := range cp.Properties() {
-		if _, ok := orig.Properties()[k]; !ok && k != "__MSG_PROP_REPL_SOURCE_POSITION" {
+		if _, ok := orig.Properties()[k]; !ok && !replicationProperties[k] {
 			d = append(d, fmt.Sprintf("extra property %s=%q", k, cp.Properties()[k]))
 		}
 	}
 	return strings.Join(d, "; ")
+}
+
+// replicationProperties are the message properties a replicator adds to a copy (docs/geo-replication.md,
+// "Unchanged messages"): the source position, and the source's storage incarnation.
+var replicationProperties = map[string]bool{
+	"__MSG_PROP_REPL_SOURCE_POSITION":    true,
+	"__MSG_PROP_REPL_SOURCE_INCARNATION": true,
 }
 
 // TestTopologyDedupLocalOnly: two-way a <-> b with producer deduplication enabled on both clusters'
