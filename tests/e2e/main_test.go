@@ -179,6 +179,48 @@ func readN(t *testing.T, chk *checker.Checker, stream string, r pulsar.Reader, n
 	return msgs
 }
 
+// receiveUntil receives from cons, recording every message in chk as stream and acknowledging it,
+// until stream has seen every acknowledged send that exp selects; it fails the test if that takes
+// longer than timeout. It returns the messages it received.
+func receiveUntil(t *testing.T, chk *checker.Checker, stream string, cons pulsar.Consumer, exp checker.Expect, timeout time.Duration) []pulsar.Message {
+	t.Helper()
+	return collectUntil(t, chk, stream, exp, timeout, func(ctx context.Context) (pulsar.Message, error) {
+		m, err := cons.Receive(ctx)
+		if err == nil {
+			if err := cons.Ack(m); err != nil {
+				t.Fatalf("%s: ack %v: %v", stream, m.ID(), err)
+			}
+		}
+		return m, err
+	})
+}
+
+// readUntil is receiveUntil for a reader.
+func readUntil(t *testing.T, chk *checker.Checker, stream string, r pulsar.Reader, exp checker.Expect, timeout time.Duration) []pulsar.Message {
+	t.Helper()
+	return collectUntil(t, chk, stream, exp, timeout, r.Next)
+}
+
+func collectUntil(t *testing.T, chk *checker.Checker, stream string, exp checker.Expect, timeout time.Duration, next func(context.Context) (pulsar.Message, error)) []pulsar.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var got []pulsar.Message
+	for {
+		want := chk.Verify(stream, checker.Expect{Producers: exp.Producers, AllowDuplicates: true, NoOrder: true}).Expected
+		if have := chk.DistinctReceived(stream, exp); have >= want {
+			return got
+		}
+		m, err := next(ctx)
+		if err != nil {
+			t.Fatalf("%s: %d of %d acknowledged messages received within %v: %v\n%s", stream,
+				chk.DistinctReceived(stream, exp), want, timeout, err, chk.Verify(stream, exp))
+		}
+		chk.Received(stream, m.Payload(), m.ID().String())
+		got = append(got, m)
+	}
+}
+
 // expectNothing fails the test if cons delivers a message within d (used after everything was
 // consumed, to catch duplicates and stray redeliveries).
 func expectNothing(t *testing.T, cons pulsar.Consumer, d time.Duration) {
