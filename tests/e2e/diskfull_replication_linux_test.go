@@ -122,7 +122,7 @@ func runDiskFullReplicationResumes(t *testing.T, bDataDir string) {
 	if code, body := getURL(t, a.WebURL()+"/admin/v2/brokers/ready"); code != http.StatusOK {
 		t.Errorf("a's readiness while b's disk is full: %d %s", code, body)
 	}
-	receiveUntil(t, chk, "a", consA, checker.Expect{Producers: func(p string) bool { return p == "pa" }}, 30*time.Second)
+	onA := receiveUntil(t, chk, "a", consA, checker.Expect{Producers: func(p string) bool { return p == "pa" }}, 30*time.Second)
 	// The producer on b gets send errors.
 	failedOnB, errOnB := prodB.Send(10)
 	if failedOnB == 0 {
@@ -163,15 +163,11 @@ func runDiskFullReplicationResumes(t *testing.T, bDataDir string) {
 	t.Logf("b -> a caught up %v after the space was freed", time.Since(freed).Round(time.Millisecond))
 
 	// b holds every message a acknowledged, once, in order, marked as replicated from a; a holds
-	// every message b acknowledged.
+	// every message b acknowledged, marked as replicated from b.
 	consB := newConsumer(t, bClient, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	for _, m := range receiveUntil(t, chk, "b", consB, checker.Expect{}, 60*time.Second) {
-		if k, _, err := checker.Parse(m.Payload()); err == nil && k.Producer == "pa" && m.GetReplicatedFrom() != "a" {
-			t.Errorf("%s on b at %v: replicated from %q, want a", k, m.ID(), m.GetReplicatedFrom())
-		}
-	}
-	receiveUntil(t, chk, "a", consA, checker.Expect{}, 60*time.Second)
+	checkOrigin(t, "b", receiveUntil(t, chk, "b", consB, checker.Expect{}, 60*time.Second), "pa", "a")
+	checkOrigin(t, "a", append(onA, receiveUntil(t, chk, "a", consA, checker.Expect{}, 60*time.Second)...), "pb", "b")
 	for _, s := range []struct {
 		stream string
 		cons   pulsar.Consumer
@@ -188,6 +184,17 @@ func runDiskFullReplicationResumes(t *testing.T, bDataDir string) {
 	}
 	t.Logf("%d sends acknowledged, %d failed; b's topic since it loaded again: %d messages in from a, %d duplicates dropped",
 		acked, failed, st.Replication["a"].MsgInCounter, st.Replication["a"].DuplicatesDropped)
+}
+
+// checkOrigin fails the test unless each of msgs (received on cluster) sent by producer is marked
+// as replicated from origin.
+func checkOrigin(t *testing.T, cluster string, msgs []pulsar.Message, producer, origin string) {
+	t.Helper()
+	for _, m := range msgs {
+		if k, _, err := checker.Parse(m.Payload()); err == nil && k.Producer == producer && m.GetReplicatedFrom() != origin {
+			t.Errorf("%s on %s at %v: replicated from %q, want %s", k, cluster, m.ID(), m.GetReplicatedFrom(), origin)
+		}
+	}
 }
 
 // replicatorStats returns c's replication.<remote> stats of topic with Meridian's fields (lastError
