@@ -231,7 +231,7 @@ func (b *brokerState) loadTopic(ctx context.Context, name naming.TopicName, crea
 	}
 	ledger, err := b.storage.OpenLedger(ctx, name.StorageName())
 	if err != nil {
-		return nil, fmt.Errorf("opening ledger of %s: %w", name, err)
+		return nil, fmt.Errorf("opening ledger of %s: %w", name, storageNotReady(err))
 	}
 	t := newTopicState(b, name, ledger, pol)
 	ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)
@@ -392,7 +392,7 @@ func (b *brokerState) loadTopicForce(ctx context.Context, name naming.TopicName)
 	}
 	ledger, err := b.storage.OpenLedger(ctx, name.StorageName())
 	if err != nil {
-		return nil, fmt.Errorf("creating ledger of %s: %w", name, err)
+		return nil, fmt.Errorf("creating ledger of %s: %w", name, storageNotReady(err))
 	}
 	t := newTopicState(b, name, ledger, pol)
 	ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)

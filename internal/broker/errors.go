@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -60,3 +62,13 @@ var (
 	// ErrBrokerClosed: the broker was closed. ServiceNotReady.
 	ErrBrokerClosed = fmt.Errorf("broker closed: %w", wire.ErrServiceNotReady)
 )
+
+// storageNotReady marks the storage refusals that end by themselves as ServiceNotReady, which
+// clients retry: a ledger fenced until its files are rewritten after an I/O error, or storage
+// refusing writes while its journal backlog is full. Other errors (corrupt data) stay as they are.
+func storageNotReady(err error) error {
+	if errors.Is(err, storage.ErrFenced) || errors.Is(err, storage.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", ErrTopicFenced, err)
+	}
+	return err
+}
