@@ -116,7 +116,7 @@ type ConsumerStats struct {
 }
 
 // ReplicatorStats is TopicStats.replication[remoteCluster]. The first block is Pulsar's; the second is
-// Meridian's addition so that a stalled replicator is always visible (DESIGN.md §6).
+// Meridian's addition so that a stalled replicator is always visible (docs/design.md, "Replication invariants").
 type ReplicatorStats struct {
 	MsgRateIn                 float64 `json:"msgRateIn"`
 	MsgThroughputIn           float64 `json:"msgThroughputIn"`

@@ -15,7 +15,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/node"
 )
 
-// standaloneFlags are the flags of `meridian standalone` (DESIGN.md §7), before validation.
+// standaloneFlags are the flags of `meridian standalone` (docs/operations.md), before validation.
 type standaloneFlags struct {
 	cluster                string
 	dataDir                string

@@ -1,4 +1,4 @@
-// Package archtest keeps the dependency direction of DESIGN.md §3: lower layers never import higher
+// Package archtest keeps the dependency direction of docs/design.md, "Dependency rules": lower layers never import higher
 // ones. It parses the import clauses of every non-test Go file in the root module and fails on a
 // forbidden edge, direct or transitive.
 package archtest
@@ -144,7 +144,7 @@ func TestImportDirection(t *testing.T) {
 			for dep, via := range closure(imports, p) {
 				for _, bad := range r.forbidden {
 					if under(dep, bad) && !under(dep, r.from) {
-						t.Errorf("%s depends on %s (via %s): forbidden by DESIGN.md §3", p, dep, via)
+						t.Errorf("%s depends on %s (via %s): forbidden by docs/design.md (Dependency rules)", p, dep, via)
 					}
 				}
 			}

@@ -74,7 +74,7 @@ type Deps struct {
 }
 
 // ReplicatedEntryIndex deduplicates entries arriving from replicator producers (producer names with
-// the replicator prefix) by their origin position, durable with the log (DESIGN.md §6).
+// the replicator prefix) by their origin position, durable with the log (docs/design.md, "Replication invariants").
 type ReplicatedEntryIndex interface {
 	// AdmitTicket is called for every SEND of a replicator producer, under the lock that orders
 	// appends, right before the append. err != nil refuses the SEND with a retriable error

@@ -1,6 +1,6 @@
 // Package broker is Meridian's broker core: topics, producers, subscriptions, consumers, dispatch and
 // producer deduplication. It is deterministic, socket-free Go: it knows nothing of connections, frames
-// or HTTP (DESIGN.md §3). internal/server drives it from the binary protocol and internal/admin from the
+// or HTTP (docs/design.md, "Dependency rules"). internal/server drives it from the binary protocol and internal/admin from the
 // REST API; internal/node builds it.
 //
 // # Shape

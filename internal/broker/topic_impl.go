@@ -166,7 +166,7 @@ func (t *topicState) load(ctx context.Context, isNew bool) error {
 	}
 	if isNew {
 		// A topic created while its namespace lists remote clusters gets its replication cursors
-		// before its first entry, so nothing produced to it is skipped (DESIGN.md §6).
+		// before its first entry, so nothing produced to it is skipped (docs/design.md, "Replication invariants").
 		for _, cl := range t.policies.ReplicationClusters {
 			if cl == t.b.cfg.Cluster || cl == "" {
 				continue

@@ -13,7 +13,7 @@ import (
 )
 
 // TestSharedConfigurationStoreOverEtcd: two clusters with their own connections to one etcd (full
-// mesh, DESIGN.md §5) see each other's configuration changes by watch, well within a second.
+// mesh, docs/design.md, "Metadata and configuration") see each other's configuration changes by watch, well within a second.
 func TestSharedConfigurationStoreOverEtcd(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) { sharedStore(t, etcdtest.Start(t)) })
 	// Debian's etcd-server 3.4 when installed (CI installs it); skipped otherwise.

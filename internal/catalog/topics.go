@@ -239,7 +239,7 @@ func (c *Catalog) ReplicationClusters(topic string) (clusters []string, ok bool)
 }
 
 // AllowedClusters returns the tenant's allowed clusters (the sources a cluster accepts replicated
-// traffic from, DESIGN.md §6). ok is false when the tenant does not exist.
+// traffic from, docs/design.md, "Replication invariants"). ok is false when the tenant does not exist.
 func (c *Catalog) AllowedClusters(tenant string) ([]string, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -242,7 +242,7 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// admitReplicator is the receiving side of replication (DESIGN.md §6): replicated traffic from
+// admitReplicator is the receiving side of replication (docs/design.md, "Replication invariants"): replicated traffic from
 // source is accepted into an existing namespace of a tenant whose allowedClusters include source,
 // whatever the namespace's own replication list. Refusals carry a named ServerError (TopicNotFound
 // for a missing namespace, NotAllowedError for an unknown or disallowed source); the sending

@@ -14,7 +14,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/replication"
 )
 
-// Defaults of the command-line contract (DESIGN.md §7).
+// Defaults of the command-line contract (docs/operations.md).
 const (
 	DefaultCluster            = "standalone"
 	DefaultDataDir            = "./data"

@@ -1,7 +1,7 @@
 package node
 
-// Replication wiring (written by the replication helper for internal/node; DESIGN.md §3: replication
-// never imports broker or storage, so the node adapts them to replication's interfaces here).
+// Replication wiring: replication never imports the broker or storage (docs/design.md, "Dependency
+// rules"), so the node adapts them to replication's interfaces here.
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package replication implements Meridian's geo-replication (DESIGN.md §6): replicators that copy a
+// Package replication implements Meridian's geo-replication (docs/design.md, "Replication invariants"): replicators that copy a
 // local topic's entries to remote clusters, the inbound index that deduplicates replicated entries by
 // their origin position and maps origin positions to local ones, and the lifecycle controller that
 // starts and stops replicators as policies change.
@@ -14,7 +14,7 @@
 //	Index per local topic (receiving side): origin (cluster, ledger, entry) -> local position;
 //	the broker consults it for every entry a replicator producer sends.
 //
-// The package never imports the broker, the server, the node or storage (DESIGN.md §3). It declares
+// The package never imports the broker, the server, the node or storage (docs/design.md, "Dependency rules"). It declares
 // LocalTopic, Cursor, RemoteProducer(Factory) and the Manager's sources; internal/node implements them.
 //
 // # Guarantees

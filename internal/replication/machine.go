@@ -34,7 +34,7 @@ type MachineConfig struct {
 	// batches are read ahead of the window (entries read and not yet sent; see pump).
 	ReadBatchEntries int
 	ReadBatchBytes   int64
-	// MinBackoff / MaxBackoff bound retry delays. Defaults 100 ms and 5 s (DESIGN.md §6).
+	// MinBackoff / MaxBackoff bound retry delays. Defaults 100 ms and 5 s (docs/design.md, "Replication invariants").
 	MinBackoff, MaxBackoff time.Duration
 	// ReceiptTimeout declares the producer failed when the oldest entry in flight has had no receipt
 	// for this long. Default 30 s.

@@ -8,7 +8,7 @@ import (
 )
 
 // Position identifies a stored entry of a topic's log: (ledger id, entry id), ordered by ledger then
-// entry. It mirrors storage.Position without importing storage (DESIGN.md §3); internal/node
+// entry. It mirrors storage.Position without importing storage (docs/design.md, "Dependency rules"); internal/node
 // converts between the two.
 type Position struct{ LedgerID, EntryID int64 }
 

@@ -121,7 +121,7 @@ type Options struct {
 	// and stopped reading must not pin unbounded memory).
 	MaxOutboundBytes int
 	// AdmitReplicator decides whether a replicator producer (name "pulsar.repl.<source>-->...")
-	// from cluster source may publish to topic (DESIGN.md §6: the tenant must allow the source and
+	// from cluster source may publish to topic (docs/design.md, "Replication invariants": the tenant must allow the source and
 	// the namespace must exist). A refusal is sent as ERROR with the error's ServerError code, and
 	// the remote replicator shows it as its lastError. nil admits every replicator.
 	AdmitReplicator func(ctx context.Context, topic naming.TopicName, source string) error

@@ -13,7 +13,7 @@ import (
 
 // TestSharedConfigurationStore starts two clusters, as real `meridian standalone` processes, on one
 // etcd configuration store (--config-store) and checks that a tenant and namespace created through
-// one cluster's admin API are visible through the other's within one second (DESIGN.md §5: watches,
+// one cluster's admin API are visible through the other's within one second (docs/design.md, "Metadata and configuration": watches,
 // not polling). It runs against an embedded etcd 3.7 and against Debian's etcd-server 3.4 (installed
 // by .ci/run; skipped where no etcd binary is on PATH). The propagation time is logged.
 func TestSharedConfigurationStore(t *testing.T) {

@@ -541,7 +541,7 @@ func TestTopologyMesh(t *testing.T) {
 // TestTopologyHubAndSpoke: edge aggregation with independent stores. Spokes s1 and s2 know only the
 // hub h and replicate into it (spoke namespaces list [spoke, h]); h knows both spokes and accepts
 // them. h holds everything; a spoke never holds the other spoke's messages: replicated messages are
-// not forwarded again (no multi-hop, DESIGN.md §6).
+// not forwarded again (no multi-hop, docs/design.md, "Replication invariants").
 //   - hub-fans-out: h's namespace lists h, s1, s2, so h's own messages reach both spokes;
 //   - aggregation-only: h's namespace lists only h; the spokes keep only their own messages.
 func TestTopologyHubAndSpoke(t *testing.T) {

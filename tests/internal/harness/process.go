@@ -36,7 +36,7 @@ type Options struct {
 
 	// ReadyTimeout bounds the wait for GET /admin/v2/brokers/ready after every start; 0 means 30 s.
 	ReadyTimeout time.Duration
-	// StopTimeout bounds a graceful SIGTERM shutdown; 0 means 5 s (DESIGN.md §7). A slower or failed
+	// StopTimeout bounds a graceful SIGTERM shutdown; 0 means 5 s (docs/operations.md). A slower or failed
 	// shutdown fails the test.
 	StopTimeout time.Duration
 }
