@@ -1,6 +1,9 @@
 package storage
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Cursor flushes: a cursor's records reach the journal in the order their states were taken.
 //
@@ -20,7 +23,9 @@ import "sync"
 
 // cursorFlushHooks lets tests stop a flush between taking a state and queueing it, and see a
 // flush wait for another one (nil in production).
-var cursorFlushHooks struct {
+var cursorFlushHooks atomic.Pointer[cursorFlushHookSet]
+
+type cursorFlushHookSet struct {
 	taken   func(c *Cursor) // after c's state was taken for a record, before it is queued
 	waiting func(c *Cursor) // a flush or delete of c waits for another one
 }
@@ -30,8 +35,8 @@ func (c *Cursor) lockFlush() {
 	if c.flushMu.TryLock() {
 		return
 	}
-	if h := cursorFlushHooks.waiting; h != nil {
-		h(c)
+	if h := cursorFlushHooks.Load(); h != nil {
+		h.waiting(c)
 	}
 	c.flushMu.Lock()
 }
@@ -73,8 +78,8 @@ func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
 		}
 		c.mu.Unlock()
 		if body != nil {
-			if h := cursorFlushHooks.taken; h != nil {
-				h(c)
+			if h := cursorFlushHooks.Load(); h != nil {
+				h.taken(c)
 			}
 			l.e.enqueue(l, func(b *batch) item {
 				var start int

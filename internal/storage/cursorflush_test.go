@@ -3,7 +3,10 @@ package storage
 import (
 	"context"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -19,22 +22,22 @@ func holdPeriodicFlush(t *testing.T, l *Ledger, c *Cursor) *heldFlush {
 	t.Helper()
 	h := &heldFlush{release: make(chan struct{}), done: make(chan struct{}), waiting: make(chan struct{})}
 	taken := make(chan struct{})
-	held := false
-	cursorFlushHooks.taken = func(hc *Cursor) {
-		if hc == c && !held {
-			held = true // only the first flush's goroutine gets here while the others wait
-			close(taken)
-			<-h.release
-		}
-	}
-	var waitingOnce bool
-	cursorFlushHooks.waiting = func(hc *Cursor) {
-		if hc == c && !waitingOnce {
-			waitingOnce = true
-			close(h.waiting)
-		}
-	}
-	t.Cleanup(func() { cursorFlushHooks.taken, cursorFlushHooks.waiting = nil, nil })
+	var held atomic.Bool
+	var waiting sync.Once
+	cursorFlushHooks.Store(&cursorFlushHookSet{
+		taken: func(hc *Cursor) {
+			if hc == c && held.CompareAndSwap(false, true) { // only the first flush to take it
+				close(taken)
+				<-h.release
+			}
+		},
+		waiting: func(hc *Cursor) {
+			if hc == c {
+				waiting.Do(func() { close(h.waiting) })
+			}
+		},
+	})
+	t.Cleanup(func() { cursorFlushHooks.Store(nil) })
 	go func() {
 		defer close(h.done)
 		l.flushCursors(nil, nil)
@@ -42,6 +45,9 @@ func holdPeriodicFlush(t *testing.T, l *Ledger, c *Cursor) *heldFlush {
 	<-taken
 	return h
 }
+
+// noPeriodicFlush: the tests run the periodic flush themselves.
+func noPeriodicFlush(o *Options) { o.CursorFlushInterval = time.Hour }
 
 func testProps(v string) map[string]string { return map[string]string{"snapshot": v} }
 
@@ -52,7 +58,7 @@ func testProps(v string) map[string]string { return map[string]string{"snapshot"
 func TestCloseQueuesAStateTakenBeforeIt(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	e := openMem(t, mem, nil)
+	e := openMem(t, mem, noPeriodicFlush)
 	l, err := e.OpenLedger(ctx, "flush/close")
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +107,7 @@ func TestCloseQueuesAStateTakenBeforeIt(t *testing.T) {
 func TestFlushOrderFollowsStates(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	e := openMem(t, mem, nil)
+	e := openMem(t, mem, noPeriodicFlush)
 	l, err := e.OpenLedger(ctx, "flush/order")
 	if err != nil {
 		t.Fatal(err)
