@@ -23,6 +23,8 @@ type Cursor struct {
 	name    string
 	durable bool
 
+	// flushMu orders this cursor's journal records as their states were taken (cursorflush.go).
+	flushMu  sync.Mutex
 	mu       sync.Mutex
 	st       cursorState
 	version  uint64 // bumped on every change
@@ -269,75 +271,6 @@ func (c *Cursor) flushFailed() {
 	c.mu.Unlock()
 }
 
-// flushCursors queues the state of changed durable cursors (of cs, or all when cs is nil) into
-// the journal. With done non-nil, done receives the result once they are durable (always, even
-// if nothing needed writing).
-func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
-	if cs == nil {
-		l.mu.RLock()
-		for _, c := range l.cursors {
-			cs = append(cs, c)
-		}
-		l.mu.RUnlock()
-	}
-	type rec struct {
-		c    *Cursor
-		v    uint64
-		body []byte
-	}
-	var recs []rec
-	for _, c := range cs {
-		if !c.durable {
-			continue
-		}
-		c.mu.Lock()
-		if !c.deleted && (c.version > c.queued || (done != nil && c.version > c.flushedV)) {
-			body := encodeCursorState([]byte{cState}, &c.st)
-			recs = append(recs, rec{c, c.version, body})
-			c.queued = c.version
-			c.persisted.queued(c.version, c.st.markDelete)
-		}
-		c.mu.Unlock()
-	}
-	if len(recs) == 0 && done == nil {
-		return
-	}
-	var errMu sync.Mutex
-	var firstErr error
-	for _, r := range recs {
-		r := r
-		l.e.enqueue(l, func(b *batch) item {
-			var start int
-			b.buf, start = beginJournalRecord(b.buf, jCursor, l.slot)
-			off := len(b.buf)
-			b.buf = append(b.buf, r.body...)
-			finishJournalRecord(b.buf, start)
-			return item{kind: kCursor, cursor: r.c, version: r.v, off: off, n: len(r.body),
-				done: func(_ Position, err error) {
-					if err != nil {
-						errMu.Lock()
-						if firstErr == nil {
-							firstErr = err
-						}
-						errMu.Unlock()
-					}
-				}}
-		})
-	}
-	if done != nil {
-		l.e.enqueue(nil, func(*batch) item {
-			return item{kind: kBarrier, done: func(_ Position, err error) {
-				errMu.Lock()
-				if err == nil {
-					err = firstErr
-				}
-				errMu.Unlock()
-				done <- err
-			}}
-		})
-	}
-}
-
 // ---- ledger side: opening, deleting, persisting cursors ----
 
 // OpenCursor opens or creates a cursor. An existing cursor (durable ones survive restarts) keeps
@@ -418,10 +351,14 @@ func (l *Ledger) DeleteCursor(ctx context.Context, name string) error {
 	if !ok {
 		return nil
 	}
+	// Under flushMu: a state of this cursor taken before it was deleted is queued before the
+	// deletion, never after it (cursorflush.go).
+	c.lockFlush()
 	c.mu.Lock()
 	c.deleted = true
 	c.mu.Unlock()
 	if !c.durable {
+		c.flushMu.Unlock()
 		return nil
 	}
 	ch := make(chan error, 1)
@@ -434,6 +371,7 @@ func (l *Ledger) DeleteCursor(ctx context.Context, name string) error {
 		finishJournalRecord(b.buf, start)
 		return item{kind: kDelCursor, off: off, n: len(body), done: func(_ Position, err error) { ch <- err }}
 	})
+	c.flushMu.Unlock()
 	select {
 	case err := <-ch:
 		return err

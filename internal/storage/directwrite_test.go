@@ -173,24 +173,22 @@ func TestDirectWriteCrashBeforeSegmentFsync(t *testing.T) {
 	checkEntries(t, l, n2)
 }
 
-// TestDirectWriteFsyncFailureTruncates: a failed segment fsync fails the batch and fences the
-// ledger; the reopened ledger, and the engine after a crash, show none of the failed entries.
+// TestDirectWriteFsyncFailureTruncates: a failed fdatasync of a direct write fails the batch and
+// fences the ledger; the reopened ledger, and the engine after a crash, show none of the failed
+// entries. The failure is the direct write's own (a checkpoint's failed fsync of the segment fails
+// no batch: TestRepairOfSegmentFencedInsideADirectGroup). The writeback failure is reported to
+// the file cache's descriptor of the segment too, at the checkpoint's fsync: the segment is then
+// rewritten from the journal first, and OpenLedger refuses the ledger until that repair is done.
 func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	e, l := openDirect(t, mem, directOpts, "direct/fail")
+	fs := &directSyncFailFS{Mem: mem, lose: true}
+	e, l := openDirect(t, fs, directOpts, "direct/fail")
 	n := intoDirectMode(t, e, l)
-	var failures atomic.Int32
-	mem.SetInjector(func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && strings.HasSuffix(name, ".seg") && failures.Add(1) == 1 {
-			return vfs.EIO
-		}
-		return nil
-	})
+	fs.armed.Store(true)
 	acked, failed := burst(l, n, 64)
-	mem.SetInjector(nil)
-	if failed == 0 || l.Err() == nil {
-		t.Fatalf("%d failed, ledger error %v: a failed segment fsync must fail its batch and fence", failed, l.Err())
+	if fs.hit.Load() != 1 || failed == 0 || l.Err() == nil {
+		t.Fatalf("%d injected failures, %d failed, ledger error %v: a failed segment fsync must fail its batch and fence", fs.hit.Load(), failed, l.Err())
 	}
 	// Entries acknowledged in this burst came before the failed batch (acknowledgements are in order).
 	got := len(acked)
@@ -201,8 +199,6 @@ func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 	}
 	n += got
 	_ = l.Close()
-	// The failed fsync may be a checkpoint's rather than the direct write's: then the segment is
-	// rewritten from the journal first, and OpenLedger refuses the ledger until that repair is done.
 	var err error
 	deadline := time.Now().Add(10 * time.Second)
 	for l, err = e.OpenLedger(ctx, "direct/fail"); err != nil; l, err = e.OpenLedger(ctx, "direct/fail") {

@@ -45,6 +45,7 @@ type Engine struct {
 	firstJournal  uint64
 	inc           incarnationTable // fixed once Open returns (incarnation.go)
 	legacyDirs    legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
+	unconfirmed   []*segWrite      // applier: writes with entries that failed at apply (unconfirmed.go)
 	offload                        // slow file work off the applier (janitor.go)
 
 	// Queue shared by all appenders; drained by the sync loop.
@@ -1165,25 +1166,6 @@ func (e *Engine) openJournal(seq uint64) error {
 	return nil
 }
 
-// failBatch fences the ledgers of a batch whose journal write or fsync failed and fails its items.
-func (e *Engine) failBatch(b *batch, err error) {
-	for _, it := range b.items {
-		if it.kind == kFail {
-			it.done(Position{}, it.err)
-			continue
-		}
-		if it.l != nil && it.kind != kBarrier {
-			it.l.fence(err)
-		}
-		if it.cursor != nil {
-			it.cursor.flushFailed()
-		}
-		if it.done != nil {
-			it.done(Position{}, err)
-		}
-	}
-}
-
 // apply writes a durable batch's effects to the ledgers' files and memory, then completes it.
 //
 // Entries are acknowledged before their segment write: they are durable in the journal, and the
@@ -1264,6 +1246,7 @@ func (e *Engine) apply(b *batch) {
 	if len(b.writes) > 0 {
 		e.writeSegments(b)
 	}
+	e.cutUnconfirmedWrites()
 }
 
 // ---- background: cursor flushes, trimming ----

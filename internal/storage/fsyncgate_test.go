@@ -180,42 +180,11 @@ func TestWritebackErrorOfEvictedDescriptor(t *testing.T) {
 // process, not the machine) before the segment could be rewritten. The page cache still shows the
 // entries, so a replay that skipped entries already in their segment found them all there,
 // fsynced nothing and retired the journal: after a power loss they are gone. Replay rewrites them
-// (replayrewrite.go).
+// (replayrewrite.go). The segment's header and first entry are durable here (a checkpoint fsynced
+// them before the failure); TestRestartOverFailedWritebackOfNewSegment is the case where they are
+// not.
 func TestRestartOverFailedSegmentWriteback(t *testing.T) {
-	mem := vfs.NewMem()
-	mod := func(o *Options) {
-		o.JournalFileBytes = 16 << 10
-		o.DirectWriteBytes = -1
-		o.CacheBytes = -1
-	}
-	e := openMem(t, mem, mod)
-	victim := newOwnerLedger(t, e, "victim")
-	victim.appendSome(20, 100)
-	waitFor(t, "the entries in their segment file", func() bool { return segmentWrittenEntries(victim.l) == 20 })
-	seg := segPath(victim.l.dirPath(), victim.l.LastConfirmed().LedgerID)
-	// Every write and fsync of the victim's segment fails from now on: the checkpoint's fsync,
-	// and the repair's rewrite.
-	mem.SetInjector(func(op vfs.Op, name string) error {
-		if name == seg && (op == vfs.OpSync || op == vfs.OpWrite) {
-			return vfs.EIO
-		}
-		return nil
-	})
-	other := newOwnerLedger(t, e, "other")
-	waitFor(t, "the victim's segment fsync to fail at a checkpoint", func() bool {
-		other.appendSome(10, 500)
-		return e.Metrics().LastCheckpointError != ""
-	})
-	_ = e.Close() // its final checkpoint fails too: the journal stays
-	mem.SetInjector(nil)
-	// The restart: same files, same page cache.
-	e2 := openMem(t, mem, mod)
-	_ = e2.Close()
-	crashed := mem.Crash(nil)
-	e3 := openMem(t, crashed, mod)
-	defer e3.Close()
-	verifyAcked(t, e3, "victim", victim.acked)
-	verifyAcked(t, e3, "other", other.acked)
+	restartOverFailedWriteback(t, true)
 }
 
 // TestCheckpointFsyncFailureOfClosedLedger: the segment whose checkpoint fsync fails belongs to a

@@ -827,6 +827,7 @@ func (l *Ledger) applyEntry(it *item, shared bool, slab *[]byte) (Position, erro
 			err = ErrClosed
 		}
 		l.mu.Unlock()
+		e.noteUnconfirmed(it.w) // its bytes may be in the file already (unconfirmed.go)
 		return Position{}, err
 	}
 	seg.created = true
@@ -910,39 +911,6 @@ func (l *Ledger) removeSegLocked(seg *segment) {
 			l.segs = append(l.segs[:i], l.segs[i+1:]...)
 			break
 		}
-	}
-}
-
-// fence stops the ledger: appends and cursor updates fail from now on; reads keep working.
-// A void record tells recovery that this ledger's later entries in the journal were never
-// acknowledged (so the gap they leave is expected, not corruption).
-func (l *Ledger) fence(err error) {
-	e := l.e
-	// Under the queue lock, so that no entry is queued after the void positions are taken.
-	e.qmu.Lock()
-	l.mu.Lock()
-	first := l.err == nil
-	var voids []byte
-	if first {
-		l.err = fmt.Errorf("%w: %w", ErrFenced, err)
-		l.flags.Or(flagErrSet)
-		l.qFenced = true
-		e.log.Error("ledger fenced", "ledger", l.name, "err", err)
-		for _, s := range l.segs {
-			voids = binary.LittleEndian.AppendUint64(voids, uint64(s.id))
-			voids = binary.LittleEndian.AppendUint64(voids, uint64(s.entries))
-		}
-	}
-	l.mu.Unlock()
-	e.qmu.Unlock()
-	if first {
-		e.enqueue(l, func(b *batch) item {
-			var start int
-			b.buf, start = beginJournalRecord(b.buf, jVoid, l.slot)
-			b.buf = append(b.buf, voids...)
-			finishJournalRecord(b.buf, start)
-			return item{kind: kBarrier}
-		})
 	}
 }
 

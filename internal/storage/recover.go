@@ -195,6 +195,7 @@ func (e *Engine) writeFenceMarker(name, why string) error {
 }
 
 type replaySeg struct {
+	id     int64
 	path   string
 	dir    string
 	next   int64 // next entry id expected
@@ -537,7 +538,7 @@ func (r *replayer) segment(name, dir string, id int64) (*replaySeg, error) {
 	if rs != nil {
 		return rs, nil
 	}
-	rs = &replaySeg{path: segPath(dir, id), dir: dir, badOff: -1}
+	rs = &replaySeg{id: id, path: segPath(dir, id), dir: dir, badOff: -1}
 	r.segs[id] = rs
 	if err := r.ensureDir(name, dir); err != nil {
 		return nil, err
@@ -656,6 +657,9 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 		rs.end, rs.badOff = rs.badOff, -1
 		r.torn++
 		e.m.tornTails.Add(1)
+	}
+	if err := rs.writeHeaderWithFirst(cf.f, eid, rs.end); err != nil {
+		return err
 	}
 	if _, err := cf.f.WriteAt(rec, rs.end); err != nil {
 		return fmt.Errorf("storage: replay write: %w", err)

@@ -92,21 +92,21 @@ func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
 	// The void record is queued before the failures are reported: this append makes it durable.
 	appendN(t, other, 1)
 	secondSeg := segPath(l.dirPath(), second)
-	live, err := mem.OpenFile(secondSeg, vfs.ReadOnly)
+	live, err := mem.Stat(secondSeg)
 	if err != nil {
-		t.Fatalf("the new segment was not written: %v", err)
+		t.Fatalf("the new segment was not made: %v", err)
 	}
-	size, _ := live.Size()
-	content := make([]byte, size)
-	if _, err := live.ReadAt(content, 0); err != nil {
-		t.Fatal(err)
+	if live.Size != headerSize {
+		// The applier wrote the unconfirmed records and cut them off again (unconfirmed.go).
+		t.Fatalf("new segment holds %d bytes, want its header only", live.Size)
 	}
-	_ = live.Close()
-	if size < headerSize+40 {
-		t.Fatalf("new segment holds %d bytes, want its header and two records", size)
-	}
+	// What the applier wrote there: its header and the two records that failed.
+	content := appendHeader(nil, magicSegment, uint64(second))
+	content = appendSegRecord(content, 0, 2, payload(2))
+	content = appendSegRecord(content, 1, 3, payload(3))
 	// The directory entries became durable (a checkpoint of an earlier journal file fsyncs the
-	// ledger's directory), the new segment's data did not: the disk kept a torn prefix of it.
+	// ledger's directory), the new segment's data and its cut did not: the disk kept a torn
+	// prefix of the write.
 	for _, d := range []string{"/data", "/data/ledgers", l.dirPath()} {
 		if err := mem.SyncDir(d); err != nil {
 			t.Fatal(err)

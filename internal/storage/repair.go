@@ -531,11 +531,15 @@ func (e *Engine) collectMatches(seq uint64, data []byte, fixes map[int64]*segmen
 // where the entries of the newer files start (f.end) and come right before them (applier only).
 func (f *segmentFix) applyFile() {
 	var total, count int64
-	for _, m := range f.matches {
+	for i, m := range f.matches {
 		if m.ref != nil {
 			if m.ref.first+int64(m.ref.count) > f.entries {
-				f.fail(fmt.Errorf("direct entries %d+%d straddle the confirmed end %d", m.ref.first, m.ref.count, f.entries))
-				return
+				clipped, err := f.clipRef(*m.ref, i == len(f.matches)-1)
+				if err != nil {
+					f.fail(err)
+					return
+				}
+				f.matches[i].ref, m.ref = &clipped, &clipped
 			}
 			total += m.ref.length
 			count += int64(m.ref.count)
@@ -582,6 +586,22 @@ func (f *segmentFix) applyFile() {
 	flush()
 	f.buf = run[:0]
 	f.end, f.next = start, id-count-1
+}
+
+// clipRef takes the confirmed part of a reference to direct entries that go past the segment's
+// confirmed end: the ledger was fenced (a repair target of it appeared) while the applier was
+// between the entries of that group, so the first ones are confirmed and acknowledged and the
+// others failed. Only the newest confirmed entries can be such a group: it must be the last match
+// of the newest journal file holding any (last), and its confirmed part ends where the confirmed
+// entries end (f.end).
+func (f *segmentFix) clipRef(ref entryRef, last bool) (entryRef, error) {
+	n := f.entries - ref.first
+	length := f.end - ref.off
+	if !last || f.next != f.entries-1 || n <= 0 || length <= 0 || length > ref.length {
+		return ref, fmt.Errorf("direct entries %d+%d straddle the confirmed end %d", ref.first, ref.count, f.entries)
+	}
+	ref.count, ref.length = n, length
+	return ref, nil
 }
 
 // String names a repair kind (for logs and tests).

@@ -1,6 +1,10 @@
 package storage
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
 
 // Replay rewrites what the segment already holds.
 //
@@ -12,8 +16,11 @@ import "fmt"
 // writes every journal entry again, in place where the segment holds it (the bytes are the same;
 // writing them makes their pages dirty, so the fsync before the journal is retired does write
 // them). The cost is writing each replayed entry once, which replay after a power failure pays
-// anyway. Entries written straight to a segment (directwrite.go) are not in the journal; their own
-// fdatasync made them durable before they were acknowledged. The same holds for the directories:
+// anyway. A segment's header is written in the same apply as its first entry, so a journal that
+// holds entry 0 of a segment holds everything written to it since its creation: the header is
+// written again with that entry (its writeback failed with the entries', and after a power loss
+// the segment would start with zeros). Entries written straight to a segment (directwrite.go) are
+// not in the journal; their own fdatasync made them durable before they were acknowledged. The same holds for the directories:
 // every ledger directory the replay touches is fsynced before the journal is retired.
 
 // touchDir makes the directory entries of a ledger the replay touches durable with the files: the
@@ -52,6 +59,9 @@ func (r *replayer) rewriteEntry(rs *replaySeg, eid int64, rec []byte) error {
 		return fmt.Errorf("storage: replay open segment: %w", err)
 	}
 	defer r.e.files.release(cf)
+	if err := rs.writeHeaderWithFirst(cf.f, eid, off); err != nil {
+		return err
+	}
 	if _, err := cf.f.WriteAt(rec, off); err != nil {
 		return fmt.Errorf("storage: replay rewrite: %w", err)
 	}
@@ -67,6 +77,20 @@ func (e *Engine) recoveryWritebackErr() error {
 	e.files.waitRetired()
 	if e.repairsPending() > 0 {
 		return fmt.Errorf("storage: recovery: %w", e.firstRepairCause())
+	}
+	return nil
+}
+
+// writeHeaderWithFirst writes the segment's header again when the replay writes its first entry
+// (eid at off): the journal holding entry 0 means the header was written since the last
+// checkpoint too, and its writeback may have failed with the entry's. The bytes are the same as
+// the valid header scanSegment found (or wrote).
+func (rs *replaySeg) writeHeaderWithFirst(f vfs.File, eid, off int64) error {
+	if eid != 0 || off != headerSize {
+		return nil
+	}
+	if _, err := f.WriteAt(appendHeader(nil, magicSegment, uint64(rs.id)), 0); err != nil {
+		return fmt.Errorf("storage: replay rewrite segment header: %w", err)
 	}
 	return nil
 }
