@@ -494,25 +494,10 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 	for _, body := range bodies {
 		b = appendPlainRecord(b, body)
 	}
-	f, err := e.fs.OpenFile(tmp, vfs.ReadWrite|vfs.Create|vfs.Trunc)
-	if err != nil {
-		return fmt.Errorf("storage: write cursor log: %w", err)
-	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		e.files.forget(p)
-		err = e.fs.Rename(tmp, p)
-	}
-	if err == nil {
-		err = e.fs.SyncDir(l.dirPath())
-	}
-	if err != nil {
+	// The cached descriptor is of the file being replaced; cursorLogMu keeps the applier from
+	// opening it again meanwhile.
+	e.files.forget(p)
+	if err := replaceFileDurably(e.fs, p, tmp, b); err != nil {
 		return fmt.Errorf("storage: write cursor log: %w", err)
 	}
 	l.logSize = int64(len(b))

@@ -306,25 +306,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 
 func (e *Engine) writeState() error {
 	b := encodeEngineState(engineState{ledgerIDLimit: uint64(e.ledgerIDLimit), firstJournal: e.firstJournal, incarnations: e.inc.durable})
-	tmp := e.dir + "/" + stateFile + ".tmp"
-	f, err := e.fs.OpenFile(tmp, vfs.ReadWrite|vfs.Create|vfs.Trunc)
-	if err != nil {
-		return fmt.Errorf("storage: write state: %w", err)
-	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = e.fs.Rename(tmp, e.dir+"/"+stateFile)
-	}
-	if err == nil {
-		err = e.fs.SyncDir(e.dir)
-	}
-	if err != nil {
+	p := e.dir + "/" + stateFile
+	if err := replaceFileDurably(e.fs, p, p+".tmp", b); err != nil {
 		return fmt.Errorf("storage: write state: %w", err)
 	}
 	return nil

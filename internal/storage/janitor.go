@@ -191,7 +191,7 @@ func (e *Engine) compactCursorLog(l *Ledger) {
 	for _, body := range live {
 		b = appendPlainRecord(b, body)
 	}
-	err := e.writeSynced(tmp, b)
+	err := writeFileSynced(e.fs, tmp, b)
 	swapped := false
 	if err == nil {
 		swapped, err = e.swapCursorLog(l, p, tmp, oldSize, gen, int64(len(b)))
@@ -254,22 +254,6 @@ func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint
 	l.logSize = size
 	l.compactAt = 0
 	return true, nil
-}
-
-// writeSynced writes b to a new file p and fsyncs it.
-func (e *Engine) writeSynced(p string, b []byte) error {
-	f, err := e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // isClosed reports whether the ledger was closed or deleted.

@@ -149,21 +149,7 @@ func (l *Ledger) checkName() error {
 
 // writeNameFile writes dir/NAME durably.
 func (e *Engine) writeNameFile(name, dir string) error {
-	f, err := e.fs.OpenFile(dir+"/NAME", vfs.ReadWrite|vfs.Create|vfs.Trunc)
-	if err != nil {
-		return fmt.Errorf("storage: write NAME: %w", err)
-	}
-	_, err = f.WriteAt([]byte(name), 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = e.fs.SyncDir(dir)
-	}
-	if err != nil {
+	if err := writeFileDurably(e.fs, dir+"/NAME", []byte(name)); err != nil {
 		return fmt.Errorf("storage: write %s/NAME: %w", dir, err)
 	}
 	return nil

@@ -589,27 +589,9 @@ func (rp *repairer) openAndClose(ctx context.Context, check func(*Engine)) error
 	return e.Close()
 }
 
-// replaceFile replaces p's content atomically (tmp file, fsync, rename, directory fsync).
+// replaceFile replaces p's content atomically (replaceFileDurably, with a tmp name of its own).
 func replaceFile(fsys vfs.FS, p string, b []byte) error {
-	tmp := p + ".repair"
-	f, err := fsys.OpenFile(tmp, vfs.ReadWrite|vfs.Create|vfs.Trunc)
-	if err != nil {
-		return fmt.Errorf("storage: repair: write %s: %w", p, err)
-	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fsys.Rename(tmp, p)
-	}
-	if err == nil {
-		err = fsys.SyncDir(path.Dir(p))
-	}
-	if err != nil {
+	if err := replaceFileDurably(fsys, p, p+".repair", b); err != nil {
 		return fmt.Errorf("storage: repair: write %s: %w", p, err)
 	}
 	return nil

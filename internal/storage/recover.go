@@ -176,19 +176,7 @@ func (e *Engine) writeFenceMarker(name, why string) error {
 	if err := e.fs.MkdirAll(dir); err != nil {
 		return fmt.Errorf("storage: fence marker: %w", err)
 	}
-	f, err := e.fs.OpenFile(dir+"/FENCED", vfs.ReadWrite|vfs.Create|vfs.Trunc)
-	if err != nil {
-		return fmt.Errorf("storage: fence marker: %w", err)
-	}
-	_, err = f.WriteAt([]byte(why+"\n"), 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	_ = f.Close()
-	if err == nil {
-		err = e.fs.SyncDir(dir)
-	}
-	if err != nil {
+	if err := writeFileDurably(e.fs, dir+"/FENCED", []byte(why+"\n")); err != nil {
 		return fmt.Errorf("storage: fence marker: %w", err)
 	}
 	return nil

@@ -297,22 +297,7 @@ func (e *Engine) finishRepair(r *fileRepair, err error) {
 
 // rewriteNameFile writes l's NAME file again and makes it durable with its directory entry.
 func (e *Engine) rewriteNameFile(l *Ledger) error {
-	dir := l.dirPath()
-	f, err := e.fs.OpenFile(dir+"/NAME", vfs.ReadWrite|vfs.Create|vfs.Trunc)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt([]byte(l.name), 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = e.fs.SyncDir(dir)
-	}
-	return err
+	return e.writeNameFile(l.name, l.dirPath())
 }
 
 // segmentFix is the progress of one segment's repair through the journal, newest file first.
