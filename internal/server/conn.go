@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -171,6 +172,9 @@ func (c *conn) flushTimeout() time.Duration {
 // readLoop reads and handles frames until the connection fails or is told to stop. It returns the
 // reason.
 func (c *conn) readLoop() error {
+	if err := c.tlsHandshake(); err != nil {
+		return err
+	}
 	// The client must CONNECT promptly.
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.KeepAliveInterval))
 	defer c.flushSends() // whatever the reason to stop, SENDs read before it are published
@@ -295,6 +299,14 @@ func (c *conn) stopReason() error {
 // writeLoop writes queued frames until the outbox is closed and empty, or a write fails.
 func (c *conn) writeLoop() {
 	var spare net.Buffers
+	write := func(bufs *net.Buffers) error {
+		_, err := bufs.WriteTo(c.nc)
+		return err
+	}
+	if _, ok := c.nc.(*tls.Conn); ok {
+		var co coalescer
+		write = func(bufs *net.Buffers) error { return co.write(c.nc, *bufs) }
+	}
 	for {
 		select {
 		case <-c.out.wake:
@@ -309,7 +321,7 @@ func (c *conn) writeLoop() {
 			}
 			orig := bufs
 			_ = c.nc.SetWriteDeadline(time.Now().Add(2 * c.s.opts.KeepAliveInterval))
-			if _, err := bufs.WriteTo(c.nc); err != nil {
+			if err := write(&bufs); err != nil {
 				c.abort(fmt.Errorf("write: %w", err))
 				return
 			}
