@@ -17,7 +17,7 @@ func (n *Node) mountAdmin() error {
 	c := &n.components
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(&nodeCollector{n: n})
+	reg.MustRegister(&nodeCollector{n: n}, &tlsCollector{n: n})
 	var replicationApplied func(context.Context, string) error
 	if c.replication != nil {
 		reg.MustRegister(c.replication.Collector())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -94,8 +95,10 @@ func (n *Node) compose(ctx context.Context) error {
 		return fmt.Errorf("load catalog: %w", err)
 	}
 	if err := bootstrapCatalog(ctx, c.catalog, n.opts.Cluster, adminapi.ClusterData{
-		ServiceURL:       n.webURL,
-		BrokerServiceURL: n.serviceURL,
+		ServiceURL:          n.webURL,
+		ServiceURLTLS:       n.tls.webURL,
+		BrokerServiceURL:    n.serviceURL,
+		BrokerServiceURLTLS: n.tls.serviceURL,
 	}, log); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -133,6 +136,7 @@ func (n *Node) compose(ctx context.Context) error {
 		Broker:            c.broker,
 		Catalog:           serverCatalog{cat: c.catalog, broker: c.broker},
 		ServiceURL:        n.serviceURL,
+		ServiceURLTLS:     n.tls.serviceURL,
 		MaxMessageSize:    n.opts.MaxMessageSize,
 		KeepAliveInterval: n.opts.KeepAliveInterval,
 		AdmitReplicator:   n.admitReplicator,
@@ -144,13 +148,18 @@ func (n *Node) compose(ctx context.Context) error {
 	c.schemas = newSchemaRegistry(c.localStore, c.catalog)
 	c.server.SetSchemas(c.schemas, schemaAutoUpdate(c.catalog))
 	c.server.SetSchemaValidationEnforced(schemaValidationEnforced(c.catalog))
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		if err := c.server.Serve(n.brokerLn); err != nil && !errors.Is(err, server.ErrServerClosed) {
-			n.fatal(fmt.Errorf("broker listener: %w", err))
+	for name, ln := range map[string]net.Listener{"broker listener": n.brokerLn, "broker TLS listener": n.tlsBrokerListener()} {
+		if ln == nil {
+			continue
 		}
-	}()
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			if err := c.server.Serve(ln); err != nil && !errors.Is(err, server.ErrServerClosed) {
+				n.fatal(fmt.Errorf("%s: %w", name, err))
+			}
+		}()
+	}
 	if err := n.mountAdmin(); err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func startTLSServer(t *testing.T, opts Options) *tlsServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.ServiceURLTLS = "pulsar+ssl://127.0.0.1:6651"
+	opts.ServiceURL, opts.ServiceURLTLS = "pulsar://127.0.0.1:6650", "pulsar+ssl://127.0.0.1:6651"
 	s := startServer(t, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,7 +42,12 @@ func startTLSServer(t *testing.T, opts Options) *tlsServer {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(tls.NewListener(ln, r.ServerConfig(tlsreload.ServerPolicy{}))) }()
-	t.Cleanup(func() {
+	t.Cleanup(func() { // runs before startServer's cleanup, which closes the server
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("server close: %v", err)
+		}
 		if err := <-served; !errors.Is(err, ErrServerClosed) {
 			t.Errorf("Serve (TLS) returned %v", err)
 		}
@@ -81,8 +86,7 @@ func TestTLSListenerServesTheProtocol(t *testing.T) {
 
 // TestLookupWithoutPlaintextListener: a TLS-only broker answers only brokerServiceUrlTls.
 func TestLookupWithoutPlaintextListener(t *testing.T) {
-	s := startServer(t, Options{ServiceURL: "-", ServiceURLTLS: "pulsar+ssl://b:6651"})
-	s.opts.ServiceURL = "" // startServer fills in a plaintext URL when none is given
+	s := startServer(t, Options{ServiceURLTLS: "pulsar+ssl://b:6651"})
 	c := dialRaw(t, s.addr)
 	c.connect()
 	c.send(&pulsarpb.CommandLookupTopic{Topic: proto.String("t"), RequestId: proto.Uint64(1)})
