@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -15,7 +17,7 @@ func parseStandalone(t *testing.T, args ...string) ([]node.Options, error) {
 	if err := cmd.ParseFlags(args); err != nil {
 		return nil, err
 	}
-	return f.nodeOptions(cmd.Flags().Changed("cluster"))
+	return f.nodeOptions(nil, discardLogger())
 }
 
 func TestStandaloneDefaultsMatchTheContract(t *testing.T) {
@@ -145,3 +147,5 @@ func TestClustersModeShiftsPortsAndDataDirs(t *testing.T) {
 		}
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -122,10 +122,10 @@ func init() {
 		boolKey("tlsEnabledWithKeyStore", "", "key stores are not supported: true is refused", func(s *Settings) *bool { return &s.tlsEnabledWithKeyStore }),
 
 		// Authentication and authorization.
-		boolKey("authenticationEnabled", "", "authenticate clients (not supported by this build: true is refused)", func(s *Settings) *bool { return &s.Auth.AuthenticationEnabled }),
-		{Name: "authenticationProviders", List: true, Usage: "Pulsar provider classes: AuthenticationProviderTls, AuthenticationProviderToken, AuthenticationProviderBasic (not supported by this build: any is refused)",
+		boolKey("authenticationEnabled", "", "authenticate clients (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.Auth.AuthenticationEnabled }),
+		{Name: "authenticationProviders", List: true, Usage: "Pulsar provider classes: AuthenticationProviderTls, AuthenticationProviderToken, AuthenticationProviderBasic; no effect while authenticationEnabled is off",
 			set: setProviders, get: func(s *Settings) string { return joinProviders(s.Auth.Providers) }},
-		boolKey("authorizationEnabled", "", "check permissions (not supported by this build: true is refused)", func(s *Settings) *bool { return &s.Auth.AuthorizationEnabled }),
+		boolKey("authorizationEnabled", "", "check permissions (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.Auth.AuthorizationEnabled }),
 		{Name: "authorizationProvider", Usage: "only " + PulsarAuthorizationProvider,
 			set: func(_ *Settings, v string) error {
 				if v != PulsarAuthorizationProvider {
@@ -154,11 +154,11 @@ func init() {
 		durationKey("authenticationRefreshCheckSeconds", "", time.Second, "how often connections' credentials are checked for expiry", func(s *Settings) *time.Duration { return &s.Auth.RefreshCheckInterval }),
 
 		// Outgoing links to other brokers (replication).
-		boolKey("brokerClientTlsEnabled", "", "replication links use TLS (not supported by this build: true is refused)", func(s *Settings) *bool { return &s.BrokerClient.TLSEnabled }),
+		boolKey("brokerClientTlsEnabled", "", "replication links use TLS (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.BrokerClient.TLSEnabled }),
 		strKey("brokerClientTrustCertsFilePath", "", "PEM CA certificates remote brokers are verified against", func(s *Settings) *string { return &s.BrokerClient.TrustCertsFile }),
 		strKey("brokerClientCertificateFilePath", "", "PEM client certificate of replication links", func(s *Settings) *string { return &s.BrokerClient.CertificateFile }),
 		strKey("brokerClientKeyFilePath", "", "PEM private key of brokerClientCertificateFilePath", func(s *Settings) *string { return &s.BrokerClient.KeyFile }),
-		strKey("brokerClientAuthenticationPlugin", "", "Pulsar client authentication class of replication links (not supported by this build: any is refused)", func(s *Settings) *string { return &s.BrokerClient.AuthenticationPlugin }),
+		strKey("brokerClientAuthenticationPlugin", "", "Pulsar client authentication class of replication links (not implemented by this build: any is refused)", func(s *Settings) *string { return &s.BrokerClient.AuthenticationPlugin }),
 		secretKey(strKey("brokerClientAuthenticationParameters", "", "parameters of brokerClientAuthenticationPlugin", func(s *Settings) *string { return &s.BrokerClient.AuthenticationParameters })),
 		boolKey("tlsHostnameVerificationEnabled", "", "Meridian's replication links verify host names whatever this says", func(s *Settings) *bool { return &s.BrokerClient.HostnameVerification }),
 		boolKey("brokerClientTlsEnabledWithKeyStore", "", "key stores are not supported: true is refused", func(s *Settings) *bool { return &s.BrokerClient.tlsEnabledWithKeyStore }),

@@ -10,7 +10,8 @@
 //  2. the file given with --config (Pulsar's and Meridian's key names);
 //  3. PULSAR_PREFIX_<key>=value environment variables, as Pulsar's container images apply them on
 //     top of the file;
-//  4. MERIDIAN_<FLAG>=value environment variables (MERIDIAN_DATA_DIR for --data-dir);
+//  4. MERIDIAN_STANDALONE_<FLAG>=value environment variables (MERIDIAN_STANDALONE_DATA_DIR for
+//     --data-dir);
 //  5. command-line flags.
 //
 // The package is a leaf: it imports only the standard library.
