@@ -21,7 +21,10 @@ func (c *conn) tlsHandshake() error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.opts.KeepAliveInterval)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
-		if c.stopping() {
+		// Only a server shutdown is not the client's failure. The connection itself may already be
+		// stopping when the handshake fails: a keepalive PING written before it finishes runs the
+		// handshake from the writer, whose failure aborts the connection first.
+		if c.s.isClosed() {
 			return c.stopReason()
 		}
 		c.s.stats.tlsHandshakeFailures.Add(1)
