@@ -121,7 +121,10 @@ func TestConfigRefusesWhatItCannotHonour(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{"authenticationEnabled=true\n", nil, "authenticationEnabled=true"},
+		{"authenticationEnabled=true\n", nil, "needs authenticationProviders"},
+		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderBasic\n", nil, "AuthenticationProviderBasic is not implemented"},
+		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken\n", nil, "needs tokenSecretKey or tokenPublicKey"},
+		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderTls\n", nil, "AuthenticationProviderTls needs a TLS listener"},
 		{"authorizationEnabled=true\n", nil, "authorizationEnabled=true"},
 		{"brokerClientTlsEnabled=true\n", nil, "brokerClientTlsEnabled=true"},
 		{"brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\n", nil, "brokerClientAuthenticationPlugin"},
@@ -129,7 +132,7 @@ func TestConfigRefusesWhatItCannotHonour(t *testing.T) {
 		{"tlsProtocols=TLSv1.1\n", nil, "TLS 1.2 is the minimum"},
 		{"brokerServicePortTls=6651\n", nil, "--tls-cert-file"},
 		{"brokerServicePortTls=6651\ntlsCertificateFilePath=/c\ntlsKeyFilePath=/k\ntlsRequireTrustedClientCertOnConnect=true\n", nil, "--tls-trust-certs-file"},
-		{"", []string{"PULSAR_PREFIX_authenticationEnabled=true"}, "authenticationEnabled=true"},
+		{"", []string{"PULSAR_PREFIX_authorizationEnabled=true"}, "authorizationEnabled=true"},
 		{"bindAddress=0.0.0.0\nadvertisedAddress=h\n", nil, "--insecure-allow-plaintext"},
 		{"line without equals\n", nil, "line 1"},
 	} {
@@ -191,5 +194,27 @@ data-dir=/d
 	}
 	if _, _, err := parseWithEnv(t, nil, "--config", conf, "--cluster", "x"); err == nil || !strings.Contains(err.Error(), "--cluster cannot be combined") {
 		t.Errorf("--cluster with clusters from the file: %v", err)
+	}
+}
+
+// TestConfigAuthenticationAllowsPlaintext: with authentication on, plaintext listeners on every
+// interface need no --insecure-allow-plaintext (as in Pulsar); the authentication settings reach
+// the node.
+func TestConfigAuthenticationAllowsPlaintext(t *testing.T) {
+	conf := writeConf(t, `
+bindAddress=0.0.0.0
+advertisedAddress=broker.example.com
+authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken
+tokenSecretKey=data:;base64,MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=
+anonymousUserRole=guest
+`)
+	opts, _, err := parseWithEnv(t, nil, "--config", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := opts[0].Auth
+	if opts[0].BrokerAddr != "0.0.0.0:6650" || !a.AuthenticationEnabled || a.AnonymousUserRole != "guest" || !a.TokenSecretKey.IsSet() {
+		t.Errorf("options: %+v", opts[0])
 	}
 }

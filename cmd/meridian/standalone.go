@@ -75,6 +75,7 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	base.BrokerAddr, base.WebAddr = s.BrokerAddr, s.WebAddr
 	base.BrokerTLSAddr, base.WebTLSAddr = s.BrokerTLSAddr, s.WebTLSAddr
 	base.TLS = s.TLS
+	base.Auth = s.Auth
 	base.AdvertisedAddress = s.AdvertisedAddress
 	base.ConfigStore = s.ConfigStore
 	base.ReplicationStartAt = node.ReplicationStartAt(s.ReplicationStartAt)

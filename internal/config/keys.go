@@ -102,7 +102,7 @@ func init() {
 		boolKey("brokerDeduplicationEnabled", "dedup", "broker-wide default for producer deduplication (the namespace policy overrides)", func(s *Settings) *bool { return &s.Dedup }),
 		boolKey("allowAutoTopicCreation", "auto-topic-creation", "create non-partitioned topics on first use (the namespace policy overrides)", func(s *Settings) *bool { return &s.AutoTopicCreation }),
 		strKey("allowAutoTopicCreationType", "", "only non-partitioned (Pulsar's default) is supported", func(s *Settings) *string { return &s.autoTopicCreationType }),
-		boolKey("insecure-allow-plaintext", "insecure-allow-plaintext", "allow plaintext listeners on non-loopback addresses (there is no authentication yet)", func(s *Settings) *bool { return &s.InsecureAllowPlaintext }),
+		boolKey("insecure-allow-plaintext", "insecure-allow-plaintext", "allow plaintext listeners on non-loopback addresses without authentication", func(s *Settings) *bool { return &s.InsecureAllowPlaintext }),
 		listKey("clusters", "clusters", "run these clusters in one process, replicating public/default full mesh (a,b,c)", func(s *Settings) *[]string { return &s.Clusters }),
 		durationKey("keepAliveIntervalSeconds", "", time.Second, "the broker pings a connection idle this long and closes it after twice this long", func(s *Settings) *time.Duration { return &s.KeepAliveInterval }),
 		durationKey("brokerShutdownTimeoutMs", "", time.Millisecond, "bound of a graceful shutdown", func(s *Settings) *time.Duration { return &s.ShutdownTimeout }),
@@ -122,8 +122,8 @@ func init() {
 		boolKey("tlsEnabledWithKeyStore", "", "key stores are not supported: true is refused", func(s *Settings) *bool { return &s.tlsEnabledWithKeyStore }),
 
 		// Authentication and authorization.
-		boolKey("authenticationEnabled", "", "authenticate clients (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.Auth.AuthenticationEnabled }),
-		{Name: "authenticationProviders", List: true, Usage: "Pulsar provider classes: AuthenticationProviderTls, AuthenticationProviderToken, AuthenticationProviderBasic; no effect while authenticationEnabled is off",
+		boolKey("authenticationEnabled", "", "authenticate every CONNECT and HTTP request with authenticationProviders", func(s *Settings) *bool { return &s.Auth.AuthenticationEnabled }),
+		{Name: "authenticationProviders", List: true, Usage: "Pulsar provider classes: AuthenticationProviderToken, AuthenticationProviderTls (AuthenticationProviderBasic is not implemented); no effect while authenticationEnabled is off",
 			set: setProviders, get: func(s *Settings) string { return joinProviders(s.Auth.Providers) }},
 		boolKey("authorizationEnabled", "", "check permissions (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.Auth.AuthorizationEnabled }),
 		{Name: "authorizationProvider", Usage: "only " + PulsarAuthorizationProvider,
@@ -134,7 +134,7 @@ func init() {
 				return nil
 			}, get: func(*Settings) string { return PulsarAuthorizationProvider }},
 		listKey("superUserRoles", "", "roles allowed everything", func(s *Settings) *[]string { return &s.Auth.SuperUserRoles }),
-		strKey("anonymousUserRole", "", "role given to clients without credentials", func(s *Settings) *string { return &s.Auth.AnonymousUserRole }),
+		strKey("anonymousUserRole", "", "with authentication on, the role of clients without credentials (unset: they are refused)", func(s *Settings) *string { return &s.Auth.AnonymousUserRole }),
 		keySourceKey("tokenSecretKey", "HS256 secret of tokens: file:///path or data:;base64,...", func(s *Settings) *KeySource { return &s.Auth.TokenSecretKey }),
 		keySourceKey("tokenPublicKey", "RS256/ES256 public key of tokens: file:///path or data:;base64,...", func(s *Settings) *KeySource { return &s.Auth.TokenPublicKey }),
 		{Name: "tokenPublicAlg", Usage: "signature algorithm of tokens verified with tokenPublicKey",
@@ -151,7 +151,7 @@ func init() {
 		strKey("tokenAudience", "", "audience a token must name", func(s *Settings) *string { return &s.Auth.TokenAudience }),
 		keySourceKey("basicAuthConf", "htpasswd file of the basic provider: a path, file:///path or data:;base64,...", func(s *Settings) *KeySource { return &s.Auth.BasicAuthConf }),
 		boolKey("authenticateMetricsEndpoint", "", "/metrics needs credentials", func(s *Settings) *bool { return &s.Auth.AuthenticateMetricsEndpoint }),
-		durationKey("authenticationRefreshCheckSeconds", "", time.Second, "how often connections' credentials are checked for expiry", func(s *Settings) *time.Duration { return &s.Auth.RefreshCheckInterval }),
+		durationKey("authenticationRefreshCheckSeconds", "", time.Second, "read, not acted on: credentials are checked at CONNECT and on every HTTP request", func(s *Settings) *time.Duration { return &s.Auth.RefreshCheckInterval }),
 
 		// Outgoing links to other brokers (replication).
 		boolKey("brokerClientTlsEnabled", "", "replication links use TLS (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.BrokerClient.TLSEnabled }),

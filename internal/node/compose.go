@@ -140,6 +140,7 @@ func (n *Node) compose(ctx context.Context) error {
 		MaxMessageSize:    n.opts.MaxMessageSize,
 		KeepAliveInterval: n.opts.KeepAliveInterval,
 		AdmitReplicator:   n.admitReplicator,
+		Authenticator:     n.authn,
 		Logger:            log,
 	})
 	if err != nil {

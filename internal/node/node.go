@@ -25,6 +25,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/auth"
 )
 
 // Node is one running broker.
@@ -41,6 +43,7 @@ type Node struct {
 	serviceURL string // pulsar://advertised:port, or empty without a plaintext binary listener
 	webURL     string // http://advertised:port, or empty without a plaintext web listener
 	tls        tlsListeners
+	authn      *auth.Authenticator // nil without authentication (authn.go)
 
 	// notReady is nil when the node is ready, else the reason it is not.
 	notReady atomic.Pointer[error]
@@ -108,12 +111,15 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.listenTLS(); err != nil {
 		return err
 	}
+	if err := n.buildAuthenticator(); err != nil {
+		return err
+	}
 
 	// The web listener serves from the first moment so that probes get a 503 with the reason while
 	// storage recovers, instead of a refused connection.
 	n.mux = http.NewServeMux()
 	n.mux.HandleFunc("GET /admin/v2/brokers/ready", n.serveReady)
-	n.web = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
+	n.web = &http.Server{Handler: n.webHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
 	for name, ln := range map[string]net.Listener{"web listener": n.webLn, "web TLS listener": n.tlsWebListener()} {
 		if ln == nil {
 			continue

@@ -85,6 +85,9 @@ type Options struct {
 	// TLS is the TLS listeners' identity and policy: certificate, key and CA files, client
 	// certificates, versions, cipher suites, how often the files are read again.
 	TLS config.TLS
+	// Auth is authentication (authn.go): providers, their keys, the anonymous role. Authorization
+	// settings are not acted on.
+	Auth config.Auth
 	// AdvertisedAddress is the host put into the cluster's URLs and LOOKUP answers. Empty means the
 	// listener's host (which must then not be a wildcard address).
 	AdvertisedAddress string
@@ -127,8 +130,8 @@ type Options struct {
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
 	AutoTopicCreation bool
-	// InsecureAllowPlaintext must be set for a plaintext listener on a non-loopback address (there
-	// is no authentication yet); TLS listeners do not need it.
+	// InsecureAllowPlaintext must be set for a plaintext listener on a non-loopback address
+	// unless authentication is on; TLS listeners do not need it.
 	InsecureAllowPlaintext bool
 	// KeepAliveInterval is how often the broker pings idle connections; a connection silent for
 	// twice this long is closed. Zero means DefaultKeepAliveInterval.
@@ -238,8 +241,8 @@ func (o *Options) validateListeners() []error {
 		if wildcard == "" && isWildcardHost(host) {
 			wildcard = l.flag + " " + strconv.Quote(l.addr)
 		}
-		if !l.tls && !o.InsecureAllowPlaintext && !isLoopbackHost(host) {
-			errs = append(errs, fmt.Errorf("%s %q is not a loopback address: without TLS and authentication this needs --insecure-allow-plaintext (or serve TLS only: --broker-tls-addr, --web-tls-addr)", l.flag, l.addr))
+		if !l.tls && !o.InsecureAllowPlaintext && !o.Auth.AuthenticationEnabled && !isLoopbackHost(host) {
+			errs = append(errs, fmt.Errorf("%s %q is not a loopback address: without TLS or authentication this needs --insecure-allow-plaintext (or serve TLS only: --broker-tls-addr, --web-tls-addr)", l.flag, l.addr))
 		}
 	}
 	if o.BrokerAddr == "" && o.BrokerTLSAddr == "" {
@@ -255,7 +258,8 @@ func (o *Options) validateListeners() []error {
 	} else if wildcard != "" {
 		errs = append(errs, fmt.Errorf("%s listens on every interface: set --advertised-address to the host clients should use", wildcard))
 	}
-	return append(errs, o.validateTLS()...)
+	errs = append(errs, o.validateTLS()...)
+	return append(errs, o.validateAuth()...)
 }
 
 // validateListenAddr checks a "host:port" listen address and returns its host.

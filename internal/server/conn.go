@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/meridian-mq/meridian/internal/auth"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -43,6 +44,8 @@ type conn struct {
 	nc     net.Conn
 	log    *slog.Logger
 	remote string
+	// identity is who CONNECT authenticated as (authn.go); zero without authentication.
+	identity auth.Identity
 
 	ctx    context.Context // ends when the connection is gone (or aborted): the writer stops
 	cancel context.CancelCauseFunc

@@ -96,9 +96,8 @@ func (c *conn) handleConnect(cmd *pulsarpb.CommandConnect) error {
 		})
 		return c.badFrame(fmt.Errorf("protocol version %d unsupported", version))
 	}
-	if cmd.GetAuthMethodName() != "" && cmd.GetAuthMethodName() != "none" {
-		// Authentication does not exist yet; accepting credentials silently would mislead.
-		c.log.Info("client sent credentials; authentication is not enabled, ignoring them", "method", cmd.GetAuthMethodName())
+	if err := c.authenticate(cmd); err != nil {
+		return err
 	}
 	if cmd.GetProxyToBrokerUrl() != "" {
 		c.log.Info("client connects through a proxy", "proxyToBrokerUrl", cmd.GetProxyToBrokerUrl())

@@ -9,6 +9,7 @@
 //	conn.go       one connection: reader goroutine, writer goroutine, keepalive, throttling
 //	outbox.go     the batched outbound queue (one writev per burst)
 //	tls.go        connections on TLS listeners: bounded handshake, bursts written as large records
+//	authn.go      authentication of CONNECT (Options.Authenticator)
 //	connect.go    command dispatch, CONNECT/CONNECTED, PING/PONG
 //	lookup.go     LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, topic name normalisation
 //	produce.go    PRODUCER, SEND, SEND_RECEIPT/SEND_ERROR, CLOSE_PRODUCER
@@ -20,7 +21,9 @@
 // # Command coverage
 //
 //	CONNECT                      CONNECTED {server_version, protocol_version = min(client, 20),
-//	                             max_message_size}; versions below v6 get ERROR UnsupportedVersion
+//	                             max_message_size}; versions below v6 get ERROR UnsupportedVersion;
+//	                             with Options.Authenticator, credentials that do not authenticate
+//	                             get ERROR AuthenticationError and the connection closes
 //	PING / PONG                  answered; the server pings idle connections itself
 //	LOOKUP                       Connect, authoritative, brokerServiceUrl and brokerServiceUrlTls =
 //	                             the advertised URLs of the listeners there are;
@@ -78,6 +81,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/auth"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/naming"
 )
@@ -125,6 +129,9 @@ type Options struct {
 	// drains its socket; at four times it the connection is closed (a client that granted permits
 	// and stopped reading must not pin unbounded memory).
 	MaxOutboundBytes int
+	// Authenticator, when set, authenticates every CONNECT (authn.go): a connection whose
+	// credentials fail gets ERROR AuthenticationError and is closed. Nil accepts every client.
+	Authenticator *auth.Authenticator
 	// AdmitReplicator decides whether a replicator producer (name "pulsar.repl.<source>-->...")
 	// from cluster source may publish to topic (docs/design.md, "Replication invariants": the tenant must allow the source and
 	// the namespace must exist). A refusal is sent as ERROR with the error's ServerError code, and
@@ -187,6 +194,7 @@ type serverStats struct {
 	framesIn             atomic.Int64
 	badFrames            atomic.Int64 // connections closed for oversized or malformed frames
 	tlsHandshakeFailures atomic.Int64
+	authFailures         atomic.Int64 // connections closed because CONNECT did not authenticate
 	checksumErrors       atomic.Int64
 	throttled            atomic.Int64 // times a connection paused reading
 }
@@ -200,8 +208,10 @@ type Stats struct {
 	// TLSHandshakeFailures counts connections on a TLS listener closed because the handshake
 	// failed (a client certificate that does not verify, a plaintext client, a timeout).
 	TLSHandshakeFailures int64
-	ChecksumErrors       int64
-	Throttled            int64
+	// AuthenticationFailures counts connections closed because CONNECT did not authenticate.
+	AuthenticationFailures int64
+	ChecksumErrors         int64
+	Throttled              int64
 }
 
 // New builds a server. Call Serve for each listener and Close to stop.
@@ -223,13 +233,14 @@ func New(opts Options) (*Server, error) {
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		ConnectionsAccepted:  s.stats.connsAccepted.Load(),
-		ConnectionsOpen:      s.stats.connsOpen.Load(),
-		FramesIn:             s.stats.framesIn.Load(),
-		BadFrames:            s.stats.badFrames.Load(),
-		TLSHandshakeFailures: s.stats.tlsHandshakeFailures.Load(),
-		ChecksumErrors:       s.stats.checksumErrors.Load(),
-		Throttled:            s.stats.throttled.Load(),
+		ConnectionsAccepted:    s.stats.connsAccepted.Load(),
+		ConnectionsOpen:        s.stats.connsOpen.Load(),
+		FramesIn:               s.stats.framesIn.Load(),
+		BadFrames:              s.stats.badFrames.Load(),
+		TLSHandshakeFailures:   s.stats.tlsHandshakeFailures.Load(),
+		AuthenticationFailures: s.stats.authFailures.Load(),
+		ChecksumErrors:         s.stats.checksumErrors.Load(),
+		Throttled:              s.stats.throttled.Load(),
 	}
 }
 

@@ -39,6 +39,12 @@ type tlsBroker struct {
 // extra appended, and starts the broker with it.
 func startTLSBroker(t *testing.T, extra string) *tlsBroker {
 	t.Helper()
+	return startTLSBrokerEnv(t, extra, nil)
+}
+
+// startTLSBrokerEnv is startTLSBroker with extra environment for the process.
+func startTLSBrokerEnv(t *testing.T, extra string, env []string) *tlsBroker {
+	t.Helper()
 	b := &tlsBroker{dir: t.TempDir(), ca: tlstest.NewCA(t, "meridian-test-ca")}
 	b.caFile = b.ca.WriteCA(t, b.dir, "ca")
 	b.certFile, b.keyFile = b.ca.Server(t, "broker-1").Write(t, b.dir, "broker")
@@ -64,7 +70,7 @@ managedLedgerDefaultEnsembleSize=1
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b.Process = harness.StartStandalone(t, harness.Options{ExtraArgs: []string{"--config", conf}})
+	b.Process = harness.StartStandalone(t, harness.Options{ExtraArgs: []string{"--config", conf}, Env: env})
 	return b
 }
 

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/auth"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// errAuthenticationFailed closes a connection whose CONNECT did not authenticate.
+var errAuthenticationFailed = errors.New("authentication failed")
+
+// authenticate checks the credentials of CONNECT (auth_method_name, auth_data, the TLS client
+// certificate) when Options.Authenticator is set. A failure is answered with ERROR
+// AuthenticationError, logged with the method and the reason (never the credentials), and closes
+// the connection. On success the identity is the connection's.
+func (c *conn) authenticate(cmd *pulsarpb.CommandConnect) error {
+	a := c.s.opts.Authenticator
+	if a == nil {
+		if m := cmd.GetAuthMethodName(); m != "" && m != "none" {
+			// Accepting credentials silently would mislead: say once that they are not checked.
+			c.log.Info("client sent credentials; authentication is not enabled, ignoring them", "method", clipText(m))
+		}
+		return nil
+	}
+	creds := auth.Credentials{Method: cmd.GetAuthMethodName(), Data: cmd.GetAuthData()}
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		creds.TLS = &st
+	}
+	id, err := a.Authenticate(creds)
+	if err != nil {
+		c.s.stats.authFailures.Add(1)
+		c.log.Info("closing connection: authentication failed", "method", clipText(creds.Method), "reason", err.Error())
+		c.sendCommand(&pulsarpb.CommandError{
+			RequestId: proto.Uint64(0),
+			Error:     pulsarpb.ServerError_AuthenticationError.Enum(),
+			Message:   proto.String("Unable to authenticate: " + err.Error()),
+		})
+		return fmt.Errorf("%w: %v", errAuthenticationFailed, err)
+	}
+	c.identity = id
+	c.log.Debug("client authenticated", "role", id.Role, "method", id.Method)
+	return nil
+}
+
+// clipText shortens client-chosen text for a log line.
+func clipText(s string) string {
+	const max = 40
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
