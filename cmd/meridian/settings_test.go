@@ -122,7 +122,7 @@ func TestConfigRefusesWhatItCannotHonour(t *testing.T) {
 		want string
 	}{
 		{"authenticationEnabled=true\n", nil, "needs authenticationProviders"},
-		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderBasic\n", nil, "AuthenticationProviderBasic is not implemented"},
+		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderBasic\n", nil, "AuthenticationProviderBasic needs basicAuthConf"},
 		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken\n", nil, "needs tokenSecretKey or tokenPublicKey"},
 		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderTls\n", nil, "AuthenticationProviderTls needs a TLS listener"},
 		{"authorizationEnabled=true\n", nil, "authorizationEnabled=true"},

@@ -1,13 +1,15 @@
-// Package auth authenticates clients: it turns the credentials a client presents (a token in
-// CONNECT or in an HTTP Authorization header, a TLS client certificate) into an Identity whose Role
-// is what authorization decides on. Each way of authenticating is a Provider, named by the method
-// Pulsar clients send ("token", "tls"); an Authenticator holds the providers a broker enables and
-// the role of clients without credentials (Pulsar's anonymousUserRole). docs/security.md.
+// Package auth authenticates clients: it turns the credentials a client presents (a token or a
+// password in CONNECT or in an HTTP Authorization header, a TLS client certificate) into an
+// Identity whose Role is what authorization decides on. Each way of authenticating is a Provider,
+// named by the method Pulsar clients send ("token", "tls", "basic"); an Authenticator holds the
+// providers a broker enables and the role of clients without credentials (Pulsar's
+// anonymousUserRole). docs/security.md.
 //
 // The package never logs or returns a credential: errors say what is wrong ("token expired",
 // "signature is invalid"), never with the token or key.
 //
-// It imports only the standard library, internal/config (the settings) and golang-jwt.
+// It imports only the standard library, internal/config (the settings), golang-jwt and
+// x/crypto's bcrypt.
 package auth
 
 import (
@@ -22,7 +24,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/config"
 )
 
-// Method names: Pulsar's auth_method_name values.
+// Method names: Pulsar's auth_method_name values (MethodBasic is in basic.go).
 const (
 	MethodToken = "token"
 	MethodTLS   = "tls"
@@ -87,7 +89,7 @@ func New(a config.Auth) (*Authenticator, error) {
 		return nil, errors.New("auth: authentication is not enabled")
 	}
 	if len(a.Providers) == 0 {
-		return nil, errors.New("authenticationEnabled=true needs authenticationProviders (AuthenticationProviderToken, AuthenticationProviderTls)")
+		return nil, errors.New("authenticationEnabled=true needs authenticationProviders (AuthenticationProviderToken, AuthenticationProviderTls, AuthenticationProviderBasic)")
 	}
 	au := &Authenticator{providers: map[string]Provider{}, anonymousRole: a.AnonymousUserRole, metricsNeedCredentials: a.AuthenticateMetricsEndpoint}
 	var errs []error
@@ -99,6 +101,8 @@ func New(a config.Auth) (*Authenticator, error) {
 			p, err = NewTokenProvider(a)
 		case config.AuthProviderTLS:
 			p = TLSProvider{}
+		case config.AuthProviderBasic:
+			p, err = NewBasicProvider(a)
 		default:
 			err = fmt.Errorf("authenticationProviders: %s is not implemented by this build", class)
 		}

@@ -180,8 +180,9 @@ func TestNewRefusesWhatItCannotDo(t *testing.T) {
 			a.TokenPublicKey = keySource(t, "data:;base64,"+base64.StdEncoding.EncodeToString(rsaDER))
 			a.TokenPublicAlg = "ES256"
 		}, "does not verify ES256"},
-		"basic":        {func(a *config.Auth) { a.Providers = append(a.Providers, config.AuthProviderBasic) }, "not implemented"},
-		"no providers": {func(a *config.Auth) { a.Providers = nil }, "needs authenticationProviders"},
+		"basic":         {func(a *config.Auth) { a.Providers = append(a.Providers, config.AuthProviderBasic) }, "needs basicAuthConf"},
+		"unknown class": {func(a *config.Auth) { a.Providers = append(a.Providers, "com.example.Custom") }, "not implemented"},
+		"no providers":  {func(a *config.Auth) { a.Providers = nil }, "needs authenticationProviders"},
 	} {
 		a := config.DefaultAuth()
 		a.AuthenticationEnabled = true

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -21,8 +22,8 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 	return id, ok
 }
 
-// HTTPCredentials are the credentials of an HTTP request: "Authorization: Bearer <token>", or
-// else the verified TLS client certificate when the tls method is enabled, or none.
+// HTTPCredentials are the credentials of an HTTP request: "Authorization: Bearer <token>" or
+// "Authorization: Basic <base64 user:password>", or else the verified TLS client certificate when the tls method is enabled, or none.
 func (a *Authenticator) HTTPCredentials(r *http.Request) Credentials {
 	c := Credentials{TLS: r.TLS}
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -30,6 +31,11 @@ func (a *Authenticator) HTTPCredentials(r *http.Request) Credentials {
 		switch strings.ToLower(scheme) {
 		case "bearer":
 			c.Method, c.Data = MethodToken, []byte(strings.TrimSpace(value))
+		case "basic":
+			c.Method = MethodBasic
+			if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(value)); err == nil {
+				c.Data = raw // not user:password when it does not decode: refused by the provider
+			}
 		default:
 			c.Method = strings.ToLower(scheme) // e.g. "basic": refused unless enabled
 		}

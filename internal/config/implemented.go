@@ -7,7 +7,7 @@ import (
 )
 
 // implementedProviders are the authentication providers this build has (internal/auth).
-var implementedProviders = []AuthProvider{AuthProviderToken, AuthProviderTLS}
+var implementedProviders = []AuthProvider{AuthProviderToken, AuthProviderTLS, AuthProviderBasic}
 
 // RefuseUnimplemented returns an error for every security setting whose value asks for something
 // this build reads but does not do, so that a broker never runs more open than its configuration
@@ -18,7 +18,7 @@ func (s *Settings) RefuseUnimplemented() error {
 	var errs []error
 	if s.Auth.AuthenticationEnabled {
 		if len(s.Auth.Providers) == 0 {
-			errs = append(errs, errors.New("authenticationEnabled=true needs authenticationProviders (AuthenticationProviderToken, AuthenticationProviderTls)"))
+			errs = append(errs, errors.New("authenticationEnabled=true needs authenticationProviders (AuthenticationProviderToken, AuthenticationProviderTls, AuthenticationProviderBasic)"))
 		}
 		for _, p := range s.Auth.Providers {
 			if !slices.Contains(implementedProviders, p) {
@@ -27,6 +27,9 @@ func (s *Settings) RefuseUnimplemented() error {
 		}
 		if slices.Contains(s.Auth.Providers, AuthProviderToken) && !s.Auth.TokenSecretKey.IsSet() && !s.Auth.TokenPublicKey.IsSet() {
 			errs = append(errs, errors.New("AuthenticationProviderToken needs tokenSecretKey or tokenPublicKey"))
+		}
+		if slices.Contains(s.Auth.Providers, AuthProviderBasic) && !s.Auth.BasicAuthConf.IsSet() {
+			errs = append(errs, errors.New("AuthenticationProviderBasic needs basicAuthConf (an htpasswd file)"))
 		}
 	}
 	if s.Auth.AuthorizationEnabled {

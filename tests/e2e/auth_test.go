@@ -208,3 +208,48 @@ func TestAuthTLSClientCertificate(t *testing.T) {
 		t.Errorf("pulsaradmin without a client certificate: %v, want a 401", err)
 	}
 }
+
+// TestAuthBasicHtpasswd: the basic provider with the pulsar-client-go suite's .htpasswd (admin /
+// 123456, Apache MD5): the real client with NewAuthenticationBasic produces and consumes; a wrong
+// password is refused; HTTP Basic credentials are checked the same way.
+func TestAuthBasicHtpasswd(t *testing.T) {
+	htpasswd := filepath.Join(t.TempDir(), ".htpasswd")
+	if err := os.WriteFile(htpasswd, []byte("admin:$apr1$FG4AO6aX$KGYPuMoLUou3i6vUkPUUf.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startTLSBroker(t, "authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderBasic\nbasicAuthConf="+htpasswd+"\n")
+	basic := func(user, password string) func(*pulsar.ClientOptions) {
+		return func(o *pulsar.ClientOptions) {
+			a, err := pulsar.NewAuthenticationBasic(user, password)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Authentication = a
+		}
+	}
+	c, err := tlsClient(t, b.tlsURL, b.caFile, basic("admin", "123456"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceConsume(t, c, 3)
+	refusedClient(t, "wrong password", b.tlsURL, b.caFile, basic("admin", "hunter2"))
+	refusedClient(t, "unknown user", b.tlsURL, b.caFile, basic("mallory", "123456"))
+
+	hc := httpsClientFor(t, b)
+	for creds, want := range map[string]int{"admin:123456": 200, "admin:hunter2": 401} {
+		req, _ := http.NewRequest(http.MethodGet, b.httpsURL+"/admin/v2/tenants", nil)
+		user, pw, _ := strings.Cut(creds, ":")
+		req.SetBasicAuth(user, pw)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("HTTP Basic %s: %d, want %d", user, resp.StatusCode, want)
+		}
+	}
+	if strings.Contains(b.Logs(), "hunter2") {
+		t.Error("a password appears in the broker log")
+	}
+}
