@@ -151,7 +151,7 @@ func init() {
 		strKey("tokenAudience", "", "audience a token must name", func(s *Settings) *string { return &s.Auth.TokenAudience }),
 		keySourceKey("basicAuthConf", "htpasswd file of the basic provider: a path, file:///path or data:;base64,...", func(s *Settings) *KeySource { return &s.Auth.BasicAuthConf }),
 		boolKey("authenticateMetricsEndpoint", "", "/metrics needs credentials", func(s *Settings) *bool { return &s.Auth.AuthenticateMetricsEndpoint }),
-		durationKey("authenticationRefreshCheckSeconds", "", time.Second, "read, not acted on: credentials are checked at CONNECT and on every HTTP request", func(s *Settings) *time.Duration { return &s.Auth.RefreshCheckInterval }),
+		durationKey("authenticationRefreshCheckSeconds", "", time.Second, "how often connections' credentials are checked for expiry (AUTH_CHALLENGE)", func(s *Settings) *time.Duration { return &s.Auth.RefreshCheckInterval }),
 
 		// Outgoing links to other brokers (replication).
 		boolKey("brokerClientTlsEnabled", "", "replication links use TLS (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.BrokerClient.TLSEnabled }),

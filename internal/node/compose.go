@@ -141,7 +141,9 @@ func (n *Node) compose(ctx context.Context) error {
 		KeepAliveInterval: n.opts.KeepAliveInterval,
 		AdmitReplicator:   n.admitReplicator,
 		Authenticator:     n.authn,
-		Logger:            log,
+		// Pulsar's authenticationRefreshCheckSeconds.
+		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
+		Logger:              log,
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/auth"
+	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -27,25 +28,42 @@ func (c *conn) authenticate(cmd *pulsarpb.CommandConnect) error {
 		}
 		return nil
 	}
-	creds := auth.Credentials{Method: cmd.GetAuthMethodName(), Data: cmd.GetAuthData()}
-	if tc, ok := c.nc.(*tls.Conn); ok {
-		st := tc.ConnectionState()
-		creds.TLS = &st
-	}
+	creds := auth.Credentials{Method: cmd.GetAuthMethodName(), Data: cmd.GetAuthData(), TLS: c.tlsState()}
 	id, err := a.Authenticate(creds)
 	if err != nil {
-		c.s.stats.authFailures.Add(1)
-		c.log.Info("closing connection: authentication failed", "method", clipText(creds.Method), "reason", err.Error())
-		c.sendCommand(&pulsarpb.CommandError{
-			RequestId: proto.Uint64(0),
-			Error:     pulsarpb.ServerError_AuthenticationError.Enum(),
-			Message:   proto.String("Unable to authenticate: " + err.Error()),
-		})
-		return fmt.Errorf("%w: %v", errAuthenticationFailed, err)
+		return c.refuseAuthentication(creds.Method, err)
 	}
+	c.authMu.Lock()
 	c.identity = id
+	c.refresh = authRefresh{expiresAt: id.ExpiresAt, clientRefreshes: cmd.GetFeatureFlags().GetSupportsAuthRefresh(),
+		protocolVersion: min(cmd.GetProtocolVersion(), wire.ProtocolVersion)}
+	c.authMu.Unlock()
 	c.log.Debug("client authenticated", "role", id.Role, "method", id.Method)
 	return nil
+}
+
+// refuseAuthentication answers credentials that do not authenticate with ERROR
+// AuthenticationError, logs the method and the reason (never the credentials), and returns the
+// error that closes the connection.
+func (c *conn) refuseAuthentication(method string, err error) error {
+	c.s.stats.authFailures.Add(1)
+	c.log.Info("closing connection: authentication failed", "method", clipText(method), "reason", err.Error())
+	c.sendCommand(&pulsarpb.CommandError{
+		RequestId: proto.Uint64(0),
+		Error:     pulsarpb.ServerError_AuthenticationError.Enum(),
+		Message:   proto.String("Unable to authenticate: " + err.Error()),
+	})
+	return fmt.Errorf("%w: %v", errAuthenticationFailed, err)
+}
+
+// tlsState is the connection's TLS state, nil on a plaintext connection.
+func (c *conn) tlsState() *tls.ConnectionState {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	st := tc.ConnectionState()
+	return &st
 }
 
 // clipText shortens client-chosen text for a log line.

@@ -44,8 +44,11 @@ type conn struct {
 	nc     net.Conn
 	log    *slog.Logger
 	remote string
-	// identity is who CONNECT authenticated as (authn.go); zero without authentication.
+	// identity is who CONNECT authenticated as (authn.go), zero without authentication; refresh
+	// is the expiry state of its credentials (authrefresh.go). Guarded by authMu.
+	authMu   sync.Mutex
 	identity auth.Identity
+	refresh  authRefresh
 
 	ctx    context.Context // ends when the connection is gone (or aborted): the writer stops
 	cancel context.CancelCauseFunc
@@ -345,9 +348,20 @@ func (c *conn) keepAliveLoop() {
 	tick := time.NewTicker(interval / 2)
 	defer tick.Stop()
 	k := keepAlive{interval: interval, lastTick: time.Now()}
+	var authTick <-chan time.Time // credentials that expire are checked on their own period
+	if c.s.opts.Authenticator != nil {
+		t := time.NewTicker(c.s.opts.AuthRefreshInterval)
+		defer t.Stop()
+		authTick = t.C
+	}
 	for {
 		select {
 		case <-tick.C:
+		case now := <-authTick:
+			if !c.checkCredentials(now) {
+				return
+			}
+			continue
 		case <-c.ctx.Done():
 			return
 		case <-c.done:

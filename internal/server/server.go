@@ -10,6 +10,7 @@
 //	outbox.go     the batched outbound queue (one writev per burst)
 //	tls.go        connections on TLS listeners: bounded handshake, bursts written as large records
 //	authn.go      authentication of CONNECT (Options.Authenticator)
+//	authrefresh.go  expiring credentials: AUTH_CHALLENGE / AUTH_RESPONSE
 //	connect.go    command dispatch, CONNECT/CONNECTED, PING/PONG
 //	lookup.go     LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, topic name normalisation
 //	produce.go    PRODUCER, SEND, SEND_RECEIPT/SEND_ERROR, CLOSE_PRODUCER
@@ -24,6 +25,9 @@
 //	                             max_message_size}; versions below v6 get ERROR UnsupportedVersion;
 //	                             with Options.Authenticator, credentials that do not authenticate
 //	                             get ERROR AuthenticationError and the connection closes
+//	AUTH_CHALLENGE / AUTH_RESPONSE  with Options.Authenticator: expired credentials are challenged
+//	                             every AuthRefreshInterval; a valid answer of the same role keeps
+//	                             the connection, anything else closes it
 //	PING / PONG                  answered; the server pings idle connections itself
 //	LOOKUP                       Connect, authoritative, brokerServiceUrl and brokerServiceUrlTls =
 //	                             the advertised URLs of the listeners there are;
@@ -90,6 +94,8 @@ import (
 const (
 	DefaultMaxMessageSize    = 5 * 1024 * 1024
 	DefaultKeepAliveInterval = 30 * time.Second
+	// DefaultAuthRefreshInterval is Pulsar's authenticationRefreshCheckSeconds default.
+	DefaultAuthRefreshInterval = 60 * time.Second
 	// DefaultMaxPendingSends is 4x Pulsar's maxPendingPublishRequestsPerConnection: a replication
 	// link carries every replicated topic of a remote cluster on one connection, one SEND per entry,
 	// and at 1000 the limit, not the disk, set the catch-up rate of unbatched entries (152-162k
@@ -132,6 +138,10 @@ type Options struct {
 	// Authenticator, when set, authenticates every CONNECT (authn.go): a connection whose
 	// credentials fail gets ERROR AuthenticationError and is closed. Nil accepts every client.
 	Authenticator *auth.Authenticator
+	// AuthRefreshInterval is how often a connection's credentials are checked for expiry
+	// (authrefresh.go; Pulsar's authenticationRefreshCheckSeconds). Zero means
+	// DefaultAuthRefreshInterval.
+	AuthRefreshInterval time.Duration
 	// AdmitReplicator decides whether a replicator producer (name "pulsar.repl.<source>-->...")
 	// from cluster source may publish to topic (docs/design.md, "Replication invariants": the tenant must allow the source and
 	// the namespace must exist). A refusal is sent as ERROR with the error's ServerError code, and
@@ -153,6 +163,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.AuthRefreshInterval <= 0 {
+		o.AuthRefreshInterval = DefaultAuthRefreshInterval
 	}
 	if o.KeepAliveInterval <= 0 {
 		o.KeepAliveInterval = DefaultKeepAliveInterval

@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/meridian-mq/meridian/tests/internal/harness"
 )
 
 const tokenProvider = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
@@ -251,5 +254,42 @@ func TestAuthBasicHtpasswd(t *testing.T) {
 	}
 	if strings.Contains(b.Logs(), "hunter2") {
 		t.Error("a password appears in the broker log")
+	}
+}
+
+// TestAuthTokenRefreshDuringConnection: with authenticationRefreshCheckSeconds=1 and tokens that
+// expire two seconds after they are made, the broker challenges the connections of the real client
+// (AUTH_CHALLENGE) and the client answers with a fresh token from its supplier: a producer keeps
+// publishing across several expiries on the same connection.
+func TestAuthTokenRefreshDuringConnection(t *testing.T) {
+	secret := []byte("meridian-e2e-secret-key-32-bytes")
+	b := startTLSBrokerEnv(t, fmt.Sprintf("authenticationEnabled=true\nauthenticationProviders=%s\ntokenSecretKey=data:;base64,%s\nauthenticationRefreshCheckSeconds=1\n",
+		tokenProvider, base64.StdEncoding.EncodeToString(secret)), []string{"MERIDIAN_LOG_LEVEL=debug"})
+	fresh := func() (string, error) {
+		return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "app-1", "exp": time.Now().Add(3 * time.Second).Unix()}).SignedString(secret)
+	}
+	c, err := tlsClient(t, b.tlsURL, b.caFile, func(o *pulsar.ClientOptions) { o.Authentication = pulsar.NewAuthenticationTokenFromSupplier(fresh) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := c.CreateProducer(pulsar.ProducerOptions{Topic: harness.Topic(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx := testCtx(t, 60*time.Second)
+	sent := 0
+	harness.Eventually(t, 30*time.Second, "three credential refreshes while publishing", func() error {
+		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("m")}); err != nil {
+			t.Fatalf("Send %d: %v", sent, err)
+		}
+		sent++
+		if n := strings.Count(b.Logs(), "credentials refreshed"); n < 3 {
+			return fmt.Errorf("%d refreshes so far", n)
+		}
+		return nil
+	})
+	if strings.Contains(b.Logs(), "credentials expired and were not refreshed") {
+		t.Error("a connection of the refreshing client was closed")
 	}
 }
