@@ -195,6 +195,11 @@ data-dir=/d
 	if _, _, err := parseWithEnv(t, nil, "--config", conf, "--cluster", "x"); err == nil || !strings.Contains(err.Error(), "--cluster cannot be combined") {
 		t.Errorf("--cluster with clusters from the file: %v", err)
 	}
+	// Replication links do not authenticate: clusters with authentication need an anonymous role.
+	authConf := writeConf(t, "clusters=a,b\nauthenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken\ntokenSecretKey=data:;base64,MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n")
+	if _, _, err := parseWithEnv(t, nil, "--config", authConf); err == nil || !strings.Contains(err.Error(), "needs anonymousUserRole") {
+		t.Errorf("clusters with authentication and no anonymous role: %v", err)
+	}
 }
 
 // TestConfigAuthenticationAllowsPlaintext: with authentication on, plaintext listeners on every

@@ -116,6 +116,9 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	if s.ConfigStore != "" {
 		return nil, errors.New("--config-store cannot be combined with --clusters (the clusters share an in-process configuration store)")
 	}
+	if s.Auth.AuthenticationEnabled && s.Auth.AnonymousUserRole == "" {
+		return nil, errors.New("--clusters with authenticationEnabled=true needs anonymousUserRole: the replication links between the clusters do not authenticate")
+	}
 	seen := map[string]bool{}
 	var all []node.Options
 	var errs []error
