@@ -16,6 +16,10 @@ import (
 // MethodBasic is the method of user:password credentials.
 const MethodBasic = "basic"
 
+// MaxBcryptCost bounds the cost of a bcrypt hash in an htpasswd file: a check at cost 14 takes
+// about a second of CPU, and every CONNECT and HTTP request with basic credentials makes one.
+const MaxBcryptCost = 14
+
 // BasicProvider authenticates user:password against an htpasswd file, as Pulsar's
 // AuthenticationProviderBasic does: the role is the user name. Hashes in Apache's MD5 format
 // ($apr1$, what `htpasswd -m` writes), MD5-crypt ($1$) and bcrypt ($2a$, $2b$, $2y$: `htpasswd -B`)
@@ -59,8 +63,12 @@ func ParseHtpasswd(data []byte) (*BasicProvider, error) {
 				return nil, fmt.Errorf("line %d (user %q): a malformed MD5 hash", i+1, clip(user))
 			}
 		case strings.HasPrefix(hash, "$2a$"), strings.HasPrefix(hash, "$2b$"), strings.HasPrefix(hash, "$2y$"):
-			if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+			cost, err := bcrypt.Cost([]byte(hash))
+			if err != nil {
 				return nil, fmt.Errorf("line %d (user %q): a malformed bcrypt hash", i+1, clip(user))
+			}
+			if cost > MaxBcryptCost {
+				return nil, fmt.Errorf("line %d (user %q): bcrypt cost %d is above %d: every CONNECT and HTTP request would spend seconds of CPU on it", i+1, clip(user), cost, MaxBcryptCost)
 			}
 		default:
 			return nil, fmt.Errorf("line %d (user %q): only MD5 ($apr1$, $1$: htpasswd -m) and bcrypt ($2y$: htpasswd -B) hashes are supported", i+1, clip(user))

@@ -72,7 +72,8 @@ func TestHtpasswdRefusals(t *testing.T) {
 		"nocolon\n":                               "line 1 is not user:hash",
 		"a:$apr1$salt$short\n":                    "malformed MD5",
 		"a:$2y$10$tooshort\n":                     "malformed bcrypt",
-		clientSuiteHtpasswd + clientSuiteHtpasswd: "listed twice",
+		"a:$2y$15$abcdefghijklmnopqrstuu5vVnTQ2nDhl5Ci5SKQa0j0w0rrnLx6W\n": "bcrypt cost 15 is above 14",
+		clientSuiteHtpasswd + clientSuiteHtpasswd:                          "listed twice",
 	} {
 		_, err := ParseHtpasswd([]byte(text))
 		if err == nil || !strings.Contains(err.Error(), want) {
