@@ -1,0 +1,352 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+func (e *Engine) syncLoop() {
+	defer close(e.applyCh)
+	e.lastSync = time.Now()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		e.qmu.Lock()
+		if e.spare == nil {
+			e.spare = e.takeFreeBatch() // back-pressure: the applier is at most two batches behind
+		}
+		for !e.stopping && len(e.unsynced) == 0 && len(e.syncDone) == 0 && len(e.commitDone) == 0 &&
+			(len(e.pending.items) == 0 || len(e.inflight) >= e.opts.SyncPipelineDepth) {
+			e.qcond.Wait()
+		}
+		if len(e.commitDone) > 0 {
+			e.qmu.Unlock()
+			e.finishCommits()
+			continue
+		}
+		if len(e.syncDone) > 0 {
+			done := e.syncDone
+			e.syncDone = nil
+			e.qmu.Unlock()
+			e.finishBackgroundSyncs(done)
+			continue
+		}
+		if len(e.pending.items) == 0 && e.stopping {
+			e.qmu.Unlock()
+			e.stopCommitSyncers()
+			e.stopBackgroundSyncer()
+			if len(e.unsynced) > 0 {
+				if err := e.syncJournal(); err != nil {
+					e.abandonJournal(e.journalSeq, err)
+				}
+			}
+			e.discardPreparedJournal()
+			return
+		}
+		if len(e.pending.items) == 0 {
+			// SyncInterval with unsynced data: wait for the interval or new work (or, with an
+			// fsync already running, for its result).
+			if e.syncsInFlight > 0 {
+				e.qcond.Wait()
+				e.qmu.Unlock()
+				continue
+			}
+			wait := e.opts.SyncInterval - time.Since(e.lastSync)
+			if wait > 0 {
+				if timer == nil {
+					timer = time.AfterFunc(wait, func() { e.qmu.Lock(); e.qcond.Broadcast(); e.qmu.Unlock() })
+				} else {
+					timer.Reset(wait)
+				}
+				e.qcond.Wait()
+				e.qmu.Unlock()
+				continue
+			}
+			e.qmu.Unlock()
+			e.startBackgroundSync(false)
+			continue
+		}
+		// Let the batch the applier is finishing rejoin: its appenders' next appends would
+		// otherwise always miss this group commit and the two halves of a closed-loop load
+		// alternate with half-size fsyncs. The wait is bounded by the apply of one batch plus a
+		// few scheduler yields; with an open-loop load the applier is idle and nothing waits.
+		// With an fsync in flight the pending batch is cut at once instead (pipelinesync.go):
+		// its fsync then overlaps the one in flight, which is the point of pipelining.
+		for e.applying && !e.stopping && len(e.inflight) == 0 {
+			e.qcond.Wait()
+		}
+		for i := 0; i < 4 && !e.stopping; i++ {
+			n := len(e.pending.items)
+			e.qmu.Unlock()
+			runtime.Gosched()
+			e.qmu.Lock()
+			if len(e.pending.items) == n {
+				break
+			}
+		}
+		e.noteSuccessorReady()
+		if e.needsDrain() || (e.wantDirect && (len(e.inflight) > 0 || e.appliedJobs != e.handedJobs)) {
+			// The pending batch is committed inline (it rotates or opens the journal file, or
+			// has no journal bytes to order it): the batches in flight go first. Or a ledger
+			// was armed for direct writes: its next entries may go straight to its segment once
+			// everything before is durable and written there (directwrite.go).
+			e.qmu.Unlock()
+			e.drainCommits()
+			if e.wantDirect {
+				e.waitApplied()
+				e.wantDirect = false
+			}
+			continue
+		}
+		b := e.pending
+		e.pending, e.spare = e.spare, nil // emptied by the applier when it freed it
+		e.pending.seq = b.seq
+		e.pending.moved = false
+		e.prepareFullSuccessor()
+		b.rotate = e.rotateDue()
+		if b.rotate {
+			e.pending.seq = b.seq + 1
+			e.jsize = headerSize
+		}
+		e.jseq = e.pending.seq
+		e.qmu.Unlock()
+
+		e.commit(b)
+	}
+}
+
+// commit writes one batch to the journal and makes it durable (SyncAlways), then hands it to
+// the applier.
+func (e *Engine) commit(b *batch) {
+	e.planDirect(b, e.opts.Sync == SyncAlways && !b.moved && len(e.pendingVoids) == 0 &&
+		e.journal != nil && e.journalSeq == b.seq)
+	if e.pipelined(b) {
+		e.commitAsync(b)
+		return
+	}
+	var err error
+	closing := b.rotate && e.journal != nil && e.journalSeq == b.seq
+	if len(b.buf) > 0 || len(e.pendingVoids) > 0 || closing {
+		if e.journal == nil || e.journalSeq != b.seq {
+			err = e.openJournal(b.seq)
+		}
+		if err == nil {
+			buf := journalBuf(b)
+			if b.moved || len(e.pendingVoids) > 0 {
+				// Void records of a failed batch go first, so they are durable no later than
+				// any later record of those ledgers; a batch encoded for an abandoned journal
+				// file announces its ledgers again.
+				buf = append(append([]byte(nil), e.pendingVoids...), e.announcements(b)...)
+			}
+			if b.rotate {
+				// A rotated file ends with an end record: what follows in a recycled file is stale.
+				buf = appendEndRecord(buf)
+			}
+			sealJournalRecords(buf, journalSeed(e.journalSeq))
+			_, err = e.journal.WriteAt(buf, e.journalOff)
+			if err != nil {
+				err = fmt.Errorf("storage: journal write: %w", err)
+			} else {
+				e.journalOff += int64(len(buf))
+				e.m.bytesWritten.Add(int64(len(buf)))
+			}
+		}
+		if err == nil && e.opts.Sync == SyncAlways {
+			err = e.syncJournal()
+		}
+		if err == nil {
+			err = syncDirect(b)
+		}
+	}
+	if err != nil {
+		e.undoDirect(b)
+		e.abandonJournal(b.seq, err)
+		e.voidBatch(b)
+		e.toApplier(applyJob{b: b, err: err})
+		return
+	}
+	e.releaseDirect(b)
+	if len(b.buf) > 0 || len(e.pendingVoids) > 0 {
+		e.io.noteJournalOK()
+	}
+	e.pendingVoids = e.pendingVoids[:0]
+	if e.opts.Sync == SyncInterval {
+		for _, it := range b.items {
+			if it.kind == kEntry {
+				if e.unsynced == nil {
+					e.unsynced = map[*Ledger]struct{}{}
+				}
+				e.unsynced[it.l] = struct{}{}
+			}
+		}
+	}
+	e.toApplier(applyJob{b: b, rotate: b.rotate && e.journal != nil, seq: b.seq})
+	switch {
+	case b.rotate && e.journal != nil && e.opts.Sync == SyncInterval:
+		// The background syncer fsyncs and closes the file; the next batches go to a new
+		// one meanwhile (whose header says this one may end torn until that fsync is done).
+		e.startBackgroundSync(true)
+	case b.rotate && e.journal != nil:
+		e.closeJournal()
+		e.carryDirect(b.seq)
+	case e.opts.Sync == SyncInterval && len(e.unsynced) > 0 && e.syncsInFlight == 0 &&
+		time.Since(e.lastSync) >= e.opts.SyncInterval:
+		e.startBackgroundSync(false)
+	}
+}
+
+// voidBatch prepares void records for the entries of a batch that failed: all its ledgers are
+// fenced by the applier, and none of these entries (nor any later one of those ledgers that is
+// already queued) was acknowledged. They are written at the start of the next group commit.
+func (e *Engine) voidBatch(b *batch) {
+	type key struct {
+		l  *Ledger
+		id int64
+	}
+	first := map[key]int64{}
+	var order []key
+	for _, it := range b.items {
+		if it.kind != kEntry || it.l == nil {
+			continue
+		}
+		k := key{it.l, it.ledgerID}
+		if v, ok := first[k]; !ok || it.entryID < v {
+			if !ok {
+				order = append(order, k)
+			}
+			first[k] = it.entryID
+		}
+	}
+	for _, k := range order {
+		e.pendingVoids = appendAnnounce(e.pendingVoids, k.l.slot, k.l.name)
+		var start int
+		e.pendingVoids, start = beginJournalRecord(e.pendingVoids, jVoid, k.l.slot)
+		e.pendingVoids = binary.LittleEndian.AppendUint64(e.pendingVoids, uint64(k.id))
+		e.pendingVoids = binary.LittleEndian.AppendUint64(e.pendingVoids, uint64(first[k]))
+		finishJournalRecord(e.pendingVoids, start)
+	}
+}
+
+func (e *Engine) announcements(b *batch) []byte {
+	if !b.moved {
+		return b.buf
+	}
+	var out []byte
+	seen := map[*Ledger]bool{}
+	for _, it := range b.items {
+		if it.l != nil && !seen[it.l] {
+			seen[it.l] = true
+			out = appendAnnounce(out, it.l.slot, it.l.name)
+		}
+	}
+	return append(out, b.buf...)
+}
+
+// syncJournal fsyncs the journal (sync loop only).
+func (e *Engine) syncJournal() error {
+	if e.journal == nil {
+		return nil
+	}
+	start := time.Now()
+	err := vfs.DataSync(e.journal)
+	d := time.Since(start)
+	e.lastSync = time.Now()
+	e.recordSync(d)
+	if err != nil {
+		e.m.fsyncErrors.Add(1)
+		return fmt.Errorf("storage: journal fsync: %w", err)
+	}
+	clear(e.unsynced)
+	return nil
+}
+
+// abandonJournal gives up journal file seq after a failed write or fsync: nothing written since
+// its last good fsync may be on disk, so it is never written again. Ledgers with acknowledged
+// unsynced appends (SyncInterval) are fenced; later batches go to a new file whose header says
+// that this one may end torn (sync loop only).
+func (e *Engine) abandonJournal(seq uint64, err error) {
+	if e.io.journalFailing() {
+		e.log.Debug("journal write or fsync failed again; continuing in a new journal file", "seq", seq, "err", err)
+	} else {
+		e.log.Error("journal write or fsync failed; continuing in a new journal file", "seq", seq, "err", err)
+	}
+	e.io.noteJournalFailed(err)
+	e.qmu.Lock()
+	if e.pending.seq <= seq {
+		e.pending.seq = seq + 1
+		e.pending.moved = len(e.pending.items) > 0
+		e.jsize = headerSize + int64(len(e.pending.buf))
+	}
+	e.jseq = e.pending.seq
+	e.qmu.Unlock()
+	e.prevUnclean = true
+	for l := range e.unsynced {
+		l.fence(err)
+	}
+	clear(e.unsynced)
+	if e.journal != nil && e.journalSeq == seq {
+		e.closeJournal()
+		e.toApplier(applyJob{rotate: true, seq: seq})
+	}
+}
+
+func (e *Engine) closeJournal() {
+	if e.journal != nil {
+		e.closeCommitDescriptors()
+		_ = e.journal.Close()
+		e.journal = nil
+	}
+}
+
+func (e *Engine) openJournal(seq uint64) error {
+	e.closeJournal()
+	f := e.takePreparedJournal(seq) // made ahead of time (nextjournal.go)
+	if f == nil {
+		var flags uint32
+		if e.prevUnclean || e.closeSyncsInFlight > 0 {
+			// The previous file was abandoned, or its final fsync (SyncInterval) has not
+			// finished: its tail may be torn although it is not the last file.
+			flags = journalFlagPrevUnclean
+		}
+		var err error
+		if f, _, err = e.makeJournalFile(seq, flags, false, nil); err != nil {
+			return err
+		}
+	}
+	e.journal, e.journalSeq, e.journalOff = f, seq, headerSize
+	e.openCommitDescriptors(seq) // before the first write to the file (pipelinesync.go)
+	e.io.noteJournalOpened(seq)
+	e.prevUnclean = false
+	e.jfull = e.fullSize(f)
+	e.successorReady = false
+	if e.jfull {
+		e.prepareJournal(seq + 1)
+	} // else once it holds prefillAfter bytes (prepareFullSuccessor)
+	return nil
+}
+
+// toApplier hands a job to the applier, counting it (sync loop only).
+func (e *Engine) toApplier(job applyJob) {
+	if job.b != nil && job.err == nil && len(job.b.items) > 0 {
+		e.m.commitLatency.Observe(time.Since(job.b.opened))
+	}
+	e.handedJobs++
+	e.applyCh <- job
+}
+
+// waitApplied waits until the applier has finished every job handed to it (sync loop only).
+func (e *Engine) waitApplied() {
+	e.qmu.Lock()
+	for e.appliedJobs != e.handedJobs {
+		e.qcond.Wait()
+	}
+	e.qmu.Unlock()
+}
