@@ -13,86 +13,105 @@ import (
 // maxEntries entries (<= 0: no limit) and at most maxBytes of data (<= 0: no limit), but at least
 // one entry if any is stored. Empty slice if none.
 func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxBytes int64) ([]Entry, error) {
-	out := []Entry{}
+	rb := &readBatch{out: []Entry{}, maxEntries: maxEntries, maxBytes: maxBytes}
 	if maxEntries > 0 {
-		out = make([]Entry, 0, min(maxEntries, 1024))
+		rb.out = make([]Entry, 0, min(maxEntries, 1024))
 	}
-	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
-			return out, err
+			return rb.out, err
 		}
 		l.mu.RLock()
 		if l.closed {
 			l.mu.RUnlock()
-			return out, ErrClosed
+			return rb.out, ErrClosed
 		}
 		var seg *segment
-		var start, startOff int64
-		var limit, written, avgRec int64
+		var sc segmentScan
 		for _, s := range l.segs {
 			if s.entries == 0 || s.id < from.LedgerID || (s.id == from.LedgerID && from.EntryID >= s.entries) {
 				continue
 			}
 			seg = s
-			start = 0
+			start := int64(0)
 			if s.id == from.LedgerID {
 				start = max(from.EntryID, 0)
 			}
-			limit, written = s.entries, s.written
-			avgRec = max((s.size-headerSize)/s.entries, segRecordOverhead)
+			sc = segmentScan{id: s.id, want: start, limit: s.entries, written: s.written,
+				avgRec: max((s.size-headerSize)/s.entries, segRecordOverhead)}
 			from = Position{s.id, start}
-			start, startOff = l.hintLocked(s, start)
+			sc.at, sc.off = l.hintLocked(s, start)
 			break
 		}
 		l.mu.RUnlock()
 		if seg == nil {
-			return out, nil
+			return rb.out, nil
 		}
-		var err error
-		out, total, err = l.readSegment(ctx, seg.id, start, startOff, from.EntryID, limit, written, avgRec, out, total, maxEntries, maxBytes)
-		if err != nil {
+		if err := l.readSegment(ctx, sc, rb); err != nil {
 			if vfs.IsNotExist(err) {
 				// Trimmed while reading: continue with what is still stored.
 				from = Position{seg.id + 1, 0}
 				continue
 			}
-			return out, err
+			return rb.out, err
 		}
-		if (maxEntries > 0 && len(out) >= maxEntries) || (maxBytes > 0 && total >= maxBytes) {
-			return out, nil
+		if (maxEntries > 0 && len(rb.out) >= maxEntries) || (maxBytes > 0 && rb.total >= maxBytes) {
+			return rb.out, nil
 		}
 		from = Position{seg.id + 1, 0}
 	}
 }
 
-// readSegment appends entries want..limit-1 of segment id to out, starting the file scan at
-// entry at (file offset off), serving entries from the cache where possible. Entries from written
-// on may not be in the file yet: the file is read only after they are (waitWritten).
-func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, written, avgRec int64, out []Entry, total int64, maxEntries int, maxBytes int64) ([]Entry, int64, error) {
+// segmentScan is what readSegment reads of one segment, fixed by Read under the ledger's lock.
+type segmentScan struct {
+	id      int64 // the segment's ledger id
+	at, off int64 // the file scan starts at entry at, file offset off (an index point or a read hint)
+	want    int64 // the first entry wanted
+	limit   int64 // entries confirmed when the read started: want..limit-1 are read
+	written int64 // entries in the file when the read started: from there on the read waits (waitWritten)
+	avgRec  int64 // average record size in the file, to size the read
+}
+
+// readBatch collects the entries of one Read within its limits.
+type readBatch struct {
+	out        []Entry
+	total      int64 // data bytes in out (set to maxBytes when the next entry would pass it)
+	maxEntries int   // <= 0: no limit
+	maxBytes   int64 // <= 0: no limit
+}
+
+// full reports whether the batch may take no further entry.
+func (rb *readBatch) full() bool {
+	return (rb.maxEntries > 0 && len(rb.out) >= rb.maxEntries) || (rb.maxBytes > 0 && rb.total >= rb.maxBytes && len(rb.out) > 0)
+}
+
+// readSegment appends entries sc.want..sc.limit-1 of segment sc.id to rb, starting the file scan
+// at entry sc.at (file offset sc.off), serving entries from the cache where possible. Entries from
+// sc.written on may not be in the file yet: the file is read only after they are (waitWritten).
+func (l *Ledger) readSegment(ctx context.Context, sc segmentScan, rb *readBatch) error {
 	e := l.e
-	full := func() bool {
-		return (maxEntries > 0 && len(out) >= maxEntries) || (maxBytes > 0 && total >= maxBytes && len(out) > 0)
-	}
+	id, limit, written, avgRec := sc.id, sc.limit, sc.written, sc.avgRec
+	at, off, want := sc.at, sc.off, sc.want
 	// Fast path: the cache has the wanted entries (caught-up readers).
-	for want < limit && !full() {
+	for want < limit && !rb.full() {
 		ce, ok := e.cache.get(Position{id, want})
 		if !ok {
 			break
 		}
-		if maxBytes > 0 && len(out) > 0 && total+int64(len(ce.data)) > maxBytes {
-			return out, maxBytes, nil
+		if rb.maxBytes > 0 && len(rb.out) > 0 && rb.total+int64(len(ce.data)) > rb.maxBytes {
+			rb.total = rb.maxBytes
+			return nil
 		}
-		out = append(out, Entry{Position: Position{id, want}, PublishTime: ce.publishTime, Data: ce.data})
-		total += int64(len(ce.data))
+		rb.out = append(rb.out, Entry{Position: Position{id, want}, PublishTime: ce.publishTime, Data: ce.data})
+		rb.total += int64(len(ce.data))
 		want++
 	}
-	if want >= limit || full() {
-		return out, total, nil
+	if want >= limit || rb.full() {
+		return nil
 	}
 	if written < limit {
 		if err := l.waitWritten(ctx, id, limit); err != nil {
-			return out, total, err
+			return err
 		}
 	}
 	if want != at {
@@ -101,14 +120,14 @@ func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, writ
 		s := l.segByIDLocked(id)
 		if s == nil {
 			l.mu.RUnlock()
-			return out, total, nil
+			return nil
 		}
 		at, off = l.hintLocked(s, want)
 		l.mu.RUnlock()
 	}
 	cf, err := e.files.acquire(segPath(l.dirPath(), id), false)
 	if err != nil {
-		return out, total, err
+		return err
 	}
 	defer e.files.release(cf)
 	// Size the read by what is wanted: maxEntries average records, at most maxBytes (plus one).
@@ -116,11 +135,11 @@ func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, writ
 	// do not push the wanted ones into a second read.
 	skip := (want - at) * avgRec
 	chunk := int64(256<<10) + skip
-	if maxEntries > 0 {
-		chunk = int64(maxEntries-len(out))*avgRec + recHeaderSize + skip
+	if rb.maxEntries > 0 {
+		chunk = int64(rb.maxEntries-len(rb.out))*avgRec + recHeaderSize + skip
 	}
-	if maxBytes > 0 {
-		chunk = min(chunk, maxBytes-total+avgRec+skip)
+	if rb.maxBytes > 0 {
+		chunk = min(chunk, rb.maxBytes-rb.total+avgRec+skip)
 	}
 	chunk = min(max(chunk, 4<<10), 4<<20)
 	// Entries read are slices of buf (like cached entries, they are never modified), so a
@@ -130,12 +149,12 @@ func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, writ
 	size := int(chunk)
 	inUse := false
 	nextRec := 0 // size of the record a refill starts with, when its header was read
-	for at < limit && !full() {
+	for at < limit && !rb.full() {
 		if inUse {
-			if maxEntries > 0 {
+			if rb.maxEntries > 0 {
 				// A refill reads what is still wanted (a record straddling the end of the
 				// last read must not cost a whole second chunk).
-				rest := int64(maxEntries-len(out)) + max(want-at, 0)
+				rest := int64(rb.maxEntries-len(rb.out)) + max(want-at, 0)
 				size = min(size, max(int(rest*avgRec)+recHeaderSize, nextRec, 4<<10))
 			}
 			buf, inUse = nil, false
@@ -144,12 +163,12 @@ func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, writ
 		n, rerr := e.readAt(cf, &buf, size, off)
 		if n < recHeaderSize {
 			if rerr == nil || rerr == io.EOF {
-				return out, total, fmt.Errorf("%w: segment %d ends early at offset %d", ErrCorrupt, id, off)
+				return fmt.Errorf("%w: segment %d ends early at offset %d", ErrCorrupt, id, off)
 			}
-			return out, total, fmt.Errorf("storage: read segment: %w", rerr)
+			return fmt.Errorf("storage: read segment: %w", rerr)
 		}
 		pos := 0
-		for at < limit && !full() {
+		for at < limit && !rb.full() {
 			body, sz, derr := decodeRecord(buf[pos:n], nil)
 			if derr != nil {
 				// The record may just continue past this read: refill from it (growing the
@@ -166,22 +185,23 @@ func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, writ
 					}
 				}
 				if pos == 0 && !grow {
-					return out, total, fmt.Errorf("%w: segment %d: bad record at offset %d", ErrCorrupt, id, off)
+					return fmt.Errorf("%w: segment %d: bad record at offset %d", ErrCorrupt, id, off)
 				}
 				break
 			}
 			eid, pt, data, perr := parseSegBody(body)
 			if perr != nil || eid != at {
-				return out, total, fmt.Errorf("%w: segment %d: entry %d where %d expected", ErrCorrupt, id, eid, at)
+				return fmt.Errorf("%w: segment %d: entry %d where %d expected", ErrCorrupt, id, eid, at)
 			}
 			if at >= want {
-				if maxBytes > 0 && len(out) > 0 && total+int64(len(data)) > maxBytes {
+				if rb.maxBytes > 0 && len(rb.out) > 0 && rb.total+int64(len(data)) > rb.maxBytes {
 					l.noteReadHint(id, at, off+int64(pos))
-					return out, maxBytes, nil
+					rb.total = rb.maxBytes
+					return nil
 				}
-				out = append(out, Entry{Position: Position{id, at}, PublishTime: pt, Data: data[:len(data):len(data)]})
+				rb.out = append(rb.out, Entry{Position: Position{id, at}, PublishTime: pt, Data: data[:len(data):len(data)]})
 				inUse = true
-				total += int64(len(data))
+				rb.total += int64(len(data))
 			}
 			at++
 			pos += sz
@@ -191,7 +211,7 @@ func (l *Ledger) readSegment(ctx context.Context, id, at, off, want, limit, writ
 	if at < limit && at > want {
 		l.noteReadHint(id, at, off)
 	}
-	return out, total, nil
+	return nil
 }
 
 // segmentWritten records that seg's entries before end are in its file (applier only).
