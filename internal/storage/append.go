@@ -91,7 +91,7 @@ func growBatchBuf(b []byte, n int) []byte {
 	return nb
 }
 
-// switchSegmentLocked starts segment id for new appends (e.qmu held) and queues the seal of the
+// switchSegmentLocked starts segment id for new appends (e.queue.mu held) and queues the seal of the
 // previous one behind its entries.
 func (l *Ledger) switchSegmentLocked(b *batch, id int64) {
 	old := l.curID

@@ -15,9 +15,9 @@ func (e *Engine) applier() {
 	defer close(e.loopDone)
 	for job := range e.applyCh {
 		if job.b != nil {
-			e.qmu.Lock()
-			e.applying = true
-			e.qmu.Unlock()
+			e.queue.mu.Lock()
+			e.queue.applying = true
+			e.queue.mu.Unlock()
 			if job.err != nil {
 				e.failBatch(job.b, job.err)
 			} else {
@@ -34,18 +34,18 @@ func (e *Engine) applier() {
 			clear(job.b.direct)
 			job.b.direct = job.b.direct[:0]
 		}
-		e.qmu.Lock()
-		e.applying = false
-		e.appliedJobs++
+		e.queue.mu.Lock()
+		e.queue.applying = false
+		e.queue.appliedJobs++
 		if job.b != nil {
-			e.demand.note(job.b)
+			e.queue.demand.note(job.b)
 			job.b.buf = job.b.buf[:0]
 			job.b.items = job.b.items[:0]
-			e.demand.trim(job.b)
-			e.freeBatches = append(e.freeBatches, job.b)
+			e.queue.demand.trim(job.b)
+			e.queue.freeBatches = append(e.queue.freeBatches, job.b)
 		}
-		e.qcond.Broadcast()
-		e.qmu.Unlock()
+		e.queue.cond.Broadcast()
+		e.queue.mu.Unlock()
 	}
 }
 

@@ -125,9 +125,9 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 	if len(groups) == 0 {
 		return
 	}
-	e.qmu.Lock()
-	caughtUp := len(e.inflight) == 0 && e.appliedJobs == e.handedJobs
-	e.qmu.Unlock()
+	e.queue.mu.Lock()
+	caughtUp := len(e.inflight) == 0 && e.queue.appliedJobs == e.handedJobs
+	e.queue.mu.Unlock()
 	stay := max(enter/4, 1)
 	var arms []byte
 	for i := range groups {
@@ -199,9 +199,9 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 // through the journal. A failure here drops the ledgers' direct state: the next batch opens (or
 // abandons) the file as usual.
 func (e *Engine) carryDirect(oldSeq uint64) {
-	e.qmu.Lock()
-	stopping := e.stopping
-	e.qmu.Unlock()
+	e.queue.mu.Lock()
+	stopping := e.queue.stopping
+	e.queue.mu.Unlock()
 	var recs []byte
 	var carried []*directState
 	for l, st := range e.direct {

@@ -44,17 +44,7 @@ type Engine struct {
 	unconfirmed   []*segWrite      // applier: writes with entries that failed at apply (unconfirmed.go)
 	offload                        // slow file work off the applier (janitor.go)
 
-	// Queue shared by all appenders; drained by the sync loop.
-	qmu      sync.Mutex
-	qcond    *sync.Cond
-	pending  *batch
-	jseq     uint64 // journal sequence the pending batch will be written to
-	jsize    int64  // size of journal jseq including the pending batch
-	stopping bool
-	applying bool         // the applier is working on a batch
-	syncDone []syncResult // SyncInterval: background fsyncs finished, for the sync loop
-	// SyncAlways: fsyncs of batches in flight reported by the commit syncers (pipelinesync.go).
-	commitDone []*commitInFlight
+	queue appendQueue // appenders, the sync loop and the applier, under queue.mu (queue.go)
 
 	// Owned by the sync loop.
 	journal    vfs.File
@@ -82,13 +72,13 @@ type Engine struct {
 	commitSyncers sync.WaitGroup
 	// Direct writes (directwrite.go): per-ledger state, the count of batches planned, whether the
 	// sync loop should let the applier catch up before the next batch, and the jobs handed to the
-	// applier and finished by it (handedJobs: sync loop; appliedJobs: under qmu).
-	direct                  map[*Ledger]*directState
-	directGroups            map[groupKey]int
-	directRecs              [][]byte // writeDirect's scratch list of one group's records
-	planned                 uint64
-	wantDirect              bool
-	handedJobs, appliedJobs uint64
+	// applier (the count the applier finished is queue.appliedJobs).
+	direct       map[*Ledger]*directState
+	directGroups map[groupKey]int
+	directRecs   [][]byte // writeDirect's scratch list of one group's records
+	planned      uint64
+	wantDirect   bool
+	handedJobs   uint64
 	// The next journal file, being made ahead of rotation (nextjournal.go), and its makers.
 	nextJournal *preparedJournal
 	jfull       bool // the current journal file is full size: appends overwrite allocated blocks (nextjournal.go)
@@ -97,13 +87,8 @@ type Engine struct {
 	successorReady bool
 	preparers      sync.WaitGroup
 
-	applyCh chan applyJob // sync loop -> applier
-	// freeBatches: batches to fill again (applier -> sync loop, under qmu), a stack: the sync
-	// loop takes the one freed last (see takeFreeBatch).
-	freeBatches []*batch
-	spare       *batch      // taken from freeBatches by the sync loop, the next pending batch (under qmu)
-	demand      batchDemand // recent batch sizes (under qmu; see batchDemand.trim)
-	ckptMu      sync.Mutex  // serialises checkpoints
+	applyCh     chan applyJob // sync loop -> applier
+	ckptMu      sync.Mutex    // serialises checkpoints
 	ckptCh      chan checkpointJob
 	ckptCarry   *checkpointJob // a failed checkpoint's files, retried with the next one (checkpointer only)
 	loopDone    chan struct{}
@@ -210,13 +195,13 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.initIO()
 	e.ledgersDir = e.dir + "/ledgers"
 	e.journalDir = e.dir + "/journal"
-	e.qcond = sync.NewCond(&e.qmu)
-	e.pending = &batch{}
+	e.queue.cond = sync.NewCond(&e.queue.mu)
+	e.queue.pending = &batch{}
 	e.applyCh = make(chan applyJob, 2)
 	// Batches: the pending one, the ones whose fsync is in flight, and up to two with the
 	// applier; the sync loop takes a free one before it cuts the pending batch.
 	for range 2 + opts.SyncPipelineDepth {
-		e.freeBatches = append(e.freeBatches, &batch{})
+		e.queue.freeBatches = append(e.queue.freeBatches, &batch{})
 	}
 	start := time.Now()
 	if err := e.recover(ctx); err != nil {
@@ -323,10 +308,10 @@ func (e *Engine) Close() error {
 		e.mu.Unlock()
 		close(e.bgStop)
 		<-e.bgDone
-		e.qmu.Lock()
-		e.stopping = true
-		e.qcond.Broadcast()
-		e.qmu.Unlock()
+		e.queue.mu.Lock()
+		e.queue.stopping = true
+		e.queue.cond.Broadcast()
+		e.queue.mu.Unlock()
 		<-e.loopDone
 		e.jan.close()
 		close(e.ckptCh)

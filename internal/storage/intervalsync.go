@@ -50,10 +50,10 @@ func (e *Engine) backgroundSyncer() {
 		if req.close {
 			_ = req.f.Close()
 		}
-		e.qmu.Lock()
-		e.syncDone = append(e.syncDone, syncResult{syncRequest: req, err: err, d: d})
-		e.qcond.Broadcast()
-		e.qmu.Unlock()
+		e.queue.mu.Lock()
+		e.queue.syncDone = append(e.queue.syncDone, syncResult{syncRequest: req, err: err, d: d})
+		e.queue.cond.Broadcast()
+		e.queue.mu.Unlock()
 	}
 }
 
@@ -104,13 +104,13 @@ func (e *Engine) stopBackgroundSyncer() {
 		return
 	}
 	for e.syncsInFlight > 0 {
-		e.qmu.Lock()
-		for len(e.syncDone) == 0 {
-			e.qcond.Wait()
+		e.queue.mu.Lock()
+		for len(e.queue.syncDone) == 0 {
+			e.queue.cond.Wait()
 		}
-		done := e.syncDone
-		e.syncDone = nil
-		e.qmu.Unlock()
+		done := e.queue.syncDone
+		e.queue.syncDone = nil
+		e.queue.mu.Unlock()
 		e.finishBackgroundSyncs(done)
 	}
 	close(e.syncReq)

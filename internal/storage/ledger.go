@@ -19,7 +19,7 @@ type Ledger struct {
 	ready   chan struct{}
 	loadErr error
 
-	// Guarded by e.qmu: the order of appends.
+	// Guarded by e.queue.mu: the order of appends.
 	announced uint64
 	curID     int64
 	nextEntry int64
@@ -60,7 +60,7 @@ const (
 	// appenders' RLock wait on a semaphore (~1 % of the unbatched catch-up's CPU).
 	flagErrSet
 	// flagFull: the current segment reached SegmentMaxBytes or SegmentMaxEntries (set and cleared
-	// under e.qmu, read by AppendAsync without it, which took e.qmu a second time per append).
+	// under e.queue.mu, read by AppendAsync without it, which took e.queue.mu a second time per append).
 	flagFull
 )
 

@@ -208,16 +208,16 @@ func (e *Engine) fullSize(f vfs.File) bool {
 }
 
 // prepareFullSuccessor starts preparing a full-size successor of a current journal file that is
-// not full size once it holds prefillAfter bytes (sync loop only, qmu held; see "Journal files are
+// not full size once it holds prefillAfter bytes (sync loop only, queue.mu held; see "Journal files are
 // made full size").
 func (e *Engine) prepareFullSuccessor() {
-	if e.journal != nil && !e.jfull && e.nextJournal == nil && !e.stopping && e.jsize >= e.prefillAfter() {
+	if e.journal != nil && !e.jfull && e.nextJournal == nil && !e.queue.stopping && e.queue.journalSize >= e.prefillAfter() {
 		e.prepareJournal(e.journalSeq + 1)
 	}
 }
 
 // noteSuccessorReady latches that the full-size successor of a current file that is not full
-// size is ready (sync loop only, qmu held). It is called once per round, before needsDrain, so
+// size is ready (sync loop only, queue.mu held). It is called once per round, before needsDrain, so
 // that needsDrain and rotateDue see the same answer: the preparer finishing between the two
 // would otherwise rotate with commits in flight, which rotation never does (pipelinesync.go).
 func (e *Engine) noteSuccessorReady() {
@@ -230,10 +230,10 @@ func (e *Engine) noteSuccessorReady() {
 
 // rotateDue reports whether the pending batch closes its journal file: the file is full, the
 // engine stops, or the current file is not full size and its full-size successor is ready (sync
-// loop only, qmu held).
+// loop only, queue.mu held).
 func (e *Engine) rotateDue() bool {
-	return e.jsize >= e.opts.JournalFileBytes || e.stopping ||
-		(e.successorReady && e.journal != nil && e.pending.seq == e.journalSeq)
+	return e.queue.journalSize >= e.opts.JournalFileBytes || e.queue.stopping ||
+		(e.successorReady && e.journal != nil && e.queue.pending.seq == e.journalSeq)
 }
 
 // takePreparedJournal returns the prepared file for journal seq if it can be used now, waiting

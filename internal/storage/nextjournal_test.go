@@ -379,13 +379,13 @@ func (f *retireRecordingFS) journalSizes(t *testing.T) map[string]int64 {
 }
 
 func (e *Engine) jseqForTest() uint64 {
-	e.qmu.Lock()
-	defer e.qmu.Unlock()
-	return e.jseq
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.pendingSeq
 }
 
 func (e *Engine) jsizeForTest() int64 {
-	e.qmu.Lock()
-	defer e.qmu.Unlock()
-	return e.jsize
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.journalSize
 }

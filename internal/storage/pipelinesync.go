@@ -50,7 +50,7 @@ type commitInFlight struct {
 	b   *batch
 	f   vfs.File // a descriptor of the journal file of its own (commitFDs), not closed while the fsync is in flight
 	seq uint64
-	// Set by the commit syncer before it reports the commit (under qmu).
+	// Set by the commit syncer before it reports the commit (under queue.mu).
 	err error
 	d   time.Duration
 	// Set by the sync loop when it receives the report.
@@ -64,10 +64,10 @@ func (e *Engine) commitSyncer() {
 		start := time.Now()
 		c.err = syncCommit(c.f, c.b)
 		c.d = time.Since(start)
-		e.qmu.Lock()
-		e.commitDone = append(e.commitDone, c)
-		e.qcond.Broadcast()
-		e.qmu.Unlock()
+		e.queue.mu.Lock()
+		e.queue.commitDone = append(e.queue.commitDone, c)
+		e.queue.cond.Broadcast()
+		e.queue.mu.Unlock()
 	}
 }
 
@@ -134,12 +134,12 @@ func (e *Engine) freeCommitDescriptor() vfs.File {
 }
 
 // needsDrain reports whether the pending batch, once cut, would be committed inline while
-// fsyncs are in flight; the sync loop then drains them first (sync loop only, qmu held).
+// fsyncs are in flight; the sync loop then drains them first (sync loop only, queue.mu held).
 func (e *Engine) needsDrain() bool {
 	if len(e.inflight) == 0 {
 		return false
 	}
-	p := e.pending
+	p := e.queue.pending
 	return e.rotateDue() || p.moved || len(e.pendingVoids) > 0 ||
 		e.journal == nil || e.journalSeq != p.seq || len(p.buf) == 0
 }
@@ -167,18 +167,18 @@ func (e *Engine) commitAsync(b *batch) {
 }
 
 // takeCommitReportsLocked marks the commits the commit syncers reported as finished (sync loop
-// only, qmu held).
+// only, queue.mu held).
 func (e *Engine) takeCommitReportsLocked() {
-	for _, c := range e.commitDone {
+	for _, c := range e.queue.commitDone {
 		c.finished = true
 	}
-	e.commitDone = e.commitDone[:0]
+	e.queue.commitDone = e.queue.commitDone[:0]
 }
 
 // finishCommits hands the finished head of the in-flight list to the applier, in order; if any
 // fsync in flight failed it waits for all of them and fails them all (sync loop only).
 func (e *Engine) finishCommits() {
-	e.qmu.Lock()
+	e.queue.mu.Lock()
 	e.takeCommitReportsLocked()
 	failed := false
 	for _, c := range e.inflight {
@@ -188,11 +188,11 @@ func (e *Engine) finishCommits() {
 	}
 	if failed {
 		for !e.allCommitsFinishedLocked() {
-			e.qcond.Wait()
+			e.queue.cond.Wait()
 			e.takeCommitReportsLocked()
 		}
 	}
-	e.qmu.Unlock()
+	e.queue.mu.Unlock()
 
 	var failErr error
 	n := 0
@@ -248,11 +248,11 @@ func (e *Engine) allCommitsFinishedLocked() bool {
 // the head waits for a report.
 func (e *Engine) drainCommits() {
 	for len(e.inflight) > 0 {
-		e.qmu.Lock()
-		for len(e.commitDone) == 0 {
-			e.qcond.Wait()
+		e.queue.mu.Lock()
+		for len(e.queue.commitDone) == 0 {
+			e.queue.cond.Wait()
 		}
-		e.qmu.Unlock()
+		e.queue.mu.Unlock()
 		e.finishCommits()
 	}
 }

@@ -1,9 +1,36 @@
 package storage
 
 import (
+	"sync"
 	"time"
 	"unsafe"
 )
+
+// appendQueue is where appenders meet the sync loop and the applier: the pending batch all
+// appenders fill, the free batches the applier gives back, and what each goroutine reports to the
+// sync loop. Every field is guarded by mu; cond wakes the sync loop (new work, a batch freed, an
+// fsync reported) and whoever waits for the applier.
+type appendQueue struct {
+	mu   sync.Mutex
+	cond *sync.Cond // on mu
+	// pending is the batch appenders fill; pendingSeq is the journal file it will be written to
+	// and journalSize the size of that file including the pending batch.
+	pending     *batch
+	pendingSeq  uint64
+	journalSize int64
+	stopping    bool         // Close: no more appends; the sync loop finishes and stops
+	applying    bool         // the applier is working on a batch
+	syncDone    []syncResult // SyncInterval: background fsyncs finished, for the sync loop
+	// commitDone: SyncAlways, fsyncs of batches in flight reported by the commit syncers
+	// (pipelinesync.go).
+	commitDone []*commitInFlight
+	// freeBatches: batches to fill again (applier -> sync loop), a stack: the sync loop takes the
+	// one freed last (see takeFreeBatch).
+	freeBatches []*batch
+	spare       *batch      // taken from freeBatches by the sync loop, the next pending batch
+	demand      batchDemand // recent batch sizes (see batchDemand.trim)
+	appliedJobs uint64      // jobs the applier finished (the sync loop counts those it handed on)
+}
 
 // batch is one group commit: journal bytes plus what to do once they are durable.
 type batch struct {
@@ -62,10 +89,10 @@ type item struct {
 // enqueue appends one item, built by fill under the queue lock (which fixes the order of
 // journal records and of entry ids per ledger), announcing the ledger in this journal file first.
 func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
-	e.qmu.Lock()
-	b := e.pending
-	if e.stopping {
-		e.qmu.Unlock()
+	e.queue.mu.Lock()
+	b := e.queue.pending
+	if e.queue.stopping {
+		e.queue.mu.Unlock()
 		it := fill(&batch{seq: b.seq})
 		if it.done != nil {
 			// Never call back on the caller's goroutine (it may hold locks done needs).
@@ -82,15 +109,15 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 	it := fill(b)
 	it.l = l
 	b.items = append(b.items, it)
-	e.jsize += int64(len(b.buf) - before)
+	e.queue.journalSize += int64(len(b.buf) - before)
 	if wasEmpty {
 		b.opened = time.Now()
-		e.qcond.Signal()
+		e.queue.cond.Signal()
 	}
-	e.qmu.Unlock()
+	e.queue.mu.Unlock()
 }
 
-// takeFreeBatch takes the batch freed last, waiting for one (sync loop only, e.qmu held).
+// takeFreeBatch takes the batch freed last, waiting for one (sync loop only, e.queue.mu held).
 //
 // Why a stack: a batch's buffers keep the capacity of the largest group commit they held (a
 // catch-up's are 10-60 MB). Taken in turn, as from a queue, every batch grows to that size and
@@ -98,12 +125,12 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 // need at once stay at the bottom, small or idle, and the one reused is the one just written
 // (its memory recently touched). Idle ones give their buffers back (releaseIdleBatches).
 func (e *Engine) takeFreeBatch() *batch {
-	for len(e.freeBatches) == 0 {
-		e.qcond.Wait()
+	for len(e.queue.freeBatches) == 0 {
+		e.queue.cond.Wait()
 	}
-	b := e.freeBatches[len(e.freeBatches)-1]
-	e.freeBatches[len(e.freeBatches)-1] = nil
-	e.freeBatches = e.freeBatches[:len(e.freeBatches)-1]
+	b := e.queue.freeBatches[len(e.queue.freeBatches)-1]
+	e.queue.freeBatches[len(e.queue.freeBatches)-1] = nil
+	e.queue.freeBatches = e.queue.freeBatches[:len(e.queue.freeBatches)-1]
 	return b
 }
 
@@ -153,21 +180,21 @@ func (d *batchDemand) trim(b *batch) {
 // trims the free batches, the spare and an empty pending batch to it (background goroutine): an
 // engine whose load fell gives back what it no longer needs.
 func (e *Engine) releaseIdleBatches(now time.Time) {
-	e.qmu.Lock()
-	defer e.qmu.Unlock()
-	d := &e.demand
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	d := &e.queue.demand
 	if now.Sub(d.since) < batchDemandWindow*9/10 { // (a tick a little early does not skip a window)
 		return
 	}
 	d.prevBuf, d.prevItems = d.buf, d.items
 	d.buf, d.items, d.since = 0, 0, now
-	for _, b := range e.freeBatches {
+	for _, b := range e.queue.freeBatches {
 		d.trim(b)
 	}
-	if e.spare != nil {
-		d.trim(e.spare)
+	if e.queue.spare != nil {
+		d.trim(e.queue.spare)
 	}
-	if len(e.pending.items) == 0 {
-		d.trim(e.pending)
+	if len(e.queue.pending.items) == 0 {
+		d.trim(e.queue.pending)
 	}
 }

@@ -148,9 +148,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	e.files.closeAll()
-	e.jseq = e.firstJournal
-	e.pending.seq = e.firstJournal
-	e.jsize = headerSize
+	e.queue.pendingSeq = e.firstJournal
+	e.queue.pending.seq = e.firstJournal
+	e.queue.journalSize = headerSize
 	return nil
 }
 

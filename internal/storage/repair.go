@@ -65,9 +65,9 @@ type closedLedger struct {
 
 // rememberClosed keeps l, just closed, until a checkpoint covers its last journal file.
 func (e *Engine) rememberClosed(l *Ledger) {
-	e.qmu.Lock()
-	seq := e.jseq
-	e.qmu.Unlock()
+	e.queue.mu.Lock()
+	seq := e.queue.pendingSeq
+	e.queue.mu.Unlock()
 	dir := l.dirPath()
 	e.io.mu.Lock()
 	e.io.closed[dir] = append(e.io.closed[dir], closedLedger{l, seq})
@@ -364,9 +364,9 @@ func (e *Engine) repairSegments(rs []*fileRepair) []error {
 	e.stateMu.Lock()
 	first := e.firstJournal
 	e.stateMu.Unlock()
-	e.qmu.Lock()
-	last := e.jseq
-	e.qmu.Unlock()
+	e.queue.mu.Lock()
+	last := e.queue.pendingSeq
+	e.queue.mu.Unlock()
 	var data []byte
 	for seq := last; seq >= first && seq > 0 && pendingFixes(fixes); seq-- {
 		var err error

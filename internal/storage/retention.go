@@ -150,9 +150,9 @@ func (l *Ledger) applyTrim(id int64) {
 
 func (l *Ledger) applyDelete() error {
 	e := l.e
-	e.qmu.Lock()
+	e.queue.mu.Lock()
 	l.qClosed = true // later appends fail without a journal record
-	e.qmu.Unlock()
+	e.queue.mu.Unlock()
 	l.mu.Lock()
 	l.closed = true
 	if l.err == nil {

@@ -19,28 +19,28 @@ func (e *Engine) syncLoop() {
 		}
 	}()
 	for {
-		e.qmu.Lock()
-		if e.spare == nil {
-			e.spare = e.takeFreeBatch() // back-pressure: the applier is at most two batches behind
+		e.queue.mu.Lock()
+		if e.queue.spare == nil {
+			e.queue.spare = e.takeFreeBatch() // back-pressure: the applier is at most two batches behind
 		}
-		for !e.stopping && len(e.unsynced) == 0 && len(e.syncDone) == 0 && len(e.commitDone) == 0 &&
-			(len(e.pending.items) == 0 || len(e.inflight) >= e.opts.SyncPipelineDepth) {
-			e.qcond.Wait()
+		for !e.queue.stopping && len(e.unsynced) == 0 && len(e.queue.syncDone) == 0 && len(e.queue.commitDone) == 0 &&
+			(len(e.queue.pending.items) == 0 || len(e.inflight) >= e.opts.SyncPipelineDepth) {
+			e.queue.cond.Wait()
 		}
-		if len(e.commitDone) > 0 {
-			e.qmu.Unlock()
+		if len(e.queue.commitDone) > 0 {
+			e.queue.mu.Unlock()
 			e.finishCommits()
 			continue
 		}
-		if len(e.syncDone) > 0 {
-			done := e.syncDone
-			e.syncDone = nil
-			e.qmu.Unlock()
+		if len(e.queue.syncDone) > 0 {
+			done := e.queue.syncDone
+			e.queue.syncDone = nil
+			e.queue.mu.Unlock()
 			e.finishBackgroundSyncs(done)
 			continue
 		}
-		if len(e.pending.items) == 0 && e.stopping {
-			e.qmu.Unlock()
+		if len(e.queue.pending.items) == 0 && e.queue.stopping {
+			e.queue.mu.Unlock()
 			e.stopCommitSyncers()
 			e.stopBackgroundSyncer()
 			if len(e.unsynced) > 0 {
@@ -51,26 +51,26 @@ func (e *Engine) syncLoop() {
 			e.discardPreparedJournal()
 			return
 		}
-		if len(e.pending.items) == 0 {
+		if len(e.queue.pending.items) == 0 {
 			// SyncInterval with unsynced data: wait for the interval or new work (or, with an
 			// fsync already running, for its result).
 			if e.syncsInFlight > 0 {
-				e.qcond.Wait()
-				e.qmu.Unlock()
+				e.queue.cond.Wait()
+				e.queue.mu.Unlock()
 				continue
 			}
 			wait := e.opts.SyncInterval - time.Since(e.lastSync)
 			if wait > 0 {
 				if timer == nil {
-					timer = time.AfterFunc(wait, func() { e.qmu.Lock(); e.qcond.Broadcast(); e.qmu.Unlock() })
+					timer = time.AfterFunc(wait, func() { e.queue.mu.Lock(); e.queue.cond.Broadcast(); e.queue.mu.Unlock() })
 				} else {
 					timer.Reset(wait)
 				}
-				e.qcond.Wait()
-				e.qmu.Unlock()
+				e.queue.cond.Wait()
+				e.queue.mu.Unlock()
 				continue
 			}
-			e.qmu.Unlock()
+			e.queue.mu.Unlock()
 			e.startBackgroundSync(false)
 			continue
 		}
@@ -80,25 +80,25 @@ func (e *Engine) syncLoop() {
 		// few scheduler yields; with an open-loop load the applier is idle and nothing waits.
 		// With an fsync in flight the pending batch is cut at once instead (pipelinesync.go):
 		// its fsync then overlaps the one in flight, which is the point of pipelining.
-		for e.applying && !e.stopping && len(e.inflight) == 0 {
-			e.qcond.Wait()
+		for e.queue.applying && !e.queue.stopping && len(e.inflight) == 0 {
+			e.queue.cond.Wait()
 		}
-		for i := 0; i < 4 && !e.stopping; i++ {
-			n := len(e.pending.items)
-			e.qmu.Unlock()
+		for i := 0; i < 4 && !e.queue.stopping; i++ {
+			n := len(e.queue.pending.items)
+			e.queue.mu.Unlock()
 			runtime.Gosched()
-			e.qmu.Lock()
-			if len(e.pending.items) == n {
+			e.queue.mu.Lock()
+			if len(e.queue.pending.items) == n {
 				break
 			}
 		}
 		e.noteSuccessorReady()
-		if e.needsDrain() || (e.wantDirect && (len(e.inflight) > 0 || e.appliedJobs != e.handedJobs)) {
+		if e.needsDrain() || (e.wantDirect && (len(e.inflight) > 0 || e.queue.appliedJobs != e.handedJobs)) {
 			// The pending batch is committed inline (it rotates or opens the journal file, or
 			// has no journal bytes to order it): the batches in flight go first. Or a ledger
 			// was armed for direct writes: its next entries may go straight to its segment once
 			// everything before is durable and written there (directwrite.go).
-			e.qmu.Unlock()
+			e.queue.mu.Unlock()
 			e.drainCommits()
 			if e.wantDirect {
 				e.waitApplied()
@@ -106,18 +106,18 @@ func (e *Engine) syncLoop() {
 			}
 			continue
 		}
-		b := e.pending
-		e.pending, e.spare = e.spare, nil // emptied by the applier when it freed it
-		e.pending.seq = b.seq
-		e.pending.moved = false
+		b := e.queue.pending
+		e.queue.pending, e.queue.spare = e.queue.spare, nil // emptied by the applier when it freed it
+		e.queue.pending.seq = b.seq
+		e.queue.pending.moved = false
 		e.prepareFullSuccessor()
 		b.rotate = e.rotateDue()
 		if b.rotate {
-			e.pending.seq = b.seq + 1
-			e.jsize = headerSize
+			e.queue.pending.seq = b.seq + 1
+			e.queue.journalSize = headerSize
 		}
-		e.jseq = e.pending.seq
-		e.qmu.Unlock()
+		e.queue.pendingSeq = e.queue.pending.seq
+		e.queue.mu.Unlock()
 
 		e.commit(b)
 	}
@@ -279,14 +279,14 @@ func (e *Engine) abandonJournal(seq uint64, err error) {
 		e.log.Error("journal write or fsync failed; continuing in a new journal file", "seq", seq, "err", err)
 	}
 	e.io.noteJournalFailed(err)
-	e.qmu.Lock()
-	if e.pending.seq <= seq {
-		e.pending.seq = seq + 1
-		e.pending.moved = len(e.pending.items) > 0
-		e.jsize = headerSize + int64(len(e.pending.buf))
+	e.queue.mu.Lock()
+	if e.queue.pending.seq <= seq {
+		e.queue.pending.seq = seq + 1
+		e.queue.pending.moved = len(e.queue.pending.items) > 0
+		e.queue.journalSize = headerSize + int64(len(e.queue.pending.buf))
 	}
-	e.jseq = e.pending.seq
-	e.qmu.Unlock()
+	e.queue.pendingSeq = e.queue.pending.seq
+	e.queue.mu.Unlock()
 	e.prevUnclean = true
 	for l := range e.unsynced {
 		l.fence(err)
@@ -344,9 +344,9 @@ func (e *Engine) toApplier(job applyJob) {
 
 // waitApplied waits until the applier has finished every job handed to it (sync loop only).
 func (e *Engine) waitApplied() {
-	e.qmu.Lock()
-	for e.appliedJobs != e.handedJobs {
-		e.qcond.Wait()
+	e.queue.mu.Lock()
+	for e.queue.appliedJobs != e.handedJobs {
+		e.queue.cond.Wait()
 	}
-	e.qmu.Unlock()
+	e.queue.mu.Unlock()
 }

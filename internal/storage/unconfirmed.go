@@ -107,7 +107,7 @@ func (e *Engine) cutUnconfirmed(w *segWrite) {
 func (l *Ledger) fence(err error) {
 	e := l.e
 	// Under the queue lock, so that no entry is queued after the void positions are taken.
-	e.qmu.Lock()
+	e.queue.mu.Lock()
 	l.mu.Lock()
 	first := l.err == nil
 	var voids []byte
@@ -122,7 +122,7 @@ func (l *Ledger) fence(err error) {
 		}
 	}
 	l.mu.Unlock()
-	e.qmu.Unlock()
+	e.queue.mu.Unlock()
 	if first {
 		e.enqueue(l, func(b *batch) item {
 			var start int
