@@ -8,12 +8,25 @@ type applyJob struct {
 	seq    uint64
 }
 
-// applier applies durable batches (segment writes, visibility, callbacks) while the sync loop
+// applierState belongs to the applier: the files its writes dirtied since it last handed them to
+// the checkpointer, its segment write buffer, its failed writes and its names in the trash.
+type applierState struct {
+	jobs chan applyJob // sync loop -> applier; closed by the sync loop when it stops
+	done chan struct{} // closed when the applier has finished the last job
+
+	dirtyFiles  map[string]struct{} // files written since the last rotation, for the checkpoint's fsync
+	dirtyDirs   map[string]struct{} // directories changed since the last rotation, likewise
+	arena       []byte              // segment write buffer, reused by every batch (layoutEntries)
+	unconfirmed []*segWrite         // writes with entries that failed at apply (unconfirmed.go)
+	trashSeq    uint64              // names in the trash (janitor.go)
+}
+
+// runApplier applies durable batches (segment writes, visibility, callbacks) while the sync loop
 // already writes and fsyncs the next one: a group commit round costs max(fsync, apply), not
 // their sum. Batches are applied strictly in order, so callbacks stay in append order.
-func (e *Engine) applier() {
-	defer close(e.loopDone)
-	for job := range e.applyCh {
+func (e *Engine) runApplier() {
+	defer close(e.applier.done)
+	for job := range e.applier.jobs {
 		if job.b != nil {
 			e.queue.mu.Lock()
 			e.queue.applying = true

@@ -416,7 +416,7 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 		return fmt.Errorf("storage: write cursor log: %w", err)
 	}
 	l.logSize += int64(len(rec))
-	e.dirtyFiles[p] = struct{}{}
+	e.applier.dirtyFiles[p] = struct{}{}
 	if l.noteCursorLogGrowth() {
 		// Compact when the log is mostly superseded states: off the applier (janitor.go).
 		e.jan.add(func() { e.compactCursorLog(l) })
@@ -459,8 +459,8 @@ func (l *Ledger) createCursorLog() error {
 		return fmt.Errorf("storage: create cursor log: %w", err)
 	}
 	l.logSize = int64(len(hdr))
-	e.dirtyFiles[p] = struct{}{}
-	e.dirtyDirs[l.dirPath()] = struct{}{}
+	e.applier.dirtyFiles[p] = struct{}{}
+	e.applier.dirtyDirs[l.dirPath()] = struct{}{}
 	return nil
 }
 

@@ -41,63 +41,21 @@ type Engine struct {
 	firstJournal  uint64
 	inc           incarnationTable // fixed once Open returns (incarnation.go)
 	legacyDirs    legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
-	unconfirmed   []*segWrite      // applier: writes with entries that failed at apply (unconfirmed.go)
 	offload                        // slow file work off the applier (janitor.go)
 
 	queue appendQueue // appenders, the sync loop and the applier, under queue.mu (queue.go)
 
-	// Owned by the sync loop.
-	journal    vfs.File
-	journalOff int64
-	journalSeq uint64
-	dirtyFiles map[string]struct{}
-	dirtyDirs  map[string]struct{}
-	unsynced   map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
-	lastSync   time.Time            // when the last fsync of the journal started
-	// SyncInterval: fsyncs handed to the background syncer (intervalsync.go) and not yet
-	// reported back, and how many of them also close a rotated journal file.
-	syncsInFlight, closeSyncsInFlight int
-	syncReq                           chan syncRequest // sync loop -> background syncer
-	syncerDone                        chan struct{}
-	prevUnclean                       bool   // the next journal file follows an abandoned one
-	pendingVoids                      []byte // void records to write first in the next group commit (sync loop only)
-	arena                             []byte // segment write buffer, reused by every batch
+	// Each goroutine's own state: only that goroutine touches it while it runs (Open sets it up
+	// before the goroutines start; Close reads it after they stopped).
+	syncLoop     syncLoopState     // the sync loop and the goroutines it starts (syncloop.go)
+	applier      applierState      // the applier (applier.go)
+	checkpointer checkpointerState // the checkpointer (checkpoint.go)
+	background   backgroundState   // cursor flushes and trims (background.go)
+
 	// bypassOff: the file system cannot bypass the page cache (unbuffered.go).
 	bypassOff atomic.Bool
-	// SyncAlways with SyncPipelineDepth > 1 (pipelinesync.go): batches written whose fsync is in
-	// flight, oldest first, and the commit syncers that run those fsyncs.
-	inflight      []*commitInFlight
-	commitFDs     []vfs.File // descriptors of the current journal file for the fsyncs in flight
-	commitReq     chan *commitInFlight
-	commitSyncers sync.WaitGroup
-	// Direct writes (directwrite.go): per-ledger state, the count of batches planned, whether the
-	// sync loop should let the applier catch up before the next batch, and the jobs handed to the
-	// applier (the count the applier finished is queue.appliedJobs).
-	direct       map[*Ledger]*directState
-	directGroups map[groupKey]int
-	directRecs   [][]byte // writeDirect's scratch list of one group's records
-	planned      uint64
-	wantDirect   bool
-	handedJobs   uint64
-	// The next journal file, being made ahead of rotation (nextjournal.go), and its makers.
-	nextJournal *preparedJournal
-	jfull       bool // the current journal file is full size: appends overwrite allocated blocks (nextjournal.go)
-	// successorReady: the current file is not full size and its full-size successor is ready,
-	// latched once per sync-loop round (noteSuccessorReady)
-	successorReady bool
-	preparers      sync.WaitGroup
-
-	applyCh     chan applyJob // sync loop -> applier
-	ckptMu      sync.Mutex    // serialises checkpoints
-	ckptCh      chan checkpointJob
-	ckptCarry   *checkpointJob // a failed checkpoint's files, retried with the next one (checkpointer only)
-	loopDone    chan struct{}
-	ckptDone    chan struct{}
-	bgStop      chan struct{}
-	bgDone      chan struct{}
-	closeOnce   sync.Once
-	closeErr    error
-	lastCkptErr atomic.Value
+	closeOnce sync.Once
+	closeErr  error
 	// io: I/O failures, the repairs they need and the journal backlog (health.go, repair.go).
 	io ioState
 
@@ -177,27 +135,27 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		opts.DirectWriteBytes = -1
 	}
 	e := &Engine{
-		opts:       opts,
-		fs:         opts.FS,
-		log:        opts.Logger.With("component", "storage"),
-		dir:        path.Clean(opts.Dir),
-		files:      newFileCache(opts.FS, opts.MaxOpenFiles),
-		cache:      newEntryCache(opts.CacheBytes),
-		ledgers:    map[string]*Ledger{},
-		dirtyFiles: map[string]struct{}{},
-		dirtyDirs:  map[string]struct{}{},
-		ckptCh:     make(chan checkpointJob, 4),
-		loopDone:   make(chan struct{}),
-		ckptDone:   make(chan struct{}),
-		bgStop:     make(chan struct{}),
-		bgDone:     make(chan struct{}),
+		opts:    opts,
+		fs:      opts.FS,
+		log:     opts.Logger.With("component", "storage"),
+		dir:     path.Clean(opts.Dir),
+		files:   newFileCache(opts.FS, opts.MaxOpenFiles),
+		cache:   newEntryCache(opts.CacheBytes),
+		ledgers: map[string]*Ledger{},
+		applier: applierState{
+			done:       make(chan struct{}),
+			dirtyFiles: map[string]struct{}{},
+			dirtyDirs:  map[string]struct{}{},
+		},
+		checkpointer: checkpointerState{jobs: make(chan checkpointJob, 4), done: make(chan struct{})},
+		background:   backgroundState{stop: make(chan struct{}), done: make(chan struct{})},
 	}
 	e.initIO()
 	e.ledgersDir = e.dir + "/ledgers"
 	e.journalDir = e.dir + "/journal"
 	e.queue.cond = sync.NewCond(&e.queue.mu)
 	e.queue.pending = &batch{}
-	e.applyCh = make(chan applyJob, 2)
+	e.applier.jobs = make(chan applyJob, 2)
 	// Batches: the pending one, the ones whose fsync is in flight, and up to two with the
 	// applier; the sync loop takes a free one before it cuts the pending batch.
 	for range 2 + opts.SyncPipelineDepth {
@@ -210,22 +168,22 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.log.Info("storage opened", "dir", e.dir, "sync", opts.Sync.String(), "recovery", time.Since(start).String())
 	if opts.Sync == SyncInterval {
-		e.syncReq = make(chan syncRequest, 4)
-		e.syncerDone = make(chan struct{})
+		e.syncLoop.syncReq = make(chan syncRequest, 4)
+		e.syncLoop.syncerDone = make(chan struct{})
 		go e.backgroundSyncer()
 	}
 	if opts.Sync == SyncAlways && opts.SyncPipelineDepth > 1 {
-		e.commitReq = make(chan *commitInFlight, opts.SyncPipelineDepth)
+		e.syncLoop.commitReq = make(chan *commitInFlight, opts.SyncPipelineDepth)
 		for range opts.SyncPipelineDepth {
-			e.commitSyncers.Add(1)
+			e.syncLoop.commitSyncers.Add(1)
 			go e.commitSyncer()
 		}
 	}
 	e.startJanitor()
-	go e.syncLoop()
-	go e.applier()
-	go e.checkpointer()
-	go e.background()
+	go e.runSyncLoop()
+	go e.runApplier()
+	go e.runCheckpointer()
+	go e.runBackground()
 	return e, nil
 }
 
@@ -306,21 +264,21 @@ func (e *Engine) Close() error {
 		e.mu.Lock()
 		e.closed = true
 		e.mu.Unlock()
-		close(e.bgStop)
-		<-e.bgDone
+		close(e.background.stop)
+		<-e.background.done
 		e.queue.mu.Lock()
 		e.queue.stopping = true
 		e.queue.cond.Broadcast()
 		e.queue.mu.Unlock()
-		<-e.loopDone
+		<-e.applier.done
 		e.jan.close()
-		close(e.ckptCh)
-		<-e.ckptDone
+		close(e.checkpointer.jobs)
+		<-e.checkpointer.done
 		if err := e.finalCheckpoint(); err != nil {
 			errs = append(errs, err)
 		}
-		if e.journal != nil {
-			_ = e.journal.Close()
+		if e.syncLoop.journal != nil {
+			_ = e.syncLoop.journal.Close()
 		}
 		e.files.closeAll()
 		e.closeErr = errors.Join(errs...)
@@ -366,7 +324,7 @@ func (e *Engine) Metrics() EngineMetrics {
 		Checkpoints:        e.m.checkpoints.Load(),
 		JournalFills:       e.m.journalFills.Load(),
 	}
-	if v, ok := e.lastCkptErr.Load().(string); ok {
+	if v, ok := e.checkpointer.lastErr.Load().(string); ok {
 		m.LastCheckpointError = v
 	}
 	e.fillHealthMetrics(&m)

@@ -42,8 +42,8 @@ type syncResult struct {
 
 // backgroundSyncer runs the fsyncs the sync loop hands it, in order (SyncInterval only).
 func (e *Engine) backgroundSyncer() {
-	defer close(e.syncerDone)
-	for req := range e.syncReq {
+	defer close(e.syncLoop.syncerDone)
+	for req := range e.syncLoop.syncReq {
 		start := time.Now()
 		err := vfs.DataSync(req.f)
 		d := time.Since(start)
@@ -60,38 +60,38 @@ func (e *Engine) backgroundSyncer() {
 // startBackgroundSync hands the current journal file to the background syncer; with close, the
 // syncer also closes it and the next batch opens a new file (sync loop only).
 func (e *Engine) startBackgroundSync(close bool) {
-	if e.journal == nil {
+	if e.syncLoop.journal == nil {
 		return
 	}
-	req := syncRequest{f: e.journal, seq: e.journalSeq, close: close, ledgers: e.unsynced}
-	e.unsynced = nil
-	e.syncsInFlight++
+	req := syncRequest{f: e.syncLoop.journal, seq: e.syncLoop.journalSeq, close: close, ledgers: e.syncLoop.unsynced}
+	e.syncLoop.unsynced = nil
+	e.syncLoop.syncsInFlight++
 	if close {
-		e.closeSyncsInFlight++
-		e.journal = nil
+		e.syncLoop.closeSyncsInFlight++
+		e.syncLoop.journal = nil
 	}
-	e.lastSync = time.Now()
-	e.syncReq <- req // capacity 4: blocks only when four rotations wait for a stalled disk
+	e.syncLoop.lastSync = time.Now()
+	e.syncLoop.syncReq <- req // capacity 4: blocks only when four rotations wait for a stalled disk
 }
 
 // finishBackgroundSyncs records finished background fsyncs; a failure fences the ledgers whose
 // acknowledged appends may be lost and abandons the file (sync loop only).
 func (e *Engine) finishBackgroundSyncs(done []syncResult) {
 	for _, r := range done {
-		e.syncsInFlight--
+		e.syncLoop.syncsInFlight--
 		if r.close {
-			e.closeSyncsInFlight--
+			e.syncLoop.closeSyncsInFlight--
 		}
 		e.recordSync(r.d)
 		if r.err == nil {
 			continue
 		}
 		e.m.fsyncErrors.Add(1)
-		if e.unsynced == nil {
-			e.unsynced = map[*Ledger]struct{}{}
+		if e.syncLoop.unsynced == nil {
+			e.syncLoop.unsynced = map[*Ledger]struct{}{}
 		}
 		for l := range r.ledgers {
-			e.unsynced[l] = struct{}{}
+			e.syncLoop.unsynced[l] = struct{}{}
 		}
 		e.abandonJournal(r.seq, fmt.Errorf("storage: journal fsync: %w", r.err))
 	}
@@ -100,10 +100,10 @@ func (e *Engine) finishBackgroundSyncs(done []syncResult) {
 // stopBackgroundSyncer waits for the fsyncs in flight, records them and stops the syncer
 // (sync loop only, when stopping).
 func (e *Engine) stopBackgroundSyncer() {
-	if e.syncReq == nil {
+	if e.syncLoop.syncReq == nil {
 		return
 	}
-	for e.syncsInFlight > 0 {
+	for e.syncLoop.syncsInFlight > 0 {
 		e.queue.mu.Lock()
 		for len(e.queue.syncDone) == 0 {
 			e.queue.cond.Wait()
@@ -113,7 +113,7 @@ func (e *Engine) stopBackgroundSyncer() {
 		e.queue.mu.Unlock()
 		e.finishBackgroundSyncs(done)
 	}
-	close(e.syncReq)
-	<-e.syncerDone
-	e.syncReq = nil
+	close(e.syncLoop.syncReq)
+	<-e.syncLoop.syncerDone
+	e.syncLoop.syncReq = nil
 }

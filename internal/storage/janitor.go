@@ -30,7 +30,7 @@ import (
 // from ledgers/.
 //
 // Crash safety, compactions. The janitor writes the live states into cursors.log.compact and fsyncs
-// it, holding the checkpoint lock (ckptMu) from before it takes the snapshot until the new log's
+// it, holding the checkpoint lock (checkpointer.mu) from before it takes the snapshot until the new log's
 // directory is fsynced: no journal file is retired meanwhile, so every record the applier
 // appends to the old log during the compaction stays covered by the journal. The snapshot is
 // taken, and the swap done, under cursorLogMu, which the applier takes for each cursor-log
@@ -44,8 +44,7 @@ import (
 
 // offload is the Engine's part for the janitor.
 type offload struct {
-	jan      *janitor
-	trashSeq uint64 // names in the trash (applier only)
+	jan *janitor
 	// cursorLogMu: taken by the applier for each cursor-log append, by the janitor to snapshot and
 	// swap a compacted log, by a ledger load to read its log.
 	cursorLogMu sync.Mutex
@@ -115,16 +114,16 @@ func (e *Engine) trashDir() string { return e.dir + "/trash" }
 // moveToTrash renames p into the trash (applier only) and has the janitor remove it. A missing p
 // is not an error. The rename becomes durable with the next checkpoint's directory fsyncs.
 func (e *Engine) moveToTrash(p string) error {
-	e.trashSeq++
-	dst := fmt.Sprintf("%s/%016x-%d", e.trashDir(), e.inc.current, e.trashSeq)
+	e.applier.trashSeq++
+	dst := fmt.Sprintf("%s/%016x-%d", e.trashDir(), e.inc.current, e.applier.trashSeq)
 	if err := e.fs.Rename(p, dst); err != nil {
 		if vfs.IsNotExist(err) {
 			return nil
 		}
 		return err
 	}
-	e.dirtyDirs[path.Dir(p)] = struct{}{}
-	e.dirtyDirs[e.trashDir()] = struct{}{}
+	e.applier.dirtyDirs[path.Dir(p)] = struct{}{}
+	e.applier.dirtyDirs[e.trashDir()] = struct{}{}
 	e.jan.add(func() {
 		if err := e.fs.RemoveAll(dst); err != nil {
 			e.log.Warn("cannot remove deleted files; they are removed at the next start", "path", dst, "err", err)
@@ -164,8 +163,8 @@ func (l *Ledger) noteCursorLogGrowth() bool {
 // compactCursorLog rewrites l's cursor log with the live states if it is mostly superseded
 // (janitor; see the comment at the top for why it is safe).
 func (e *Engine) compactCursorLog(l *Ledger) {
-	e.ckptMu.Lock()
-	defer e.ckptMu.Unlock()
+	e.checkpointer.mu.Lock()
+	defer e.checkpointer.mu.Unlock()
 	p := cursorLogPath(l.dirPath())
 	e.cursorLogMu.Lock()
 	if l.isClosed() {

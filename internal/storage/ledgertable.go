@@ -220,9 +220,9 @@ func (e *Engine) ensureLedgerDir(name, dir string) error {
 		if err != nil {
 			return fmt.Errorf("storage: write NAME: %w", err)
 		}
-		e.dirtyFiles[dir+"/NAME"] = struct{}{}
+		e.applier.dirtyFiles[dir+"/NAME"] = struct{}{}
 	}
-	e.dirtyDirs[dir] = struct{}{}
-	e.dirtyDirs[e.ledgersDir] = struct{}{}
+	e.applier.dirtyDirs[dir] = struct{}{}
+	e.applier.dirtyDirs[e.ledgersDir] = struct{}{}
 	return nil
 }

@@ -183,7 +183,7 @@ func (e *Engine) fillJournalFile(f vfs.File, path string, hurry <-chan struct{})
 
 // prepareJournal starts making journal file seq in the background (sync loop only).
 func (e *Engine) prepareJournal(seq uint64) {
-	if e.nextJournal != nil {
+	if e.syncLoop.nextJournal != nil {
 		return
 	}
 	var flags uint32
@@ -191,10 +191,10 @@ func (e *Engine) prepareJournal(seq uint64) {
 		flags = journalFlagPrevUnclean
 	}
 	p := &preparedJournal{seq: seq, hurry: make(chan struct{}), done: make(chan struct{})}
-	e.nextJournal = p
-	e.preparers.Add(1)
+	e.syncLoop.nextJournal = p
+	e.syncLoop.preparers.Add(1)
 	go func() {
-		defer e.preparers.Done()
+		defer e.syncLoop.preparers.Done()
 		defer close(p.done)
 		p.f, p.full, p.err = e.makeJournalFile(seq, flags, true, p.hurry)
 	}()
@@ -211,8 +211,8 @@ func (e *Engine) fullSize(f vfs.File) bool {
 // not full size once it holds prefillAfter bytes (sync loop only, queue.mu held; see "Journal files are
 // made full size").
 func (e *Engine) prepareFullSuccessor() {
-	if e.journal != nil && !e.jfull && e.nextJournal == nil && !e.queue.stopping && e.queue.journalSize >= e.prefillAfter() {
-		e.prepareJournal(e.journalSeq + 1)
+	if e.syncLoop.journal != nil && !e.syncLoop.journalFull && e.syncLoop.nextJournal == nil && !e.queue.stopping && e.queue.journalSize >= e.prefillAfter() {
+		e.prepareJournal(e.syncLoop.journalSeq + 1)
 	}
 }
 
@@ -221,11 +221,11 @@ func (e *Engine) prepareFullSuccessor() {
 // that needsDrain and rotateDue see the same answer: the preparer finishing between the two
 // would otherwise rotate with commits in flight, which rotation never does (pipelinesync.go).
 func (e *Engine) noteSuccessorReady() {
-	if e.successorReady || e.journal == nil || e.jfull {
+	if e.syncLoop.successorReady || e.syncLoop.journal == nil || e.syncLoop.journalFull {
 		return
 	}
-	p := e.nextJournal
-	e.successorReady = p != nil && p.seq == e.journalSeq+1 && p.ready() && p.err == nil && p.full
+	p := e.syncLoop.nextJournal
+	e.syncLoop.successorReady = p != nil && p.seq == e.syncLoop.journalSeq+1 && p.ready() && p.err == nil && p.full
 }
 
 // rotateDue reports whether the pending batch closes its journal file: the file is full, the
@@ -233,24 +233,24 @@ func (e *Engine) noteSuccessorReady() {
 // loop only, queue.mu held).
 func (e *Engine) rotateDue() bool {
 	return e.queue.journalSize >= e.opts.JournalFileBytes || e.queue.stopping ||
-		(e.successorReady && e.journal != nil && e.queue.pending.seq == e.journalSeq)
+		(e.syncLoop.successorReady && e.syncLoop.journal != nil && e.queue.pending.seq == e.syncLoop.journalSeq)
 }
 
 // takePreparedJournal returns the prepared file for journal seq if it can be used now, waiting
 // for its preparation to finish; nil means make the file inline (sync loop only).
 func (e *Engine) takePreparedJournal(seq uint64) vfs.File {
-	p := e.nextJournal
+	p := e.syncLoop.nextJournal
 	if p == nil {
 		return nil
 	}
-	e.nextJournal = nil
+	e.syncLoop.nextJournal = nil
 	p.hurryUp()
 	<-p.done
 	if p.err != nil {
 		e.log.Warn("preparing the next journal file failed; making it inline", "seq", p.seq, "err", p.err)
 		return nil
 	}
-	if p.seq == seq && (e.opts.Sync == SyncInterval || !e.prevUnclean) {
+	if p.seq == seq && (e.opts.Sync == SyncInterval || !e.syncLoop.prevUnclean) {
 		return p.f
 	}
 	// Not usable: the inline path recreates file seq (with the flag it needs); a prepared file
@@ -265,8 +265,8 @@ func (e *Engine) takePreparedJournal(seq uint64) vfs.File {
 // discardPreparedJournal waits for a preparation in flight and removes its file: it holds no
 // record (sync loop only, when stopping).
 func (e *Engine) discardPreparedJournal() {
-	if p := e.nextJournal; p != nil {
-		e.nextJournal = nil
+	if p := e.syncLoop.nextJournal; p != nil {
+		e.syncLoop.nextJournal = nil
 		p.hurryUp()
 		<-p.done
 		if p.err == nil {
@@ -275,7 +275,7 @@ func (e *Engine) discardPreparedJournal() {
 			e.retireJournal(p.seq)
 		}
 	}
-	e.preparers.Wait()
+	e.syncLoop.preparers.Wait()
 }
 
 // journalHasRecords reports whether journal file seq holds at least one valid record (recovery).

@@ -59,8 +59,8 @@ type commitInFlight struct {
 
 // commitSyncer runs fsyncs of written batches for the sync loop (SyncAlways, depth > 1).
 func (e *Engine) commitSyncer() {
-	defer e.commitSyncers.Done()
-	for c := range e.commitReq {
+	defer e.syncLoop.commitSyncers.Done()
+	for c := range e.syncLoop.commitReq {
 		start := time.Now()
 		c.err = syncCommit(c.f, c.b)
 		c.d = time.Since(start)
@@ -74,15 +74,15 @@ func (e *Engine) commitSyncer() {
 // pipelined reports whether batch b can be committed with its fsync in flight (sync loop only).
 // Batches that touch the journal file's life cycle are committed inline, with nothing in flight.
 func (e *Engine) pipelined(b *batch) bool {
-	return e.commitReq != nil && !b.rotate && !b.moved && len(e.pendingVoids) == 0 &&
-		e.journal != nil && e.journalSeq == b.seq && len(b.buf) > 0 && e.freeCommitDescriptor() != nil
+	return e.syncLoop.commitReq != nil && !b.rotate && !b.moved && len(e.syncLoop.pendingVoids) == 0 &&
+		e.syncLoop.journal != nil && e.syncLoop.journalSeq == b.seq && len(b.buf) > 0 && e.freeCommitDescriptor() != nil
 }
 
 // openCommitDescriptors opens journal file seq once per pipeline slot for the fsyncs in flight
 // (sync loop only; right after the file is opened, before anything is written to it). If that
 // fails, the file's batches are committed inline.
 func (e *Engine) openCommitDescriptors(seq uint64) {
-	if e.commitReq == nil {
+	if e.syncLoop.commitReq == nil {
 		return
 	}
 	for range e.opts.SyncPipelineDepth {
@@ -92,7 +92,7 @@ func (e *Engine) openCommitDescriptors(seq uint64) {
 			e.closeCommitDescriptors()
 			return
 		}
-		e.commitFDs = append(e.commitFDs, f)
+		e.syncLoop.commitFDs = append(e.syncLoop.commitFDs, f)
 	}
 }
 
@@ -108,19 +108,19 @@ func (e *Engine) journalDescriptors() int {
 // closeCommitDescriptors closes the descriptors of openCommitDescriptors (sync loop only, with
 // nothing in flight).
 func (e *Engine) closeCommitDescriptors() {
-	for i, f := range e.commitFDs {
+	for i, f := range e.syncLoop.commitFDs {
 		_ = f.Close()
-		e.commitFDs[i] = nil
+		e.syncLoop.commitFDs[i] = nil
 	}
-	e.commitFDs = e.commitFDs[:0]
+	e.syncLoop.commitFDs = e.syncLoop.commitFDs[:0]
 }
 
 // freeCommitDescriptor returns a descriptor of the current journal file no fsync in flight uses,
 // or nil (sync loop only; the loop keeps fewer than SyncPipelineDepth in flight when it commits).
 func (e *Engine) freeCommitDescriptor() vfs.File {
-	for _, f := range e.commitFDs {
+	for _, f := range e.syncLoop.commitFDs {
 		used := false
-		for _, c := range e.inflight {
+		for _, c := range e.syncLoop.inflight {
 			if c.f == f {
 				used = true
 				break
@@ -136,20 +136,20 @@ func (e *Engine) freeCommitDescriptor() vfs.File {
 // needsDrain reports whether the pending batch, once cut, would be committed inline while
 // fsyncs are in flight; the sync loop then drains them first (sync loop only, queue.mu held).
 func (e *Engine) needsDrain() bool {
-	if len(e.inflight) == 0 {
+	if len(e.syncLoop.inflight) == 0 {
 		return false
 	}
 	p := e.queue.pending
-	return e.rotateDue() || p.moved || len(e.pendingVoids) > 0 ||
-		e.journal == nil || e.journalSeq != p.seq || len(p.buf) == 0
+	return e.rotateDue() || p.moved || len(e.syncLoop.pendingVoids) > 0 ||
+		e.syncLoop.journal == nil || e.syncLoop.journalSeq != p.seq || len(p.buf) == 0
 }
 
 // commitAsync writes batch b to the journal and hands its fsync to a commit syncer
 // (sync loop only; e.pipelined(b) holds).
 func (e *Engine) commitAsync(b *batch) {
 	jb := journalBuf(b)
-	sealJournalRecords(jb, journalSeed(e.journalSeq))
-	if _, err := e.journal.WriteAt(jb, e.journalOff); err != nil {
+	sealJournalRecords(jb, journalSeed(e.syncLoop.journalSeq))
+	if _, err := e.syncLoop.journal.WriteAt(jb, e.syncLoop.journalOff); err != nil {
 		// Batches in flight were written before this one; their own fsyncs decide them.
 		e.drainCommits()
 		e.undoDirect(b)
@@ -159,11 +159,11 @@ func (e *Engine) commitAsync(b *batch) {
 		e.toApplier(applyJob{b: b, err: err})
 		return
 	}
-	e.journalOff += int64(len(jb))
+	e.syncLoop.journalOff += int64(len(jb))
 	e.m.bytesWritten.Add(int64(len(jb)))
 	c := &commitInFlight{b: b, f: e.freeCommitDescriptor(), seq: b.seq}
-	e.inflight = append(e.inflight, c)
-	e.commitReq <- c // capacity SyncPipelineDepth: never blocks, at most that many are in flight
+	e.syncLoop.inflight = append(e.syncLoop.inflight, c)
+	e.syncLoop.commitReq <- c // capacity SyncPipelineDepth: never blocks, at most that many are in flight
 }
 
 // takeCommitReportsLocked marks the commits the commit syncers reported as finished (sync loop
@@ -181,7 +181,7 @@ func (e *Engine) finishCommits() {
 	e.queue.mu.Lock()
 	e.takeCommitReportsLocked()
 	failed := false
-	for _, c := range e.inflight {
+	for _, c := range e.syncLoop.inflight {
 		if c.finished && c.err != nil {
 			failed = true
 		}
@@ -196,7 +196,7 @@ func (e *Engine) finishCommits() {
 
 	var failErr error
 	n := 0
-	for _, c := range e.inflight {
+	for _, c := range e.syncLoop.inflight {
 		if !c.finished {
 			break
 		}
@@ -216,26 +216,26 @@ func (e *Engine) finishCommits() {
 	if failed {
 		// Every batch in flight is on the same journal file (a new file is opened only with
 		// nothing in flight) and none was handed on: fail them all, in order.
-		failedBatches := make([]*batch, len(e.inflight))
-		for i, c := range e.inflight {
+		failedBatches := make([]*batch, len(e.syncLoop.inflight))
+		for i, c := range e.syncLoop.inflight {
 			failedBatches[i] = c.b
 		}
 		e.undoDirect(failedBatches...)
-		e.abandonJournal(e.inflight[0].seq, failErr)
-		for _, c := range e.inflight {
+		e.abandonJournal(e.syncLoop.inflight[0].seq, failErr)
+		for _, c := range e.syncLoop.inflight {
 			e.voidBatch(c.b)
 			e.toApplier(applyJob{b: c.b, err: failErr})
 		}
-		n = len(e.inflight)
+		n = len(e.syncLoop.inflight)
 	}
 	for i := range n {
-		e.inflight[i] = nil
+		e.syncLoop.inflight[i] = nil
 	}
-	e.inflight = e.inflight[:copy(e.inflight, e.inflight[n:])]
+	e.syncLoop.inflight = e.syncLoop.inflight[:copy(e.syncLoop.inflight, e.syncLoop.inflight[n:])]
 }
 
 func (e *Engine) allCommitsFinishedLocked() bool {
-	for _, c := range e.inflight {
+	for _, c := range e.syncLoop.inflight {
 		if !c.finished {
 			return false
 		}
@@ -247,7 +247,7 @@ func (e *Engine) allCommitsFinishedLocked() bool {
 // finishCommits always hands on the finished head of the list, so while anything is in flight
 // the head waits for a report.
 func (e *Engine) drainCommits() {
-	for len(e.inflight) > 0 {
+	for len(e.syncLoop.inflight) > 0 {
 		e.queue.mu.Lock()
 		for len(e.queue.commitDone) == 0 {
 			e.queue.cond.Wait()
@@ -259,11 +259,11 @@ func (e *Engine) drainCommits() {
 
 // stopCommitSyncers stops the commit syncers once nothing is in flight (sync loop only).
 func (e *Engine) stopCommitSyncers() {
-	if e.commitReq == nil {
+	if e.syncLoop.commitReq == nil {
 		return
 	}
 	e.drainCommits()
-	close(e.commitReq)
-	e.commitSyncers.Wait()
-	e.commitReq = nil
+	close(e.syncLoop.commitReq)
+	e.syncLoop.commitSyncers.Wait()
+	e.syncLoop.commitReq = nil
 }

@@ -509,14 +509,14 @@ func (r *replayer) ensureDir(name, dir string) error {
 	if err := r.e.ensureLedgerDir(name, dir); err != nil {
 		return err
 	}
-	for d := range r.e.dirtyDirs {
+	for d := range r.e.applier.dirtyDirs {
 		r.dirs[d] = struct{}{}
 	}
-	for f := range r.e.dirtyFiles {
+	for f := range r.e.applier.dirtyFiles {
 		r.files[f] = struct{}{}
 	}
-	clear(r.e.dirtyDirs)
-	clear(r.e.dirtyFiles)
+	clear(r.e.applier.dirtyDirs)
+	clear(r.e.applier.dirtyFiles)
 	return nil
 }
 

@@ -113,10 +113,10 @@ func (e *Engine) layoutEntries(b *batch) {
 			arena = make([]byte, total)
 		}
 	} else {
-		if cap(e.arena) < total || (bypass && !blockAligned(e.arena)) {
-			e.arena = vfs.AlignedBuffer(total)
+		if cap(e.applier.arena) < total || (bypass && !blockAligned(e.applier.arena)) {
+			e.applier.arena = vfs.AlignedBuffer(total)
 		}
-		arena = e.arena[:total]
+		arena = e.applier.arena[:total]
 	}
 	if bypass {
 		// Blocks first, from the aligned start of the arena, so each one is aligned.
@@ -176,7 +176,7 @@ func (e *Engine) writeSegments(b *batch) {
 			e.needRepair(p, w.l, fmt.Errorf("storage: segment write after acknowledgement: %w", err))
 			continue
 		}
-		e.dirtyFiles[p] = struct{}{}
+		e.applier.dirtyFiles[p] = struct{}{}
 		w.l.segmentWritten(w.seg, w.end)
 	}
 	clear(b.writes)
@@ -279,7 +279,7 @@ func (l *Ledger) createSegmentFile(id int64) error {
 	if err := e.files.create(segPath(l.dirPath(), id), appendHeader(nil, magicSegment, uint64(id))); err != nil {
 		return fmt.Errorf("storage: create segment: %w", err)
 	}
-	e.dirtyDirs[l.dirPath()] = struct{}{}
+	e.applier.dirtyDirs[l.dirPath()] = struct{}{}
 	return nil
 }
 
@@ -304,6 +304,6 @@ func (l *Ledger) applySeal(id int64) {
 	}
 	l.saveIndex(seg)
 	if seg.idxSaved {
-		l.e.dirtyFiles[idxPath(l.dirPath(), seg.id)] = struct{}{}
+		l.e.applier.dirtyFiles[idxPath(l.dirPath(), seg.id)] = struct{}{}
 	}
 }

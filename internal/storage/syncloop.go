@@ -4,14 +4,57 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-func (e *Engine) syncLoop() {
-	defer close(e.applyCh)
-	e.lastSync = time.Now()
+// syncLoopState belongs to the sync loop: the journal file it writes, what it has written and not
+// yet fsynced, its direct writes, and the goroutines it starts and stops (the background syncer,
+// the commit syncers, the journal file preparers).
+type syncLoopState struct {
+	journal    vfs.File             // the journal file written to (nil: none open)
+	journalOff int64                // where the next group commit goes in it
+	journalSeq uint64               // its sequence number
+	unsynced   map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
+	lastSync   time.Time            // when the last fsync of the journal started
+	// SyncInterval: fsyncs handed to the background syncer (intervalsync.go) and not yet
+	// reported back, and how many of them also close a rotated journal file.
+	syncsInFlight, closeSyncsInFlight int
+	syncReq                           chan syncRequest // sync loop -> background syncer
+	syncerDone                        chan struct{}
+	prevUnclean                       bool   // the next journal file follows an abandoned one
+	pendingVoids                      []byte // void records to write first in the next group commit
+	// SyncAlways with SyncPipelineDepth > 1 (pipelinesync.go): batches written whose fsync is in
+	// flight, oldest first, and the commit syncers that run those fsyncs.
+	inflight      []*commitInFlight
+	commitFDs     []vfs.File // descriptors of the current journal file for the fsyncs in flight
+	commitReq     chan *commitInFlight
+	commitSyncers sync.WaitGroup
+	// Direct writes (directwrite.go): per-ledger state, the count of batches planned, whether the
+	// sync loop should let the applier catch up before the next batch, and the jobs handed to the
+	// applier (the count the applier finished is queue.appliedJobs).
+	direct       map[*Ledger]*directState
+	directGroups map[groupKey]int
+	directRecs   [][]byte // writeDirect's scratch list of one group's records
+	planned      uint64
+	wantDirect   bool
+	handedJobs   uint64
+	// The next journal file, being made ahead of rotation (nextjournal.go), and its makers.
+	nextJournal *preparedJournal
+	journalFull bool // the current journal file is full size: appends overwrite allocated blocks (nextjournal.go)
+	// successorReady: the current file is not full size and its full-size successor is ready,
+	// latched once per sync-loop round (noteSuccessorReady)
+	successorReady bool
+	preparers      sync.WaitGroup
+}
+
+// runSyncLoop is the sync loop: it cuts the pending batch, writes it to the journal, fsyncs it
+// (or hands the fsync on) and hands it to the applier, until Close stops the queue.
+func (e *Engine) runSyncLoop() {
+	defer close(e.applier.jobs)
+	e.syncLoop.lastSync = time.Now()
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -23,8 +66,8 @@ func (e *Engine) syncLoop() {
 		if e.queue.spare == nil {
 			e.queue.spare = e.takeFreeBatch() // back-pressure: the applier is at most two batches behind
 		}
-		for !e.queue.stopping && len(e.unsynced) == 0 && len(e.queue.syncDone) == 0 && len(e.queue.commitDone) == 0 &&
-			(len(e.queue.pending.items) == 0 || len(e.inflight) >= e.opts.SyncPipelineDepth) {
+		for !e.queue.stopping && len(e.syncLoop.unsynced) == 0 && len(e.queue.syncDone) == 0 && len(e.queue.commitDone) == 0 &&
+			(len(e.queue.pending.items) == 0 || len(e.syncLoop.inflight) >= e.opts.SyncPipelineDepth) {
 			e.queue.cond.Wait()
 		}
 		if len(e.queue.commitDone) > 0 {
@@ -43,9 +86,9 @@ func (e *Engine) syncLoop() {
 			e.queue.mu.Unlock()
 			e.stopCommitSyncers()
 			e.stopBackgroundSyncer()
-			if len(e.unsynced) > 0 {
+			if len(e.syncLoop.unsynced) > 0 {
 				if err := e.syncJournal(); err != nil {
-					e.abandonJournal(e.journalSeq, err)
+					e.abandonJournal(e.syncLoop.journalSeq, err)
 				}
 			}
 			e.discardPreparedJournal()
@@ -54,12 +97,12 @@ func (e *Engine) syncLoop() {
 		if len(e.queue.pending.items) == 0 {
 			// SyncInterval with unsynced data: wait for the interval or new work (or, with an
 			// fsync already running, for its result).
-			if e.syncsInFlight > 0 {
+			if e.syncLoop.syncsInFlight > 0 {
 				e.queue.cond.Wait()
 				e.queue.mu.Unlock()
 				continue
 			}
-			wait := e.opts.SyncInterval - time.Since(e.lastSync)
+			wait := e.opts.SyncInterval - time.Since(e.syncLoop.lastSync)
 			if wait > 0 {
 				if timer == nil {
 					timer = time.AfterFunc(wait, func() { e.queue.mu.Lock(); e.queue.cond.Broadcast(); e.queue.mu.Unlock() })
@@ -80,7 +123,7 @@ func (e *Engine) syncLoop() {
 		// few scheduler yields; with an open-loop load the applier is idle and nothing waits.
 		// With an fsync in flight the pending batch is cut at once instead (pipelinesync.go):
 		// its fsync then overlaps the one in flight, which is the point of pipelining.
-		for e.queue.applying && !e.queue.stopping && len(e.inflight) == 0 {
+		for e.queue.applying && !e.queue.stopping && len(e.syncLoop.inflight) == 0 {
 			e.queue.cond.Wait()
 		}
 		for i := 0; i < 4 && !e.queue.stopping; i++ {
@@ -93,16 +136,16 @@ func (e *Engine) syncLoop() {
 			}
 		}
 		e.noteSuccessorReady()
-		if e.needsDrain() || (e.wantDirect && (len(e.inflight) > 0 || e.queue.appliedJobs != e.handedJobs)) {
+		if e.needsDrain() || (e.syncLoop.wantDirect && (len(e.syncLoop.inflight) > 0 || e.queue.appliedJobs != e.syncLoop.handedJobs)) {
 			// The pending batch is committed inline (it rotates or opens the journal file, or
 			// has no journal bytes to order it): the batches in flight go first. Or a ledger
 			// was armed for direct writes: its next entries may go straight to its segment once
 			// everything before is durable and written there (directwrite.go).
 			e.queue.mu.Unlock()
 			e.drainCommits()
-			if e.wantDirect {
+			if e.syncLoop.wantDirect {
 				e.waitApplied()
-				e.wantDirect = false
+				e.syncLoop.wantDirect = false
 			}
 			continue
 		}
@@ -126,36 +169,36 @@ func (e *Engine) syncLoop() {
 // commit writes one batch to the journal and makes it durable (SyncAlways), then hands it to
 // the applier.
 func (e *Engine) commit(b *batch) {
-	e.planDirect(b, e.opts.Sync == SyncAlways && !b.moved && len(e.pendingVoids) == 0 &&
-		e.journal != nil && e.journalSeq == b.seq)
+	e.planDirect(b, e.opts.Sync == SyncAlways && !b.moved && len(e.syncLoop.pendingVoids) == 0 &&
+		e.syncLoop.journal != nil && e.syncLoop.journalSeq == b.seq)
 	if e.pipelined(b) {
 		e.commitAsync(b)
 		return
 	}
 	var err error
-	closing := b.rotate && e.journal != nil && e.journalSeq == b.seq
-	if len(b.buf) > 0 || len(e.pendingVoids) > 0 || closing {
-		if e.journal == nil || e.journalSeq != b.seq {
+	closing := b.rotate && e.syncLoop.journal != nil && e.syncLoop.journalSeq == b.seq
+	if len(b.buf) > 0 || len(e.syncLoop.pendingVoids) > 0 || closing {
+		if e.syncLoop.journal == nil || e.syncLoop.journalSeq != b.seq {
 			err = e.openJournal(b.seq)
 		}
 		if err == nil {
 			buf := journalBuf(b)
-			if b.moved || len(e.pendingVoids) > 0 {
+			if b.moved || len(e.syncLoop.pendingVoids) > 0 {
 				// Void records of a failed batch go first, so they are durable no later than
 				// any later record of those ledgers; a batch encoded for an abandoned journal
 				// file announces its ledgers again.
-				buf = append(append([]byte(nil), e.pendingVoids...), e.announcements(b)...)
+				buf = append(append([]byte(nil), e.syncLoop.pendingVoids...), e.announcements(b)...)
 			}
 			if b.rotate {
 				// A rotated file ends with an end record: what follows in a recycled file is stale.
 				buf = appendEndRecord(buf)
 			}
-			sealJournalRecords(buf, journalSeed(e.journalSeq))
-			_, err = e.journal.WriteAt(buf, e.journalOff)
+			sealJournalRecords(buf, journalSeed(e.syncLoop.journalSeq))
+			_, err = e.syncLoop.journal.WriteAt(buf, e.syncLoop.journalOff)
 			if err != nil {
 				err = fmt.Errorf("storage: journal write: %w", err)
 			} else {
-				e.journalOff += int64(len(buf))
+				e.syncLoop.journalOff += int64(len(buf))
 				e.m.bytesWritten.Add(int64(len(buf)))
 			}
 		}
@@ -174,31 +217,31 @@ func (e *Engine) commit(b *batch) {
 		return
 	}
 	e.releaseDirect(b)
-	if len(b.buf) > 0 || len(e.pendingVoids) > 0 {
+	if len(b.buf) > 0 || len(e.syncLoop.pendingVoids) > 0 {
 		e.io.noteJournalOK()
 	}
-	e.pendingVoids = e.pendingVoids[:0]
+	e.syncLoop.pendingVoids = e.syncLoop.pendingVoids[:0]
 	if e.opts.Sync == SyncInterval {
 		for _, it := range b.items {
 			if it.kind == kEntry {
-				if e.unsynced == nil {
-					e.unsynced = map[*Ledger]struct{}{}
+				if e.syncLoop.unsynced == nil {
+					e.syncLoop.unsynced = map[*Ledger]struct{}{}
 				}
-				e.unsynced[it.l] = struct{}{}
+				e.syncLoop.unsynced[it.l] = struct{}{}
 			}
 		}
 	}
-	e.toApplier(applyJob{b: b, rotate: b.rotate && e.journal != nil, seq: b.seq})
+	e.toApplier(applyJob{b: b, rotate: b.rotate && e.syncLoop.journal != nil, seq: b.seq})
 	switch {
-	case b.rotate && e.journal != nil && e.opts.Sync == SyncInterval:
+	case b.rotate && e.syncLoop.journal != nil && e.opts.Sync == SyncInterval:
 		// The background syncer fsyncs and closes the file; the next batches go to a new
 		// one meanwhile (whose header says this one may end torn until that fsync is done).
 		e.startBackgroundSync(true)
-	case b.rotate && e.journal != nil:
+	case b.rotate && e.syncLoop.journal != nil:
 		e.closeJournal()
 		e.carryDirect(b.seq)
-	case e.opts.Sync == SyncInterval && len(e.unsynced) > 0 && e.syncsInFlight == 0 &&
-		time.Since(e.lastSync) >= e.opts.SyncInterval:
+	case e.opts.Sync == SyncInterval && len(e.syncLoop.unsynced) > 0 && e.syncLoop.syncsInFlight == 0 &&
+		time.Since(e.syncLoop.lastSync) >= e.opts.SyncInterval:
 		e.startBackgroundSync(false)
 	}
 }
@@ -226,12 +269,12 @@ func (e *Engine) voidBatch(b *batch) {
 		}
 	}
 	for _, k := range order {
-		e.pendingVoids = appendAnnounce(e.pendingVoids, k.l.slot, k.l.name)
+		e.syncLoop.pendingVoids = appendAnnounce(e.syncLoop.pendingVoids, k.l.slot, k.l.name)
 		var start int
-		e.pendingVoids, start = beginJournalRecord(e.pendingVoids, jVoid, k.l.slot)
-		e.pendingVoids = binary.LittleEndian.AppendUint64(e.pendingVoids, uint64(k.id))
-		e.pendingVoids = binary.LittleEndian.AppendUint64(e.pendingVoids, uint64(first[k]))
-		finishJournalRecord(e.pendingVoids, start)
+		e.syncLoop.pendingVoids, start = beginJournalRecord(e.syncLoop.pendingVoids, jVoid, k.l.slot)
+		e.syncLoop.pendingVoids = binary.LittleEndian.AppendUint64(e.syncLoop.pendingVoids, uint64(k.id))
+		e.syncLoop.pendingVoids = binary.LittleEndian.AppendUint64(e.syncLoop.pendingVoids, uint64(first[k]))
+		finishJournalRecord(e.syncLoop.pendingVoids, start)
 	}
 }
 
@@ -252,19 +295,19 @@ func (e *Engine) announcements(b *batch) []byte {
 
 // syncJournal fsyncs the journal (sync loop only).
 func (e *Engine) syncJournal() error {
-	if e.journal == nil {
+	if e.syncLoop.journal == nil {
 		return nil
 	}
 	start := time.Now()
-	err := vfs.DataSync(e.journal)
+	err := vfs.DataSync(e.syncLoop.journal)
 	d := time.Since(start)
-	e.lastSync = time.Now()
+	e.syncLoop.lastSync = time.Now()
 	e.recordSync(d)
 	if err != nil {
 		e.m.fsyncErrors.Add(1)
 		return fmt.Errorf("storage: journal fsync: %w", err)
 	}
-	clear(e.unsynced)
+	clear(e.syncLoop.unsynced)
 	return nil
 }
 
@@ -287,22 +330,22 @@ func (e *Engine) abandonJournal(seq uint64, err error) {
 	}
 	e.queue.pendingSeq = e.queue.pending.seq
 	e.queue.mu.Unlock()
-	e.prevUnclean = true
-	for l := range e.unsynced {
+	e.syncLoop.prevUnclean = true
+	for l := range e.syncLoop.unsynced {
 		l.fence(err)
 	}
-	clear(e.unsynced)
-	if e.journal != nil && e.journalSeq == seq {
+	clear(e.syncLoop.unsynced)
+	if e.syncLoop.journal != nil && e.syncLoop.journalSeq == seq {
 		e.closeJournal()
 		e.toApplier(applyJob{rotate: true, seq: seq})
 	}
 }
 
 func (e *Engine) closeJournal() {
-	if e.journal != nil {
+	if e.syncLoop.journal != nil {
 		e.closeCommitDescriptors()
-		_ = e.journal.Close()
-		e.journal = nil
+		_ = e.syncLoop.journal.Close()
+		e.syncLoop.journal = nil
 	}
 }
 
@@ -311,7 +354,7 @@ func (e *Engine) openJournal(seq uint64) error {
 	f := e.takePreparedJournal(seq) // made ahead of time (nextjournal.go)
 	if f == nil {
 		var flags uint32
-		if e.prevUnclean || e.closeSyncsInFlight > 0 {
+		if e.syncLoop.prevUnclean || e.syncLoop.closeSyncsInFlight > 0 {
 			// The previous file was abandoned, or its final fsync (SyncInterval) has not
 			// finished: its tail may be torn although it is not the last file.
 			flags = journalFlagPrevUnclean
@@ -321,13 +364,13 @@ func (e *Engine) openJournal(seq uint64) error {
 			return err
 		}
 	}
-	e.journal, e.journalSeq, e.journalOff = f, seq, headerSize
+	e.syncLoop.journal, e.syncLoop.journalSeq, e.syncLoop.journalOff = f, seq, headerSize
 	e.openCommitDescriptors(seq) // before the first write to the file (pipelinesync.go)
 	e.io.noteJournalOpened(seq)
-	e.prevUnclean = false
-	e.jfull = e.fullSize(f)
-	e.successorReady = false
-	if e.jfull {
+	e.syncLoop.prevUnclean = false
+	e.syncLoop.journalFull = e.fullSize(f)
+	e.syncLoop.successorReady = false
+	if e.syncLoop.journalFull {
 		e.prepareJournal(seq + 1)
 	} // else once it holds prefillAfter bytes (prepareFullSuccessor)
 	return nil
@@ -338,14 +381,14 @@ func (e *Engine) toApplier(job applyJob) {
 	if job.b != nil && job.err == nil && len(job.b.items) > 0 {
 		e.m.commitLatency.Observe(time.Since(job.b.opened))
 	}
-	e.handedJobs++
-	e.applyCh <- job
+	e.syncLoop.handedJobs++
+	e.applier.jobs <- job
 }
 
 // waitApplied waits until the applier has finished every job handed to it (sync loop only).
 func (e *Engine) waitApplied() {
 	e.queue.mu.Lock()
-	for e.queue.appliedJobs != e.handedJobs {
+	for e.queue.appliedJobs != e.syncLoop.handedJobs {
 		e.queue.cond.Wait()
 	}
 	e.queue.mu.Unlock()
