@@ -27,21 +27,12 @@ type Engine struct {
 	files      *fileCache
 	cache      *entryCache
 
-	mu      sync.Mutex // ledgers, closed, nextSlot
-	ledgers map[string]*Ledger
-	closed  bool
-	slot    uint32
-
-	freeMu       sync.Mutex // freeJournals
-	freeJournals []string   // recycled journal files (recycle.go)
-
-	stateMu       sync.Mutex // ledger id allocation and the state file
-	nextLedgerID  int64
-	ledgerIDLimit int64
-	firstJournal  uint64
-	inc           incarnationTable // fixed once Open returns (incarnation.go)
-	legacyDirs    legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
-	offload                        // slow file work off the applier (janitor.go)
+	table        ledgerTable      // the open ledgers (ledgertable.go)
+	recycled     recycledJournals // journal files to reuse (recycle.go)
+	durableState                  // the state file's values and the ledger id counter, under stateMu
+	inc          incarnationTable // fixed once Open returns (incarnation.go)
+	legacyDirs   legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
+	offload                       // slow file work off the applier (janitor.go)
 
 	queue appendQueue // appenders, the sync loop and the applier, under queue.mu (queue.go)
 
@@ -135,13 +126,13 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		opts.DirectWriteBytes = -1
 	}
 	e := &Engine{
-		opts:    opts,
-		fs:      opts.FS,
-		log:     opts.Logger.With("component", "storage"),
-		dir:     path.Clean(opts.Dir),
-		files:   newFileCache(opts.FS, opts.MaxOpenFiles),
-		cache:   newEntryCache(opts.CacheBytes),
-		ledgers: map[string]*Ledger{},
+		opts:  opts,
+		fs:    opts.FS,
+		log:   opts.Logger.With("component", "storage"),
+		dir:   path.Clean(opts.Dir),
+		files: newFileCache(opts.FS, opts.MaxOpenFiles),
+		cache: newEntryCache(opts.CacheBytes),
+		table: ledgerTable{ledgers: map[string]*Ledger{}},
 		applier: applierState{
 			done:       make(chan struct{}),
 			dirtyFiles: map[string]struct{}{},
@@ -189,6 +180,16 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 
 // ---- state file and ledger ids ----
 
+// durableState is what the state file records, and the ledger id counter. Recovery sets it before
+// the goroutines start; afterwards stateMu guards it.
+type durableState struct {
+	stateMu       sync.Mutex
+	nextLedgerID  int64  // the next ledger id to hand out
+	ledgerIDLimit int64  // ids below it may have been handed out: the state file records it
+	firstJournal  uint64 // the first journal file recovery replays
+}
+
+// writeState writes the state file (stateMu held, or before the goroutines start).
 func (e *Engine) writeState() error {
 	b := encodeEngineState(engineState{ledgerIDLimit: uint64(e.ledgerIDLimit), firstJournal: e.firstJournal, incarnations: e.inc.durable})
 	p := e.dir + "/" + stateFile
@@ -235,12 +236,12 @@ func parseHexName(name, ext string) (int64, bool) {
 // Close flushes cursors, syncs, checkpoints and closes every ledger and file.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
-		e.mu.Lock()
-		ls := make([]*Ledger, 0, len(e.ledgers))
-		for _, l := range e.ledgers {
+		e.table.mu.Lock()
+		ls := make([]*Ledger, 0, len(e.table.ledgers))
+		for _, l := range e.table.ledgers {
 			ls = append(ls, l)
 		}
-		e.mu.Unlock()
+		e.table.mu.Unlock()
 		var errs []error
 		var errMu sync.Mutex
 		var wg sync.WaitGroup
@@ -261,9 +262,9 @@ func (e *Engine) Close() error {
 			}()
 		}
 		wg.Wait()
-		e.mu.Lock()
-		e.closed = true
-		e.mu.Unlock()
+		e.table.mu.Lock()
+		e.table.closed = true
+		e.table.mu.Unlock()
 		close(e.background.stop)
 		<-e.background.done
 		e.queue.mu.Lock()
@@ -288,15 +289,15 @@ func (e *Engine) Close() error {
 
 // Metrics returns a snapshot of engine-wide counters.
 func (e *Engine) Metrics() EngineMetrics {
-	e.mu.Lock()
-	open := len(e.ledgers)
+	e.table.mu.Lock()
+	open := len(e.table.ledgers)
 	fenced := 0
-	for _, l := range e.ledgers {
+	for _, l := range e.table.ledgers {
 		if l.Err() != nil {
 			fenced++
 		}
 	}
-	e.mu.Unlock()
+	e.table.mu.Unlock()
 	m := EngineMetrics{
 		SyncMode:           e.opts.Sync.String(),
 		Fsyncs:             e.m.fsyncs.Load(),

@@ -5,9 +5,18 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
+
+// ledgerTable is the engine's open ledgers, guarded by mu.
+type ledgerTable struct {
+	mu      sync.Mutex
+	ledgers map[string]*Ledger // by name: open, loading, or closing
+	closed  bool               // Close has begun: nothing opens any more
+	slot    uint32             // the last slot handed out (a ledger's number in journal records)
+}
 
 // OpenLedger opens the ledger called name, creating it if absent. While it is open, every call
 // returns the same *Ledger. name is opaque and may contain '/'. Opening starts a new ledger id.
@@ -18,41 +27,41 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 	if err := e.repairPendingFor(name); err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
+	e.table.mu.Lock()
 	for {
-		if e.closed {
-			e.mu.Unlock()
+		if e.table.closed {
+			e.table.mu.Unlock()
 			return nil, ErrClosed
 		}
-		l, ok := e.ledgers[name]
+		l, ok := e.table.ledgers[name]
 		if !ok {
 			break
 		}
 		if l.flags.Load()&flagClosing != 0 {
 			// Being closed: wait until its pending work is done, then load it afresh.
-			e.mu.Unlock()
+			e.table.mu.Unlock()
 			select {
 			case <-l.closedCh:
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			e.mu.Lock()
-			if e.ledgers[name] == l {
-				delete(e.ledgers, name)
+			e.table.mu.Lock()
+			if e.table.ledgers[name] == l {
+				delete(e.table.ledgers, name)
 			}
 			continue
 		}
-		e.mu.Unlock()
+		e.table.mu.Unlock()
 		<-l.ready
 		if l.loadErr != nil {
 			return nil, l.loadErr
 		}
 		return l, nil
 	}
-	e.slot++
-	l := &Ledger{e: e, name: name, slot: e.slot, ready: make(chan struct{})}
-	e.ledgers[name] = l
-	e.mu.Unlock()
+	e.table.slot++
+	l := &Ledger{e: e, name: name, slot: e.table.slot, ready: make(chan struct{})}
+	e.table.ledgers[name] = l
+	e.table.mu.Unlock()
 
 	err := l.load(ctx)
 	if err == nil && !l.dirMade {
@@ -62,9 +71,9 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 	}
 	if err != nil {
 		l.loadErr = err
-		e.mu.Lock()
-		delete(e.ledgers, name)
-		e.mu.Unlock()
+		e.table.mu.Lock()
+		delete(e.table.ledgers, name)
+		e.table.mu.Unlock()
 	}
 	close(l.ready)
 	if err != nil {
@@ -75,10 +84,10 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 
 // LedgerExists reports whether a ledger called name exists (open, or with a directory on disk).
 func (e *Engine) LedgerExists(ctx context.Context, name string) (bool, error) {
-	e.mu.Lock()
-	_, ok := e.ledgers[name]
-	closed := e.closed
-	e.mu.Unlock()
+	e.table.mu.Lock()
+	_, ok := e.table.ledgers[name]
+	closed := e.table.closed
+	e.table.mu.Unlock()
 	if closed {
 		return false, ErrClosed
 	}
@@ -118,17 +127,17 @@ func (e *Engine) readNameFile(dir string) (string, error) {
 // ListLedgers lists the names of existing ledgers (open or on disk) starting with prefix, sorted.
 func (e *Engine) ListLedgers(ctx context.Context, prefix string) ([]string, error) {
 	set := map[string]struct{}{}
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	e.table.mu.Lock()
+	if e.table.closed {
+		e.table.mu.Unlock()
 		return nil, ErrClosed
 	}
-	for n := range e.ledgers {
+	for n := range e.table.ledgers {
 		if strings.HasPrefix(n, prefix) {
 			set[n] = struct{}{}
 		}
 	}
-	e.mu.Unlock()
+	e.table.mu.Unlock()
 	des, err := e.fs.ReadDir(e.ledgersDir)
 	if err != nil && !vfs.IsNotExist(err) {
 		return nil, fmt.Errorf("storage: list ledgers: %w", err)
@@ -177,10 +186,10 @@ func (e *Engine) DeleteLedger(ctx context.Context, name string) error {
 }
 
 func (e *Engine) openLedgers() []*Ledger {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]*Ledger, 0, len(e.ledgers))
-	for _, l := range e.ledgers {
+	e.table.mu.Lock()
+	defer e.table.mu.Unlock()
+	out := make([]*Ledger, 0, len(e.table.ledgers))
+	for _, l := range e.table.ledgers {
 		select {
 		case <-l.ready:
 			if l.loadErr == nil {
@@ -193,11 +202,11 @@ func (e *Engine) openLedgers() []*Ledger {
 }
 
 func (e *Engine) forget(l *Ledger) {
-	e.mu.Lock()
-	if e.ledgers[l.name] == l {
-		delete(e.ledgers, l.name)
+	e.table.mu.Lock()
+	if e.table.ledgers[l.name] == l {
+		delete(e.table.ledgers, l.name)
 	}
-	e.mu.Unlock()
+	e.table.mu.Unlock()
 	e.rememberClosed(l) // its files may still wait for a checkpoint (repair.go)
 }
 

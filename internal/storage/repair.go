@@ -178,9 +178,9 @@ func (e *Engine) needRepair(p string, l *Ledger, cause error) {
 
 // isOpen reports whether l is the open ledger of its name.
 func (e *Engine) isOpen(l *Ledger) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.ledgers[l.name] == l
+	e.table.mu.Lock()
+	defer e.table.mu.Unlock()
+	return e.table.ledgers[l.name] == l
 }
 
 // repairsPending is the number of files waiting to be rewritten.
