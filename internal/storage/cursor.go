@@ -390,8 +390,8 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 		return ErrClosed
 	}
 	p := cursorLogPath(l.dirPath())
-	e.cursorLogMu.Lock()
-	defer e.cursorLogMu.Unlock()
+	e.cursorLogs.mu.Lock()
+	defer e.cursorLogs.mu.Unlock()
 	if l.logSize == 0 {
 		if !l.dirMade {
 			if err := e.ensureLedgerDir(l.name, l.dirPath()); err != nil {
@@ -419,7 +419,7 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 	e.applier.dirtyFiles[p] = struct{}{}
 	if l.noteCursorLogGrowth() {
 		// Compact when the log is mostly superseded states: off the applier (janitor.go).
-		e.jan.add(func() { e.compactCursorLog(l) })
+		e.janitor.add(func() { e.compactCursorLog(l) })
 	}
 	return nil
 }
@@ -481,27 +481,27 @@ func truncateFile(fsys vfs.FS, p string, size int64) error {
 }
 
 // rewriteCursorLog atomically replaces the cursor log with the given records (tmp file, fsync,
-// rename, directory fsync). It holds cursorLogMu throughout, so a compaction on the janitor can
+// rename, directory fsync). It holds cursorLogs.mu throughout, so a compaction on the janitor can
 // neither interleave its own swap nor copy this file's records behind its older snapshot
-// (cursorLogRewrites).
+// (cursorLogs.rewrites).
 func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 	e := l.e
-	e.cursorLogMu.Lock()
-	defer e.cursorLogMu.Unlock()
+	e.cursorLogs.mu.Lock()
+	defer e.cursorLogs.mu.Unlock()
 	p := cursorLogPath(l.dirPath())
 	tmp := p + ".tmp"
 	b := appendHeader(nil, magicCursors, 0)
 	for _, body := range bodies {
 		b = appendPlainRecord(b, body)
 	}
-	// The cached descriptor is of the file being replaced; cursorLogMu keeps the applier from
+	// The cached descriptor is of the file being replaced; cursorLogs.mu keeps the applier from
 	// opening it again meanwhile.
 	e.files.forget(p)
 	if err := replaceFileDurably(e.fs, p, tmp, b); err != nil {
 		return fmt.Errorf("storage: write cursor log: %w", err)
 	}
 	l.logSize = int64(len(b))
-	e.cursorLogRewrites++
+	e.cursorLogs.rewrites++
 	return nil
 }
 
@@ -511,11 +511,11 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 func (l *Ledger) loadCursors() error {
 	e := l.e
 	p := cursorLogPath(l.dirPath())
-	// Under cursorLogMu: a compaction of the log by a closed handle of this ledger is either done or
+	// Under cursorLogs.mu: a compaction of the log by a closed handle of this ledger is either done or
 	// not started (janitor.go).
-	e.cursorLogMu.Lock()
+	e.cursorLogs.mu.Lock()
 	data, err := readWholeFile(e.fs, p)
-	e.cursorLogMu.Unlock()
+	e.cursorLogs.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("storage: read cursor log %s: %w", p, err)
 	}

@@ -32,7 +32,8 @@ type Engine struct {
 	durableState                  // the state file's values and the ledger id counter, under stateMu
 	inc          incarnationTable // fixed once Open returns (incarnation.go)
 	legacyDirs   legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
-	offload                       // slow file work off the applier (janitor.go)
+	janitor      *janitor         // slow file work off the applier (janitor.go)
+	cursorLogs   cursorLogLock    // the cursor logs' lock (janitor.go)
 
 	queue appendQueue // appenders, the sync loop and the applier, under queue.mu (queue.go)
 
@@ -272,7 +273,7 @@ func (e *Engine) Close() error {
 		e.queue.cond.Broadcast()
 		e.queue.mu.Unlock()
 		<-e.applier.done
-		e.jan.close()
+		e.janitor.close()
 		close(e.checkpointer.jobs)
 		<-e.checkpointer.done
 		if err := e.finalCheckpoint(); err != nil {

@@ -42,8 +42,8 @@ type Ledger struct {
 	// readHints: where recent reads stopped (see readHint); guarded by mu, allocated by the first
 	// read from a file (the Ledger's size class is budgeted: idle_size_test.go).
 	readHints *readHints
-	logSize   int64 // cursors.log size (under e.cursorLogMu)
-	compactAt int64 // cursors.log size from which a compaction is looked at (under e.cursorLogMu; janitor.go)
+	logSize   int64 // cursors.log size (under e.cursorLogs.mu)
+	compactAt int64 // cursors.log size from which a compaction is looked at (under e.cursorLogs.mu; janitor.go)
 
 	closeOnce sync.Once
 	flags     atomic.Uint32 // flagClosing, flagErrSet
