@@ -45,27 +45,27 @@ func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position,
 		return
 	}
 	e.enqueue(l, func(b *batch) item {
-		if l.qClosed {
+		if l.flags.Load()&flagQueueClosed != 0 {
 			return item{kind: kFail, err: ErrClosed, done: done}
 		}
-		if l.qFenced {
+		if l.flags.Load()&flagQueueFenced != 0 {
 			return item{kind: kFail, err: ErrFenced, done: done}
 		}
-		if rollTo > l.curID {
+		if rollTo > l.queue.curID {
 			l.switchSegmentLocked(b, rollTo)
 		}
 		b.buf = growBatchBuf(b.buf, entryRecordHead+segRecordOverhead+len(data))
 		var start int
 		b.buf, start = beginJournalRecord(b.buf, jEntry, l.slot)
-		b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(l.curID))
+		b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(l.queue.curID))
 		recOff := len(b.buf)
-		b.buf = appendSegRecord(b.buf, l.nextEntry, publishTime, data)
+		b.buf = appendSegRecord(b.buf, l.queue.nextEntry, publishTime, data)
 		finishJournalRecord(b.buf, start)
-		it := item{kind: kEntry, ledgerID: l.curID, entryID: l.nextEntry, publishTime: publishTime,
+		it := item{kind: kEntry, ledgerID: l.queue.curID, entryID: l.queue.nextEntry, publishTime: publishTime,
 			off: recOff, n: len(b.buf) - recOff, done: done}
-		l.nextEntry++
-		l.curBytes += int64(it.n)
-		if l.curBytes >= e.opts.SegmentMaxBytes || l.nextEntry >= e.opts.SegmentMaxEntries {
+		l.queue.nextEntry++
+		l.queue.curBytes += int64(it.n)
+		if l.queue.curBytes >= e.opts.SegmentMaxBytes || l.queue.nextEntry >= e.opts.SegmentMaxEntries {
 			l.flags.Or(flagFull)
 		}
 		return it
@@ -94,11 +94,11 @@ func growBatchBuf(b []byte, n int) []byte {
 // switchSegmentLocked starts segment id for new appends (e.queue.mu held) and queues the seal of the
 // previous one behind its entries.
 func (l *Ledger) switchSegmentLocked(b *batch, id int64) {
-	old := l.curID
+	old := l.queue.curID
 	l.mu.Lock()
 	l.segs = append(l.segs, &segment{id: id})
 	l.mu.Unlock()
-	l.curID, l.nextEntry, l.curBytes = id, 0, 0
+	l.queue.curID, l.queue.nextEntry, l.queue.curBytes = id, 0, 0
 	l.flags.And(^uint32(flagFull))
 	b.items = append(b.items, item{kind: kSeal, l: l, ledgerID: old})
 }

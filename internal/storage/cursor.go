@@ -392,7 +392,7 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 	p := cursorLogPath(l.dirPath())
 	e.cursorLogs.mu.Lock()
 	defer e.cursorLogs.mu.Unlock()
-	if l.logSize == 0 {
+	if l.cursorLog.size == 0 {
 		if !l.dirMade {
 			if err := e.ensureLedgerDir(l.name, l.dirPath()); err != nil {
 				return err
@@ -410,12 +410,12 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 		return fmt.Errorf("storage: open cursor log: %w", err)
 	}
 	rec := appendPlainRecord(nil, body)
-	_, err = cf.f.WriteAt(rec, l.logSize)
+	_, err = cf.f.WriteAt(rec, l.cursorLog.size)
 	e.files.release(cf)
 	if err != nil {
 		return fmt.Errorf("storage: write cursor log: %w", err)
 	}
-	l.logSize += int64(len(rec))
+	l.cursorLog.size += int64(len(rec))
 	e.applier.dirtyFiles[p] = struct{}{}
 	if l.noteCursorLogGrowth() {
 		// Compact when the log is mostly superseded states: off the applier (janitor.go).
@@ -458,7 +458,7 @@ func (l *Ledger) createCursorLog() error {
 	if err != nil {
 		return fmt.Errorf("storage: create cursor log: %w", err)
 	}
-	l.logSize = int64(len(hdr))
+	l.cursorLog.size = int64(len(hdr))
 	e.applier.dirtyFiles[p] = struct{}{}
 	e.applier.dirtyDirs[l.dirPath()] = struct{}{}
 	return nil
@@ -500,7 +500,7 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 	if err := replaceFileDurably(e.fs, p, tmp, b); err != nil {
 		return fmt.Errorf("storage: write cursor log: %w", err)
 	}
-	l.logSize = int64(len(b))
+	l.cursorLog.size = int64(len(b))
 	e.cursorLogs.rewrites++
 	return nil
 }
@@ -547,7 +547,7 @@ func (l *Ledger) loadCursors() error {
 			if err := l.rewriteCursorLog(nil); err != nil {
 				return err
 			}
-			size = l.logSize
+			size = l.cursorLog.size
 		} else if err := truncateFile(e.fs, p, size); err != nil {
 			return err
 		}
@@ -580,7 +580,7 @@ func (l *Ledger) loadCursors() error {
 			return err
 		}
 	} else {
-		l.logSize = size
+		l.cursorLog.size = size
 	}
 	return nil
 }

@@ -149,13 +149,13 @@ func (e *Engine) emptyTrash() {
 const minCompactBytes = 1 << 20
 
 // noteCursorLogGrowth decides, after an append (applier, cursorLogs.mu held), whether the janitor
-// should look at compacting l's log; l.compactAt keeps it from asking again before the log grows
+// should look at compacting l's log; l.cursorLog.compactAt keeps it from asking again before the log grows
 // past the next threshold.
 func (l *Ledger) noteCursorLogGrowth() bool {
-	if l.logSize <= max(l.compactAt, minCompactBytes) {
+	if l.cursorLog.size <= max(l.cursorLog.compactAt, minCompactBytes) {
 		return false
 	}
-	l.compactAt = 1<<63 - 1 // until the janitor has looked
+	l.cursorLog.compactAt = 1<<63 - 1 // until the janitor has looked
 	return true
 }
 
@@ -175,9 +175,9 @@ func (e *Engine) compactCursorLog(l *Ledger) {
 	for _, r := range live {
 		n += int64(recHeaderSize + len(r))
 	}
-	oldSize, gen := l.logSize, e.cursorLogs.rewrites
+	oldSize, gen := l.cursorLog.size, e.cursorLogs.rewrites
 	if oldSize <= 4*n+minCompactBytes {
-		l.compactAt = 4*n + minCompactBytes
+		l.cursorLog.compactAt = 4*n + minCompactBytes
 		e.cursorLogs.mu.Unlock()
 		return
 	}
@@ -204,7 +204,7 @@ func (e *Engine) compactCursorLog(l *Ledger) {
 		_ = e.fs.Remove(tmp)
 		e.log.Warn("cursor log compaction failed", "ledger", l.name, "err", err)
 		e.cursorLogs.mu.Lock()
-		l.compactAt = l.logSize + minCompactBytes // try again after more growth
+		l.cursorLog.compactAt = l.cursorLog.size + minCompactBytes // try again after more growth
 		e.cursorLogs.mu.Unlock()
 	}
 }
@@ -221,8 +221,8 @@ func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint
 	if l.isClosed() || e.cursorLogs.rewrites != gen {
 		return false, nil
 	}
-	if l.logSize > oldSize {
-		tail := make([]byte, l.logSize-oldSize)
+	if l.cursorLog.size > oldSize {
+		tail := make([]byte, l.cursorLog.size-oldSize)
 		cf, err := e.files.acquire(p, false)
 		if err != nil {
 			return false, err
@@ -249,8 +249,8 @@ func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint
 	if err := e.fs.Rename(tmp, p); err != nil {
 		return false, err
 	}
-	l.logSize = size
-	l.compactAt = 0
+	l.cursorLog.size = size
+	l.cursorLog.compactAt = 0
 	return true, nil
 }
 

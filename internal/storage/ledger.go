@@ -19,16 +19,10 @@ type Ledger struct {
 	ready   chan struct{}
 	loadErr error
 
-	// Guarded by e.queue.mu: the order of appends.
-	announced uint64
-	curID     int64
-	nextEntry int64
-	curBytes  int64
-	qClosed   bool
-	qFenced   bool
+	queue ledgerQueueState // the order of appends, under e.queue.mu
 
 	closed  bool // guarded by mu
-	dirMade bool // sync loop only
+	dirMade bool // the ledger's directory exists (the applier's, after load)
 
 	mu       sync.RWMutex
 	slot     uint32     // immutable
@@ -42,13 +36,31 @@ type Ledger struct {
 	// readHints: where recent reads stopped (see readHint); guarded by mu, allocated by the first
 	// read from a file (the Ledger's size class is budgeted: idle_size_test.go).
 	readHints *readHints
-	logSize   int64 // cursors.log size (under e.cursorLogs.mu)
-	compactAt int64 // cursors.log size from which a compaction is looked at (under e.cursorLogs.mu; janitor.go)
+	cursorLog ledgerCursorLog // under e.cursorLogs.mu
 
 	closeOnce sync.Once
-	flags     atomic.Uint32 // flagClosing, flagErrSet
+	flags     atomic.Uint32 // flagClosing, flagErrSet, flagFull, flagQueueClosed, flagQueueFenced
 	closeErr  error
 	closedCh  chan struct{}
+}
+
+// ledgerQueueState is a ledger's part of the append queue: where its next entry goes. Appenders
+// and the sync loop change it under the engine's queue lock (e.queue.mu), which fixes the order
+// of journal records and of entry ids. (Whether the queue takes the ledger's appends at all is
+// in Ledger.flags: flagQueueClosed, flagQueueFenced; as bools here they would pad this struct and
+// push the Ledger past its size class.)
+type ledgerQueueState struct {
+	announced uint64 // the journal file that last announced the ledger's slot and name
+	curID     int64  // the segment new entries go to
+	nextEntry int64  // the id of the next entry in it
+	curBytes  int64  // the bytes appended to it (for SegmentMaxBytes)
+}
+
+// ledgerCursorLog is the size of a ledger's cursors.log and the size from which the janitor looks
+// at compacting it (janitor.go), under the engine's cursor-log lock (e.cursorLogs.mu).
+type ledgerCursorLog struct {
+	size      int64
+	compactAt int64
 }
 
 // Ledger.flags bits.
@@ -62,6 +74,12 @@ const (
 	// flagFull: the current segment reached SegmentMaxBytes or SegmentMaxEntries (set and cleared
 	// under e.queue.mu, read by AppendAsync without it, which took e.queue.mu a second time per append).
 	flagFull
+	// flagQueueClosed: the ledger is closed or deleted for the queue: appends fail with ErrClosed
+	// without a journal record (set under e.queue.mu).
+	flagQueueClosed
+	// flagQueueFenced: the ledger is fenced for the queue: appends fail with ErrFenced (set under
+	// e.queue.mu).
+	flagQueueFenced
 )
 
 // Err is non-nil once the ledger is fenced (fsync failure, mid-data corruption).
@@ -211,8 +229,8 @@ func (l *Ledger) Close() error {
 		l.flushCursors(nil, nil)
 		ch := make(chan error, 1)
 		l.e.enqueue(nil, func(b *batch) item {
-			l.qClosed = true
-			b.items = append(b.items, item{kind: kSeal, l: l, ledgerID: l.curID})
+			l.flags.Or(flagQueueClosed)
+			b.items = append(b.items, item{kind: kSeal, l: l, ledgerID: l.queue.curID})
 			return item{kind: kBarrier, done: func(_ Position, err error) { ch <- err }}
 		})
 		err := <-ch

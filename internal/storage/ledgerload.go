@@ -74,7 +74,7 @@ func (l *Ledger) load(ctx context.Context) error {
 		return err
 	}
 	l.segs = append(l.segs, &segment{id: id})
-	l.curID = id
+	l.queue.curID = id
 	if hasCursors {
 		if err := l.loadCursors(); err != nil {
 			return err

@@ -100,9 +100,9 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 		}
 		return
 	}
-	if l != nil && l.announced != b.seq {
+	if l != nil && l.queue.announced != b.seq {
 		b.buf = appendAnnounce(b.buf, l.slot, l.name)
-		l.announced = b.seq
+		l.queue.announced = b.seq
 	}
 	before := len(b.buf)
 	wasEmpty := len(b.items) == 0

@@ -19,10 +19,10 @@ func (l *Ledger) Roll(ctx context.Context) error {
 	}
 	ch := make(chan error, 1)
 	l.e.enqueue(nil, func(b *batch) item {
-		if l.qClosed {
+		if l.flags.Load()&flagQueueClosed != 0 {
 			return item{kind: kFail, err: ErrClosed, done: func(_ Position, err error) { ch <- err }}
 		}
-		if id > l.curID {
+		if id > l.queue.curID {
 			l.switchSegmentLocked(b, id)
 		}
 		return item{kind: kBarrier, done: func(_ Position, err error) { ch <- err }}
@@ -151,7 +151,7 @@ func (l *Ledger) applyTrim(id int64) {
 func (l *Ledger) applyDelete() error {
 	e := l.e
 	e.queue.mu.Lock()
-	l.qClosed = true // later appends fail without a journal record
+	l.flags.Or(flagQueueClosed) // later appends fail without a journal record
 	e.queue.mu.Unlock()
 	l.mu.Lock()
 	l.closed = true

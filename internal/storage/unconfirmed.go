@@ -114,7 +114,7 @@ func (l *Ledger) fence(err error) {
 	if first {
 		l.err = fmt.Errorf("%w: %w", ErrFenced, err)
 		l.flags.Or(flagErrSet)
-		l.qFenced = true
+		l.flags.Or(flagQueueFenced)
 		e.log.Error("ledger fenced", "ledger", l.name, "err", err)
 		for _, s := range l.segs {
 			voids = binary.LittleEndian.AppendUint64(voids, uint64(s.id))
