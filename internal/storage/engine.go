@@ -17,7 +17,24 @@ import (
 
 // Engine owns one broker data directory: all ledgers, their cursors, the journal with its
 // group-commit sync loop, the checkpointer and the entry cache.
+//
+// Open starts its goroutines and Close stops them; each owns a part of the Engine that only it
+// touches while it runs (Open sets it up before, Close reads it after):
+//   - the sync loop (runSyncLoop, syncloop.go) cuts the pending batch, writes it to the journal
+//     and makes it durable, then hands it to the applier; it owns syncLoop, and starts and stops
+//     the background syncer (intervalsync.go), the commit syncers (pipelinesync.go) and the
+//     journal file preparers (nextjournal.go);
+//   - the applier (runApplier, applier.go) makes durable batches visible, writes the segment
+//     files and calls the callbacks in append order; it owns applier;
+//   - the checkpointer (runCheckpointer, checkpoint.go) fsyncs what a closed journal file covers
+//     and retires it, and retries repairs; it owns checkpointer (but for its mutex);
+//   - the background goroutine (runBackground, background.go) flushes cursors and trims;
+//   - the janitor (janitor.go) unlinks the trash and compacts cursor logs.
+//
+// What goroutines share is in types that hold the mutex guarding it: queue (appenders, the sync
+// loop and the applier), table (the open ledgers), recycled, durableState, cursorLogs, io.
 type Engine struct {
+	// Fixed once Open returns, or safe for concurrent use by themselves.
 	opts       Options
 	fs         vfs.FS
 	log        *slog.Logger
@@ -26,32 +43,28 @@ type Engine struct {
 	journalDir string
 	files      *fileCache
 	cache      *entryCache
+	inc        incarnationTable // fixed once Open returns (incarnation.go)
+	legacyDirs legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
+	bypassOff  atomic.Bool      // the file system cannot bypass the page cache (unbuffered.go)
+	m          engineCounters
 
+	// Shared, each under its own mutex.
+	queue        appendQueue      // appenders, the sync loop and the applier (queue.go)
 	table        ledgerTable      // the open ledgers (ledgertable.go)
 	recycled     recycledJournals // journal files to reuse (recycle.go)
 	durableState                  // the state file's values and the ledger id counter, under stateMu
-	inc          incarnationTable // fixed once Open returns (incarnation.go)
-	legacyDirs   legacyDirSet     // ledger directories with crc-based hashed names (legacydirs.go)
-	janitor      *janitor         // slow file work off the applier (janitor.go)
-	cursorLogs   cursorLogLock    // the cursor logs' lock (janitor.go)
+	cursorLogs   cursorLogLock    // the cursor logs' file work (janitor.go)
+	io           ioState          // I/O failures, the repairs they need, the journal backlog (health.go, repair.go)
 
-	queue appendQueue // appenders, the sync loop and the applier, under queue.mu (queue.go)
-
-	// Each goroutine's own state: only that goroutine touches it while it runs (Open sets it up
-	// before the goroutines start; Close reads it after they stopped).
+	// Each goroutine's own.
 	syncLoop     syncLoopState     // the sync loop and the goroutines it starts (syncloop.go)
 	applier      applierState      // the applier (applier.go)
 	checkpointer checkpointerState // the checkpointer (checkpoint.go)
 	background   backgroundState   // cursor flushes and trims (background.go)
+	janitor      *janitor          // slow file work off the applier (janitor.go)
 
-	// bypassOff: the file system cannot bypass the page cache (unbuffered.go).
-	bypassOff atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
-	// io: I/O failures, the repairs they need and the journal backlog (health.go, repair.go).
-	io ioState
-
-	m engineCounters
 }
 
 type engineCounters struct {
