@@ -364,11 +364,8 @@ func (l *Ledger) DeleteCursor(ctx context.Context, name string) error {
 	ch := make(chan error, 1)
 	body := append([]byte{cDelete}, name...)
 	l.e.enqueue(l, func(b *batch) item {
-		var start int
-		b.buf, start = beginJournalRecord(b.buf, jDelCursor, l.slot)
-		off := len(b.buf)
-		b.buf = append(b.buf, body...)
-		finishJournalRecord(b.buf, start)
+		var off int
+		b.buf, off = appendJournalBody(b.buf, jDelCursor, l.slot, body)
 		return item{kind: kDelCursor, off: off, n: len(body), done: func(_ Position, err error) { ch <- err }}
 	})
 	c.flushMu.Unlock()
