@@ -173,14 +173,14 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.log.Info("storage opened", "dir", e.dir, "sync", opts.Sync.String(), "recovery", time.Since(start).String())
 	if opts.Sync == SyncInterval {
-		e.syncLoop.syncReq = make(chan syncRequest, 4)
-		e.syncLoop.syncerDone = make(chan struct{})
+		e.syncLoop.interval.req = make(chan syncRequest, 4)
+		e.syncLoop.interval.done = make(chan struct{})
 		go e.backgroundSyncer()
 	}
 	if opts.Sync == SyncAlways && opts.SyncPipelineDepth > 1 {
-		e.syncLoop.commitReq = make(chan *commitInFlight, opts.SyncPipelineDepth)
+		e.syncLoop.pipeline.req = make(chan *commitInFlight, opts.SyncPipelineDepth)
 		for range opts.SyncPipelineDepth {
-			e.syncLoop.commitSyncers.Add(1)
+			e.syncLoop.pipeline.syncers.Add(1)
 			go e.commitSyncer()
 		}
 	}

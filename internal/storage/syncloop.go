@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
@@ -12,42 +11,23 @@ import (
 
 // syncLoopState belongs to the sync loop: the journal file it writes, what it has written and not
 // yet fsynced, its direct writes, and the goroutines it starts and stops (the background syncer,
-// the commit syncers, the journal file preparers).
+// the commit syncers, the journal file preparers), each with its own part.
 type syncLoopState struct {
-	journal    vfs.File             // the journal file written to (nil: none open)
-	journalOff int64                // where the next group commit goes in it
-	journalSeq uint64               // its sequence number
-	unsynced   map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
-	lastSync   time.Time            // when the last fsync of the journal started
-	// SyncInterval: fsyncs handed to the background syncer (intervalsync.go) and not yet
-	// reported back, and how many of them also close a rotated journal file.
-	syncsInFlight, closeSyncsInFlight int
-	syncReq                           chan syncRequest // sync loop -> background syncer
-	syncerDone                        chan struct{}
-	prevUnclean                       bool   // the next journal file follows an abandoned one
-	pendingVoids                      []byte // void records to write first in the next group commit
-	// SyncAlways with SyncPipelineDepth > 1 (pipelinesync.go): batches written whose fsync is in
-	// flight, oldest first, and the commit syncers that run those fsyncs.
-	inflight      []*commitInFlight
-	commitFDs     []vfs.File // descriptors of the current journal file for the fsyncs in flight
-	commitReq     chan *commitInFlight
-	commitSyncers sync.WaitGroup
-	// Direct writes (directwrite.go): per-ledger state, the count of batches planned, whether the
-	// sync loop should let the applier catch up before the next batch, and the jobs handed to the
-	// applier (the count the applier finished is queue.appliedJobs).
-	direct       map[*Ledger]*directState
-	directGroups map[groupKey]int
-	directRecs   [][]byte // writeDirect's scratch list of one group's records
-	planned      uint64
-	wantDirect   bool
-	handedJobs   uint64
-	// The next journal file, being made ahead of rotation (nextjournal.go), and its makers.
-	nextJournal *preparedJournal
-	journalFull bool // the current journal file is full size: appends overwrite allocated blocks (nextjournal.go)
-	// successorReady: the current file is not full size and its full-size successor is ready,
-	// latched once per sync-loop round (noteSuccessorReady)
-	successorReady bool
-	preparers      sync.WaitGroup
+	journal     vfs.File             // the journal file written to (nil: none open)
+	journalOff  int64                // where the next group commit goes in it
+	journalSeq  uint64               // its sequence number
+	journalFull bool                 // it is full size: appends overwrite allocated blocks (nextjournal.go)
+	unsynced    map[*Ledger]struct{} // SyncInterval: ledgers with written, unsynced appends
+	lastSync    time.Time            // when the last fsync of the journal started
+	prevUnclean bool                 // the next journal file follows an abandoned one
+	// pendingVoids: void records to write first in the next group commit.
+	pendingVoids []byte
+	handedJobs   uint64 // jobs handed to the applier (the count it finished is queue.appliedJobs)
+
+	interval intervalSyncs    // SyncInterval: the background syncer (intervalsync.go)
+	pipeline commitPipeline   // SyncAlways, SyncPipelineDepth > 1: the commit syncers (pipelinesync.go)
+	direct   directWrites     // direct writes to segment files (directwrite.go)
+	next     nextJournalState // the next journal file, made ahead of rotation (nextjournal.go)
 }
 
 // runSyncLoop is the sync loop: it cuts the pending batch, writes it to the journal, fsyncs it
@@ -67,7 +47,7 @@ func (e *Engine) runSyncLoop() {
 			e.queue.spare = e.takeFreeBatch() // back-pressure: the applier is at most two batches behind
 		}
 		for !e.queue.stopping && len(e.syncLoop.unsynced) == 0 && len(e.queue.syncDone) == 0 && len(e.queue.commitDone) == 0 &&
-			(len(e.queue.pending.items) == 0 || len(e.syncLoop.inflight) >= e.opts.SyncPipelineDepth) {
+			(len(e.queue.pending.items) == 0 || len(e.syncLoop.pipeline.inflight) >= e.opts.SyncPipelineDepth) {
 			e.queue.cond.Wait()
 		}
 		if len(e.queue.commitDone) > 0 {
@@ -97,7 +77,7 @@ func (e *Engine) runSyncLoop() {
 		if len(e.queue.pending.items) == 0 {
 			// SyncInterval with unsynced data: wait for the interval or new work (or, with an
 			// fsync already running, for its result).
-			if e.syncLoop.syncsInFlight > 0 {
+			if e.syncLoop.interval.inFlight > 0 {
 				e.queue.cond.Wait()
 				e.queue.mu.Unlock()
 				continue
@@ -123,7 +103,7 @@ func (e *Engine) runSyncLoop() {
 		// few scheduler yields; with an open-loop load the applier is idle and nothing waits.
 		// With an fsync in flight the pending batch is cut at once instead (pipelinesync.go):
 		// its fsync then overlaps the one in flight, which is the point of pipelining.
-		for e.queue.applying && !e.queue.stopping && len(e.syncLoop.inflight) == 0 {
+		for e.queue.applying && !e.queue.stopping && len(e.syncLoop.pipeline.inflight) == 0 {
 			e.queue.cond.Wait()
 		}
 		for i := 0; i < 4 && !e.queue.stopping; i++ {
@@ -136,16 +116,16 @@ func (e *Engine) runSyncLoop() {
 			}
 		}
 		e.noteSuccessorReady()
-		if e.needsDrain() || (e.syncLoop.wantDirect && (len(e.syncLoop.inflight) > 0 || e.queue.appliedJobs != e.syncLoop.handedJobs)) {
+		if e.needsDrain() || (e.syncLoop.direct.want && (len(e.syncLoop.pipeline.inflight) > 0 || e.queue.appliedJobs != e.syncLoop.handedJobs)) {
 			// The pending batch is committed inline (it rotates or opens the journal file, or
 			// has no journal bytes to order it): the batches in flight go first. Or a ledger
 			// was armed for direct writes: its next entries may go straight to its segment once
 			// everything before is durable and written there (directwrite.go).
 			e.queue.mu.Unlock()
 			e.drainCommits()
-			if e.syncLoop.wantDirect {
+			if e.syncLoop.direct.want {
 				e.waitApplied()
-				e.syncLoop.wantDirect = false
+				e.syncLoop.direct.want = false
 			}
 			continue
 		}
@@ -240,7 +220,7 @@ func (e *Engine) commit(b *batch) {
 	case b.rotate && e.syncLoop.journal != nil:
 		e.closeJournal()
 		e.carryDirect(b.seq)
-	case e.opts.Sync == SyncInterval && len(e.syncLoop.unsynced) > 0 && e.syncLoop.syncsInFlight == 0 &&
+	case e.opts.Sync == SyncInterval && len(e.syncLoop.unsynced) > 0 && e.syncLoop.interval.inFlight == 0 &&
 		time.Since(e.syncLoop.lastSync) >= e.opts.SyncInterval:
 		e.startBackgroundSync(false)
 	}
@@ -354,7 +334,7 @@ func (e *Engine) openJournal(seq uint64) error {
 	f := e.takePreparedJournal(seq) // made ahead of time (nextjournal.go)
 	if f == nil {
 		var flags uint32
-		if e.syncLoop.prevUnclean || e.syncLoop.closeSyncsInFlight > 0 {
+		if e.syncLoop.prevUnclean || e.syncLoop.interval.closesInFlight > 0 {
 			// The previous file was abandoned, or its final fsync (SyncInterval) has not
 			// finished: its tail may be torn although it is not the last file.
 			flags = journalFlagPrevUnclean
@@ -369,7 +349,7 @@ func (e *Engine) openJournal(seq uint64) error {
 	e.io.noteJournalOpened(seq)
 	e.syncLoop.prevUnclean = false
 	e.syncLoop.journalFull = e.fullSize(f)
-	e.syncLoop.successorReady = false
+	e.syncLoop.next.successorReady = false
 	if e.syncLoop.journalFull {
 		e.prepareJournal(seq + 1)
 	} // else once it holds prefillAfter bytes (prepareFullSuccessor)
