@@ -580,7 +580,7 @@ func TestOddTopicNames(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	e := newEnv(t, s)
 	ctx := context.Background()
-	for _, local := range []string{"a b", "100%", "x:y=z", "é-ü", "dots.and_under"} {
+	for _, local := range []string{"a?b#c", "100%", "x:y=z", "é-ü", "dots.and_under"} {
 		topic := "persistent://public/default/" + local
 		if err := e.client.CreateTopic(ctx, topic, 2, map[string]string{"k": "v"}); err != nil {
 			t.Fatalf("%q: %v", local, err)
@@ -604,6 +604,9 @@ func TestOddTopicNames(t *testing.T) {
 		}
 	}
 	e.expect("PUT", "/admin/v2/persistent/public/default/a%2Fb/partitions", "2", 412, "Topic name is not valid")
+	// White space in a topic name is a name error, not a topic that is not found.
+	e.expect("PUT", "/admin/v2/persistent/public/default/a%20b/partitions", "2", 412, "Topic name is not valid")
+	e.expect("GET", "/admin/v2/persistent/public/default/a%20b/stats", "", 412, "Topic name is not valid")
 }
 
 // failingTopics refuses to create the n-th topic, to check that partitioned creation rolls back.

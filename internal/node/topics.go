@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
@@ -36,9 +37,9 @@ func adminErr(err error, busy error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrNamespaceNotFound):
-		return fmt.Errorf("%w: %v", admin.ErrTopicNotFound, err)
+		return fmt.Errorf("%w: %s", admin.ErrTopicNotFound, withoutSentinel(err, broker.ErrNamespaceNotFound, broker.ErrTopicNotFound))
 	case errors.Is(err, broker.ErrSubscriptionNotFound):
-		return fmt.Errorf("%w: %v", admin.ErrSubscriptionNotFound, err)
+		return fmt.Errorf("%w: %s", admin.ErrSubscriptionNotFound, withoutSentinel(err, broker.ErrSubscriptionNotFound))
 	case errors.Is(err, broker.ErrNotAllowed) && busy != nil:
 		return fmt.Errorf("%w: %v", busy, err)
 	case errors.Is(err, broker.ErrInvalidRequest), errors.Is(err, naming.ErrInvalidName):
@@ -47,6 +48,19 @@ func adminErr(err error, busy error) error {
 		return fmt.Errorf("%w: %v", admin.ErrNotReady, err)
 	}
 	return err
+}
+
+// withoutSentinel is err's text without the trailing text of the first of sentinels it ends with:
+// the admin sentinel in front already says "not found", so the reason says it once ("Topic not
+// found: topic persistent://public/default/t").
+func withoutSentinel(err error, sentinels ...error) string {
+	s := err.Error()
+	for _, sn := range sentinels {
+		if t, ok := strings.CutSuffix(s, ": "+sn.Error()); ok {
+			return t
+		}
+	}
+	return s
 }
 
 func parseAdminTopic(topic string) (naming.TopicName, error) {
