@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,6 +36,7 @@ type standaloneFlags struct {
 	autoTopicCreation      bool
 	insecureAllowPlaintext bool
 	clusters               []string
+	logFormat              string
 
 	logger *slog.Logger // the process's logger, built by nodeOptions; each node's adds its cluster
 }
@@ -86,6 +88,7 @@ With --clusters a,b,c it runs those clusters in one process instead, each with i
 	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
 	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
 	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")
+	fl.StringVar(&f.logFormat, "log-format", logFormatText, "log lines as text (key=value) or json (one object per line)")
 	fl.StringSliceVar(&f.clusters, "clusters", nil, "run these clusters in one process, replicating public/default full mesh (a,b,c)")
 	return cmd
 }
@@ -122,7 +125,9 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 	base.Dedup = f.dedup
 	base.AutoTopicCreation = f.autoTopicCreation
 	base.InsecureAllowPlaintext = f.insecureAllowPlaintext
-	f.logger = newLogger()
+	if f.logger, err = newLoggerTo(os.Stderr, f.logFormat); err != nil {
+		return nil, err
+	}
 	base.Logger = f.logger
 
 	if len(f.clusters) == 0 {
