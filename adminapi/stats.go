@@ -31,8 +31,10 @@ type TopicStats struct {
 	NonContiguousDeletedRangesSrzSize int                          `json:"nonContiguousDeletedMessagesRangesSerializedSize"`
 	DelayedMessageIndexSizeInBytes    int64                        `json:"delayedMessageIndexSizeInBytes"`
 	OwnerBroker                       string                       `json:"ownerBroker,omitempty"`
-	TopicCreationTimeStamp            int64                        `json:"topicCreationTimeStamp"`
-	LastPublishTimestamp              int64                        `json:"lastPublishTimestamp"`
+	// TopicEpoch is set while an exclusive producer holds the topic.
+	TopicEpoch             *int64 `json:"topicEpoch,omitempty"`
+	TopicCreationTimeStamp int64  `json:"topicCreationTimeStamp"`
+	LastPublishTimeStamp   int64  `json:"lastPublishTimeStamp"`
 }
 
 // PublisherStats is one producer in TopicStats.publishers.
@@ -185,7 +187,7 @@ type PartitionedTopicStats struct {
 	Metadata               PartitionedTopicMetadata     `json:"metadata"`
 	Partitions             map[string]TopicStats        `json:"partitions"`
 	TopicCreationTimeStamp int64                        `json:"topicCreationTimeStamp"`
-	LastPublishTimestamp   int64                        `json:"lastPublishTimestamp"`
+	LastPublishTimeStamp   int64                        `json:"lastPublishTimeStamp"`
 }
 
 // PersistentTopicInternalStats is `GET .../{topic}/internalStats`: the log and its cursors

@@ -575,7 +575,7 @@ func aggregate(agg *adminapi.PartitionedTopicStats, st adminapi.TopicStats) {
 	if agg.TopicCreationTimeStamp == 0 || (st.TopicCreationTimeStamp > 0 && st.TopicCreationTimeStamp < agg.TopicCreationTimeStamp) {
 		agg.TopicCreationTimeStamp = st.TopicCreationTimeStamp
 	}
-	agg.LastPublishTimestamp = max(agg.LastPublishTimestamp, st.LastPublishTimestamp)
+	agg.LastPublishTimeStamp = max(agg.LastPublishTimeStamp, st.LastPublishTimeStamp)
 	for name, s := range st.Subscriptions {
 		a, seen := agg.Subscriptions[name]
 		if !seen {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -135,25 +134,12 @@ func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool)
 	return nil
 }
 
-// convertJSON copies between the broker's stats types and adminapi's: both carry Pulsar's JSON
-// field names, so a JSON round trip is the one mapping to maintain.
-func convertJSON(from, to any) error {
-	raw, err := json.Marshal(from)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(raw, to)
-}
-
 func (s topicService) TopicStats(ctx context.Context, topic string, opts adminapi.GetStatsOptions) (adminapi.TopicStats, error) {
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.TopicStats{}, err
 	}
-	var out adminapi.TopicStats
-	if err := convertJSON(t.Stats(), &out); err != nil {
-		return adminapi.TopicStats{}, fmt.Errorf("topic stats: %w", err)
-	}
+	out := adminTopicStats(t.Stats())
 	if s.repl != nil {
 		out.Replication = s.repl.AdminStats(topic)
 		// Inbound side (Pulsar's inboundConnection fields) from the replicator producers attached
@@ -177,11 +163,7 @@ func (s topicService) InternalStats(ctx context.Context, topic string) (adminapi
 	if err != nil {
 		return adminapi.PersistentTopicInternalStats{}, err
 	}
-	var out adminapi.PersistentTopicInternalStats
-	if err := convertJSON(t.InternalStats(), &out); err != nil {
-		return out, fmt.Errorf("internal stats: %w", err)
-	}
-	return out, nil
+	return adminInternalStats(t.InternalStats()), nil
 }
 
 func messageID(p storage.Position, name naming.TopicName) adminapi.MessageID {
