@@ -86,9 +86,6 @@ func TestClustersDataLeftAtTheOldDefaultIsNotIgnored(t *testing.T) {
 // nests; --clusters refuses the standalone data dir when pointed at it; each cluster logs its own
 // shutdown.
 func TestProcessReadmeCommandsOneAfterTheOther(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three broker processes")
-	}
 	wd := t.TempDir()
 	run := func(args ...string) *process {
 		t.Helper()
