@@ -626,6 +626,19 @@ func aggregate(agg *adminapi.PartitionedTopicStats, st adminapi.TopicStats) {
 		}
 		agg.Replication[name] = a
 	}
+	for src, s := range st.InboundReplication {
+		if agg.InboundReplication == nil {
+			agg.InboundReplication = map[string]adminapi.InboundReplicationStats{}
+		}
+		a, seen := agg.InboundReplication[src]
+		if !seen {
+			agg.InboundReplication[src] = s
+			continue
+		}
+		a.MsgRateIn += s.MsgRateIn
+		a.MsgThroughputIn += s.MsgThroughputIn
+		agg.InboundReplication[src] = a
+	}
 }
 
 func (h *Handler) topicInternalStats(w http.ResponseWriter, r *http.Request) error {

@@ -141,10 +141,11 @@ func (s topicService) TopicStats(ctx context.Context, topic string, opts adminap
 	}
 	out := adminTopicStats(t.Stats())
 	if s.repl != nil {
-		out.Replication = s.repl.AdminStats(topic)
-		// Inbound side (Pulsar's inboundConnection fields) from the replicator producers attached
-		// here; before ExcludePublishers clears them.
-		out.Replication = replication.MergeInbound(out.Replication, out.Publishers)
+		// This cluster's own replicators apart from the clusters replicating into this topic; the
+		// inbound connections come from the replicator producers attached here (read before
+		// ExcludePublishers clears them).
+		outbound, inbound := s.repl.AdminStats(topic)
+		out.Replication, out.InboundReplication = replication.SplitInbound(outbound, inbound, out.Publishers)
 	}
 	if opts.ExcludePublishers {
 		out.Publishers = nil
