@@ -20,6 +20,7 @@ fi
 echo "== go vet"
 go vet ./...
 (cd tests && go vet ./...)
+(cd bench && go vet ./...)
 
 # Both modules always run, so one failure does not hide another; the script fails if either failed.
 status=0

@@ -109,6 +109,8 @@ type lcTopicStats struct {
 	} `json:"publishers"`
 	Subscriptions map[string]json.RawMessage          `json:"subscriptions"`
 	Replication   map[string]adminapi.ReplicatorStats `json:"replication"`
+	// Inbound links (Meridian's addition): the clusters replicating into the topic.
+	InboundReplication map[string]adminapi.InboundReplicationStats `json:"inboundReplication"`
 }
 
 func (c *lcCluster) rawStats(ctx context.Context, topic string) (lcTopicStats, error) {
@@ -151,6 +153,37 @@ func (c *lcCluster) repl(ctx context.Context, topic, remote string) (adminapi.Re
 		return adminapi.ReplicatorStats{}, fmt.Errorf("%s: no replication.%s in the stats of %s (have %v)", c.Name, remote, topic, lcKeys(st.Replication))
 	}
 	return r, nil
+}
+
+// inbound returns c's inboundReplication.<source> stats of topic.
+func (c *lcCluster) inbound(ctx context.Context, topic, source string) (adminapi.InboundReplicationStats, error) {
+	st, err := c.rawStats(ctx, topic)
+	if err != nil {
+		return adminapi.InboundReplicationStats{}, err
+	}
+	in, ok := st.InboundReplication[source]
+	if !ok {
+		return adminapi.InboundReplicationStats{}, fmt.Errorf("%s: no inboundReplication.%s in the stats of %s (have %v)", c.Name, source, topic, lcKeys(st.InboundReplication))
+	}
+	return in, nil
+}
+
+// waitInbound polls c's inboundReplication.<source> stats of topic until ok accepts them.
+func (c *lcCluster) waitInbound(t *testing.T, timeout time.Duration, topic, source, what string, ok func(adminapi.InboundReplicationStats) error) adminapi.InboundReplicationStats {
+	t.Helper()
+	var got adminapi.InboundReplicationStats
+	harness.Eventually(t, timeout, fmt.Sprintf("%s <- %s, %s: %s", c.Name, source, topic, what), func() error {
+		in, err := c.inbound(testCtx(t, timeout), topic, source)
+		if err != nil {
+			return err
+		}
+		if err := ok(in); err != nil {
+			return fmt.Errorf("%w (stats %+v)", err, in)
+		}
+		got = in
+		return nil
+	})
+	return got
 }
 
 func lcKeys[V any](m map[string]V) []string {
@@ -367,9 +400,8 @@ func TestReplLifecycleIdleTopicPolicyChange(t *testing.T) {
 			verify(t, chk, "west", checker.Expect{})
 
 			// And back: removing west (through the same cluster as before) stops the idle topic's
-			// replicator and deletes its cursor within 1 s. (A replication.west section may stay
-			// in east's stats while west's replicator producer is attached: that is the inbound
-			// side, without a start mode or an outbound connection.)
+			// replicator and deletes its cursor within 1 s. (West's replicator producer, while
+			// attached, shows under inboundReplication, never as a replicator.)
 			via.replicate(t, "east")
 			removed := time.Now()
 			noReplicator := func(c *lcCluster, remote string) func() error {
@@ -444,7 +476,7 @@ func TestReplLifecycleIdlePartitionedTopic(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			total += st.Replication["east"].MsgInCounter
+			total += st.InboundReplication["east"].MsgInCounter
 		}
 		if total != n {
 			return fmt.Errorf("west received %d of %d messages", total, n)
@@ -729,7 +761,8 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 
 	// Flowing: messages go out at about 200/s until both sides' rates show (the rate window is
 	// sampled once a second), at most 8 s.
-	var out, in utils.ReplicatorStats
+	var out utils.ReplicatorStats
+	var in adminapi.InboundReplicationStats
 	var lastID pulsar.MessageID
 	flowing := int64(0)
 	flowDeadline := time.Now().Add(8 * time.Second)
@@ -742,13 +775,13 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 			if err != nil {
 				t.Fatalf("east stats: %v", err)
 			}
-			wst, werr := west.Admin.Topics().GetStats(tn)
-			out, in = est.Replication["west"], wst.Replication["east"]
+			wst, werr := west.rawStats(testCtx(t, 5*time.Second), topic)
+			out, in = est.Replication["west"], wst.InboundReplication["east"]
 			if werr == nil && out.MsgRateOut > 0 && out.MsgThroughputOut > 0 && in.MsgRateIn > 0 && in.MsgThroughputIn > 0 {
 				break
 			}
 			if time.Now().After(flowDeadline) {
-				t.Fatalf("after %d messages flowing for 8 s: east replication.west %+v, west replication.east %+v (%v): want non-zero rates on both sides", flowing, out, in, werr)
+				t.Fatalf("after %d messages flowing for 8 s: east replication.west %+v, west inboundReplication.east %+v (%v): want non-zero rates on both sides", flowing, out, in, werr)
 			}
 		}
 		time.Sleep(25 * time.Millisecond) // paces the load; not a wait for a condition
@@ -761,7 +794,7 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 		t.Errorf("east: replication.west %+v: want connected with an outbound connection and a plausible rate", out)
 	}
 	t.Logf("flowing (%d messages): east msgRateOut %.1f msg/s, msgThroughputOut %.0f B/s; west msgRateIn %.1f msg/s, msgThroughputIn %.0f B/s, inbound %q",
-		flowing, out.MsgRateOut, out.MsgThroughputOut, in.MsgRateIn, in.MsgThroughputIn, in.InboundConnection)
+		flowing, out.MsgRateOut, out.MsgThroughputOut, in.MsgRateIn, in.MsgThroughputIn, in.Connection)
 	if per := in.MsgThroughputIn / in.MsgRateIn; per < size || per > 2*size {
 		t.Errorf("west: msgThroughputIn/msgRateIn = %.0f bytes per message, want about %d", per, size)
 	}
@@ -884,7 +917,7 @@ func TestReplLifecycleStatsTargetDown(t *testing.T) {
 		lcMetricIs("pulsar_replication_connected_count", labels, 1),
 		lcMetricIs("meridian_replication_error", labels, 0),
 		lcMetricIs("pulsar_replication_delay_in_seconds", labels, 0)))
-	inb := west.waitRepl(t, 5*time.Second, topic, "east", "inbound counted after the restart", func(r adminapi.ReplicatorStats) error {
+	inb := west.waitInbound(t, 5*time.Second, topic, "east", "inbound counted after the restart", func(r adminapi.InboundReplicationStats) error {
 		if r.MsgInCounter != outage {
 			return fmt.Errorf("msgInCounter %d, want the %d messages received since west restarted", r.MsgInCounter, outage)
 		}
@@ -1335,13 +1368,13 @@ func TestReplLifecycleRatesAfterBurst(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		wst, err := west.Admin.Topics().GetStats(tn)
+		wst, err := west.rawStats(testCtx(t, 5*time.Second), topic)
 		if err != nil {
 			return err
 		}
-		out, in := est.Replication["west"], wst.Replication["east"]
+		out, in := est.Replication["west"], wst.InboundReplication["east"]
 		if out.MsgRateOut <= 0 || out.MsgThroughputOut <= 0 || in.MsgRateIn <= 0 || in.MsgThroughputIn <= 0 {
-			return fmt.Errorf("east replication.west %+v; west replication.east %+v", out, in)
+			return fmt.Errorf("east replication.west %+v; west inboundReplication.east %+v", out, in)
 		}
 		return nil
 	})
@@ -1377,7 +1410,7 @@ func TestReplLifecycleReaddCluster(t *testing.T) {
 	if rs.StartMode != "earliest" || rs.MsgOutCounter != 45 {
 		t.Errorf("re-added west: startMode %q msgOutCounter %d, want earliest and all 45 sent again", rs.StartMode, rs.MsgOutCounter)
 	}
-	in := west.waitRepl(t, 5*time.Second, topic, "east", "duplicates dropped by source position", func(r adminapi.ReplicatorStats) error {
+	in := west.waitInbound(t, 5*time.Second, topic, "east", "duplicates dropped by source position", func(r adminapi.InboundReplicationStats) error {
 		if r.DuplicatesDropped != 10 {
 			return fmt.Errorf("duplicatesDropped %d, want the 10 west had before", r.DuplicatesDropped)
 		}
@@ -1501,7 +1534,7 @@ func TestReplLifecycleDeleteAndRecreateTopic(t *testing.T) {
 	t.Logf("re-created after a restart: first new message at %v", ids[0])
 	east.waitRepl(t, 10*time.Second, topic, "west", "caught up (re-created after a restart)", lcCaughtUp)
 
-	in, err := west.repl(testCtx(t, 10*time.Second), topic, "east")
+	in, err := west.inbound(testCtx(t, 10*time.Second), topic, "east")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1540,7 +1573,7 @@ func TestReplLifecycleResendAfterTargetRestarts(t *testing.T) {
 	if rs.MsgOutCounter != 3*batch {
 		t.Errorf("re-added replicator sent %d, want all %d again", rs.MsgOutCounter, 3*batch)
 	}
-	in := west.waitRepl(t, 5*time.Second, topic, "east", "every resend dropped", func(r adminapi.ReplicatorStats) error {
+	in := west.waitInbound(t, 5*time.Second, topic, "east", "every resend dropped", func(r adminapi.InboundReplicationStats) error {
 		if r.DuplicatesDropped != 3*batch {
 			return fmt.Errorf("duplicatesDropped %d, want %d", r.DuplicatesDropped, 3*batch)
 		}
@@ -1654,7 +1687,7 @@ func TestReplLifecycleUnloadWhileReplicating(t *testing.T) {
 	if n := lcDrain(t, chk, "west-at-caught-up", west, topic, "east"); len(n) != rounds*per+1 {
 		t.Errorf("east's stats said connected with backlog 0 (msgOutCounter %d) while west had %d of %d messages", rs.MsgOutCounter, len(n), rounds*per+1)
 	}
-	west.waitRepl(t, 10*time.Second, topic, "east", "every message received", func(r adminapi.ReplicatorStats) error {
+	west.waitInbound(t, 10*time.Second, topic, "east", "every message received", func(r adminapi.InboundReplicationStats) error {
 		if r.MsgInCounter != rounds*per+1 {
 			return fmt.Errorf("msgInCounter %d, want %d", r.MsgInCounter, rounds*per+1)
 		}
