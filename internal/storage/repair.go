@@ -159,10 +159,9 @@ func (e *Engine) needRepair(p string, l *Ledger, cause error) {
 		}
 	}
 	e.io.repairs.mu.Lock()
-	r, known := e.io.repairs.targets[p]
+	_, known := e.io.repairs.targets[p]
 	if !known {
-		r = &fileRepair{path: p, kind: kind, segID: segID, l: l, cause: cause}
-		e.io.repairs.targets[p] = r
+		e.io.repairs.targets[p] = &fileRepair{path: p, kind: kind, segID: segID, l: l, cause: cause}
 	}
 	e.io.repairs.mu.Unlock()
 	if !known {
