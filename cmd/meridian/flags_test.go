@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -17,7 +16,7 @@ func parseStandalone(t *testing.T, args ...string) ([]node.Options, error) {
 	if err := cmd.ParseFlags(args); err != nil {
 		return nil, err
 	}
-	return f.nodeOptions(nil, discardLogger())
+	return f.nodeOptions(nil, io.Discard)
 }
 
 func TestStandaloneDefaultsMatchTheContract(t *testing.T) {
@@ -147,5 +146,3 @@ func TestClustersModeShiftsPortsAndDataDirs(t *testing.T) {
 		}
 	}
 }
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -20,6 +21,12 @@ import (
 type standaloneFlags struct {
 	configFile string
 	flags      []*settingFlag
+
+	// Set by nodeOptions: the process's logger, the settings the nodes run with, and whether a
+	// source gave --data-dir (data-dir).
+	logger       *slog.Logger
+	resolved     config.Settings
+	dataDirGiven bool
 }
 
 // settingFlag is one setting's flag. It remembers the text given so that the configuration file
@@ -70,6 +77,7 @@ func defaultSettings() config.Settings {
 		ReplicationMemoryBytes: int(d.ReplicationMemoryBytes),
 		Dedup:                  d.Dedup,
 		AutoTopicCreation:      d.AutoTopicCreation,
+		LogFormat:              logFormatText,
 		KeepAliveInterval:      node.DefaultKeepAliveInterval,
 		ShutdownTimeout:        node.DefaultShutdownTimeout,
 		TLS:                    config.DefaultTLS(),
@@ -106,9 +114,11 @@ func (f *standaloneFlags) register(fl *pflag.FlagSet) {
 }
 
 // settings applies the defaults, the configuration file, the environment and the flags given, in
-// that order, and logs once what was ignored. Values Meridian cannot honour are errors.
-func (f *standaloneFlags) settings(environ []string, log *slog.Logger) (config.Settings, error) {
-	s := defaultSettings()
+// that order, builds the process's logger (f.logger) and logs once what was ignored. Values
+// Meridian cannot honour are errors. given names the settings some source set.
+func (f *standaloneFlags) settings(environ []string, logTo io.Writer) (s config.Settings, given map[string]bool, err error) {
+	s = defaultSettings()
+	f.logger, _ = newLoggerTo(logTo, logFormatText) // until the settings say otherwise
 	src := config.Sources{Environ: environ}
 	file := f.configFile
 	if file == "" {
@@ -117,7 +127,7 @@ func (f *standaloneFlags) settings(environ []string, log *slog.Logger) (config.S
 	if file != "" {
 		entries, err := readConfigFile(file)
 		if err != nil {
-			return s, err
+			return s, nil, err
 		}
 		src.FileName, src.File = file, entries
 	}
@@ -127,6 +137,10 @@ func (f *standaloneFlags) settings(environ []string, log *slog.Logger) (config.S
 		}
 	}
 	rep, err := s.Apply(src)
+	if l, lerr := newLoggerTo(logTo, s.LogFormat); lerr == nil {
+		f.logger = l
+	}
+	log := f.logger
 	if len(rep.Ignored) > 0 {
 		log.Info("configuration keys Meridian does not use; ignored", "count", len(rep.Ignored), "keys", strings.Join(rep.Ignored, ","))
 	}
@@ -134,15 +148,15 @@ func (f *standaloneFlags) settings(environ []string, log *slog.Logger) (config.S
 		log.Warn("configuration", "warning", w)
 	}
 	if err != nil {
-		return s, err
+		return s, nil, err
 	}
 	if err := s.RefuseUnimplemented(); err != nil {
-		return s, err
+		return s, nil, err
 	}
 	if file != "" {
 		log.Info("configuration file read", "file", file)
 	}
-	return s, nil
+	return s, rep.Given, nil
 }
 
 func readConfigFile(name string) ([]config.Entry, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +22,7 @@ func parseWithEnv(t *testing.T, environ []string, args ...string) ([]node.Option
 		return nil, "", err
 	}
 	var logs bytes.Buffer
-	opts, err := f.nodeOptions(environ, slog.New(slog.NewTextHandler(&logs, nil)))
+	opts, err := f.nodeOptions(environ, &logs)
 	return opts, logs.String(), err
 }
 

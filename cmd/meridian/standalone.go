@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -41,15 +42,18 @@ Keys Meridian does not know are logged once and ignored; a security setting it c
 startup.
 
 With --clusters a,b,c it runs those clusters in one process instead, each with its own data dir
-(<data-dir>/<name>) and its own ports (every listener's port + 10*i).`,
+(<data-dir>/<name>, --data-dir defaulting to ./data-clusters) and its own ports (every listener's
+port + 10*i).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := newLogger()
-			configs, err := f.nodeOptions(os.Environ(), log)
+			configs, err := f.nodeOptions(os.Environ(), os.Stderr)
 			if err != nil {
 				return err
 			}
-			return runNodes(cmd.Context(), configs)
+			if err := checkDataDirs(f.resolved.Clusters, f.resolved.DataDir, f.dataDirGiven); err != nil {
+				return err
+			}
+			return runNodes(cmd.Context(), f.logger, configs)
 		},
 	}
 	f.register(cmd.Flags())
@@ -57,14 +61,20 @@ With --clusters a,b,c it runs those clusters in one process instead, each with i
 }
 
 // nodeOptions reads every source of settings (the configuration file, environ, the flags given),
-// logs what was ignored, and returns the options of every node to run: one, or one per name of
-// --clusters.
-func (f *standaloneFlags) nodeOptions(environ []string, log *slog.Logger) ([]node.Options, error) {
-	s, err := f.settings(environ, log)
+// builds the process's logger (f.logger, writing to logTo in the configured format), logs what was
+// ignored, and returns the options of every node to run: one, or one per name of --clusters
+// (whose data dir defaults to ./data-clusters).
+func (f *standaloneFlags) nodeOptions(environ []string, logTo io.Writer) ([]node.Options, error) {
+	s, given, err := f.settings(environ, logTo)
 	if err != nil {
 		return nil, err
 	}
-	return settingsToNodes(s, log)
+	f.dataDirGiven = given["data-dir"]
+	if len(s.Clusters) > 0 && !f.dataDirGiven {
+		s.DataDir = defaultClustersDataDir
+	}
+	f.resolved = s
+	return settingsToNodes(s, f.logger)
 }
 
 // settingsToNodes validates the settings as node options.
@@ -190,11 +200,11 @@ func shiftPort(addr string, delta int) (string, error) {
 
 // runNodes starts the nodes, reports their URLs and runs until ctx ends (SIGTERM or interrupt),
 // then shuts them down gracefully.
-func runNodes(ctx context.Context, configs []node.Options) error {
+func runNodes(ctx context.Context, log *slog.Logger, configs []node.Options) error {
 	if len(configs) == 1 {
 		return runStandalone(ctx, configs[0])
 	}
-	return runClusters(ctx, configs)
+	return runClusters(ctx, log, configs)
 }
 
 func runStandalone(ctx context.Context, opts node.Options) error {
@@ -219,15 +229,16 @@ func runStandalone(ctx context.Context, opts node.Options) error {
 }
 
 // runClusters is `--clusters a,b,c`: one full broker per cluster in this process, sharing an
-// in-process configuration store, with public/default replicated full mesh over real TCP.
-func runClusters(ctx context.Context, configs []node.Options) error {
+// in-process configuration store, with public/default replicated full mesh over real TCP. log is
+// the process's logger; each cluster logs its own shutdown through its own (cluster=<name>).
+func runClusters(ctx context.Context, log *slog.Logger, configs []node.Options) error {
 	shared := memstore.New()
 	defer shared.Close()
-	log := configs[0].Logger
 	var nodes []*node.Node
-	closeAll := func() error {
+	closeAll := func(reason any) error {
 		var errs []error
 		for i := len(nodes) - 1; i >= 0; i-- {
+			configs[i].Logger.Info("shutting down", "reason", reason)
 			errs = append(errs, nodes[i].Close())
 		}
 		return errors.Join(errs...)
@@ -237,14 +248,14 @@ func runClusters(ctx context.Context, configs []node.Options) error {
 		o.SharedConfigStore = shared
 		n, err := node.Start(ctx, o)
 		if err != nil {
-			_ = closeAll()
+			_ = closeAll(fmt.Sprintf("cluster %s failed to start", o.Cluster))
 			return fmt.Errorf("cluster %s: %w", o.Cluster, err)
 		}
 		nodes = append(nodes, n)
 		names = append(names, o.Cluster)
 	}
 	if err := node.ReplicateFullMesh(ctx, nodes[0], names); err != nil {
-		_ = closeAll()
+		_ = closeAll("configuring replication failed")
 		return err
 	}
 	for _, n := range nodes {
@@ -265,11 +276,11 @@ func runClusters(ctx context.Context, configs []node.Options) error {
 	}
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "reason", context.Cause(ctx))
-		return closeAll()
+		log.Info("shutting down", "clusters", strings.Join(names, ","), "reason", context.Cause(ctx))
+		return closeAll(context.Cause(ctx))
 	case err := <-failed:
 		log.Error("a cluster failed; stopping all", "err", err)
-		return errors.Join(err, closeAll())
+		return errors.Join(err, closeAll(err))
 	}
 }
 

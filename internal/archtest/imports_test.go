@@ -31,13 +31,15 @@ var internalAll = []string{"internal/", "adminapi", "brokertest", "cmd/"}
 var rules = []rule{
 	{from: "internal/wire", forbidden: without(internalAll, "internal/wire")},
 	{from: "internal/naming", forbidden: internalAll},
-	{from: "internal/crc32c", forbidden: internalAll},    // a leaf any layer may use (storage, replication)
-	{from: "internal/config", forbidden: internalAll},    // settings and their sources; node and cmd read them
-	{from: "internal/tlsreload", forbidden: internalAll}, // TLS identities from files; node, client and cmd use it
+	{from: "internal/crc32c", forbidden: internalAll},                                    // a leaf any layer may use (storage, replication)
+	{from: "internal/console", forbidden: internalAll},                                   // the page and its history; node adapts the data to it
+	{from: "internal/buildinfo", forbidden: []string{"internal/", "brokertest", "cmd/"}}, // a leaf over the public types (adminapi)
+	{from: "internal/config", forbidden: internalAll},                                    // settings and their sources; node and cmd read them
+	{from: "internal/tlsreload", forbidden: internalAll},                                 // TLS identities from files; node, client and cmd use it
 	// authentication: credentials to identities; server and node use it, it uses only the settings
 	{from: "internal/auth", forbidden: []string{"internal/wire", "internal/naming", "internal/crc32c", "internal/metadata", "internal/storage",
 		"internal/catalog", "internal/broker", "internal/client", "internal/replication", "internal/server", "internal/admin",
-		"internal/node", "internal/schema", "internal/tlsreload", "adminapi", "cmd/", "brokertest"}},
+		"internal/node", "internal/schema", "internal/tlsreload", "internal/console", "internal/buildinfo", "adminapi", "cmd/", "brokertest"}},
 	{from: "internal/metadata", forbidden: without(internalAll, "internal/metadata")},
 	{from: "internal/storage", forbidden: without(internalAll, "internal/storage")},
 	{from: "adminapi", forbidden: without(internalAll, "adminapi")},

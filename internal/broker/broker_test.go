@@ -40,10 +40,10 @@ func TestProduceConsumeExclusive(t *testing.T) {
 		last = r.Position
 	}
 	c.Flow(15)
-	got := s.waitMessages(t, 15)
+	s.waitMessages(t, 15)
 	s.quiet(t, 15)
 	c.Flow(100)
-	got = s.waitMessages(t, 20)
+	got := s.waitMessages(t, 20)
 	for i, d := range got {
 		if payloadOf(t, d) != fmt.Sprint("m", i) || d.RedeliveryCount != 0 || d.NumMessages != 1 {
 			t.Fatalf("delivery %d: %+v", i, d)

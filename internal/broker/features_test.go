@@ -405,7 +405,7 @@ func TestHostileAcksAndSeeks(t *testing.T) {
 	}
 	c.Close()
 	// Seek far past the end: the next published entry is delivered.
-	c, s = subscribe(t, top, opts)
+	c, _ = subscribe(t, top, opts)
 	if err := c.Seek(context.Background(), storage.Position{LedgerID: 1 << 50, EntryID: 7}); err != nil {
 		t.Fatal(err)
 	}

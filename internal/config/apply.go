@@ -31,6 +31,20 @@ type Report struct {
 	// Warnings are things worth a log line: a key set twice, an unknown MERIDIAN_STANDALONE_
 	// variable.
 	Warnings []string
+	// Given are the settings some source set, by flag name (or file key for file-only settings).
+	Given map[string]bool
+}
+
+// given records that a source set k.
+func (r *Report) given(k *Key) {
+	if r.Given == nil {
+		r.Given = map[string]bool{}
+	}
+	if k.Flag != "" {
+		r.Given[k.Flag] = true
+	} else {
+		r.Given[k.Name] = true
+	}
 }
 
 // Apply applies the sources to s in precedence order and validates the result (Validate). Every
@@ -52,7 +66,7 @@ func (s *Settings) Apply(src Sources) (Report, error) {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %s is set on lines %d and %d; the last one counts", fileName, e.Key, prev, e.Line))
 		}
 		lineOf[e.Key] = e.Line
-		if err := s.applyFileKey(e.Key, e.Value, ignored); err != nil {
+		if err := s.applyFileKey(e.Key, e.Value, ignored, &rep); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
 	}
@@ -62,7 +76,7 @@ func (s *Settings) Apply(src Sources) (Report, error) {
 		switch {
 		case strings.HasPrefix(name, PulsarEnvPrefix):
 			key := strings.TrimPrefix(name, PulsarEnvPrefix)
-			if err := s.applyFileKey(key, value, ignored); err != nil {
+			if err := s.applyFileKey(key, value, ignored, &rep); err != nil {
 				errs = append(errs, fmt.Errorf("environment %s: %w", name, err))
 			}
 		case strings.HasPrefix(name, EnvPrefix):
@@ -88,6 +102,7 @@ func (s *Settings) Apply(src Sources) (Report, error) {
 		case value == "":
 			// An empty variable is treated as unset.
 		default:
+			rep.given(k)
 			if err := k.set(s, value); err != nil {
 				errs = append(errs, fmt.Errorf("environment %s (--%s): %w", name, k.Flag, err))
 			}
@@ -99,6 +114,7 @@ func (s *Settings) Apply(src Sources) (Report, error) {
 			errs = append(errs, fmt.Errorf("--%s is not a setting", f.Name))
 			continue
 		}
+		rep.given(k)
 		if err := k.set(s, f.Value); err != nil {
 			errs = append(errs, fmt.Errorf("--%s: %w", f.Name, err))
 		}
@@ -119,7 +135,7 @@ func (s *Settings) Apply(src Sources) (Report, error) {
 // applyFileKey applies one key of the file (or of a PULSAR_PREFIX_ variable). Keys Meridian does
 // not know go to ignored; a flag's name where the file has Pulsar's name for the setting is an
 // error that says which name to use.
-func (s *Settings) applyFileKey(key, value string, ignored map[string]bool) error {
+func (s *Settings) applyFileKey(key, value string, ignored map[string]bool, rep *Report) error {
 	k := byName[key]
 	if k == nil {
 		if kf := byFlag[key]; kf != nil {
@@ -134,6 +150,7 @@ func (s *Settings) applyFileKey(key, value string, ignored map[string]bool) erro
 	if value == "" && !k.emptyMeansOff {
 		return nil // Pulsar's "key=": the default
 	}
+	rep.given(k)
 	if err := k.set(s, value); err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}

@@ -104,6 +104,14 @@ func init() {
 		strKey("allowAutoTopicCreationType", "", "only non-partitioned (Pulsar's default) is supported", func(s *Settings) *string { return &s.autoTopicCreationType }),
 		boolKey("insecure-allow-plaintext", "insecure-allow-plaintext", "allow plaintext listeners on non-loopback addresses without authentication", func(s *Settings) *bool { return &s.InsecureAllowPlaintext }),
 		listKey("clusters", "clusters", "run these clusters in one process, replicating public/default full mesh (a,b,c)", func(s *Settings) *[]string { return &s.Clusters }),
+		{Name: "log-format", Flag: "log-format", Usage: "log lines as text (key=value) or json (one object per line)",
+			set: func(s *Settings, v string) error {
+				if v != "text" && v != "json" {
+					return fmt.Errorf("%q: want text or json", v)
+				}
+				s.LogFormat = v
+				return nil
+			}, get: func(s *Settings) string { return s.LogFormat }},
 		durationKey("keepAliveIntervalSeconds", "", time.Second, "the broker pings a connection idle this long and closes it after twice this long", func(s *Settings) *time.Duration { return &s.KeepAliveInterval }),
 		durationKey("brokerShutdownTimeoutMs", "", time.Millisecond, "bound of a graceful shutdown", func(s *Settings) *time.Duration { return &s.ShutdownTimeout }),
 

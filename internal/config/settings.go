@@ -28,6 +28,8 @@ type Settings struct {
 	InsecureAllowPlaintext                         bool
 	Clusters                                       []string
 	KeepAliveInterval, ShutdownTimeout             time.Duration
+	// LogFormat is the process's log format: text or json.
+	LogFormat string
 
 	TLS          TLS
 	Auth         Auth

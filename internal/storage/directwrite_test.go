@@ -120,7 +120,7 @@ func TestDirectWriteRoundTrip(t *testing.T) {
 			// A crash at rest: everything acknowledged is durable.
 			crashed := fs.Crash(nil)
 			_ = e.Close()
-			e, l = openDirect(t, crashed, mod, "direct/rt")
+			_, l = openDirect(t, crashed, mod, "direct/rt")
 			checkEntries(t, l, n)
 		})
 	}
@@ -210,7 +210,7 @@ func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 	checkEntries(t, l, n)
 	crashed := mem.Crash(nil)
 	_ = e.Close()
-	e, l = openDirect(t, crashed, directOpts, "direct/fail")
+	_, l = openDirect(t, crashed, directOpts, "direct/fail")
 	checkEntries(t, l, n)
 }
 
@@ -248,7 +248,7 @@ func TestDirectTailTruncatedByRecovery(t *testing.T) {
 	_ = f.Sync()
 	_ = f.Close()
 
-	e, l = openDirect(t, crashed, directOpts, "direct/tail")
+	_, l = openDirect(t, crashed, directOpts, "direct/tail")
 	checkEntries(t, l, n)
 }
 
@@ -300,6 +300,6 @@ func TestDirectWriteAcrossRotations(t *testing.T) {
 	checkEntries(t, l, n)
 	crashed := fs.Crash(nil)
 	_ = e.Close()
-	e, l = openDirect(t, crashed, mod, "direct/rotate")
+	_, l = openDirect(t, crashed, mod, "direct/rotate")
 	checkEntries(t, l, n)
 }

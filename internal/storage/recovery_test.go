@@ -173,9 +173,9 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 	fs.mu.Unlock()
 	defer fs.release()
 	jseq := func() uint64 {
-		e.qmu.Lock()
-		defer e.qmu.Unlock()
-		return e.jseq
+		e.queue.mu.Lock()
+		defer e.queue.mu.Unlock()
+		return e.queue.pendingSeq
 	}
 	big := make([]byte, 1000)
 	var last Position
