@@ -117,6 +117,8 @@ type subscriptionState struct {
 	props map[string]string // subscription properties
 	// stateChanged: the properties or the replicated flag changed since the state was persisted.
 	stateChanged bool
+	// syncRecord is the replication sync's record of a replicated subscription (substate.go).
+	syncRecord string
 	d            *dispatchState
 	consumers    []*consumerState
 	consumerSeq  uint64
@@ -232,8 +234,8 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 		go s.run(ctx, s.done)
 	}
 	s.mu.Unlock()
-	if opts.ReplicateSubscriptionState {
-		s.markReplicated()
+	if opts.ReplicateSubscriptionState && s.markReplicated() {
+		s.topic.b.syncChanged(s, true) // the remote gets the subscription without waiting for an ack
 	}
 	s.sendActiveChanges(changes)
 	s.notify()
@@ -311,6 +313,7 @@ func (s *subscriptionState) removeConsumerLocked(c *consumerState, notify bool) 
 	if last {
 		s.lastActive.Store(s.topic.b.nowMs())
 		s.persistRedeliveriesIfChanged()
+		s.topic.b.syncChanged(s, true) // a consumer that moves to another cluster: the final state now
 	}
 	if last && !s.durable && !s.resetting {
 		s.topic.dropSubscription(s)
@@ -345,6 +348,7 @@ func (s *subscriptionState) flow(c *consumerState, permits uint32) {
 // ack applies acknowledgements from consumer c.
 func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ack, cumulative bool) error {
 	defer s.notify() // a consumer blocked on its unacked limit may take messages again
+	defer s.topic.b.syncChanged(s, false)
 	if c.isClosed() {
 		return ErrConsumerNotFound
 	}

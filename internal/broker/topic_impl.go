@@ -940,18 +940,6 @@ func (t *topicState) busy() bool {
 	return false
 }
 
-// setPolicies installs new policies and applies what changed.
-func (t *topicState) setPolicies(ctx context.Context, pol TopicPolicies) error {
-	t.mu.Lock()
-	t.policies = pol
-	t.mu.Unlock()
-	if t.nonPersistent() {
-		return nil
-	}
-	t.ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)
-	return t.applyDedupPolicy(ctx)
-}
-
 func (t *topicState) producerCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -985,7 +973,7 @@ func (t *topicState) expireSubscriptions(ctx context.Context) {
 	}
 	cutoff := t.b.nowMs() - limit.Milliseconds()
 	for _, s := range subs {
-		if !s.durable || s.replicated.Load() || s.lastActive.Load() > cutoff {
+		if !s.durable || s.isReplicated() || s.lastActive.Load() > cutoff {
 			continue
 		}
 		s.opMu.Lock()
