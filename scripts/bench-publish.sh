@@ -69,8 +69,8 @@ run_meridian() {
 }
 # REPS > 1 alternates the peer and Meridian, so every Meridian figure has a peer figure from a minute
 # before or after it (this machine's disk and CPU change from one minute to the next), and swaps
-# which one goes first in every other rep: runs right after NATS were slower all day on the
-# development VM (docs/performance.md, session 5), so a fixed order would favour one side.
+# which one goes first in every other rep: a run right after the other side's can be slower (its
+# writeback and freed memory), so a fixed order would favour one side.
 for rep in $(seq "${REPS:-1}"); do
   [ "${REPS:-1}" -gt 1 ] && echo "## rep $rep of $REPS ($(date -u +%T))"
   if [ $((rep % 2)) -eq 1 ]; then run_nats; run_meridian; else run_meridian; run_nats; fi

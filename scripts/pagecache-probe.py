@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What a page-cache write costs on this machine, plain and with recycling (docs/performance.md,
-session 8).
+"Storage and replication internals").
 
 usage: sync; echo 3 > /proc/sys/vm/drop_caches; sleep 12; python3 scripts/pagecache-probe.py plain|recycle [dir]
 

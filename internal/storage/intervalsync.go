@@ -9,9 +9,9 @@ import (
 
 // In SyncInterval mode appends are acknowledged once written, and the journal is fsynced every
 // SyncInterval. That fsync runs in its own goroutine (the background syncer), not in the sync
-// loop: on a disk whose fsync stalls for hundreds of milliseconds (seen on the development VM),
-// an inline fsync would hold up every group commit queued behind it, and with them the receipts
-// that this mode promises without waiting for the disk.
+// loop: on a disk whose fsync stalls for hundreds of milliseconds, an inline fsync would hold up
+// every group commit queued behind it, and with them the receipts that this mode promises without
+// waiting for the disk.
 //
 // Rules (all state below is owned by the sync loop):
 //   - at most one periodic fsync of the current journal file is in flight (syncsInFlight);
@@ -23,7 +23,7 @@ import (
 //     (acknowledged appends may be lost in this mode; a torn journal tail must not stop Open);
 //   - a failed background fsync fences every ledger whose unsynced appends it covered, plus every
 //     ledger with unsynced appends since, and abandons that journal file (abandonJournal),
-//     exactly as an inline fsync failure did.
+//     exactly as an inline fsync failure does.
 
 // syncRequest asks the background syncer to fsync one journal file.
 type syncRequest struct {

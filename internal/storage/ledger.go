@@ -175,7 +175,7 @@ const (
 	indexEveryEntries = 64
 	indexEveryBytes   = 64 << 10
 	// Smaller sealed segments get no index file: scanning them on open is cheaper than
-	// creating a file (file creation costs ~0.5 ms on the development machine's ext4).
+	// creating a file (about 0.5 ms on ext4).
 	minIndexedSegment = 1 << 20
 )
 
@@ -560,15 +560,15 @@ func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position,
 }
 
 // growBatchBuf makes room for n more bytes in a batch's journal buffer, doubling its capacity
-// when it must grow. append grows a large slice by a quarter, so a batch buffer was copied about
-// four times over (under the queue lock) while it grew to the size of a catch-up's group commit
-// (10-60 MB; each of the engine's batches grows once).
+// when it must grow. append grows a large slice by a quarter, which would copy a batch buffer
+// about four times over (under the queue lock) while it grows to the size of a catch-up's group
+// commit (10-60 MB; each of the engine's batches grows once).
 //
 // make and copy rather than slices.Grow: slices.Grow writes the whole new capacity at once (it
 // appends zeros), while a large allocation of memory new to the heap is not cleared by make, so
 // only the bytes copied and later appended are touched. A doubled buffer's tail that a burst
-// never reaches then costs no page faults (each a host fault on the benchmark VM, whose balloon
-// takes free guest pages back; docs/catch-up-cpu.md, session 8).
+// never reaches then costs no page faults (on a virtual machine whose free memory goes back to
+// the host, each one a host fault; docs/catch-up-cpu.md).
 func growBatchBuf(b []byte, n int) []byte {
 	if cap(b)-len(b) >= n {
 		return b
@@ -772,12 +772,11 @@ func (e *Engine) writeSegments(b *batch) {
 //
 // Why: segment data written by the applier (the double write) is fsynced only at the checkpoint,
 // when its journal file fills (64 MiB). Left to the kernel, none of it reaches the device before
-// then (writeback starts after 30 s or gigabytes of dirty pages), so the checkpoint sent the whole
-// 64 MiB at once and the journal's fdatasyncs queued behind it: at 5,000 msg/s x 1 KiB the
-// replication latency p99 was 18-126 ms in runs with a checkpoint against 4-10 ms without one; with
-// this pacing, the median p99 of six alternating pairs went from 38 to 11 ms (docs/performance.md,
-// session 5). Started every 1 MiB, the writes reach the device in steps a few milliseconds long,
-// and the checkpoint's fsync finds little left to write.
+// then (writeback starts after 30 s or gigabytes of dirty pages), so the checkpoint would send the
+// whole 64 MiB at once and the journal's fdatasyncs would queue behind it. Started every 1 MiB, the
+// writes reach the device in steps a few milliseconds long, and the checkpoint's fsync finds little
+// left to write: at 5,000 msg/s x 1 KiB the pacing lowers the replication latency p99 from about
+// 38 ms to 11 ms (median of six alternating pairs; docs/storage.md, "Paced writeback").
 const writebackChunk = 1 << 20
 
 // paceWriteback starts writeback of segment seg's file up to end once writebackChunk bytes have

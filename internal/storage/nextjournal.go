@@ -11,11 +11,11 @@ import (
 // The next journal file is made ahead of rotation, off the sync loop.
 //
 // Making a journal file costs two flushes: its header is fsynced and then its directory (a
-// recycled file was renamed). Done inline at rotation, every append queued behind the rotation
-// waited for them; on the development VM, whose disk stalls for hundreds of milliseconds a few
-// times a minute, one such rotation held receipts for 80-189 ms (docs/publish-latency.md). So as
-// soon as journal file seq is opened, a preparer goroutine makes file seq+1 (header written and
-// fsynced, directory fsynced) and the rotation adopts it.
+// recycled file is renamed). Done inline at rotation, every append queued behind the rotation
+// would wait for them; on a disk whose flushes stall for hundreds of milliseconds, one such
+// rotation holds receipts for as long (80-189 ms in measured runs). So as soon as journal file seq
+// is opened, a preparer goroutine makes file seq+1 (header written and fsynced, directory fsynced)
+// and the rotation adopts it.
 //
 // A prepared file holds a header and no record until it is adopted. Recovery therefore ignores
 // journal files at the end of the sequence that hold no valid record (recover.go): the file
@@ -23,7 +23,7 @@ import (
 // SyncInterval mode a prepared file always carries journalFlagPrevUnclean (its predecessor's
 // final fsync may still run when it is adopted, and a torn tail is acceptable in that mode); in
 // SyncAlways mode it carries none and is adopted only when its predecessor was not abandoned
-// (otherwise the file is made inline, as before, with the flag).
+// (otherwise the file is made inline, with the flag).
 
 // Journal files are made full size (prefill).
 //
@@ -31,11 +31,12 @@ import (
 // file's new size and blocks (an ext4 journal commit, which waits for other files' ordered data
 // such as the segment files written behind the journal). Overwriting a file that is already
 // allocated changes no metadata, which is why journal files are recycled (recycle.go). A fresh
-// data directory has nothing to recycle, so its first journal files appended for their whole life
-// (at a low rate, hours), and a run on a fresh directory measured something else than the steady
-// state. Measured on the development VM (5 KiB + fdatasync 1 ms apart, 5 s each, 4 alternating
-// pairs): appending p50 0.36-0.82 ms, into a zero-filled file 0.25-0.35 ms; and the replication
-// latency test had 61-141 fsyncs over 10 ms against 160-320 (docs/performance.md, session 6).
+// data directory has nothing to recycle, so without a fill its first journal files would append
+// for their whole life (at a low rate, hours), and a benchmark on a fresh directory would measure
+// something else than the steady state. A 5 KiB append + fdatasync every 1 ms has a p50 of
+// 0.36-0.82 ms appending and 0.25-0.35 ms into a zero-filled file (4 alternating pairs of 5 s);
+// the replication latency test has 61-141 fsyncs over 10 ms with the fill against 160-320 without
+// (docs/performance.md, "Storage and replication internals").
 //
 // So the preparer fills a file it makes with zeros up to JournalFileBytes (from the size a
 // recycled file already has) before the sync loop adopts it. The fill is paced: each chunk is
@@ -56,10 +57,10 @@ import (
 // silently; a file that is not the last still ends with its end record, so a bad record before it
 // is still corruption (package doc, "Files").
 //
-// The early rotation made checkpoints more frequent, and a checkpoint fsyncs the directories of
+// The early rotation makes checkpoints more frequent, and a checkpoint fsyncs the directories of
 // the ledgers it covers while the current journal file still covers their newer, unsynced segment
-// files. That exposed two recovery bugs (fixed: a torn segment write of a voided entry, and entries
-// of a segment trimmed later in the replayed journal; recovery_test.go), not a fault of the fill.
+// files. Recovery handles what a crash then leaves behind: a torn segment write of a voided entry,
+// and entries of a segment trimmed later in the replayed journal (recovery_test.go).
 
 // prefillChunk is how much of a journal file is zero-filled and fdatasynced at a time.
 const prefillChunk = 1 << 20
@@ -129,7 +130,7 @@ func (e *Engine) makeJournalFile(seq uint64, flags uint32, prefill bool, hurry <
 // fdatasynced, then a rest twice as long), and stops early when hurry is closed. It reports
 // whether f reached full size. The zeros bypass the page cache where they can (whole blocks from
 // f's size on, if that is block-aligned; unbuffered.go): they are there only to allocate the
-// file's blocks, and through the page cache each 64 MiB file cost 64 MiB of new page-cache pages
+// file's blocks, and through the page cache each 64 MiB file costs 64 MiB of new page-cache pages
 // (12% of the unbatched catch-up's CPU, which rotates journal files every few seconds).
 func (e *Engine) fillJournalFile(f vfs.File, path string, hurry <-chan struct{}) (bool, error) {
 	size, err := f.Size()

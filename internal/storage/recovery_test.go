@@ -9,12 +9,13 @@ import (
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-// Regression tests for two recovery bugs the randomized crash test (TestRandomizedCrashDirect)
-// found when checkpoints ran more often (the journal prefill prototype of session 6 rotated the
-// first journal file early). Both come from a checkpoint of an earlier journal file fsyncing a
-// ledger's directory while the current journal file still covers that ledger's unsynced segment
-// files: the directory then shows the current state of the segment files (new ones exist, trimmed
-// ones are gone) while their contents are still those of the page cache at the crash.
+// Deterministic tests for two crash outcomes that the randomized crash test
+// (TestRandomizedCrashDirect) reaches when checkpoints run often (as with the early rotation of a
+// journal file that is not full size, nextjournal.go). Both come from a checkpoint of an earlier
+// journal file fsyncing a ledger's directory while the current journal file still covers that
+// ledger's unsynced segment files: the directory then shows the current state of the segment files
+// (new ones exist, trimmed ones are gone) while their contents are still those of the page cache at
+// the crash.
 
 // TestRecoveryTruncatesVoidedTornSegment: a segment write fails while a batch is applied, after
 // the entry it held was acknowledged (the applier acknowledges entries before it writes them), so
@@ -22,8 +23,8 @@ import (
 // that the next segment's entries of that batch (written by the same apply, never acknowledged)
 // do not count. After a crash that keeps a torn prefix of
 // that unsynced segment (its directory entry made durable meanwhile), recovery must cut the torn
-// record off, as it cuts off complete voided records; it used to leave it, and the ledger came back
-// fenced as corrupt ("bad record at offset 32 ... after entry -1").
+// record off, as it cuts off complete voided records; left in place, the torn record would bring
+// the ledger back fenced as corrupt ("bad record at offset 32 ... after entry -1").
 func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
@@ -146,8 +147,8 @@ func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
 // entries are in the current journal file, and which is then trimmed. The checkpoint of the earlier
 // journal file, running late, fsyncs the ledger's directory after the trim removed the segment
 // file. After a crash, replay meets entries of a segment that no longer exists and is trimmed
-// later in the same journal: that is no gap (the trim removes those entries anyway), but recovery
-// used to fence the ledger for it ("ledger was fenced by recovery").
+// later in the same journal: that is no gap (the trim removes those entries anyway), and recovery
+// must not fence the ledger for it ("ledger was fenced by recovery").
 func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()

@@ -11,14 +11,15 @@ import (
 
 // Segment writes that bypass the page cache.
 //
-// Why: the applier's segment writes went through the page cache, and on this VM a new page-cache
-// page costs 7-10x what reused memory does (docs/storage.md, "Page cache"): in a publish profile
-// the segment write, its paced writeback and the cache drops were ~29% of the broker's CPU, the
-// copy into new pages alone a third of that. The segment data is read back rarely (the entry
-// cache serves tailing readers) and is made durable by the checkpoint's fsync anyway. So when one
-// segment's share of a batch is at least Options.BypassCacheBytes, the applier writes it with
-// O_DIRECT (vfs.OpenDirect): the device reads it from the arena, and no page is allocated,
-// dirtied, written back or dropped.
+// Why: through the page cache, every segment write needs page-cache pages, and on a virtual
+// machine whose free memory goes back to the host a new page costs several times what reused
+// memory does (docs/storage.md, "Page cache"): in a publish profile with every segment write
+// through the page cache, the segment write, its paced writeback and the cache drops are ~29% of
+// the broker's CPU, the copy into new pages alone a third of that. The segment data is read back
+// rarely (the entry cache serves tailing readers) and is made durable by the checkpoint's fsync
+// anyway. So when one segment's share of a batch is at least Options.BypassCacheBytes, the
+// applier writes it with O_DIRECT (vfs.OpenDirect): the device reads it from the arena, and no
+// page is allocated, dirtied, written back or dropped.
 //
 // O_DIRECT writes whole aligned blocks (vfs.DirectAlign, 4 KiB) from an aligned buffer. The
 // segment format is unchanged; the write covers [blockOff, blockOff+len(block)):
@@ -141,10 +142,10 @@ func directBlock(b *batch, recs [][]byte, pre int, shared bool) []byte {
 // ReaderAt contract: fewer than size bytes come with an error (io.EOF at the end of the file).
 //
 // Why: a catch-up reads what the broker wrote minutes ago and no longer caches; through the page
-// cache, the copy out of pages the device had just filled was 11% of the unbatched catch-up's CPU
-// (perf, session 9). The entry cache still serves tailing readers; a second reader of the same
-// backlog reads the device again (the page cache would not have kept it long either: segment
-// pages are dropped once written back, docs/storage.md "Page cache").
+// cache, the copy out of pages the device has just filled is 11% of the unbatched catch-up's CPU.
+// The entry cache still serves tailing readers; a second reader of the same backlog reads the
+// device again (the page cache would not have kept it long either: segment pages are dropped once
+// written back, docs/storage.md "Page cache").
 func (e *Engine) readAt(cf *cachedFile, buf *[]byte, size int, off int64) (int, error) {
 	if e.bypassCache(size) {
 		if df, err := cf.directReader(e.fs); err == nil {

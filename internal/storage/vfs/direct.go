@@ -10,7 +10,7 @@ import (
 
 // DirectAlign is the alignment O_DIRECT writes through this package need: file offset, length and
 // buffer address all multiples of it. It is the page size and the device's physical block size;
-// any logical block size up to it (512 on this VM's virtio disk) is covered.
+// any logical block size up to it (512 on a typical virtio disk) is covered.
 const DirectAlign = 4096
 
 // ErrDirectUnsupported (wrapped) is returned by OpenDirect when the file system cannot do direct I/O

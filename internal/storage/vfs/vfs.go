@@ -12,8 +12,8 @@
 //
 // Direct writes. OpenDirect opens an existing file with O_DIRECT (OS, Linux only) so that its
 // writes bypass the page cache: the data goes from the caller's buffer to the device, and no
-// page-cache page is allocated for it (on this VM, new page-cache pages are the dearest part of a
-// buffered write; docs/storage.md, "Page cache"). Every WriteAt and ReadAt through a direct handle
+// page-cache page is allocated for it (on a virtual machine whose free memory returns to the host,
+// new page-cache pages are the dearest part of a buffered write; docs/storage.md, "Page cache"). Every WriteAt and ReadAt through a direct handle
 // must have its file offset, its length and its buffer's address aligned to DirectAlign (4096):
 // AlignedBuffer makes such buffers, and a partial last block is written whole, zero-padded past
 // the logical end, and rewritten by the next write (then Truncate sets the logical size). The
