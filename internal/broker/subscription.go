@@ -118,11 +118,11 @@ type subscriptionState struct {
 	// stateChanged: the properties or the replicated flag changed since the state was persisted.
 	stateChanged bool
 	// syncRecord is the replication sync's record of a replicated subscription (substate.go).
-	syncRecord string
-	d            *dispatchState
-	consumers    []*consumerState
-	consumerSeq  uint64
-	deleted      bool
+	syncRecord  string
+	d           *dispatchState
+	consumers   []*consumerState
+	consumerSeq uint64
+	deleted     bool
 	// caughtUp: a sequential read from caughtUpRead found nothing while the log ended at caughtUpAt;
 	// no need to read again until either changes.
 	caughtUp     bool

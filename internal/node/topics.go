@@ -145,6 +145,7 @@ func (s topicService) TopicStats(ctx context.Context, topic string, opts adminap
 		// Inbound side (Pulsar's inboundConnection fields) from the replicator producers attached
 		// here; before ExcludePublishers clears them.
 		out.Replication = replication.MergeInbound(out.Replication, out.Publishers)
+		addSubscriptionSyncStats(s.repl, topic, &out)
 	}
 	if opts.ExcludePublishers {
 		out.Publishers = nil

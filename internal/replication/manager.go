@@ -59,7 +59,13 @@ type ManagerOptions struct {
 	// MemoryBytes bounds the entries all replicators hold at once, read and not yet acknowledged
 	// by their remote (budget.go): 0 = DefaultReplicationMemoryBytes, negative = no bound.
 	MemoryBytes int64
-	Logger      *slog.Logger
+	// SyncTopics gives the replicated-subscription sync its topics (subsync.go); nil = replicated
+	// subscriptions are not synced.
+	SyncTopics SyncTopicSource
+	// SubscriptionSyncInterval is the least time between two states of one replicated
+	// subscription. Default DefaultSubscriptionSyncInterval.
+	SubscriptionSyncInterval time.Duration
+	Logger                   *slog.Logger
 }
 
 // DefaultReplicationMemoryBytes is ManagerOptions.MemoryBytes' default: room for about six
@@ -75,6 +81,7 @@ type Manager struct {
 	producers RemoteProducerFactory
 	ownsProd  *ClientFactory
 	budget    *MemoryBudget // shared by every replicator of this broker
+	subsync   *subSync      // nil without ManagerOptions.SyncTopics
 
 	mu        sync.Mutex
 	running   map[Key]*managed
@@ -138,6 +145,9 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	m.opts.MemoryBytes = opts.MemoryBytes
 	m.budget = NewMemoryBudget(opts.MemoryBytes)
+	if opts.SyncTopics != nil {
+		m.subsync = newSubSync(opts.Local, opts.SyncTopics, m, opts.SubscriptionSyncInterval, opts.Logger)
+	}
 	m.producers = opts.Producers
 	if m.producers == nil {
 		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, Logger: opts.Logger})
@@ -160,6 +170,9 @@ func (m *Manager) Start(ctx context.Context) {
 	m.cancel, m.done = cancel, make(chan struct{})
 	m.mu.Unlock()
 	events, unsubscribe := m.opts.Policies.Subscribe()
+	if m.subsync != nil {
+		m.subsync.start(loopCtx)
+	}
 	go m.loop(loopCtx, events, unsubscribe)
 	m.poke()
 }
@@ -250,6 +263,9 @@ func (m *Manager) Close(ctx context.Context) error {
 		case <-m.done:
 		case <-ctx.Done():
 			return fmt.Errorf("replication: close manager: %w", ctx.Err())
+		}
+		if m.subsync != nil {
+			m.subsync.stop()
 		}
 	}
 	m.mu.Lock()

@@ -85,6 +85,14 @@ func (c *Cursor) DeleteRange(ctx context.Context, from, to Position, limit int) 
 	if lc := c.l.LastConfirmed(); to.Compare(lc) > 0 {
 		to = lc
 	}
+	// A range may end between ledgers ("everything before ledger L"): end it at a stored entry,
+	// so the mark-delete position is one.
+	c.l.mu.RLock()
+	to, stored := c.l.lastStoredAtOrBeforeLocked(to)
+	c.l.mu.RUnlock()
+	if !stored {
+		return 0, false, nil
+	}
 	if to.Compare(c.st.markDelete) <= 0 || from.Compare(to) > 0 {
 		return 0, false, nil
 	}
@@ -156,4 +164,24 @@ func (s *cursorState) ackedBetween(lo, hi Position) int64 {
 		}
 	}
 	return n
+}
+
+// lastStoredAtOrBeforeLocked returns the last stored entry at or before p.
+func (l *Ledger) lastStoredAtOrBeforeLocked(p Position) (Position, bool) {
+	var best Position
+	found := false
+	for _, s := range l.segs {
+		if s.entries == 0 || s.id > p.LedgerID {
+			continue
+		}
+		e := s.entries - 1
+		if s.id == p.LedgerID {
+			e = min(e, p.EntryID)
+		}
+		if e < 0 {
+			continue
+		}
+		best, found = Position{s.id, e}, true
+	}
+	return best, found
 }

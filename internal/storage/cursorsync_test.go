@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
@@ -112,5 +113,39 @@ func TestIncarnationsBetween(t *testing.T) {
 	}
 	if got := e.IncarnationsBetween(first[0], first[0]); len(got) != 1 || got[0] != inc1 {
 		t.Fatalf("IncarnationsBetween within the first open = %x", got)
+	}
+}
+
+// TestDeleteRangeEndingBetweenLedgers: a range that ends "before ledger L" (entry id MaxInt64 of
+// an earlier id) moves the mark-delete position to the last stored entry before L, never to a
+// position that names no entry.
+func TestDeleteRangeEndingBetweenLedgers(t *testing.T) {
+	ctx := context.Background()
+	e := openMem(t, vfs.NewMem(), nil)
+	defer e.Close()
+	l, err := e.OpenLedger(ctx, "public/default/persistent/between")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []Position
+	for i := 0; i < 6; i++ {
+		if i == 3 {
+			if err := l.Roll(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := l.Append(ctx, payload(i), int64(1000+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	n, _, err := c.DeleteRange(ctx, Earliest, Position{ps[3].LedgerID - 1, math.MaxInt64}, 100)
+	if err != nil || n != 3 || c.MarkDeletePosition() != ps[2] {
+		t.Fatalf("DeleteRange to before ledger %d: %d %v, mark-delete %v, want %v", ps[3].LedgerID, n, err, c.MarkDeletePosition(), ps[2])
 	}
 }

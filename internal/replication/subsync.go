@@ -1,0 +1,592 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meridian-mq/meridian/adminapi"
+)
+
+// The replicated-subscription sync of one broker (docs/replication-design.md, "Replicated
+// subscriptions"): one goroutine, owned by the Manager. As source it writes a state marker into a
+// topic's log when a replicated subscription's acknowledgements changed (at most once per
+// interval) or its last consumer left; as receiver it applies the states that replicators store
+// here, translated through the topic's inbound index. Decisions are in ExportState and
+// TranslateState; this file is the edge.
+
+// SyncTopic is what the sync needs of a loaded local topic; internal/node implements it over the
+// broker.
+type SyncTopic interface {
+	// AckState returns a subscription's acknowledgement state (ErrNoSubscription wrapped when it
+	// does not exist).
+	AckState(sub string, maxRanges, maxBatches int) (LocalAckState, error)
+	// AppendMarker appends a marker entry the broker writes itself and returns its position.
+	AppendMarker(ctx context.Context, entry []byte) (Position, error)
+	// ApplyState applies a translated state to a subscription, creating it if needed; created
+	// says whether it did.
+	ApplyState(ctx context.Context, sub string, st AppliedState) (created bool, err error)
+	// IncarnationOf names the storage incarnation of a ledger of this topic;
+	// IncarnationsThrough the incarnations of its stored ledgers up to and including ledger.
+	IncarnationOf(ledger int64) uint64
+	IncarnationsThrough(ledger int64) []uint64
+}
+
+// AppliedState is a state translated to local positions, as SyncTopic.ApplyState applies it.
+type AppliedState struct {
+	Type       int32
+	Properties map[string]string
+	Ranges     []PosRange
+	Batches    []BatchAck
+	// SyncRecord is persisted with the subscription (what the sync knows after a restart).
+	SyncRecord string
+}
+
+// SyncTopicSource opens loaded topics for the sync.
+type SyncTopicSource interface {
+	SyncTopic(ctx context.Context, topic string) (SyncTopic, error)
+}
+
+// subSyncDefaults.
+const (
+	DefaultSubscriptionSyncInterval = 20 * time.Millisecond
+	pendingRetryInterval            = 50 * time.Millisecond
+	maxQueuedMarkers                = 4096
+	maxTrackedMarkers               = 256 // written markers per subscription kept for the delivery stats
+)
+
+type subKey struct{ topic, sub string }
+
+// outState is the source side of one replicated subscription.
+type outState struct {
+	dirty, final bool
+	lastWrite    time.Time
+	seq          uint64
+	through      map[OriginKey]Position
+	written      []writtenMarker // oldest first, at most maxTrackedMarkers
+	remotes      map[string]*outRemote
+	lastTakenMs  int64
+}
+
+type writtenMarker struct {
+	pos     Position
+	seq     uint64
+	takenMs int64
+}
+
+type outRemote struct {
+	deliveredSeq    uint64
+	lastDeliveredMs int64
+	lastLagMs       int64
+}
+
+// inState is the receiver side of one subscription.
+type inState struct {
+	sources map[string]*inSource
+	applied map[OriginKey]Position // from-the-first-entry coverage applied completely
+}
+
+type inSource struct {
+	seq                uint64
+	takenMs, appliedMs int64
+	waiting            []string
+	untranslated       int
+	pending            *SubscriptionState // a state waiting for other origins' entries
+	lastPendingTry     time.Time
+}
+
+type storedMarker struct {
+	topic string
+	pos   Position
+	data  []byte
+}
+
+// subSync is the sync loop; its methods are safe for concurrent use.
+type subSync struct {
+	local    string
+	topics   SyncTopicSource
+	m        *Manager
+	interval time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu      sync.Mutex
+	out     map[subKey]*outState
+	in      map[subKey]*inState
+	queue   []storedMarker
+	dropped int64
+	kick    chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func newSubSync(local string, topics SyncTopicSource, m *Manager, interval time.Duration, log *slog.Logger) *subSync {
+	if interval <= 0 {
+		interval = DefaultSubscriptionSyncInterval
+	}
+	return &subSync{local: local, topics: topics, m: m, interval: interval, log: log, now: time.Now,
+		out: map[subKey]*outState{}, in: map[subKey]*inState{}, kick: make(chan struct{}, 1)}
+}
+
+func (s *subSync) start(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	s.cancel, s.done = cancel, make(chan struct{})
+	go s.loop(ctx)
+}
+
+func (s *subSync) stop() {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+}
+
+func (s *subSync) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stateChanged: a consumer acknowledged on a replicated subscription (final: its last consumer
+// left, or it just became replicated).
+func (s *subSync) stateChanged(topic, sub string, final bool) {
+	s.mu.Lock()
+	k := subKey{topic, sub}
+	o := s.out[k]
+	if o == nil {
+		o = &outState{remotes: map[string]*outRemote{}}
+		s.out[k] = o
+	}
+	o.dirty = true
+	o.final = o.final || final
+	s.mu.Unlock()
+	s.poke()
+}
+
+// markerStored queues a marker a replicator stored here (data is copied).
+func (s *subSync) markerStored(topic string, pos Position, data []byte) {
+	s.mu.Lock()
+	if len(s.queue) >= maxQueuedMarkers {
+		s.dropped++
+		s.mu.Unlock()
+		s.log.Warn("replicated subscription state dropped: queue full (the source's next state carries it)", "topic", topic, "position", pos.String())
+		return
+	}
+	s.queue = append(s.queue, storedMarker{topic, pos, slices.Clone(data)})
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *subSync) loop(ctx context.Context) {
+	defer close(s.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := s.step(ctx)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// step does what is due and returns how long to wait before the next step at most.
+func (s *subSync) step(ctx context.Context) time.Duration {
+	wait := time.Second
+	s.mu.Lock()
+	queue := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	for _, mk := range queue {
+		s.receive(ctx, mk)
+	}
+	now := s.now()
+	// Source: write the states that are due.
+	s.mu.Lock()
+	var due []subKey
+	for k, o := range s.out {
+		if !o.dirty {
+			continue
+		}
+		if next := o.lastWrite.Add(s.interval); o.final || !now.Before(next) {
+			due = append(due, k)
+		} else {
+			wait = min(wait, next.Sub(now))
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range due {
+		s.write(ctx, k)
+	}
+	// Receiver: states waiting for other origins.
+	if s.retryPending(ctx, now) {
+		wait = min(wait, pendingRetryInterval)
+	}
+	// Delivery of written states to each remote.
+	if s.trackDelivery(now) {
+		wait = min(wait, 10*time.Millisecond)
+	}
+	return wait
+}
+
+// write takes the subscription's state and appends its marker, if the topic has remotes.
+func (s *subSync) write(ctx context.Context, k subKey) {
+	s.mu.Lock()
+	o := s.out[k]
+	o.dirty, o.final = false, false
+	o.lastWrite = s.now()
+	through := o.through
+	seq := o.seq + 1
+	s.mu.Unlock()
+	if len(s.m.remotesOf(k.topic)) == 0 {
+		return // a replicated subscription on a topic without remotes writes nothing
+	}
+	t, err := s.topics.SyncTopic(ctx, k.topic)
+	if err != nil {
+		s.log.Debug("replicated subscription: topic not available", "topic", k.topic, "err", err)
+		return
+	}
+	st, err := t.AckState(k.sub, maxStateRanges, maxStateBatches)
+	if err != nil {
+		return // deleted meanwhile
+	}
+	if !st.Replicated {
+		return
+	}
+	origins, newThrough := ExportState(st, ExportInput{Local: s.local, IncarnationOf: t.IncarnationOf,
+		IncarnationsThrough: t.IncarnationsThrough, Index: s.m.index(k.topic), Through: through})
+	taken := s.now().UnixMilli()
+	body, err := EncodeSubscriptionState(SubscriptionState{Subscription: k.sub, Type: st.Type, Properties: st.Properties,
+		Source: s.local, TakenMs: taken, Seq: seq, Origins: origins})
+	if err != nil {
+		s.log.Warn("replicated subscription state not written", "topic", k.topic, "subscription", k.sub, "err", err)
+		return
+	}
+	entry, err := EncodeStateMarkerEntry(body, taken)
+	if err != nil {
+		s.log.Warn("replicated subscription state not written", "topic", k.topic, "subscription", k.sub, "err", err)
+		return
+	}
+	pos, err := t.AppendMarker(ctx, entry)
+	if err != nil {
+		s.log.Warn("replicated subscription state not written", "topic", k.topic, "subscription", k.sub, "err", err)
+		s.mu.Lock()
+		o.dirty = true // try again at the next interval
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Lock()
+	o.seq = seq
+	o.through = newThrough
+	o.lastTakenMs = taken
+	o.written = append(o.written, writtenMarker{pos, seq, taken})
+	if len(o.written) > maxTrackedMarkers {
+		o.written = slices.Delete(o.written, 0, len(o.written)-maxTrackedMarkers)
+	}
+	s.mu.Unlock()
+}
+
+// trackDelivery notes which written states each remote's replicator has had acknowledged; it
+// reports whether some are still outstanding.
+func (s *subSync) trackDelivery(now time.Time) bool {
+	s.mu.Lock()
+	type item struct {
+		k subKey
+		o *outState
+	}
+	var items []item
+	for k, o := range s.out {
+		if len(o.written) > 0 {
+			items = append(items, item{k, o})
+		}
+	}
+	s.mu.Unlock()
+	outstanding := false
+	acked := map[string]map[string]Position{}
+	for _, it := range items {
+		rem, ok := acked[it.k.topic]
+		if !ok {
+			rem = s.m.remotesOf(it.k.topic)
+			acked[it.k.topic] = rem
+		}
+		s.mu.Lock()
+		last := it.o.written[len(it.o.written)-1]
+		for remote, through := range rem {
+			r := it.o.remotes[remote]
+			if r == nil {
+				r = &outRemote{}
+				it.o.remotes[remote] = r
+			}
+			if r.deliveredSeq >= last.seq {
+				continue
+			}
+			for i := len(it.o.written) - 1; i >= 0; i-- {
+				w := it.o.written[i]
+				if w.seq <= r.deliveredSeq {
+					break
+				}
+				if w.pos.Compare(through) <= 0 {
+					r.deliveredSeq, r.lastDeliveredMs = w.seq, now.UnixMilli()
+					r.lastLagMs = max(0, r.lastDeliveredMs-w.takenMs)
+					break
+				}
+			}
+			if r.deliveredSeq < last.seq {
+				outstanding = true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return outstanding
+}
+
+// receive applies a state marker a replicator stored here.
+func (s *subSync) receive(ctx context.Context, mk storedMarker) {
+	st, from, ok, err := DecodeStateMarkerEntry(mk.data)
+	if !ok && err == nil {
+		return // another marker type
+	}
+	if err != nil {
+		s.log.Warn("replicated subscription state refused", "topic", mk.topic, "position", mk.pos.String(), "err", err)
+		return
+	}
+	if from == "" || st.Source != from || st.Subscription == "" {
+		s.log.Warn("replicated subscription state refused: its source does not match the cluster it was replicated from",
+			"topic", mk.topic, "position", mk.pos.String(), "source", st.Source, "replicatedFrom", from)
+		return
+	}
+	k := subKey{mk.topic, st.Subscription}
+	s.mu.Lock()
+	is := s.in[k]
+	if is == nil {
+		is = &inState{sources: map[string]*inSource{}, applied: map[OriginKey]Position{}}
+		s.in[k] = is
+	}
+	src := is.sources[st.Source]
+	if src == nil {
+		src = &inSource{}
+		is.sources[st.Source] = src
+	}
+	older := src.seq != 0 && (st.TakenMs < src.takenMs || (st.TakenMs == src.takenMs && st.Seq <= src.seq))
+	s.mu.Unlock()
+	if older {
+		return // states accumulate: an older one holds nothing the newer did not
+	}
+	s.apply(ctx, k, &st)
+}
+
+// apply translates and applies st; a state waiting for other origins stays pending.
+func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
+	t, err := s.topics.SyncTopic(ctx, k.topic)
+	if err != nil {
+		s.log.Warn("replicated subscription state not applied: topic not available", "topic", k.topic, "err", err)
+		return
+	}
+	x := s.m.index(k.topic)
+	s.mu.Lock()
+	is := s.in[k]
+	applied := maps.Clone(is.applied)
+	s.mu.Unlock()
+	tr := TranslateState(*st, TranslateInput{Local: s.local, Index: x, Applied: applied})
+	now := s.now()
+	s.mu.Lock()
+	src := is.sources[st.Source]
+	record := s.recordLocked(is, st.Source, st.Seq, st.TakenMs)
+	s.mu.Unlock()
+	_, err = t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.log.Warn("replicated subscription state not applied", "topic", k.topic, "subscription", k.sub, "source", st.Source, "err", err)
+		src.pending, src.lastPendingTry = st, now
+		return
+	}
+	src.seq, src.takenMs, src.appliedMs = st.Seq, st.TakenMs, now.UnixMilli()
+	src.waiting, src.untranslated = tr.Waiting, tr.Untranslated
+	src.pending = nil
+	if len(tr.Waiting) > 0 {
+		src.pending, src.lastPendingTry = st, now
+	}
+	waiting := map[string]bool{}
+	for _, c := range tr.Waiting {
+		waiting[c] = true
+	}
+	for key, through := range tr.Through {
+		if waiting[key.Cluster] || key.Cluster == s.local {
+			continue
+		}
+		is.applied[key] = through
+		if x != nil {
+			x.Pin("subscription:"+k.sub, key, through)
+		}
+	}
+}
+
+// recordLocked is the sync record persisted with a subscription: per source "<cluster>=<seq>:<taken ms>".
+func (s *subSync) recordLocked(is *inState, source string, seq uint64, taken int64) string {
+	names := slices.Sorted(maps.Keys(is.sources))
+	var b strings.Builder
+	for _, n := range names {
+		sq, tk := is.sources[n].seq, is.sources[n].takenMs
+		if n == source {
+			sq, tk = seq, taken
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(n + "=" + strconv.FormatUint(sq, 10) + ":" + strconv.FormatInt(tk, 10))
+	}
+	return b.String()
+}
+
+// retryPending applies again the states that wait for other origins; it reports whether any is
+// still pending.
+func (s *subSync) retryPending(ctx context.Context, now time.Time) bool {
+	type item struct {
+		k  subKey
+		st *SubscriptionState
+	}
+	var items []item
+	pending := false
+	s.mu.Lock()
+	for k, is := range s.in {
+		for _, src := range is.sources {
+			if src.pending == nil {
+				continue
+			}
+			pending = true
+			if now.Sub(src.lastPendingTry) >= pendingRetryInterval {
+				items = append(items, item{k, src.pending})
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, it := range items {
+		s.apply(ctx, it.k, it.st)
+	}
+	return pending
+}
+
+// stats returns the sync stats of a topic's subscriptions.
+func (s *subSync) stats(topic string) map[string]*adminapi.ReplicatedSubscriptionSync {
+	now := s.now().UnixMilli()
+	rem := s.m.remotesOf(topic)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]*adminapi.ReplicatedSubscriptionSync{}
+	get := func(sub string) *adminapi.ReplicatedSubscriptionSync {
+		v := out[sub]
+		if v == nil {
+			v = &adminapi.ReplicatedSubscriptionSync{}
+			out[sub] = v
+		}
+		return v
+	}
+	for k, o := range s.out {
+		if k.topic != topic || len(o.written) == 0 {
+			continue
+		}
+		v := get(k.sub)
+		v.Outbound = map[string]adminapi.ReplicatedSubscriptionOutbound{}
+		for remote := range rem {
+			r := o.remotes[remote]
+			if r == nil {
+				r = &outRemote{}
+			}
+			ob := adminapi.ReplicatedSubscriptionOutbound{LastStateTimestamp: o.lastTakenMs, LastDeliveredTimestamp: r.lastDeliveredMs, SyncLagMs: r.lastLagMs}
+			for _, w := range o.written {
+				if w.seq > r.deliveredSeq {
+					if ob.PendingStates == 0 {
+						ob.SyncLagMs = max(0, now-w.takenMs)
+					}
+					ob.PendingStates++
+				}
+			}
+			v.Outbound[remote] = ob
+		}
+	}
+	for k, is := range s.in {
+		if k.topic != topic {
+			continue
+		}
+		v := get(k.sub)
+		v.Inbound = map[string]adminapi.ReplicatedSubscriptionInbound{}
+		for name, src := range is.sources {
+			if src.seq == 0 {
+				continue
+			}
+			v.Inbound[name] = adminapi.ReplicatedSubscriptionInbound{LastStateTimestamp: src.takenMs, LastAppliedTimestamp: src.appliedMs,
+				ApplyLagMs: src.appliedMs - src.takenMs, WaitingFor: slices.Clone(src.waiting), Untranslated: int64(src.untranslated)}
+		}
+	}
+	return out
+}
+
+// errNoSync is returned by the Manager's sync entry points when it was built without SyncTopics.
+var errNoSync = errors.New("replication: replicated subscriptions are not wired")
+
+// SubscriptionStateChanged tells the sync that a replicated subscription's acknowledgements
+// changed (final: its last consumer left or it just became replicated: write the state at once).
+// It does not block.
+func (m *Manager) SubscriptionStateChanged(topic, sub string, final bool) {
+	if m.subsync != nil {
+		m.subsync.stateChanged(topic, sub, final)
+	}
+}
+
+// MarkerStored hands the sync a marker entry a replicator producer stored at pos (data is copied).
+// It does not block.
+func (m *Manager) MarkerStored(topic string, pos Position, data []byte) {
+	if m.subsync != nil {
+		m.subsync.markerStored(topic, pos, data)
+	}
+}
+
+// SubscriptionSyncStats returns the replicated-subscription sync stats of a topic's subscriptions.
+func (m *Manager) SubscriptionSyncStats(topic string) (map[string]*adminapi.ReplicatedSubscriptionSync, error) {
+	if m.subsync == nil {
+		return nil, errNoSync
+	}
+	return m.subsync.stats(topic), nil
+}
+
+// remotesOf returns, per remote the topic replicates to, the position through which the remote
+// has acknowledged the topic's entries.
+func (m *Manager) remotesOf(topic string) map[string]Position {
+	m.mu.Lock()
+	var runners []*Runner
+	for k, mg := range m.running {
+		if k.Topic == topic {
+			runners = append(runners, mg.runner)
+		}
+	}
+	m.mu.Unlock()
+	out := make(map[string]Position, len(runners))
+	for _, r := range runners {
+		out[r.Remote()] = r.cursor.MarkDeletePosition()
+	}
+	return out
+}
+
+// index returns the inbound index of a loaded topic (nil if none).
+func (m *Manager) index(topic string) *Index {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.indexes[topic]
+}
