@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,7 +220,8 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 		}
 	}
 	if p.isReplicator && req.Marker {
-		slot.marker = req.Entry
+		// A copy: req.Entry is the connection's read buffer, reused before the append completes.
+		slot.marker = slices.Clone(req.Entry)
 	}
 	key := p.name
 	deduped := !req.Marker && !p.isReplicator

@@ -612,6 +612,10 @@ func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
 	delete(m.failed, w.Key)
 	m.running[w.Key] = &managed{runner: r, topic: lt, rate: w.Rate}
 	m.mu.Unlock()
+	if m.subsync != nil {
+		// The new remote gets the topic's replicated subscriptions at once.
+		m.subsync.remoteAdded(w.Topic)
+	}
 }
 
 func (m *Manager) stop(ctx context.Context, s StopOrder, lt LocalTopic) {

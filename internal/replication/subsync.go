@@ -170,6 +170,20 @@ func (s *subSync) stateChanged(topic, sub string, final bool) {
 	s.poke()
 }
 
+// remoteAdded: a replicator of topic started; the states of its replicated subscriptions are
+// written again at once, so the new remote gets them without waiting for an acknowledgement (a
+// state taken while the topic had no remote was not written).
+func (s *subSync) remoteAdded(topic string) {
+	s.mu.Lock()
+	for k, o := range s.out {
+		if k.topic == topic {
+			o.dirty, o.final = true, true
+		}
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
 // markerStored queues a marker a replicator stored here (data is copied).
 func (s *subSync) markerStored(topic string, pos Position, data []byte) {
 	s.mu.Lock()

@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/tests/internal/harness"
+)
+
+// Issue 21, item 2: an application that moves between clusters with a replicated subscription
+// (docs/geo-replication.md, "Replicated subscriptions"). A pulsar-client-go consumer on cluster a
+// (Shared, replicate_subscription_state, subscription properties) consumes a topic that a producer
+// on a writes at about 2,000 msg/s, acknowledging every message or leaving every third one
+// unacknowledged; halfway through it moves to cluster b (closes on a, subscribes on b with the same
+// options) while the producer goes on. On b:
+//   - the subscription exists before the consumer arrives, with a's type, properties and the
+//     replicated flag (the sync created it);
+//   - at most 100 messages the application had acknowledged on a arrive again;
+//   - every message the application had not acknowledged on a arrives (none is skipped).
+// Over a two-way link (both namespaces list a and b) and a one-way link (b's lists only b, the
+// active-standby case: the state travels with the data and b translates it by itself). The sync lag
+// a reports for b while the consumer runs there is logged and must stay under a second.
+
+// replSubRedeliveryBudget is the issue's bound on acknowledged messages delivered again after a move.
+const replSubRedeliveryBudget = 100
+
+func TestReplicatedSubscriptionMove(t *testing.T) {
+	for _, link := range []string{"two-way", "one-way"} {
+		for _, holes := range []bool{false, true} {
+			name := link + "/in-order"
+			if holes {
+				name = link + "/every-third-unacked"
+			}
+			t.Run(name, func(t *testing.T) { runReplicatedSubscriptionMove(t, link == "two-way", holes) })
+		}
+	}
+}
+
+func runReplicatedSubscriptionMove(t *testing.T, twoWay, holes bool) {
+	cs := harness.StartIndependentClusters(t, "a", "b")
+	a, b := cs[0], cs[1]
+	for _, c := range cs {
+		c.SetTenant(t, geoTenant, "a", "b")
+	}
+	a.CreateNamespace(t, geoNamespace, "a", "b")
+	if twoWay {
+		b.CreateNamespace(t, geoNamespace, "a", "b")
+	} else {
+		b.CreateNamespace(t, geoNamespace, "b")
+	}
+	topic := harness.TopicIn(t, geoNamespace)
+	const rate = 2000
+	total := 6000
+	if testing.Short() {
+		total = 3000
+	}
+	props := map[string]string{"team": "payments", "app": "ledger"}
+	consumerOpts := pulsar.ConsumerOptions{
+		Topic: topic, SubscriptionName: "app", Type: pulsar.Shared, ReplicateSubscriptionState: true,
+		SubscriptionProperties: props, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+	}
+	clientA, clientB := a.Client(t), b.Client(t)
+	consA, err := clientA.Subscribe(consumerOpts)
+	if err != nil {
+		t.Fatalf("subscribe on a: %v", err)
+	}
+	prod := newProducer(t, clientA, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+
+	// The subscription appears on b by itself, with a's type and properties, replicated.
+	harness.Eventually(t, 30*time.Second, "subscription app on b with a's type and properties", func() error {
+		st, err := b.MeridianStats(context.Background(), topic)
+		if err != nil {
+			return err
+		}
+		sub, ok := st.Subscriptions["app"]
+		if !ok {
+			return fmt.Errorf("no subscription app on b (subscriptions %v)", slices.Sorted(maps.Keys(st.Subscriptions)))
+		}
+		if sub.Type != "Shared" || !sub.IsReplicated || !maps.Equal(sub.SubscriptionProperties, props) {
+			return fmt.Errorf("subscription on b: type %q replicated %v properties %v", sub.Type, sub.IsReplicated, sub.SubscriptionProperties)
+		}
+		return nil
+	})
+
+	// The producer: about rate messages per second, payload = sequence number.
+	ctx := testCtx(t, 120*time.Second)
+	sendErr := make(chan error, 1)
+	var sendWG sync.WaitGroup
+	sendWG.Add(1)
+	go func() {
+		defer sendWG.Done()
+		var wg sync.WaitGroup
+		var once sync.Once
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		for seq := 0; seq < total; {
+			<-tick.C
+			due := min(total, int(time.Since(start).Seconds()*rate))
+			for ; seq < due; seq++ {
+				wg.Add(1)
+				prod.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte(strconv.Itoa(seq))}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					defer wg.Done()
+					if err != nil {
+						once.Do(func() { sendErr <- err })
+					}
+				})
+			}
+		}
+		wg.Wait()
+	}()
+
+	// Sync lag a reports for b, sampled while the consumer runs on a.
+	var lagMu sync.Mutex
+	var lags []int64
+	lagCtx, stopLag := context.WithCancel(ctx)
+	var lagWG sync.WaitGroup
+	lagWG.Add(1)
+	go func() {
+		defer lagWG.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-lagCtx.Done():
+				return
+			case <-tick.C:
+			}
+			st, err := a.MeridianStats(lagCtx, topic)
+			if err != nil {
+				continue
+			}
+			if s := st.Subscriptions["app"].ReplicatedSubscriptionSync; s != nil {
+				if ob, ok := s.Outbound["b"]; ok {
+					lagMu.Lock()
+					lags = append(lags, ob.SyncLagMs)
+					lagMu.Unlock()
+				}
+			}
+		}
+	}()
+
+	// Consume on a until half the messages arrived.
+	acked := map[int]bool{}
+	received := 0
+	for received < total/2 {
+		m, err := consA.Receive(ctx)
+		if err != nil {
+			t.Fatalf("a: received %d: %v", received, err)
+		}
+		received++
+		seq, err := strconv.Atoi(string(m.Payload()))
+		if err != nil {
+			t.Fatalf("a: payload %q", m.Payload())
+		}
+		if holes && seq%3 == 2 {
+			continue
+		}
+		if err := consA.Ack(m); err != nil {
+			t.Fatalf("a: ack: %v", err)
+		}
+		acked[seq] = true
+	}
+	stopLag()
+	lagWG.Wait()
+	// The move: the application closes its consumer on a and subscribes on b.
+	consA.Close()
+	consB := newConsumer(t, clientB, consumerOpts)
+
+	sendWG.Wait()
+	select {
+	case err := <-sendErr:
+		t.Fatalf("send: %v", err)
+	default:
+	}
+	a.WaitReplicationCaughtUp(t, 60*time.Second, topic, "b")
+
+	onB := map[int]int{}
+	redelivered := 0
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := consB.Receive(rctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		seq, err := strconv.Atoi(string(m.Payload()))
+		if err != nil {
+			t.Fatalf("b: payload %q", m.Payload())
+		}
+		onB[seq]++
+		if acked[seq] {
+			redelivered++
+		}
+		if err := consB.Ack(m); err != nil {
+			t.Fatalf("b: ack: %v", err)
+		}
+	}
+	var skipped []int
+	for seq := 0; seq < total; seq++ {
+		if !acked[seq] && onB[seq] == 0 {
+			skipped = append(skipped, seq)
+		}
+	}
+	lagMu.Lock()
+	sorted := slices.Clone(lags)
+	lagMu.Unlock()
+	slices.Sort(sorted)
+	var median, maxLag int64 = -1, -1
+	if len(sorted) > 0 {
+		median, maxLag = sorted[len(sorted)/2], sorted[len(sorted)-1]
+	}
+	stB, _ := b.MeridianStats(context.Background(), topic)
+	var inbound adminapi.ReplicatedSubscriptionInbound
+	if s := stB.Subscriptions["app"].ReplicatedSubscriptionSync; s != nil {
+		inbound = s.Inbound["a"]
+	}
+	t.Logf("%d messages, %d acknowledged on a, %d delivered on b; acknowledged on a and delivered again on b: %d (budget %d); "+
+		"unacknowledged on a and not delivered on b: %d; sync lag a->b while consuming on a: median %d ms, max %d ms over %d samples; "+
+		"b applied a's last state %d ms after a took it (two clocks)",
+		total, len(acked), len(onB), redelivered, replSubRedeliveryBudget, len(skipped), median, maxLag, len(sorted), inbound.ApplyLagMs)
+	if len(skipped) > 0 {
+		t.Errorf("%d unacknowledged message(s) never delivered on b, first %v", len(skipped), skipped[:min(10, len(skipped))])
+	}
+	if redelivered > replSubRedeliveryBudget {
+		t.Errorf("%d acknowledged messages delivered again on b, budget %d", redelivered, replSubRedeliveryBudget)
+	}
+	if len(sorted) == 0 {
+		t.Errorf("a never reported a sync lag for b")
+	} else if median >= 1000 {
+		t.Errorf("median sync lag %d ms, want under 1 s", median)
+	}
+}
