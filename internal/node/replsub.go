@@ -142,3 +142,7 @@ func (s syncTopic) IncarnationsThrough(ledger int64) []uint64 {
 	}
 	return s.engine.IncarnationsBetween(first, ledger)
 }
+
+func (s syncTopic) FlushSubscription(ctx context.Context, sub string) error {
+	return s.t.FlushSubscription(ctx, sub)
+}

@@ -36,6 +36,8 @@ type SyncTopic interface {
 	// IncarnationsThrough the incarnations of its stored ledgers up to and including ledger.
 	IncarnationOf(ledger int64) uint64
 	IncarnationsThrough(ledger int64) []uint64
+	// FlushSubscription makes a subscription's state durable now.
+	FlushSubscription(ctx context.Context, sub string) error
 }
 
 // AppliedState is a state translated to local positions, as SyncTopic.ApplyState applies it.
@@ -59,6 +61,10 @@ const (
 	pendingRetryInterval            = 50 * time.Millisecond
 	maxQueuedMarkers                = 4096
 	maxTrackedMarkers               = 256 // written markers per subscription kept for the delivery stats
+	// appliedFlushInterval is how often the subscriptions that states changed are made durable (a
+	// crash loses at most that much of the receiver's synced state: those messages are delivered
+	// again after a move, never skipped).
+	appliedFlushInterval = time.Second
 )
 
 type subKey struct{ topic, sub string }
@@ -121,6 +127,9 @@ type subSync struct {
 	in      map[subKey]*inState
 	queue   []storedMarker
 	dropped int64
+	// unflushed are the subscriptions states changed since the last flush; lastFlush is its time.
+	unflushed map[subKey]bool
+	lastFlush time.Time
 	kick    chan struct{}
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -131,7 +140,7 @@ func newSubSync(local string, topics SyncTopicSource, m *Manager, interval time.
 		interval = DefaultSubscriptionSyncInterval
 	}
 	return &subSync{local: local, topics: topics, m: m, interval: interval, log: log, now: time.Now,
-		out: map[subKey]*outState{}, in: map[subKey]*inState{}, kick: make(chan struct{}, 1)}
+		out: map[subKey]*outState{}, in: map[subKey]*inState{}, unflushed: map[subKey]bool{}, kick: make(chan struct{}, 1)}
 }
 
 func (s *subSync) start(ctx context.Context) {
@@ -256,7 +265,38 @@ func (s *subSync) step(ctx context.Context) time.Duration {
 	if s.trackDelivery(now) {
 		wait = min(wait, 10*time.Millisecond)
 	}
+	if s.flushApplied(ctx, now) {
+		wait = min(wait, appliedFlushInterval)
+	}
 	return wait
+}
+
+// flushApplied makes the subscriptions that states changed durable, about once per
+// appliedFlushInterval; it reports whether some are left to flush.
+func (s *subSync) flushApplied(ctx context.Context, now time.Time) bool {
+	s.mu.Lock()
+	if len(s.unflushed) == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	if now.Sub(s.lastFlush) < appliedFlushInterval {
+		s.mu.Unlock()
+		return true
+	}
+	s.lastFlush = now
+	subs := s.unflushed
+	s.unflushed = map[subKey]bool{}
+	s.mu.Unlock()
+	for k := range subs {
+		t, err := s.topics.SyncTopic(ctx, k.topic)
+		if err == nil {
+			err = t.FlushSubscription(ctx, k.sub)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("replicated subscription state not flushed", "topic", k.topic, "subscription", k.sub, "err", err)
+		}
+	}
+	return false
 }
 
 // write takes the subscription's state and appends its marker, if the topic has remotes.
@@ -431,6 +471,7 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 		src.pending, src.lastPendingTry = st, now
 		return
 	}
+	s.unflushed[k] = true
 	src.seq, src.takenMs, src.appliedMs = st.Seq, st.TakenMs, now.UnixMilli()
 	src.waiting, src.untranslated = tr.Waiting, tr.Untranslated
 	src.pending = nil

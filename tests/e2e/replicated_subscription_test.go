@@ -40,12 +40,34 @@ func TestReplicatedSubscriptionMove(t *testing.T) {
 			if holes {
 				name = link + "/every-third-unacked"
 			}
-			t.Run(name, func(t *testing.T) { runReplicatedSubscriptionMove(t, link == "two-way", holes) })
+			t.Run(name, func(t *testing.T) {
+				runReplicatedSubscriptionMove(t, moveCase{twoWay: link == "two-way", holes: holes})
+			})
 		}
 	}
+	// Batches of 10 with every third message unacknowledged: every batch is partly acknowledged
+	// (batch-index acknowledgements), and b must deliver exactly the unacknowledged messages of
+	// each batch.
+	t.Run("one-way/batched-every-third-unacked", func(t *testing.T) {
+		runReplicatedSubscriptionMove(t, moveCase{holes: true, batched: true})
+	})
+	// b restarts between the consumer leaving a and arriving on b: the subscription b created, its
+	// flag, type, properties and synced acknowledgements survive the restart.
+	t.Run("one-way/every-third-unacked/b-restarted", func(t *testing.T) {
+		runReplicatedSubscriptionMove(t, moveCase{holes: true, restartB: true})
+	})
 }
 
-func runReplicatedSubscriptionMove(t *testing.T, twoWay, holes bool) {
+// moveCase is one variant of the move.
+type moveCase struct {
+	twoWay   bool // b's namespace lists a too (else b replicates nothing back)
+	holes    bool // every third message stays unacknowledged on a
+	batched  bool // the producer batches 10 messages; consumers acknowledge batch indexes
+	restartB bool // b restarts after the consumer left a and before it subscribes on b
+}
+
+func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
+	twoWay, holes, batched := mc.twoWay, mc.holes, mc.batched
 	cs := harness.StartIndependentClusters(t, "a", "b")
 	a, b := cs[0], cs[1]
 	for _, c := range cs {
@@ -67,13 +89,18 @@ func runReplicatedSubscriptionMove(t *testing.T, twoWay, holes bool) {
 	consumerOpts := pulsar.ConsumerOptions{
 		Topic: topic, SubscriptionName: "app", Type: pulsar.Shared, ReplicateSubscriptionState: true,
 		SubscriptionProperties: props, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		EnableBatchIndexAcknowledgment: batched,
 	}
 	clientA, clientB := a.Client(t), b.Client(t)
 	consA, err := clientA.Subscribe(consumerOpts)
 	if err != nil {
 		t.Fatalf("subscribe on a: %v", err)
 	}
-	prod := newProducer(t, clientA, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	prodOpts := pulsar.ProducerOptions{Topic: topic, DisableBatching: true}
+	if batched {
+		prodOpts = pulsar.ProducerOptions{Topic: topic, BatchingMaxMessages: 10, BatchingMaxPublishDelay: 50 * time.Millisecond}
+	}
+	prod := newProducer(t, clientA, prodOpts)
 
 	// The subscription appears on b by itself, with a's type and properties, replicated.
 	harness.Eventually(t, 30*time.Second, "subscription app on b with a's type and properties", func() error {
@@ -174,6 +201,32 @@ func runReplicatedSubscriptionMove(t *testing.T, twoWay, holes bool) {
 	lagWG.Wait()
 	// The move: the application closes its consumer on a and subscribes on b.
 	consA.Close()
+	if mc.restartB {
+		closedMs := time.Now().UnixMilli()
+		harness.Eventually(t, 30*time.Second, "a's final state applied on b", func() error {
+			st, err := b.MeridianStats(ctx, topic)
+			if err != nil {
+				return err
+			}
+			s := st.Subscriptions["app"].ReplicatedSubscriptionSync
+			if s == nil || s.Inbound["a"].LastStateTimestamp < closedMs {
+				return fmt.Errorf("sync %+v", s)
+			}
+			return nil
+		})
+		if err := b.InProcess.Close(); err != nil {
+			t.Fatalf("stop b: %v", err)
+		}
+		b.InProcess.Start()
+		clientB = b.Client(t)
+		st, err := b.MeridianStats(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sub := st.Subscriptions["app"]; sub.Type != "Shared" || !sub.IsReplicated || !maps.Equal(sub.SubscriptionProperties, props) {
+			t.Fatalf("subscription on b after its restart: type %q replicated %v properties %v", sub.Type, sub.IsReplicated, sub.SubscriptionProperties)
+		}
+	}
 	consB := newConsumer(t, clientB, consumerOpts)
 
 	sendWG.Wait()
