@@ -130,9 +130,9 @@ type subSync struct {
 	// unflushed are the subscriptions states changed since the last flush; lastFlush is its time.
 	unflushed map[subKey]bool
 	lastFlush time.Time
-	kick    chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
+	kick      chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 func newSubSync(local string, topics SyncTopicSource, m *Manager, interval time.Duration, log *slog.Logger) *subSync {
