@@ -234,8 +234,11 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 		go s.run(ctx, s.done)
 	}
 	s.mu.Unlock()
-	if opts.ReplicateSubscriptionState && s.markReplicated() {
-		s.topic.b.syncChanged(s, true) // the remote gets the subscription without waiting for an ack
+	// The remote gets the subscription without waiting for an ack: when a consumer makes it
+	// replicated, or when the first consumer attaches to one a policy or the admin API made
+	// replicated.
+	if marked := opts.ReplicateSubscriptionState && s.markReplicated(); marked || start {
+		s.topic.b.syncChanged(s, true)
 	}
 	s.sendActiveChanges(changes)
 	s.notify()

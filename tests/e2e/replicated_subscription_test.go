@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +53,11 @@ func TestReplicatedSubscriptionMove(t *testing.T) {
 	t.Run("one-way/batched-every-third-unacked", func(t *testing.T) {
 		runReplicatedSubscriptionMove(t, moveCase{holes: true, batched: true})
 	})
+	// The application asks for nothing: a's namespace policy replicate_subscription_state makes
+	// its subscription replicated.
+	t.Run("one-way/by-namespace-policy", func(t *testing.T) {
+		runReplicatedSubscriptionMove(t, moveCase{holes: true, byPolicy: true})
+	})
 	// b restarts between the consumer leaving a and arriving on b: the subscription b created, its
 	// flag, type, properties and synced acknowledgements survive the restart.
 	t.Run("one-way/every-third-unacked/b-restarted", func(t *testing.T) {
@@ -64,6 +71,7 @@ type moveCase struct {
 	holes    bool // every third message stays unacknowledged on a
 	batched  bool // the producer batches 10 messages; consumers acknowledge batch indexes
 	restartB bool // b restarts after the consumer left a and before it subscribes on b
+	byPolicy bool // the consumer does not ask; a's namespace policy replicates every subscription
 }
 
 func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
@@ -79,6 +87,21 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 	} else {
 		b.CreateNamespace(t, geoNamespace, "b")
 	}
+	if mc.byPolicy {
+		req, err := http.NewRequest(http.MethodPost, a.WebURL()+"/admin/v2/namespaces/"+geoNamespace+"/replicateSubscriptionState", strings.NewReader("true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("a: set replicateSubscriptionState: HTTP %d", resp.StatusCode)
+		}
+	}
 	topic := harness.TopicIn(t, geoNamespace)
 	const rate = 2000
 	total := 6000
@@ -87,7 +110,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 	}
 	props := map[string]string{"team": "payments", "app": "ledger"}
 	consumerOpts := pulsar.ConsumerOptions{
-		Topic: topic, SubscriptionName: "app", Type: pulsar.Shared, ReplicateSubscriptionState: true,
+		Topic: topic, SubscriptionName: "app", Type: pulsar.Shared, ReplicateSubscriptionState: !mc.byPolicy,
 		SubscriptionProperties: props, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 		EnableBatchIndexAcknowledgment: batched,
 	}
