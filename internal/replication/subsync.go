@@ -61,6 +61,9 @@ const (
 	pendingRetryInterval            = 50 * time.Millisecond
 	maxQueuedMarkers                = 4096
 	maxTrackedMarkers               = 256 // written markers per subscription kept for the delivery stats
+	// maxStateBytesPerSecond bounds what one subscription's states add to its topic's log: a large
+	// state (many open holes) is written less often than the interval.
+	maxStateBytesPerSecond = 256 << 10
 	// appliedFlushInterval is how often the subscriptions that states changed are made durable (a
 	// crash loses at most that much of the receiver's synced state: those messages are delivered
 	// again after a move, never skipped).
@@ -73,6 +76,7 @@ type subKey struct{ topic, sub string }
 type outState struct {
 	dirty, final bool
 	lastWrite    time.Time
+	gap          time.Duration // least time until the next state: the interval, longer for large states
 	seq          uint64
 	through      map[OriginKey]Position
 	written      []writtenMarker // oldest first, at most maxTrackedMarkers
@@ -247,7 +251,7 @@ func (s *subSync) step(ctx context.Context) time.Duration {
 		if !o.dirty {
 			continue
 		}
-		if next := o.lastWrite.Add(s.interval); o.final || !now.Before(next) {
+		if next := o.lastWrite.Add(max(s.interval, o.gap)); o.final || !now.Before(next) {
 			due = append(due, k)
 		} else {
 			wait = min(wait, next.Sub(now))
@@ -317,10 +321,13 @@ func (s *subSync) write(ctx context.Context, k subKey) {
 		return
 	}
 	st, err := t.AckState(k.sub, maxStateRanges, maxStateBatches)
-	if err != nil {
-		return // deleted meanwhile
-	}
-	if !st.Replicated {
+	if err != nil || !st.Replicated {
+		// Deleted, or no longer replicated: forget it (a later change starts afresh).
+		s.mu.Lock()
+		if !o.dirty {
+			delete(s.out, k)
+		}
+		s.mu.Unlock()
 		return
 	}
 	origins, newThrough := ExportState(st, ExportInput{Local: s.local, IncarnationOf: t.IncarnationOf,
@@ -347,6 +354,7 @@ func (s *subSync) write(ctx context.Context, k subKey) {
 	}
 	s.mu.Lock()
 	o.seq = seq
+	o.gap = time.Duration(len(entry)) * time.Second / maxStateBytesPerSecond
 	o.through = newThrough
 	o.lastTakenMs = taken
 	o.written = append(o.written, writtenMarker{pos, seq, taken})
@@ -536,6 +544,20 @@ func (s *subSync) retryPending(ctx context.Context, now time.Time) bool {
 		s.apply(ctx, it.k, it.st)
 	}
 	return pending
+}
+
+// syncedTopics lists the topics with replicated-subscription sync state, sorted.
+func (s *subSync) syncedTopics() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := map[string]bool{}
+	for k := range s.out {
+		set[k.topic] = true
+	}
+	for k := range s.in {
+		set[k.topic] = true
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // stats returns the sync stats of a topic's subscriptions.
