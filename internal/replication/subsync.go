@@ -320,29 +320,35 @@ func (s *subSync) write(ctx context.Context, k subKey) {
 		s.log.Debug("replicated subscription: topic not available", "topic", k.topic, "err", err)
 		return
 	}
-	st, err := t.AckState(k.sub, maxStateRanges, maxStateBatches)
-	if err != nil || !st.Replicated {
-		// Deleted, or no longer replicated: forget it (a later change starts afresh).
-		s.mu.Lock()
-		if !o.dirty {
-			delete(s.out, k)
+	// A state beyond the marker's size bound (huge batches, long ranges) is written with fewer
+	// ranges and batches: the lowest are kept, the others are delivered again after a move.
+	var entry []byte
+	var newThrough map[OriginKey]Position
+	var taken int64
+	for shift := 0; entry == nil; shift++ {
+		st, err := t.AckState(k.sub, maxStateRanges>>shift, maxStateBatches>>shift)
+		if err != nil || !st.Replicated {
+			// Deleted, or no longer replicated: forget it (a later change starts afresh).
+			s.mu.Lock()
+			if !o.dirty {
+				delete(s.out, k)
+			}
+			s.mu.Unlock()
+			return
 		}
-		s.mu.Unlock()
-		return
-	}
-	origins, newThrough := ExportState(st, ExportInput{Local: s.local, IncarnationOf: t.IncarnationOf,
-		IncarnationsThrough: t.IncarnationsThrough, Index: s.m.index(k.topic), Through: through})
-	taken := s.now().UnixMilli()
-	body, err := EncodeSubscriptionState(SubscriptionState{Subscription: k.sub, Type: st.Type, Properties: st.Properties,
-		Source: s.local, TakenMs: taken, Seq: seq, Origins: origins})
-	if err != nil {
-		s.log.Warn("replicated subscription state not written", "topic", k.topic, "subscription", k.sub, "err", err)
-		return
-	}
-	entry, err := EncodeStateMarkerEntry(body, taken)
-	if err != nil {
-		s.log.Warn("replicated subscription state not written", "topic", k.topic, "subscription", k.sub, "err", err)
-		return
+		var origins []OriginAcks
+		origins, newThrough = ExportState(st, ExportInput{Local: s.local, IncarnationOf: t.IncarnationOf,
+			IncarnationsThrough: t.IncarnationsThrough, Index: s.m.index(k.topic), Through: through})
+		taken = s.now().UnixMilli()
+		body, err := EncodeSubscriptionState(SubscriptionState{Subscription: k.sub, Type: st.Type, Properties: st.Properties,
+			Source: s.local, TakenMs: taken, Seq: seq, Origins: origins})
+		if err == nil {
+			entry, err = EncodeStateMarkerEntry(body, taken)
+		}
+		if err != nil && (shift == 10 || (len(st.Ranges) == 0 && len(st.Batches) == 0)) {
+			s.log.Warn("replicated subscription state not written", "topic", k.topic, "subscription", k.sub, "err", err)
+			return
+		}
 	}
 	pos, err := t.AppendMarker(ctx, entry)
 	if err != nil {
