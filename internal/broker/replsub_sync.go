@@ -21,6 +21,12 @@ type SubscriptionSync interface {
 	// MarkerStored: an entry with marker_type that a replicator producer sent is stored at pos. data
 	// is valid only during the call.
 	MarkerStored(topic naming.TopicName, pos storage.Position, data []byte)
+	// Settle blocks (at most a bound the sync chooses, or until ctx ends) while a state of the
+	// subscription from another cluster is probably on its way: a consumer that just left there
+	// and whose final state has not been applied here yet. The dispatcher of a replicated
+	// subscription calls it before its first dispatch, so a consumer that moved here is not sent
+	// what it acknowledged there just before it left.
+	Settle(ctx context.Context, topic naming.TopicName, subscription string)
 }
 
 // syncChanged tells the sync that s's state changed (s must be replicated for it to matter).
@@ -29,6 +35,15 @@ func (b *brokerState) syncChanged(s *subscriptionState, final bool) {
 		return
 	}
 	b.subSync.StateChanged(s.topic.name, s.name, final)
+}
+
+// settle waits, before the first dispatch of a replicated subscription, for a state on its way
+// (SubscriptionSync.Settle).
+func (b *brokerState) settle(ctx context.Context, s *subscriptionState) {
+	if b.subSync == nil || !s.isReplicated() {
+		return
+	}
+	b.subSync.Settle(ctx, s.topic.name, s.name)
 }
 
 // markerStored hands a stored replicated marker to the sync.
@@ -56,6 +71,7 @@ type SubscriptionAckState struct {
 	Type       SubType
 	Properties map[string]string
 	Replicated bool
+	Consumers  int // consumers attached now (0: the state is final until one attaches)
 }
 
 // SubscriptionAckState returns a subscription's acknowledgement state with at most maxRanges
@@ -73,7 +89,7 @@ func (t *Topic) SubscriptionAckState(name string, maxRanges, maxBatches int) (Su
 	}
 	st := SubscriptionAckState{AckState: s.cursor.AckState(maxRanges, maxBatches), Replicated: s.isReplicated()}
 	s.mu.Lock()
-	st.Type, st.Properties = s.d.subType, maps.Clone(s.props)
+	st.Type, st.Properties, st.Consumers = s.d.subType, maps.Clone(s.props), len(s.consumers)
 	s.mu.Unlock()
 	return st, nil
 }

@@ -34,6 +34,8 @@ func (r *recordingSync) MarkerStored(_ naming.TopicName, pos storage.Position, d
 	r.markers = append(r.markers, pos)
 }
 
+func (r *recordingSync) Settle(context.Context, naming.TopicName, string) {}
+
 func (r *recordingSync) calls() []syncCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -620,6 +620,7 @@ func (s *subscriptionState) deleteLocked(ctx context.Context, except *consumerSt
 func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	b := s.topic.b
+	b.settle(ctx, s)
 	replayStalled := false
 	var timer *time.Timer
 	defer func() {

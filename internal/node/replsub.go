@@ -69,6 +69,12 @@ func (s subscriptionSync) MarkerStored(topic naming.TopicName, pos storage.Posit
 	}
 }
 
+func (s subscriptionSync) Settle(ctx context.Context, topic naming.TopicName, sub string) {
+	if m := *s.m; m != nil {
+		m.SettleSubscription(ctx, topic.String(), sub)
+	}
+}
+
 // syncTopics is replication.SyncTopicSource over the broker's loaded topics.
 type syncTopics struct {
 	broker **broker.Broker
@@ -105,7 +111,7 @@ func (s syncTopic) AckState(sub string, maxRanges, maxBatches int) (replication.
 		return replication.LocalAckState{}, err
 	}
 	out := replication.LocalAckState{MarkDelete: fromStoragePos(st.MarkDelete), Version: st.Version, Type: int32(st.Type),
-		Properties: st.Properties, Replicated: st.Replicated}
+		Properties: st.Properties, Replicated: st.Replicated, Consumers: st.Consumers}
 	out.Ranges = make([]replication.LocalRange, len(st.Ranges))
 	for i, r := range st.Ranges {
 		out.Ranges[i] = replication.LocalRange{LedgerID: r.LedgerID, From: r.From, To: r.To}

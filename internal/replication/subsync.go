@@ -109,6 +109,7 @@ type inSource struct {
 	untranslated       int
 	pending            *SubscriptionState // a state waiting for other origins' entries
 	lastPendingTry     time.Time
+	final              bool // the last state applied was final (no consumer on the source)
 }
 
 type storedMarker struct {
@@ -126,17 +127,21 @@ type subSync struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu      sync.Mutex
-	out     map[subKey]*outState
-	in      map[subKey]*inState
-	queue   []storedMarker
-	dropped int64
+	mu    sync.Mutex
+	out   map[subKey]*outState
+	in    map[subKey]*inState
+	queue []storedMarker
+	// applying are the markers the loop took from the queue and is applying now.
+	applying []storedMarker
+	dropped  int64
 	// unflushed are the subscriptions states changed since the last flush; lastFlush is its time.
 	unflushed map[subKey]bool
 	lastFlush time.Time
-	kick      chan struct{}
-	cancel    context.CancelFunc
-	done      chan struct{}
+	// stepped is closed (and replaced) at the end of every step: Settle waits on it.
+	stepped chan struct{}
+	kick    chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 func newSubSync(local string, topics SyncTopicSource, m *Manager, interval time.Duration, log *slog.Logger) *subSync {
@@ -144,7 +149,8 @@ func newSubSync(local string, topics SyncTopicSource, m *Manager, interval time.
 		interval = DefaultSubscriptionSyncInterval
 	}
 	return &subSync{local: local, topics: topics, m: m, interval: interval, log: log, now: time.Now,
-		out: map[subKey]*outState{}, in: map[subKey]*inState{}, unflushed: map[subKey]bool{}, kick: make(chan struct{}, 1)}
+		out: map[subKey]*outState{}, in: map[subKey]*inState{}, unflushed: map[subKey]bool{}, kick: make(chan struct{}, 1),
+		stepped: make(chan struct{})}
 }
 
 func (s *subSync) start(ctx context.Context) {
@@ -238,11 +244,14 @@ func (s *subSync) step(ctx context.Context) time.Duration {
 	wait := time.Second
 	s.mu.Lock()
 	queue := s.queue
-	s.queue = nil
+	s.queue, s.applying = nil, queue
 	s.mu.Unlock()
 	for _, mk := range queue {
 		s.receive(ctx, mk)
 	}
+	s.mu.Lock()
+	s.applying = nil
+	s.mu.Unlock()
 	now := s.now()
 	// Source: write the states that are due.
 	s.mu.Lock()
@@ -272,7 +281,70 @@ func (s *subSync) step(ctx context.Context) time.Duration {
 	if s.flushApplied(ctx, now) {
 		wait = min(wait, appliedFlushInterval)
 	}
+	s.mu.Lock()
+	close(s.stepped)
+	s.stepped = make(chan struct{})
+	s.mu.Unlock()
 	return wait
+}
+
+// Settling: a consumer that moves from a source to here closes there first, and the source writes
+// its final state at once; a dispatcher here that starts before that state is applied would send
+// what the consumer acknowledged there just before it left. So a replicated subscription's first
+// dispatch waits, at most settleTimeout, while a source's last state applied here is not final
+// and is recent (settleWindow: a source whose state is older is not waited for), or a marker of
+// the topic is queued and not applied yet.
+const (
+	settleTimeout = time.Second
+	settleWindow  = 5 * time.Second
+)
+
+// unsettled reports whether sub of topic waits for a state (see above); the caller holds s.mu.
+func (s *subSync) unsettledLocked(k subKey, nowMs int64) bool {
+	for _, q := range [][]storedMarker{s.queue, s.applying} {
+		for _, mk := range q {
+			if mk.topic == k.topic {
+				return true
+			}
+		}
+	}
+	is := s.in[k]
+	if is == nil {
+		return false
+	}
+	for _, src := range is.sources {
+		if src.seq != 0 && !src.final && nowMs-src.appliedMs < settleWindow.Milliseconds() {
+			return true
+		}
+	}
+	return false
+}
+
+// settle blocks while sub of topic is unsettled, at most settleTimeout or until ctx ends.
+func (s *subSync) settle(ctx context.Context, topic, sub string) {
+	k := subKey{topic, sub}
+	deadline := time.NewTimer(settleTimeout)
+	defer deadline.Stop()
+	start := s.now()
+	for {
+		s.mu.Lock()
+		unsettled := s.unsettledLocked(k, s.now().UnixMilli())
+		ch := s.stepped
+		s.mu.Unlock()
+		if !unsettled {
+			return
+		}
+		s.poke()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			s.log.Info("replicated subscription dispatches without a final state from its source", "topic", topic,
+				"subscription", sub, "waited", s.now().Sub(start).String())
+			return
+		}
+	}
 }
 
 // flushApplied makes the subscriptions that states changed durable, about once per
@@ -341,7 +413,7 @@ func (s *subSync) write(ctx context.Context, k subKey) {
 			IncarnationsThrough: t.IncarnationsThrough, Index: s.m.index(k.topic), Through: through})
 		taken = s.now().UnixMilli()
 		body, err := EncodeSubscriptionState(SubscriptionState{Subscription: k.sub, Type: st.Type, Properties: st.Properties,
-			Source: s.local, TakenMs: taken, Seq: seq, Origins: origins})
+			Source: s.local, TakenMs: taken, Seq: seq, Origins: origins, Final: st.Consumers == 0})
 		if err == nil {
 			entry, err = EncodeStateMarkerEntry(body, taken)
 		}
@@ -486,7 +558,7 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 		return
 	}
 	s.unflushed[k] = true
-	src.seq, src.takenMs, src.appliedMs = st.Seq, st.TakenMs, now.UnixMilli()
+	src.seq, src.takenMs, src.appliedMs, src.final = st.Seq, st.TakenMs, now.UnixMilli(), st.Final
 	src.waiting, src.untranslated = tr.Waiting, tr.Untranslated
 	src.pending = nil
 	if len(tr.Waiting) > 0 {
@@ -638,6 +710,15 @@ func (m *Manager) SubscriptionStateChanged(topic, sub string, final bool) {
 func (m *Manager) MarkerStored(topic string, pos Position, data []byte) {
 	if m.subsync != nil {
 		m.subsync.markerStored(topic, pos, data)
+	}
+}
+
+// SettleSubscription blocks, at most about a second, while a state of a replicated subscription
+// from another cluster is probably on its way (a consumer that just left there); the broker calls
+// it before the subscription's first dispatch.
+func (m *Manager) SettleSubscription(ctx context.Context, topic, sub string) {
+	if m.subsync != nil {
+		m.subsync.settle(ctx, topic, sub)
 	}
 }
 

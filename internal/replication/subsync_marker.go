@@ -60,6 +60,9 @@ type SubscriptionState struct {
 	TakenMs      int64  // the source's clock when it took the state
 	Seq          uint64 // increasing per subscription within one source process
 	Origins      []OriginAcks
+	// Final: no consumer was attached on the source when it took the state (the consumer left:
+	// nothing changes there until one attaches again).
+	Final bool
 }
 
 // Field numbers of the body (this repository's, not Pulsar's).
@@ -72,6 +75,7 @@ const (
 	fsSeq          = 6
 	fsOrigin       = 7
 	fsVersion      = 8
+	fsFinal        = 9
 
 	foCluster     = 1
 	foIncarnation = 2
@@ -119,6 +123,10 @@ func EncodeSubscriptionState(st SubscriptionState) ([]byte, error) {
 	b = protowire.AppendVarint(b, uint64(st.TakenMs))
 	b = protowire.AppendTag(b, fsSeq, protowire.VarintType)
 	b = protowire.AppendVarint(b, st.Seq)
+	if st.Final {
+		b = protowire.AppendTag(b, fsFinal, protowire.VarintType)
+		b = protowire.AppendVarint(b, 1)
+	}
 	for _, o := range st.Origins {
 		var ob []byte
 		ob = protowire.AppendTag(ob, foCluster, protowire.BytesType)
@@ -290,6 +298,8 @@ func DecodeSubscriptionState(b []byte) (SubscriptionState, error) {
 			st.TakenMs = int64(v)
 		case num == fsSeq && typ == protowire.VarintType:
 			st.Seq = v
+		case num == fsFinal && typ == protowire.VarintType:
+			st.Final = v != 0
 		case num == fsOrigin && typ == protowire.BytesType:
 			if len(st.Origins) == maxStateOrigins {
 				return fmt.Errorf("%w: more than %d origins", errStateMarker, maxStateOrigins)

@@ -24,6 +24,7 @@ type LocalAckState struct {
 	Type       int32
 	Properties map[string]string
 	Replicated bool
+	Consumers  int // consumers attached when the state was taken
 }
 
 // ExportInput is what ExportState needs besides the state.

@@ -58,6 +58,15 @@ func TestReplicatedSubscriptionMove(t *testing.T) {
 	t.Run("one-way/by-namespace-policy", func(t *testing.T) {
 		runReplicatedSubscriptionMove(t, moveCase{holes: true, byPolicy: true})
 	})
+	// Key_Shared, messages with 16 keys, every third unacknowledged.
+	t.Run("two-way/key-shared-every-third-unacked", func(t *testing.T) {
+		runReplicatedSubscriptionMove(t, moveCase{twoWay: true, holes: true, keyShared: true})
+	})
+	// Back again: after the consumer acknowledged everything on b, it returns to a, which must
+	// deliver nothing (b's state names a's own entries: a translates them by identity).
+	t.Run("two-way/in-order/back-to-a", func(t *testing.T) {
+		runReplicatedSubscriptionMove(t, moveCase{twoWay: true, backToA: true})
+	})
 	// b restarts between the consumer leaving a and arriving on b: the subscription b created, its
 	// flag, type, properties and synced acknowledgements survive the restart.
 	t.Run("one-way/every-third-unacked/b-restarted", func(t *testing.T) {
@@ -72,6 +81,10 @@ type moveCase struct {
 	batched  bool // the producer batches 10 messages; consumers acknowledge batch indexes
 	restartB bool // b restarts after the consumer left a and before it subscribes on b
 	byPolicy bool // the consumer does not ask; a's namespace policy replicates every subscription
+	// keyShared subscribes Key_Shared and gives messages 16 keys (else Shared, no keys).
+	keyShared bool
+	// backToA moves the consumer back to a after it acknowledged everything on b (two-way only).
+	backToA bool
 }
 
 func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
@@ -114,6 +127,10 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		SubscriptionProperties: props, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 		EnableBatchIndexAcknowledgment: batched,
 	}
+	subType := "Shared"
+	if mc.keyShared {
+		consumerOpts.Type, subType = pulsar.KeyShared, "Key_Shared"
+	}
 	clientA, clientB := a.Client(t), b.Client(t)
 	consA, err := clientA.Subscribe(consumerOpts)
 	if err != nil {
@@ -135,7 +152,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		if !ok {
 			return fmt.Errorf("no subscription app on b (subscriptions %v)", slices.Sorted(maps.Keys(st.Subscriptions)))
 		}
-		if sub.Type != "Shared" || !sub.IsReplicated || !maps.Equal(sub.SubscriptionProperties, props) {
+		if sub.Type != subType || !sub.IsReplicated || !maps.Equal(sub.SubscriptionProperties, props) {
 			return fmt.Errorf("subscription on b: type %q replicated %v properties %v", sub.Type, sub.IsReplicated, sub.SubscriptionProperties)
 		}
 		return nil
@@ -158,7 +175,11 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 			due := min(total, int(time.Since(start).Seconds()*rate))
 			for ; seq < due; seq++ {
 				wg.Add(1)
-				prod.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte(strconv.Itoa(seq))}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				msg := &pulsar.ProducerMessage{Payload: []byte(strconv.Itoa(seq))}
+				if mc.keyShared {
+					msg.Key = "k" + strconv.Itoa(seq%16)
+				}
+				prod.SendAsync(ctx, msg, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 					defer wg.Done()
 					if err != nil {
 						once.Do(func() { sendErr <- err })
@@ -223,16 +244,16 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 	stopLag()
 	lagWG.Wait()
 	// The move: the application closes its consumer on a and subscribes on b.
+	closingMs := time.Now().UnixMilli() // the final state is taken after this
 	consA.Close()
 	if mc.restartB {
-		closedMs := time.Now().UnixMilli()
 		harness.Eventually(t, 30*time.Second, "a's final state applied on b", func() error {
 			st, err := b.MeridianStats(ctx, topic)
 			if err != nil {
 				return err
 			}
 			s := st.Subscriptions["app"].ReplicatedSubscriptionSync
-			if s == nil || s.Inbound["a"].LastStateTimestamp < closedMs {
+			if s == nil || s.Inbound["a"].LastStateTimestamp < closingMs {
 				return fmt.Errorf("sync %+v", s)
 			}
 			return nil
@@ -246,7 +267,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sub := st.Subscriptions["app"]; sub.Type != "Shared" || !sub.IsReplicated || !maps.Equal(sub.SubscriptionProperties, props) {
+		if sub := st.Subscriptions["app"]; sub.Type != subType || !sub.IsReplicated || !maps.Equal(sub.SubscriptionProperties, props) {
 			t.Fatalf("subscription on b after its restart: type %q replicated %v properties %v", sub.Type, sub.IsReplicated, sub.SubscriptionProperties)
 		}
 	}
@@ -279,6 +300,38 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		}
 		if err := consB.Ack(m); err != nil {
 			t.Fatalf("b: ack: %v", err)
+		}
+	}
+	if mc.backToA {
+		closingMs := time.Now().UnixMilli()
+		consB.Close()
+		harness.Eventually(t, 30*time.Second, "b's final state applied on a", func() error {
+			st, err := a.MeridianStats(ctx, topic)
+			if err != nil {
+				return err
+			}
+			s := st.Subscriptions["app"].ReplicatedSubscriptionSync
+			if s == nil || s.Inbound["b"].LastStateTimestamp < closingMs {
+				return fmt.Errorf("sync %+v", s)
+			}
+			return nil
+		})
+		again := newConsumer(t, clientA, consumerOpts)
+		var back []int
+		for {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			m, err := again.Receive(rctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			seq, _ := strconv.Atoi(string(m.Payload()))
+			back = append(back, seq)
+			_ = again.Ack(m)
+		}
+		t.Logf("back on a: %d message(s) delivered again, all acknowledged on a or b", len(back))
+		if len(back) > replSubRedeliveryBudget {
+			t.Errorf("back on a: %d acknowledged messages delivered again, budget %d; first %v", len(back), replSubRedeliveryBudget, back[:min(10, len(back))])
 		}
 	}
 	var skipped []int
