@@ -1,11 +1,14 @@
 package replication
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"math/rand"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestSubscriptionStateRoundTrip: a state with ranges from the first entry, across ledgers and
@@ -209,4 +212,54 @@ func TestTranslateReceiversOwnEntries(t *testing.T) {
 	if !reflect.DeepEqual(tr.Ranges, want) {
 		t.Fatalf("identity translation %+v", tr.Ranges)
 	}
+}
+
+// TestSettle: a replicated subscription's first dispatch waits while the last state applied from
+// a source is recent and not final (its consumer is probably just moving here) or a marker of the
+// topic is queued or being applied; a final or old state, or none, does not hold it back, and a
+// step that applies the final state releases a waiting settle.
+func TestSettle(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	s := newSubSync("b", nil, nil, 0, slog.Default())
+	s.now = func() time.Time { return now }
+	k := subKey{"t", "app"}
+	nowMs := now.UnixMilli()
+	check := func(what string, want bool) {
+		t.Helper()
+		s.mu.Lock()
+		got := s.unsettledLocked(k, nowMs)
+		s.mu.Unlock()
+		if got != want {
+			t.Fatalf("%s: unsettled %v, want %v", what, got, want)
+		}
+	}
+	check("never synced", false)
+	src := &inSource{seq: 3, appliedMs: nowMs - 100}
+	s.in[k] = &inState{sources: map[string]*inSource{"a": src}}
+	check("recent state with a consumer on the source", true)
+	src.appliedMs = nowMs - settleWindow.Milliseconds() - 1
+	check("old state", false)
+	src.appliedMs, src.final = nowMs-100, true
+	check("final state", false)
+	s.queue = []storedMarker{{topic: "other"}}
+	check("a marker of another topic queued", false)
+	s.queue = []storedMarker{{topic: "t"}}
+	check("a marker of the topic queued", true)
+	s.queue, s.applying = nil, []storedMarker{{topic: "t"}}
+	check("a marker of the topic being applied", true)
+
+	// A settle waiting for the final state returns once a step applied it.
+	s.applying, src.final = nil, false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.settle(context.Background(), "t", "app")
+	}()
+	<-s.kick // the settle asked the loop for a step
+	s.mu.Lock()
+	src.final = true
+	close(s.stepped)
+	s.stepped = make(chan struct{})
+	s.mu.Unlock()
+	<-done
 }
