@@ -1,6 +1,9 @@
 package replication
 
-import "slices"
+import (
+	"slices"
+	"sort"
+)
 
 // Translation between origin and local positions, for replicated subscriptions
 // (docs/replication-design.md, "Source and receiver").
@@ -132,4 +135,74 @@ func (v runView) first() (run, bool) {
 		return run{}, false
 	}
 	return v.blocks[0][0], true
+}
+
+// OriginAcksAbove expresses acknowledged local ranges and partial batches that lie above a
+// subscription's mark-delete position in the origin coordinates of the replicated entries they
+// hold: per origin key (other than cluster skip), the origin ranges of the runs that overlap the
+// local ranges, clipped to them, and the partial batches at local positions those runs hold. from
+// says, per key, the origin position below which every run is consumed (OriginThrough's answer):
+// only the runs after it are walked. local must be sorted and disjoint; batches sorted by position.
+func (x *Index) OriginAcksAbove(local []PosRange, batches []BatchAck, skip string, from map[OriginKey]Position) map[OriginKey]*OriginAcks {
+	if len(local) == 0 && len(batches) == 0 {
+		return nil
+	}
+	x.mu.Lock()
+	type keyView struct {
+		key  OriginKey
+		runs runView
+	}
+	var views []keyView
+	for _, c := range x.clusters {
+		if c.name == skip {
+			continue
+		}
+		for _, o := range c.keys {
+			views = append(views, keyView{o.key, o.runs.view()})
+		}
+	}
+	x.mu.Unlock()
+	out := map[OriginKey]*OriginAcks{}
+	for _, kv := range views {
+		lo, ok := from[kv.key]
+		if !ok {
+			lo = Earliest
+		}
+		var acks OriginAcks
+		kv.runs.each(lo, Latest, func(r run) bool {
+			lf, lt := r.local, r.localEnd()
+			// The local ranges overlapping the run.
+			i := sort.Search(len(local), func(i int) bool { return local[i].To.Compare(lf) >= 0 })
+			for ; i < len(local) && local[i].From.Compare(lt) <= 0; i++ {
+				// A run lies within one ledger: the clipped bounds are in it.
+				a, b := maxPos(lf, local[i].From), minPos(lt, local[i].To)
+				of := Position{r.origin.LedgerID, r.origin.EntryID + (a.EntryID - lf.EntryID)}
+				ot := Position{r.origin.LedgerID, r.origin.EntryID + (b.EntryID - lf.EntryID)}
+				if n := len(acks.Ranges); n > 0 && acks.Ranges[n-1].To.LedgerID == of.LedgerID && acks.Ranges[n-1].To.EntryID+1 >= of.EntryID {
+					acks.Ranges[n-1].To = maxPos(acks.Ranges[n-1].To, ot)
+				} else {
+					acks.Ranges = append(acks.Ranges, PosRange{of, ot})
+				}
+			}
+			j := sort.Search(len(batches), func(j int) bool { return batches[j].Pos.Compare(lf) >= 0 })
+			for ; j < len(batches) && batches[j].Pos.Compare(lt) <= 0; j++ {
+				b := batches[j]
+				b.Pos = Position{r.origin.LedgerID, r.origin.EntryID + (b.Pos.EntryID - lf.EntryID)}
+				acks.Batches = append(acks.Batches, b)
+			}
+			return true
+		})
+		if len(acks.Ranges) > 0 || len(acks.Batches) > 0 {
+			acks.Key = kv.key
+			out[kv.key] = &acks
+		}
+	}
+	return out
+}
+
+func minPos(a, b Position) Position {
+	if a.Compare(b) <= 0 {
+		return a
+	}
+	return b
 }

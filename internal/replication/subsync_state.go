@@ -47,7 +47,8 @@ func beforeLedger(l int64) Position { return Position{l - 1, math.MaxInt64} }
 // ExportState expresses st in origin coordinates: this cluster's own entries under its name and the
 // incarnation of their ledger ([first .. mark-delete] and every acknowledged range above it, with
 // the partial batches), entries received from other clusters under their origin key
-// ([first .. the origin position through which the mark-delete position covers them]). It keeps
+// ([first .. the origin position through which the mark-delete position covers them], and the
+// origin ranges and partial batches of the acknowledged ranges and batches above it). It keeps
 // the lowest ranges and batches within the marker's bounds (what is left out is delivered again
 // after a move, never skipped). The second result is the per-origin coverage to pass as Through
 // next time.
@@ -95,19 +96,47 @@ func ExportState(st LocalAckState, in ExportInput) ([]OriginAcks, map[OriginKey]
 		o.Batches = append(o.Batches, b)
 	}
 	var through map[OriginKey]Position
-	if in.Index != nil && hasPrefix {
-		through = in.Index.OriginThrough(prefixEnd, in.Local, in.Through)
+	if in.Index != nil {
+		if hasPrefix {
+			through = in.Index.OriginThrough(prefixEnd, in.Local, in.Through)
+		}
 		keys := make([]OriginKey, 0, len(through))
 		for k := range through {
 			keys = append(keys, k)
 		}
 		slices.SortFunc(keys, compareKeys)
+		above := make([]PosRange, len(st.Ranges))
+		for i, r := range st.Ranges {
+			above[i] = PosRange{Position{r.LedgerID, r.From}, Position{r.LedgerID, r.To}}
+		}
+		extra := in.Index.OriginAcksAbove(above, st.Batches, in.Local, through)
+		for k := range extra {
+			if _, ok := through[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		slices.SortFunc(keys, compareKeys)
+		batchBudget := maxStateBatches - min(len(st.Batches), maxStateBatches)
 		for _, k := range keys {
-			if len(order) >= maxStateOrigins || budget <= 0 {
+			if _, known := byKey[k]; !known && len(order) >= maxStateOrigins {
 				break
 			}
-			get(k).Ranges = append(get(k).Ranges, PosRange{Earliest, through[k]})
-			budget--
+			if t, ok := through[k]; ok && budget > 0 {
+				get(k).Ranges = append(get(k).Ranges, PosRange{Earliest, t})
+				budget--
+			}
+			if e := extra[k]; e != nil {
+				n := min(len(e.Ranges), max(budget, 0))
+				if n > 0 {
+					get(k).Ranges = append(get(k).Ranges, e.Ranges[:n]...)
+					budget -= n
+				}
+				nb := min(len(e.Batches), max(batchBudget, 0))
+				if nb > 0 {
+					get(k).Batches = append(get(k).Batches, e.Batches[:nb]...)
+					batchBudget -= nb
+				}
+			}
 		}
 	}
 	out := make([]OriginAcks, 0, len(order))

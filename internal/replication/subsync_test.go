@@ -263,3 +263,44 @@ func TestSettle(t *testing.T) {
 	s.mu.Unlock()
 	<-done
 }
+
+// TestExportOtherOriginHoles: entries the source received from another cluster and acknowledged
+// above its mark-delete position (holes, a partial batch) travel in that cluster's coordinates,
+// and the receiver acknowledges exactly them.
+func TestExportOtherOriginHoles(t *testing.T) {
+	// On source "a": c's entries (3,0..5) at a's (2,10..15); a's own at (2,0..9).
+	var ma [][2]Position
+	for e := int64(0); e < 6; e++ {
+		ma = append(ma, [2]Position{{3, e}, {2, 10 + e}})
+	}
+	xa := indexWith(t, nil, "c", ma)
+	// Acknowledged: up to (2,11) (c's 0..1), then (2,13..14) (c's 3..4), and indexes of (2,15) (c's 5).
+	st := LocalAckState{MarkDelete: Position{2, 11}, Ranges: []LocalRange{{2, 13, 14}},
+		Batches: []BatchAck{{Pos: Position{2, 15}, Size: 4, Acked: []uint64{0b1001}}}}
+	origins, _ := ExportState(st, ExportInput{Local: "a", Index: xa,
+		IncarnationOf: func(int64) uint64 { return 7 }, IncarnationsThrough: func(int64) []uint64 { return []uint64{7} }})
+	var c *OriginAcks
+	for i := range origins {
+		if origins[i].Key == (OriginKey{"c", 0}) {
+			c = &origins[i]
+		}
+	}
+	if c == nil || !reflect.DeepEqual(c.Ranges, []PosRange{{Earliest, Position{3, 1}}, {Position{3, 3}, Position{3, 4}}}) ||
+		len(c.Batches) != 1 || c.Batches[0].Pos != (Position{3, 5}) || c.Batches[0].Acked[0] != 0b1001 {
+		t.Fatalf("c's acknowledgements exported as %+v", origins)
+	}
+	if _, err := EncodeSubscriptionState(SubscriptionState{Source: "a", Origins: origins}); err != nil {
+		t.Fatalf("exported state does not encode: %v", err)
+	}
+	// Receiver "b" holds c's entries at (9,0..5).
+	var mb [][2]Position
+	for e := int64(0); e < 6; e++ {
+		mb = append(mb, [2]Position{{3, e}, {9, e}})
+	}
+	xb := indexWith(t, nil, "c", mb)
+	tr := TranslateState(SubscriptionState{Source: "a", Origins: []OriginAcks{*c}}, TranslateInput{Local: "b", Index: xb})
+	if !reflect.DeepEqual(tr.Ranges, []PosRange{{Position{9, 0}, Position{9, 1}}, {Position{9, 3}, Position{9, 4}}}) ||
+		len(tr.Batches) != 1 || tr.Batches[0].Pos != (Position{9, 5}) || len(tr.Waiting) != 0 {
+		t.Fatalf("translation %+v", tr)
+	}
+}
