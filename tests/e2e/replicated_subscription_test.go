@@ -369,3 +369,126 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		t.Errorf("median sync lag %d ms, want under 1 s", median)
 	}
 }
+
+// TestReplicatedSubscriptionThreeClusters: a full mesh a, b, c. Producers on a and on c; the
+// consumer on a (Shared, replicated) leaves every third message of each producer unacknowledged,
+// so a's state names c's messages too, in c's coordinates, holes included. c goes down (everything
+// it produced had reached a and b); the consumer moves from a to b: b delivers every message not
+// acknowledged on a, of both origins, and at most 100 acknowledged ones, while a's replicator
+// towards c is disconnected.
+func TestReplicatedSubscriptionThreeClusters(t *testing.T) {
+	cs := harness.StartIndependentClusters(t, "a", "b", "c")
+	a, b, c := cs[0], cs[1], cs[2]
+	for _, cl := range cs {
+		cl.SetTenant(t, geoTenant, "a", "b", "c")
+		cl.CreateNamespace(t, geoNamespace, "a", "b", "c")
+	}
+	topic := harness.TopicIn(t, geoNamespace)
+	per := 2000
+	if testing.Short() {
+		per = 1000
+	}
+	consumerOpts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "app", Type: pulsar.Shared, ReplicateSubscriptionState: true,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest}
+	ctx := testCtx(t, 120*time.Second)
+	consA, err := a.Client(t).Subscribe(consumerOpts)
+	if err != nil {
+		t.Fatalf("subscribe on a: %v", err)
+	}
+	produce := func(cl *harness.Cluster, origin string) {
+		p := newProducer(t, cl.Client(t), pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+		errs := make(chan error, per)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		for seq := 0; seq < per; {
+			<-tick.C
+			for due := min(per, int(time.Since(start).Seconds()*1000)); seq < due; seq++ {
+				p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: []byte(origin + ":" + strconv.Itoa(seq))},
+					func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { errs <- err })
+			}
+		}
+		for i := 0; i < per; i++ {
+			if err := <-errs; err != nil {
+				t.Errorf("%s: send: %v", origin, err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, pc := range []struct {
+		cl     *harness.Cluster
+		origin string
+	}{{a, "a"}, {c, "c"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			produce(pc.cl, pc.origin)
+		}()
+	}
+	acked := map[string]bool{}
+	received := 0
+	for received < per { // half of both producers' messages
+		m, err := consA.Receive(ctx)
+		if err != nil {
+			t.Fatalf("a: received %d: %v", received, err)
+		}
+		received++
+		_, seqText, _ := strings.Cut(string(m.Payload()), ":")
+		seq, _ := strconv.Atoi(seqText)
+		if seq%3 == 2 {
+			continue
+		}
+		if err := consA.Ack(m); err != nil {
+			t.Fatalf("a: ack: %v", err)
+		}
+		acked[string(m.Payload())] = true
+	}
+	wg.Wait()
+	// c goes down once everything it produced reached a and b.
+	c.WaitReplicationCaughtUp(t, 60*time.Second, topic, "a", "b")
+	if err := c.InProcess.Close(); err != nil {
+		t.Fatalf("stop c: %v", err)
+	}
+	consA.Close()
+	consB := newConsumer(t, b.Client(t), consumerOpts)
+	a.WaitReplicationCaughtUp(t, 60*time.Second, topic, "b")
+
+	onB := map[string]int{}
+	redelivered := 0
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := consB.Receive(rctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		onB[string(m.Payload())]++
+		if acked[string(m.Payload())] {
+			redelivered++
+		}
+		_ = consB.Ack(m)
+	}
+	var skipped []string
+	for _, origin := range []string{"a", "c"} {
+		for seq := 0; seq < per; seq++ {
+			k := origin + ":" + strconv.Itoa(seq)
+			if !acked[k] && onB[k] == 0 {
+				skipped = append(skipped, k)
+			}
+		}
+	}
+	stA, _ := a.MeridianStats(context.Background(), topic)
+	var outC adminapi.ReplicatedSubscriptionOutbound
+	if s := stA.Subscriptions["app"].ReplicatedSubscriptionSync; s != nil {
+		outC = s.Outbound["c"]
+	}
+	t.Logf("%d messages from a and c, %d acknowledged on a, %d delivered on b; acknowledged on a and delivered again on b: %d (budget %d); "+
+		"unacknowledged on a and not delivered on b: %d; towards c (down): %d state(s) pending, sync lag %d ms",
+		2*per, len(acked), len(onB), redelivered, replSubRedeliveryBudget, len(skipped), outC.PendingStates, outC.SyncLagMs)
+	if len(skipped) > 0 {
+		t.Errorf("%d unacknowledged message(s) never delivered on b, first %v", len(skipped), skipped[:min(10, len(skipped))])
+	}
+	if redelivered > replSubRedeliveryBudget {
+		t.Errorf("%d acknowledged messages delivered again on b, budget %d", redelivered, replSubRedeliveryBudget)
+	}
+}
