@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/bits"
@@ -140,6 +141,10 @@ func (t *topicState) appendMarker(ctx context.Context, data []byte) (storage.Pos
 	}
 }
 
+// ErrSubscriptionNotReplicated: a replicated state names a subscription that exists here and is not
+// replicated; it is not applied.
+var ErrSubscriptionNotReplicated = errors.New("subscription not replicated")
+
 // PositionRange is a closed range of local positions, possibly across ledgers.
 type PositionRange struct{ From, To storage.Position }
 
@@ -185,7 +190,15 @@ func (t *Topic) ApplyReplicatedState(ctx context.Context, name string, st Replic
 			return res, err
 		}
 	}
+	if st.Type < SubExclusive || st.Type > SubKeyShared {
+		return res, fmt.Errorf("replicated state of %q with subscription type %d: %w", name, st.Type, ErrInvalidRequest)
+	}
 	s, err := t.t.subscription(name)
+	if err == nil && !s.isReplicated() {
+		// A subscription of the same name that is not replicated here belongs to an application of
+		// this cluster: another cluster's state never changes it.
+		return res, fmt.Errorf("subscription %q is not replicated here: %w", name, ErrSubscriptionNotReplicated)
+	}
 	if err != nil {
 		s, err = t.t.getOrCreateSubscription(ctx, SubscribeOptions{Subscription: name, Durable: true, InitialPosition: InitialEarliest})
 		if err != nil {

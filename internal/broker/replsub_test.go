@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"sync"
 	"testing"
@@ -231,5 +232,17 @@ func TestApplyReplicatedState(t *testing.T) {
 	}
 	if _, err := top.ApplyReplicatedState(ctx, "pulsar.repl.x", ReplicatedState{}); err == nil {
 		t.Fatal("a state for a reserved cursor name was applied")
+	}
+	// A subscription of this cluster with the same name that is not replicated is never changed.
+	local, _ := subscribe(t, top, SubscribeOptions{Subscription: "local", Durable: true, InitialPosition: InitialEarliest})
+	local.Close()
+	if _, err := top.ApplyReplicatedState(ctx, "local", ReplicatedState{Ranges: []PositionRange{{storage.Earliest, ps[9]}}}); !errors.Is(err, ErrSubscriptionNotReplicated) {
+		t.Fatalf("state applied to a subscription that is not replicated here: %v", err)
+	}
+	if as, _ := top.SubscriptionAckState("local", 10, 10); as.MarkDelete == ps[9] {
+		t.Fatal("the local subscription's acknowledgements changed")
+	}
+	if _, err := top.ApplyReplicatedState(ctx, "moved", ReplicatedState{Type: SubType(7)}); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("a state with subscription type 7: %v", err)
 	}
 }

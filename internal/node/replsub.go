@@ -136,6 +136,9 @@ func (s syncTopic) ApplyState(ctx context.Context, sub string, st replication.Ap
 		rs.Batches = append(rs.Batches, storage.BatchAcks{Position: toStoragePos(b.Pos), Size: b.Size, Acked: b.Acked})
 	}
 	res, err := s.t.ApplyReplicatedState(ctx, sub, rs)
+	if errors.Is(err, broker.ErrSubscriptionNotReplicated) {
+		err = fmt.Errorf("%w: %w", replication.ErrSubscriptionNotReplicated, err)
+	}
 	return res.Created, err
 }
 

@@ -100,6 +100,8 @@ type outRemote struct {
 type inState struct {
 	sources map[string]*inSource
 	applied map[OriginKey]Position // from-the-first-entry coverage applied completely
+	// refusedLogged: the subscription exists here and is not replicated, and that was logged.
+	refusedLogged bool
 }
 
 type inSource struct {
@@ -552,11 +554,21 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 	_, err = t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if errors.Is(err, ErrSubscriptionNotReplicated) {
+		if !is.refusedLogged {
+			is.refusedLogged = true
+			s.log.Warn("replicated subscription state not applied: a subscription of that name exists here and is not replicated "+
+				"(make it replicated here, or delete it, to receive the state)", "topic", k.topic, "subscription", k.sub, "source", st.Source)
+		}
+		src.pending = nil
+		return
+	}
 	if err != nil {
 		s.log.Warn("replicated subscription state not applied", "topic", k.topic, "subscription", k.sub, "source", st.Source, "err", err)
 		src.pending, src.lastPendingTry = st, now
 		return
 	}
+	is.refusedLogged = false
 	s.unflushed[k] = true
 	src.seq, src.takenMs, src.appliedMs, src.final = st.Seq, st.TakenMs, now.UnixMilli(), st.Final
 	src.waiting, src.untranslated = tr.Waiting, tr.Untranslated
@@ -692,6 +704,10 @@ func (s *subSync) stats(topic string) map[string]*adminapi.ReplicatedSubscriptio
 	}
 	return out
 }
+
+// ErrSubscriptionNotReplicated is what SyncTopic.ApplyState answers for a subscription that exists
+// here and is not replicated: another cluster's state never changes it.
+var ErrSubscriptionNotReplicated = errors.New("replication: subscription exists here and is not replicated")
 
 // errNoSync is returned by the Manager's sync entry points when it was built without SyncTopics.
 var errNoSync = errors.New("replication: replicated subscriptions are not wired")

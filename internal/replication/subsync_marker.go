@@ -165,6 +165,9 @@ func EncodeSubscriptionState(st SubscriptionState) ([]byte, error) {
 
 // checkStateBounds checks what a reader refuses.
 func checkStateBounds(st SubscriptionState) error {
+	if st.Type < 0 || st.Type > 3 {
+		return fmt.Errorf("%w: subscription type %d", errStateMarker, st.Type)
+	}
 	if len(st.Origins) > maxStateOrigins {
 		return fmt.Errorf("%w: %d origins, at most %d", errStateMarker, len(st.Origins), maxStateOrigins)
 	}
