@@ -276,9 +276,14 @@ func (s *subSync) step(ctx context.Context) time.Duration {
 	if s.retryPending(ctx, now) {
 		wait = min(wait, pendingRetryInterval)
 	}
-	// Delivery of written states to each remote.
-	if s.trackDelivery(now) {
-		wait = min(wait, 10*time.Millisecond)
+	// Delivery of written states to each remote: checked often while a state is young, less often
+	// once a remote has been behind for a while (it is down or far behind).
+	if oldest, ok := s.trackDelivery(now); ok {
+		if now.Sub(oldest) < time.Second {
+			wait = min(wait, 10*time.Millisecond)
+		} else {
+			wait = min(wait, 250*time.Millisecond)
+		}
 	}
 	if s.flushApplied(ctx, now) {
 		wait = min(wait, appliedFlushInterval)
@@ -445,8 +450,9 @@ func (s *subSync) write(ctx context.Context, k subKey) {
 }
 
 // trackDelivery notes which written states each remote's replicator has had acknowledged; it
-// reports whether some are still outstanding.
-func (s *subSync) trackDelivery(now time.Time) bool {
+// reports whether some are still outstanding and when the youngest subscription's oldest
+// outstanding state was written.
+func (s *subSync) trackDelivery(now time.Time) (youngest time.Time, outstanding bool) {
 	s.mu.Lock()
 	type item struct {
 		k subKey
@@ -459,7 +465,6 @@ func (s *subSync) trackDelivery(now time.Time) bool {
 		}
 	}
 	s.mu.Unlock()
-	outstanding := false
 	acked := map[string]map[string]Position{}
 	for _, it := range items {
 		rem, ok := acked[it.k.topic]
@@ -491,11 +496,19 @@ func (s *subSync) trackDelivery(now time.Time) bool {
 			}
 			if r.deliveredSeq < last.seq {
 				outstanding = true
+				for _, w := range it.o.written {
+					if w.seq > r.deliveredSeq {
+						if at := time.UnixMilli(w.takenMs); at.After(youngest) {
+							youngest = at
+						}
+						break
+					}
+				}
 			}
 		}
 		s.mu.Unlock()
 	}
-	return outstanding
+	return youngest, outstanding
 }
 
 // receive applies a state marker a replicator stored here.
