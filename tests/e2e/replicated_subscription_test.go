@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/tests/internal/harness"
@@ -58,6 +59,10 @@ func TestReplicatedSubscriptionMove(t *testing.T) {
 	t.Run("one-way/by-namespace-policy", func(t *testing.T) {
 		runReplicatedSubscriptionMove(t, moveCase{holes: true, byPolicy: true})
 	})
+	// A partitioned topic (3 partitions): each partition syncs its own state.
+	t.Run("one-way/partitioned-every-third-unacked", func(t *testing.T) {
+		runReplicatedSubscriptionMove(t, moveCase{holes: true, partitions: 3})
+	})
 	// Key_Shared, messages with 16 keys, every third unacknowledged.
 	t.Run("two-way/key-shared-every-third-unacked", func(t *testing.T) {
 		runReplicatedSubscriptionMove(t, moveCase{twoWay: true, holes: true, keyShared: true})
@@ -85,6 +90,8 @@ type moveCase struct {
 	keyShared bool
 	// backToA moves the consumer back to a after it acknowledged everything on b (two-way only).
 	backToA bool
+	// partitions > 0 makes the topic partitioned (created on a; replication creates it on b).
+	partitions int
 }
 
 func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
@@ -116,6 +123,19 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		}
 	}
 	topic := harness.TopicIn(t, geoNamespace)
+	statsTopic, dataTopics := topic, []string{topic} // the topic whose stats are read; the topics holding data
+	if mc.partitions > 0 {
+		tn, err := utils.GetTopicName(topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		createPartitioned(t, a, *tn, mc.partitions)
+		dataTopics = nil
+		for i := 0; i < mc.partitions; i++ {
+			dataTopics = append(dataTopics, fmt.Sprintf("%s-partition-%d", topic, i))
+		}
+		statsTopic = dataTopics[0]
+	}
 	const rate = 2000
 	total := 6000
 	if testing.Short() {
@@ -144,7 +164,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 
 	// The subscription appears on b by itself, with a's type and properties, replicated.
 	harness.Eventually(t, 30*time.Second, "subscription app on b with a's type and properties", func() error {
-		st, err := b.MeridianStats(context.Background(), topic)
+		st, err := b.MeridianStats(context.Background(), statsTopic)
 		if err != nil {
 			return err
 		}
@@ -206,7 +226,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 				return
 			case <-tick.C:
 			}
-			st, err := a.MeridianStats(lagCtx, topic)
+			st, err := a.MeridianStats(lagCtx, statsTopic)
 			if err != nil {
 				continue
 			}
@@ -248,7 +268,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 	consA.Close()
 	if mc.restartB {
 		harness.Eventually(t, 30*time.Second, "a's final state applied on b", func() error {
-			st, err := b.MeridianStats(ctx, topic)
+			st, err := b.MeridianStats(ctx, statsTopic)
 			if err != nil {
 				return err
 			}
@@ -263,7 +283,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		}
 		b.InProcess.Start()
 		clientB = b.Client(t)
-		st, err := b.MeridianStats(ctx, topic)
+		st, err := b.MeridianStats(ctx, statsTopic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +299,9 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		t.Fatalf("send: %v", err)
 	default:
 	}
-	a.WaitReplicationCaughtUp(t, 60*time.Second, topic, "b")
+	for _, dt := range dataTopics {
+		a.WaitReplicationCaughtUp(t, 60*time.Second, dt, "b")
+	}
 
 	onB := map[int]int{}
 	redelivered := 0
@@ -306,7 +328,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 		closingMs := time.Now().UnixMilli()
 		consB.Close()
 		harness.Eventually(t, 30*time.Second, "b's final state applied on a", func() error {
-			st, err := a.MeridianStats(ctx, topic)
+			st, err := a.MeridianStats(ctx, statsTopic)
 			if err != nil {
 				return err
 			}
@@ -348,7 +370,7 @@ func runReplicatedSubscriptionMove(t *testing.T, mc moveCase) {
 	if len(sorted) > 0 {
 		median, maxLag = sorted[len(sorted)/2], sorted[len(sorted)-1]
 	}
-	stB, _ := b.MeridianStats(context.Background(), topic)
+	stB, _ := b.MeridianStats(context.Background(), statsTopic)
 	var inbound adminapi.ReplicatedSubscriptionInbound
 	if s := stB.Subscriptions["app"].ReplicatedSubscriptionSync; s != nil {
 		inbound = s.Inbound["a"]
