@@ -565,6 +565,18 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 	record := s.recordLocked(is, st.Source, st.Seq, st.TakenMs)
 	s.mu.Unlock()
 	_, err = t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+	if s.applied(k, is, src, st, tr, x, now, err) {
+		// The source's consumer left: this state is the one a moving consumer relies on, and no
+		// other follows it. Durable now rather than with the next periodic flush.
+		if err := t.FlushSubscription(ctx, k.sub); err != nil && ctx.Err() == nil {
+			s.log.Warn("replicated subscription state not flushed", "topic", k.topic, "subscription", k.sub, "err", err)
+		}
+	}
+}
+
+// applied records the outcome of applying st; it reports whether the subscription is to be made
+// durable at once.
+func (s *subSync) applied(k subKey, is *inState, src *inSource, st *SubscriptionState, tr Translation, x *Index, now time.Time, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if errors.Is(err, ErrSubscriptionNotReplicated) {
@@ -574,15 +586,19 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 				"(make it replicated here, or delete it, to receive the state)", "topic", k.topic, "subscription", k.sub, "source", st.Source)
 		}
 		src.pending = nil
-		return
+		return false
 	}
 	if err != nil {
 		s.log.Warn("replicated subscription state not applied", "topic", k.topic, "subscription", k.sub, "source", st.Source, "err", err)
 		src.pending, src.lastPendingTry = st, now
-		return
+		return false
 	}
 	is.refusedLogged = false
-	s.unflushed[k] = true
+	if st.Final {
+		delete(s.unflushed, k)
+	} else {
+		s.unflushed[k] = true
+	}
 	src.seq, src.takenMs, src.appliedMs, src.final = st.Seq, st.TakenMs, now.UnixMilli(), st.Final
 	src.waiting, src.untranslated = tr.Waiting, tr.Untranslated
 	src.pending = nil
@@ -602,6 +618,7 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 			x.Pin("subscription:"+k.sub, key, through)
 		}
 	}
+	return st.Final
 }
 
 // recordLocked is the sync record persisted with a subscription: per source "<cluster>=<seq>:<taken ms>".
