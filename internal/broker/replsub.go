@@ -13,11 +13,7 @@ import (
 // layer's, reached through Deps.SubscriptionSync.
 
 // replicateByPolicy reports whether the topic's policies make its durable subscriptions replicated.
-func (t *topicState) replicateByPolicy() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.policies.ReplicateSubscriptions != nil && *t.policies.ReplicateSubscriptions
-}
+func (t *topicState) replicateByPolicy() bool { return t.replicateAll.Load() }
 
 // isReplicated reports whether the subscription is replicated: a durable subscription with its own
 // flag set, or on a topic whose policy makes every durable subscription replicated.
@@ -47,9 +43,9 @@ func (s *subscriptionState) setReplicated(ctx context.Context, on bool) error {
 // setPolicies installs new policies and applies what changed.
 func (t *topicState) setPolicies(ctx context.Context, pol TopicPolicies) error {
 	t.mu.Lock()
-	wasReplicating := t.policies.ReplicateSubscriptions != nil && *t.policies.ReplicateSubscriptions
 	t.policies = pol
 	t.mu.Unlock()
+	wasReplicating := t.replicateAll.Swap(pol.ReplicateSubscriptions != nil && *pol.ReplicateSubscriptions)
 	if t.nonPersistent() {
 		return nil
 	}

@@ -264,7 +264,7 @@ func (s *subscriptionState) persistState(ctx context.Context, flush bool) error 
 	}
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
-	replicated := s.isReplicated() // takes the topic's lock: before s.mu (lock order topic, subscription)
+	replicated := s.isReplicated()
 	s.mu.Lock()
 	st := subState{props: maps.Clone(s.props), replicated: s.replicated.Load(), syncRecord: s.syncRecord}
 	if replicated {

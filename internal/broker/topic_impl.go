@@ -41,6 +41,7 @@ type topicState struct {
 	exclusive  bool // the current producers hold exclusive access
 	// snapshotRunning is guarded by dedupMu; it shares a word with the flags above.
 	snapshotRunning bool
+	replicateAll    atomic.Bool // policies.ReplicateSubscriptions is true (read without mu; same word)
 	policies        TopicPolicies
 	producers       map[string]*producerState // nil until the first producer
 	waiting         []*producerWaiter         // WaitForExclusive producers, in arrival order
@@ -134,6 +135,7 @@ func newTopicState(b *brokerState, name naming.TopicName, ledger *storage.Ledger
 		createdNs: b.clock.Now().UnixNano(),
 		policies:  pol,
 	}
+	t.replicateAll.Store(pol.ReplicateSubscriptions != nil && *pol.ReplicateSubscriptions)
 	t.public.t = t
 	return t
 }
