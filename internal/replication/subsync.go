@@ -433,7 +433,7 @@ func (s *subSync) write(ctx context.Context, k subKey) {
 	if err != nil {
 		s.log.Warn("replicated subscription state not written", "topic", k.topic, "subscription", k.sub, "err", err)
 		s.mu.Lock()
-		o.dirty = true // try again at the next interval
+		o.dirty, o.gap = true, time.Second // try again in a second (a fenced or terminated topic)
 		s.mu.Unlock()
 		return
 	}
