@@ -127,7 +127,7 @@ func (s syncTopic) AppendMarker(ctx context.Context, entry []byte) (replication.
 	return fromStoragePos(p), err
 }
 
-func (s syncTopic) ApplyState(ctx context.Context, sub string, st replication.AppliedState) (bool, error) {
+func (s syncTopic) ApplyState(ctx context.Context, sub string, st replication.AppliedState) (created, truncated bool, err error) {
 	rs := broker.ReplicatedState{Type: broker.SubType(st.Type), Properties: st.Properties, SyncRecord: st.SyncRecord}
 	for _, r := range st.Ranges {
 		rs.Ranges = append(rs.Ranges, broker.PositionRange{From: toStoragePos(r.From), To: toStoragePos(r.To)})
@@ -139,7 +139,7 @@ func (s syncTopic) ApplyState(ctx context.Context, sub string, st replication.Ap
 	if errors.Is(err, broker.ErrSubscriptionNotReplicated) {
 		err = fmt.Errorf("%w: %w", replication.ErrSubscriptionNotReplicated, err)
 	}
-	return res.Created, err
+	return res.Created, res.Truncated, err
 }
 
 func (s syncTopic) IncarnationOf(ledger int64) uint64 { return s.engine.IncarnationOf(ledger) }

@@ -30,8 +30,9 @@ type SyncTopic interface {
 	// AppendMarker appends a marker entry the broker writes itself and returns its position.
 	AppendMarker(ctx context.Context, entry []byte) (Position, error)
 	// ApplyState applies a translated state to a subscription, creating it if needed; created
-	// says whether it did.
-	ApplyState(ctx context.Context, sub string, st AppliedState) (created bool, err error)
+	// says whether it did, truncated whether a bound on the entries acknowledged one by one left
+	// some of it unapplied.
+	ApplyState(ctx context.Context, sub string, st AppliedState) (created, truncated bool, err error)
 	// IncarnationOf names the storage incarnation of a ledger of this topic;
 	// IncarnationsThrough the incarnations of its stored ledgers up to and including ledger.
 	IncarnationOf(ledger int64) uint64
@@ -564,7 +565,21 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 	src := is.sources[st.Source]
 	record := s.recordLocked(is, st.Source, st.Seq, st.TakenMs)
 	s.mu.Unlock()
-	_, err = t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+	created, truncated, err := t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+	if err == nil && created && len(applied) > 0 {
+		// The subscription was deleted here and is created anew: what earlier states covered is
+		// not acknowledged on it. Translate the whole state again.
+		tr = TranslateState(*st, TranslateInput{Local: s.local, Index: x})
+		_, truncated, err = t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+	}
+	if created || truncated {
+		s.mu.Lock()
+		clear(is.applied) // walk every run again next time
+		s.mu.Unlock()
+		if truncated {
+			tr.Through = nil // not complete: the next state walks these runs again
+		}
+	}
 	if s.applied(k, is, src, st, tr, x, now, err) {
 		// The source's consumer left: this state is the one a moving consumer relies on, and no
 		// other follows it. Durable now rather than with the next periodic flush.
