@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +155,13 @@ func TestReplicatedSubscriptionStateFromReplicator(t *testing.T) {
 	sync, err := n.components.replication.SubscriptionSyncStats(topic)
 	if err != nil || sync["moved"] == nil || sync["moved"].Inbound["a"].LastStateTimestamp != st.TakenMs {
 		t.Fatalf("sync stats %+v %v", sync["moved"], err)
+	}
+	code, body := httpGet(t, n.WebURL()+"/admin/v2/persistent/public/default/replsub-in/stats")
+	if code != http.StatusOK || !strings.Contains(body, `"replicatedSubscriptionSync":{"inbound":{"a":{"lastStateTimestamp":`) {
+		t.Fatalf("topic stats: %d %s", code, body)
+	}
+	code, body = httpGet(t, n.WebURL()+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, `meridian_replicated_subscription_sync_lag_seconds{`) || !strings.Contains(body, `direction="inbound"`) {
+		t.Fatalf("metrics without the sync lag: %d", code)
 	}
 }
