@@ -160,6 +160,19 @@ func TestReplicatedSubscriptionStateFromReplicator(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `"replicatedSubscriptionSync":{"inbound":{"a":{"lastStateTimestamp":`) {
 		t.Fatalf("topic stats: %d %s", code, body)
 	}
+	// Pulsar's replicatedSubscriptionStatus on the broker: the flag the sync set, then cleared.
+	status := n.WebURL() + "/admin/v2/persistent/public/default/replsub-in/subscription/moved/replicatedSubscriptionStatus"
+	if code, body := httpGet(t, status); code != http.StatusOK || body != `{"persistent://public/default/replsub-in":true}` {
+		t.Fatalf("GET replicatedSubscriptionStatus: %d %s", code, body)
+	}
+	resp, err := http.Post(status, "application/json", strings.NewReader("false"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code, body := httpGet(t, status); resp.StatusCode != http.StatusNoContent || code != http.StatusOK || body != `{"persistent://public/default/replsub-in":false}` {
+		t.Fatalf("POST false: %d; GET: %d %s", resp.StatusCode, code, body)
+	}
 	code, body = httpGet(t, n.WebURL()+"/metrics")
 	if code != http.StatusOK || !strings.Contains(body, `meridian_replicated_subscription_sync_lag_seconds{`) || !strings.Contains(body, `direction="inbound"`) {
 		t.Fatalf("metrics without the sync lag: %d", code)
