@@ -184,11 +184,17 @@ func (m *Manager) TopicLoaded(topic string) {
 	m.topicReq[topic] = true
 	m.mu.Unlock()
 	m.poke()
+	if m.subsync != nil {
+		m.subsync.topicLoaded(topic)
+	}
 }
 
 // TopicUnloaded stops the replicators of a topic that is being unloaded or deleted (their cursors
 // stay). It waits for them, at most until ctx ends.
 func (m *Manager) TopicUnloaded(ctx context.Context, topic string) {
+	if m.subsync != nil {
+		m.subsync.forgetMarks(topic)
+	}
 	m.mu.Lock()
 	var stop []*managed
 	for k, mg := range m.running {

@@ -142,6 +142,10 @@ type subSync struct {
 	lastFlush time.Time
 	// stepped is closed (and replaced) at the end of every step: Settle waits on it.
 	stepped chan struct{}
+	// marks: per receiving topic, how far its state markers are applied durably
+	// (subsync_durable.go); rescans: topics loaded whose markers after that are to be read again.
+	marks   map[string]*topicMarks
+	rescans []string
 	kick    chan struct{}
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -152,7 +156,7 @@ func newSubSync(local string, topics SyncTopicSource, m *Manager, interval time.
 		interval = DefaultSubscriptionSyncInterval
 	}
 	return &subSync{local: local, topics: topics, m: m, interval: interval, log: log, now: time.Now,
-		out: map[subKey]*outState{}, in: map[subKey]*inState{}, unflushed: map[subKey]bool{}, kick: make(chan struct{}, 1),
+		out: map[subKey]*outState{}, in: map[subKey]*inState{}, unflushed: map[subKey]bool{}, marks: map[string]*topicMarks{}, kick: make(chan struct{}, 1),
 		stepped: make(chan struct{})}
 }
 
@@ -245,6 +249,13 @@ func (s *subSync) loop(ctx context.Context) {
 // step does what is due and returns how long to wait before the next step at most.
 func (s *subSync) step(ctx context.Context) time.Duration {
 	wait := time.Second
+	s.mu.Lock()
+	rescans := s.rescans
+	s.rescans = nil
+	s.mu.Unlock()
+	for _, topic := range rescans {
+		s.rescan(ctx, topic)
+	}
 	s.mu.Lock()
 	queue := s.queue
 	s.queue, s.applying = nil, queue
@@ -359,7 +370,7 @@ func (s *subSync) settle(ctx context.Context, topic, sub string) {
 // appliedFlushInterval; it reports whether some are left to flush.
 func (s *subSync) flushApplied(ctx context.Context, now time.Time) bool {
 	s.mu.Lock()
-	if len(s.unflushed) == 0 {
+	if len(s.unflushed) == 0 && len(s.marks) == 0 {
 		s.mu.Unlock()
 		return false
 	}
@@ -380,7 +391,10 @@ func (s *subSync) flushApplied(ctx context.Context, now time.Time) bool {
 			s.log.Warn("replicated subscription state not flushed", "topic", k.topic, "subscription", k.sub, "err", err)
 		}
 	}
-	return false
+	s.advanceMarks(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.unflushed) > 0 || len(s.marks) > 0
 }
 
 // write takes the subscription's state and appends its marker, if the topic has remotes.
@@ -544,11 +558,11 @@ func (s *subSync) receive(ctx context.Context, mk storedMarker) {
 	if older {
 		return // states accumulate: an older one holds nothing the newer did not
 	}
-	s.apply(ctx, k, &st)
+	s.apply(ctx, k, &st, mk.pos)
 }
 
 // apply translates and applies st; a state waiting for other origins stays pending.
-func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
+func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState, pos Position) {
 	t, err := s.topics.SyncTopic(ctx, k.topic)
 	if err != nil {
 		s.log.Warn("replicated subscription state not applied: topic not available", "topic", k.topic, "err", err)
@@ -580,7 +594,7 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 			tr.Through = nil // not complete: the next state walks these runs again
 		}
 	}
-	if s.applied(k, is, src, st, tr, x, now, err) {
+	if s.applied(k, is, src, st, tr, x, now, pos, err) {
 		// The source's consumer left: this state is the one a moving consumer relies on, and no
 		// other follows it. Durable now rather than with the next periodic flush.
 		if err := t.FlushSubscription(ctx, k.sub); err != nil && ctx.Err() == nil {
@@ -591,7 +605,7 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState) {
 
 // applied records the outcome of applying st; it reports whether the subscription is to be made
 // durable at once.
-func (s *subSync) applied(k subKey, is *inState, src *inSource, st *SubscriptionState, tr Translation, x *Index, now time.Time, err error) bool {
+func (s *subSync) applied(k subKey, is *inState, src *inSource, st *SubscriptionState, tr Translation, x *Index, now time.Time, pos Position, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if errors.Is(err, ErrSubscriptionNotReplicated) {
@@ -601,11 +615,13 @@ func (s *subSync) applied(k subKey, is *inState, src *inSource, st *Subscription
 				"(make it replicated here, or delete it, to receive the state)", "topic", k.topic, "subscription", k.sub, "source", st.Source)
 		}
 		src.pending = nil
+		s.noteAppliedLocked(k, pos, false)
 		return false
 	}
 	if err != nil {
 		s.log.Warn("replicated subscription state not applied", "topic", k.topic, "subscription", k.sub, "source", st.Source, "err", err)
 		src.pending, src.lastPendingTry = st, now
+		s.noteAppliedLocked(k, pos, true)
 		return false
 	}
 	is.refusedLogged = false
@@ -620,6 +636,7 @@ func (s *subSync) applied(k subKey, is *inState, src *inSource, st *Subscription
 	if len(tr.Waiting) > 0 {
 		src.pending, src.lastPendingTry = st, now
 	}
+	s.noteAppliedLocked(k, pos, len(tr.Waiting) > 0)
 	waiting := map[string]bool{}
 	for _, c := range tr.Waiting {
 		waiting[c] = true
@@ -676,7 +693,7 @@ func (s *subSync) retryPending(ctx context.Context, now time.Time) bool {
 	}
 	s.mu.Unlock()
 	for _, it := range items {
-		s.apply(ctx, it.k, it.st)
+		s.apply(ctx, it.k, it.st, Position{})
 	}
 	return pending
 }

@@ -2,13 +2,19 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"math/rand"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // TestSubscriptionStateRoundTrip: a state with ranges from the first entry, across ledgers and
@@ -302,5 +308,95 @@ func TestExportOtherOriginHoles(t *testing.T) {
 	if !reflect.DeepEqual(tr.Ranges, []PosRange{{Position{9, 0}, Position{9, 1}}, {Position{9, 3}, Position{9, 4}}}) ||
 		len(tr.Batches) != 1 || tr.Batches[0].Pos != (Position{9, 5}) || len(tr.Waiting) != 0 {
 		t.Fatalf("translation %+v", tr)
+	}
+}
+
+// fakeSyncTopics is a SyncTopicSource whose topics record the states applied to them.
+type fakeSyncTopics struct {
+	mu      sync.Mutex
+	applied []string // "<topic>/<subscription>"
+}
+
+func (f *fakeSyncTopics) SyncTopic(_ context.Context, topic string) (SyncTopic, error) {
+	return fakeSyncTopic{f: f, topic: topic}, nil
+}
+
+func (f *fakeSyncTopics) calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.applied)
+}
+
+type fakeSyncTopic struct {
+	f     *fakeSyncTopics
+	topic string
+}
+
+func (t fakeSyncTopic) AckState(string, int, int) (LocalAckState, error) {
+	return LocalAckState{}, errors.New("not a source")
+}
+func (t fakeSyncTopic) AppendMarker(context.Context, []byte) (Position, error) {
+	return Position{}, errors.New("not a source")
+}
+func (t fakeSyncTopic) ApplyState(_ context.Context, sub string, _ AppliedState) (bool, bool, error) {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	t.f.applied = append(t.f.applied, t.topic+"/"+sub)
+	return false, false, nil
+}
+func (t fakeSyncTopic) IncarnationOf(int64) uint64                      { return 0 }
+func (t fakeSyncTopic) IncarnationsThrough(int64) []uint64              { return nil }
+func (t fakeSyncTopic) FlushSubscription(context.Context, string) error { return nil }
+
+// TestAppliedStatesAreReadAgainAtLoad: a topic that received state markers keeps the cursor
+// AppliedStatesCursorName before the oldest one not applied durably; when the topic loads, the
+// markers after it are read from the log and applied again (what a crash between storing and
+// applying a state would otherwise lose), and the cursor then moves past them.
+func TestAppliedStatesAreReadAgainAtLoad(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	cat, err := catalog.New(context.Background(), store, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	const topic = "persistent://public/default/t"
+	lt := newMemTopic(topic, 3)
+	lt.append(mkEntry(t, Position{}, "data", nil).Data, 1)
+	body, err := EncodeSubscriptionState(SubscriptionState{Subscription: "moved", Source: "a", TakenMs: 5, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker, err := EncodeStateMarkerEntry(body, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marker, err = wire.SetReplicatedFrom(marker, "a", "9:9"); err != nil {
+		t.Fatal(err)
+	}
+	at := lt.append(marker, 2)
+	// The cursor says everything before the data entry is applied: the marker is after it.
+	if _, _, err := lt.OpenCursor(context.Background(), AppliedStatesCursorName, Earliest); err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeSyncTopics{}
+	m, err := NewManager(ManagerOptions{Local: "b", Policies: cat, Topics: &memTopics{topics: map[string]*memTopic{topic: lt}},
+		Producers: &memRemotes{m: map[string]*memRemote{}}, SyncTopics: fake, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start(context.Background())
+	defer m.Close(context.Background())
+	m.TopicLoaded(topic)
+	c, _, _ := lt.OpenCursor(context.Background(), AppliedStatesCursorName, Earliest)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(fake.calls()) == 0 || c.MarkDeletePosition().Compare(at) < 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after load: applied %v, cursor at %v (marker at %v)", fake.calls(), c.MarkDeletePosition(), at)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := fake.calls(); len(got) != 1 || got[0] != topic+"/moved" {
+		t.Fatalf("applied %v", got)
 	}
 }
