@@ -157,8 +157,8 @@ type ReplicatedState struct {
 	// Ranges to acknowledge, sorted; Batches: batch-index acknowledgements of entries not in Ranges.
 	Ranges  []PositionRange
 	Batches []storage.BatchAcks
-	// SyncRecord is persisted with the subscription (meridian.sync): what the sync needs after a
-	// restart.
+	// SyncRecord is persisted with the subscription (meridian.sync) when not empty ("" keeps the
+	// one persisted).
 	SyncRecord string
 	// MaxEntries bounds the entries acknowledged one by one in this call (ranges that move the
 	// mark-delete position are not counted); 0 means 100,000.
@@ -252,7 +252,7 @@ func (t *Topic) ApplyReplicatedState(ctx context.Context, name string, st Replic
 		s.props = maps.Clone(st.Properties)
 		s.stateChanged = true
 	}
-	if s.syncRecord != st.SyncRecord {
+	if st.SyncRecord != "" && s.syncRecord != st.SyncRecord {
 		s.syncRecord = st.SyncRecord
 		s.stateChanged = true
 	}

@@ -24,8 +24,7 @@ import (
 // SyncTopic is what the sync needs of a loaded local topic; internal/node implements it over the
 // broker.
 type SyncTopic interface {
-	// AckState returns a subscription's acknowledgement state (ErrNoSubscription wrapped when it
-	// does not exist).
+	// AckState returns a subscription's acknowledgement state (an error when it does not exist).
 	AckState(sub string, maxRanges, maxBatches int) (LocalAckState, error)
 	// AppendMarker appends a marker entry the broker writes itself and returns its position.
 	AppendMarker(ctx context.Context, entry []byte) (Position, error)
@@ -47,7 +46,7 @@ type AppliedState struct {
 	Properties map[string]string
 	Ranges     []PosRange
 	Batches    []BatchAck
-	// SyncRecord is persisted with the subscription (what the sync knows after a restart).
+	// SyncRecord, when not empty, is persisted with the subscription (meridian.sync).
 	SyncRecord string
 }
 
@@ -56,7 +55,6 @@ type SyncTopicSource interface {
 	SyncTopic(ctx context.Context, topic string) (SyncTopic, error)
 }
 
-// subSyncDefaults.
 const (
 	DefaultSubscriptionSyncInterval = 20 * time.Millisecond
 	pendingRetryInterval            = 50 * time.Millisecond
@@ -577,7 +575,12 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState, po
 	now := s.now()
 	s.mu.Lock()
 	src := is.sources[st.Source]
-	record := s.recordLocked(is, st.Source, st.Seq, st.TakenMs)
+	record := ""
+	if st.Final {
+		// Written with final states only: a record per state would rewrite the subscription's
+		// properties fifty times a second.
+		record = s.recordLocked(is, st.Source, st.Seq, st.TakenMs)
+	}
 	s.mu.Unlock()
 	created, truncated, err := t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
 	if err == nil && created && len(applied) > 0 {
