@@ -175,6 +175,21 @@ func (c *Client) Health(ctx context.Context) error {
 	return err
 }
 
+// BrokerVersion calls GET /admin/v2/brokers/version: the broker's version as plain text (Pulsar's
+// form).
+func (c *Client) BrokerVersion(ctx context.Context) (string, error) {
+	body, _, err := c.DoRaw(ctx, http.MethodGet, "/admin/v2/brokers/version", nil, nil)
+	return strings.TrimSpace(string(body)), err
+}
+
+// BrokerBuildInfo calls GET /admin/v2/brokers/build-info (Meridian only; a Pulsar broker answers
+// 404).
+func (c *Client) BrokerBuildInfo(ctx context.Context) (BuildInfo, error) {
+	var out BuildInfo
+	_, err := c.Do(ctx, http.MethodGet, "/admin/v2/brokers/build-info", nil, nil, &out)
+	return out, err
+}
+
 // ---- clusters ----
 
 // ListClusters returns the registered cluster names.

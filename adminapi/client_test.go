@@ -2,6 +2,7 @@ package adminapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -51,7 +52,19 @@ func TestWaitReadyAndErrors(t *testing.T) {
 	if _, err := TopicRESTPath("persistent://a/b/c/d"); err == nil {
 		t.Fatal("four-segment topic accepted")
 	}
-	if p, _ := TopicRESTPath("my topic"); p != "persistent/public/default/my%20topic" {
+	if p, _ := TopicRESTPath("my?topic#1"); p != "persistent/public/default/my%3Ftopic%231" {
 		t.Fatalf("path = %q", p)
+	}
+	// Names the broker refuses are refused here, before a request (tenant and namespace: Pulsar's
+	// NamedEntity characters; topic: no white space or control characters).
+	for _, bad := range []string{"my topic", "public/default/t\t", "pub lic/default/t", "public/de!fault/t", "a/b/c/d"} {
+		if _, err := TopicRESTPath(bad); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("TopicRESTPath(%q) = %v, want ErrInvalidName", bad, err)
+		}
+	}
+	for _, bad := range []string{"a b/ns", "t/n s", "t", "t/n/x"} {
+		if _, err := NamespacePath(bad); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("NamespacePath(%q) = %v, want ErrInvalidName", bad, err)
+		}
 	}
 }

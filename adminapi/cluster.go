@@ -65,3 +65,21 @@ type BrokerInfo struct {
 	BrokerID   string `json:"brokerId"`
 	ServiceURL string `json:"serviceUrl"`
 }
+
+// BuildInfo is how a broker (or a tool) was built: Meridian's answer to
+// `GET /admin/v2/brokers/build-info`. Pulsar's `GET /admin/v2/brokers/version` answers Version alone,
+// as plain text.
+type BuildInfo struct {
+	// Module is the main module's path.
+	Module string `json:"module,omitempty"`
+	// Version is the main module's version: a release tag, a pseudo-version naming the commit, or
+	// "(devel)".
+	Version string `json:"version"`
+	// Commit is the VCS revision the binary was built from, CommitTime its time (RFC 3339), and
+	// Modified whether the work tree had uncommitted changes.
+	Commit     string `json:"commit,omitempty"`
+	CommitTime string `json:"commitTime,omitempty"`
+	Modified   bool   `json:"modified,omitempty"`
+	// GoVersion is the Go toolchain that built it.
+	GoVersion string `json:"goVersion,omitempty"`
+}

@@ -8,14 +8,15 @@ import (
 	"io"
 )
 
-// DecodeStrict decodes one JSON value from data into v, refusing unknown field names (at every depth)
-// and trailing data. An empty body (or only whitespace) returns ErrEmptyBody.
-func DecodeStrict(data []byte, v any) error {
+// DecodeBody decodes one JSON value from data into v. Field names v does not define are ignored at
+// every depth, as Pulsar's own JSON mapper ignores them, so newer pulsar-admin and pulsarctl versions
+// that send fields this broker does not know keep working. Malformed JSON, a wrong JSON type and
+// trailing data are refused; an empty body (or only whitespace) returns ErrEmptyBody.
+func DecodeBody(data []byte, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return ErrEmptyBody
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return describeJSONError(err)
 	}
@@ -25,7 +26,7 @@ func DecodeStrict(data []byte, v any) error {
 	return nil
 }
 
-// ErrEmptyBody is returned by DecodeStrict for an empty body.
+// ErrEmptyBody is returned by DecodeBody for an empty body.
 var ErrEmptyBody = errors.New("empty body")
 
 func describeJSONError(err error) error {
@@ -42,7 +43,6 @@ func describeJSONError(err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errors.New("invalid JSON: unexpected end of body")
 	default:
-		// encoding/json reports unknown fields as `json: unknown field "x"`.
 		return fmt.Errorf("invalid JSON: %s", trimJSONPrefix(err.Error()))
 	}
 }

@@ -7,9 +7,9 @@
 // Pulsar's broker accepts both. Meridian-only additions are documented on the field and never collide
 // with a Pulsar name.
 //
-// Decoding request bodies: DecodeStrict refuses field names that Pulsar does not define (a typo in an
-// operator's JSON must not be silently dropped) but accepts every name Pulsar defines, even where
-// Meridian stores a value without acting on it (pulsaradmin always sends whole objects).
+// Decoding request bodies: DecodeBody accepts every field name Pulsar defines, even where Meridian
+// stores a value without acting on it (pulsaradmin always sends whole objects), and ignores names it
+// does not define, as Pulsar does, so newer admin tools keep working.
 //
 // Nullable policy values are pointers: nil means "not set here" (inherit the broker default or the
 // namespace value), which the REST API reports as an empty body with status 204, as Pulsar does.

@@ -19,24 +19,24 @@ func FuzzDecodePolicies(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p := NewPolicies()
-		if err := DecodeStrict(body, &p); err == nil {
+		if err := DecodeBody(body, &p); err == nil {
 			p.Normalize()
 			b, err := json.Marshal(p)
 			if err != nil {
 				t.Fatalf("decoded policies do not encode: %v", err)
 			}
 			q := NewPolicies()
-			if err := DecodeStrict(b, &q); err != nil {
+			if err := DecodeBody(b, &q); err != nil {
 				t.Fatalf("encoded policies do not decode: %v\n%s", err, b)
 			}
 		}
 		var tp TopicPolicies
-		if err := DecodeStrict(body, &tp); err == nil {
+		if err := DecodeBody(body, &tp); err == nil {
 			tp.Normalize()
 			_ = tp.IsEmpty()
 		}
 		var q BacklogQuota
-		_ = DecodeStrict(body, &q)
+		_ = DecodeBody(body, &q)
 	})
 }
 

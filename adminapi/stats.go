@@ -3,36 +3,42 @@ package adminapi
 // TopicStats is `GET .../{topic}/stats`, with Pulsar's field names (pulsaradmin reads the subset it
 // knows; Pulsar's broker writes them all). Rates are per second over the broker's last stats interval.
 type TopicStats struct {
-	MsgRateIn                         float64                      `json:"msgRateIn"`
-	MsgThroughputIn                   float64                      `json:"msgThroughputIn"`
-	MsgRateOut                        float64                      `json:"msgRateOut"`
-	MsgThroughputOut                  float64                      `json:"msgThroughputOut"`
-	BytesInCounter                    int64                        `json:"bytesInCounter"`
-	MsgInCounter                      int64                        `json:"msgInCounter"`
-	BytesOutCounter                   int64                        `json:"bytesOutCounter"`
-	MsgOutCounter                     int64                        `json:"msgOutCounter"`
-	AverageMsgSize                    float64                      `json:"averageMsgSize"`
-	MsgChunkPublished                 bool                         `json:"msgChunkPublished"`
-	StorageSize                       int64                        `json:"storageSize"`
-	BacklogSize                       int64                        `json:"backlogSize"`
-	BacklogQuotaLimitSize             int64                        `json:"backlogQuotaLimitSize"`
-	BacklogQuotaLimitTime             int64                        `json:"backlogQuotaLimitTime"`
-	OldestBacklogMessageAgeSeconds    int64                        `json:"oldestBacklogMessageAgeSeconds"`
-	OldestBacklogMessageSubscription  string                       `json:"oldestBacklogMessageSubscriptionName,omitempty"`
-	EarliestMsgPublishTimeInBacklogs  int64                        `json:"earliestMsgPublishTimeInBacklogs"`
-	PublishRateLimitedTimes           int64                        `json:"publishRateLimitedTimes"`
-	OffloadedStorageSize              int64                        `json:"offloadedStorageSize"`
-	Publishers                        []PublisherStats             `json:"publishers"`
-	WaitingPublishers                 int                          `json:"waitingPublishers"`
-	Subscriptions                     map[string]SubscriptionStats `json:"subscriptions"`
-	Replication                       map[string]ReplicatorStats   `json:"replication"`
-	DeduplicationStatus               string                       `json:"deduplicationStatus,omitempty"`
-	NonContiguousDeletedMessagesRange int                          `json:"nonContiguousDeletedMessagesRanges"`
-	NonContiguousDeletedRangesSrzSize int                          `json:"nonContiguousDeletedMessagesRangesSerializedSize"`
-	DelayedMessageIndexSizeInBytes    int64                        `json:"delayedMessageIndexSizeInBytes"`
-	OwnerBroker                       string                       `json:"ownerBroker,omitempty"`
-	TopicCreationTimeStamp            int64                        `json:"topicCreationTimeStamp"`
-	LastPublishTimestamp              int64                        `json:"lastPublishTimestamp"`
+	MsgRateIn                        float64                      `json:"msgRateIn"`
+	MsgThroughputIn                  float64                      `json:"msgThroughputIn"`
+	MsgRateOut                       float64                      `json:"msgRateOut"`
+	MsgThroughputOut                 float64                      `json:"msgThroughputOut"`
+	BytesInCounter                   int64                        `json:"bytesInCounter"`
+	MsgInCounter                     int64                        `json:"msgInCounter"`
+	BytesOutCounter                  int64                        `json:"bytesOutCounter"`
+	MsgOutCounter                    int64                        `json:"msgOutCounter"`
+	AverageMsgSize                   float64                      `json:"averageMsgSize"`
+	MsgChunkPublished                bool                         `json:"msgChunkPublished"`
+	StorageSize                      int64                        `json:"storageSize"`
+	BacklogSize                      int64                        `json:"backlogSize"`
+	BacklogQuotaLimitSize            int64                        `json:"backlogQuotaLimitSize"`
+	BacklogQuotaLimitTime            int64                        `json:"backlogQuotaLimitTime"`
+	OldestBacklogMessageAgeSeconds   int64                        `json:"oldestBacklogMessageAgeSeconds"`
+	OldestBacklogMessageSubscription string                       `json:"oldestBacklogMessageSubscriptionName,omitempty"`
+	EarliestMsgPublishTimeInBacklogs int64                        `json:"earliestMsgPublishTimeInBacklogs"`
+	PublishRateLimitedTimes          int64                        `json:"publishRateLimitedTimes"`
+	OffloadedStorageSize             int64                        `json:"offloadedStorageSize"`
+	Publishers                       []PublisherStats             `json:"publishers"`
+	WaitingPublishers                int                          `json:"waitingPublishers"`
+	Subscriptions                    map[string]SubscriptionStats `json:"subscriptions"`
+	Replication                      map[string]ReplicatorStats   `json:"replication"`
+	// InboundReplication (Meridian's addition) lists the clusters whose replicators write to this
+	// topic, by cluster name. Replication holds only this cluster's own (outbound) replicators, so a
+	// cluster that only receives has entries here and none there.
+	InboundReplication                map[string]InboundReplicationStats `json:"inboundReplication,omitempty"`
+	DeduplicationStatus               string                             `json:"deduplicationStatus,omitempty"`
+	NonContiguousDeletedMessagesRange int                                `json:"nonContiguousDeletedMessagesRanges"`
+	NonContiguousDeletedRangesSrzSize int                                `json:"nonContiguousDeletedMessagesRangesSerializedSize"`
+	DelayedMessageIndexSizeInBytes    int64                              `json:"delayedMessageIndexSizeInBytes"`
+	OwnerBroker                       string                             `json:"ownerBroker,omitempty"`
+	// TopicEpoch is set while an exclusive producer holds the topic.
+	TopicEpoch             *int64 `json:"topicEpoch,omitempty"`
+	TopicCreationTimeStamp int64  `json:"topicCreationTimeStamp"`
+	LastPublishTimeStamp   int64  `json:"lastPublishTimeStamp"`
 }
 
 // PublisherStats is one producer in TopicStats.publishers.
@@ -150,6 +156,21 @@ type ConsumerStats struct {
 	Metadata                     map[string]string `json:"metadata"`
 }
 
+// InboundReplicationStats is TopicStats.inboundReplication[sourceCluster]: the source cluster's
+// replicator producer connected to this topic.
+type InboundReplicationStats struct {
+	// The replicator producer, while it is connected (empty otherwise).
+	ProducerName   string `json:"producerName,omitempty"`
+	Connection     string `json:"connection,omitempty"`
+	ConnectedSince string `json:"connectedSince,omitempty"`
+	// What arrived from the source cluster since this topic was loaded.
+	MsgRateIn         float64 `json:"msgRateIn"`
+	MsgThroughputIn   float64 `json:"msgThroughputIn"`
+	MsgInCounter      int64   `json:"msgInCounter"`
+	BytesInCounter    int64   `json:"bytesInCounter"`
+	DuplicatesDropped int64   `json:"duplicatesDropped"`
+}
+
 // ReplicatorStats is TopicStats.replication[remoteCluster]. The first block is Pulsar's; the second is
 // Meridian's addition so that a stalled replicator is always visible (docs/design.md, "Replication invariants").
 type ReplicatorStats struct {
@@ -202,25 +223,26 @@ type ReplicatorStats struct {
 // PartitionedTopicStats is `GET .../{topic}/partitioned-stats`: aggregates plus, with perPartition=true,
 // each partition's TopicStats keyed by partition topic name.
 type PartitionedTopicStats struct {
-	MsgRateIn              float64                      `json:"msgRateIn"`
-	MsgThroughputIn        float64                      `json:"msgThroughputIn"`
-	MsgRateOut             float64                      `json:"msgRateOut"`
-	MsgThroughputOut       float64                      `json:"msgThroughputOut"`
-	BytesInCounter         int64                        `json:"bytesInCounter"`
-	MsgInCounter           int64                        `json:"msgInCounter"`
-	BytesOutCounter        int64                        `json:"bytesOutCounter"`
-	MsgOutCounter          int64                        `json:"msgOutCounter"`
-	AverageMsgSize         float64                      `json:"averageMsgSize"`
-	StorageSize            int64                        `json:"storageSize"`
-	BacklogSize            int64                        `json:"backlogSize"`
-	Publishers             []PublisherStats             `json:"publishers"`
-	Subscriptions          map[string]SubscriptionStats `json:"subscriptions"`
-	Replication            map[string]ReplicatorStats   `json:"replication"`
-	DeduplicationStatus    string                       `json:"deduplicationStatus,omitempty"`
-	Metadata               PartitionedTopicMetadata     `json:"metadata"`
-	Partitions             map[string]TopicStats        `json:"partitions"`
-	TopicCreationTimeStamp int64                        `json:"topicCreationTimeStamp"`
-	LastPublishTimestamp   int64                        `json:"lastPublishTimestamp"`
+	MsgRateIn              float64                            `json:"msgRateIn"`
+	MsgThroughputIn        float64                            `json:"msgThroughputIn"`
+	MsgRateOut             float64                            `json:"msgRateOut"`
+	MsgThroughputOut       float64                            `json:"msgThroughputOut"`
+	BytesInCounter         int64                              `json:"bytesInCounter"`
+	MsgInCounter           int64                              `json:"msgInCounter"`
+	BytesOutCounter        int64                              `json:"bytesOutCounter"`
+	MsgOutCounter          int64                              `json:"msgOutCounter"`
+	AverageMsgSize         float64                            `json:"averageMsgSize"`
+	StorageSize            int64                              `json:"storageSize"`
+	BacklogSize            int64                              `json:"backlogSize"`
+	Publishers             []PublisherStats                   `json:"publishers"`
+	Subscriptions          map[string]SubscriptionStats       `json:"subscriptions"`
+	Replication            map[string]ReplicatorStats         `json:"replication"`
+	InboundReplication     map[string]InboundReplicationStats `json:"inboundReplication,omitempty"`
+	DeduplicationStatus    string                             `json:"deduplicationStatus,omitempty"`
+	Metadata               PartitionedTopicMetadata           `json:"metadata"`
+	Partitions             map[string]TopicStats              `json:"partitions"`
+	TopicCreationTimeStamp int64                              `json:"topicCreationTimeStamp"`
+	LastPublishTimeStamp   int64                              `json:"lastPublishTimeStamp"`
 }
 
 // PersistentTopicInternalStats is `GET .../{topic}/internalStats`: the log and its cursors

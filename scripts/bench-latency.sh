@@ -5,22 +5,21 @@
 # Loopback only; every process started here is stopped; every run is bounded in time.
 #
 # usage: scripts/bench-latency.sh            (results in $OUT, default /tmp/bench-latency)
-# env:   BIN    folder with pulsar-client-go's perf tool ("perf"); built when missing
+# env:   TOOLS  where the tools are built or installed (scripts/bench-lib.sh)
 #        DUR    seconds per run (default 30)
 #        RATE   messages per second (default 5000); SIZE payload bytes (default 1024)
 #        CASES  space-separated subset of: np interval always (default all three)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-bench=$(cd "$root/../shared/bench" && pwd)
+. "$(dirname "$0")/bench-lib.sh"
+root=$repo
 OUT=${OUT:-/tmp/bench-latency}
-BIN=${BIN:-$OUT/bin}
 DUR=${DUR:-30}
 RATE=${RATE:-5000}
 SIZE=${SIZE:-1024}
 CASES=${CASES:-np interval always}
-mkdir -p "$OUT" "$BIN"
-[ -x "$BIN/perf" ] || GOBIN="$BIN" go install github.com/apache/pulsar-client-go/perf@v0.19.0
-(cd "$root" && go build -o "$BIN/meridian" ./cmd/meridian)
+mkdir -p "$OUT"
+bench_tools
+BIN=$TOOLS
 (cd "$root/tests" && go build -o "$BIN/publat" ./cmd/publat && go build -o "$BIN/machinelat" ./cmd/machinelat)
 
 mpid=
@@ -79,8 +78,7 @@ for c in $CASES; do
   storage_latency
   start_broker "$fsync" # fresh again: the second client does not inherit the first one's log
   echo "### pulsar-perf (its 99% is the window max; load $(cut -d' ' -f1 /proc/loadavg))"
-  PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46651 TOPIC="$topic" SIZE="$SIZE" RATE="$RATE" DUR="$DUR" \
-    timeout -s KILL "$((DUR + 5))s" "$bench/pulsar-perf.sh" produce > "$OUT/perf-$c.log" 2>&1 || true
+  run_for "$DUR" "$OUT/perf-$c.log" perf_produce pulsar://127.0.0.1:46651 "$topic" "$RATE" "$SIZE"
   grep -o 'Latency.*' "$OUT/perf-$c.log" | sed 's/\\[nt]//g; s/"$//' || true
 done
 stop_broker

@@ -3,8 +3,7 @@
 # Loopback only; every process started here is stopped; every load loop is bounded in time.
 #
 # usage: scripts/bench-publish.sh            (results in $OUT, default /tmp/bench-publish)
-# env:   BIN   folder with the peer's binaries: nats-server and perf (pulsar-client-go's perf tool);
-#              built when missing with the `go install` lines of ../shared/bench/README.md
+# env:   TOOLS where the peer and the client tools are built or installed (scripts/bench-lib.sh)
 #        DUR   seconds per Meridian producer run (default 30)
 #        REPS  how many times to alternate the peer and Meridian (default 1)
 #        CEILING=1 also runs the producer against a non-persistent topic of the same broker: no
@@ -12,15 +11,12 @@
 #        BOTH=1 also runs the issue's exact form, `pulsar-perf.sh both`: a consumer on the topic while the
 #              producer publishes unthrottled (three processes on the machine instead of two)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-bench=$(cd "$root/../shared/bench" && pwd)
+. "$(dirname "$0")/bench-lib.sh"
 OUT=${OUT:-/tmp/bench-publish}
-BIN=${BIN:-$OUT/bin}
 DUR=${DUR:-30}
-mkdir -p "$OUT" "$BIN"
-[ -x "$BIN/nats-server" ] || GOBIN="$BIN" go install github.com/nats-io/nats-server/v2@v2.15.2
-[ -x "$BIN/perf" ] || GOBIN="$BIN" go install github.com/apache/pulsar-client-go/perf@v0.19.0
-(cd "$root" && go build -o "$BIN/meridian" ./cmd/meridian)
+mkdir -p "$OUT"
+bench_tools
+BIN=$TOOLS
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -29,15 +25,22 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg
 cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 steal_since() { cpu_ticks | { read -r s1 t1; echo "$1 $s1 $t1"; } | awk '{d=$4-$2; printf "# host steal %.1f%% of CPU time (%d ticks)\n", (d > 0 ? 100*($3-$1)/d : 0), $3-$1}'; }
 settle() { local t0=$SECONDS; sync; echo "# sync before the next run: $((SECONDS - t0)) s, dirty now $(grep -E '^Dirty' /proc/meminfo | tr -s ' ')"; }
-run_perf() { # name, env... (TOPIC_KIND=non-persistent for the ceiling, MODE=both for a consumer too)
+run_perf() { # name, SIZE=.. RATE=.. (TOPIC_KIND=non-persistent for the ceiling, MODE=both for a consumer too)
   local name=$1; shift
-  local t0; t0=$(cpu_ticks)
-  # The perf tool prints a stats line every 10 s and hangs on shutdown (see the server helper's note in
-  # docs/performance.md), so it is stopped with SIGKILL after DUR+2 s and only its stats lines are read.
-  env "$@" PERF="$BIN/perf" SERVICE_URL=pulsar://127.0.0.1:46650 TOPIC="${TOPIC_KIND:-persistent}://public/default/$name" \
-    timeout -s KILL "$((DUR + 20))s" "$bench/pulsar-perf.sh" "${MODE:-produce}" > "$OUT/$name.log" 2>&1 || true
-  pkill -KILL -f "^$BIN/perf " 2>/dev/null || true # a consumer that outlived the killed wrapper
-  echo "### $name ($*)"; grep -E 'Publish rate|Consume rate' "$OUT/$name.log" | sed 's/.*\(Publish\|Consume\) rate/\1 rate/; s/\\[nt]//g; s/"$//' || true
+  local "$@" # SIZE, RATE
+  local t0 topic url=pulsar://127.0.0.1:46650 cons=
+  t0=$(cpu_ticks)
+  topic="${TOPIC_KIND:-persistent}://public/default/$name"
+  # The perf tool prints a stats line every 10 s and can hang on shutdown, so only its stats lines are
+  # read and run_for stops it with SIGKILL if SIGINT does not.
+  if [ "${MODE:-produce}" = both ]; then
+    perf_consume "$url" "$topic" > "$OUT/$name-consume.log" 2>&1 &
+    cons=$!
+    sleep 3 # the subscription exists before the producer starts
+  fi
+  run_for "$DUR" "$OUT/$name.log" perf_produce "$url" "$topic" "$RATE" "$SIZE"
+  [ -n "$cons" ] && stop_pid "$cons"
+  echo "### $name ($*)"; cat "$OUT/$name.log" ${cons:+"$OUT/$name-consume.log"} | grep -E 'Publish rate|Consume rate' | sed 's/.*\(Publish\|Consume\) rate/\1 rate/; s/\\[nt]//g; s/"$//' || true
   steal_since "$t0"
 }
 mpid=
@@ -45,9 +48,16 @@ trap 'if [ -n "$mpid" ]; then kill $mpid 2>/dev/null || true; wait $mpid 2>/dev/
 
 run_nats() {
   settle
-  echo "## peer: NATS JetStream publish (nats.sh pub, REPS=1)"
-  local t0; t0=$(cpu_ticks)
-  NATS_SERVER="$BIN/nats-server" REPS=1 WORK="$OUT/natsbench" "$bench/nats.sh" pub 2>&1 | tee "$OUT/nats-pub.log" | grep -E '^pub |ack latency'
+  echo "## peer: NATS JetStream publish (bench/cmd/natsload, 1 KiB; sync: one at a time, async: 1,000 in flight)"
+  local t0 d; t0=$(cpu_ticks)
+  d=$(mktemp -d -p "$OUT")
+  start_nats "$d" origin.conf
+  for mode in sync async; do
+    "$BIN/natsload" stream -url "$NATS_ORIGIN" -name ORDERS -subjects 'orders.>' >/dev/null
+    "$BIN/natsload" pub -url "$NATS_ORIGIN" -subject orders.x -mode "$mode" -window 1000 -size 1024 \
+      -n $([ $mode = sync ] && echo 50000 || echo 1000000) -maxdur "${DUR}s" 2>&1 | tee -a "$OUT/nats-pub.log"
+  done
+  stop_pid "$NATS_PID"; rm -rf "$d"
   steal_since "$t0"
 }
 run_meridian() {

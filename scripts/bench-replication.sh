@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Issue 6 replication benchmarks, side by side with NATS JetStream mirrors in the same run:
+# Replication benchmarks, side by side with NATS JetStream mirrors in the same run:
 #   1. catch-up of 1,000,000 x 1 KiB into a second cluster (budget: >= 2x NATS mirror catch-up)
 #   2. producer-on-A to consumer-on-B latency at 5,000 msg/s (budget: p50 <= 2 ms, p99 <= 10 ms)
 # Both Meridian clusters fsync before acknowledging (the default). NATS runs with its default
 # (no fsync before acknowledging, the fastest peer; with SYNC=always it publishes only ~3 k msg/s here,
-# too slow to stage 1,000,000 messages within nats.sh's time limits). Loopback only; every step is
+# too slow to stage its backlog quickly). Loopback only; every step is
 # bounded in time.
 #
-# usage: scripts/bench-replication.sh            (env: NATS_SERVER, SYNC, BATCH, UNBATCHED_N, LAT_RATE, PARTS, REPS)
+# usage: scripts/bench-replication.sh            (env: TOOLS, SYNC, BATCH, UNBATCHED_N, NATS_N, LAT_RATE, PARTS, REPS)
 #   PARTS selects the steps (default "nats batched unbatched latency"), e.g. PARTS=unbatched runs only the
 #   one-message-per-entry catch-up; its line also shows the process CPU per message.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-NATS_SERVER=${NATS_SERVER:-/work/benchbin/nats-server}
+. "$(dirname "$0")/bench-lib.sh"
+cd "$repo"
+NATS_N=${NATS_N:-1000000}        # the peer's backlog for its mirror catch-up
 SYNC=${SYNC:-default}
 BATCH=${BATCH:-100}             # messages per entry for the batched catch-up (pulsar-perf and the Go client batch)
 UNBATCHED_N=${UNBATCHED_N:-1000000}
@@ -26,6 +27,7 @@ echo "## machine: $(nproc) vCPU; $(uptime)"
 tbin=$(mktemp -d)/replication.test
 trap 'rm -rf "$(dirname "$tbin")"' EXIT
 go test -c -o "$tbin" ./internal/replication
+want nats && bench_tools
 floors="$(dirname "$tbin")/machinelat"
 (cd tests && go build -o "$floors" ./cmd/machinelat)
 run() { # env assignments...; prints the test's figure lines
@@ -39,16 +41,24 @@ steal_since() { cpu_ticks | { read -r s1 t1; echo "$1 $s1 $t1"; } | awk '{d=$4-$
 # before it (this machine's disk and CPU change from one minute to the next).
 for rep in $(seq "$REPS"); do
   [ "$REPS" -gt 1 ] && echo "## rep $rep of $REPS ($(date -u +%T))"
-  if ! want nats; then
-    echo "## NATS: skipped (PARTS)"
-  elif [ -x "$NATS_SERVER" ] || command -v "$NATS_SERVER" >/dev/null 2>&1; then
-    echo "## NATS JetStream mirror (SYNC=$SYNC)"
+  if want nats; then
+    echo "## NATS JetStream mirror (SYNC=$SYNC), $NATS_N x 1 KiB"
     t0=$(cpu_ticks)
-    NATS_SERVER="$NATS_SERVER" SYNC="$SYNC" LAT_RATE="$LAT_RATE" timeout 20m ../shared/bench/nats.sh catchup $(want latency && echo latency) 2>&1 |
-      grep -E 'mirror caught up|from create|latency run|origin A|mirror B \(' | grep -v 'msgs=0 ' || echo "(nats.sh failed)"
+    nd=$(mktemp -d)
+    start_nats_pair "$nd" "$SYNC"
+    "$TOOLS/natsload" stream -url "$NATS_ORIGIN" -name ORDERS -subjects 'orders.>' >/dev/null
+    "$TOOLS/natsload" pub -url "$NATS_ORIGIN" -subject orders.x -mode async -window 1000 -size 1024 -n "$NATS_N" -maxdur 300s
+    "$TOOLS/natsload" mirror -url "$NATS_MIRROR" -name ORDERS_MIRROR -source ORDERS -domain hub -expect "$NATS_N" -timeout 600s || echo "(mirror did not catch up)"
+    if want latency; then
+      "$TOOLS/natsload" stream -url "$NATS_ORIGIN" -name LAT -subjects 'lat.>' >/dev/null
+      "$TOOLS/natsload" mirror -url "$NATS_MIRROR" -name LAT_MIRROR -source LAT -domain hub >/dev/null
+      "$TOOLS/natsload" latency -urla "$NATS_ORIGIN" -urlb "$NATS_MIRROR" -mirror LAT_MIRROR -subject lat.x \
+        -rate "$LAT_RATE" -dur 30s -size 1024 -warmup 2s -drain 15s
+    fi
+    stop_pid "$NATS_ORIGIN_PID" "$NATS_MIRROR_PID"; rm -rf "$nd"
     steal_since "$t0"
   else
-    echo "## NATS: $NATS_SERVER not found; skipping the peer"
+    echo "## NATS: skipped (PARTS)"
   fi
 
   # NATS does not fsync before acknowledging: let its dirty pages reach the disk before Meridian runs,

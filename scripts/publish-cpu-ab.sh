@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Broker CPU per published message, alternating broker binaries: each run starts a standalone
-# broker on a fresh data directory, drives it with pulsar-perf (1 KiB, unthrottled, batched as in
-# ../shared/bench/pulsar-perf.sh) for DUR seconds, and divides the broker's CPU (from
+# broker on a fresh data directory, drives it with pulsar-perf (1 KiB, unthrottled, batched as
+# perf_produce in scripts/bench-lib.sh) for DUR seconds, and divides the broker's CPU (from
 # /proc/<pid>/stat, user and system) by the messages it counted (pulsar_in_messages_total).
 # CPU per message is much less sensitive to other load on the machine than the rate. The client's
 # CPU per message and the host's steal time over the run are printed too: broker + client CPU per
 # message is what one published message costs the machine's two cores.
 #
 # usage: VERSIONS="/path/meridian-a /path/meridian-b" PAIRS=3 scripts/publish-cpu-ab.sh
-# env:   PERF  pulsar-client-go's perf tool (default /work/benchbin/perf; see bench-publish.sh)
+# env:   PERF  pulsar-client-go's perf tool (default: installed into TOOLS by scripts/bench-lib.sh)
 #        DUR   seconds per run (default 20)
 #        OUT   work directory (default /tmp/publish-cpu-ab)
 set -euo pipefail
-PERF=${PERF:-/work/benchbin/perf}
+. "$(dirname "$0")/bench-lib.sh"
+if [ -z "${PERF:-}" ]; then
+  PERF=$TOOLS/perf
+  [ -x "$PERF" ] || { mkdir -p "$TOOLS"; GOBIN=$TOOLS go install "github.com/apache/pulsar-client-go/perf@$PERF_VERSION"; }
+fi
 DUR=${DUR:-20}
 OUT=${OUT:-/tmp/publish-cpu-ab}
 mkdir -p "$OUT"

@@ -15,6 +15,7 @@ func parseStandalone(t *testing.T, args ...string) ([]node.Options, error) {
 	if err := cmd.ParseFlags(args); err != nil {
 		return nil, err
 	}
+	f.applyModeDefaults(cmd.Flags().Changed("data-dir"))
 	return f.nodeOptions(cmd.Flags().Changed("cluster"))
 }
 

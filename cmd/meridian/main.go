@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,14 +38,6 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newStandaloneCommand(), newRepairCommand())
+	root.AddCommand(newStandaloneCommand(), newRepairCommand(), newVersionCommand())
 	return root
-}
-
-func newLogger() *slog.Logger {
-	level := slog.LevelInfo
-	if os.Getenv("MERIDIAN_LOG_LEVEL") == "debug" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,6 +36,9 @@ type standaloneFlags struct {
 	autoTopicCreation      bool
 	insecureAllowPlaintext bool
 	clusters               []string
+	logFormat              string
+
+	logger *slog.Logger // the process's logger, built by nodeOptions; each node's adds its cluster
 }
 
 func newStandaloneCommand() *cobra.Command { return newStandaloneCommandFor(&standaloneFlags{}) }
@@ -51,14 +56,19 @@ The broker speaks Pulsar's binary protocol on --broker-addr and serves the admin
 tenant "public" and namespace "public/default" if they do not exist.
 
 With --clusters a,b,c it runs those clusters in one process instead, each with its own data dir
-(<data-dir>/<name>) and its own ports (--broker-addr/--web-addr port + 10*i).`,
+(<data-dir>/<name>, --data-dir defaulting to ./data-clusters) and its own ports
+(--broker-addr/--web-addr port + 10*i).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.applyModeDefaults(cmd.Flags().Changed("data-dir"))
 			configs, err := f.nodeOptions(cmd.Flags().Changed("cluster"))
 			if err != nil {
 				return err
 			}
-			return runNodes(cmd.Context(), configs)
+			if err := f.checkDataDirs(cmd.Flags().Changed("data-dir")); err != nil {
+				return err
+			}
+			return runNodes(cmd.Context(), f.logger, configs)
 		},
 	}
 	fl := cmd.Flags()
@@ -78,6 +88,7 @@ With --clusters a,b,c it runs those clusters in one process instead, each with i
 	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
 	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
 	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")
+	fl.StringVar(&f.logFormat, "log-format", logFormatText, "log lines as text (key=value) or json (one object per line)")
 	fl.StringSliceVar(&f.clusters, "clusters", nil, "run these clusters in one process, replicating public/default full mesh (a,b,c)")
 	return cmd
 }
@@ -114,7 +125,10 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 	base.Dedup = f.dedup
 	base.AutoTopicCreation = f.autoTopicCreation
 	base.InsecureAllowPlaintext = f.insecureAllowPlaintext
-	base.Logger = newLogger()
+	if f.logger, err = newLoggerTo(os.Stderr, f.logFormat); err != nil {
+		return nil, err
+	}
+	base.Logger = f.logger
 
 	if len(f.clusters) == 0 {
 		if err := base.Validate(); err != nil {
@@ -154,7 +168,7 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 			errs = append(errs, fmt.Errorf("--web-addr: %w", err))
 			continue
 		}
-		o.Logger = base.Logger.With("cluster", name)
+		o.Logger = f.logger.With("cluster", name)
 		if err := o.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster %s: %w", name, err))
 			continue
@@ -191,11 +205,11 @@ func shiftPort(addr string, delta int) (string, error) {
 
 // runNodes starts the nodes, reports their URLs and runs until ctx ends (SIGTERM or interrupt),
 // then shuts them down gracefully.
-func runNodes(ctx context.Context, configs []node.Options) error {
+func runNodes(ctx context.Context, log *slog.Logger, configs []node.Options) error {
 	if len(configs) == 1 {
 		return runStandalone(ctx, configs[0])
 	}
-	return runClusters(ctx, configs)
+	return runClusters(ctx, log, configs)
 }
 
 func runStandalone(ctx context.Context, opts node.Options) error {
@@ -219,15 +233,16 @@ func runStandalone(ctx context.Context, opts node.Options) error {
 }
 
 // runClusters is `--clusters a,b,c`: one full broker per cluster in this process, sharing an
-// in-process configuration store, with public/default replicated full mesh over real TCP.
-func runClusters(ctx context.Context, configs []node.Options) error {
+// in-process configuration store, with public/default replicated full mesh over real TCP. log is
+// the process's logger; each cluster logs its own shutdown through its own (cluster=<name>).
+func runClusters(ctx context.Context, log *slog.Logger, configs []node.Options) error {
 	shared := memstore.New()
 	defer shared.Close()
-	log := configs[0].Logger
 	var nodes []*node.Node
-	closeAll := func() error {
+	closeAll := func(reason any) error {
 		var errs []error
 		for i := len(nodes) - 1; i >= 0; i-- {
+			configs[i].Logger.Info("shutting down", "reason", reason)
 			errs = append(errs, nodes[i].Close())
 		}
 		return errors.Join(errs...)
@@ -237,14 +252,14 @@ func runClusters(ctx context.Context, configs []node.Options) error {
 		o.SharedConfigStore = shared
 		n, err := node.Start(ctx, o)
 		if err != nil {
-			_ = closeAll()
+			_ = closeAll(fmt.Sprintf("cluster %s failed to start", o.Cluster))
 			return fmt.Errorf("cluster %s: %w", o.Cluster, err)
 		}
 		nodes = append(nodes, n)
 		names = append(names, o.Cluster)
 	}
 	if err := node.ReplicateFullMesh(ctx, nodes[0], names); err != nil {
-		_ = closeAll()
+		_ = closeAll("configuring replication failed")
 		return err
 	}
 	for _, n := range nodes {
@@ -261,11 +276,11 @@ func runClusters(ctx context.Context, configs []node.Options) error {
 	}
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "reason", context.Cause(ctx))
-		return closeAll()
+		log.Info("shutting down", "clusters", strings.Join(names, ","), "reason", context.Cause(ctx))
+		return closeAll(context.Cause(ctx))
 	case err := <-failed:
 		log.Error("a cluster failed; stopping all", "err", err)
-		return errors.Join(err, closeAll())
+		return errors.Join(err, closeAll(err))
 	}
 }
 

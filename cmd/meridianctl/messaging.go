@@ -19,12 +19,14 @@ import (
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
-// newClient opens a binary-protocol client on --service-url (quiet: warnings only, on stderr).
+// newClient opens a binary-protocol client on --service-url (quiet: warnings only, on stderr). The
+// handshake is bounded by --timeout.
 func (a *app) newClient() (*client.Client, error) {
 	c, err := client.New(client.Options{
-		ServiceURL:    a.serviceURL,
-		ClientVersion: "meridianctl",
-		Logger:        slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		ServiceURL:       a.serviceURL,
+		ClientVersion:    "meridianctl",
+		OperationTimeout: a.timeout,
+		Logger:           slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return nil, usageErr("%v (set --service-url or MERIDIAN_SERVICE_URL)", err)
@@ -150,23 +152,30 @@ func produceCmd(a *app) *cobra.Command {
 		if len(payloads) == 0 {
 			return usageErr("nothing to send: give -m MESSAGE, -f FILE or --stdin")
 		}
+		if err := checkTopicName(args[0]); err != nil {
+			return err
+		}
 		ctx := cmd.Context()
 		c, err := a.newClient()
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		mp, err := openProducers(ctx, c, args[0], client.ProducerOptions{MaxPending: 1000})
+		mp, err := withStepTimeout(ctx, a.timeout, func(ctx context.Context) (*multiProducer, error) {
+			return openProducers(ctx, c, args[0], client.ProducerOptions{MaxPending: 1000})
+		})
 		if err != nil {
-			return err
+			return a.serviceErr(args[0], err)
 		}
 		defer mp.close(context.WithoutCancel(ctx))
 		sent := 0
 		for i := 0; i < count; i++ {
 			for _, pl := range payloads {
-				id, err := mp.pick(key).Send(ctx, client.ProducerMessage{Payload: pl, Key: key, Properties: properties})
+				id, err := withStepTimeout(ctx, a.timeout, func(ctx context.Context) (client.MessageID, error) {
+					return mp.pick(key).Send(ctx, client.ProducerMessage{Payload: pl, Key: key, Properties: properties})
+				})
 				if err != nil {
-					return fmt.Errorf("sent %d messages, then: %w", sent, err)
+					return a.serviceErr(args[0], fmt.Errorf("sent %d messages, then: %w", sent, err))
 				}
 				sent++
 				if a.output == "json" {
@@ -204,7 +213,9 @@ type received struct {
 	err error
 }
 
-func openConsumers(ctx context.Context, c *client.Client, topic, sub, typ, position string, queue int) (*fanIn, error) {
+// openConsumers subscribes; each setup step (lookup, each SUBSCRIBE) is bounded by stepTimeout, while
+// the consumers receive until ctx ends.
+func openConsumers(ctx context.Context, stepTimeout time.Duration, c *client.Client, topic, sub, typ, position string, queue int) (*fanIn, error) {
 	st, ok := subTypes[strings.ToLower(typ)]
 	if !ok {
 		return nil, usageErr("--subscription-type %q: want Exclusive, Shared, Failover or Key_Shared", typ)
@@ -218,14 +229,16 @@ func openConsumers(ctx context.Context, c *client.Client, topic, sub, typ, posit
 	default:
 		return nil, usageErr("--subscription-position %q: want latest or earliest", position)
 	}
-	names, err := partitions(ctx, c, topic)
+	names, err := withStepTimeout(ctx, stepTimeout, func(ctx context.Context) ([]string, error) { return partitions(ctx, c, topic) })
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	f := &fanIn{msgs: make(chan received, queue), cancel: cancel}
 	for _, n := range names {
-		cs, err := c.Subscribe(ctx, client.ConsumerOptions{Topic: n, Subscription: sub, Type: st, InitialPosition: pos, ReceiverQueueSize: queue})
+		cs, err := withStepTimeout(ctx, stepTimeout, func(ctx context.Context) (*client.Consumer, error) {
+			return c.Subscribe(ctx, client.ConsumerOptions{Topic: n, Subscription: sub, Type: st, InitialPosition: pos, ReceiverQueueSize: queue})
+		})
 		if err != nil {
 			f.close(ctx)
 			return nil, fmt.Errorf("subscribing to %s: %w", n, err)
@@ -268,15 +281,18 @@ func consumeCmd(a *app) *cobra.Command {
 		if sub == "" {
 			return usageErr("--subscription-name (-s) is required")
 		}
+		if err := checkTopicName(args[0]); err != nil {
+			return err
+		}
 		ctx := cmd.Context()
 		c, err := a.newClient()
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		f, err := openConsumers(ctx, c, args[0], sub, typ, position, 1000)
+		f, err := openConsumers(ctx, a.timeout, c, args[0], sub, typ, position, 1000)
 		if err != nil {
-			return err
+			return a.serviceErr(args[0], err)
 		}
 		defer f.close(context.WithoutCancel(ctx))
 		got := 0
@@ -291,12 +307,12 @@ func consumeCmd(a *app) *cobra.Command {
 				if ctx.Err() != nil {
 					return a.done("%d messages received", got)
 				}
-				return fmt.Errorf("after %d messages: %w", got, r.err)
+				return a.serviceErr(args[0], fmt.Errorf("after %d messages: %w", got, r.err))
 			}
 			got++
 			printMessage(a, r.m, hideContent)
-			if err := r.c.Ack(ctx, r.m.ID); err != nil {
-				return fmt.Errorf("acknowledging %s: %w", r.m.ID, err)
+			if _, err := withStepTimeout(ctx, a.timeout, func(ctx context.Context) (struct{}, error) { return struct{}{}, r.c.Ack(ctx, r.m.ID) }); err != nil {
+				return a.serviceErr(args[0], fmt.Errorf("acknowledging %s: %w", r.m.ID, err))
 			}
 		}
 		return a.done("%d messages received", got)

@@ -188,9 +188,9 @@ func perfCmd(a *app) *cobra.Command {
 			opts.BatchingMaxBytes = batchKiB << 10
 			opts.BatchingMaxDelay = batchTime
 		}
-		mp, err := openProducers(ctx, c, args[0], opts)
+		mp, err := withStepTimeout(ctx, a.timeout, func(ctx context.Context) (*multiProducer, error) { return openProducers(ctx, c, args[0], opts) })
 		if err != nil {
-			return err
+			return a.serviceErr(args[0], err)
 		}
 		defer mp.close(context.WithoutCancel(ctx))
 		payload := make([]byte, size)
@@ -269,9 +269,9 @@ func perfCmd(a *app) *cobra.Command {
 			return err
 		}
 		defer c.Close()
-		f, err := openConsumers(ctx, c, args[0], sub, typ, position, queue)
+		f, err := openConsumers(ctx, a.timeout, c, args[0], sub, typ, position, queue)
 		if err != nil {
-			return err
+			return a.serviceErr(args[0], err)
 		}
 		defer f.close(context.WithoutCancel(ctx))
 		r := &reporter{a: a, verb: "consume", interval: intv, start: time.Now()}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -48,6 +49,9 @@ type replReport struct {
 	Counts    map[string]int `json:"counts"`
 	Backlog   int64          `json:"totalBacklog"`
 	CaughtUp  bool           `json:"caughtUp"`
+	// ReceivesFrom lists the clusters whose replicators write to the namespace's topics here. They
+	// are inbound links and are not judged: this cluster cannot drain them.
+	ReceivesFrom []string `json:"receivesFrom,omitempty"`
 }
 
 // assessReplication judges each topic's replicators. remotes lists the clusters every topic must
@@ -57,6 +61,11 @@ func assessReplication(ns string, stats map[string]adminapi.TopicStats, remotes 
 	r := replReport{Namespace: ns, Counts: map[string]int{}, Rows: []replRow{}}
 	for _, t := range slices.Sorted(maps.Keys(stats)) {
 		st := stats[t]
+		for src := range st.InboundReplication {
+			if !slices.Contains(r.ReceivesFrom, src) {
+				r.ReceivesFrom = append(r.ReceivesFrom, src)
+			}
+		}
 		want := remotes
 		if len(want) == 0 {
 			want = slices.Sorted(maps.Keys(st.Replication))
@@ -88,6 +97,7 @@ func assessReplication(ns string, stats map[string]adminapi.TopicStats, remotes 
 			r.Rows = append(r.Rows, row)
 		}
 	}
+	slices.Sort(r.ReceivesFrom)
 	r.CaughtUp = r.Counts[replCaughtUp] == len(r.Rows)
 	return r
 }
@@ -106,7 +116,9 @@ func replicationStatusCmd(a *app) *cobra.Command {
 		Short: "Check that every topic's replication to --remote is caught up (exit 1 if not); --wait polls until it is",
 		Long: `Checks every persistent topic (and partition) of the namespace: a replicator is caught up when it
 is connected to the remote and has no backlog (the remote acknowledged everything stored here). Exit status 0 when all are, 1 otherwise:
-a failback or cut-over can wait on it ("--wait 10m") instead of a person reading stats.
+a failback or cut-over can wait on it ("--wait 10m") instead of a person reading stats. While it
+waits, each poll prints a progress line on stderr (caught-up count, backlog, drain rate and the time
+left at that rate); -o json prints only the final report.
 
 With --remote, every topic must replicate to each named cluster (a topic that does not is reported as
 no-replicator: its messages stay here). Without it, the replicators the topics have are checked.`,
@@ -121,10 +133,15 @@ no-replicator: its messages stay here). Without it, the replicators the topics h
 			}
 			ns := args[0]
 			deadline := time.Now().Add(wait)
+			var progress waitProgress
 			for {
 				report, err := checkReplication(cmd.Context(), c, a.timeout, ns, splitList(remotes))
 				if err != nil {
 					return err
+				}
+				if wait > 0 && a.output != "json" {
+					// Progress goes to stderr, one line per poll, so stdout keeps only the report.
+					fmt.Fprintln(a.errOut, progress.observe(time.Now(), report))
 				}
 				if report.CaughtUp || !time.Now().Add(interval).Before(deadline) {
 					if err := a.show(report, func(tw *tabwriter.Writer) { writeReplReport(tw, report) }); err != nil {
@@ -173,16 +190,27 @@ func checkReplication(ctx context.Context, c *adminapi.Client, timeout time.Dura
 }
 
 func summarizeRepl(r replReport) string {
+	if len(r.Rows) == 0 && len(r.ReceivesFrom) > 0 {
+		return fmt.Sprintf("no outbound replicator to judge; this cluster only receives (from %s)", strings.Join(r.ReceivesFrom, ", "))
+	}
 	s := fmt.Sprintf("%d replicators", len(r.Rows))
 	for _, state := range []string{replCaughtUp, replBehind, replError, replDisconnected, replMissing} {
 		if n := r.Counts[state]; n > 0 {
 			s += fmt.Sprintf(", %d %s", n, state)
 		}
 	}
-	return s + fmt.Sprintf("; backlog %d entries", r.Backlog)
+	s += fmt.Sprintf("; backlog %d entries", r.Backlog)
+	if len(r.ReceivesFrom) > 0 {
+		s += fmt.Sprintf("; also receives from %s (inbound, not judged)", strings.Join(r.ReceivesFrom, ", "))
+	}
+	return s
 }
 
 func writeReplReport(tw *tabwriter.Writer, r replReport) {
+	if len(r.Rows) == 0 {
+		fmt.Fprintf(tw, "%s: %s\n", r.Namespace, summarizeRepl(r))
+		return
+	}
 	fmt.Fprintln(tw, "TOPIC\tREMOTE\tSTATUS\tCONNECTED\tBACKLOG\tDELAY\tRATE OUT\tCATCH-UP\tLAST ERROR")
 	for _, row := range r.Rows {
 		lastErr := row.LastError

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/brokertest"
@@ -63,9 +65,13 @@ func TestReplicationStatusCommand(t *testing.T) {
 		mustBroker(t, a, "produce", "orders-"+string(rune('0'+i)), "-m", "hello")
 	}
 
-	out := mustBroker(t, a, "namespaces", "replication-status", "public/default", "--remote", "b", "--wait", "30s", "--interval", "100ms")
-	if !strings.Contains(out, "3 replicators, 3 caught-up; backlog 0 entries") {
-		t.Fatalf("after --wait:\n%s", out)
+	waited := ctlBroker(t, a, "namespaces", "replication-status", "public/default", "--remote", "b", "--wait", "30s", "--interval", "100ms")
+	if waited.code != 0 || !strings.Contains(waited.stdout, "3 replicators, 3 caught-up; backlog 0 entries") ||
+		!strings.Contains(waited.stderr, "waiting for public/default:") || strings.Contains(waited.stdout, "waiting for") {
+		t.Fatalf("after --wait: exit %d\n%s\n%s", waited.code, waited.stdout, waited.stderr)
+	}
+	if quiet := ctlBroker(t, a, "-o", "json", "namespaces", "replication-status", "public/default", "--wait", "5s"); quiet.code != 0 || quiet.stderr != "" {
+		t.Fatalf("-o json --wait: exit %d, stderr %q", quiet.code, quiet.stderr)
 	}
 	var rep replReport
 	if err := json.Unmarshal([]byte(mustBroker(t, a, "-o", "json", "namespaces", "replication-status", "public/default")), &rep); err != nil {
@@ -86,5 +92,55 @@ func TestReplicationStatusCommand(t *testing.T) {
 	// (Each replicator shows "disconnected" once it noticed, "behind" or "caught-up" until then.)
 	if r.code != 1 || !strings.Contains(r.stdout, "backlog 1 entries") {
 		t.Fatalf("b stopped: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestReplicationStatusOnReceivingCluster: with one-way replication a -> b, b has no outbound
+// replicator: replication-status on b judges nothing, says that b only receives (from a) and exits 0,
+// and topics stats lists a under REPLICATION FROM, not under REPLICATION TO.
+func TestReplicationStatusOnReceivingCluster(t *testing.T) {
+	a := brokertest.Start(t, brokertest.WithCluster("a"))
+	b := brokertest.Start(t, brokertest.WithCluster("b"))
+	mustBroker(t, a, "clusters", "create", "b", "--url", b.AdminURL, "--broker-url", b.ServiceURL)
+	mustBroker(t, a, "tenants", "update", "public", "--allowed-clusters", "a,b")
+	mustBroker(t, b, "clusters", "create", "a", "--url", a.AdminURL, "--broker-url", a.ServiceURL)
+	mustBroker(t, b, "tenants", "update", "public", "--allowed-clusters", "a,b")
+	mustBroker(t, a, "namespaces", "set-clusters", "public/default", "--clusters", "a,b")
+	mustBroker(t, a, "produce", "orders", "-m", "hello")
+	mustBroker(t, a, "namespaces", "replication-status", "public/default", "--remote", "b", "--wait", "30s", "--interval", "100ms")
+
+	// b's stats show a's link while a's replicator producer is connected to b.
+	var stats adminapi.TopicStats
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := json.Unmarshal([]byte(mustBroker(t, b, "-o", "json", "topics", "stats", "orders")), &stats); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := stats.InboundReplication["a"]; ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, ok := stats.Replication["a"]; ok {
+		t.Fatalf("b lists a as an outbound replicator: %+v", stats.Replication)
+	}
+	if in, ok := stats.InboundReplication["a"]; !ok || in.Connection == "" {
+		t.Fatalf("b's inbound replication: %+v", stats.InboundReplication)
+	}
+	text := mustBroker(t, b, "topics", "stats", "orders")
+	if strings.Contains(text, "REPLICATION TO") || !strings.Contains(text, "REPLICATION FROM") {
+		t.Fatalf("topics stats on b:\n%s", text)
+	}
+
+	r := ctlBroker(t, b, "namespaces", "replication-status", "public/default")
+	if r.code != 0 || !strings.Contains(r.stdout, "only receives") || !strings.Contains(r.stdout, "a") {
+		t.Fatalf("replication-status on b: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var rep replReport
+	if err := json.Unmarshal([]byte(mustBroker(t, b, "-o", "json", "namespaces", "replication-status", "public/default")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.CaughtUp || len(rep.Rows) != 0 || !slices.Equal(rep.ReceivesFrom, []string{"a"}) {
+		t.Fatalf("json on b: %+v", rep)
 	}
 }

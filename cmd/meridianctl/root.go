@@ -63,11 +63,11 @@ groups and verbs. Settings come from flags, else MERIDIAN_* environment variable
 	if err != nil {
 		def = 30 * time.Second
 	}
-	pf.DurationVar(&a.timeout, "timeout", def, "timeout of each admin request (env MERIDIAN_TIMEOUT)")
+	pf.DurationVar(&a.timeout, "timeout", def, "timeout of each admin request, and of each step of produce/consume/perf on --service-url: connect, lookup, subscribe, send, acknowledge (env MERIDIAN_TIMEOUT)")
 
 	root.AddCommand(
 		clustersCmd(a), tenantsCmd(a), namespacesCmd(a), topicsCmd(a), subscriptionsCmd(a), brokersCmd(a),
-		produceCmd(a), consumeCmd(a), perfCmd(a), schemasCmd(a),
+		produceCmd(a), consumeCmd(a), perfCmd(a), schemasCmd(a), versionCmd(a), replicationCmd(a),
 	)
 	for _, group := range root.Commands() {
 		if group.HasSubCommands() && group.RunE == nil {
@@ -157,7 +157,7 @@ func usageErr(format string, args ...any) error { return &usageError{fmt.Sprintf
 
 func isUsage(err error) bool {
 	var u *usageError
-	if errors.As(err, &u) {
+	if errors.As(err, &u) || errors.Is(err, adminapi.ErrInvalidName) {
 		return true
 	}
 	s := err.Error()
@@ -167,6 +167,10 @@ func isUsage(err error) bool {
 
 // explain turns an error into a message that says what to do.
 func explain(err error, root *cobra.Command) string {
+	var se *serviceError
+	if errors.As(err, &se) {
+		return explainService(se)
+	}
 	var ae *adminapi.Error
 	if errors.As(err, &ae) {
 		hint := ""

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -308,6 +310,14 @@ func writeStats(tw *tabwriter.Writer, topic string, partitions int, st adminapi.
 			}
 			fmt.Fprintf(tw, "%s\t%t\t%d\t%.1f/s\t%ds\t%s\t%s\n", n, r.Connected, r.ReplicationBacklog, r.MsgRateOut, r.ReplicationDelayInSeconds,
 				eta, lastErr)
+		}
+	}
+	if len(st.InboundReplication) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "REPLICATION FROM\tRATE IN\tCONNECTION\tSINCE")
+		for _, n := range slices.Sorted(maps.Keys(st.InboundReplication)) {
+			in := st.InboundReplication[n]
+			fmt.Fprintf(tw, "%s\t%.1f/s\t%s\t%s\n", n, in.MsgRateIn, in.Connection, in.ConnectedSince)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/buildinfo"
 	"github.com/meridian-mq/meridian/internal/naming"
 )
 
@@ -49,10 +50,14 @@ func (h *Handler) routes() {
 	h.handle("GET /admin/v2/brokers/internal-configuration", func(w http.ResponseWriter, r *http.Request) error {
 		return ok(w, map[string]any{})
 	})
+	// Pulsar answers its version as plain text; build-info adds the commit and the Go version.
 	h.handle("GET /admin/v2/brokers/version", func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "text/plain")
-		_, err := w.Write([]byte("meridian"))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, err := w.Write([]byte(buildinfo.Read().Version))
 		return err
+	})
+	h.handle("GET /admin/v2/brokers/build-info", func(w http.ResponseWriter, r *http.Request) error {
+		return ok(w, buildinfo.Read())
 	})
 
 	// clusters

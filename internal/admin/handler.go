@@ -6,8 +6,9 @@
 // Answers follow Pulsar's conventions so that pulsaradmin, pulsar-admin and dashboards work unchanged:
 // JSON with Pulsar's field names (package adminapi), 204 for successful writes, errors as
 // {"reason": "..."} with Pulsar's statuses (404 missing, 409 duplicate or not empty, 412 invalid value
-// or reference, 403 replication to a cluster not registered or not allowed, 400 malformed JSON or an
-// unknown field name, 413 body over Config.MaxBodyBytes). An unset policy reads as an empty 204 answer.
+// or reference, 403 replication to a cluster not registered or not allowed, 400 malformed JSON, 413 body
+// over Config.MaxBodyBytes); field names a body's type does not define are ignored, as Pulsar does. An
+// unset policy reads as an empty 204 answer.
 //
 // Clusters, tenants, namespaces and all policies live in the configuration store through
 // internal/catalog; topic and subscription operations go to a TopicService that internal/node adapts
@@ -280,7 +281,7 @@ func decodeBody(r *http.Request, v any) error {
 }
 
 func decodeBytes(b []byte, v any) error {
-	if err := adminapi.DecodeStrict(b, v); err != nil {
+	if err := adminapi.DecodeBody(b, v); err != nil {
 		if errors.Is(err, adminapi.ErrEmptyBody) {
 			return fail(http.StatusBadRequest, "Request body is empty; a JSON value is required")
 		}

@@ -148,6 +148,16 @@ func emitTopic(ch chan<- prometheus.Metric, cluster, ns, topic string, st admina
 		g(descReplError, b2f(r.LastError != ""), l...)
 		g(descReplProgress, float64(r.LastProgressTimestamp)/1000, l...)
 	}
+	// A cluster this one only receives from has no replicator here: its inbound rates are exported,
+	// but no connected, backlog or error series that would alarm on a healthy one-way link.
+	for source, in := range st.InboundReplication {
+		if _, outbound := st.Replication[source]; outbound {
+			continue
+		}
+		l := []string{cluster, ns, topic, source}
+		g(descReplRateIn, in.MsgRateIn, l...)
+		g(descReplThrIn, in.MsgThroughputIn, l...)
+	}
 }
 
 func b2f(b bool) float64 {

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -331,14 +332,15 @@ func (h *Handler) namespaceCreate(w http.ResponseWriter, r *http.Request) error 
 	}
 	p := adminapi.NewPolicies()
 	if len(strings.TrimSpace(string(b))) > 0 && strings.TrimSpace(string(b)) != "null" {
-		if err := adminapi.DecodeStrict(b, &p); err != nil {
+		if isBareBundlesData(b) {
 			// pulsaradmin's CreateNsWithBundlesData sends a bare BundlesData.
 			var bd adminapi.BundlesData
-			if adminapi.DecodeStrict(b, &bd) != nil {
+			if err := adminapi.DecodeBody(b, &bd); err != nil {
 				return fail(http.StatusBadRequest, "%v", err)
 			}
-			p = adminapi.NewPolicies()
 			p.Bundles = &bd
+		} else if err := adminapi.DecodeBody(b, &p); err != nil {
+			return fail(http.StatusBadRequest, "%v", err)
 		}
 	}
 	p.Normalize()
@@ -517,4 +519,16 @@ func (h *Handler) forEachSubscriptionInNamespace(w http.ResponseWriter, r *http.
 func queryBool(r *http.Request, name string) bool {
 	v, _ := strconv.ParseBool(r.URL.Query().Get(name))
 	return v
+}
+
+// isBareBundlesData reports whether a namespace-create body is a BundlesData object (top-level
+// "boundaries" or "numBundles", which Policies does not have) rather than Policies.
+func isBareBundlesData(body []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return false
+	}
+	_, boundaries := top["boundaries"]
+	_, numBundles := top["numBundles"]
+	return boundaries || numBundles
 }

@@ -176,7 +176,6 @@ func nonNegative64(msg string) func(int64) error {
 var (
 	post     = []string{http.MethodPost}
 	put      = []string{http.MethodPut}
-	postPut  = []string{http.MethodPost, http.MethodPut}
 	noWrites []string
 )
 

@@ -575,7 +575,7 @@ func aggregate(agg *adminapi.PartitionedTopicStats, st adminapi.TopicStats) {
 	if agg.TopicCreationTimeStamp == 0 || (st.TopicCreationTimeStamp > 0 && st.TopicCreationTimeStamp < agg.TopicCreationTimeStamp) {
 		agg.TopicCreationTimeStamp = st.TopicCreationTimeStamp
 	}
-	agg.LastPublishTimestamp = max(agg.LastPublishTimestamp, st.LastPublishTimestamp)
+	agg.LastPublishTimeStamp = max(agg.LastPublishTimeStamp, st.LastPublishTimeStamp)
 	for name, s := range st.Subscriptions {
 		a, seen := agg.Subscriptions[name]
 		if !seen {
@@ -625,6 +625,19 @@ func aggregate(agg *adminapi.PartitionedTopicStats, st adminapi.TopicStats) {
 			a.LastError, a.LastErrorTimestamp = s.LastError, s.LastErrorTimestamp
 		}
 		agg.Replication[name] = a
+	}
+	for src, s := range st.InboundReplication {
+		if agg.InboundReplication == nil {
+			agg.InboundReplication = map[string]adminapi.InboundReplicationStats{}
+		}
+		a, seen := agg.InboundReplication[src]
+		if !seen {
+			agg.InboundReplication[src] = s
+			continue
+		}
+		a.MsgRateIn += s.MsgRateIn
+		a.MsgThroughputIn += s.MsgThroughputIn
+		agg.InboundReplication[src] = a
 	}
 }
 

@@ -265,16 +265,6 @@ func (d *dispatchState) blocked(c *dconsumer) bool {
 	return d.maxUnacked > 0 && !d.singleActive() && c.unacked >= d.maxUnacked
 }
 
-// hasPermits reports whether any consumer can receive entries.
-func (d *dispatchState) hasPermits() bool {
-	for _, c := range d.consumers {
-		if d.eligible(c) {
-			return true
-		}
-	}
-	return false
-}
-
 // totalPermits is the sum of the eligible consumers' permits.
 func (d *dispatchState) totalPermits() int64 {
 	var n int64

@@ -261,9 +261,6 @@ func payloadOf(t testing.TB, d Delivery) string {
 	return string(p.Body)
 }
 
-// sleepBrief is the polling interval of waitUntil (10 s in total).
-func sleepBrief() { time.Sleep(10 * time.Millisecond) }
-
 // markerEntry builds a replicated-subscription snapshot marker entry.
 func markerEntry(t testing.TB) []byte {
 	t.Helper()

@@ -6,8 +6,10 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
@@ -82,7 +84,7 @@ func TestReplicatedFlagByPolicyAndAdmin(t *testing.T) {
 	on := true
 	pol.set("public/default", TopicPolicies{ReplicateSubscriptions: &on})
 	e.b.PoliciesChanged(naming.NamespaceName{Tenant: "public", Namespace: "default"})
-	waitUntil(t, "the policy reaches the topic", func() bool {
+	poll.Until(t, 10*time.Second, "the policy reaches the topic", func() bool {
 		r, _ := top.SubscriptionReplicated("plain")
 		return r
 	})
@@ -97,7 +99,7 @@ func TestReplicatedFlagByPolicyAndAdmin(t *testing.T) {
 	off := false
 	pol.set("public/default", TopicPolicies{ReplicateSubscriptions: &off})
 	e.b.PoliciesChanged(naming.NamespaceName{Tenant: "public", Namespace: "default"})
-	waitUntil(t, "the policy is lifted", func() bool {
+	poll.Until(t, 10*time.Second, "the policy is lifted", func() bool {
 		r, _ := top.SubscriptionReplicated("plain")
 		return !r
 	})

@@ -1,7 +1,8 @@
 package broker
 
-// Stats types carry Pulsar's JSON field names (pulsaradmin's TopicStats and friends), so the admin
-// API can serialise them as they are.
+// Stats types are the broker core's report. The admin API answers with adminapi's types (Pulsar's
+// JSON); internal/node converts between the two field by field (statsconv.go), and a test there fails
+// when a field here is not carried over.
 
 // TopicStats is "topics stats".
 type TopicStats struct {

@@ -91,7 +91,8 @@ func dialConn(ctx context.Context, o *Options, addr string) (*conn, error) {
 	})
 	w := wire.NewWriter(nc)
 	r := newFrameReader(nc, wire.DefaultMaxFrameSize)
-	if err := w.WriteCommand(connect); err == nil {
+	err = w.WriteCommand(connect)
+	if err == nil {
 		err = w.Flush()
 	}
 	if err != nil {

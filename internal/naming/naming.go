@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Domain is a topic's persistence domain.
@@ -224,7 +225,8 @@ func validateEntity(kind, s string) error {
 	return nil
 }
 
-// validateLocal checks a topic's local name: non-empty, no '/', no control characters.
+// validateLocal checks a topic's local name: non-empty, no '/', no white space or control
+// characters (a name with a space is a typing mistake more often than a name).
 func validateLocal(s string) error {
 	if s == "" {
 		return fmt.Errorf("%w: empty topic local name", ErrInvalidName)
@@ -233,7 +235,7 @@ func validateLocal(s string) error {
 		return fmt.Errorf("%w: topic local name longer than %d bytes", ErrInvalidName, maxNameLength)
 	}
 	for _, r := range s {
-		if r == '/' || r < 0x20 || r == 0x7f {
+		if r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) {
 			return fmt.Errorf("%w: topic local name %q contains %q", ErrInvalidName, s, r)
 		}
 	}

@@ -31,7 +31,8 @@ func TestParseTopic(t *testing.T) {
 
 func TestParseTopicRejects(t *testing.T) {
 	for _, in := range []string{"", "a/b", "a/b/c/d", "persistent://a/b", "persistent://a/b/c/d", "kafka://a/b/c",
-		"persistent://a/b/", "persistent:///b/c", "persistent://a b/ns/t", "a/ns!/t", "persistent://a/b/c\x00"} {
+		"persistent://a/b/", "persistent:///b/c", "persistent://a b/ns/t", "a/ns!/t", "persistent://a/b/c\x00",
+		"public/default/a b", "a\tb", "persistent://public/default/t\u00a0", "t\u2028"} {
 		if _, err := ParseTopic(in); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("ParseTopic(%q) error = %v; want ErrInvalidName", in, err)
 		}

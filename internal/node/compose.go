@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/console"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/metadata/stores"
 	"github.com/meridian-mq/meridian/internal/naming"
@@ -33,6 +34,7 @@ type components struct {
 	broker      *broker.Broker
 	server      *server.Server
 	admin       *admin.Handler
+	console     *console.Console // the replication console's sampler; its page is on the web mux
 	schemas     *schema.Registry
 	replication *replication.Manager
 
@@ -202,6 +204,9 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 	}
 	if c.admin != nil {
 		_ = c.admin.Close()
+	}
+	if c.console != nil {
+		c.console.Close()
 	}
 	if c.watchStop != nil {
 		c.watchStop()

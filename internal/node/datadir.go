@@ -131,3 +131,70 @@ func writeFileDurably(path string, data []byte) error {
 	}
 	return nil
 }
+
+// freshPaths are the parts of a data dir that did not exist before a start.
+type freshPaths struct {
+	dir         string // the data dir itself, or ""
+	lockFile    string
+	clusterFile string
+}
+
+// missingDataDirPaths notes which of the data dir, its LOCK and its cluster.json do not exist yet.
+func missingDataDirPaths(dir string) freshPaths {
+	var f freshPaths
+	missing := func(p string) bool {
+		_, err := os.Lstat(p)
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	if missing(dir) {
+		f.dir = dir
+	}
+	if p := filepath.Join(dir, lockFileName); missing(p) {
+		f.lockFile = p
+	}
+	if p := filepath.Join(dir, clusterFileName); missing(p) {
+		f.clusterFile = p
+	}
+	return f
+}
+
+// removeFiles removes the cluster.json and LOCK a failed start created (called with the lock held,
+// so no other process can have written them meanwhile).
+func (f freshPaths) removeFiles() error {
+	var errs []error
+	for _, p := range []string{f.clusterFile, f.lockFile} {
+		if p == "" {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s after a failed start: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeDir removes the data dir a failed start created, if nothing else is in it (a start that
+// got as far as storage leaves its files, and so the dir, in place).
+func (f freshPaths) removeDir() {
+	if f.dir != "" {
+		_ = os.Remove(f.dir)
+	}
+}
+
+// DataDirCluster returns the cluster a data dir is bound to (its cluster.json), or ok false when
+// the dir is not bound (missing, or without cluster.json).
+func DataDirCluster(dir string) (cluster string, ok bool, err error) {
+	path := filepath.Join(dir, clusterFileName)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read %s: %w", path, err)
+	}
+	var cf clusterFile
+	if err := json.Unmarshal(raw, &cf); err != nil {
+		return "", false, fmt.Errorf("%s is unreadable (%v): fix or remove it by hand", path, err)
+	}
+	return cf.Cluster, true, nil
+}

@@ -3,8 +3,9 @@
 // struct, runs the first-start/every-start bootstrap, reports readiness and shuts everything down in
 // order. cmd/meridian, brokertest and tests use it; nothing else constructs these pieces.
 //
-// Start order: lock and bind the data dir, bind both listeners (the web listener answers
-// /admin/v2/brokers/ready with 503 from the first moment), recover storage, open the metadata
+// Start order: bind both listeners (so a port in use fails before the data dir is touched), lock
+// and bind the data dir, serve the web listener (it answers /admin/v2/brokers/ready with 503 from
+// the first moment), recover storage, open the metadata
 // stores, bootstrap the catalog (own cluster entry, tenant public, namespace public/default if
 // absent), build the broker, start serving the binary protocol, then mark the node ready.
 //
@@ -54,6 +55,11 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 	wg        sync.WaitGroup
+
+	// fresh is what this start created in the data dir; a start that fails removes it again, so a
+	// failed first start leaves no LOCK and no cluster.json binding the dir to its cluster.
+	fresh       freshPaths
+	startFailed bool
 }
 
 // Start builds and starts a node. It returns once the node is ready (or failed); ctx bounds the
@@ -69,7 +75,13 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.log = n.log.With("component", "node")
 	n.setNotReady(errors.New("starting"))
 	if err := n.start(ctx); err != nil {
-		n.shutdown()
+		n.startFailed = true
+		began := time.Now()
+		if serr := n.shutdown(); serr != nil {
+			n.log.Error("stopping after a failed start", "err", serr)
+		}
+		n.log.Error("start failed", "cluster", opts.Cluster, "dataDir", opts.DataDir, "err", err,
+			"stoppedIn", time.Since(began).Round(time.Millisecond))
 		return nil, err
 	}
 	n.setNotReady(nil)
@@ -84,17 +96,19 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 
 func (n *Node) start(ctx context.Context) error {
 	var err error
-	if n.lock, err = lockDataDir(n.opts.DataDir); err != nil {
-		return err
-	}
-	if err := bindDataDir(n.opts.DataDir, n.opts.Cluster); err != nil {
-		return err
-	}
 	if n.brokerLn, err = net.Listen("tcp", n.opts.BrokerAddr); err != nil {
 		return fmt.Errorf("listen on --broker-addr %s: %w", n.opts.BrokerAddr, err)
 	}
 	if n.webLn, err = net.Listen("tcp", n.opts.WebAddr); err != nil {
 		return fmt.Errorf("listen on --web-addr %s: %w", n.opts.WebAddr, err)
+	}
+	n.fresh = missingDataDirPaths(n.opts.DataDir)
+	if n.lock, err = lockDataDir(n.opts.DataDir); err != nil {
+		n.fresh = freshPaths{} // not ours: another process may hold it
+		return err
+	}
+	if err := bindDataDir(n.opts.DataDir, n.opts.Cluster); err != nil {
+		return err
 	}
 	host := advertisedHost(n.opts.AdvertisedAddress, n.brokerLn.Addr())
 	n.serviceURL = hostPortURL("pulsar", host, n.brokerLn.Addr())
@@ -230,16 +244,18 @@ func (n *Node) serveReady(w http.ResponseWriter, r *http.Request) {
 // Close shuts the node down gracefully within Options.ShutdownTimeout. Safe to call more than once.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		began := time.Now()
 		n.closeErr = n.shutdown()
+		n.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond), "err", n.closeErr)
 		n.fatalOnce.Do(func() {}) // no fatal error is reported after Close
 		close(n.done)
 	})
 	return n.closeErr
 }
 
-// shutdown stops whatever start got to, in reverse order.
+// shutdown stops whatever start got to, in reverse order. After a failed start it also removes what
+// that start created in the data dir: the files while the lock is still held, the dir after.
 func (n *Node) shutdown() error {
-	began := time.Now()
 	n.setNotReady(errors.New("shutting down"))
 	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ShutdownTimeout)
 	defer cancel()
@@ -261,8 +277,12 @@ func (n *Node) shutdown() error {
 		_ = n.webLn.Close()
 	}
 	n.wg.Wait()
+	if n.startFailed {
+		errs = append(errs, n.fresh.removeFiles())
+	}
 	errs = append(errs, n.lock.release())
-	err := errors.Join(errs...)
-	n.log.Info("stopped", "took", time.Since(began).Round(time.Millisecond), "err", err)
-	return err
+	if n.startFailed {
+		n.fresh.removeDir()
+	}
+	return errors.Join(errs...)
 }

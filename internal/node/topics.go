@@ -2,9 +2,9 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
@@ -36,9 +36,9 @@ func adminErr(err error, busy error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrNamespaceNotFound):
-		return fmt.Errorf("%w: %v", admin.ErrTopicNotFound, err)
+		return fmt.Errorf("%w: %s", admin.ErrTopicNotFound, withoutSentinel(err, broker.ErrNamespaceNotFound, broker.ErrTopicNotFound))
 	case errors.Is(err, broker.ErrSubscriptionNotFound):
-		return fmt.Errorf("%w: %v", admin.ErrSubscriptionNotFound, err)
+		return fmt.Errorf("%w: %s", admin.ErrSubscriptionNotFound, withoutSentinel(err, broker.ErrSubscriptionNotFound))
 	case errors.Is(err, broker.ErrNotAllowed) && busy != nil:
 		return fmt.Errorf("%w: %v", busy, err)
 	case errors.Is(err, broker.ErrInvalidRequest), errors.Is(err, naming.ErrInvalidName):
@@ -47,6 +47,19 @@ func adminErr(err error, busy error) error {
 		return fmt.Errorf("%w: %v", admin.ErrNotReady, err)
 	}
 	return err
+}
+
+// withoutSentinel is err's text without the trailing text of the first of sentinels it ends with:
+// the admin sentinel in front already says "not found", so the reason says it once ("Topic not
+// found: topic persistent://public/default/t").
+func withoutSentinel(err error, sentinels ...error) string {
+	s := err.Error()
+	for _, sn := range sentinels {
+		if t, ok := strings.CutSuffix(s, ": "+sn.Error()); ok {
+			return t
+		}
+	}
+	return s
 }
 
 func parseAdminTopic(topic string) (naming.TopicName, error) {
@@ -121,30 +134,18 @@ func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool)
 	return nil
 }
 
-// convertJSON copies between the broker's stats types and adminapi's: both carry Pulsar's JSON
-// field names, so a JSON round trip is the one mapping to maintain.
-func convertJSON(from, to any) error {
-	raw, err := json.Marshal(from)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(raw, to)
-}
-
 func (s topicService) TopicStats(ctx context.Context, topic string, opts adminapi.GetStatsOptions) (adminapi.TopicStats, error) {
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.TopicStats{}, err
 	}
-	var out adminapi.TopicStats
-	if err := convertJSON(t.Stats(), &out); err != nil {
-		return adminapi.TopicStats{}, fmt.Errorf("topic stats: %w", err)
-	}
+	out := adminTopicStats(t.Stats())
 	if s.repl != nil {
-		out.Replication = s.repl.AdminStats(topic)
-		// Inbound side (Pulsar's inboundConnection fields) from the replicator producers attached
-		// here; before ExcludePublishers clears them.
-		out.Replication = replication.MergeInbound(out.Replication, out.Publishers)
+		// This cluster's own replicators apart from the clusters replicating into this topic; the
+		// inbound connections come from the replicator producers attached here (read before
+		// ExcludePublishers clears them).
+		outbound, inbound := s.repl.AdminStats(topic)
+		out.Replication, out.InboundReplication = replication.SplitInbound(outbound, inbound, out.Publishers)
 		addSubscriptionSyncStats(s.repl, topic, &out)
 	}
 	if opts.ExcludePublishers {
@@ -164,11 +165,7 @@ func (s topicService) InternalStats(ctx context.Context, topic string) (adminapi
 	if err != nil {
 		return adminapi.PersistentTopicInternalStats{}, err
 	}
-	var out adminapi.PersistentTopicInternalStats
-	if err := convertJSON(t.InternalStats(), &out); err != nil {
-		return out, fmt.Errorf("internal stats: %w", err)
-	}
-	return out, nil
+	return adminInternalStats(t.InternalStats()), nil
 }
 
 func messageID(p storage.Position, name naming.TopicName) adminapi.MessageID {

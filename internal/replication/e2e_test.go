@@ -148,6 +148,25 @@ func waitStats(t *testing.T, ctx context.Context, c *cluster, topic, remote stri
 	return last
 }
 
+// waitInbound polls topic's stats on c until its inbound link from source satisfies ok.
+func waitInbound(t *testing.T, ctx context.Context, c *cluster, topic, source string, what string, ok func(adminapi.InboundReplicationStats) bool) adminapi.InboundReplicationStats {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last adminapi.TopicStats
+	for time.Now().Before(deadline) {
+		st, err := c.admin.TopicStats(ctx, topic)
+		if err == nil {
+			last = st
+			if ok(st.InboundReplication[source]) {
+				return st.InboundReplication[source]
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: %s <- %s: %s: last stats: inbound %+v, replication %+v", c.name, topic, source, what, last.InboundReplication, last.Replication)
+	return adminapi.InboundReplicationStats{}
+}
+
 func TestEndToEndOneWayThenTwoWay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -177,7 +196,12 @@ func TestEndToEndOneWayThenTwoWay(t *testing.T) {
 	if st.LastError != "" || st.OutboundConnectedSince == "" || st.StartMode != "earliest" {
 		t.Fatalf("stats %+v", st)
 	}
-	waitStats(t, ctx, b, topic, "a", "inbound counted", func(s adminapi.ReplicatorStats) bool { return s.MsgInCounter == 200 })
+	waitInbound(t, ctx, b, topic, "a", "inbound counted", func(s adminapi.InboundReplicationStats) bool { return s.MsgInCounter == 200 })
+	if st, err := b.admin.TopicStats(ctx, topic); err != nil {
+		t.Fatal(err)
+	} else if _, ok := st.Replication["a"]; ok {
+		t.Fatalf("b, which only receives from a, lists a replicator to a: %+v", st.Replication["a"])
+	}
 
 	// Two way: b replicates back; a's messages are not sent back to a.
 	b.replicateTo(t, ctx, "a", "b")

@@ -336,18 +336,31 @@ func TestIndexCursorCreatedBeforeFirstReplicatedEntry(t *testing.T) {
 	}
 }
 
-func TestMergeInbound(t *testing.T) {
-	repl := map[string]adminapi.ReplicatorStats{"b": {ReplicationBacklog: 3}}
-	got := MergeInbound(repl, []adminapi.PublisherStats{
+// TestSplitInbound: a remote's replicator producer on this topic is an inbound link. It fills the
+// inbound fields of this cluster's outbound replicator to the same remote (as Pulsar's stats do) but
+// never makes one up: a cluster that only receives from c has no "replication" entry for c.
+func TestSplitInbound(t *testing.T) {
+	repl := map[string]adminapi.ReplicatorStats{"b": {ReplicationBacklog: 3, Connected: true}}
+	counted := map[string]adminapi.InboundReplicationStats{"c": {MsgInCounter: 9}}
+	outbound, inbound := SplitInbound(repl, counted, []adminapi.PublisherStats{
 		{ProducerName: "app-1", Address: "/127.0.0.1:1"},
 		{ProducerName: "pulsar.repl.b-->a", Address: "/127.0.0.1:2", ConnectedSince: "2026-01-01T00:00:00Z", MsgRateIn: 5},
-		{ProducerName: "pulsar.repl.c-->a", Address: "/127.0.0.1:3"},
+		{ProducerName: "pulsar.repl.c-->a", Address: "/127.0.0.1:3", MsgRateIn: 2, MsgThroughputIn: 2048},
 	})
-	if got["b"].InboundConnection != "/127.0.0.1:2" || got["b"].ReplicationBacklog != 3 || got["b"].MsgRateIn != 5 {
-		t.Fatalf("b: %+v", got["b"])
+	if b := outbound["b"]; b.InboundConnection != "/127.0.0.1:2" || b.ReplicationBacklog != 3 || b.MsgRateIn != 5 || !b.Connected {
+		t.Fatalf("b: %+v", b)
 	}
-	if got["c"].InboundConnection != "/127.0.0.1:3" || len(got) != 2 {
-		t.Fatalf("merged %+v", got)
+	if _, ok := outbound["c"]; ok || len(outbound) != 1 {
+		t.Fatalf("outbound %+v: c only sends to this cluster", outbound)
+	}
+	if c := inbound["c"]; c.Connection != "/127.0.0.1:3" || c.MsgRateIn != 2 || c.MsgThroughputIn != 2048 || c.ProducerName != "pulsar.repl.c-->a" || c.MsgInCounter != 9 {
+		t.Fatalf("inbound c: %+v", c)
+	}
+	if b := inbound["b"]; b.Connection != "/127.0.0.1:2" || b.ConnectedSince != "2026-01-01T00:00:00Z" || len(inbound) != 2 {
+		t.Fatalf("inbound %+v", inbound)
+	}
+	if o, i := SplitInbound(nil, nil, nil); o != nil || i != nil {
+		t.Fatalf("no replication at all: %v %v", o, i)
 	}
 }
 

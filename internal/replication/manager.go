@@ -742,7 +742,7 @@ func (m *Manager) Stats(topic string) map[string]Stats {
 		for _, in := range x.Inbound() {
 			s, ok := out[in.Origin]
 			if !ok {
-				s = Stats{Topic: topic, LocalCluster: m.opts.Local, RemoteCluster: in.Origin, Phase: "inbound-only"}
+				s = Stats{Topic: topic, LocalCluster: m.opts.Local, RemoteCluster: in.Origin, Phase: PhaseInboundOnly}
 			}
 			s.MsgRateIn, s.MsgThroughputIn = in.MsgRateIn, in.MsgThroughputIn
 			s.MsgInCount, s.BytesInCount, s.DuplicatesDropped = in.MsgInCount, in.BytesInCount, in.DuplicatesDropped
@@ -752,13 +752,29 @@ func (m *Manager) Stats(topic string) map[string]Stats {
 	return out
 }
 
-// AdminStats is Stats converted to the admin REST shape (TopicStats.replication).
-func (m *Manager) AdminStats(topic string) map[string]adminapi.ReplicatorStats {
-	out := map[string]adminapi.ReplicatorStats{}
+// PhaseInboundOnly marks the Stats of a remote this cluster receives from without replicating to it.
+const PhaseInboundOnly = "inbound-only"
+
+// AdminStats is Stats converted to the admin REST shape: this cluster's own replicators
+// (TopicStats.replication) apart from the clusters it receives from (TopicStats.inboundReplication,
+// whose connections SplitInbound adds from the topic's publishers).
+func (m *Manager) AdminStats(topic string) (outbound map[string]adminapi.ReplicatorStats, inbound map[string]adminapi.InboundReplicationStats) {
+	outbound = map[string]adminapi.ReplicatorStats{}
 	for k, s := range m.Stats(topic) {
-		out[k] = s.Admin()
+		if s.MsgInCount > 0 || s.Phase == PhaseInboundOnly {
+			if inbound == nil {
+				inbound = map[string]adminapi.InboundReplicationStats{}
+			}
+			inbound[k] = adminapi.InboundReplicationStats{
+				MsgRateIn: s.MsgRateIn, MsgThroughputIn: s.MsgThroughputIn,
+				MsgInCounter: s.MsgInCount, BytesInCounter: s.BytesInCount, DuplicatesDropped: s.DuplicatesDropped,
+			}
+		}
+		if s.Phase != PhaseInboundOnly {
+			outbound[k] = s.Admin()
+		}
 	}
-	return out
+	return outbound, inbound
 }
 
 // AllStats returns the stats of every replicator and inbound origin, for /metrics.

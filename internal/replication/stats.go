@@ -139,25 +139,42 @@ func (w *rateWindow) rates() (msgs, bytes float64) {
 	return float64(newest.msgs-oldest.msgs) / dt, float64(newest.bytes-oldest.bytes) / dt
 }
 
-// MergeInbound fills the inbound connection fields of a topic's replication section from its
-// publishers: a replicator producer ("pulsar.repl.<src>-->...") of cluster src is src's inbound
-// connection. Entries are created for sources that have no section yet.
-func MergeInbound(repl map[string]adminapi.ReplicatorStats, publishers []adminapi.PublisherStats) map[string]adminapi.ReplicatorStats {
+// SplitInbound sorts a topic's replication links by direction. A replicator producer
+// ("pulsar.repl.<src>-->...") among its publishers is cluster src's inbound link: it is listed in
+// inbound, and it fills the inbound fields of this cluster's own replicator to src when there is one
+// (as Pulsar's stats do). It never adds an outbound entry: a cluster that only receives from src has
+// no replicator to src, and showing one (disconnected) would alarm on a healthy cluster.
+//
+// inbound holds what the topic's index counted per source (from Manager.AdminStats); the
+// connections are added to it.
+func SplitInbound(outbound map[string]adminapi.ReplicatorStats, inbound map[string]adminapi.InboundReplicationStats, publishers []adminapi.PublisherStats) (map[string]adminapi.ReplicatorStats, map[string]adminapi.InboundReplicationStats) {
 	for _, p := range publishers {
 		src, ok := RemoteOfProducer(p.ProducerName)
 		if !ok {
 			continue
 		}
-		if repl == nil {
-			repl = map[string]adminapi.ReplicatorStats{}
+		if inbound == nil {
+			inbound = map[string]adminapi.InboundReplicationStats{}
 		}
-		s := repl[src]
+		if inbound == nil {
+			inbound = map[string]adminapi.InboundReplicationStats{}
+		}
+		in := inbound[src]
+		in.ProducerName, in.Connection, in.ConnectedSince = p.ProducerName, p.Address, p.ConnectedSince
+		if in.MsgRateIn == 0 && in.MsgThroughputIn == 0 {
+			in.MsgRateIn, in.MsgThroughputIn = p.MsgRateIn, p.MsgThroughputIn
+		}
+		inbound[src] = in
+		s, ok := outbound[src]
+		if !ok {
+			continue
+		}
 		s.InboundConnection = p.Address
 		s.InboundConnectedSince = p.ConnectedSince
 		if s.MsgRateIn == 0 && s.MsgThroughputIn == 0 {
 			s.MsgRateIn, s.MsgThroughputIn = p.MsgRateIn, p.MsgThroughputIn
 		}
-		repl[src] = s
+		outbound[src] = s
 	}
-	return repl
+	return outbound, inbound
 }

@@ -57,7 +57,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 )
 
@@ -142,12 +141,6 @@ type Version struct {
 	Version   int64
 	Timestamp int64 // unix ms when it was registered
 	Deleted   bool  // a tombstone written by a non-forced delete
-}
-
-func (v Version) clone() Version {
-	v.Data = append([]byte(nil), v.Data...)
-	v.Properties = maps.Clone(v.Properties)
-	return v
 }
 
 // Errors. Each maps to one Pulsar ServerError in the server.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -93,6 +94,24 @@ func TestAdminSmoke(t *testing.T) {
 	}
 	if _, ok := stats.Subscriptions["s"]; !ok {
 		t.Fatalf("stats of partition 0 have no subscription s: %+v", stats)
+	}
+	// pulsaradmin reads the fields whose names and types follow Pulsar's (lastPublishTimeStamp,
+	// producerId as a signed number, availablePermits as an int). The producer may have put all 30
+	// messages on some of the partitions: the ones that got messages have a last publish time.
+	published := 0
+	for i := range 3 {
+		st, err := admin.Topics().GetStats(*mustTopicName(t, fmt.Sprintf("%s-partition-%d", parted, i)))
+		if err != nil {
+			t.Fatalf("stats of partition %d: %v", i, err)
+		}
+		if st.TopicCreationTimeStamp <= 0 || len(st.Publishers) != 1 || st.Publishers[0].ProducerName == "" ||
+			len(st.Subscriptions["s"].Consumers) != 1 || (st.MsgCounterIn > 0) != (st.LastPublishTimestamp > 0) {
+			t.Fatalf("stats of partition %d as pulsaradmin reads them: %+v", i, st)
+		}
+		published += int(st.MsgCounterIn)
+	}
+	if published != 30 {
+		t.Fatalf("partitions counted %d messages in, want 30", published)
 	}
 
 	// Clean up: topics, then namespace, then tenant.

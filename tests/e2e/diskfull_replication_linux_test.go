@@ -183,7 +183,7 @@ func runDiskFullReplicationResumes(t *testing.T, bDataDir string) {
 		t.Fatalf("b's stats: %v", err)
 	}
 	t.Logf("%d sends acknowledged, %d failed; b's topic since it loaded again: %d messages in from a, %d duplicates dropped",
-		acked, failed, st.Replication["a"].MsgInCounter, st.Replication["a"].DuplicatesDropped)
+		acked, failed, st.InboundReplication["a"].MsgInCounter, st.InboundReplication["a"].DuplicatesDropped)
 }
 
 // checkOrigin fails the test unless each of msgs (received on cluster) sent by producer is marked

@@ -32,7 +32,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -103,7 +102,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		PermitWithoutStream:  true,
-		Logger:               zap.NewNop(),
+		Logger:               zapToSlog(cfg.Logger.With("component", "etcd-client", "endpoints", strings.Join(cfg.Endpoints, ",")).Handler()),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd metadata store %v: %w", cfg.Endpoints, err)

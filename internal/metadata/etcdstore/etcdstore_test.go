@@ -1,10 +1,14 @@
 package etcdstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -447,5 +451,46 @@ func TestCASAcrossClients(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("only %d of %d increments seen", i-1, total)
 		}
+	}
+}
+
+// lockedLog is a log sink the etcd client's goroutines may write to while the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The etcd client's own warnings (here: a request retried against a stopped etcd) go to the
+// store's logger, tagged component=etcd-client, instead of being discarded.
+func TestEtcdClientLogsReachTheStoreLogger(t *testing.T) {
+	var logs lockedLog
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv := etcdtest.Start(t)
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: srv.Endpoints(), Prefix: newPrefix(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := s.Get(ctx, "/x"); err == nil {
+		t.Fatal("Get against a stopped etcd succeeded")
+	}
+	out := logs.String()
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "component=etcd-client") || !strings.Contains(out, "retrying of unary invoker failed") {
+		t.Errorf("etcd client warnings not in the store's log:\n%s", out)
 	}
 }

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/metadata/internal/engine"
@@ -100,7 +101,7 @@ func Open(path string, opt Options) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.LockTimeout})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("local metadata store %s is locked by another process or store (open it once and share it): %w", path, err)
 		}
 		return nil, fmt.Errorf("local metadata store %s: %w", path, err)
@@ -144,7 +145,7 @@ func (s *Store) Health(ctx context.Context) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, bolt.ErrDatabaseNotOpen):
+	case errors.Is(err, bolterrors.ErrDatabaseNotOpen):
 		return fmt.Errorf("local metadata store %s: %w", s.path, metadata.ErrClosed)
 	case errors.Is(err, metadata.ErrUnavailable):
 		return fmt.Errorf("local metadata store %s: %w", s.path, err)
