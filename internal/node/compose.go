@@ -113,6 +113,7 @@ func (n *Node) compose(ctx context.Context) error {
 		Topics:      replTopics{broker: &c.broker, engine: c.engine},
 		StartAt:     replication.StartAt(n.opts.ReplicationStartAt),
 		MemoryBytes: n.opts.ReplicationMemoryBytes,
+		SyncTopics:  syncTopics{broker: &c.broker, engine: c.engine},
 		Logger:      log.With("component", "replication"),
 	})
 	if err != nil {
@@ -124,10 +125,11 @@ func (n *Node) compose(ctx context.Context) error {
 		DedupDefault:      n.opts.Dedup,
 		AutoTopicCreation: n.opts.AutoTopicCreation,
 	}, broker.Deps{
-		Storage:         c.engine,
-		Policies:        policySource{cat: c.catalog},
-		Logger:          log,
-		ReplicatedIndex: replicatedIndexHook(c.replication),
+		Storage:          c.engine,
+		Policies:         policySource{cat: c.catalog},
+		Logger:           log,
+		ReplicatedIndex:  replicatedIndexHook(c.replication),
+		SubscriptionSync: subscriptionSync{m: &c.replication},
 	})
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)

@@ -22,6 +22,9 @@ var (
 	descMemoryLimit = prometheus.NewDesc("meridian_replication_memory_limit_bytes",
 		"--replication-memory-bytes: catch-up reads wait while the replicators hold this much (0: no bound).",
 		[]string{"cluster"}, nil)
+	descSubSyncLag = prometheus.NewDesc("meridian_replicated_subscription_sync_lag_seconds",
+		"Replicated subscriptions: outbound, the age of the oldest state the remote has not acknowledged (else the last state's delivery time); inbound, applied minus taken (two clusters' clocks).",
+		[]string{"cluster", "namespace", "topic", "subscription", "remote_cluster", "direction"}, nil)
 )
 
 // Collector returns a Prometheus collector of the Manager's own figures.
@@ -35,6 +38,7 @@ func (c managerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRunning
 	ch <- descMemory
 	ch <- descMemoryLimit
+	ch <- descSubSyncLag
 }
 
 func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -55,6 +59,20 @@ func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
 		ns := namespaceOf(topic)
 		for _, in := range x.Inbound() {
 			ch <- prometheus.MustNewConstMetric(descDuplicates, prometheus.CounterValue, float64(in.DuplicatesDropped), local, ns, topic, in.Origin)
+		}
+	}
+	if c.m.subsync == nil {
+		return
+	}
+	for _, topic := range c.m.subsync.syncedTopics() {
+		ns := namespaceOf(topic)
+		for sub, st := range c.m.subsync.stats(topic) {
+			for remote, ob := range st.Outbound {
+				ch <- prometheus.MustNewConstMetric(descSubSyncLag, prometheus.GaugeValue, float64(ob.SyncLagMs)/1000, local, ns, topic, sub, remote, "outbound")
+			}
+			for source, in := range st.Inbound {
+				ch <- prometheus.MustNewConstMetric(descSubSyncLag, prometheus.GaugeValue, float64(in.ApplyLagMs)/1000, local, ns, topic, sub, source, "inbound")
+			}
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/auth"
 	"github.com/meridian-mq/meridian/internal/config"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/tlsreload"
 	"github.com/meridian-mq/meridian/internal/tlsreload/tlstest"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -182,7 +183,7 @@ func TestConnectTLSCertificateRole(t *testing.T) {
 	c := dial(true)
 	connectWith(c, "tls", nil)
 	c.expect(pulsarpb.BaseCommand_CONNECTED)
-	waitFor(t, "the role logged", func() bool { return strings.Contains(logs.String(), "role=worker-7") })
+	poll.Until(t, 10*time.Second, "the role logged", func() bool { return strings.Contains(logs.String(), "role=worker-7") })
 
 	n := dial(false)
 	connectWith(n, "tls", nil)

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/tlsreload"
 	"github.com/meridian-mq/meridian/internal/tlsreload/tlstest"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -108,7 +109,7 @@ func TestTLSHandshakeFailures(t *testing.T) {
 	plain.expectClosed()
 	silent := dialRaw(t, s.tlsAddr)
 	silent.expectClosed()
-	waitFor(t, "two handshake failures counted", func() bool { return s.Stats().TLSHandshakeFailures == 2 })
+	poll.Until(t, 10*time.Second, "two handshake failures counted", func() bool { return s.Stats().TLSHandshakeFailures == 2 })
 	c := s.dialTLS(t)
 	c.connect()
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -147,7 +148,7 @@ func TestDirectWriteCrashBeforeSegmentFsync(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "a segment fsync to stall after its batch's journal fsync", func() bool {
+	poll.Until(t, 10*time.Second, "a segment fsync to stall after its batch's journal fsync", func() bool {
 		return fs.segStalled.Load() > 0 && fs.journalSynced.Load() > before
 	})
 	if a := acked.Load(); a != 0 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -159,7 +160,7 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	n0 := int(leaveFirstJournal(t, e, l))
-	waitFor(t, "the next journal file to be prepared", func() bool { return len(journalFiles(t, mem)) >= 2 })
+	poll.Until(t, 10*time.Second, "the next journal file to be prepared", func() bool { return len(journalFiles(t, mem)) >= 2 })
 	e.syncLoop.next.preparers.Wait()
 	cur := e.journalPath(e.syncLoop.journalSeq)
 	next := e.journalPath(e.syncLoop.journalSeq + 1)
