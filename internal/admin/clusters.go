@@ -84,6 +84,7 @@ func (h *Handler) routes() {
 
 	h.namespaceRoutes()
 	h.topicRoutes()
+	h.topicPermissionRoutes()
 	h.lookupRoutes()
 	h.schemaRoutes()
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/auth"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/schema"
@@ -73,6 +74,9 @@ type Config struct {
 	// exist when the caller publishes next. Its error is logged, not returned: the policy is stored and
 	// the replication manager retries in the background.
 	ReplicationApplied func(ctx context.Context, ns string) error
+	// Authorizer, if set, checks every route against routePermissions (authz.go) with the role of
+	// the request's identity (auth.IdentityFrom). nil: every request is served (authorization off).
+	Authorizer *auth.Authorizer
 }
 
 // Handler is the admin API. Create with NewHandler.
@@ -82,6 +86,8 @@ type Handler struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics http.Handler
+	// patterns are the registered route patterns, unlisted those without a permission entry.
+	patterns, unlisted []string
 }
 
 // NewHandler builds the API.
@@ -123,8 +129,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Pulsar's error answer.
 type apiFunc func(w http.ResponseWriter, r *http.Request) error
 
+// handle registers an endpoint. Its permission comes from routePermissions (authz.go); a pattern
+// without an entry is served to superusers only and listed by UnlistedRoutes, which a test
+// requires to be empty.
 func (h *Handler) handle(pattern string, fn apiFunc) {
-	h.mux.Handle(pattern, h.wrap(fn))
+	h.patterns = append(h.patterns, pattern)
+	h.mux.Handle(pattern, h.guard(pattern, h.wrap(fn)))
 }
 
 func (h *Handler) wrap(fn apiFunc) http.Handler {

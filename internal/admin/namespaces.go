@@ -109,7 +109,7 @@ func (h *Handler) namespaceRoutes() {
 		})
 	})
 
-	// permissions (stored, not enforced)
+	// permissions: grants enforced by the Authorizer (authz.go) when authorization is on
 	h.handle("GET "+nsBase+"/permissions", func(w http.ResponseWriter, r *http.Request) error {
 		p, err := h.policiesOf(r)
 		if err != nil {
@@ -122,14 +122,12 @@ func (h *Handler) namespaceRoutes() {
 		if err := decodeBody(r, &actions); err != nil {
 			return err
 		}
-		for _, a := range actions {
-			if !slices.Contains([]string{"produce", "consume", "functions", "sources", "sinks", "packages"}, a) {
-				return fail(http.StatusBadRequest, "Invalid auth action %q", a)
-			}
+		if err := validActions(actions); err != nil {
+			return err
 		}
 		role := r.PathValue("role")
 		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			p.AuthPolicies.NamespaceAuth[role] = actions
+			p.AuthPolicies.NamespaceAuth[role] = mergeActions(nil, actions)
 			return nil
 		})
 	})

@@ -1,0 +1,113 @@
+package admin
+
+import (
+	"net/http"
+	"slices"
+	"sort"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/auth"
+	"github.com/meridian-mq/meridian/internal/naming"
+)
+
+// topicPermissionRoutes registers Pulsar's topic-level grants
+// (`/admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions[/{role}]`), stored in the
+// namespace's auth_policies.destination_auth under the topic's name. A partitioned topic's grants
+// are made on its name and cover its partitions; a grant on one partition is refused.
+func (h *Handler) topicPermissionRoutes() {
+	for _, domain := range []string{string(naming.Persistent), string(naming.NonPersistent)} {
+		base := "/admin/v2/" + domain + "/{tenant}/{namespace}/{topic}/permissions"
+		h.handle("GET "+base, h.topicPermissionsGet)
+		h.handle("POST "+base+"/{role}", h.topicPermissionGrant)
+		h.handle("DELETE "+base+"/{role}", h.topicPermissionRevoke)
+	}
+}
+
+// topicPermissionsGet answers Pulsar's map role -> actions in force on the topic: the namespace's
+// grants with the topic's own added.
+func (h *Handler) topicPermissionsGet(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.topicInExistingNamespace(r)
+	if err != nil {
+		return err
+	}
+	p, _ := h.cat.Namespace(t.NamespaceName().String())
+	out := map[string][]string{}
+	for role, actions := range p.AuthPolicies.NamespaceAuth {
+		out[role] = slices.Clone(actions)
+	}
+	for role, actions := range p.AuthPolicies.DestinationAuth[t.Base().String()] {
+		out[role] = mergeActions(out[role], actions)
+	}
+	return ok(w, out)
+}
+
+func (h *Handler) topicPermissionGrant(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.grantableTopic(r)
+	if err != nil {
+		return err
+	}
+	var actions []string
+	if err := decodeBody(r, &actions); err != nil {
+		return err
+	}
+	if err := validActions(actions); err != nil {
+		return err
+	}
+	role, name := r.PathValue("role"), t.String()
+	return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+		if p.AuthPolicies.DestinationAuth[name] == nil {
+			p.AuthPolicies.DestinationAuth[name] = map[string][]string{}
+		}
+		p.AuthPolicies.DestinationAuth[name][role] = mergeActions(nil, actions)
+		return nil
+	})
+}
+
+func (h *Handler) topicPermissionRevoke(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.grantableTopic(r)
+	if err != nil {
+		return err
+	}
+	role, name := r.PathValue("role"), t.String()
+	return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+		grants := p.AuthPolicies.DestinationAuth[name]
+		if _, found := grants[role]; !found {
+			return fail(http.StatusPreconditionFailed, "Permissions are not set at the topic level")
+		}
+		delete(grants, role)
+		if len(grants) == 0 {
+			delete(p.AuthPolicies.DestinationAuth, name)
+		}
+		return nil
+	})
+}
+
+// grantableTopic is the path's topic when grants may name it: in an existing namespace, and not
+// one partition of a partitioned topic.
+func (h *Handler) grantableTopic(r *http.Request) (naming.TopicName, error) {
+	t, err := h.topicInExistingNamespace(r)
+	if err != nil {
+		return t, err
+	}
+	if t.IsPartition() {
+		return t, fail(http.StatusPreconditionFailed, "Permissions are granted on the partitioned topic %s, not on one partition", t.Base())
+	}
+	return t, nil
+}
+
+// validActions refuses an action Pulsar does not define.
+func validActions(actions []string) error {
+	for _, a := range actions {
+		if !auth.ValidAction(a) {
+			return fail(http.StatusBadRequest, "Invalid auth action %q", a)
+		}
+	}
+	return nil
+}
+
+// mergeActions returns the sorted union of a and b without repeats.
+func mergeActions(a, b []string) []string {
+	out := append(slices.Clone(a), b...)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
