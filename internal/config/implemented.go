@@ -11,7 +11,7 @@ var implementedProviders = []AuthProvider{AuthProviderToken, AuthProviderTLS, Au
 
 // RefuseUnimplemented returns an error for every security setting whose value asks for something
 // this build reads but does not do, so that a broker never runs more open than its configuration
-// says: authorization, an authentication provider it does not have, TLS and credentials on
+// says: an authentication provider it does not have, TLS and credentials on
 // replication links. Settings that only matter once one of those is on (superUserRoles, ...) are
 // accepted and have no effect, as Pulsar treats them with the feature off.
 func (s *Settings) RefuseUnimplemented() error {
@@ -31,9 +31,6 @@ func (s *Settings) RefuseUnimplemented() error {
 		if slices.Contains(s.Auth.Providers, AuthProviderBasic) && !s.Auth.BasicAuthConf.IsSet() {
 			errs = append(errs, errors.New("AuthenticationProviderBasic needs basicAuthConf (an htpasswd file)"))
 		}
-	}
-	if s.Auth.AuthorizationEnabled {
-		errs = append(errs, errors.New("authorizationEnabled=true: authorization is not implemented by this build; the broker would allow every authenticated client every operation"))
 	}
 	if s.BrokerClient.TLSEnabled {
 		errs = append(errs, errors.New("brokerClientTlsEnabled=true: replication links over TLS are not implemented by this build"))

@@ -133,7 +133,7 @@ func init() {
 		boolKey("authenticationEnabled", "", "authenticate every CONNECT and HTTP request with authenticationProviders", func(s *Settings) *bool { return &s.Auth.AuthenticationEnabled }),
 		{Name: "authenticationProviders", List: true, Usage: "Pulsar provider classes: AuthenticationProviderToken, AuthenticationProviderTls, AuthenticationProviderBasic; no effect while authenticationEnabled is off",
 			set: setProviders, get: func(s *Settings) string { return joinProviders(s.Auth.Providers) }},
-		boolKey("authorizationEnabled", "", "check permissions (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.Auth.AuthorizationEnabled }),
+		boolKey("authorizationEnabled", "", "check permissions: superusers, tenant admins, namespace and topic grants (needs authenticationEnabled)", func(s *Settings) *bool { return &s.Auth.AuthorizationEnabled }),
 		{Name: "authorizationProvider", Usage: "only " + PulsarAuthorizationProvider,
 			set: func(_ *Settings, v string) error {
 				if v != PulsarAuthorizationProvider {

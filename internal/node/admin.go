@@ -35,6 +35,7 @@ func (n *Node) mountAdmin() error {
 		AutoTopicCreation: n.opts.AutoTopicCreation,
 		// Replicators follow replication changes before the admin call answers (not only by watch).
 		ReplicationApplied: replicationApplied,
+		Authorizer:         n.authz,
 	})
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
@@ -43,7 +44,11 @@ func (n *Node) mountAdmin() error {
 	n.mux.Handle("/", h)
 	c.console = console.New(consoleSource{local: n.opts.Cluster, cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.Logger)
 	c.console.Start()
-	n.mux.Handle("/console/", c.console.Handler())
+	console, err := admin.Guard(n.authz, "/console/", c.console.Handler(), n.opts.Logger)
+	if err != nil {
+		return err
+	}
+	n.mux.Handle("/console/", console)
 	return nil
 }
 

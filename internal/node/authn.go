@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/auth"
 	"github.com/meridian-mq/meridian/internal/config"
 )
@@ -14,9 +15,13 @@ import (
 // every HTTP request is authenticated by internal/auth; the readiness endpoint stays open for
 // probes, /metrics too unless AuthenticateMetricsEndpoint.
 
-// validateAuth checks the authentication options against the listeners.
+// validateAuth checks the authentication and authorization options against the listeners.
 func (o *Options) validateAuth() []error {
 	a := o.Auth
+	if a.AuthorizationEnabled && !a.AuthenticationEnabled {
+		// Authorization decides on the authenticated role: without authentication there is none.
+		return []error{errors.New("authorizationEnabled=true needs authenticationEnabled=true: authorization decides on the role a client authenticated as")}
+	}
 	if !a.AuthenticationEnabled {
 		return nil
 	}
@@ -47,6 +52,16 @@ func (n *Node) buildAuthenticator() error {
 	n.log.Info("authentication enabled", "methods", a.Methods(), "anonymousRole", n.opts.Auth.AnonymousUserRole != "",
 		"metricsNeedCredentials", a.MetricsNeedCredentials())
 	return nil
+}
+
+// buildAuthorizer builds the authorizer over the catalog when authorization is on: the binary
+// server and the admin API (and the console) check every command and route with it.
+func (n *Node) buildAuthorizer() {
+	if !n.opts.Auth.AuthorizationEnabled {
+		return
+	}
+	n.authz = auth.NewAuthorizer(n.opts.Auth.SuperUserRoles, admin.CatalogPolicies{Catalog: n.components.catalog})
+	n.log.Info("authorization enabled", "superUserRoles", len(n.opts.Auth.SuperUserRoles))
 }
 
 // webHandler is the web listeners' handler: the mux, behind authentication when it is on.

@@ -136,6 +136,7 @@ func (n *Node) compose(ctx context.Context) error {
 	}
 	n.followPolicies()
 
+	n.buildAuthorizer()
 	c.server, err = server.New(server.Options{
 		Broker:            c.broker,
 		Catalog:           serverCatalog{cat: c.catalog, broker: c.broker},
@@ -145,6 +146,7 @@ func (n *Node) compose(ctx context.Context) error {
 		KeepAliveInterval: n.opts.KeepAliveInterval,
 		AdmitReplicator:   n.admitReplicator,
 		Authenticator:     n.authn,
+		Authorizer:        n.authz,
 		// Pulsar's authenticationRefreshCheckSeconds.
 		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
 		Logger:              log,

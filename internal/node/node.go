@@ -45,6 +45,7 @@ type Node struct {
 	webURL     string // http://advertised:port, or empty without a plaintext web listener
 	tls        tlsListeners
 	authn      *auth.Authenticator // nil without authentication (authn.go)
+	authz      *auth.Authorizer    // nil without authorization (authn.go)
 
 	// notReady is nil when the node is ready, else the reason it is not.
 	notReady atomic.Pointer[error]

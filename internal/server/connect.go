@@ -30,6 +30,9 @@ func (c *conn) handle(f wire.Frame) error {
 	if f.Payload != nil && t != pulsarpb.BaseCommand_SEND {
 		return c.badFrame(fmt.Errorf("%s frame with a %d-byte payload", t, len(f.Payload)))
 	}
+	if !c.authorized(f) {
+		return nil
+	}
 	cmd := f.Cmd
 	switch t {
 	case pulsarpb.BaseCommand_PING:

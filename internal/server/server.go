@@ -138,6 +138,9 @@ type Options struct {
 	// Authenticator, when set, authenticates every CONNECT (authn.go): a connection whose
 	// credentials fail gets ERROR AuthenticationError and is closed. Nil accepts every client.
 	Authenticator *auth.Authenticator
+	// Authorizer, when set, checks every command that names a topic or namespace against the
+	// connection's role (authz.go). Nil allows every command.
+	Authorizer *auth.Authorizer
 	// AuthRefreshInterval is how often a connection's credentials are checked for expiry
 	// (authrefresh.go; Pulsar's authenticationRefreshCheckSeconds). Zero means
 	// DefaultAuthRefreshInterval.
@@ -208,6 +211,7 @@ type serverStats struct {
 	badFrames            atomic.Int64 // connections closed for oversized or malformed frames
 	tlsHandshakeFailures atomic.Int64
 	authFailures         atomic.Int64 // connections closed because CONNECT did not authenticate
+	authzFailures        atomic.Int64 // commands refused because the role lacks the permission
 	checksumErrors       atomic.Int64
 	throttled            atomic.Int64 // times a connection paused reading
 }
@@ -223,8 +227,10 @@ type Stats struct {
 	TLSHandshakeFailures int64
 	// AuthenticationFailures counts connections closed because CONNECT did not authenticate.
 	AuthenticationFailures int64
-	ChecksumErrors         int64
-	Throttled              int64
+	// AuthorizationFailures counts commands refused because the role lacks the permission.
+	AuthorizationFailures int64
+	ChecksumErrors        int64
+	Throttled             int64
 }
 
 // New builds a server. Call Serve for each listener and Close to stop.
@@ -252,6 +258,7 @@ func (s *Server) Stats() Stats {
 		BadFrames:              s.stats.badFrames.Load(),
 		TLSHandshakeFailures:   s.stats.tlsHandshakeFailures.Load(),
 		AuthenticationFailures: s.stats.authFailures.Load(),
+		AuthorizationFailures:  s.stats.authzFailures.Load(),
 		ChecksumErrors:         s.stats.checksumErrors.Load(),
 		Throttled:              s.stats.throttled.Load(),
 	}
