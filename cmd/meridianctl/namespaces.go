@@ -175,6 +175,7 @@ func namespacesCmd(a *app) *cobra.Command {
 	cmd.AddCommand(list, create, del, policies, topics, setClusters, getClusters, unload, replicationStatusCmd(a))
 	cmd.AddCommand(backlogQuotaCmds(a)...)
 	cmd.AddCommand(genericPolicyCmds(a, "namespace")...)
+	cmd.AddCommand(permissionCmds(a, "namespace")...)
 
 	var (
 		ttl, retTime, retSize, expTime string

@@ -26,6 +26,7 @@ type app struct {
 	out        io.Writer
 	errOut     io.Writer
 	client     *adminapi.Client
+	security   securityFlags
 }
 
 func envOr(env func(string) (string, bool), name, def string) string {
@@ -65,6 +66,8 @@ groups and verbs. Settings come from flags, else MERIDIAN_* environment variable
 	}
 	pf.DurationVar(&a.timeout, "timeout", def, "timeout of each admin request, and of each step of produce/consume/perf on --service-url: connect, lookup, subscribe, send, acknowledge (env MERIDIAN_TIMEOUT)")
 
+	a.security.register(pf, env)
+
 	root.AddCommand(
 		clustersCmd(a), tenantsCmd(a), namespacesCmd(a), topicsCmd(a), subscriptionsCmd(a), brokersCmd(a),
 		produceCmd(a), consumeCmd(a), perfCmd(a), schemasCmd(a), versionCmd(a), replicationCmd(a),
@@ -87,7 +90,11 @@ groups and verbs. Settings come from flags, else MERIDIAN_* environment variable
 // api returns the admin client.
 func (a *app) api() (*adminapi.Client, error) {
 	if a.client == nil {
-		c, err := adminapi.NewClient(a.adminURL, &http.Client{Timeout: a.timeout})
+		tr, err := a.security.transport()
+		if err != nil {
+			return nil, err
+		}
+		c, err := adminapi.NewClient(a.adminURL, &http.Client{Timeout: a.timeout, Transport: tr})
 		if err != nil {
 			return nil, usageErr("%v (set --admin-url or MERIDIAN_ADMIN_URL)", err)
 		}

@@ -216,6 +216,7 @@ func topicsCmd(a *app) *cobra.Command {
 	}}
 	cmd.AddCommand(list, listPart, create, createPart, update, meta, del, stats, pstats, internal, lastID, msgID, unload, lookup, setRepl, getRepl, rmRepl)
 	cmd.AddCommand(genericPolicyCmds(a, "topic")...)
+	cmd.AddCommand(permissionCmds(a, "topic")...)
 	// pulsar-admin also has the subscription verbs under topics.
 	for _, sc := range subscriptionVerbs(a, true) {
 		cmd.AddCommand(sc)
