@@ -22,7 +22,13 @@ import (
 // newClient opens a binary-protocol client on --service-url (quiet: warnings only, on stderr). The
 // handshake is bounded by --timeout.
 func (a *app) newClient() (*client.Client, error) {
+	tlsCfg, creds, err := a.security.clientSecurity(a.serviceURL)
+	if err != nil {
+		return nil, err
+	}
 	c, err := client.New(client.Options{
+		TLS:              tlsCfg,
+		Auth:             creds,
 		ServiceURL:       a.serviceURL,
 		ClientVersion:    "meridianctl",
 		OperationTimeout: a.timeout,

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/meridian-mq/meridian/internal/client"
 )
 
 // securityFlags are how meridianctl authenticates and verifies the broker: a token (Pulsar's
@@ -104,4 +106,27 @@ func (b *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return b.next.RoundTrip(r)
+}
+
+// clientSecurity is the binary-protocol client's TLS (for a pulsar+ssl:// URL) and credentials
+// (the token, read at each CONNECT and challenge when it comes from a file).
+func (s *securityFlags) clientSecurity(serviceURL string) (*tls.Config, client.Credentials, error) {
+	var cfg *tls.Config
+	if strings.HasPrefix(serviceURL, "pulsar+ssl://") {
+		var err error
+		if cfg, err = s.tlsConfig(); err != nil {
+			return nil, nil, err
+		}
+	}
+	tok, err := s.token()
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case s.authTokenFile != "":
+		return cfg, client.TokenFile(s.authTokenFile), nil
+	case tok != "":
+		return cfg, client.Token(tok), nil
+	}
+	return cfg, nil, nil
 }

@@ -18,6 +18,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,8 +39,17 @@ var ErrClosed = errors.New("client: closed")
 
 // Options configure a Client. Zero values take the defaults in the comments.
 type Options struct {
-	// ServiceURL is the broker to look topics up on: pulsar://host:port (or host:port).
+	// ServiceURL is the broker to look topics up on: pulsar://host:port (or host:port), or
+	// pulsar+ssl://host:port for TLS (port 6651 by default).
 	ServiceURL string
+	// TLS configures connections to a pulsar+ssl:// ServiceURL (and to the brokerServiceUrlTls
+	// lookups answer with). nil: TLS 1.2 or later, verified against the system's roots. An empty
+	// ServerName is the host dialed, so the broker's certificate must name it. Setting TLS for a
+	// pulsar:// URL is an error.
+	TLS *tls.Config
+	// Auth, when set, supplies the credentials sent in CONNECT and in answer to the broker's
+	// AUTH_CHALLENGE; nil sends none.
+	Auth Credentials
 	// ClientVersion is sent in CONNECT. Default "meridian-client".
 	ClientVersion string
 	// OperationTimeout bounds the handshake and, when the caller's context has no deadline, the
@@ -102,9 +112,15 @@ type poolEntry struct {
 // New returns a client for opts.ServiceURL. It does not connect until first used.
 func New(opts Options) (*Client, error) {
 	opts.setDefaults()
-	addr, err := hostPort(opts.ServiceURL)
+	addr, useTLS, err := serviceAddr(opts.ServiceURL)
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case useTLS && opts.TLS == nil:
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	case !useTLS && opts.TLS != nil:
+		return nil, fmt.Errorf("client: TLS is configured but the service URL %q is not pulsar+ssl://", opts.ServiceURL)
 	}
 	return &Client{
 		opts:        opts,
@@ -115,28 +131,46 @@ func New(opts Options) (*Client, error) {
 	}, nil
 }
 
-// hostPort accepts pulsar://host:port, host:port, or a URL without port (6650).
-func hostPort(s string) (string, error) {
+// serviceAddr accepts pulsar://host:port, pulsar+ssl://host:port, host:port, or a URL without
+// port (6650, 6651 for TLS), and says whether the URL asks for TLS.
+func serviceAddr(s string) (addr string, useTLS bool, err error) {
 	if s == "" {
-		return "", errors.New("client: empty service URL")
+		return "", false, errors.New("client: empty service URL")
 	}
 	if !strings.Contains(s, "://") {
 		s = "pulsar://" + s
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return "", fmt.Errorf("client: service URL %q: %w", s, err)
+		return "", false, fmt.Errorf("client: service URL %q: %w", s, err)
 	}
-	if u.Scheme != "pulsar" {
-		return "", fmt.Errorf("client: service URL %q: only pulsar:// is supported", s)
+	port := "6650"
+	switch u.Scheme {
+	case "pulsar":
+	case "pulsar+ssl":
+		useTLS, port = true, "6651"
+	default:
+		return "", false, fmt.Errorf("client: service URL %q: only pulsar:// and pulsar+ssl:// are supported", s)
 	}
 	if u.Host == "" {
-		return "", fmt.Errorf("client: service URL %q: no host", s)
+		return "", false, fmt.Errorf("client: service URL %q: no host", s)
 	}
 	if u.Port() == "" {
-		return net.JoinHostPort(u.Hostname(), "6650"), nil
+		return net.JoinHostPort(u.Hostname(), port), useTLS, nil
 	}
-	return u.Host, nil
+	return u.Host, useTLS, nil
+}
+
+// hostPort is serviceAddr for a URL of the scheme the client uses.
+func (c *Client) hostPort(s string) (string, error) {
+	addr, useTLS, err := serviceAddr(s)
+	if err != nil {
+		return "", err
+	}
+	if useTLS != (c.opts.TLS != nil) {
+		return "", fmt.Errorf("client: broker URL %q is not of the client's scheme", s)
+	}
+	return addr, nil
 }
 
 // Close closes every producer, consumer and connection of the client. It does not wait for
@@ -252,7 +286,14 @@ func (c *Client) Lookup(ctx context.Context, topic string) (string, error) {
 		}
 		switch lr.GetResponse() {
 		case pulsarpb.CommandLookupTopicResponse_Connect, pulsarpb.CommandLookupTopicResponse_Redirect:
-			next, err := hostPort(lr.GetBrokerServiceUrl())
+			u := lr.GetBrokerServiceUrl()
+			if c.opts.TLS != nil {
+				u = lr.GetBrokerServiceUrlTls()
+				if u == "" {
+					return "", fmt.Errorf("client: lookup %s: the broker answered without a pulsar+ssl:// URL", name)
+				}
+			}
+			next, err := c.hostPort(u)
 			if err != nil {
 				return "", fmt.Errorf("client: lookup %s: %w", name, err)
 			}

@@ -407,15 +407,18 @@ func TestKeepAliveClosesSilentConnection(t *testing.T) {
 
 func TestOptionsAndURLs(t *testing.T) {
 	for in, want := range map[string]string{
-		"pulsar://h:1": "h:1", "h:2": "h:2", "pulsar://h": "h:6650",
+		"pulsar://h:1": "h:1", "h:2": "h:2", "pulsar://h": "h:6650", "pulsar+ssl://h": "h:6651+tls", "pulsar+ssl://h:7": "h:7+tls",
 	} {
-		got, err := hostPort(in)
+		got, useTLS, err := serviceAddr(in)
+		if useTLS {
+			got += "+tls"
+		}
 		if err != nil || got != want {
 			t.Errorf("%s: %q %v", in, got, err)
 		}
 	}
 	for _, bad := range []string{"", "http://h:1", "pulsar://"} {
-		if _, err := hostPort(bad); err == nil {
+		if _, _, err := serviceAddr(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,10 +46,13 @@ type consumerHandler interface {
 // conn is one TCP connection to a broker. It owns three goroutines: reader, writer and keepalive,
 // all stopped by close.
 type conn struct {
-	addr   string
-	nc     net.Conn
-	log    *slog.Logger
-	maxMsg int
+	// auth answers AUTH_CHALLENGE (nil: no credentials); version is sent with the answer.
+	auth    Credentials
+	version string
+	addr    string
+	nc      net.Conn
+	log     *slog.Logger
+	maxMsg  int
 
 	mu        sync.Mutex
 	closed    bool
@@ -71,6 +75,10 @@ func dialConn(ctx context.Context, o *Options, addr string) (*conn, error) {
 		var nd net.Dialer
 		d = nd.DialContext
 	}
+	method, authData, err := credentialsOf(o.Auth)
+	if err != nil {
+		return nil, err
+	}
 	nc, err := d(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
@@ -80,10 +88,24 @@ func dialConn(ctx context.Context, o *Options, addr string) (*conn, error) {
 	} else {
 		_ = nc.SetDeadline(time.Now().Add(o.OperationTimeout))
 	}
+	if o.TLS != nil {
+		cfg, err := tlsFor(o, addr)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("client: TLS handshake with %s: %w", addr, err)
+		}
+		nc = tc
+	}
 	connect := wire.Command(&pulsarpb.CommandConnect{
 		ClientVersion:   ptr(o.ClientVersion),
 		ProtocolVersion: ptr(wire.ProtocolVersion),
-		AuthMethodName:  ptr(""),
+		AuthMethodName:  ptr(method),
+		AuthData:        authData,
 		FeatureFlags: &pulsarpb.FeatureFlags{
 			SupportsAuthRefresh:         ptr(true),
 			SupportsBrokerEntryMetadata: ptr(true),
@@ -125,6 +147,8 @@ func dialConn(ctx context.Context, o *Options, addr string) (*conn, error) {
 	}
 	r.setMaxFrameSize(wire.MaxFrameSize(maxMsg))
 	c := &conn{
+		auth:      o.Auth,
+		version:   o.ClientVersion,
 		addr:      addr,
 		nc:        nc,
 		log:       o.Logger.With("broker", addr),
@@ -453,6 +477,8 @@ func (c *conn) dispatch(f wire.Frame) {
 			c.removeConsumer(id)
 			h.onDisconnect(c, errors.New("consumer closed by broker"))
 		}
+	case pulsarpb.BaseCommand_AUTH_CHALLENGE:
+		c.answerChallenge()
 	case pulsarpb.BaseCommand_REACHED_END_OF_TOPIC:
 		// Informational; the consumer stays subscribed.
 	default:
@@ -530,3 +556,23 @@ func errorOf(resp *pulsarpb.BaseCommand) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// answerChallenge answers the broker's AUTH_CHALLENGE (its check found the credentials expired)
+// with fresh credentials from the source; a connection without credentials, or whose source
+// fails, is closed, as the broker would close it at its next check anyway.
+func (c *conn) answerChallenge() {
+	method, data, err := credentialsOf(c.auth)
+	if err == nil && c.auth == nil {
+		err = errors.New("client: AUTH_CHALLENGE on a connection without credentials")
+	}
+	if err != nil {
+		c.log.Warn("closing connection: cannot answer the broker's authentication challenge", "err", err)
+		c.shutdown(err)
+		return
+	}
+	_ = c.send(wire.Command(&pulsarpb.CommandAuthResponse{
+		ClientVersion:   ptr(c.version),
+		Response:        &pulsarpb.AuthData{AuthMethodName: ptr(method), AuthData: data},
+		ProtocolVersion: ptr(wire.ProtocolVersion),
+	}), nil)
+}
