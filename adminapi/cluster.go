@@ -2,37 +2,42 @@ package adminapi
 
 // ClusterData describes a cluster in the configuration store (`/admin/v2/clusters/{name}`). The name is
 // carried by the path, not the body. Meridian uses serviceUrl (admin REST of the remote cluster) and
-// brokerServiceUrl (its binary protocol) for geo-replication; the TLS and authentication fields are
-// stored and returned but not acted on yet (the replication link is plaintext in this release).
+// brokerServiceUrl (its binary protocol) for geo-replication, or with brokerClientTlsEnabled
+// brokerServiceUrlTls and serviceUrlTls, verified with brokerClientTrustCertsFilePath, and
+// authenticates with authenticationPlugin and authenticationParameters (docs/security.md).
 type ClusterData struct {
-	ServiceURL                         string              `json:"serviceUrl,omitempty"`
-	ServiceURLTLS                      string              `json:"serviceUrlTls,omitempty"`
-	BrokerServiceURL                   string              `json:"brokerServiceUrl,omitempty"`
-	BrokerServiceURLTLS                string              `json:"brokerServiceUrlTls,omitempty"`
-	ProxyServiceURL                    string              `json:"proxyServiceUrl,omitempty"`
-	ProxyProtocol                      string              `json:"proxyProtocol,omitempty"`
-	AuthenticationPlugin               string              `json:"authenticationPlugin,omitempty"`
-	AuthenticationParameters           string              `json:"authenticationParameters,omitempty"`
-	PeerClusterNames                   []string            `json:"peerClusterNames,omitempty"`
-	BrokerClientTLSEnabled             bool                `json:"brokerClientTlsEnabled"`
-	TLSAllowInsecureConnection         bool                `json:"tlsAllowInsecureConnection"`
-	BrokerClientTLSEnabledWithKeyStore bool                `json:"brokerClientTlsEnabledWithKeyStore"`
-	BrokerClientTLSTrustStoreType      string              `json:"brokerClientTlsTrustStoreType,omitempty"`
-	BrokerClientTLSTrustStore          string              `json:"brokerClientTlsTrustStore,omitempty"`
-	BrokerClientTLSTrustStorePassword  string              `json:"brokerClientTlsTrustStorePassword,omitempty"`
-	BrokerClientTLSKeyStoreType        string              `json:"brokerClientTlsKeyStoreType,omitempty"`
-	BrokerClientTLSKeyStore            string              `json:"brokerClientTlsKeyStore,omitempty"`
-	BrokerClientTLSKeyStorePassword    string              `json:"brokerClientTlsKeyStorePassword,omitempty"`
-	BrokerClientTrustCertsFilePath     string              `json:"brokerClientTrustCertsFilePath,omitempty"`
-	BrokerClientKeyFilePath            string              `json:"brokerClientKeyFilePath,omitempty"`
-	BrokerClientCertificateFilePath    string              `json:"brokerClientCertificateFilePath,omitempty"`
-	BrokerClientSslFactoryPlugin       string              `json:"brokerClientSslFactoryPlugin,omitempty"`
-	BrokerClientSslFactoryPluginParams string              `json:"brokerClientSslFactoryPluginParams,omitempty"`
-	ListenerName                       string              `json:"listenerName,omitempty"`
-	Migrated                           bool                `json:"migrated"`
-	MigratedClusterURL                 *ClusterURL         `json:"migratedClusterUrl,omitempty"`
-	Properties                         map[string]string   `json:"properties,omitempty"`
-	FailureDomains                     map[string][]string `json:"-"`
+	ServiceURL                         string            `json:"serviceUrl,omitempty"`
+	ServiceURLTLS                      string            `json:"serviceUrlTls,omitempty"`
+	BrokerServiceURL                   string            `json:"brokerServiceUrl,omitempty"`
+	BrokerServiceURLTLS                string            `json:"brokerServiceUrlTls,omitempty"`
+	ProxyServiceURL                    string            `json:"proxyServiceUrl,omitempty"`
+	ProxyProtocol                      string            `json:"proxyProtocol,omitempty"`
+	AuthenticationPlugin               string            `json:"authenticationPlugin,omitempty"`
+	AuthenticationParameters           string            `json:"authenticationParameters,omitempty"`
+	PeerClusterNames                   []string          `json:"peerClusterNames,omitempty"`
+	BrokerClientTLSEnabled             bool              `json:"brokerClientTlsEnabled"`
+	TLSAllowInsecureConnection         bool              `json:"tlsAllowInsecureConnection"`
+	BrokerClientTLSEnabledWithKeyStore bool              `json:"brokerClientTlsEnabledWithKeyStore"`
+	BrokerClientTLSTrustStoreType      string            `json:"brokerClientTlsTrustStoreType,omitempty"`
+	BrokerClientTLSTrustStore          string            `json:"brokerClientTlsTrustStore,omitempty"`
+	BrokerClientTLSTrustStorePassword  string            `json:"brokerClientTlsTrustStorePassword,omitempty"`
+	BrokerClientTLSKeyStoreType        string            `json:"brokerClientTlsKeyStoreType,omitempty"`
+	BrokerClientTLSKeyStore            string            `json:"brokerClientTlsKeyStore,omitempty"`
+	BrokerClientTLSKeyStorePassword    string            `json:"brokerClientTlsKeyStorePassword,omitempty"`
+	BrokerClientTrustCertsFilePath     string            `json:"brokerClientTrustCertsFilePath,omitempty"`
+	BrokerClientKeyFilePath            string            `json:"brokerClientKeyFilePath,omitempty"`
+	BrokerClientCertificateFilePath    string            `json:"brokerClientCertificateFilePath,omitempty"`
+	BrokerClientSslFactoryPlugin       string            `json:"brokerClientSslFactoryPlugin,omitempty"`
+	BrokerClientSslFactoryPluginParams string            `json:"brokerClientSslFactoryPluginParams,omitempty"`
+	ListenerName                       string            `json:"listenerName,omitempty"`
+	Migrated                           bool              `json:"migrated"`
+	MigratedClusterURL                 *ClusterURL       `json:"migratedClusterUrl,omitempty"`
+	Properties                         map[string]string `json:"properties,omitempty"`
+	// ReplicatorRoles is Meridian's: the roles allowed to publish entries replicated from this
+	// cluster (besides superusers). Set through /admin/v2/clusters/{cluster}/replicatorRoles; an
+	// update of the cluster without it keeps it.
+	ReplicatorRoles []string            `json:"replicatorRoles,omitempty"`
+	FailureDomains  map[string][]string `json:"-"`
 }
 
 // ClusterURL is the set of URLs of a cluster (used for blue-green migration targets).

@@ -137,3 +137,9 @@ func (c CatalogPolicies) NamespacePermissions(ns string) (auth.NamespacePermissi
 	a := p.AuthPolicies
 	return auth.NamespacePermissions{Roles: a.NamespaceAuth, Topics: a.DestinationAuth, Subscriptions: a.SubscriptionAuthRoles}, true
 }
+
+// ReplicatorRoles implements auth.PolicySource.
+func (c CatalogPolicies) ReplicatorRoles(cluster string) []string {
+	d, _ := c.Catalog.Cluster(cluster)
+	return d.ReplicatorRoles
+}

@@ -219,3 +219,25 @@ func TestGuardRefusesUnlistedRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReplicatorRolesEndpoint: only a superuser reads or sets a cluster's replicator roles; an
+// update of the cluster that does not name them keeps them.
+func TestReplicatorRolesEndpoint(t *testing.T) {
+	e := newAuthzEnv(t)
+	const path = "/admin/v2/clusters/standalone/replicatorRoles"
+	e.expect("acme-admin", http.MethodPost, path, `["acme-admin"]`, http.StatusForbidden)
+	e.expect("root", http.MethodPost, path, `["west-link","west-link","east-link"]`, http.StatusNoContent)
+	if got := e.expect("root", http.MethodGet, path, "", http.StatusOK); strings.TrimSpace(got) != `["east-link","west-link"]` {
+		t.Fatalf("replicator roles %s", got)
+	}
+	e.expect("acme-admin", http.MethodGet, path, "", http.StatusForbidden)
+	e.expect("root", http.MethodPost, "/admin/v2/clusters/standalone", `{"serviceUrl":"http://127.0.0.1:8081"}`, http.StatusNoContent)
+	if d, _ := e.cat.Cluster("standalone"); !slices.Equal(d.ReplicatorRoles, []string{"east-link", "west-link"}) || d.ServiceURL != "http://127.0.0.1:8081" {
+		t.Fatalf("after an update: %+v", d)
+	}
+	e.expect("root", http.MethodPost, path, `[]`, http.StatusNoContent)
+	if got := e.expect("root", http.MethodGet, path, "", http.StatusOK); strings.TrimSpace(got) != `[]` {
+		t.Fatalf("replicator roles after clearing %s", got)
+	}
+	e.expect("root", http.MethodGet, "/admin/v2/clusters/nowhere/replicatorRoles", "", http.StatusNotFound)
+}

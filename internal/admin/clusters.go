@@ -67,6 +67,8 @@ func (h *Handler) routes() {
 	h.handle("POST /admin/v2/clusters/{cluster}", h.clusterUpdate)
 	h.handle("DELETE /admin/v2/clusters/{cluster}", h.clusterDelete)
 	h.handle("GET /admin/v2/clusters/{cluster}/peers", h.clusterPeersGet)
+	h.handle("GET /admin/v2/clusters/{cluster}/replicatorRoles", h.replicatorRolesGet)
+	h.handle("POST /admin/v2/clusters/{cluster}/replicatorRoles", h.replicatorRolesSet)
 	h.handle("POST /admin/v2/clusters/{cluster}/peers", h.clusterPeersSet)
 	h.handle("GET /admin/v2/clusters/{cluster}/failureDomains", func(w http.ResponseWriter, r *http.Request) error {
 		if _, found := h.cat.Cluster(r.PathValue("cluster")); !found {
@@ -253,7 +255,16 @@ func (h *Handler) clusterUpdate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.cat.UpdateCluster(r.Context(), r.PathValue("cluster"), d); err != nil {
+	// replicatorRoles has its own endpoint: an update that does not name it keeps it.
+	err = h.cat.UpdateClusterWith(r.Context(), r.PathValue("cluster"), func(v *adminapi.ClusterData) error {
+		roles := v.ReplicatorRoles
+		*v = d
+		if v.ReplicatorRoles == nil {
+			v.ReplicatorRoles = roles
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	return noContent(w)

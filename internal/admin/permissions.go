@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/auth"
@@ -110,4 +111,43 @@ func mergeActions(a, b []string) []string {
 	out := append(slices.Clone(a), b...)
 	sort.Strings(out)
 	return slices.Compact(out)
+}
+
+// replicatorRolesGet answers the roles allowed to publish entries replicated from the cluster
+// (Meridian's; superusers always may).
+func (h *Handler) replicatorRolesGet(w http.ResponseWriter, r *http.Request) error {
+	d, found := h.cat.Cluster(r.PathValue("cluster"))
+	if !found {
+		return fail(http.StatusNotFound, "Cluster does not exist")
+	}
+	roles := d.ReplicatorRoles
+	if roles == nil {
+		roles = []string{}
+	}
+	return ok(w, roles)
+}
+
+// replicatorRolesSet replaces the cluster's replicator roles (a JSON list; [] removes them all).
+func (h *Handler) replicatorRolesSet(w http.ResponseWriter, r *http.Request) error {
+	var roles []string
+	if err := decodeBody(r, &roles); err != nil {
+		return err
+	}
+	for _, role := range roles {
+		if strings.TrimSpace(role) == "" {
+			return fail(http.StatusPreconditionFailed, "A replicator role must not be empty")
+		}
+	}
+	roles = mergeActions(nil, roles)
+	err := h.cat.UpdateClusterWith(r.Context(), r.PathValue("cluster"), func(v *adminapi.ClusterData) error {
+		v.ReplicatorRoles = roles
+		if len(roles) == 0 {
+			v.ReplicatorRoles = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return noContent(w)
 }

@@ -32,6 +32,8 @@ var routePermissions = map[string]auth.Need{
 	"DELETE /admin/v2/clusters/{cluster}":                    auth.NeedSuperUser,
 	"GET /admin/v2/clusters/{cluster}/peers":                 auth.NeedSuperUser,
 	"POST /admin/v2/clusters/{cluster}/peers":                auth.NeedSuperUser,
+	"GET /admin/v2/clusters/{cluster}/replicatorRoles":       auth.NeedSuperUser,
+	"POST /admin/v2/clusters/{cluster}/replicatorRoles":      auth.NeedSuperUser,
 	"GET /admin/v2/clusters/{cluster}/failureDomains":        auth.NeedSuperUser,
 	"GET /admin/v2/tenants":                                  auth.NeedSuperUser,
 	"GET /admin/v2/tenants/{tenant}":                         auth.NeedTenantAdmin,

@@ -53,11 +53,14 @@ const (
 	NeedTenantAdmin
 	// NeedSuperUser: a role in superUserRoles.
 	NeedSuperUser
+	// NeedReplicator: publishing entries replicated from Resource.Cluster: a superuser (as
+	// Pulsar's peers replicate) or a role registered as that cluster's replicator role.
+	NeedReplicator
 )
 
 var needNames = map[Need]string{
 	NeedNone: "none", NeedAuthenticated: "authenticated", NeedLookup: "lookup", NeedProduce: "produce",
-	NeedConsume: "consume", NeedNamespaceAccess: "namespace-access", NeedTenantAdmin: "tenant-admin", NeedSuperUser: "superuser",
+	NeedConsume: "consume", NeedNamespaceAccess: "namespace-access", NeedTenantAdmin: "tenant-admin", NeedSuperUser: "superuser", NeedReplicator: "replicator",
 }
 
 func (n Need) String() string {
@@ -74,6 +77,8 @@ type Resource struct {
 	Namespace    string // "tenant/ns"
 	Topic        string // "persistent://tenant/ns/local"
 	Subscription string
+	// Cluster is the source cluster of replicated entries (NeedReplicator).
+	Cluster string
 }
 
 func (r Resource) String() string {
@@ -107,6 +112,9 @@ type PolicySource interface {
 	TenantAdminRoles(tenant string) ([]string, bool)
 	// NamespacePermissions returns the namespace's grants; false when it does not exist.
 	NamespacePermissions(namespace string) (NamespacePermissions, bool)
+	// ReplicatorRoles returns the roles registered to replicate from cluster (none: only
+	// superusers may).
+	ReplicatorRoles(cluster string) []string
 }
 
 // ErrForbidden is the class of every authorization refusal (errors.Is).
@@ -162,6 +170,11 @@ func (a *Authorizer) Authorize(role string, need Need, res Resource) error {
 			return nil
 		}
 		return &forbidden{fmt.Sprintf("role %q is not a superuser", role)}
+	case NeedReplicator:
+		if a.IsSuperUser(role) || (role != "" && res.Cluster != "" && slices.Contains(a.src.ReplicatorRoles(res.Cluster), role)) {
+			return nil
+		}
+		return &forbidden{fmt.Sprintf("role %q may not replicate from cluster %q into %s: it is neither a superuser nor that cluster's replicator role", role, res.Cluster, res)}
 	}
 	if role == "" {
 		return &forbidden{"credentials are required"}

@@ -6,9 +6,12 @@ import (
 )
 
 type fakePolicies struct {
-	admins map[string][]string
-	ns     map[string]NamespacePermissions
+	admins      map[string][]string
+	ns          map[string]NamespacePermissions
+	replicators map[string][]string
 }
+
+func (f fakePolicies) ReplicatorRoles(c string) []string { return f.replicators[c] }
 
 func (f fakePolicies) TenantAdminRoles(t string) ([]string, bool) { r, ok := f.admins[t]; return r, ok }
 func (f fakePolicies) NamespacePermissions(ns string) (NamespacePermissions, bool) {
@@ -19,7 +22,8 @@ func (f fakePolicies) NamespacePermissions(ns string) (NamespacePermissions, boo
 func TestAuthorize(t *testing.T) {
 	const topic = "persistent://acme/app/orders"
 	src := fakePolicies{
-		admins: map[string][]string{"acme": {"acme-admin"}, "other": {"other-admin"}},
+		admins:      map[string][]string{"acme": {"acme-admin"}, "other": {"other-admin"}},
+		replicators: map[string][]string{"west": {"west-link"}},
 		ns: map[string]NamespacePermissions{
 			"acme/app": {
 				Roles:         map[string][]string{"ns-producer": {"produce"}, "ns-consumer": {"consume"}},
@@ -67,6 +71,11 @@ func TestAuthorize(t *testing.T) {
 		{"", NeedNone, Resource{}, true},
 		{"stranger", NeedProduce, Resource{Tenant: "ghost", Namespace: "ghost/ns", Topic: "persistent://ghost/ns/t"}, false},
 		{"stranger", Need(0), orders, false},
+		{"root", NeedReplicator, Resource{Topic: topic, Cluster: "west"}, true},
+		{"west-link", NeedReplicator, Resource{Topic: topic, Cluster: "west"}, true},
+		{"west-link", NeedReplicator, Resource{Topic: topic, Cluster: "east"}, false},
+		{"acme-admin", NeedReplicator, Resource{Tenant: "acme", Topic: topic, Cluster: "west"}, false}, // tenant admins do not replicate
+		{"ns-producer", NeedReplicator, Resource{Topic: topic, Cluster: "west"}, false},
 	} {
 		err := a.Authorize(tc.role, tc.need, tc.res)
 		if (err == nil) != tc.ok {

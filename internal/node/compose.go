@@ -281,5 +281,11 @@ func (n *Node) admitReplicator(_ context.Context, topic naming.TopicName, source
 	if !slices.Contains(allowed, source) {
 		return fmt.Errorf("%w: cluster %s is not allowed for tenant %s on cluster %s", wire.ErrNotAllowed, source, topic.Tenant, n.opts.Cluster)
 	}
+	if n.authz != nil {
+		// With authorization, the namespace itself must replicate with the source (docs/security.md).
+		if p, _ := cat.NamespaceShared(ns); p == nil || !slices.Contains(p.ReplicationClusters, source) {
+			return fmt.Errorf("%w: namespace %s on cluster %s does not replicate with cluster %s", wire.ErrAuthorization, ns, n.opts.Cluster, source)
+		}
+	}
 	return nil
 }

@@ -37,7 +37,15 @@ var commandChecks = map[pulsarpb.BaseCommand_Type]commandCheck{
 		return auth.NeedNamespaceAccess, auth.Resource{Tenant: ns.Tenant, Namespace: ns.String()}, true
 	},
 	pulsarpb.BaseCommand_PRODUCER: func(cmd *pulsarpb.BaseCommand) (auth.Need, auth.Resource, bool) {
-		return topicNeed(auth.NeedProduce, cmd.GetProducer().GetTopic(), "")
+		p := cmd.GetProducer()
+		if src, isReplicator := replicatorSource(p.GetProducerName()); isReplicator {
+			// A replicator's entries carry replicated_from = src: a superuser or src's
+			// replicator role only (AdmitReplicator then checks the namespace allows src).
+			need, res, ok := topicNeed(auth.NeedReplicator, p.GetTopic(), "")
+			res.Cluster = src
+			return need, res, ok
+		}
+		return topicNeed(auth.NeedProduce, p.GetTopic(), "")
 	},
 	pulsarpb.BaseCommand_SUBSCRIBE: func(cmd *pulsarpb.BaseCommand) (auth.Need, auth.Resource, bool) {
 		s := cmd.GetSubscribe()
@@ -138,4 +146,32 @@ func (c *conn) refuseUnauthorized(cmd *pulsarpb.BaseCommand, err error) {
 		reqID, _ := requestIDOf(cmd)
 		c.sendCommand(&pulsarpb.CommandError{RequestId: proto.Uint64(reqID), Error: code, Message: msg})
 	}
+}
+
+// mustCheckOrigin reports whether a producer named name must have its entries checked for
+// replicated_from: with authorization on, unless it is a replicator (authorized as one) or its
+// connection's role is a superuser.
+func (c *conn) mustCheckOrigin(name string) bool {
+	a := c.s.opts.Authorizer
+	if a == nil {
+		return false
+	}
+	if _, isReplicator := replicatorSource(name); isReplicator {
+		return false
+	}
+	c.authMu.Lock()
+	role := c.identity.Role
+	c.authMu.Unlock()
+	return !a.IsSuperUser(role)
+}
+
+// claimsReplication reports whether an entry carries replicated_from: from the scan's origin when
+// the scan collected it (scanned), else from the decoded metadata. An entry that does not decode
+// is refused later as malformed.
+func claimsReplication(entry []byte, origin wire.ReplicatedOrigin, scanned bool) bool {
+	if scanned {
+		return origin.HasFrom
+	}
+	md, err := wire.DecodeMetadata(entry)
+	return err == nil && md.ReplicatedFrom != nil
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/auth"
+	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -18,6 +19,13 @@ type staticPolicies map[string]auth.NamespacePermissions
 func (staticPolicies) TenantAdminRoles(tenant string) ([]string, bool) {
 	return []string{"tenant-admin"}, tenant == "public"
 }
+func (staticPolicies) ReplicatorRoles(cluster string) []string {
+	if cluster == "west" {
+		return []string{"west-link"}
+	}
+	return nil
+}
+
 func (s staticPolicies) NamespacePermissions(ns string) (auth.NamespacePermissions, bool) {
 	p, ok := s[ns]
 	return p, ok
@@ -139,4 +147,58 @@ func TestEveryCommandIsClassified(t *testing.T) {
 			t.Errorf("command %s: add it to commandChecks (it names a topic or namespace) or to commandsWithoutCheck in internal/server/authz.go", m[1])
 		}
 	}
+}
+
+// TestReplicatorAuthorization: a producer named as a replicator of cluster west is created only
+// for a superuser or west's replicator role, whatever produce grants the role has; an ordinary
+// producer's SEND that carries replicated_from is refused (AuthorizationError) and not stored,
+// while a superuser's is served.
+func TestReplicatorAuthorization(t *testing.T) {
+	const topic = "persistent://public/default/replicated"
+	authz := auth.NewAuthorizer([]string{"root"}, staticPolicies{"public/default": {
+		Roles: map[string][]string{"writer": {"produce"}, "west-link": {"produce"}},
+	}})
+	s := startServer(t, Options{Authenticator: tokenAuthenticator(t, ""), Authorizer: authz})
+	as := func(role string) *rawClient {
+		c := dialRaw(t, s.addr)
+		connectWith(c, "token", []byte(testToken(t, testSecret, jwt.MapClaims{"sub": role})))
+		c.expect(pulsarpb.BaseCommand_CONNECTED)
+		return c
+	}
+	replicator := func(c *rawClient, id uint64, suffix string) {
+		c.send(&pulsarpb.CommandProducer{Topic: proto.String(topic), ProducerId: proto.Uint64(id), RequestId: proto.Uint64(id),
+			ProducerName: proto.String("pulsar.repl.west-->east" + suffix)})
+	}
+	w := as("writer")
+	replicator(w, 1, "")
+	if e := w.expect(pulsarpb.BaseCommand_ERROR).Cmd.GetError(); e.GetError() != pulsarpb.ServerError_AuthorizationError {
+		t.Fatalf("writer as west's replicator: %v", e)
+	}
+	for _, role := range []string{"west-link", "root"} {
+		c := as(role)
+		replicator(c, 1, role)
+		c.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS)
+	}
+
+	forged := func(t *testing.T) []byte {
+		e, err := wire.EncodeEntry(&pulsarpb.MessageMetadata{ProducerName: proto.String("p"), SequenceId: proto.Uint64(0),
+			PublishTime: proto.Uint64(1), ReplicatedFrom: proto.String("west")}, []byte("forged"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	w.createProducer(topic, 2, 2)
+	w.sendMessage(2, 0, forged(t))
+	se := w.expect(pulsarpb.BaseCommand_SEND_ERROR).Cmd.GetSendError()
+	if se.GetError() != pulsarpb.ServerError_AuthorizationError {
+		t.Fatalf("forged replicated_from: %v", se)
+	}
+	w.sendMessage(2, 1, entry(t, "p", 1, []byte("plain")))
+	w.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
+
+	root := as("root")
+	root.createProducer(topic, 3, 3)
+	root.sendMessage(3, 0, forged(t))
+	root.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
 }

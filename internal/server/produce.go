@@ -32,6 +32,9 @@ type producerHandle struct {
 	// producer_name of the last SEND's metadata, reused while it stays the same.
 	complete     func(broker.PublishResult)
 	lastMetaName string
+	// originChecked: with authorization, this producer is neither a replicator nor a superuser's,
+	// so its entries must not carry replicated_from (authz.go).
+	originChecked bool
 }
 
 // release closes the broker producer, if it was created.
@@ -66,7 +69,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 		c.sendProducerSuccess(reqID, prod, version, true)
 		return
 	}
-	h := &producerHandle{id: id, topic: topic, requestID: reqID}
+	h := &producerHandle{id: id, topic: topic, requestID: reqID, originChecked: c.mustCheckOrigin(cmd.GetProducerName())}
 	c.producers[id] = h
 	delete(c.closedProducers, id)
 	c.mu.Unlock()
@@ -322,6 +325,16 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		// The replicated-entry index needs the origin fields: collected in this scan, so the
 		// index does not scan every replicated entry a second time.
 		md, origin, hasOrigin, err = wire.ScanPublishMetadataOrigin(entry, h.lastMetaName)
+	} else if h.originChecked {
+		var scanned wire.ReplicatedOrigin
+		var ok bool
+		md, scanned, ok, err = wire.ScanPublishMetadataOrigin(entry, h.lastMetaName)
+		if err == nil && claimsReplication(entry, scanned, ok) {
+			c.s.stats.authzFailures.Add(1)
+			c.log.Info("SEND refused: replicated_from set by a producer that is not a replicator", "producerId", id, "sequenceId", seq)
+			sendError(pulsarpb.ServerError_AuthorizationError, "replicated_from may be set only by a replicator of that cluster")
+			return nil
+		}
 	} else {
 		md, err = wire.ScanPublishMetadataReusing(entry, h.lastMetaName)
 	}
