@@ -33,10 +33,10 @@ func (s *Settings) RefuseUnimplemented() error {
 		}
 	}
 	if s.BrokerClient.TLSEnabled {
-		errs = append(errs, errors.New("brokerClientTlsEnabled=true: replication links over TLS are not implemented by this build"))
+		errs = append(errs, errors.New("brokerClientTlsEnabled=true: this build takes a replication link's TLS from the remote cluster's data (brokerClientTlsEnabled, brokerServiceUrlTls, brokerClientTrustCertsFilePath in the cluster's registration), not from the broker's configuration"))
 	}
 	if s.BrokerClient.AuthenticationPlugin != "" {
-		errs = append(errs, errors.New("brokerClientAuthenticationPlugin is set: replication links with credentials are not implemented by this build"))
+		errs = append(errs, errors.New("brokerClientAuthenticationPlugin is set: this build takes a replication link's credentials from the remote cluster's data (authenticationPlugin, authenticationParameters in the cluster's registration), not from the broker's configuration"))
 	}
 	return errors.Join(errs...)
 }

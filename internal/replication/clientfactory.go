@@ -54,8 +54,8 @@ type ClientFactory struct {
 }
 
 type remoteClient struct {
-	brokerURL string
-	c         *client.Client
+	link linkConfig
+	c    *client.Client
 }
 
 // NewClientFactory returns a factory; Close closes every remote client.
@@ -74,21 +74,27 @@ func (f *ClientFactory) remote(name string) (*remoteClient, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q (register it with `meridianctl clusters create`)", ErrClusterNotRegistered, name)
 	}
-	if cd.BrokerServiceURL == "" {
+	if cd.BrokerServiceURL == "" && cd.BrokerServiceURLTLS == "" {
 		return nil, fmt.Errorf("%w: %q has no brokerServiceUrl", ErrClusterNotRegistered, name)
+	}
+	link, err := linkConfigOf(name, cd)
+	if err != nil {
+		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return nil, client.ErrClosed
 	}
-	if rc := f.remotes[name]; rc != nil && rc.brokerURL == cd.BrokerServiceURL {
+	if rc := f.remotes[name]; rc != nil && rc.link.key == link.key {
 		return rc, nil
 	} else if rc != nil {
-		_ = rc.c.Close() // the cluster moved; producers on the old client fail and are recreated
+		_ = rc.c.Close() // the cluster moved or its link changed; producers on the old client fail and are recreated
 	}
 	c, err := client.New(client.Options{
-		ServiceURL:    cd.BrokerServiceURL,
+		ServiceURL:    link.brokerURL,
+		TLS:           link.tls,
+		Auth:          link.creds,
 		ClientVersion: "meridian-replicator",
 		Dialer:        f.opts.Dialer,
 		Logger:        f.opts.Logger.With("remote_cluster", name),
@@ -96,7 +102,7 @@ func (f *ClientFactory) remote(name string) (*remoteClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replication: client for cluster %q: %w", name, err)
 	}
-	rc := &remoteClient{brokerURL: cd.BrokerServiceURL, c: c}
+	rc := &remoteClient{link: link, c: c}
 	f.remotes[name] = rc
 	return rc, nil
 }
@@ -135,11 +141,10 @@ func (f *ClientFactory) preparePartitions(ctx context.Context, rc *remoteClient,
 		return fmt.Errorf("partitioned metadata of %s on %s: %w", base, remote, err)
 	}
 	if got == 0 {
-		cd, _ := f.opts.Clusters.Cluster(remote)
-		if cd.ServiceURL == "" {
+		if rc.link.adminURL == "" {
 			return fmt.Errorf("%w: %s is not partitioned on %s, which has no serviceUrl to create it", ErrPartitionMismatch, base, remote)
 		}
-		admin, err := adminapi.NewClient(cd.ServiceURL, f.opts.HTTPClient)
+		admin, err := adminapi.NewClient(rc.link.adminURL, rc.link.httpClient(f.opts.HTTPClient))
 		if err != nil {
 			return fmt.Errorf("admin client for %s: %w", remote, err)
 		}
@@ -157,14 +162,21 @@ func (f *ClientFactory) preparePartitions(ctx context.Context, rc *remoteClient,
 	return nil
 }
 
-// forget drops the client of a cluster whose registry entry changed, if its URL changed; producers
-// on it fail and the replicators create new ones against the new URL.
+// forget drops the client of a cluster whose registry entry changed, if its URL or link security
+// changed; producers on it fail and the replicators create new ones against the new settings.
 func (f *ClientFactory) forget(name string) {
 	cd, ok := f.opts.Clusters.Cluster(name)
+	var link linkConfig
+	if ok {
+		var err error
+		if link, err = linkConfigOf(name, cd); err != nil {
+			ok = false // unusable now: drop the client; the next producer reports why
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rc := f.remotes[name]
-	if rc == nil || (ok && rc.brokerURL == cd.BrokerServiceURL) {
+	if rc == nil || (ok && rc.link.key == link.key) {
 		return
 	}
 	delete(f.remotes, name)

@@ -1,0 +1,102 @@
+package replication
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/tlsreload/tlstest"
+)
+
+// TestLinkConfigOf: the remote cluster's Pulsar fields make the link's URL, TLS and credentials;
+// verification is on unless tlsAllowInsecureConnection; what cannot be honoured is an error that
+// names the field and never the credential.
+func TestLinkConfigOf(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "ca")
+	caFile := ca.WriteCA(t, dir, "ca")
+	certFile, keyFile := ca.Client(t, "east-link").Write(t, dir, "client")
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := adminapi.ClusterData{ServiceURL: "http://west:8080", BrokerServiceURL: "pulsar://west:6650",
+		ServiceURLTLS: "https://west:8443", BrokerServiceURLTLS: "pulsar+ssl://west:6651"}
+
+	plain, err := linkConfigOf("west", base)
+	if err != nil || plain.brokerURL != "pulsar://west:6650" || plain.tls != nil || plain.creds != nil || plain.adminURL != "http://west:8080" {
+		t.Fatalf("plaintext link: %+v %v", plain, err)
+	}
+
+	secured := base
+	secured.BrokerClientTLSEnabled = true
+	secured.BrokerClientTrustCertsFilePath = caFile
+	secured.AuthenticationPlugin = pluginToken
+	secured.AuthenticationParameters = "token:secret-token-value"
+	lc, err := linkConfigOf("west", secured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.brokerURL != "pulsar+ssl://west:6651" || lc.adminURL != "https://west:8443" || lc.tls == nil || lc.tls.InsecureSkipVerify || lc.tls.RootCAs == nil {
+		t.Fatalf("TLS link: %+v", lc)
+	}
+	if d, _ := lc.creds.Data(); lc.creds.Method() != "token" || string(d) != "secret-token-value" {
+		t.Fatalf("token credentials %v", lc.creds)
+	}
+	if lc.key == plain.key {
+		t.Fatal("the link key does not change with the link's security")
+	}
+
+	for params, want := range map[string]string{"file://" + tokenFile: "file-token", `{"token":"json-token"}`: "json-token", "bare-token": "bare-token"} {
+		c, err := credentialsOf(pluginToken, params, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", params, err)
+		}
+		if d, err := c.Data(); err != nil || string(d) != want {
+			t.Errorf("%s: %q %v", params, d, err)
+		}
+	}
+	c, err := credentialsOf(pluginTLS, "tlsCertFile:"+certFile+",tlsKeyFile:"+keyFile, lc.tls.Clone())
+	if err != nil || c != (client.TLSCertificate{}) {
+		t.Fatalf("AuthenticationTls: %v %v", c, err)
+	}
+	c, err = credentialsOf(pluginBasic, `{"userId":"u","password":"p"}`, nil)
+	if d, _ := c.Data(); err != nil || c.Method() != "basic" || string(d) != "u:p" {
+		t.Fatalf("AuthenticationBasic: %v", err)
+	}
+
+	insecure := secured
+	insecure.TLSAllowInsecureConnection = true
+	if lc, err := linkConfigOf("west", insecure); err != nil || !lc.tls.InsecureSkipVerify {
+		t.Fatalf("tlsAllowInsecureConnection: %+v %v", lc, err)
+	}
+
+	for name, tc := range map[string]struct {
+		edit func(*adminapi.ClusterData)
+		want string
+	}{
+		"no TLS URL":       {func(d *adminapi.ClusterData) { d.BrokerServiceURLTLS = "" }, "brokerServiceUrlTls"},
+		"missing CA file":  {func(d *adminapi.ClusterData) { d.BrokerClientTrustCertsFilePath = filepath.Join(dir, "none.pem") }, "brokerClientTrustCertsFilePath"},
+		"CA file not PEM":  {func(d *adminapi.ClusterData) { d.BrokerClientTrustCertsFilePath = tokenFile }, "no PEM"},
+		"unknown plugin":   {func(d *adminapi.ClusterData) { d.AuthenticationPlugin = "com.example.Kerberos" }, "com.example.Kerberos"},
+		"params no plugin": {func(d *adminapi.ClusterData) { d.AuthenticationPlugin = "" }, "without authenticationPlugin"},
+		"tls auth no tls": {func(d *adminapi.ClusterData) {
+			d.BrokerClientTLSEnabled = false
+			d.AuthenticationPlugin = pluginTLS
+		}, "needs brokerClientTlsEnabled"},
+	} {
+		d := secured
+		tc.edit(&d)
+		_, err := linkConfigOf("west", d)
+		if !errors.Is(err, ErrLinkSecurity) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrLinkSecurity naming %q", name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret-token-value") {
+			t.Errorf("%s: the error shows the token", name)
+		}
+	}
+}
