@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/meridian-mq/meridian/internal/auth"
@@ -142,4 +143,14 @@ func (c CatalogPolicies) NamespacePermissions(ns string) (auth.NamespacePermissi
 func (c CatalogPolicies) ReplicatorRoles(cluster string) []string {
 	d, _ := c.Catalog.Cluster(cluster)
 	return d.ReplicatorRoles
+}
+
+// IsReplicatorRole implements auth.PolicySource.
+func (c CatalogPolicies) IsReplicatorRole(role string) bool {
+	for _, name := range c.Catalog.Clusters() {
+		if d, ok := c.Catalog.Cluster(name); ok && slices.Contains(d.ReplicatorRoles, role) {
+			return true
+		}
+	}
+	return false
 }

@@ -115,6 +115,8 @@ type PolicySource interface {
 	// ReplicatorRoles returns the roles registered to replicate from cluster (none: only
 	// superusers may).
 	ReplicatorRoles(cluster string) []string
+	// IsReplicatorRole reports whether role is registered as some cluster's replicator role.
+	IsReplicatorRole(role string) bool
 }
 
 // ErrForbidden is the class of every authorization refusal (errors.Is).
@@ -200,6 +202,10 @@ func (a *Authorizer) Authorize(role string, need Need, res Resource) error {
 		return deny("consume")
 	case NeedLookup:
 		if a.has(role, res, ActionProduce) || a.canConsume(role, Resource{Tenant: res.Tenant, Namespace: res.Namespace, Topic: res.Topic}) {
+			return nil
+		}
+		// A replicator looks the topic up before it creates its producer (checked then).
+		if a.src.IsReplicatorRole(role) {
 			return nil
 		}
 		return deny("look up")

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -12,6 +13,14 @@ type fakePolicies struct {
 }
 
 func (f fakePolicies) ReplicatorRoles(c string) []string { return f.replicators[c] }
+func (f fakePolicies) IsReplicatorRole(role string) bool {
+	for _, roles := range f.replicators {
+		if slices.Contains(roles, role) {
+			return true
+		}
+	}
+	return false
+}
 
 func (f fakePolicies) TenantAdminRoles(t string) ([]string, bool) { r, ok := f.admins[t]; return r, ok }
 func (f fakePolicies) NamespacePermissions(ns string) (NamespacePermissions, bool) {
@@ -76,6 +85,9 @@ func TestAuthorize(t *testing.T) {
 		{"west-link", NeedReplicator, Resource{Topic: topic, Cluster: "east"}, false},
 		{"acme-admin", NeedReplicator, Resource{Tenant: "acme", Topic: topic, Cluster: "west"}, false}, // tenant admins do not replicate
 		{"ns-producer", NeedReplicator, Resource{Topic: topic, Cluster: "west"}, false},
+		{"west-link", NeedLookup, orders, true}, // before creating its producer
+		{"west-link", NeedProduce, orders, false},
+		{"west-link", NeedConsume, orders, false},
 	} {
 		err := a.Authorize(tc.role, tc.need, tc.res)
 		if (err == nil) != tc.ok {

@@ -26,6 +26,8 @@ func (staticPolicies) ReplicatorRoles(cluster string) []string {
 	return nil
 }
 
+func (staticPolicies) IsReplicatorRole(role string) bool { return role == "west-link" }
+
 func (s staticPolicies) NamespacePermissions(ns string) (auth.NamespacePermissions, bool) {
 	p, ok := s[ns]
 	return p, ok

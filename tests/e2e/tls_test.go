@@ -45,6 +45,13 @@ func startTLSBroker(t *testing.T, extra string) *tlsBroker {
 // startTLSBrokerEnv is startTLSBroker with extra environment for the process.
 func startTLSBrokerEnv(t *testing.T, extra string, env []string) *tlsBroker {
 	t.Helper()
+	return startTLSBrokerWith(t, extra, harness.Options{Env: env})
+}
+
+// startTLSBrokerWith is startTLSBroker with harness options (the configuration file is added to
+// their ExtraArgs).
+func startTLSBrokerWith(t *testing.T, extra string, opts harness.Options) *tlsBroker {
+	t.Helper()
 	b := &tlsBroker{dir: t.TempDir(), ca: tlstest.NewCA(t, "meridian-test-ca")}
 	b.caFile = b.ca.WriteCA(t, b.dir, "ca")
 	b.certFile, b.keyFile = b.ca.Server(t, "broker-1").Write(t, b.dir, "broker")
@@ -70,7 +77,8 @@ managedLedgerDefaultEnsembleSize=1
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b.Process = harness.StartStandalone(t, harness.Options{ExtraArgs: []string{"--config", conf}, Env: env})
+	opts.ExtraArgs = append(opts.ExtraArgs, "--config", conf)
+	b.Process = harness.StartStandalone(t, opts)
 	return b
 }
 
