@@ -222,3 +222,20 @@ anonymousUserRole=guest
 		t.Errorf("options: %+v", opts[0])
 	}
 }
+
+// TestMaxConnectionsPerIPFromFileAndFlag: Pulsar's brokerMaxConnectionsPerIp reaches the node,
+// the flag overrides it, and a negative value is refused.
+func TestMaxConnectionsPerIPFromFileAndFlag(t *testing.T) {
+	conf := writeConf(t, "brokerMaxConnectionsPerIp=7\n")
+	opts, _, err := parseWithEnv(t, nil, "--config", conf)
+	if err != nil || opts[0].MaxConnectionsPerIP != 7 {
+		t.Fatalf("from the file: %v %v", opts, err)
+	}
+	opts, _, err = parseWithEnv(t, nil, "--config", conf, "--max-connections-per-ip", "3")
+	if err != nil || opts[0].MaxConnectionsPerIP != 3 {
+		t.Fatalf("flag over file: %v %v", opts, err)
+	}
+	if _, _, err := parseWithEnv(t, nil, "--max-connections-per-ip", "-1"); err == nil || !strings.Contains(err.Error(), "max-connections-per-ip") {
+		t.Fatalf("negative: %v", err)
+	}
+}

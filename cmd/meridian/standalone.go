@@ -90,6 +90,7 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	base.ConfigStore = s.ConfigStore
 	base.ReplicationStartAt = node.ReplicationStartAt(s.ReplicationStartAt)
 	base.MaxMessageSize = s.MaxMessageSize
+	base.MaxConnectionsPerIP = s.MaxConnectionsPerIP
 	base.Fsync = node.FsyncMode(s.Fsync)
 	base.FsyncPipeline = s.FsyncPipeline
 	if s.FsyncPipeline < 1 { // node.Options reads 0 as "the default"; in settings it is a mistake

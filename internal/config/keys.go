@@ -93,6 +93,7 @@ func init() {
 		strKey("advertisedAddress", "advertised-address", "host put into the cluster's URLs and LOOKUP answers (default: the listener's host)", func(s *Settings) *string { return &s.AdvertisedAddress }),
 		strKey("config-store", "config-store", "configuration store shared with other clusters: etcd://h1:2379,h2:2379[/prefix] (default: the local store)", func(s *Settings) *string { return &s.ConfigStore }),
 		strKey("replication-start-at", "replication-start-at", "where a new replicator starts on a topic that already has data: earliest|latest", func(s *Settings) *string { return &s.ReplicationStartAt }),
+		intKey("brokerMaxConnectionsPerIp", "max-connections-per-ip", "binary-protocol connections one source address may have open (0 = no limit)", func(s *Settings) *int { return &s.MaxConnectionsPerIP }),
 		intKey("maxMessageSize", "max-message-size", "largest message in bytes; advertised to clients and enforced", func(s *Settings) *int { return &s.MaxMessageSize }),
 		strKey("fsync", "fsync", "always: acknowledge after fsync; interval: acknowledge before fsync (a crash can lose acknowledged messages)", func(s *Settings) *string { return &s.Fsync }),
 		intKey("fsync-pipeline", "fsync-pipeline", "with --fsync always: group commits whose fsync may run at once (1 = one at a time)", func(s *Settings) *int { return &s.FsyncPipeline }),

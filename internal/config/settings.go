@@ -20,14 +20,16 @@ type Settings struct {
 	ConfigStore                                    string
 	ReplicationStartAt                             string
 	MaxMessageSize                                 int
-	Fsync                                          string
-	FsyncPipeline                                  int
-	DirectWriteBytes, BypassCacheBytes             int
-	ReplicationMemoryBytes                         int
-	Dedup, AutoTopicCreation                       bool
-	InsecureAllowPlaintext                         bool
-	Clusters                                       []string
-	KeepAliveInterval, ShutdownTimeout             time.Duration
+	// MaxConnectionsPerIP bounds binary-protocol connections from one source address (0: off).
+	MaxConnectionsPerIP                int
+	Fsync                              string
+	FsyncPipeline                      int
+	DirectWriteBytes, BypassCacheBytes int
+	ReplicationMemoryBytes             int
+	Dedup, AutoTopicCreation           bool
+	InsecureAllowPlaintext             bool
+	Clusters                           []string
+	KeepAliveInterval, ShutdownTimeout time.Duration
 	// LogFormat is the process's log format: text or json.
 	LogFormat string
 

@@ -147,6 +147,8 @@ func (n *Node) compose(ctx context.Context) error {
 		AdmitReplicator:   n.admitReplicator,
 		Authenticator:     n.authn,
 		Authorizer:        n.authz,
+		// Pulsar's brokerMaxConnectionsPerIp (0: off).
+		MaxConnectionsPerAddress: n.opts.MaxConnectionsPerIP,
 		// Pulsar's authenticationRefreshCheckSeconds.
 		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
 		Logger:              log,

@@ -102,6 +102,9 @@ type Options struct {
 	ReplicationStartAt ReplicationStartAt
 	// MaxMessageSize is advertised in CONNECTED and enforced on SEND.
 	MaxMessageSize int
+	// MaxConnectionsPerIP bounds the binary-protocol connections open from one source address
+	// (Pulsar's brokerMaxConnectionsPerIp); 0 turns it off.
+	MaxConnectionsPerIP int
 	// Fsync says whether receipts wait for fsync.
 	Fsync FsyncMode
 	// FsyncPipeline bounds the group commits whose fsync runs at once with FsyncAlways (the next
@@ -207,6 +210,9 @@ func (o *Options) Validate() error {
 		o.FsyncPipeline = DefaultFsyncPipeline
 	case o.FsyncPipeline < 1 || o.FsyncPipeline > MaxFsyncPipeline:
 		errs = append(errs, fmt.Errorf("--fsync-pipeline %d: want 1 to %d", o.FsyncPipeline, MaxFsyncPipeline))
+	}
+	if o.MaxConnectionsPerIP < 0 {
+		errs = append(errs, fmt.Errorf("--max-connections-per-ip %d is negative (0 turns the limit off)", o.MaxConnectionsPerIP))
 	}
 	if o.KeepAliveInterval < 0 {
 		errs = append(errs, fmt.Errorf("keep-alive interval %v is negative", o.KeepAliveInterval))

@@ -138,6 +138,9 @@ type Options struct {
 	// Authenticator, when set, authenticates every CONNECT (authn.go): a connection whose
 	// credentials fail gets ERROR AuthenticationError and is closed. Nil accepts every client.
 	Authenticator *auth.Authenticator
+	// MaxConnectionsPerAddress bounds the connections open from one source IP (Pulsar's
+	// brokerMaxConnectionsPerIp); a connection beyond it is closed at once. 0 turns it off.
+	MaxConnectionsPerAddress int
 	// Authorizer, when set, checks every command that names a topic or namespace against the
 	// connection's role (authz.go). Nil allows every command.
 	Authorizer *auth.Authorizer
@@ -201,6 +204,7 @@ type Server struct {
 
 	nextConnID atomic.Uint64
 	stats      serverStats
+	perAddress *addrLimiter // nil: no per-address limit
 }
 
 // serverStats are counters for metrics and tests.
@@ -212,8 +216,10 @@ type serverStats struct {
 	tlsHandshakeFailures atomic.Int64
 	authFailures         atomic.Int64 // connections closed because CONNECT did not authenticate
 	authzFailures        atomic.Int64 // commands refused because the role lacks the permission
-	checksumErrors       atomic.Int64
-	throttled            atomic.Int64 // times a connection paused reading
+	// connsRefusedPerAddress: connections closed at accept by MaxConnectionsPerAddress.
+	connsRefusedPerAddress atomic.Int64
+	checksumErrors         atomic.Int64
+	throttled              atomic.Int64 // times a connection paused reading
 }
 
 // Stats is a snapshot of the server's counters.
@@ -229,8 +235,10 @@ type Stats struct {
 	AuthenticationFailures int64
 	// AuthorizationFailures counts commands refused because the role lacks the permission.
 	AuthorizationFailures int64
-	ChecksumErrors        int64
-	Throttled             int64
+	// RefusedPerAddress counts connections closed at accept by MaxConnectionsPerAddress.
+	RefusedPerAddress int64
+	ChecksumErrors    int64
+	Throttled         int64
 }
 
 // New builds a server. Call Serve for each listener and Close to stop.
@@ -240,12 +248,13 @@ func New(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		opts:      opts,
-		log:       opts.Logger.With("component", "server"),
-		ctx:       ctx,
-		cancel:    cancel,
-		listeners: map[net.Listener]struct{}{},
-		conns:     map[*conn]struct{}{},
+		opts:       opts,
+		log:        opts.Logger.With("component", "server"),
+		ctx:        ctx,
+		cancel:     cancel,
+		listeners:  map[net.Listener]struct{}{},
+		conns:      map[*conn]struct{}{},
+		perAddress: newAddrLimiter(opts.MaxConnectionsPerAddress),
 	}, nil
 }
 
@@ -259,6 +268,7 @@ func (s *Server) Stats() Stats {
 		TLSHandshakeFailures:   s.stats.tlsHandshakeFailures.Load(),
 		AuthenticationFailures: s.stats.authFailures.Load(),
 		AuthorizationFailures:  s.stats.authzFailures.Load(),
+		RefusedPerAddress:      s.stats.connsRefusedPerAddress.Load(),
 		ChecksumErrors:         s.stats.checksumErrors.Load(),
 		Throttled:              s.stats.throttled.Load(),
 	}
@@ -323,10 +333,18 @@ func (s *Server) startConn(nc net.Conn) {
 		_ = tc.SetNoDelay(true)
 		_ = tc.SetKeepAlive(true)
 	}
+	source := sourceOf(raw.RemoteAddr())
+	if !s.perAddress.acquire(source) {
+		s.stats.connsRefusedPerAddress.Add(1)
+		s.log.Info("connection refused: too many connections from one address", "remote", source, "limit", s.opts.MaxConnectionsPerAddress)
+		_ = nc.Close()
+		return
+	}
 	c := newConn(s, nc, s.nextConnID.Add(1))
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.perAddress.release(source)
 		_ = nc.Close()
 		return
 	}
@@ -341,6 +359,7 @@ func (s *Server) startConn(nc net.Conn) {
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
+		s.perAddress.release(source)
 		s.stats.connsOpen.Add(-1)
 	}()
 }

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/poll"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+func TestAddrLimiter(t *testing.T) {
+	if l := newAddrLimiter(0); l != nil || !l.acquire("a") {
+		t.Fatal("a limit of 0 must admit everything")
+	}
+	l := newAddrLimiter(2)
+	if !l.acquire("a") || !l.acquire("a") || l.acquire("a") {
+		t.Fatal("the third connection from a was admitted")
+	}
+	if !l.acquire("b") {
+		t.Fatal("another address was refused")
+	}
+	l.release("a")
+	if !l.acquire("a") {
+		t.Fatal("a released slot was not reused")
+	}
+	l.release("a")
+	l.release("a")
+	l.release("b")
+	if len(l.counts) != 0 {
+		t.Fatalf("counts left: %v", l.counts)
+	}
+	if got := sourceOf(&net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 5}); got != "10.0.0.1" {
+		t.Fatalf("sourceOf = %q", got)
+	}
+}
+
+// TestConnectionsPerAddressLimit: beyond MaxConnectionsPerAddress a new connection from the same
+// address is closed at once; the ones open are served, and a closed one frees its slot.
+func TestConnectionsPerAddressLimit(t *testing.T) {
+	s := startServer(t, Options{MaxConnectionsPerAddress: 2})
+	a, b := dialRaw(t, s.addr), dialRaw(t, s.addr)
+	a.connect()
+	b.connect()
+	c := dialRaw(t, s.addr)
+	c.expectClosed()
+	if got := s.Stats().RefusedPerAddress; got != 1 {
+		t.Fatalf("RefusedPerAddress = %d", got)
+	}
+	a.send(&pulsarpb.CommandPing{})
+	a.expect(pulsarpb.BaseCommand_PONG)
+	b.nc.Close()
+	poll.Until(t, 5*time.Second, "the closed connection's slot freed", func() bool { return s.Stats().ConnectionsOpen == 1 })
+	d := dialRaw(t, s.addr)
+	d.connect()
+}
