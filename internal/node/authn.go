@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/auth"
@@ -53,6 +54,13 @@ func (n *Node) buildAuthenticator() error {
 		"metricsNeedCredentials", a.MetricsNeedCredentials())
 	return nil
 }
+
+// Web listener timeouts: a request (headers and body, at most admin.DefaultMaxBodyBytes) must
+// arrive within webReadTimeout; an idle keep-alive connection is closed after webIdleTimeout.
+const (
+	webReadTimeout = time.Minute
+	webIdleTimeout = 2 * time.Minute
+)
 
 // buildAuthorizer builds the authorizer over the catalog when authorization is on: the binary
 // server and the admin API (and the console) check every command and route with it.

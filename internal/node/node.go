@@ -134,7 +134,11 @@ func (n *Node) start(ctx context.Context) error {
 	// storage recovers, instead of a refused connection.
 	n.mux = http.NewServeMux()
 	n.mux.HandleFunc("GET /admin/v2/brokers/ready", n.serveReady)
-	n.web = &http.Server{Handler: n.webHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
+	// Request bodies are bounded by the admin API (admin.Config.MaxBodyBytes, 413 beyond); the
+	// timeouts bound how long a slow client may hold a connection while sending its request, and
+	// how long an idle keep-alive connection stays open.
+	n.web = &http.Server{Handler: n.webHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: webReadTimeout, IdleTimeout: webIdleTimeout,
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
 	for name, ln := range map[string]net.Listener{"web listener": n.webLn, "web TLS listener": n.tlsWebListener()} {
 		if ln == nil {
 			continue

@@ -54,3 +54,18 @@ func TestConnectionsPerAddressLimit(t *testing.T) {
 	d := dialRaw(t, s.addr)
 	d.connect()
 }
+
+// TestConnectDeadline: a client that opens a connection and does not finish CONNECT (silent, or
+// stopping in the middle of the frame) is closed by the deadline, not held open.
+func TestConnectDeadline(t *testing.T) {
+	s := startServer(t, Options{KeepAliveInterval: 300 * time.Millisecond})
+	silent := dialRaw(t, s.addr)
+	partial := dialRaw(t, s.addr)
+	partial.writeRaw([]byte{0, 0, 0, 40, 0, 0}) // a frame head announcing more than is sent
+	start := time.Now()
+	silent.expectClosed()
+	partial.expectClosed()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("closed after %v", took)
+	}
+}
