@@ -18,6 +18,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/config"
 	"github.com/meridian-mq/meridian/internal/node"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/tlsreload/tlstest"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -99,5 +100,58 @@ func TestClientTLSAndToken(t *testing.T) {
 	}
 	if _, err := client.New(client.Options{ServiceURL: "pulsar://127.0.0.1:6650", TLS: &tls.Config{}}); err == nil {
 		t.Error("TLS for a pulsar:// URL accepted")
+	}
+}
+
+// TestClientAnswersAuthChallenge: when the broker finds the connection's token expired it sends
+// AUTH_CHALLENGE; the client answers with the token its source holds now (a token file rewritten
+// in place), and the connection and its producer carry on without reconnecting.
+func TestClientAnswersAuthChallenge(t *testing.T) {
+	secret := []byte("client-test-secret-of-32-bytes!!")
+	key, err := config.ParseKeySource("data:," + string(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := brokertest.Start(t, brokertest.WithNodeOptions(func(o *node.Options) {
+		o.Auth = config.DefaultAuth()
+		o.Auth.AuthenticationEnabled = true
+		o.Auth.Providers = []config.AuthProvider{config.AuthProviderToken}
+		o.Auth.TokenSecretKey = key
+		o.Auth.RefreshCheckInterval = 100 * time.Millisecond
+	}))
+	token := func(exp time.Time) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "app", "exp": exp.Unix()}).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	expiry := time.Now().Add(2 * time.Second)
+	if err := os.WriteFile(tokenFile, []byte(token(expiry)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(client.Options{ServiceURL: b.ServiceURL, Auth: client.TokenFile(tokenFile), OperationTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx := e2eCtx(t)
+	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: "persistent://public/default/challenged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file now holds a token valid for an hour; the first token expires and is challenged.
+	if err := os.WriteFile(tokenFile, []byte(token(time.Now().Add(time.Hour))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the clock to pass the first token's expiry and several refresh checks.
+	poll.Until(t, 10*time.Second, "the first token expired and was checked", func() bool { return time.Now().After(expiry.Add(time.Second)) })
+	if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte("after the challenge")}); err != nil {
+		t.Fatalf("send after the token expired: %v", err)
+	}
+	if n := p.Reconnects(); n != 0 {
+		t.Fatalf("the producer reconnected %d times (last error %v): the challenge was not answered", n, p.LastError())
 	}
 }
