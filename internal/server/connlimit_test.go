@@ -14,8 +14,10 @@ func TestAddrLimiter(t *testing.T) {
 		t.Fatal("a limit of 0 must admit everything")
 	}
 	l := newAddrLimiter(2)
-	if !l.acquire("a") || !l.acquire("a") || l.acquire("a") {
-		t.Fatal("the third connection from a was admitted")
+	for i, want := range []bool{true, true, false} {
+		if got := l.acquire("a"); got != want {
+			t.Fatalf("connection %d from a: admitted %v, want %v", i+1, got, want)
+		}
 	}
 	if !l.acquire("b") {
 		t.Fatal("another address was refused")
