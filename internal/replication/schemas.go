@@ -155,8 +155,11 @@ func (f *ClientFactory) TranslateSchema(ctx context.Context, remote, topic strin
 	if !ok || localData.ServiceURL == "" {
 		return nil, fmt.Errorf("%w: %q (this cluster) has no serviceUrl to read its schemas", ErrClusterNotRegistered, f.opts.Local)
 	}
-	remoteData, ok := f.opts.Clusters.Cluster(remote)
-	if !ok || remoteData.ServiceURL == "" {
+	rc, err := f.remote(remote)
+	if err != nil {
+		return nil, err
+	}
+	if rc.link.adminURL == "" {
 		return nil, fmt.Errorf("%w: %q has no serviceUrl to register schemas", ErrClusterNotRegistered, remote)
 	}
 	la, err := adminapi.NewClient(localData.ServiceURL, f.opts.HTTPClient)
@@ -167,7 +170,9 @@ func (f *ClientFactory) TranslateSchema(ctx context.Context, remote, topic strin
 	if err != nil {
 		return nil, fmt.Errorf("read schema version %d of %s here: %w", v, base, err)
 	}
-	ra, err := adminapi.NewClient(remoteData.ServiceURL, f.opts.HTTPClient)
+	// The remote's admin API over the link's TLS and with its credentials (schema writes need the
+	// tenant's admin there, or a superuser).
+	ra, err := adminapi.NewClient(rc.link.adminURL, rc.link.httpClient(f.opts.HTTPClient))
 	if err != nil {
 		return nil, err
 	}
