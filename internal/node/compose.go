@@ -107,14 +107,18 @@ func (n *Node) compose(ctx context.Context) error {
 
 	// The replication manager exists before the broker: the broker's ReplicatedIndex hook opens
 	// each topic's inbound index through it. It reads the broker through a pointer.
+	c.schemas = newSchemaRegistry(c.localStore, c.catalog)
 	c.replication, err = replication.NewManager(replication.ManagerOptions{
-		Local:       n.opts.Cluster,
-		Policies:    c.catalog,
-		Topics:      replTopics{broker: &c.broker, engine: c.engine},
-		StartAt:     replication.StartAt(n.opts.ReplicationStartAt),
-		MemoryBytes: n.opts.ReplicationMemoryBytes,
-		SyncTopics:  syncTopics{broker: &c.broker, engine: c.engine},
-		Logger:      log.With("component", "replication"),
+		// Schemas are read in process (not through this cluster's admin API, which may need
+		// credentials) when they are registered on a remote.
+		LocalSchemas: localSchemaReader(c.schemas),
+		Local:        n.opts.Cluster,
+		Policies:     c.catalog,
+		Topics:       replTopics{broker: &c.broker, engine: c.engine},
+		StartAt:      replication.StartAt(n.opts.ReplicationStartAt),
+		MemoryBytes:  n.opts.ReplicationMemoryBytes,
+		SyncTopics:   syncTopics{broker: &c.broker, engine: c.engine},
+		Logger:       log.With("component", "replication"),
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)
@@ -156,7 +160,6 @@ func (n *Node) compose(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.schemas = newSchemaRegistry(c.localStore, c.catalog)
 	c.server.SetSchemas(c.schemas, schemaAutoUpdate(c.catalog))
 	c.server.SetSchemaValidationEnforced(schemaValidationEnforced(c.catalog))
 	for name, ln := range map[string]net.Listener{"broker listener": n.brokerLn, "broker TLS listener": n.tlsBrokerListener()} {

@@ -2,10 +2,14 @@ package node
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/meridian-mq/meridian/adminapi"
 
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/schema"
 )
 
@@ -55,5 +59,23 @@ func schemaValidationEnforced(cat *catalog.Catalog) func(context.Context, naming
 	return func(_ context.Context, ns naming.NamespaceName) bool {
 		p, ok := cat.NamespaceShared(ns.String())
 		return ok && p.SchemaValidationEnforced
+	}
+}
+
+// localSchemaReader reads a schema version of this cluster's registry for the replicators.
+func localSchemaReader(reg *schema.Registry) replication.LocalSchemaReader {
+	return func(ctx context.Context, topic string, version int64) (adminapi.SchemaPayload, error) {
+		t, err := naming.ParseTopic(topic)
+		if err != nil {
+			return adminapi.SchemaPayload{}, err
+		}
+		v, err := reg.Get(ctx, t, version)
+		if err != nil {
+			return adminapi.SchemaPayload{}, err
+		}
+		if v.Deleted {
+			return adminapi.SchemaPayload{}, fmt.Errorf("schema version %d of %s: %w", version, topic, schema.ErrNotFound)
+		}
+		return adminapi.SchemaPayload{Type: v.Type.String(), Schema: string(v.Data), Properties: v.Properties}, nil
 	}
 }

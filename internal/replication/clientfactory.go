@@ -40,8 +40,14 @@ type ClientFactoryOptions struct {
 	// HTTPClient is used for the remote admin API (creating partitioned topics); nil = a client with
 	// a 10 s timeout.
 	HTTPClient *http.Client
-	Logger     *slog.Logger
+	// LocalSchemas reads this cluster's schema versions in process; nil reads them through this
+	// cluster's admin API (its serviceUrl, without credentials).
+	LocalSchemas LocalSchemaReader
+	Logger       *slog.Logger
 }
+
+// LocalSchemaReader returns version of topic's schema from this cluster's registry.
+type LocalSchemaReader func(ctx context.Context, topic string, version int64) (adminapi.SchemaPayload, error)
 
 // ClientFactory is the RemoteProducerFactory over internal/client: one client (connection pool)
 // per remote cluster, rebuilt when the cluster's brokerServiceUrl changes.

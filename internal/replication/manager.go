@@ -41,9 +41,12 @@ type TopicSource interface {
 // ManagerOptions configure a Manager.
 type ManagerOptions struct {
 	// Local is this cluster's name.
-	Local    string
-	Policies PolicySource
-	Topics   TopicSource
+	Local string
+	// LocalSchemas reads this cluster's schemas for the default ClientFactory; nil reads them
+	// through this cluster's admin API (serviceUrl).
+	LocalSchemas LocalSchemaReader
+	Policies     PolicySource
+	Topics       TopicSource
 	// Producers creates producers on remote clusters; nil = a ClientFactory over Policies.
 	Producers RemoteProducerFactory
 	// StartAt is --replication-start-at (the namespace property replicationStartAt overrides it).
@@ -150,7 +153,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	m.producers = opts.Producers
 	if m.producers == nil {
-		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, Logger: opts.Logger})
+		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, LocalSchemas: opts.LocalSchemas, Logger: opts.Logger})
 		m.producers, m.ownsProd = f, f
 	}
 	return m, nil

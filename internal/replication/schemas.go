@@ -151,9 +151,9 @@ func (f *ClientFactory) TranslateSchema(ctx context.Context, remote, topic strin
 	}
 	f.schemas.mu.Unlock()
 
-	localData, ok := f.opts.Clusters.Cluster(f.opts.Local)
-	if !ok || localData.ServiceURL == "" {
-		return nil, fmt.Errorf("%w: %q (this cluster) has no serviceUrl to read its schemas", ErrClusterNotRegistered, f.opts.Local)
+	payload, err := f.localSchema(ctx, base, v)
+	if err != nil {
+		return nil, err
 	}
 	rc, err := f.remote(remote)
 	if err != nil {
@@ -162,21 +162,13 @@ func (f *ClientFactory) TranslateSchema(ctx context.Context, remote, topic strin
 	if rc.link.adminURL == "" {
 		return nil, fmt.Errorf("%w: %q has no serviceUrl to register schemas", ErrClusterNotRegistered, remote)
 	}
-	la, err := adminapi.NewClient(localData.ServiceURL, f.opts.HTTPClient)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := la.GetSchema(ctx, base, v)
-	if err != nil {
-		return nil, fmt.Errorf("read schema version %d of %s here: %w", v, base, err)
-	}
 	// The remote's admin API over the link's TLS and with its credentials (schema writes need the
 	// tenant's admin there, or a superuser).
 	ra, err := adminapi.NewClient(rc.link.adminURL, rc.link.httpClient(f.opts.HTTPClient))
 	if err != nil {
 		return nil, err
 	}
-	rv, err := ra.UploadSchema(ctx, base, adminapi.SchemaPayload{Type: sc.Type, Schema: sc.Data, Properties: sc.Properties})
+	rv, err := ra.UploadSchema(ctx, base, payload)
 	if err != nil {
 		return nil, fmt.Errorf("upload schema of %s to %s: %w", base, remote, err)
 	}
@@ -188,4 +180,29 @@ func (f *ClientFactory) TranslateSchema(ctx context.Context, remote, topic strin
 	f.schemas.m[key] = out
 	f.schemas.mu.Unlock()
 	return out, nil
+}
+
+// localSchema reads version v of base's schema here: in process when the factory has a reader,
+// else through this cluster's admin API.
+func (f *ClientFactory) localSchema(ctx context.Context, base string, v int64) (adminapi.SchemaPayload, error) {
+	if f.opts.LocalSchemas != nil {
+		p, err := f.opts.LocalSchemas(ctx, base, v)
+		if err != nil {
+			return p, fmt.Errorf("read schema version %d of %s here: %w", v, base, err)
+		}
+		return p, nil
+	}
+	localData, ok := f.opts.Clusters.Cluster(f.opts.Local)
+	if !ok || localData.ServiceURL == "" {
+		return adminapi.SchemaPayload{}, fmt.Errorf("%w: %q (this cluster) has no serviceUrl to read its schemas", ErrClusterNotRegistered, f.opts.Local)
+	}
+	la, err := adminapi.NewClient(localData.ServiceURL, f.opts.HTTPClient)
+	if err != nil {
+		return adminapi.SchemaPayload{}, err
+	}
+	sc, err := la.GetSchema(ctx, base, v)
+	if err != nil {
+		return adminapi.SchemaPayload{}, fmt.Errorf("read schema version %d of %s here: %w", v, base, err)
+	}
+	return adminapi.SchemaPayload{Type: sc.Type, Schema: sc.Data, Properties: sc.Properties}, nil
 }
