@@ -179,6 +179,13 @@ type ReplicatorStats struct {
 	DuplicatesDropped int64 `json:"duplicatesDropped,omitempty"`
 	// Reconnects counts the replicator's reconnections to the remote cluster.
 	Reconnects int64 `json:"reconnects,omitempty"`
+	// Stalled is true while the replicator has a backlog and has made no progress (no entry
+	// acknowledged by the remote, no cursor advance) for the broker's --replication-stall-timeout.
+	// StalledSince (ms) is its last progress (or when the backlog appeared), StalledReason why it
+	// is stuck as far as the broker knows (the last error, or "disconnected", ...).
+	Stalled       bool   `json:"stalled"`
+	StalledSince  int64  `json:"stalledSince,omitempty"`
+	StalledReason string `json:"stalledReason,omitempty"`
 	// Skipped counts entries not sent, by reason (markers, already replicated, replicate_to).
 	Skipped map[string]int64 `json:"skipped,omitempty"`
 	// MarkDeletePosition is the replication cursor's "ledgerId:entryId".

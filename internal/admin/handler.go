@@ -59,6 +59,9 @@ type Config struct {
 	// Registry receives the topic metrics collector and is served on /metrics. nil: a private
 	// registry with the topic collector only.
 	Registry *prometheus.Registry
+	// HideTopicLevelMetrics turns Pulsar's exposeTopicLevelMetricsInPrometheus off: /metrics then
+	// has namespace aggregates instead of per-topic series (for brokers with many topics).
+	HideTopicLevelMetrics bool
 	// Logger; nil uses slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes); larger bodies get 413.

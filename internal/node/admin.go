@@ -17,21 +17,23 @@ func (n *Node) mountAdmin() error {
 	c := &n.components
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(&nodeCollector{n: n})
+	reg.MustRegister(&nodeCollector{n: n}, connectionCollector{n: n})
 	var replicationApplied func(context.Context, string) error
 	if c.replication != nil {
-		reg.MustRegister(c.replication.Collector())
+		reg.MustRegister(c.replication.Collector(!n.opts.HideTopicLevelMetrics))
 		replicationApplied = c.replication.Sync
 	}
 	h, err := admin.NewHandler(admin.Config{
-		Cluster:           n.opts.Cluster,
-		Catalog:           c.catalog,
-		Topics:            topicService{broker: c.broker, cat: c.catalog, repl: c.replication, schema: c.schemas},
-		Schemas:           c.schemas,
-		Ready:             n.Healthy,
-		Registry:          reg,
-		Logger:            n.opts.Logger,
-		AutoTopicCreation: n.opts.AutoTopicCreation,
+		Cluster:  n.opts.Cluster,
+		Catalog:  c.catalog,
+		Topics:   topicService{broker: c.broker, cat: c.catalog, repl: c.replication, schema: c.schemas},
+		Schemas:  c.schemas,
+		Ready:    n.Healthy,
+		Registry: reg,
+		Logger:   n.opts.Logger,
+		// Pulsar's exposeTopicLevelMetricsInPrometheus=false.
+		HideTopicLevelMetrics: n.opts.HideTopicLevelMetrics,
+		AutoTopicCreation:     n.opts.AutoTopicCreation,
 		// Replicators follow replication changes before the admin call answers (not only by watch).
 		ReplicationApplied: replicationApplied,
 	})

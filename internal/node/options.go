@@ -114,6 +114,9 @@ type Options struct {
 	// eight journal files; docs/operations.md, "Disk full and I/O errors"). Not flags: for
 	// embedding and tests on small disks.
 	JournalFileBytes, MaxJournalBacklog int64
+	// HideTopicLevelMetrics turns Pulsar's exposeTopicLevelMetricsInPrometheus off: /metrics has
+	// namespace aggregates instead of per-topic series (--expose-topic-level-metrics=false).
+	HideTopicLevelMetrics bool
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
