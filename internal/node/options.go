@@ -37,6 +37,8 @@ const (
 	// DefaultReplicationMemoryBytes: what all replicators of the broker may hold at once, read and
 	// not yet acknowledged by their remote (see replication's budget.go).
 	DefaultReplicationMemoryBytes = replication.DefaultReplicationMemoryBytes
+	// DefaultReplicationStallTimeout: see Options.ReplicationStallTimeout.
+	DefaultReplicationStallTimeout = replication.DefaultStallTimeout
 
 	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
 	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within
@@ -117,6 +119,10 @@ type Options struct {
 	// HideTopicLevelMetrics turns Pulsar's exposeTopicLevelMetricsInPrometheus off: /metrics has
 	// namespace aggregates instead of per-topic series (--expose-topic-level-metrics=false).
 	HideTopicLevelMetrics bool
+	// ReplicationStallTimeout: a replicator with a backlog that made no progress for this long is
+	// reported stalled (topic stats replication.<remote>.stalled, meridian_replication_stalled).
+	// Zero means DefaultReplicationStallTimeout.
+	ReplicationStallTimeout time.Duration
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
@@ -136,18 +142,19 @@ type Options struct {
 // DefaultOptions returns the defaults of `meridian standalone`.
 func DefaultOptions() Options {
 	return Options{
-		Cluster:                DefaultCluster,
-		DataDir:                DefaultDataDir,
-		BrokerAddr:             DefaultBrokerAddr,
-		WebAddr:                DefaultWebAddr,
-		ReplicationStartAt:     DefaultReplicationStartAt,
-		MaxMessageSize:         DefaultMaxMessageSize,
-		Fsync:                  FsyncAlways,
-		FsyncPipeline:          DefaultFsyncPipeline,
-		DirectWriteBytes:       DefaultDirectWriteBytes,
-		BypassCacheBytes:       DefaultBypassCacheBytes,
-		AutoTopicCreation:      true,
-		ReplicationMemoryBytes: DefaultReplicationMemoryBytes,
+		Cluster:                 DefaultCluster,
+		DataDir:                 DefaultDataDir,
+		BrokerAddr:              DefaultBrokerAddr,
+		WebAddr:                 DefaultWebAddr,
+		ReplicationStartAt:      DefaultReplicationStartAt,
+		MaxMessageSize:          DefaultMaxMessageSize,
+		Fsync:                   FsyncAlways,
+		FsyncPipeline:           DefaultFsyncPipeline,
+		DirectWriteBytes:        DefaultDirectWriteBytes,
+		BypassCacheBytes:        DefaultBypassCacheBytes,
+		AutoTopicCreation:       true,
+		ReplicationMemoryBytes:  DefaultReplicationMemoryBytes,
+		ReplicationStallTimeout: DefaultReplicationStallTimeout,
 	}
 }
 

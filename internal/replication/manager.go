@@ -59,7 +59,10 @@ type ManagerOptions struct {
 	// MemoryBytes bounds the entries all replicators hold at once, read and not yet acknowledged
 	// by their remote (budget.go): 0 = DefaultReplicationMemoryBytes, negative = no bound.
 	MemoryBytes int64
-	Logger      *slog.Logger
+	// StallTimeout: a replicator with a backlog and no progress for this long is reported stalled
+	// (stall.go); 0 = DefaultStallTimeout.
+	StallTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // DefaultReplicationMemoryBytes is ManagerOptions.MemoryBytes' default: room for about six
@@ -582,6 +585,7 @@ func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
 	mc.Local, mc.Remote, mc.Rate = m.opts.Local, w.Remote, w.Rate
 	r, err := StartRunner(ctx, RunnerConfig{
 		Machine: mc, Topic: lt, Producers: m.producers, StartAt: w.StartAt, Logger: m.log, Budget: m.budget,
+		StallTimeout: m.opts.StallTimeout,
 	})
 	if err != nil {
 		// Never silent: shown in the topic's stats as lastError, logged, and retried shortly.
