@@ -276,3 +276,54 @@ type GetStatsOptions struct {
 	ExcludePublishers        bool
 	ExcludeConsumers         bool
 }
+
+// NamespaceOwnershipStatus is one bundle of `GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`
+// (Pulsar's field names, with underscores).
+type NamespaceOwnershipStatus struct {
+	BrokerAssignment string `json:"broker_assignment"` // primary, secondary or shared
+	IsControlled     bool   `json:"is_controlled"`
+	IsActive         bool   `json:"is_active"`
+}
+
+// ManagedLedgerInfo is `GET .../{topic}/internal-info`: the topic's log metadata in Pulsar's shape.
+type ManagedLedgerInfo struct {
+	Version            int64                        `json:"version"`
+	CreationDate       string                       `json:"creationDate,omitempty"`
+	ModificationDate   string                       `json:"modificationDate,omitempty"`
+	Ledgers            []ManagedLedgerLedgerInfo    `json:"ledgers"`
+	TerminatedPosition *PositionInfo                `json:"terminatedPosition,omitempty"`
+	Cursors            map[string]ManagedCursorInfo `json:"cursors"`
+	Properties         map[string]string            `json:"properties"`
+}
+
+// ManagedLedgerLedgerInfo is one ledger of ManagedLedgerInfo.
+type ManagedLedgerLedgerInfo struct {
+	LedgerID    int64  `json:"ledgerId"`
+	Entries     *int64 `json:"entries,omitempty"`
+	Size        *int64 `json:"size,omitempty"`
+	Timestamp   *int64 `json:"timestamp,omitempty"`
+	IsOffloaded bool   `json:"isOffloaded"`
+}
+
+// ManagedCursorInfo is one cursor of ManagedLedgerInfo.
+type ManagedCursorInfo struct {
+	Version                   int64              `json:"version"`
+	CreationDate              string             `json:"creationDate,omitempty"`
+	ModificationDate          string             `json:"modificationDate,omitempty"`
+	CursorsLedgerID           int64              `json:"cursorsLedgerId"`
+	MarkDelete                *PositionInfo      `json:"markDelete,omitempty"`
+	IndividualDeletedMessages []MessageRangeInfo `json:"individualDeletedMessages"`
+	Properties                map[string]int64   `json:"properties"`
+}
+
+// PositionInfo is a (ledgerId, entryId) position in ManagedLedgerInfo.
+type PositionInfo struct {
+	LedgerID int64 `json:"ledgerId"`
+	EntryID  int64 `json:"entryId"`
+}
+
+// MessageRangeInfo is a range of individually deleted messages in ManagedCursorInfo.
+type MessageRangeInfo struct {
+	From PositionInfo `json:"from"`
+	To   PositionInfo `json:"to"`
+}

@@ -80,11 +80,12 @@ type Config struct {
 
 // Handler is the admin API. Create with NewHandler.
 type Handler struct {
-	cfg     Config
-	cat     *catalog.Catalog
-	log     *slog.Logger
-	mux     *http.ServeMux
-	metrics http.Handler
+	cfg      Config
+	cat      *catalog.Catalog
+	log      *slog.Logger
+	mux      *http.ServeMux
+	metrics  http.Handler
+	gatherer prometheus.Gatherer // the registry behind /metrics (broker-stats/metrics)
 }
 
 // NewHandler builds the API.
@@ -110,6 +111,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("admin: registering metrics: %w", err)
 	}
 	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPromLogger{h.log}})
+	h.gatherer = reg
 	h.routes()
 	return h, nil
 }
