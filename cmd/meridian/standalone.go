@@ -89,7 +89,7 @@ With --clusters a,b,c it runs those clusters in one process instead, each with i
 	fl.IntVar(&f.bypassCacheBytes, "bypass-cache-bytes", defaults.BypassCacheBytes, "segment writes and reads of at least this many bytes bypass the page cache (O_DIRECT, where the file system allows it; 0 = never)")
 	fl.IntVar(&f.replicationMemoryBytes, "replication-memory-bytes", int(defaults.ReplicationMemoryBytes), "bytes of entries all replicators may hold at once, read and not yet acknowledged by their remote; a catch-up read that does not fit waits (0 = no bound)")
 	fl.BoolVar(&f.topicLevelMetrics, "expose-topic-level-metrics", true, "per-topic series on /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus); false: namespace aggregates only, for brokers with many topics")
-	fl.DurationVar(&f.replicationStall, "replication-stall-timeout", defaults.ReplicationStallTimeout, "a replicator with a backlog that made no progress for this long is reported stalled (topic stats, meridian_replication_stalled)")
+	fl.DurationVar(&f.replicationStall, "replication-stall-timeout", node.DefaultReplicationStallTimeout, "a replicator with a backlog that made no progress for this long is reported stalled (topic stats, meridian_replication_stalled)")
 	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
 	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
 	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")

@@ -24,18 +24,18 @@ func (n *Node) mountAdmin() error {
 		replicationApplied = c.replication.Sync
 	}
 	h, err := admin.NewHandler(admin.Config{
-		Cluster:  n.opts.Cluster,
-		Catalog:  c.catalog,
-		Topics:   topicService{broker: c.broker, cat: c.catalog, repl: c.replication, schema: c.schemas},
-		Schemas:  c.schemas,
-		Ready:    n.Healthy,
-		Registry: reg,
-		Logger:   n.opts.Logger,
-		// Pulsar's exposeTopicLevelMetricsInPrometheus=false.
-		HideTopicLevelMetrics: n.opts.HideTopicLevelMetrics,
-		AutoTopicCreation:     n.opts.AutoTopicCreation,
+		Cluster:           n.opts.Cluster,
+		Catalog:           c.catalog,
+		Topics:            topicService{broker: c.broker, cat: c.catalog, repl: c.replication, schema: c.schemas},
+		Schemas:           c.schemas,
+		Ready:             n.Healthy,
+		Registry:          reg,
+		Logger:            n.opts.Logger,
+		AutoTopicCreation: n.opts.AutoTopicCreation,
 		// Replicators follow replication changes before the admin call answers (not only by watch).
 		ReplicationApplied: replicationApplied,
+		// Pulsar's exposeTopicLevelMetricsInPrometheus=false.
+		HideTopicLevelMetrics: n.opts.HideTopicLevelMetrics,
 	})
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)

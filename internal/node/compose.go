@@ -103,13 +103,14 @@ func (n *Node) compose(ctx context.Context) error {
 	// The replication manager exists before the broker: the broker's ReplicatedIndex hook opens
 	// each topic's inbound index through it. It reads the broker through a pointer.
 	c.replication, err = replication.NewManager(replication.ManagerOptions{
-		Local:        n.opts.Cluster,
-		Policies:     c.catalog,
-		Topics:       replTopics{broker: &c.broker, engine: c.engine},
-		StartAt:      replication.StartAt(n.opts.ReplicationStartAt),
-		MemoryBytes:  n.opts.ReplicationMemoryBytes,
+		Local:       n.opts.Cluster,
+		Policies:    c.catalog,
+		Topics:      replTopics{broker: &c.broker, engine: c.engine},
+		StartAt:     replication.StartAt(n.opts.ReplicationStartAt),
+		MemoryBytes: n.opts.ReplicationMemoryBytes,
+		Logger:      log.With("component", "replication"),
+		// --replication-stall-timeout.
 		StallTimeout: n.opts.ReplicationStallTimeout,
-		Logger:       log.With("component", "replication"),
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)

@@ -142,19 +142,18 @@ type Options struct {
 // DefaultOptions returns the defaults of `meridian standalone`.
 func DefaultOptions() Options {
 	return Options{
-		Cluster:                 DefaultCluster,
-		DataDir:                 DefaultDataDir,
-		BrokerAddr:              DefaultBrokerAddr,
-		WebAddr:                 DefaultWebAddr,
-		ReplicationStartAt:      DefaultReplicationStartAt,
-		MaxMessageSize:          DefaultMaxMessageSize,
-		Fsync:                   FsyncAlways,
-		FsyncPipeline:           DefaultFsyncPipeline,
-		DirectWriteBytes:        DefaultDirectWriteBytes,
-		BypassCacheBytes:        DefaultBypassCacheBytes,
-		AutoTopicCreation:       true,
-		ReplicationMemoryBytes:  DefaultReplicationMemoryBytes,
-		ReplicationStallTimeout: DefaultReplicationStallTimeout,
+		Cluster:                DefaultCluster,
+		DataDir:                DefaultDataDir,
+		BrokerAddr:             DefaultBrokerAddr,
+		WebAddr:                DefaultWebAddr,
+		ReplicationStartAt:     DefaultReplicationStartAt,
+		MaxMessageSize:         DefaultMaxMessageSize,
+		Fsync:                  FsyncAlways,
+		FsyncPipeline:          DefaultFsyncPipeline,
+		DirectWriteBytes:       DefaultDirectWriteBytes,
+		BypassCacheBytes:       DefaultBypassCacheBytes,
+		AutoTopicCreation:      true,
+		ReplicationMemoryBytes: DefaultReplicationMemoryBytes,
 	}
 }
 
