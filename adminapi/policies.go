@@ -63,6 +63,9 @@ type Policies struct {
 	EntryFilters                          *EntryFilters                     `json:"entryFilters"`
 	Migrated                              bool                              `json:"migrated"`
 	DispatcherPauseOnAckStatePersistent   *bool                             `json:"dispatcherPauseOnAckStatePersistentEnabled"`
+	// ReplicateSubscriptionState makes every durable subscription of the namespace's topics
+	// replicated while it is true (the shape of Pulsar's PIP-398; nil = not set).
+	ReplicateSubscriptionState *bool `json:"replicate_subscription_state,omitempty"`
 	// AntiAffinityGroup is kept in Pulsar's local policies; the pulsaradmin Go package sends it inside
 	// Policies, so it is accepted and stored here.
 	AntiAffinityGroup string `json:"antiAffinityGroup,omitempty"`
@@ -419,6 +422,8 @@ type TopicPolicies struct {
 	SchemaValidationEnforced             *bool                             `json:"schemaValidationEnforced,omitempty"`
 	AutoSubscriptionCreationOverride     *AutoSubscriptionCreationOverride `json:"autoSubscriptionCreationOverride,omitempty"`
 	DispatcherPauseOnAckStatePersistent  *bool                             `json:"dispatcherPauseOnAckStatePersistentEnabled,omitempty"`
+	// ReplicateSubscriptionState overrides the namespace's replicate_subscription_state.
+	ReplicateSubscriptionState *bool `json:"replicateSubscriptionState,omitempty"`
 	// Properties are the topic's user properties (`.../properties`) of a non-partitioned topic.
 	// (A partitioned topic keeps them in its PartitionedTopicMetadata, as Pulsar does.)
 	Properties map[string]string `json:"properties,omitempty"`

@@ -96,6 +96,41 @@ type SubscriptionStats struct {
 	FilterAcceptedMsgCount            int64             `json:"filterAcceptedMsgCount"`
 	FilterRejectedMsgCount            int64             `json:"filterRejectedMsgCount"`
 	FilterRescheduledMsgCount         int64             `json:"filterRescheduledMsgCount"`
+	// ReplicatedSubscriptionSync is the sync of a replicated subscription's state with the topic's
+	// remote clusters (Meridian's; absent for subscriptions that never synced).
+	ReplicatedSubscriptionSync *ReplicatedSubscriptionSync `json:"replicatedSubscriptionSync,omitempty"`
+}
+
+// ReplicatedSubscriptionSync is a replicated subscription's sync, per remote cluster.
+type ReplicatedSubscriptionSync struct {
+	// Outbound: the states this cluster wrote, per remote it replicates to.
+	Outbound map[string]ReplicatedSubscriptionOutbound `json:"outbound,omitempty"`
+	// Inbound: the states received from each source cluster.
+	Inbound map[string]ReplicatedSubscriptionInbound `json:"inbound,omitempty"`
+}
+
+// ReplicatedSubscriptionOutbound is the sync of a subscription's state to one remote.
+type ReplicatedSubscriptionOutbound struct {
+	LastStateTimestamp     int64 `json:"lastStateTimestamp"`     // when the last state was taken (unix ms)
+	LastDeliveredTimestamp int64 `json:"lastDeliveredTimestamp"` // when the remote last acknowledged a state
+	// SyncLagMs is the age of the oldest state the remote has not acknowledged; with none
+	// outstanding, how long the last one took from taken to acknowledged.
+	SyncLagMs     int64 `json:"syncLagMs"`
+	PendingStates int   `json:"pendingStates"`
+}
+
+// ReplicatedSubscriptionInbound is the sync of a subscription's state from one source cluster.
+type ReplicatedSubscriptionInbound struct {
+	LastStateTimestamp   int64 `json:"lastStateTimestamp"`   // the source's clock when it took the last state applied
+	LastAppliedTimestamp int64 `json:"lastAppliedTimestamp"` // this cluster's clock when it applied it
+	// ApplyLagMs is applied minus taken (two clusters' clocks).
+	ApplyLagMs int64 `json:"applyLagMs"`
+	// WaitingFor names the origin clusters whose entries the last state names but that have not
+	// all arrived here.
+	WaitingFor []string `json:"waitingFor,omitempty"`
+	// Untranslated counts acknowledgements whose entries are not mapped here (delivered again
+	// after a move, never skipped).
+	Untranslated int64 `json:"untranslated"`
 }
 
 // ConsumerStats is one consumer in SubscriptionStats.consumers.

@@ -22,6 +22,15 @@ go vet ./...
 (cd tests && go vet ./...)
 (cd bench && go vet ./...)
 
+echo "== staticcheck (settings: staticcheck.conf)"
+# Installed through the Go module proxy on first use; the version is pinned so findings do not change
+# under the suite.
+lint=${TOOLS:-${TMPDIR:-/tmp}/meridian-bench-tools}
+[ -x "$lint/staticcheck" ] || GOBIN=$lint go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+"$lint/staticcheck" ./...
+(cd tests && "$lint/staticcheck" ./...)
+(cd bench && "$lint/staticcheck" ./...)
+
 # Both modules always run, so one failure does not hide another; the script fails if either failed.
 status=0
 echo "== go test (root module)"

@@ -116,7 +116,9 @@ func replicationStatusCmd(a *app) *cobra.Command {
 		Short: "Check that every topic's replication to --remote is caught up (exit 1 if not); --wait polls until it is",
 		Long: `Checks every persistent topic (and partition) of the namespace: a replicator is caught up when it
 is connected to the remote and has no backlog (the remote acknowledged everything stored here). Exit status 0 when all are, 1 otherwise:
-a failback or cut-over can wait on it ("--wait 10m") instead of a person reading stats.
+a failback or cut-over can wait on it ("--wait 10m") instead of a person reading stats. While it
+waits, each poll prints a progress line on stderr (caught-up count, backlog, drain rate and the time
+left at that rate); -o json prints only the final report.
 
 With --remote, every topic must replicate to each named cluster (a topic that does not is reported as
 no-replicator: its messages stay here). Without it, the replicators the topics have are checked.`,
@@ -131,10 +133,15 @@ no-replicator: its messages stay here). Without it, the replicators the topics h
 			}
 			ns := args[0]
 			deadline := time.Now().Add(wait)
+			var progress waitProgress
 			for {
 				report, err := checkReplication(cmd.Context(), c, a.timeout, ns, splitList(remotes))
 				if err != nil {
 					return err
+				}
+				if wait > 0 && a.output != "json" {
+					// Progress goes to stderr, one line per poll, so stdout keeps only the report.
+					fmt.Fprintln(a.errOut, progress.observe(time.Now(), report))
 				}
 				if report.CaughtUp || !time.Now().Add(interval).Before(deadline) {
 					if err := a.show(report, func(tw *tabwriter.Writer) { writeReplReport(tw, report) }); err != nil {

@@ -65,9 +65,13 @@ func TestReplicationStatusCommand(t *testing.T) {
 		mustBroker(t, a, "produce", "orders-"+string(rune('0'+i)), "-m", "hello")
 	}
 
-	out := mustBroker(t, a, "namespaces", "replication-status", "public/default", "--remote", "b", "--wait", "30s", "--interval", "100ms")
-	if !strings.Contains(out, "3 replicators, 3 caught-up; backlog 0 entries") {
-		t.Fatalf("after --wait:\n%s", out)
+	waited := ctlBroker(t, a, "namespaces", "replication-status", "public/default", "--remote", "b", "--wait", "30s", "--interval", "100ms")
+	if waited.code != 0 || !strings.Contains(waited.stdout, "3 replicators, 3 caught-up; backlog 0 entries") ||
+		!strings.Contains(waited.stderr, "waiting for public/default:") || strings.Contains(waited.stdout, "waiting for") {
+		t.Fatalf("after --wait: exit %d\n%s\n%s", waited.code, waited.stdout, waited.stderr)
+	}
+	if quiet := ctlBroker(t, a, "-o", "json", "namespaces", "replication-status", "public/default", "--wait", "5s"); quiet.code != 0 || quiet.stderr != "" {
+		t.Fatalf("-o json --wait: exit %d, stderr %q", quiet.code, quiet.stderr)
 	}
 	var rep replReport
 	if err := json.Unmarshal([]byte(mustBroker(t, a, "-o", "json", "namespaces", "replication-status", "public/default")), &rep); err != nil {

@@ -21,6 +21,7 @@ type fakeTopics struct {
 type fakeTopic struct {
 	subs     map[string]int64 // subscription -> backlog
 	subProps map[string]map[string]string
+	subRepl  map[string]bool
 	props    map[string]string
 	entries  int64
 	unloaded int
@@ -142,7 +143,7 @@ func (f *fakeTopics) Subscriptions(_ context.Context, topic string) ([]string, e
 	return out, nil
 }
 
-func (f *fakeTopics) CreateSubscription(_ context.Context, topic, sub string, start adminapi.MessageID, _ bool, props map[string]string) error {
+func (f *fakeTopics) CreateSubscription(_ context.Context, topic, sub string, start adminapi.MessageID, replicated bool, props map[string]string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, err := f.get(topic)
@@ -161,6 +162,12 @@ func (f *fakeTopics) CreateSubscription(_ context.Context, topic, sub string, st
 		t.subProps = map[string]map[string]string{}
 	}
 	t.subProps[sub] = props
+	if replicated {
+		if t.subRepl == nil {
+			t.subRepl = map[string]bool{}
+		}
+		t.subRepl[sub] = true
+	}
 	return nil
 }
 
@@ -182,6 +189,30 @@ func (f *fakeTopics) SetSubscriptionProperties(_ context.Context, topic, sub str
 		return err
 	}
 	t.subProps[sub] = props
+	return nil
+}
+
+func (f *fakeTopics) SubscriptionReplicated(_ context.Context, topic, sub string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.sub(topic, sub)
+	if err != nil {
+		return false, err
+	}
+	return t.subRepl[sub], nil
+}
+
+func (f *fakeTopics) SetSubscriptionReplicated(_ context.Context, topic, sub string, enabled bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.sub(topic, sub)
+	if err != nil {
+		return err
+	}
+	if t.subRepl == nil {
+		t.subRepl = map[string]bool{}
+	}
+	t.subRepl[sub] = enabled
 	return nil
 }
 

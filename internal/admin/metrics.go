@@ -360,6 +360,15 @@ func topicMetrics(st adminapi.TopicStats, w WriteStats, emit func(s *topicSeries
 		emit(mReplBacklogBytes, float64(r.ReplicationBacklogBytes), remote)
 		emit(mReplStalled, b2f(r.Stalled), remote)
 	}
+	// A cluster this one only receives from has no replicator here: its inbound rates are exported,
+	// but no connected, backlog or error series that would alarm on a healthy one-way link.
+	for source, in := range st.InboundReplication {
+		if _, outbound := st.Replication[source]; outbound {
+			continue
+		}
+		emit(mReplRateIn, in.MsgRateIn, source)
+		emit(mReplThrIn, in.MsgThroughputIn, source)
+	}
 }
 
 // namespaceAggregate sums (or takes the largest of) a namespace's topic series.

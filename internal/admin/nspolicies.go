@@ -183,6 +183,7 @@ var (
 // replication, backlog quotas, permissions, properties — are registered in namespaces.go).
 func namespacePolicies(cluster string) []nsPolicy {
 	pols := []nsPolicy{
+		replicateSubscriptionStateNamespacePolicy(),
 		ptrPolicy("messageTTL", post, func(p *adminapi.Policies) **int { return &p.MessageTTLInSeconds }, nonNegative("Invalid value for message TTL")),
 		ptrPolicy("retention", post, func(p *adminapi.Policies) **adminapi.RetentionPolicies { return &p.RetentionPolicies }, func(v adminapi.RetentionPolicies) error {
 			return catalog.ValidateRetention(v)

@@ -32,6 +32,7 @@ func (h *Handler) subscriptionRoutes(base string) {
 	h.handle("GET "+sub+"/position/{n}", h.subscriptionPeek)
 	h.handle("GET "+base+"/ledger/{ledger}/entry/{entry}", h.messageByID)
 	h.subscriptionPropertiesRoutes(sub)
+	h.replicatedSubscriptionRoutes(sub)
 }
 
 // topicTargets resolves the path's topic to the topics an operation applies to: the partitions of a

@@ -134,6 +134,7 @@ func tpRate[T any](path, cluster string, field func(tp *adminapi.TopicPolicies) 
 
 func topicPolicies(cluster string) []tpPolicy {
 	return []tpPolicy{
+		replicateSubscriptionStateTopicPolicy(),
 		{
 			// Pulsar takes the TTL as a query parameter on POST.
 			path: "messageTTL", setMethods: post,

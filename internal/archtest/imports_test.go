@@ -31,7 +31,9 @@ var internalAll = []string{"internal/", "adminapi", "brokertest", "cmd/"}
 var rules = []rule{
 	{from: "internal/wire", forbidden: without(internalAll, "internal/wire")},
 	{from: "internal/naming", forbidden: internalAll},
-	{from: "internal/crc32c", forbidden: internalAll},                                    // a leaf any layer may use (storage, replication)
+	{from: "internal/crc32c", forbidden: internalAll}, // a leaf any layer may use (storage, replication)
+	{from: "internal/console", forbidden: internalAll},
+	{from: "internal/poll", forbidden: internalAll},                                      // tests' one way to wait for a condition                                   // the page and its history; node adapts the data to it
 	{from: "internal/buildinfo", forbidden: []string{"internal/", "brokertest", "cmd/"}}, // a leaf over the public types (adminapi)
 	{from: "internal/metadata", forbidden: without(internalAll, "internal/metadata")},
 	{from: "internal/storage", forbidden: without(internalAll, "internal/storage")},

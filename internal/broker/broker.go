@@ -71,6 +71,9 @@ type Deps struct {
 	// wired by the node). Called once per topic load, after the ledger is open and before the topic
 	// is published. nil = no index: replicated entries are appended without origin dedup.
 	ReplicatedIndex func(ctx context.Context, topic naming.TopicName, ledger *storage.Ledger) (ReplicatedEntryIndex, error)
+	// SubscriptionSync syncs replicated subscriptions (internal/replication's Manager, wired by the
+	// node); nil = replicated subscriptions are flagged and persisted but not synced.
+	SubscriptionSync SubscriptionSync
 }
 
 // ReplicatedEntryIndex deduplicates entries arriving from replicator producers (producer names with
@@ -141,6 +144,10 @@ type TopicPolicies struct {
 	// SubscriptionExpiration deletes durable subscriptions that have had no consumer for this long
 	// (namespace subscription_expiration_time_minutes); 0 = never. Replicated subscriptions are kept.
 	SubscriptionExpiration time.Duration
+	// ReplicateSubscriptions, when true, makes every durable subscription of the topic replicated
+	// while it is in force (topic policy replicateSubscriptionState, else the namespace's); nil or
+	// false leaves each subscription's own flag.
+	ReplicateSubscriptions *bool
 }
 
 // Broker is the broker core: the set of topics this broker has loaded.

@@ -26,6 +26,7 @@ type brokerState struct {
 	publishLimiter  *MemoryLimiter
 	publishLatency  storage.LatencyRecorder // every publish, from taken to answered
 	replicatedIndex func(ctx context.Context, topic naming.TopicName, ledger *storage.Ledger) (ReplicatedEntryIndex, error)
+	subSync         SubscriptionSync
 
 	producerSeq atomic.Uint64
 	consumerSeq atomic.Uint64
@@ -99,6 +100,7 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 		clock:           deps.Clock,
 		publishLimiter:  NewMemoryLimiter(max(cfg.MaxPublishBytesInFlight, 0), 0, nil),
 		replicatedIndex: deps.ReplicatedIndex,
+		subSync:         deps.SubscriptionSync,
 		topics:          make(map[string]*topicState),
 		loading:         make(map[string]*topicLoad),
 		closing:         make(map[string]chan struct{}),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -216,7 +217,7 @@ func TestDedupSnapshotsEveryInterval(t *testing.T) {
 		t.Fatal("no dedup cursor")
 	}
 	// Snapshots run in the background and are skipped while one is running: at least one happened.
-	waitUntil(t, "snapshot", func() bool { return cur.Properties()[dedupPropPrefix+"a"] != "" })
+	poll.Until(t, 10*time.Second, "snapshot", func() bool { return cur.Properties()[dedupPropPrefix+"a"] != "" })
 	if _, ok := top.InternalStats().Cursors[dedupCursorName]; !ok {
 		t.Fatal("dedup cursor missing from internal stats")
 	}
@@ -238,7 +239,7 @@ func TestSharedRoundRobinAndRedeliveryOnClose(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
 	}
-	waitUntil(t, "all delivered", func() bool { return s1.count()+s2.count() == 10 })
+	poll.Until(t, 10*time.Second, "all delivered", func() bool { return s1.count()+s2.count() == 10 })
 	if s1.count() == 0 || s2.count() == 0 {
 		t.Fatalf("not shared: %d/%d", s1.count(), s2.count())
 	}
@@ -420,7 +421,7 @@ func TestMarkersAreNeverDispatched(t *testing.T) {
 	}
 	// The marker was acknowledged on the subscription.
 	c.Ack(context.Background(), positionsAcks(got), false)
-	waitUntil(t, "backlog 0", func() bool { return top.Stats().Subscriptions["s"].MsgBacklog == 0 })
+	poll.Until(t, 10*time.Second, "backlog 0", func() bool { return top.Stats().Subscriptions["s"].MsgBacklog == 0 })
 	c.Close()
 }
 
@@ -586,17 +587,6 @@ func TestPublishLimiterAccounting(t *testing.T) {
 	}
 }
 
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 1000; i++ {
-		if cond() {
-			return
-		}
-		sleepBrief()
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // Publish slots are recycled once delivered: results stay in publish order, each completion runs
 // once with its own request's result, while stored publishes and immediate ones (dedup duplicates,
 // invalid requests) interleave and the queue empties and refills.
@@ -624,7 +614,7 @@ func TestPublishSlotReuseKeepsOrder(t *testing.T) {
 		}
 		p.Publish(req, func(r PublishResult) { results <- got{seq, r} })
 		if i == 0 || i%500 == 499 {
-			waitUntil(t, "queue drained", func() bool { return len(results) == i+1 })
+			poll.Until(t, 10*time.Second, "queue drained", func() bool { return len(results) == i+1 })
 		}
 	}
 	for i := 0; i < n; i++ {

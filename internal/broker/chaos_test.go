@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -102,7 +103,7 @@ func TestSharedChaos(t *testing.T) {
 		}()
 	}
 	pwg.Wait()
-	waitUntil(t, "everything acknowledged", func() bool {
+	poll.Until(t, 10*time.Second, "everything acknowledged", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(acked) == producers*perProducer
@@ -110,7 +111,7 @@ func TestSharedChaos(t *testing.T) {
 	close(stop)
 	cwg.Wait()
 	// Every entry was acknowledged at least once on the cursor: nothing is left in the backlog.
-	waitUntil(t, "backlog 0", func() bool { return top.Stats().Subscriptions["s"].MsgBacklog == 0 })
+	poll.Until(t, 10*time.Second, "backlog 0", func() bool { return top.Stats().Subscriptions["s"].MsgBacklog == 0 })
 }
 
 // TestFailoverChaos: Failover consumers come and go and acknowledge cumulatively while a producer
@@ -175,7 +176,7 @@ func TestFailoverChaos(t *testing.T) {
 	for j := 0; j < total; j++ {
 		last = publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(j), 1, "x"), SequenceID: int64(j)})
 	}
-	waitUntil(t, "fully acknowledged", func() bool {
+	poll.Until(t, 10*time.Second, "fully acknowledged", func() bool {
 		lm, err := top.t.lastEntryOrErr()
 		return err == nil && lm == last.Position && top.Stats().Subscriptions["f"].MsgBacklog == 0
 	})

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // TestDedupSnapshotDoesNotHoldUpReceipts: building a dedup snapshot (purging and formatting up to
@@ -58,5 +60,5 @@ func TestDedupSnapshotDoesNotHoldUpReceipts(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	cur := snap.Ledger().Cursor(dedupCursorName)
-	waitUntil(t, "snapshot written", func() bool { return cur.Properties()[dedupPropPrefix+"s"] != "" })
+	poll.Until(t, 10*time.Second, "snapshot written", func() bool { return cur.Properties()[dedupPropPrefix+"s"] != "" })
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -71,7 +72,7 @@ func TestPoliciesNamespaceDedupToggleAndPartitions(t *testing.T) {
 		t.Fatal("dedup on before the policy change was applied")
 	}
 	e.b.PoliciesChanged(naming.NamespaceName{Tenant: "public", Namespace: "default"})
-	waitUntil(t, "dedup on", top.DedupEnabled)
+	poll.Until(t, 10*time.Second, "dedup on", top.DedupEnabled)
 	p := addProducer(t, top, ProducerOptions{Name: "x"})
 	publishSync(t, p, PublishRequest{Entry: entry(t, "x", 7, 1, "a"), SequenceID: 7})
 	if r := publishSync(t, p, PublishRequest{Entry: entry(t, "x", 7, 1, "a"), SequenceID: 7}); !r.Duplicate {
@@ -80,7 +81,7 @@ func TestPoliciesNamespaceDedupToggleAndPartitions(t *testing.T) {
 	off := false
 	pol.set("public/default", TopicPolicies{Partitions: 2, Deduplication: &off})
 	e.b.PoliciesChanged(naming.NamespaceName{Tenant: "public", Namespace: "default"})
-	waitUntil(t, "dedup off", func() bool { return !top.DedupEnabled() })
+	poll.Until(t, 10*time.Second, "dedup off", func() bool { return !top.DedupEnabled() })
 	if top.Ledger().Cursor(dedupCursorName) != nil {
 		t.Fatal("dedup cursor kept after disabling")
 	}
@@ -155,7 +156,7 @@ func TestKeySharedKeepsKeysOnOneConsumer(t *testing.T) {
 	}
 	c1.Flow(1000)
 	c2.Flow(1000)
-	waitUntil(t, "all delivered", func() bool { return s1.count()+s2.count() == 80 })
+	poll.Until(t, 10*time.Second, "all delivered", func() bool { return s1.count()+s2.count() == 80 })
 	owner := map[string]*sink{}
 	for _, s := range []*sink{s1, s2} {
 		for _, d := range s.waitMessages(t, 0) {
@@ -231,7 +232,7 @@ func TestStatsShape(t *testing.T) {
 	}
 	got := s.waitMessages(t, 5)
 	c.Ack(context.Background(), []Ack{{Position: got[4].Position}}, true)
-	waitUntil(t, "rates", func() bool { return top.Stats().MsgRateIn > 0 || top.Stats().MsgInCounter == 5 })
+	poll.Until(t, 10*time.Second, "rates", func() bool { return top.Stats().MsgRateIn > 0 || top.Stats().MsgInCounter == 5 })
 	st = top.Stats()
 	pub := st.Publishers[0]
 	if pub.Metadata["k"] != "v" || pub.ClientVersion != "Pulsar-Go-version-0.19.0" || pub.AccessMode != "Shared" || pub.ConnectedSince == "" {

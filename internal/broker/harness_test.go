@@ -42,6 +42,7 @@ type env struct {
 	cfg    Config
 	pol    PolicySource
 	clock  Clock
+	sync   SubscriptionSync
 }
 
 func newEnv(t testing.TB, cfg Config) *env {
@@ -58,7 +59,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatalf("storage.Open: %v", err)
 	}
-	b, err := New(e.cfg, Deps{Storage: eng, Logger: testLogger(), Policies: e.pol, Clock: e.clock})
+	b, err := New(e.cfg, Deps{Storage: eng, Logger: testLogger(), Policies: e.pol, Clock: e.clock, SubscriptionSync: e.sync})
 	if err != nil {
 		e.t.Fatalf("broker.New: %v", err)
 	}
@@ -259,9 +260,6 @@ func payloadOf(t testing.TB, d Delivery) string {
 	}
 	return string(p.Body)
 }
-
-// sleepBrief is the polling interval of waitUntil (10 s in total).
-func sleepBrief() { time.Sleep(10 * time.Millisecond) }
 
 // markerEntry builds a replicated-subscription snapshot marker entry.
 func markerEntry(t testing.TB) []byte {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"maps"
 	"testing"
+	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
@@ -67,7 +69,7 @@ func TestRedeliveryCountsSurviveRestart(t *testing.T) {
 		t.Fatalf("after a restart and a negative ack: count %d, want 5", d.RedeliveryCount)
 	}
 	// Once durable (the cursor flushed), the counts survive a crash too.
-	waitUntil(t, "redelivery counts in the cursor", func() bool {
+	poll.Until(t, 10*time.Second, "redelivery counts in the cursor", func() bool {
 		cur := e.topic("redeliveries").Ledger().Cursor("s")
 		return len(cur.Properties()) > 0 && cur.Flush(context.Background()) == nil
 	})

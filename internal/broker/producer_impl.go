@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ type pubSlot struct {
 	acceptedMs int64  // broker clock when the publish was accepted (LastPublishTimeStamp)
 	replTicket uint64 // the replicated index's admission to commit; 0 = none
 	replIndex  ReplicatedEntryIndex
+	marker     []byte // a replicator's marker entry: handed to the subscription sync once stored
 }
 
 // producerState is one attached producer.
@@ -217,6 +219,10 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 			slot.replTicket, slot.replIndex = ticket, t.replIndex
 		}
 	}
+	if p.isReplicator && req.Marker {
+		// A copy: req.Entry is the connection's read buffer, reused before the append completes.
+		slot.marker = slices.Clone(req.Entry)
+	}
 	key := p.name
 	deduped := !req.Marker && !p.isReplicator
 	// A chunked message is recorded with its last chunk; its other chunks are checked against what
@@ -286,6 +292,12 @@ func (s *pubSlot) appendDone(pos storage.Position, err error) {
 		} else {
 			s.replIndex.Commit(s.replTicket, pos.LedgerID, pos.EntryID, nil)
 		}
+	}
+	if s.marker != nil {
+		if err == nil {
+			s.p.topic.b.markerStored(s.p.topic, pos, s.marker)
+		}
+		s.marker = nil
 	}
 	s.p.topic.appended(s, pos, err)
 }

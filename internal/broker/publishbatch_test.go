@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // PublishBatch gives each request the result Publish would: in order, a duplicate or refused
@@ -64,7 +66,7 @@ func TestPublishBatchMatchesPublish(t *testing.T) {
 		}
 		p.PublishBatch(reqs, done)
 		if k == 0 { // the first group: seq 0 is stored before anything resends it
-			waitUntil(t, "first group", func() bool { return len(results) == size })
+			poll.Until(t, 10*time.Second, "first group", func() bool { return len(results) == size })
 		}
 	}
 	for i := 0; i < n; i++ {
@@ -158,6 +160,6 @@ func TestPublishBatchChargedReleasesWhatTheCallerCharged(t *testing.T) {
 				t.Fatal(r.Err)
 			}
 		}
-		waitUntil(t, "limiter released", func() bool { b, n := lim.InUse(); return b == 0 && n == 0 })
+		poll.Until(t, 10*time.Second, "limiter released", func() bool { b, n := lim.InUse(); return b == 0 && n == 0 })
 	}
 }

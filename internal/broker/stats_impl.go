@@ -139,7 +139,7 @@ func (s *subscriptionState) stats() SubscriptionStats {
 		MsgBacklog:                      backlog,
 		MsgBacklogNoDelayed:             backlog,
 		IsDurable:                       s.durable,
-		IsReplicated:                    s.replicated.Load(),
+		IsReplicated:                    s.isReplicated(),
 		LastMarkDeleteAdvancedTimestamp: s.lastMarkDeleteMove.Load(),
 		MsgRateExpired:                  s.rateExpired.value(),
 		TotalMsgExpired:                 s.msgExpired.Load(),

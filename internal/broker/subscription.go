@@ -117,10 +117,12 @@ type subscriptionState struct {
 	props map[string]string // subscription properties
 	// stateChanged: the properties or the replicated flag changed since the state was persisted.
 	stateChanged bool
-	d            *dispatchState
-	consumers    []*consumerState
-	consumerSeq  uint64
-	deleted      bool
+	// syncRecord is the replication sync's record of a replicated subscription (substate.go).
+	syncRecord  string
+	d           *dispatchState
+	consumers   []*consumerState
+	consumerSeq uint64
+	deleted     bool
 	// caughtUp: a sequential read from caughtUpRead found nothing while the log ended at caughtUpAt;
 	// no need to read again until either changes.
 	caughtUp     bool
@@ -232,8 +234,11 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 		go s.run(ctx, s.done)
 	}
 	s.mu.Unlock()
-	if opts.ReplicateSubscriptionState {
-		s.markReplicated()
+	// The remote gets the subscription without waiting for an ack: when a consumer makes it
+	// replicated, or when the first consumer attaches to one a policy or the admin API made
+	// replicated.
+	if marked := opts.ReplicateSubscriptionState && s.markReplicated(); marked || start {
+		s.topic.b.syncChanged(s, true)
 	}
 	s.sendActiveChanges(changes)
 	s.notify()
@@ -311,6 +316,7 @@ func (s *subscriptionState) removeConsumerLocked(c *consumerState, notify bool) 
 	if last {
 		s.lastActive.Store(s.topic.b.nowMs())
 		s.persistRedeliveriesIfChanged()
+		s.topic.b.syncChanged(s, true) // a consumer that moves to another cluster: the final state now
 	}
 	if last && !s.durable && !s.resetting {
 		s.topic.dropSubscription(s)
@@ -345,6 +351,7 @@ func (s *subscriptionState) flow(c *consumerState, permits uint32) {
 // ack applies acknowledgements from consumer c.
 func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ack, cumulative bool) error {
 	defer s.notify() // a consumer blocked on its unacked limit may take messages again
+	defer s.topic.b.syncChanged(s, false)
 	if c.isClosed() {
 		return ErrConsumerNotFound
 	}
@@ -613,6 +620,7 @@ func (s *subscriptionState) deleteLocked(ctx context.Context, except *consumerSt
 func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	b := s.topic.b
+	b.settle(ctx, s)
 	replayStalled := false
 	var timer *time.Timer
 	defer func() {

@@ -22,6 +22,10 @@ import (
 //	sp:<key>               the subscription property <key> (wire limits: 64 properties, 16 KiB)
 //	meridian.replicated    "1" for a replicated subscription (PIP-33), so that expiry keeps it
 //	meridian.redeliveries  "<ledger>:<entry>:<count>,..." redelivery counts of unacknowledged entries
+//	meridian.type          the subscription type (Pulsar's SubType number) of a replicated
+//	                       subscription, so one created by the sync shows its source's type
+//	meridian.sync          the replication sync's record of a replicated subscription (opaque here;
+//	                       internal/replication writes and reads it)
 //
 // A cursor without these keys (an older version's) is a subscription without properties, not
 // replicated, with no redelivery counts. Keys of a later format version are ignored.
@@ -39,6 +43,11 @@ const (
 	subPropPrefix      = "sp:"
 	replicatedKey      = "meridian.replicated"
 	redeliveriesKey    = "meridian.redeliveries"
+	subTypeKey         = "meridian.type"
+	syncRecordKey      = "meridian.sync"
+	// maxSyncRecordBytes bounds the sync record (the writer, internal/replication, keeps it far
+	// smaller: a few dozen bytes per origin).
+	maxSyncRecordBytes = 16 << 10
 
 	// maxPersistedRedeliveries bounds the redelivery counts a subscription persists (each at most
 	// 61 bytes: 61 KB at most).
@@ -58,11 +67,13 @@ type subState struct {
 	props        map[string]string
 	replicated   bool
 	redeliveries []redeliveryCount
+	subType      *SubType // recorded for replicated subscriptions
+	syncRecord   string
 }
 
 // empty reports whether there is nothing to persist.
 func (st subState) empty() bool {
-	return len(st.props) == 0 && !st.replicated && len(st.redeliveries) == 0
+	return len(st.props) == 0 && !st.replicated && len(st.redeliveries) == 0 && st.subType == nil && st.syncRecord == ""
 }
 
 // largestRedeliveries returns at most max counts of m: the largest, ties broken by the older entry.
@@ -94,6 +105,12 @@ func encodeSubState(st subState) map[string]string {
 	}
 	if st.replicated {
 		out[replicatedKey] = "1"
+	}
+	if st.subType != nil {
+		out[subTypeKey] = strconv.Itoa(int(*st.subType))
+	}
+	if st.syncRecord != "" {
+		out[syncRecordKey] = st.syncRecord
 	}
 	if len(st.redeliveries) > 0 {
 		var b strings.Builder
@@ -128,6 +145,19 @@ func decodeSubState(props map[string]string) (st subState, problems []string) {
 		st.props = nil
 	}
 	st.replicated = props[replicatedKey] == "1"
+	if v, ok := props[subTypeKey]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= int(SubExclusive) && n <= int(SubKeyShared) {
+			t := SubType(n)
+			st.subType = &t
+		} else {
+			problems = append(problems, fmt.Sprintf("malformed subscription type %q", v))
+		}
+	}
+	if v := props[syncRecordKey]; len(v) > maxSyncRecordBytes {
+		problems = append(problems, fmt.Sprintf("sync record of %d bytes, above the limit of %d; ignored", len(v), maxSyncRecordBytes))
+	} else {
+		st.syncRecord = v
+	}
 	if v := props[redeliveriesKey]; v != "" {
 		for _, item := range strings.Split(v, ",") {
 			if len(st.redeliveries) == maxPersistedRedeliveries {
@@ -171,6 +201,10 @@ func (s *subscriptionState) restoreState() {
 	if st.replicated {
 		s.replicated.Store(true)
 	}
+	if st.subType != nil {
+		s.d.subType = *st.subType
+	}
+	s.syncRecord = st.syncRecord
 	for _, r := range st.redeliveries {
 		if !s.cursor.IsAcknowledged(r.pos) {
 			s.d.redeliveries[r.pos] = r.count
@@ -178,13 +212,16 @@ func (s *subscriptionState) restoreState() {
 	}
 }
 
-// markReplicated marks the subscription replicated; the change is persisted with saveState.
-func (s *subscriptionState) markReplicated() {
+// markReplicated marks the subscription replicated (reporting whether it was not); the change is
+// persisted with saveState.
+func (s *subscriptionState) markReplicated() bool {
 	if s.replicated.CompareAndSwap(false, true) {
 		s.mu.Lock()
 		s.stateChanged = true
 		s.mu.Unlock()
+		return true
 	}
+	return false
 }
 
 // properties returns a copy of the subscription properties.
@@ -227,8 +264,13 @@ func (s *subscriptionState) persistState(ctx context.Context, flush bool) error 
 	}
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
+	replicated := s.isReplicated()
 	s.mu.Lock()
-	st := subState{props: maps.Clone(s.props), replicated: s.replicated.Load()}
+	st := subState{props: maps.Clone(s.props), replicated: s.replicated.Load(), syncRecord: s.syncRecord}
+	if replicated {
+		t := s.d.subType
+		st.subType = &t
+	}
 	counts := maps.Clone(s.d.redeliveries)
 	s.stateChanged, s.d.redeliveriesChanged = false, false
 	s.mu.Unlock()
@@ -302,8 +344,8 @@ func (s *subscriptionState) attached(ctx context.Context, c *consumerState) (*Co
 // adminCreated applies what the admin API created a subscription with: its properties (when
 // given) and the replicated flag, persisted before it answers.
 func (s *subscriptionState) adminCreated(ctx context.Context, props map[string]string, replicated bool) error {
-	if replicated {
-		s.markReplicated()
+	if replicated && s.markReplicated() {
+		defer s.topic.b.syncChanged(s, true)
 	}
 	if len(props) > 0 {
 		return s.setProperties(ctx, props)

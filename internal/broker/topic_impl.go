@@ -41,6 +41,7 @@ type topicState struct {
 	exclusive  bool // the current producers hold exclusive access
 	// snapshotRunning is guarded by dedupMu; it shares a word with the flags above.
 	snapshotRunning bool
+	replicateAll    atomic.Bool // policies.ReplicateSubscriptions is true (read without mu; same word)
 	policies        TopicPolicies
 	producers       map[string]*producerState // nil until the first producer
 	waiting         []*producerWaiter         // WaitForExclusive producers, in arrival order
@@ -140,6 +141,7 @@ func newTopicState(b *brokerState, name naming.TopicName, ledger *storage.Ledger
 		createdNs: b.clock.Now().UnixNano(),
 		policies:  pol,
 	}
+	t.replicateAll.Store(pol.ReplicateSubscriptions != nil && *pol.ReplicateSubscriptions)
 	t.public.t = t
 	return t
 }
@@ -947,18 +949,6 @@ func (t *topicState) busy() bool {
 	return false
 }
 
-// setPolicies installs new policies and applies what changed.
-func (t *topicState) setPolicies(ctx context.Context, pol TopicPolicies) error {
-	t.mu.Lock()
-	t.policies = pol
-	t.mu.Unlock()
-	if t.nonPersistent() {
-		return nil
-	}
-	t.ledger.SetRetention(pol.RetentionTime, pol.RetentionSizeBytes)
-	return t.applyDedupPolicy(ctx)
-}
-
 func (t *topicState) producerCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -992,7 +982,7 @@ func (t *topicState) expireSubscriptions(ctx context.Context) {
 	}
 	cutoff := t.b.nowMs() - limit.Milliseconds()
 	for _, s := range subs {
-		if !s.durable || s.replicated.Load() || s.lastActive.Load() > cutoff {
+		if !s.durable || s.isReplicated() || s.lastActive.Load() > cutoff {
 			continue
 		}
 		s.opMu.Lock()

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -40,18 +41,6 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func TestLookupAndPartitionedMetadata(t *testing.T) {
@@ -169,7 +158,7 @@ func TestProducerResendsPendingAfterReconnect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "sends reach the broker", func() bool {
+	poll.Until(t, 5*time.Second, "sends reach the broker", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.swallowed == 5
@@ -200,7 +189,7 @@ func TestProducerResendsPendingAfterReconnect(t *testing.T) {
 	// While the broker is gone the producer says since when.
 	before := time.Now()
 	b.close()
-	eventually(t, "disconnected", func() bool { return !p.Connected() })
+	poll.Until(t, 5*time.Second, "disconnected", func() bool { return !p.Connected() })
 	if d := p.DisconnectedSince(); d.Before(before) || d.After(time.Now()) {
 		t.Fatalf("disconnected since %v, want after %v", d, before)
 	}
@@ -334,7 +323,7 @@ func TestConsumerBatchAckSetAndSeek(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 	// The batch is acked once, after its last message.
-	eventually(t, "acks", func() bool { return len(b.acksCopy()) == 2 })
+	poll.Until(t, 5*time.Second, "acks", func() bool { return len(b.acksCopy()) == 2 })
 	if acks := b.acksCopy(); acks[0].GetMessageId()[0].GetEntryId() != 0 || acks[1].GetMessageId()[0].GetEntryId() != 1 {
 		t.Fatalf("acks %v", acks)
 	}
@@ -387,7 +376,7 @@ func TestClientAnswersPing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.pingClients()
-	eventually(t, "pong", func() bool {
+	poll.Until(t, 5*time.Second, "pong", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.pongs > 0
@@ -413,7 +402,7 @@ func TestKeepAliveClosesSilentConnection(t *testing.T) {
 		defer fc.wmu.Unlock()
 	}
 	b.mu.Unlock()
-	eventually(t, "silent connection closed", cn.isClosed)
+	poll.Until(t, 5*time.Second, "silent connection closed", cn.isClosed)
 }
 
 func TestOptionsAndURLs(t *testing.T) {
@@ -481,7 +470,7 @@ func TestAbortClosesOnBrokerEvenWithEndedContext(t *testing.T) {
 	if err := <-failed; !errors.Is(err, ErrClosed) {
 		t.Fatalf("pending send: %v", err)
 	}
-	eventually(t, "CLOSE_PRODUCER", func() bool {
+	poll.Until(t, 5*time.Second, "CLOSE_PRODUCER", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.closedProducers == 1
@@ -493,7 +482,7 @@ func TestAbortClosesOnBrokerEvenWithEndedContext(t *testing.T) {
 	if err := p2.Abort(ended); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "second CLOSE_PRODUCER", func() bool {
+	poll.Until(t, 5*time.Second, "second CLOSE_PRODUCER", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.closedProducers == 2

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/console"
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
@@ -42,6 +43,9 @@ func (n *Node) mountAdmin() error {
 	}
 	c.admin = h
 	n.mux.Handle("/", h)
+	c.console = console.New(consoleSource{local: n.opts.Cluster, cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.Logger)
+	c.console.Start()
+	n.mux.Handle("/console/", c.console.Handler())
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/console"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/metadata/stores"
 	"github.com/meridian-mq/meridian/internal/naming"
@@ -33,6 +34,7 @@ type components struct {
 	broker      *broker.Broker
 	server      *server.Server
 	admin       *admin.Handler
+	console     *console.Console // the replication console's sampler; its page is on the web mux
 	schemas     *schema.Registry
 	replication *replication.Manager
 
@@ -108,6 +110,7 @@ func (n *Node) compose(ctx context.Context) error {
 		Topics:      replTopics{broker: &c.broker, engine: c.engine},
 		StartAt:     replication.StartAt(n.opts.ReplicationStartAt),
 		MemoryBytes: n.opts.ReplicationMemoryBytes,
+		SyncTopics:  syncTopics{broker: &c.broker, engine: c.engine},
 		Logger:      log.With("component", "replication"),
 		// --replication-stall-timeout.
 		StallTimeout: n.opts.ReplicationStallTimeout,
@@ -121,10 +124,11 @@ func (n *Node) compose(ctx context.Context) error {
 		DedupDefault:      n.opts.Dedup,
 		AutoTopicCreation: n.opts.AutoTopicCreation,
 	}, broker.Deps{
-		Storage:         c.engine,
-		Policies:        policySource{cat: c.catalog},
-		Logger:          log,
-		ReplicatedIndex: replicatedIndexHook(c.replication),
+		Storage:          c.engine,
+		Policies:         policySource{cat: c.catalog},
+		Logger:           log,
+		ReplicatedIndex:  replicatedIndexHook(c.replication),
+		SubscriptionSync: subscriptionSync{m: &c.replication},
 	})
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
@@ -202,6 +206,9 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 	}
 	if c.admin != nil {
 		_ = c.admin.Close()
+	}
+	if c.console != nil {
+		c.console.Close()
 	}
 	if c.watchStop != nil {
 		c.watchStop()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // diskFullDirEnv carries the data directory to the re-executed test binary that runs
@@ -242,11 +243,9 @@ func metricValue(t *testing.T, n *Node, name string) float64 {
 
 func waitForValue(t *testing.T, n *Node, name string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for v := metricValue(t, n, name); !ok(v); v = metricValue(t, n, name) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s stays at %v", name, v)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var v float64
+	poll.Until(t, 30*time.Second, name+" to change", func() bool {
+		v = metricValue(t, n, name)
+		return ok(v)
+	})
 }

@@ -33,10 +33,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startShouldFail(t *testing.T, o Options) (error, string) {
+func startShouldFail(t *testing.T, o Options) (logs string, err error) {
 	t.Helper()
-	var logs lockedBuffer
-	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var buf lockedBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := Start(ctx, o)
@@ -44,7 +44,7 @@ func startShouldFail(t *testing.T, o Options) (error, string) {
 		_ = n.Close()
 		t.Fatal("start succeeded")
 	}
-	return err, logs.String()
+	return buf.String(), err
 }
 
 func assertAbsent(t *testing.T, paths ...string) {
@@ -75,7 +75,7 @@ func TestFailedFirstStartLeavesTheDataDirUnbound(t *testing.T) {
 			} else {
 				o.WebAddr = busy.Addr().String()
 			}
-			err, logs := startShouldFail(t, o)
+			logs, err := startShouldFail(t, o)
 			if !strings.Contains(err.Error(), "address already in use") {
 				t.Fatalf("start error = %v", err)
 			}
@@ -92,7 +92,7 @@ func TestFailedFirstStartLeavesTheDataDirUnbound(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "storage"), []byte("not a dir"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		err, logs := startShouldFail(t, testOptions(t, dir))
+		logs, err := startShouldFail(t, testOptions(t, dir))
 		assertAbsent(t, filepath.Join(dir, lockFileName), filepath.Join(dir, clusterFileName))
 		if strings.Contains(logs, "err=<nil>") || !strings.Contains(logs, err.Error()) {
 			t.Errorf("logs of the failed start (error %v):\n%s", err, logs)

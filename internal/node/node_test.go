@@ -20,6 +20,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -257,17 +258,12 @@ func TestReadinessFollowsConfigurationStoreReachability(t *testing.T) {
 
 func waitForCode(t *testing.T, get func() int, want int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := get()
-		if got == want {
-			return
+	poll.UntilNil(t, 20*time.Second, fmt.Sprintf("status %d", want), func() error {
+		if got := get(); got != want {
+			return fmt.Errorf("status %d", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status %d, want %d", got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestAdminTopicOperationsOnTheBroker(t *testing.T) {

@@ -137,6 +137,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the node's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// ConsoleInterval is how often the replication console samples the links for its charts
+	// (0: console.DefaultInterval, 5 s; it keeps console.MaxSamples per link).
+	ConsoleInterval time.Duration
 }
 
 // DefaultOptions returns the defaults of `meridian standalone`.

@@ -68,6 +68,7 @@ func (p policySource) TopicPolicies(_ context.Context, topic naming.TopicName) (
 	if m := nsp.SubscriptionExpirationTimeMinutes; m != nil && *m > 0 {
 		out.SubscriptionExpiration = time.Duration(*m) * time.Minute
 	}
+	out.ReplicateSubscriptions = firstBool(tp.ReplicateSubscriptionState, nsp.ReplicateSubscriptionState)
 	if v := firstInt(tp.MaxProducerPerTopic, nsp.MaxProducersPerTopic); v != nil {
 		out.MaxProducers = *v
 	}

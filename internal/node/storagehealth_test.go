@@ -5,47 +5,50 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-// gatherStorage returns the node's storage metrics by name, as /metrics exports them (the value of
-// the first sample), and the label of the last checkpoint error if there is one.
+// gatherStorage returns the node's storage metrics by name, as its collector exports them (the
+// value of the first sample), and the error label of the last checkpoint error if there is one.
 func gatherStorage(t *testing.T, n *Node) (map[string]float64, string) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&nodeCollector{n: n})
-	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
 	out := map[string]float64{}
 	ckptErr := ""
-	for _, line := range strings.Split(rec.Body.String(), "\n") {
-		if !strings.HasPrefix(line, "meridian_storage_") {
+	for _, f := range families {
+		name := f.GetName()
+		if !strings.HasPrefix(name, "meridian_storage_") || len(f.GetMetric()) == 0 {
 			continue
 		}
-		i := strings.LastIndexByte(line, ' ')
-		name, labels := line[:i], ""
-		if j := strings.IndexByte(name, '{'); j >= 0 {
-			name, labels = name[:j], name[j:]
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		if _, seen := out[name]; !seen {
-			out[name] = v
+		m := f.GetMetric()[0]
+		switch {
+		case m.Gauge != nil:
+			out[name] = m.GetGauge().GetValue()
+		case m.Counter != nil:
+			out[name] = m.GetCounter().GetValue()
+		case m.Histogram != nil:
+			out[name+"_count"] = float64(m.GetHistogram().GetSampleCount())
 		}
 		if name == "meridian_storage_last_checkpoint_error_info" {
-			ckptErr = labels
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "error" {
+					ckptErr = l.GetValue()
+				}
+			}
 		}
 	}
 	return out, ckptErr
@@ -55,17 +58,6 @@ func readiness(n *Node) (int, string) {
 	rec := httptest.NewRecorder()
 	n.serveReady(rec, httptest.NewRequest(http.MethodGet, "/admin/v2/brokers/ready", nil))
 	return rec.Code, rec.Body.String()
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestReadinessAndMetricsFollowStorageFailures: while the storage engine fails closed after I/O
@@ -100,7 +92,7 @@ func TestReadinessAndMetricsFollowStorageFailures(t *testing.T) {
 	}
 	failing.Store(true)
 	// Appends rotate the journal; the checkpoint's segment fsync fails and the ledger is fenced.
-	waitUntil(t, "the ledger to be fenced by a failed checkpoint fsync", func() bool {
+	poll.Until(t, 10*time.Second, "the ledger to be fenced by a failed checkpoint fsync", func() bool {
 		_, _ = l.Append(ctx, make([]byte, 1000), 1)
 		return l.Err() != nil
 	})
@@ -136,7 +128,7 @@ func TestReadinessAndMetricsFollowStorageFailures(t *testing.T) {
 		t.Errorf("last checkpoint error label %q, want the fsync's error", ckptErr)
 	}
 	failing.Store(false)
-	waitUntil(t, "the node to be ready again", func() bool {
+	poll.Until(t, 10*time.Second, "the node to be ready again", func() bool {
 		code, _ := readiness(n)
 		return code == http.StatusOK
 	})

@@ -146,6 +146,7 @@ func (s topicService) TopicStats(ctx context.Context, topic string, opts adminap
 		// ExcludePublishers clears them).
 		outbound, inbound := s.repl.AdminStats(topic)
 		out.Replication, out.InboundReplication = replication.SplitInbound(outbound, inbound, out.Publishers)
+		addSubscriptionSyncStats(s.repl, topic, &out)
 	}
 	if opts.ExcludePublishers {
 		out.Publishers = nil

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 func TestMemoryBudgetWaitsAndAdmitsIntoEmpty(t *testing.T) {
@@ -110,9 +112,9 @@ func TestRunnersShareMemoryBudget(t *testing.T) {
 		want[i] += pad
 	}
 	for i, p := range pairs {
-		waitFor(t, 20*time.Second, "catch-up under the budget", func() bool { return remoteCount(p) == perTopic })
+		poll.Until(t, 20*time.Second, "catch-up under the budget", func() bool { return remoteCount(p) == perTopic })
 		checkRemote(t, p, want)
-		waitFor(t, 5*time.Second, "backlog 0", func() bool { return runners[i].Stats().ReplicationBacklog == 0 })
+		poll.Until(t, 5*time.Second, "backlog 0", func() bool { return runners[i].Stats().ReplicationBacklog == 0 })
 	}
 	close(stop)
 	sampler.Wait()

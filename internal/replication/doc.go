@@ -14,6 +14,10 @@
 //	Index per local topic (receiving side): origin (cluster, ledger, entry) -> local position;
 //	the broker consults it for every entry a replicator producer sends.
 //
+//	subSync, one per Manager (replicated subscriptions, subsync*.go): writes a replicated
+//	subscription's acknowledgement state into its topic as a state marker in origin coordinates,
+//	and applies the markers replicators store here, translated through the Index.
+//
 // The package never imports the broker, the server, the node or storage (docs/design.md, "Dependency rules"). It declares
 // LocalTopic, Cursor, RemoteProducer(Factory) and the Manager's sources; internal/node implements them.
 //

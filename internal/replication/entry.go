@@ -143,9 +143,10 @@ func (o Outbound) Bytes() []byte {
 	return append(append(make([]byte, 0, o.Size()), o.Data...), o.Body...)
 }
 
-// forwardedMarkers are marker types that travel to remotes (replicated-subscription request,
-// response and update, PIP-33); snapshots (12), transaction markers and unknown markers stay local.
-var forwardedMarkers = map[int32]bool{10: true, 11: true, 13: true}
+// forwardedMarkers are marker types that travel to remotes: Pulsar's replicated-subscription
+// request, response and update (PIP-33) and Meridian's subscription state (SubscriptionStateMarker);
+// snapshots (12), transaction markers and unknown markers stay local.
+var forwardedMarkers = map[int32]bool{10: true, 11: true, 13: true, SubscriptionStateMarker: true}
 
 // PrepareEntry decides whether the entry at e goes from cluster local to remote and, if so, returns
 // the bytes to send: the original metadata and payload (batch, compression, producer name, sequence

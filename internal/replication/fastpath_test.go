@@ -87,6 +87,7 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 		func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("x") },
 		func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(10) },
 		func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(12) },
+		func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(SubscriptionStateMarker) },
 		func(md *pulsarpb.MessageMetadata) { md.TxnidLeastBits = proto.Uint64(1) },
 		func(md *pulsarpb.MessageMetadata) { md.ChunkId = proto.Int32(3); md.NumChunksFromMsg = proto.Int32(5) },
 		func(md *pulsarpb.MessageMetadata) { md.NumChunksFromMsg = proto.Int32(1) },

@@ -62,7 +62,13 @@ type ManagerOptions struct {
 	// StallTimeout: a replicator with a backlog and no progress for this long is reported stalled
 	// (stall.go); 0 = DefaultStallTimeout.
 	StallTimeout time.Duration
-	Logger       *slog.Logger
+	// SyncTopics gives the replicated-subscription sync its topics (subsync.go); nil = replicated
+	// subscriptions are not synced.
+	SyncTopics SyncTopicSource
+	// SubscriptionSyncInterval is the least time between two states of one replicated
+	// subscription. Default DefaultSubscriptionSyncInterval.
+	SubscriptionSyncInterval time.Duration
+	Logger                   *slog.Logger
 }
 
 // DefaultReplicationMemoryBytes is ManagerOptions.MemoryBytes' default: room for about six
@@ -78,6 +84,7 @@ type Manager struct {
 	producers RemoteProducerFactory
 	ownsProd  *ClientFactory
 	budget    *MemoryBudget // shared by every replicator of this broker
+	subsync   *subSync      // nil without ManagerOptions.SyncTopics
 
 	mu        sync.Mutex
 	running   map[Key]*managed
@@ -141,6 +148,9 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	m.opts.MemoryBytes = opts.MemoryBytes
 	m.budget = NewMemoryBudget(opts.MemoryBytes)
+	if opts.SyncTopics != nil {
+		m.subsync = newSubSync(opts.Local, opts.SyncTopics, m, opts.SubscriptionSyncInterval, opts.Logger)
+	}
 	m.producers = opts.Producers
 	if m.producers == nil {
 		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, Logger: opts.Logger})
@@ -163,6 +173,9 @@ func (m *Manager) Start(ctx context.Context) {
 	m.cancel, m.done = cancel, make(chan struct{})
 	m.mu.Unlock()
 	events, unsubscribe := m.opts.Policies.Subscribe()
+	if m.subsync != nil {
+		m.subsync.start(loopCtx)
+	}
 	go m.loop(loopCtx, events, unsubscribe)
 	m.poke()
 }
@@ -174,11 +187,17 @@ func (m *Manager) TopicLoaded(topic string) {
 	m.topicReq[topic] = true
 	m.mu.Unlock()
 	m.poke()
+	if m.subsync != nil {
+		m.subsync.topicLoaded(topic)
+	}
 }
 
 // TopicUnloaded stops the replicators of a topic that is being unloaded or deleted (their cursors
 // stay). It waits for them, at most until ctx ends.
 func (m *Manager) TopicUnloaded(ctx context.Context, topic string) {
+	if m.subsync != nil {
+		m.subsync.forgetMarks(topic)
+	}
 	m.mu.Lock()
 	var stop []*managed
 	for k, mg := range m.running {
@@ -253,6 +272,9 @@ func (m *Manager) Close(ctx context.Context) error {
 		case <-m.done:
 		case <-ctx.Done():
 			return fmt.Errorf("replication: close manager: %w", ctx.Err())
+		}
+		if m.subsync != nil {
+			m.subsync.stop()
 		}
 	}
 	m.mu.Lock()
@@ -600,6 +622,10 @@ func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
 	delete(m.failed, w.Key)
 	m.running[w.Key] = &managed{runner: r, topic: lt, rate: w.Rate}
 	m.mu.Unlock()
+	if m.subsync != nil {
+		// The new remote gets the topic's replicated subscriptions at once.
+		m.subsync.remoteAdded(w.Topic)
+	}
 }
 
 func (m *Manager) stop(ctx context.Context, s StopOrder, lt LocalTopic) {

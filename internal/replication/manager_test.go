@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // memTopics is a TopicSource over memTopics.
@@ -111,10 +112,10 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "replicator to b", func() bool { return len(m.Running()) == 1 })
+	poll.Until(t, 5*time.Second, "replicator to b", func() bool { return len(m.Running()) == 1 })
 	t.Logf("replicator started %v after the policy change", time.Since(changed))
 	lt.append(mkEntry(t, Position{}, "new", nil).Data, 1)
-	waitFor(t, 5*time.Second, "new entry at b", func() bool { return remotes.get("b").topic.LastConfirmed().EntryID == 0 })
+	poll.Until(t, 5*time.Second, "new entry at b", func() bool { return remotes.get("b").topic.LastConfirmed().EntryID == 0 })
 	st := m.Stats(topic)["b"]
 	if st.StartMode != StartLatest || st.StartPosition != (Position{3, 4}) {
 		t.Fatalf("b started %v at %v", st.StartMode, st.StartPosition)
@@ -128,7 +129,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "all 6 entries at c", func() bool { return remotes.get("c").topic.LastConfirmed().EntryID == 5 })
+	poll.Until(t, 5*time.Second, "all 6 entries at c", func() bool { return remotes.get("c").topic.LastConfirmed().EntryID == 5 })
 
 	// A rate policy reaches the running replicator.
 	if err := cat.UpdateNamespace(ctx, "t/ns", func(p *adminapi.Policies) error {
@@ -137,7 +138,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "rate applied", func() bool { return m.Stats(topic)["c"].Rate.MessagesPerSecond == 50 })
+	poll.Until(t, 5*time.Second, "rate applied", func() bool { return m.Stats(topic)["c"].Rate.MessagesPerSecond == 50 })
 
 	// Removing b while it is down: stopped within a second, cursor deleted, backlog counted.
 	rb := remotes.get("b")
@@ -147,7 +148,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	for range 3 {
 		lt.append(mkEntry(t, Position{}, "lost-for-b", nil).Data, 1)
 	}
-	waitFor(t, 5*time.Second, "b backlog and error", func() bool {
+	poll.Until(t, 5*time.Second, "b backlog and error", func() bool {
 		s := m.Stats(topic)["b"]
 		return s.ReplicationBacklog == 3 && s.LastError != "" && !s.Connected
 	})
@@ -157,14 +158,14 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "b removed", func() bool {
+	poll.Until(t, 5*time.Second, "b removed", func() bool {
 		_, hasB := m.Stats(topic)["b"]
 		return !hasB && m.Abandoned()["b"] == 3
 	})
 	if names := lt.CursorNames(); strings.Contains(strings.Join(names, ","), "pulsar.repl.b") {
 		t.Fatalf("cursor of b still there: %v", names)
 	}
-	waitFor(t, 5*time.Second, "c caught up", func() bool { return m.Stats(topic)["c"].ReplicationBacklog == 0 })
+	poll.Until(t, 5*time.Second, "c caught up", func() bool { return m.Stats(topic)["c"].ReplicationBacklog == 0 })
 }
 
 func TestManagerCollector(t *testing.T) {
@@ -232,14 +233,14 @@ func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
 	}
 	m.Start(ctx)
 	defer m.Close(ctx)
-	waitFor(t, 5*time.Second, "start failure in stats", func() bool {
+	poll.Until(t, 5*time.Second, "start failure in stats", func() bool {
 		s, ok := m.Stats(topic)["b"]
 		return ok && strings.Contains(s.LastError, "disk full") && !s.Connected
 	})
 	lt.mu.Lock()
 	lt.openErr = nil
 	lt.mu.Unlock()
-	waitFor(t, 5*time.Second, "started after the cause is gone", func() bool {
+	poll.Until(t, 5*time.Second, "started after the cause is gone", func() bool {
 		s := m.Stats(topic)["b"]
 		return len(m.Running()) == 1 && s.LastError == ""
 	})
@@ -317,7 +318,7 @@ func TestManagerSyncStartsReplicatorsBeforeReturning(t *testing.T) {
 		t.Fatal(err)
 	}
 	pos := lt.append(mkEntry(t, Position{}, "right-after", nil).Data, 1)
-	waitFor(t, 10*time.Second, "entry published right after Sync at b", func() bool {
+	poll.Until(t, 10*time.Second, "entry published right after Sync at b", func() bool {
 		return remotes.get("b").topic.LastConfirmed().EntryID >= 0
 	})
 	if st := m.Stats(topic)["b"]; st.StartPosition.Compare(pos) >= 0 {
@@ -381,7 +382,7 @@ func TestManagerReplacesReplicatorOfUnloadedTopic(t *testing.T) {
 	if err := m.Sync(ctx, "t/ns"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "connected", func() bool { return m.Stats(topic)["b"].Connected })
+	poll.Until(t, 10*time.Second, "connected", func() bool { return m.Stats(topic)["b"].Connected })
 	// Unload: the instance closes; a new one (same log) is what OpenTopic returns from now on.
 	first.mu.Lock()
 	first.closed = true
@@ -394,14 +395,14 @@ func TestManagerReplacesReplicatorOfUnloadedTopic(t *testing.T) {
 	// The load hook's pass replaces it at once (other passes wait a second: the topic may be
 	// being deleted).
 	m.TopicLoaded(topic)
-	waitFor(t, 5*time.Second, "the replicator replaced by the load pass", func() bool {
+	poll.Until(t, 5*time.Second, "the replicator replaced by the load pass", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		mg := m.running[Key{topic, "b"}]
 		return mg != nil && mg.topic == LocalTopic(second)
 	})
 	mt.append(mkEntry(t, Position{}, "after-reload", nil).Data, 1)
-	waitFor(t, 10*time.Second, "entry after the reload replicated", func() bool {
+	poll.Until(t, 10*time.Second, "entry after the reload replicated", func() bool {
 		return remotes.get("b").topic.LastConfirmed().EntryID >= 0
 	})
 }

@@ -25,6 +25,9 @@ var (
 	descMemoryLimit = prometheus.NewDesc("meridian_replication_memory_limit_bytes",
 		"--replication-memory-bytes: catch-up reads wait while the replicators hold this much (0: no bound).",
 		[]string{"cluster"}, nil)
+	descSubSyncLag = prometheus.NewDesc("meridian_replicated_subscription_sync_lag_seconds",
+		"Replicated subscriptions: outbound, the age of the oldest state the remote has not acknowledged (else the last state's delivery time); inbound, applied minus taken (two clusters' clocks).",
+		[]string{"cluster", "namespace", "topic", "subscription", "remote_cluster", "direction"}, nil)
 )
 
 // Collector returns a Prometheus collector of the Manager's own figures. Without topicLevel
@@ -49,6 +52,7 @@ func (c managerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRunning
 	ch <- descMemory
 	ch <- descMemoryLimit
+	ch <- descSubSyncLag
 }
 
 func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -79,5 +83,20 @@ func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range byNamespace {
 		ch <- prometheus.MustNewConstMetric(descDuplicatesByNamespace, prometheus.CounterValue, float64(n), local, k.ns, k.remote)
+	}
+	// The sync lag is per subscription: exported only with topic-level metrics.
+	if c.m.subsync == nil || !c.topicLevel {
+		return
+	}
+	for _, topic := range c.m.subsync.syncedTopics() {
+		ns := namespaceOf(topic)
+		for sub, st := range c.m.subsync.stats(topic) {
+			for remote, ob := range st.Outbound {
+				ch <- prometheus.MustNewConstMetric(descSubSyncLag, prometheus.GaugeValue, float64(ob.SyncLagMs)/1000, local, ns, topic, sub, remote, "outbound")
+			}
+			for source, in := range st.Inbound {
+				ch <- prometheus.MustNewConstMetric(descSubSyncLag, prometheus.GaugeValue, float64(in.ApplyLagMs)/1000, local, ns, topic, sub, source, "inbound")
+			}
+		}
 	}
 }

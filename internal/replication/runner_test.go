@@ -12,22 +12,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 type pair struct {
 	local  *memTopic
@@ -111,15 +100,15 @@ func TestRunnerOneWayEarliestAndLive(t *testing.T) {
 	p := newPair(t)
 	p.produce(t, 50)
 	r := p.start(t, StartEarliest, nil)
-	waitFor(t, 5*time.Second, "50 entries replicated", func() bool { return remoteCount(p) == 50 })
+	poll.Until(t, 5*time.Second, "50 entries replicated", func() bool { return remoteCount(p) == 50 })
 	// Live traffic after catch-up (the runner waits for data, then wakes).
 	for i := 50; i < 80; i++ {
 		p.local.append(mkEntry(t, Position{}, fmt.Sprintf("m%d", i), nil).Data, time.Now().UnixMilli())
 	}
-	waitFor(t, 5*time.Second, "80 entries replicated", func() bool { return remoteCount(p) == 80 })
+	poll.Until(t, 5*time.Second, "80 entries replicated", func() bool { return remoteCount(p) == 80 })
 	checkRemote(t, p, payloads(0, 80))
-	waitFor(t, 5*time.Second, "backlog 0", func() bool { return r.Stats().ReplicationBacklog == 0 })
-	waitFor(t, 5*time.Second, "rate sampled", func() bool { return r.Stats().MsgOutCount == 80 })
+	poll.Until(t, 5*time.Second, "backlog 0", func() bool { return r.Stats().ReplicationBacklog == 0 })
+	poll.Until(t, 5*time.Second, "rate sampled", func() bool { return r.Stats().MsgOutCount == 80 })
 	s := r.Stats()
 	if !s.Connected || s.StartMode != StartEarliest || s.LastError != "" || s.OutboundConnection != "pulsar.repl.a-->b" {
 		t.Fatalf("stats %+v", s)
@@ -141,7 +130,7 @@ func TestRunnerLatestSkipsExistingData(t *testing.T) {
 		t.Fatalf("start %v %v", s.StartMode, s.StartPosition)
 	}
 	p.local.append(mkEntry(t, Position{}, "new", nil).Data, time.Now().UnixMilli())
-	waitFor(t, 5*time.Second, "1 entry replicated", func() bool { return remoteCount(p) == 1 })
+	poll.Until(t, 5*time.Second, "1 entry replicated", func() bool { return remoteCount(p) == 1 })
 	checkRemote(t, p, []string{"new"})
 }
 
@@ -150,15 +139,15 @@ func TestRunnerRemoteDownThenBack(t *testing.T) {
 	p.remote.down = true
 	r := p.start(t, StartEarliest, nil)
 	p.produce(t, 20)
-	waitFor(t, 5*time.Second, "lastError while remote is down", func() bool {
+	poll.Until(t, 5*time.Second, "lastError while remote is down", func() bool {
 		s := r.Stats()
 		return !s.Connected && s.LastError != "" && s.ReplicationBacklog == 20 && s.ReplicationDelayInSeconds >= 0
 	})
 	p.remote.mu.Lock()
 	p.remote.down = false
 	p.remote.mu.Unlock()
-	waitFor(t, 5*time.Second, "catch-up after the remote returns", func() bool { return remoteCount(p) == 20 })
-	waitFor(t, 5*time.Second, "healthy stats", func() bool {
+	poll.Until(t, 5*time.Second, "catch-up after the remote returns", func() bool { return remoteCount(p) == 20 })
+	poll.Until(t, 5*time.Second, "healthy stats", func() bool {
 		s := r.Stats()
 		return s.Connected && s.LastError == "" && s.ReplicationBacklog == 0 && s.Reconnects > 0
 	})
@@ -172,11 +161,11 @@ func TestRunnerIdleAfterOutageClearsError(t *testing.T) {
 	p := newPair(t)
 	p.remote.down = true
 	r := p.start(t, StartEarliest, nil) // an empty topic: nothing to replicate
-	waitFor(t, 5*time.Second, "outage visible", func() bool { s := r.Stats(); return !s.Connected && s.LastError != "" })
+	poll.Until(t, 5*time.Second, "outage visible", func() bool { s := r.Stats(); return !s.Connected && s.LastError != "" })
 	p.remote.mu.Lock()
 	p.remote.down = false
 	p.remote.mu.Unlock()
-	waitFor(t, 5*time.Second, "healthy after the outage", func() bool {
+	poll.Until(t, 5*time.Second, "healthy after the outage", func() bool {
 		s := r.Stats()
 		return s.Connected && s.ReplicationBacklog == 0 && s.LastError == ""
 	})
@@ -187,7 +176,7 @@ func TestRunnerConnectionLossesNeverDuplicate(t *testing.T) {
 	p.produce(t, 200)
 	p.remote.lose = 5
 	r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Machine.MaxInflightEntries = 7 })
-	waitFor(t, 10*time.Second, "200 entries replicated", func() bool { return r.Stats().ReplicationBacklog == 0 })
+	poll.Until(t, 10*time.Second, "200 entries replicated", func() bool { return r.Stats().ReplicationBacklog == 0 })
 	checkRemote(t, p, payloads(0, 200))
 }
 
@@ -195,7 +184,7 @@ func TestRunnerRefusalIsShownAndRetried(t *testing.T) {
 	p := newPair(t)
 	p.remote.refuse = fmt.Errorf("namespace public/default does not exist (TopicNotFound)")
 	r := p.start(t, StartEarliest, nil)
-	waitFor(t, 5*time.Second, "refusal in lastError", func() bool {
+	poll.Until(t, 5*time.Second, "refusal in lastError", func() bool {
 		s := r.Stats()
 		return s.Reconnects >= 2 && s.LastError != "" && !s.Connected
 	})
@@ -206,7 +195,7 @@ func TestRunnerRefusalIsShownAndRetried(t *testing.T) {
 	p.remote.refuse = nil
 	p.remote.mu.Unlock()
 	p.produce(t, 3)
-	waitFor(t, 5*time.Second, "replicated after the refusal ends", func() bool { return remoteCount(p) == 3 })
+	poll.Until(t, 5*time.Second, "replicated after the refusal ends", func() bool { return remoteCount(p) == 3 })
 }
 
 func contains(s, sub string) bool {
@@ -223,7 +212,7 @@ func TestRunnerReplicatedEntriesAreNotForwarded(t *testing.T) {
 	p.local.append(mkEntry(t, Position{}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }).Data, 1)
 	p.local.append(mkEntry(t, Position{}, "mine", nil).Data, 1)
 	r := p.start(t, StartEarliest, nil)
-	waitFor(t, 5*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
+	poll.Until(t, 5*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
 	checkRemote(t, p, []string{"mine"})
 	if s := r.Stats(); s.Skipped[SkipReplicated] != 1 {
 		t.Fatalf("skipped %v", s.Skipped)
@@ -239,14 +228,14 @@ func TestRunnerRateLimit(t *testing.T) {
 	r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Machine.Rate = Rate{MessagesPerSecond: 100} })
 	start := time.Now()
 	// The first second's burst (100) goes at once, then 100/s.
-	waitFor(t, 10*time.Second, "300 replicated", func() bool { return remoteCount(p) == 300 })
+	poll.Until(t, 10*time.Second, "300 replicated", func() bool { return remoteCount(p) == 300 })
 	el := time.Since(start)
 	if el < 1600*time.Millisecond || el > 2600*time.Millisecond {
 		t.Fatalf("300 messages at 100 msg/s with a 100 burst took %v, want about 2 s", el)
 	}
 	r.SetRate(Rate{})
 	p.produce(t, 500)
-	waitFor(t, 2*time.Second, "unlimited after the rate is removed", func() bool { return remoteCount(p) == 800 })
+	poll.Until(t, 2*time.Second, "unlimited after the rate is removed", func() bool { return remoteCount(p) == 800 })
 }
 
 // A replicator created on an empty topic shows the cursor's real start ("7:-1": before the first
@@ -261,7 +250,7 @@ func TestRunnerEmptyTopicStartAndFirstSecondRate(t *testing.T) {
 			t.Fatalf("%s: start position %v (%q)", startAt, s.StartPosition, s.Admin().StartPosition)
 		}
 		p.produce(t, 5)
-		waitFor(t, 5*time.Second, "5 replicated", func() bool { return r.Stats().MsgOutCount == 5 })
+		poll.Until(t, 5*time.Second, "5 replicated", func() bool { return r.Stats().MsgOutCount == 5 })
 		// One sample at start, one now: the burst is a rate, not the baseline.
 		r.mu.Lock()
 		c := r.m.Counters()
@@ -341,7 +330,7 @@ func TestRunnerStatsWhileClientReconnects(t *testing.T) {
 	p := newPair(t)
 	f := &connStateFactory{inner: p.remote}
 	r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Producers = f })
-	waitFor(t, 5*time.Second, "connected", func() bool { return r.Stats().Connected })
+	poll.Until(t, 5*time.Second, "connected", func() bool { return r.Stats().Connected })
 	f.mu.Lock()
 	cs := f.last
 	f.mu.Unlock()
@@ -373,17 +362,17 @@ func TestRunnerRewindsOnIdleTopicKeepOneWaiter(t *testing.T) {
 		c.Machine.MinBackoff = 10 * time.Millisecond
 		c.Machine.MaxBackoff = 20 * time.Millisecond
 	})
-	waitFor(t, 10*time.Second, "several receipt timeouts", func() bool { return r.Stats().Reconnects >= 4 })
+	poll.Until(t, 10*time.Second, "several receipt timeouts", func() bool { return r.Stats().Reconnects >= 4 })
 	p.remote.mu.Lock()
 	p.remote.ackDelay = 0
 	p.remote.mu.Unlock()
-	waitFor(t, 10*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
+	poll.Until(t, 10*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
 	waiters := func() int {
 		p.local.mu.Lock()
 		defer p.local.mu.Unlock()
 		return len(p.local.waiters)
 	}
-	waitFor(t, 5*time.Second, "waiting for new entries", func() bool { return waiters() > 0 })
+	poll.Until(t, 5*time.Second, "waiting for new entries", func() bool { return waiters() > 0 })
 	if n := waiters(); n != 1 {
 		t.Fatalf("%d new-entry waiters on the idle topic, want 1", n)
 	}

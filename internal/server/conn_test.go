@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -17,18 +18,6 @@ func TestMain(m *testing.M) {
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestConnectAdvertisesMaxMessageSize(t *testing.T) {
@@ -109,7 +98,7 @@ func TestCommandBeforeConnectClosesConnection(t *testing.T) {
 	c := dialRaw(t, s.addr)
 	c.send(&pulsarpb.CommandPing{})
 	c.expectClosed()
-	waitFor(t, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
+	poll.Until(t, 10*time.Second, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
 }
 
 func TestNoConnectWithinKeepAliveClosesConnection(t *testing.T) {
@@ -125,7 +114,7 @@ func TestOversizedFrameClosesConnection(t *testing.T) {
 	// Announce a frame one byte over the limit; the server must not wait for (or allocate) it.
 	c.writeRaw(frameHeader(1024*1024+10*1024+1, 10))
 	c.expectClosed()
-	waitFor(t, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
+	poll.Until(t, 10*time.Second, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
 }
 
 func TestMalformedFrameSizesCloseConnection(t *testing.T) {
@@ -151,7 +140,7 @@ func TestGarbageProtobufClosesConnection(t *testing.T) {
 	garbage := []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x34}
 	c.writeRaw(append(frameHeader(uint32(4+len(garbage)), uint32(len(garbage))), garbage...))
 	c.expectClosed()
-	waitFor(t, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
+	poll.Until(t, 10*time.Second, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
 }
 
 func TestUnknownCommandTypeGetsErrorAndConnectionLives(t *testing.T) {
@@ -226,7 +215,7 @@ func TestCommandsTheClientDoesNotHandleAreNeverSent(t *testing.T) {
 	c := dialRaw(t, s.addr)
 	c.connect()
 	var sc *conn
-	waitFor(t, "connection registered", func() bool {
+	poll.Until(t, 10*time.Second, "connection registered", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for x := range s.conns {
@@ -286,7 +275,7 @@ func TestConsumerThatStopsReadingIsDisconnected(t *testing.T) {
 		pub.sendMessage(1, seq, entry(t, name, seq, body))
 		pub.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
 	}
-	waitFor(t, "the non-reading consumer's connection to close", func() bool { return open() == 1 })
+	poll.Until(t, 10*time.Second, "the non-reading consumer's connection to close", func() bool { return open() == 1 })
 	pub.send(&pulsarpb.CommandPing{})
 	pub.expect(pulsarpb.BaseCommand_PONG)
 }

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -100,7 +102,7 @@ func ackedWithWriteHeld(t *testing.T, e *Engine, g *segWriteGateFS, name string)
 		t.Fatal(err)
 	}
 	appendN(t, l, 1) // the segment file exists from here on
-	waitFor(t, "the first entry's segment write", func() bool { return segmentWrittenEntries(l) == 1 })
+	poll.Until(t, 10*time.Second, "the first entry's segment write", func() bool { return segmentWrittenEntries(l) == 1 })
 	g.hold()
 	type ack struct {
 		p   Position
@@ -112,13 +114,13 @@ func ackedWithWriteHeld(t *testing.T, e *Engine, g *segWriteGateFS, name string)
 	if a.err != nil {
 		t.Fatalf("append: %v, want it acknowledged before its segment write", a.err)
 	}
-	waitFor(t, "the segment write to be held", func() bool { return g.held.Load() == 1 })
+	poll.Until(t, 10*time.Second, "the segment write to be held", func() bool { return g.held.Load() == 1 })
 	done := make(chan readResult, 1)
 	go func() {
 		es, err := l.Read(ctx, a.p, 1, 0)
 		done <- readResult{es, err}
 	}()
-	waitFor(t, "the reader to wait for the write", func() bool { return readerWaiting(l) })
+	poll.Until(t, 10*time.Second, "the reader to wait for the write", func() bool { return readerWaiting(l) })
 	return l, a.p, done
 }
 
@@ -178,7 +180,7 @@ func TestSegmentWriteFailureAfterAck(t *testing.T) {
 	}
 	// Writes work again: the engine repairs the segment by itself, without a restart.
 	g.release(nil)
-	waitFor(t, "the engine to repair the segment and become healthy", func() bool { return e.Health() == nil })
+	poll.Until(t, 10*time.Second, "the engine to repair the segment and become healthy", func() bool { return e.Health() == nil })
 	if m := e.Metrics(); m.Repairs != 1 || m.RepairsPending != 0 {
 		t.Fatalf("repairs %d, pending %d; want 1 and 0", m.Repairs, m.RepairsPending)
 	}

@@ -45,15 +45,15 @@ func TestBatchDemandTrim(t *testing.T) {
 // TestFreeBatchesAreAStack: the sync loop reuses the batch freed last.
 func TestFreeBatchesAreAStack(t *testing.T) {
 	e := &Engine{}
-	e.qcond = sync.NewCond(&e.qmu)
+	e.queue.cond = sync.NewCond(&e.queue.mu)
 	b1, b2 := &batch{}, &batch{}
-	e.freeBatches = []*batch{b1, b2}
-	e.qmu.Lock()
-	defer e.qmu.Unlock()
+	e.queue.freeBatches = []*batch{b1, b2}
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
 	if got := e.takeFreeBatch(); got != b2 {
 		t.Fatal("took the batch freed first")
 	}
-	if got := e.takeFreeBatch(); got != b1 || len(e.freeBatches) != 0 {
+	if got := e.takeFreeBatch(); got != b1 || len(e.queue.freeBatches) != 0 {
 		t.Fatal("second take")
 	}
 }
@@ -94,9 +94,9 @@ func TestIdleBatchesReleased(t *testing.T) {
 				t.Fatal(err)
 			}
 			largest := func() int {
-				e.qmu.Lock()
-				defer e.qmu.Unlock()
-				bs := append([]*batch{e.pending, e.spare}, e.freeBatches...)
+				e.queue.mu.Lock()
+				defer e.queue.mu.Unlock()
+				bs := append([]*batch{e.queue.pending, e.queue.spare}, e.queue.freeBatches...)
 				n := 0
 				for _, b := range bs {
 					if b != nil {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
@@ -33,6 +34,19 @@ import (
 // checkpoint's own fsync through a new descriptor would succeed although data was lost. The
 // checkpoint waits for those writebacks before it decides.
 
+// checkpointerState belongs to the checkpointer, apart from mu and lastErr.
+type checkpointerState struct {
+	jobs  chan checkpointJob // applier -> checkpointer; closed by Close
+	done  chan struct{}      // closed when the checkpointer returns
+	carry *checkpointJob     // a failed checkpoint's files, retried with the next one
+	// mu serialises checkpoints (the checkpointer's and Close's final one) with the janitor's
+	// cursor-log compactions (janitor.go).
+	mu      sync.Mutex
+	lastErr atomic.Value // string: the last checkpoint's error, for Metrics
+}
+
+// checkpointJob is the applier's hand-off to the checkpointer: what to fsync before journal
+// files up to seq are retired.
 type checkpointJob struct {
 	seq   uint64 // journal files <= seq are covered once the files below are synced
 	files map[string]struct{}
@@ -42,18 +56,18 @@ type checkpointJob struct {
 // handOffCheckpoint hands everything written since the last hand-off (journal files <= seq) to
 // the checkpointer (applier only).
 func (e *Engine) handOffCheckpoint(seq uint64) {
-	job := checkpointJob{seq: seq, files: e.dirtyFiles, dirs: e.dirtyDirs}
-	e.dirtyFiles = map[string]struct{}{}
-	e.dirtyDirs = map[string]struct{}{}
+	job := checkpointJob{seq: seq, files: e.applier.dirtyFiles, dirs: e.applier.dirtyDirs}
+	e.applier.dirtyFiles = map[string]struct{}{}
+	e.applier.dirtyDirs = map[string]struct{}{}
 	select {
-	case e.ckptCh <- job:
+	case e.checkpointer.jobs <- job:
 	default:
 		// The checkpointer is behind: fold this job into the next one.
 		for f := range job.files {
-			e.dirtyFiles[f] = struct{}{}
+			e.applier.dirtyFiles[f] = struct{}{}
 		}
 		for d := range job.dirs {
-			e.dirtyDirs[d] = struct{}{}
+			e.applier.dirtyDirs[d] = struct{}{}
 		}
 	}
 }
@@ -66,18 +80,18 @@ const (
 	maxMaintainPause = 2 * time.Second
 )
 
-// checkpointer makes the ledgers' files durable for each closed journal file, then records in
+// runCheckpointer makes the ledgers' files durable for each closed journal file, then records in
 // the state file that recovery can start after it and retires it. While something is degraded
 // (health.go) it also retries by itself: repairs, the failed checkpoint, a journal probe.
-func (e *Engine) checkpointer() {
-	defer close(e.ckptDone)
+func (e *Engine) runCheckpointer() {
+	defer close(e.checkpointer.done)
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
 	pause := time.Duration(0)
 	for {
 		select {
-		case job, ok := <-e.ckptCh:
+		case job, ok := <-e.checkpointer.jobs:
 			if !ok {
 				return
 			}
@@ -87,7 +101,7 @@ func (e *Engine) checkpointer() {
 		case <-retry.C:
 			e.maintain()
 		}
-		if e.io.degraded() || e.ckptCarry != nil {
+		if e.io.degraded() || e.checkpointer.carry != nil {
 			pause = min(max(2*pause, minMaintainPause), maxMaintainPause)
 			retry.Reset(pause)
 		} else {
@@ -106,9 +120,9 @@ func (e *Engine) maintain() {
 	if e.repairsPending() > 0 {
 		e.requestRepairs()
 	}
-	if e.ckptCarry != nil {
-		job := *e.ckptCarry
-		e.ckptCarry = nil
+	if e.checkpointer.carry != nil {
+		job := *e.checkpointer.carry
+		e.checkpointer.carry = nil
 		e.runCheckpoint(&job)
 	}
 }
@@ -116,7 +130,7 @@ func (e *Engine) maintain() {
 // runCheckpoint runs one checkpoint job, merged with a failed one before it; a failure keeps the
 // merged job for the next attempt (checkpointer only).
 func (e *Engine) runCheckpoint(job *checkpointJob) {
-	if c := e.ckptCarry; c != nil {
+	if c := e.checkpointer.carry; c != nil {
 		for f := range c.files {
 			job.files[f] = struct{}{}
 		}
@@ -124,14 +138,14 @@ func (e *Engine) runCheckpoint(job *checkpointJob) {
 			job.dirs[d] = struct{}{}
 		}
 		job.seq = max(job.seq, c.seq)
-		e.ckptCarry = nil
+		e.checkpointer.carry = nil
 	}
 	if e.repairsPending() > 0 {
 		e.requestRepairs()
 	}
 	if err := e.checkpoint(job.seq, job.files, job.dirs); err != nil {
 		e.noteCheckpointFailed(err)
-		e.ckptCarry = job
+		e.checkpointer.carry = job
 	}
 }
 
@@ -144,12 +158,12 @@ func (e *Engine) noteCheckpointFailed(err error) {
 		e.log.Debug("checkpoint failed again", "err", err)
 	}
 	e.io.ckptFailures.Add(1)
-	e.lastCkptErr.Store(err.Error())
+	e.checkpointer.lastErr.Store(err.Error())
 }
 
 func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
-	e.ckptMu.Lock()
-	defer e.ckptMu.Unlock()
+	e.checkpointer.mu.Lock()
+	defer e.checkpointer.mu.Unlock()
 	start := time.Now()
 	// Descriptors the file cache closed are written back first; a failure there is a repair target.
 	e.files.waitRetired()
@@ -294,24 +308,24 @@ func cmp(first, err error) error {
 // finalCheckpoint runs after the sync loop and the applier stopped: everything is synced and the
 // journal emptied, unless a repair or an fsync fails (then the journal stays for recovery).
 func (e *Engine) finalCheckpoint() error {
-	if e.ckptCarry != nil {
-		for f := range e.ckptCarry.files {
-			e.dirtyFiles[f] = struct{}{}
+	if e.checkpointer.carry != nil {
+		for f := range e.checkpointer.carry.files {
+			e.applier.dirtyFiles[f] = struct{}{}
 		}
-		for d := range e.ckptCarry.dirs {
-			e.dirtyDirs[d] = struct{}{}
+		for d := range e.checkpointer.carry.dirs {
+			e.applier.dirtyDirs[d] = struct{}{}
 		}
-		e.ckptCarry = nil
+		e.checkpointer.carry = nil
 	}
 	if e.repairsPending() > 0 {
 		e.runRepairs() // nothing else writes any more: run them here
 	}
-	if e.journal == nil && len(e.dirtyFiles) == 0 && len(e.dirtyDirs) == 0 && e.repairsPending() == 0 {
+	if e.syncLoop.journal == nil && len(e.applier.dirtyFiles) == 0 && len(e.applier.dirtyDirs) == 0 && e.repairsPending() == 0 {
 		return nil
 	}
-	seq := e.journalSeq
-	if e.journal != nil {
+	seq := e.syncLoop.journalSeq
+	if e.syncLoop.journal != nil {
 		e.closeJournal()
 	}
-	return e.checkpoint(seq, e.dirtyFiles, e.dirtyDirs)
+	return e.checkpoint(seq, e.applier.dirtyFiles, e.applier.dirtyDirs)
 }

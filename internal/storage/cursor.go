@@ -364,11 +364,8 @@ func (l *Ledger) DeleteCursor(ctx context.Context, name string) error {
 	ch := make(chan error, 1)
 	body := append([]byte{cDelete}, name...)
 	l.e.enqueue(l, func(b *batch) item {
-		var start int
-		b.buf, start = beginJournalRecord(b.buf, jDelCursor, l.slot)
-		off := len(b.buf)
-		b.buf = append(b.buf, body...)
-		finishJournalRecord(b.buf, start)
+		var off int
+		b.buf, off = appendJournalBody(b.buf, jDelCursor, l.slot, body)
 		return item{kind: kDelCursor, off: off, n: len(body), done: func(_ Position, err error) { ch <- err }}
 	})
 	c.flushMu.Unlock()
@@ -390,9 +387,9 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 		return ErrClosed
 	}
 	p := cursorLogPath(l.dirPath())
-	e.cursorLogMu.Lock()
-	defer e.cursorLogMu.Unlock()
-	if l.logSize == 0 {
+	e.cursorLogs.mu.Lock()
+	defer e.cursorLogs.mu.Unlock()
+	if l.cursorLog.size == 0 {
 		if !l.dirMade {
 			if err := e.ensureLedgerDir(l.name, l.dirPath()); err != nil {
 				return err
@@ -410,16 +407,16 @@ func (l *Ledger) applyCursorRecord(body []byte) error {
 		return fmt.Errorf("storage: open cursor log: %w", err)
 	}
 	rec := appendPlainRecord(nil, body)
-	_, err = cf.f.WriteAt(rec, l.logSize)
+	_, err = cf.f.WriteAt(rec, l.cursorLog.size)
 	e.files.release(cf)
 	if err != nil {
 		return fmt.Errorf("storage: write cursor log: %w", err)
 	}
-	l.logSize += int64(len(rec))
-	e.dirtyFiles[p] = struct{}{}
+	l.cursorLog.size += int64(len(rec))
+	e.applier.dirtyFiles[p] = struct{}{}
 	if l.noteCursorLogGrowth() {
 		// Compact when the log is mostly superseded states: off the applier (janitor.go).
-		e.jan.add(func() { e.compactCursorLog(l) })
+		e.janitor.add(func() { e.compactCursorLog(l) })
 	}
 	return nil
 }
@@ -458,9 +455,9 @@ func (l *Ledger) createCursorLog() error {
 	if err != nil {
 		return fmt.Errorf("storage: create cursor log: %w", err)
 	}
-	l.logSize = int64(len(hdr))
-	e.dirtyFiles[p] = struct{}{}
-	e.dirtyDirs[l.dirPath()] = struct{}{}
+	l.cursorLog.size = int64(len(hdr))
+	e.applier.dirtyFiles[p] = struct{}{}
+	e.applier.dirtyDirs[l.dirPath()] = struct{}{}
 	return nil
 }
 
@@ -481,27 +478,27 @@ func truncateFile(fsys vfs.FS, p string, size int64) error {
 }
 
 // rewriteCursorLog atomically replaces the cursor log with the given records (tmp file, fsync,
-// rename, directory fsync). It holds cursorLogMu throughout, so a compaction on the janitor can
+// rename, directory fsync). It holds cursorLogs.mu throughout, so a compaction on the janitor can
 // neither interleave its own swap nor copy this file's records behind its older snapshot
-// (cursorLogRewrites).
+// (cursorLogs.rewrites).
 func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 	e := l.e
-	e.cursorLogMu.Lock()
-	defer e.cursorLogMu.Unlock()
+	e.cursorLogs.mu.Lock()
+	defer e.cursorLogs.mu.Unlock()
 	p := cursorLogPath(l.dirPath())
 	tmp := p + ".tmp"
 	b := appendHeader(nil, magicCursors, 0)
 	for _, body := range bodies {
 		b = appendPlainRecord(b, body)
 	}
-	// The cached descriptor is of the file being replaced; cursorLogMu keeps the applier from
+	// The cached descriptor is of the file being replaced; cursorLogs.mu keeps the applier from
 	// opening it again meanwhile.
 	e.files.forget(p)
 	if err := replaceFileDurably(e.fs, p, tmp, b); err != nil {
 		return fmt.Errorf("storage: write cursor log: %w", err)
 	}
-	l.logSize = int64(len(b))
-	e.cursorLogRewrites++
+	l.cursorLog.size = int64(len(b))
+	e.cursorLogs.rewrites++
 	return nil
 }
 
@@ -511,11 +508,11 @@ func (l *Ledger) rewriteCursorLog(bodies [][]byte) error {
 func (l *Ledger) loadCursors() error {
 	e := l.e
 	p := cursorLogPath(l.dirPath())
-	// Under cursorLogMu: a compaction of the log by a closed handle of this ledger is either done or
+	// Under cursorLogs.mu: a compaction of the log by a closed handle of this ledger is either done or
 	// not started (janitor.go).
-	e.cursorLogMu.Lock()
+	e.cursorLogs.mu.Lock()
 	data, err := readWholeFile(e.fs, p)
-	e.cursorLogMu.Unlock()
+	e.cursorLogs.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("storage: read cursor log %s: %w", p, err)
 	}
@@ -547,7 +544,7 @@ func (l *Ledger) loadCursors() error {
 			if err := l.rewriteCursorLog(nil); err != nil {
 				return err
 			}
-			size = l.logSize
+			size = l.cursorLog.size
 		} else if err := truncateFile(e.fs, p, size); err != nil {
 			return err
 		}
@@ -580,7 +577,7 @@ func (l *Ledger) loadCursors() error {
 			return err
 		}
 	} else {
-		l.logSize = size
+		l.cursorLog.size = size
 	}
 	return nil
 }

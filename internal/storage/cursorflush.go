@@ -82,11 +82,8 @@ func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
 				h.taken(c)
 			}
 			l.e.enqueue(l, func(b *batch) item {
-				var start int
-				b.buf, start = beginJournalRecord(b.buf, jCursor, l.slot)
-				off := len(b.buf)
-				b.buf = append(b.buf, body...)
-				finishJournalRecord(b.buf, start)
+				var off int
+				b.buf, off = appendJournalBody(b.buf, jCursor, l.slot, body)
 				return item{kind: kCursor, cursor: c, version: v, off: off, n: len(body), done: recordDone}
 			})
 		}

@@ -168,24 +168,6 @@ func (s *cursorState) setProperties(props map[string]string) error {
 	return nil
 }
 
-func (s *cursorState) clone() cursorState {
-	c := *s
-	c.acked = append([]ackRange(nil), s.acked...)
-	if s.batches != nil {
-		c.batches = make(map[Position]*batchAck, len(s.batches))
-		for k, v := range s.batches {
-			c.batches[k] = &batchAck{size: v.size, acked: append([]uint64(nil), v.acked...)}
-		}
-	}
-	if s.props != nil {
-		c.props = make(map[string]string, len(s.props))
-		for k, v := range s.props {
-			c.props[k] = v
-		}
-	}
-	return c
-}
-
 // Cursor state encoding (version 1), all integers as Go varints (zig-zag for signed):
 //
 //	version u8 (=1)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -41,7 +42,7 @@ func oneGroup(t *testing.T, fs *stallFS, l *Ledger, first, n int, onAck func(i i
 		}
 	}
 	l.AppendAsync(directPayload(first), int64(first), cb(first))
-	waitFor(t, "the first entry's journal fsync to wait at the gate", func() bool { return fs.stalled.Load() == 1 })
+	poll.Until(t, 10*time.Second, "the first entry's journal fsync to wait at the gate", func() bool { return fs.stalled.Load() == 1 })
 	before := l.e.Metrics().DirectWrites // the first entry's, if any, is written before its journal record
 	for i := first + 1; i < first+n+1; i++ {
 		l.AppendAsync(directPayload(i), int64(i), cb(i))
@@ -175,7 +176,7 @@ func TestDirectWriteFailureCutIsDurable(t *testing.T) {
 	// Direct writes until the checkpoints of the entries written before direct mode (through the
 	// page cache) are done: no checkpoint fsyncs the segment any more unless something marks it.
 	start, directStart := e.Metrics().Checkpoints, e.Metrics().DirectWrites
-	waitFor(t, "the checkpoints of the entries written through the page cache", func() bool {
+	poll.Until(t, 10*time.Second, "the checkpoints of the entries written through the page cache", func() bool {
 		if acked, failed := burst(l, n, 64); failed != 0 || len(acked) != 64 {
 			t.Fatalf("burst: %d acknowledged, %d failed", len(acked), failed)
 		}
@@ -199,7 +200,7 @@ func TestDirectWriteFailureCutIsDurable(t *testing.T) {
 	_ = l.Close()
 	other := newOwnerLedger(t, e, "other")
 	start = e.Metrics().Checkpoints
-	waitFor(t, "the journal files holding the failure and its void records to be retired", func() bool {
+	poll.Until(t, 10*time.Second, "the journal files holding the failure and its void records to be retired", func() bool {
 		other.appendSome(10, 500)
 		return e.Metrics().Checkpoints >= start+3
 	})

@@ -49,6 +49,16 @@ import (
 // triggers a checkpoint is computed when entries are queued), so recovery work stays bounded by
 // JournalFileBytes of data whatever share of it was written directly.
 
+// directWrites is the sync loop's direct-write state: per-ledger state, the count of batches
+// planned, and whether the sync loop should let the applier catch up before the next batch.
+type directWrites struct {
+	ledgers map[*Ledger]*directState
+	groups  map[groupKey]int
+	recs    [][]byte // writeDirect's scratch list of one group's records
+	planned uint64
+	want    bool
+}
+
 // directState is the sync loop's view of one ledger's direct writes.
 type directState struct {
 	segID  int64
@@ -101,23 +111,23 @@ func journalBuf(b *batch) []byte {
 func (e *Engine) planDirect(b *batch, allowed bool) {
 	b.jbuf = b.jbuf[:0]
 	b.dbuf = b.dbuf[:0]
-	e.wantDirect = false
+	e.syncLoop.direct.want = false
 	enter := e.opts.DirectWriteBytes
 	if enter <= 0 {
 		return
 	}
-	e.planned++
-	if len(e.direct) == 0 && len(b.buf) < enter {
+	e.syncLoop.direct.planned++
+	if len(e.syncLoop.direct.ledgers) == 0 && len(b.buf) < enter {
 		return
 	}
-	if e.direct == nil {
-		e.direct = map[*Ledger]*directState{}
-		e.directGroups = map[groupKey]int{}
+	if e.syncLoop.direct.ledgers == nil {
+		e.syncLoop.direct.ledgers = map[*Ledger]*directState{}
+		e.syncLoop.direct.groups = map[groupKey]int{}
 	}
-	if e.planned%64 == 0 {
-		for l, st := range e.direct {
-			if e.planned-st.lastUse > 64 {
-				delete(e.direct, l)
+	if e.syncLoop.direct.planned%64 == 0 {
+		for l, st := range e.syncLoop.direct.ledgers {
+			if e.syncLoop.direct.planned-st.lastUse > 64 {
+				delete(e.syncLoop.direct.ledgers, l)
 			}
 		}
 	}
@@ -125,17 +135,17 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 	if len(groups) == 0 {
 		return
 	}
-	e.qmu.Lock()
-	caughtUp := len(e.inflight) == 0 && e.appliedJobs == e.handedJobs
-	e.qmu.Unlock()
+	e.queue.mu.Lock()
+	caughtUp := len(e.syncLoop.pipeline.inflight) == 0 && e.queue.appliedJobs == e.syncLoop.handedJobs
+	e.queue.mu.Unlock()
 	stay := max(enter/4, 1)
 	var arms []byte
 	for i := range groups {
 		g := &groups[i]
 		l := g.key.l
-		st := e.direct[l]
+		st := e.syncLoop.direct.ledgers[l]
 		if st != nil {
-			st.lastUse = e.planned
+			st.lastUse = e.syncLoop.direct.planned
 			if st.seq != b.seq || st.segID != g.key.id {
 				if st.active && g.key.id > st.segID {
 					// The ledger rolled while in direct mode: arm the new segment at once.
@@ -170,8 +180,8 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 		}
 		if g.bytes >= enter {
 			if st == nil {
-				st = &directState{lastUse: e.planned}
-				e.direct[l] = st
+				st = &directState{lastUse: e.syncLoop.direct.planned}
+				e.syncLoop.direct.ledgers[l] = st
 			}
 			st.large++
 		}
@@ -180,7 +190,7 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 			arms = appendDirectStart(arms, l.slot, g.key.id)
 			// Let this batch's fsync finish and the applier write it before the next batch is cut,
 			// so the next one can go direct.
-			e.wantDirect = true
+			e.syncLoop.direct.want = true
 		}
 	}
 	if len(b.direct) > 0 {
@@ -199,14 +209,14 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 // through the journal. A failure here drops the ledgers' direct state: the next batch opens (or
 // abandons) the file as usual.
 func (e *Engine) carryDirect(oldSeq uint64) {
-	e.qmu.Lock()
-	stopping := e.stopping
-	e.qmu.Unlock()
+	e.queue.mu.Lock()
+	stopping := e.queue.stopping
+	e.queue.mu.Unlock()
 	var recs []byte
 	var carried []*directState
-	for l, st := range e.direct {
+	for l, st := range e.syncLoop.direct.ledgers {
 		if !st.active || st.seq != oldSeq || stopping {
-			delete(e.direct, l)
+			delete(e.syncLoop.direct.ledgers, l)
 			continue
 		}
 		// The slot is announced again in the new file (a later announcement is harmless).
@@ -221,10 +231,10 @@ func (e *Engine) carryDirect(oldSeq uint64) {
 	err := e.openJournal(seq)
 	if err == nil {
 		sealJournalRecords(recs, journalSeed(seq))
-		if _, err = e.journal.WriteAt(recs, e.journalOff); err != nil {
+		if _, err = e.syncLoop.journal.WriteAt(recs, e.syncLoop.journalOff); err != nil {
 			err = fmt.Errorf("storage: journal write: %w", err)
 		} else {
-			e.journalOff += int64(len(recs))
+			e.syncLoop.journalOff += int64(len(recs))
 			e.m.bytesWritten.Add(int64(len(recs)))
 			err = e.syncJournal()
 		}
@@ -234,7 +244,7 @@ func (e *Engine) carryDirect(oldSeq uint64) {
 	}
 	if err != nil {
 		e.log.Warn("direct write: keeping ledgers in direct mode across a journal rotation failed", "seq", seq, "err", err)
-		clear(e.direct)
+		clear(e.syncLoop.direct.ledgers)
 		return
 	}
 	for _, st := range carried {
@@ -244,7 +254,7 @@ func (e *Engine) carryDirect(oldSeq uint64) {
 
 // groupEntries collects batch b's entries per ledger segment, in order of first appearance.
 func (e *Engine) groupEntries(b *batch) []entryGroup {
-	clear(e.directGroups)
+	clear(e.syncLoop.direct.groups)
 	var groups []entryGroup
 	for i := range b.items {
 		it := &b.items[i]
@@ -252,10 +262,10 @@ func (e *Engine) groupEntries(b *batch) []entryGroup {
 			continue
 		}
 		k := groupKey{it.l, it.ledgerID}
-		gi, ok := e.directGroups[k]
+		gi, ok := e.syncLoop.direct.groups[k]
 		if !ok {
 			gi = len(groups)
-			e.directGroups[k] = gi
+			e.syncLoop.direct.groups[k] = gi
 			groups = append(groups, entryGroup{key: k, firstEntry: it.entryID})
 		}
 		g := &groups[gi]
@@ -306,7 +316,7 @@ func (e *Engine) activate(l *Ledger, st *directState, g *entryGroup) bool {
 // the write to the group's items; on failure the group stays inline (sync loop only).
 func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 	l := g.key.l
-	recs := e.directRecs[:0]
+	recs := e.syncLoop.direct.recs[:0]
 	shareable := e.cache.limit > 0
 	for i := range b.items {
 		it := &b.items[i]
@@ -342,7 +352,7 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 	// The scratch list is kept, not what it pointed to: a batch buffer dropped by
 	// batchDemand.trim must not stay reachable through it.
 	clear(recs)
-	e.directRecs = recs[:0]
+	e.syncLoop.direct.recs = recs[:0]
 	p := segPath(l.dirPath(), g.key.id)
 	// The fdatasync that makes this write durable runs on a descriptor opened before it, of its
 	// own: another fsync of the file (a later batch's, the checkpoint's) cannot take its error
@@ -370,7 +380,7 @@ func (e *Engine) writeDirect(b *batch, st *directState, g *entryGroup) bool {
 	}
 	if err != nil {
 		e.log.Warn("direct write failed; writing through the journal", "ledger", l.name, "segment", g.key.id, "err", err)
-		delete(e.direct, l)
+		delete(e.syncLoop.direct.ledgers, l)
 		return false
 	}
 	w := &segWrite{l: l, seg: st.seg, off: st.end, size: len(buf), buf: buf, direct: true, cf: cf, sf: sf, shareable: shareable}
@@ -423,7 +433,7 @@ func (e *Engine) buildJournalBuf(b *batch, groups []entryGroup) {
 		if it.fileOff != it.w.off {
 			continue
 		}
-		g := &groups[e.directGroups[groupKey{it.l, it.ledgerID}]]
+		g := &groups[e.syncLoop.direct.groups[groupKey{it.l, it.ledgerID}]]
 		jb = appendEntryRef(jb, it.l.slot, it.ledgerID, g.firstEntry, g.count, it.w.off, int64(it.w.size))
 	}
 	b.jbuf = append(jb, b.buf[pos:]...)
@@ -500,7 +510,7 @@ func (e *Engine) undoDirect(bs ...*batch) {
 				}
 				from[w.cf] = w.off
 			}
-			delete(e.direct, w.l)
+			delete(e.syncLoop.direct.ledgers, w.l)
 		}
 	}
 	for _, cf := range order {

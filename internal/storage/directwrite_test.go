@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -120,7 +121,7 @@ func TestDirectWriteRoundTrip(t *testing.T) {
 			// A crash at rest: everything acknowledged is durable.
 			crashed := fs.Crash(nil)
 			_ = e.Close()
-			e, l = openDirect(t, crashed, mod, "direct/rt")
+			_, l = openDirect(t, crashed, mod, "direct/rt")
 			checkEntries(t, l, n)
 		})
 	}
@@ -147,7 +148,7 @@ func TestDirectWriteCrashBeforeSegmentFsync(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "a segment fsync to stall after its batch's journal fsync", func() bool {
+	poll.Until(t, 10*time.Second, "a segment fsync to stall after its batch's journal fsync", func() bool {
 		return fs.segStalled.Load() > 0 && fs.journalSynced.Load() > before
 	})
 	if a := acked.Load(); a != 0 {
@@ -210,7 +211,7 @@ func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 	checkEntries(t, l, n)
 	crashed := mem.Crash(nil)
 	_ = e.Close()
-	e, l = openDirect(t, crashed, directOpts, "direct/fail")
+	_, l = openDirect(t, crashed, directOpts, "direct/fail")
 	checkEntries(t, l, n)
 }
 
@@ -248,7 +249,7 @@ func TestDirectTailTruncatedByRecovery(t *testing.T) {
 	_ = f.Sync()
 	_ = f.Close()
 
-	e, l = openDirect(t, crashed, directOpts, "direct/tail")
+	_, l = openDirect(t, crashed, directOpts, "direct/tail")
 	checkEntries(t, l, n)
 }
 
@@ -300,6 +301,6 @@ func TestDirectWriteAcrossRotations(t *testing.T) {
 	checkEntries(t, l, n)
 	crashed := fs.Crash(nil)
 	_ = e.Close()
-	e, l = openDirect(t, crashed, mod, "direct/rotate")
+	_, l = openDirect(t, crashed, mod, "direct/rotate")
 	checkEntries(t, l, n)
 }

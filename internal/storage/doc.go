@@ -17,7 +17,7 @@
 // batch to the journal with a single write and a single fsync (group commit), then makes the
 // entries visible, completes the callbacks in append order, and writes the entries into their
 // ledgers' segment files (one write per segment per batch; a reader that needs the file for an
-// entry not yet written waits for that write; engine.go, Engine.apply). So in SyncAlways mode an
+// entry not yet written waits for that write; applier.go, Engine.apply). So in SyncAlways mode an
 // append is acknowledged only after its journal record is fsynced, and a segment file never
 // holds an entry whose journal record is not durable. In SyncAlways mode the sync loop does not
 // wait for a group commit's fsync before it writes the next batch: up to SyncPipelineDepth

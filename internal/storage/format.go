@@ -260,6 +260,16 @@ func beginJournalRecord(b []byte, typ byte, slot uint32) ([]byte, int) {
 	return b, start
 }
 
+// appendJournalBody appends a journal record of type typ for slot whose body is body (a
+// cursor-log record, for jCursor and jDelCursor) and returns where body starts in b.
+func appendJournalBody(b []byte, typ byte, slot uint32, body []byte) ([]byte, int) {
+	b, start := beginJournalRecord(b, typ, slot)
+	off := len(b)
+	b = append(b, body...)
+	finishJournalRecord(b, start)
+	return b, off
+}
+
 // finishJournalRecord fills in the record's length. Its checksum is filled in by
 // sealJournalRecords when the sync loop writes it, because only then is the journal file (whose
 // sequence number seeds the checksum) known for sure.

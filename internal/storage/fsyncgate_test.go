@@ -7,7 +7,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -117,7 +119,7 @@ func TestCheckpointFsyncFailureNeverRetiresJournal(t *testing.T) {
 	e := openMem(t, mem, mod)
 	o := newOwnerLedger(t, e, "gate")
 	var atFailure int64 = -1
-	waitFor(t, "two checkpoints after the failed fsync", func() bool {
+	poll.Until(t, 10*time.Second, "two checkpoints after the failed fsync", func() bool {
 		o.appendSome(10, 200)
 		if atFailure < 0 && failed.Load() {
 			atFailure = e.Metrics().Checkpoints
@@ -154,7 +156,7 @@ func TestWritebackErrorOfEvictedDescriptor(t *testing.T) {
 	a := newOwnerLedger(t, e, "a")
 	b := newOwnerLedger(t, e, "b")
 	a.appendSome(5, 100)
-	waitFor(t, "a's entries in its segment file", func() bool { return segmentWrittenEntries(a.l) == 5 })
+	poll.Until(t, 10*time.Second, "a's entries in its segment file", func() bool { return segmentWrittenEntries(a.l) == 5 })
 	seg := segPath(a.l.dirPath(), a.l.LastConfirmed().LedgerID)
 	if err := mem.FailWriteback(seg, vfs.EIO); err != nil {
 		t.Fatal(err)
@@ -164,7 +166,7 @@ func TestWritebackErrorOfEvictedDescriptor(t *testing.T) {
 	}
 	start := e.Metrics().Checkpoints
 	// b's writes need the cache's descriptors: a's is closed; the journal rotates and checkpoints.
-	waitFor(t, "two checkpoints", func() bool {
+	poll.Until(t, 10*time.Second, "two checkpoints", func() bool {
 		b.appendSome(5, 1000)
 		return e.Metrics().Checkpoints >= start+2
 	})
@@ -201,7 +203,7 @@ func TestCheckpointFsyncFailureOfClosedLedger(t *testing.T) {
 	e := openMem(t, mem, mod)
 	closed := newOwnerLedger(t, e, "closed")
 	closed.appendSome(10, 100)
-	waitFor(t, "the entries in their segment file", func() bool { return segmentWrittenEntries(closed.l) == 10 })
+	poll.Until(t, 10*time.Second, "the entries in their segment file", func() bool { return segmentWrittenEntries(closed.l) == 10 })
 	seg := segPath(closed.l.dirPath(), closed.l.LastConfirmed().LedgerID)
 	if err := closed.l.Close(); err != nil {
 		t.Fatal(err)
@@ -214,11 +216,11 @@ func TestCheckpointFsyncFailureOfClosedLedger(t *testing.T) {
 		return nil
 	})
 	other := newOwnerLedger(t, e, "other")
-	waitFor(t, "the closed ledger's segment fsync to fail and be repaired", func() bool {
+	poll.Until(t, 10*time.Second, "the closed ledger's segment fsync to fail and be repaired", func() bool {
 		other.appendSome(10, 500)
 		return failed.Load() && e.Metrics().Repairs >= 1
 	})
-	waitFor(t, "the engine to be healthy", func() bool { return e.Health() == nil })
+	poll.Until(t, 10*time.Second, "the engine to be healthy", func() bool { return e.Health() == nil })
 	crashed := mem.Crash(nil)
 	mem.SetInjector(nil)
 	_ = e.Close()
@@ -266,7 +268,7 @@ func TestCursorLogFsyncFailureRewritesItFromMemory(t *testing.T) {
 	})
 	other := newOwnerLedger(t, e, "other")
 	start := e.Metrics().Checkpoints
-	waitFor(t, "the cursor log's fsync to fail, and two checkpoints after it", func() bool {
+	poll.Until(t, 10*time.Second, "the cursor log's fsync to fail, and two checkpoints after it", func() bool {
 		other.appendSome(10, 500)
 		return failed.Load() && e.Metrics().Checkpoints >= start+2
 	})

@@ -26,10 +26,8 @@ import (
 
 // ioState is the engine's record of I/O failures and of the journal backlog.
 type ioState struct {
-	mu      sync.Mutex
-	repairs map[string]*fileRepair    // by file path (repair.go)
-	closed  map[string][]closedLedger // by ledger directory: ledgers closed since the last checkpoint
-	kick    chan struct{}             // wakes the checkpointer to run repairs
+	repairs repairTable
+	kick    chan struct{} // wakes the checkpointer to run repairs
 
 	journalErr     atomic.Pointer[error] // the last journal write or fsync failed (nil after a success)
 	ckptErr        atomic.Pointer[error] // the last checkpoint failed (nil after a success)
@@ -37,10 +35,24 @@ type ioState struct {
 	repaired       atomic.Int64
 	repairFailures atomic.Int64
 
-	blMu        sync.Mutex
-	opened      []uint64 // journal files opened and not retired yet, ascending
-	maxFiles    int      // bound on len(opened) (Options.MaxJournalBacklog)
-	backlogFull atomic.Bool
+	backlog journalBacklog
+}
+
+// repairTable is the files waiting for a repair and the ledgers closed since the last checkpoint
+// (repair.go), guarded by mu.
+type repairTable struct {
+	mu      sync.Mutex
+	targets map[string]*fileRepair    // by file path
+	closed  map[string][]closedLedger // by ledger directory
+}
+
+// journalBacklog is the journal files waiting for a checkpoint, guarded by mu; full is readable
+// without it.
+type journalBacklog struct {
+	mu       sync.Mutex
+	opened   []uint64 // journal files opened and not retired yet, ascending
+	maxFiles int      // bound on len(opened) (Options.MaxJournalBacklog)
+	full     atomic.Bool
 }
 
 // defaultJournalBacklogFiles is the default bound of journal files waiting for a checkpoint
@@ -48,12 +60,12 @@ type ioState struct {
 const defaultJournalBacklogFiles = 8
 
 func (s *ioState) init(o Options) {
-	s.repairs = map[string]*fileRepair{}
-	s.closed = map[string][]closedLedger{}
+	s.repairs.targets = map[string]*fileRepair{}
+	s.repairs.closed = map[string][]closedLedger{}
 	s.kick = make(chan struct{}, 1)
-	s.maxFiles = defaultJournalBacklogFiles
+	s.backlog.maxFiles = defaultJournalBacklogFiles
 	if o.MaxJournalBacklog > 0 {
-		s.maxFiles = max(3, int((o.MaxJournalBacklog+o.JournalFileBytes-1)/o.JournalFileBytes))
+		s.backlog.maxFiles = max(3, int((o.MaxJournalBacklog+o.JournalFileBytes-1)/o.JournalFileBytes))
 	}
 }
 
@@ -91,38 +103,38 @@ func (s *ioState) journalFailing() bool { return s.journalErr.Load() != nil }
 
 // noteJournalOpened counts journal file seq as waiting for a checkpoint (sync loop).
 func (s *ioState) noteJournalOpened(seq uint64) {
-	s.blMu.Lock()
-	defer s.blMu.Unlock()
-	if n := len(s.opened); n == 0 || s.opened[n-1] < seq {
-		s.opened = append(s.opened, seq)
+	s.backlog.mu.Lock()
+	defer s.backlog.mu.Unlock()
+	if n := len(s.backlog.opened); n == 0 || s.backlog.opened[n-1] < seq {
+		s.backlog.opened = append(s.backlog.opened, seq)
 	}
-	s.backlogFull.Store(len(s.opened) >= s.maxFiles)
+	s.backlog.full.Store(len(s.backlog.opened) >= s.backlog.maxFiles)
 }
 
 // checkpointed forgets the journal files before first: a checkpoint retired them.
 func (s *ioState) checkpointed(first uint64) {
-	s.blMu.Lock()
-	defer s.blMu.Unlock()
+	s.backlog.mu.Lock()
+	defer s.backlog.mu.Unlock()
 	i := 0
-	for i < len(s.opened) && s.opened[i] < first {
+	for i < len(s.backlog.opened) && s.backlog.opened[i] < first {
 		i++
 	}
-	s.opened = append(s.opened[:0], s.opened[i:]...)
-	s.backlogFull.Store(len(s.opened) >= s.maxFiles)
+	s.backlog.opened = append(s.backlog.opened[:0], s.backlog.opened[i:]...)
+	s.backlog.full.Store(len(s.backlog.opened) >= s.backlog.maxFiles)
 }
 
 func (s *ioState) backlogFiles() int {
-	s.blMu.Lock()
-	defer s.blMu.Unlock()
-	return len(s.opened)
+	s.backlog.mu.Lock()
+	defer s.backlog.mu.Unlock()
+	return len(s.backlog.opened)
 }
 
 // degraded reports whether something waits for the checkpointer's retries.
 func (s *ioState) degraded() bool {
-	s.mu.Lock()
-	n := len(s.repairs)
-	s.mu.Unlock()
-	return n > 0 || s.ckptErr.Load() != nil || s.journalErr.Load() != nil || s.backlogFull.Load()
+	s.repairs.mu.Lock()
+	n := len(s.repairs.targets)
+	s.repairs.mu.Unlock()
+	return n > 0 || s.ckptErr.Load() != nil || s.journalErr.Load() != nil || s.backlog.full.Load()
 }
 
 // Health returns nil while the engine takes appends and makes them durable normally; otherwise an
@@ -140,7 +152,7 @@ func (e *Engine) Health() error {
 	if p := e.io.journalErr.Load(); p != nil {
 		why = append(why, fmt.Sprintf("journal writes failing (%v)", *p))
 	}
-	if e.io.backlogFull.Load() {
+	if e.io.backlog.full.Load() {
 		why = append(why, e.backlogError().Error())
 	}
 	if len(why) == 0 {
@@ -156,7 +168,7 @@ func (e *Engine) backlogError() error {
 		cause = (*p).Error()
 	}
 	return fmt.Errorf("%w: %d journal files wait for a checkpoint (bound %d), appends refused until one succeeds: %s",
-		ErrUnavailable, e.io.backlogFiles(), e.io.maxFiles, cause)
+		ErrUnavailable, e.io.backlogFiles(), e.io.backlog.maxFiles, cause)
 }
 
 // appendErr is why an append to l must fail now, or nil.
@@ -164,7 +176,7 @@ func (l *Ledger) appendErr() error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	if l.e.io.backlogFull.Load() {
+	if l.e.io.backlog.full.Load() {
 		return l.e.backlogError()
 	}
 	return nil
@@ -192,7 +204,7 @@ func (e *Engine) fillHealthMetrics(m *EngineMetrics) {
 	m.CheckpointFailing = e.io.ckptErr.Load() != nil
 	m.JournalFailing = e.io.journalFailing()
 	m.JournalBacklogFiles = e.io.backlogFiles()
-	m.JournalBacklogLimit = e.io.maxFiles
+	m.JournalBacklogLimit = e.io.backlog.maxFiles
 	if err := e.Health(); err != nil {
 		m.Unhealthy = strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
 	}

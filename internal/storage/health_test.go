@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -45,7 +47,7 @@ func TestJournalBacklogBoundRefusesAppends(t *testing.T) {
 	failing.Store(true)
 	acked := map[Position]string{}
 	var refused error
-	waitFor(t, "an append refused at the backlog bound", func() bool {
+	poll.Until(t, 10*time.Second, "an append refused at the backlog bound", func() bool {
 		data := strings.Repeat("b", 1000) + itoaTest(len(acked))
 		p, err := l.Append(ctx, []byte(data), 1)
 		if err != nil {
@@ -71,7 +73,7 @@ func TestJournalBacklogBoundRefusesAppends(t *testing.T) {
 		t.Fatalf("metrics at the bound: failing %v, backlog %d of %d, unhealthy %q", m.CheckpointFailing, m.JournalBacklogFiles, m.JournalBacklogLimit, m.Unhealthy)
 	}
 	failing.Store(false)
-	waitFor(t, "checkpoints to resume by themselves", func() bool { return e.Health() == nil })
+	poll.Until(t, 10*time.Second, "checkpoints to resume by themselves", func() bool { return e.Health() == nil })
 	if n := journalFileCount(t, mem); n > 2 {
 		t.Fatalf("%d journal files after checkpoints resumed", n)
 	}
@@ -124,5 +126,5 @@ func TestJournalFailureClearsWithoutTraffic(t *testing.T) {
 		t.Fatalf("metrics with a failing journal: %+v", m)
 	}
 	failing.Store(false)
-	waitFor(t, "the journal probe to clear the failure", func() bool { return e.Health() == nil })
+	poll.Until(t, 10*time.Second, "the journal probe to clear the failure", func() bool { return e.Health() == nil })
 }

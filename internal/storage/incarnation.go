@@ -63,6 +63,20 @@ func (e *Engine) IncarnationOf(id int64) uint64 {
 	return r[i-1].incarnation
 }
 
+// IncarnationsBetween returns the incarnations that own ledger ids from fromID to toID (inclusive),
+// in ledger id order, each once.
+func (e *Engine) IncarnationsBetween(fromID, toID int64) []uint64 {
+	out := []uint64{e.IncarnationOf(fromID)}
+	for _, r := range e.inc.records {
+		if r.firstLedgerID > fromID && r.firstLedgerID <= toID {
+			if inc := e.IncarnationOf(r.firstLedgerID); inc != out[len(out)-1] {
+				out = append(out, inc)
+			}
+		}
+	}
+	return out
+}
+
 // startIncarnation reads the incarnations file (durable: the records the state file counts),
 // records a new incarnation whose first ledger id is the next id to be handed out, fsyncs it and
 // writes the state file with the new count. Recovery calls it after the journal replay and before

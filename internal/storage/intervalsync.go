@@ -14,7 +14,7 @@ import (
 // waiting for the disk.
 //
 // Rules (all state below is owned by the sync loop):
-//   - at most one periodic fsync of the current journal file is in flight (syncsInFlight);
+//   - at most one periodic fsync of the current journal file is in flight (interval.inFlight);
 //   - a rotated journal file is handed to the syncer to be fsynced and closed ("close sync");
 //     those queue behind each other in order, so an explicit fsync of a later file never
 //     precedes one of an earlier file;
@@ -24,6 +24,15 @@ import (
 //   - a failed background fsync fences every ledger whose unsynced appends it covered, plus every
 //     ledger with unsynced appends since, and abandons that journal file (abandonJournal),
 //     exactly as an inline fsync failure does.
+
+// intervalSyncs is the sync loop's part for the background syncer.
+type intervalSyncs struct {
+	// inFlight: fsyncs handed to the background syncer and not yet reported back; closesInFlight:
+	// how many of them also close a rotated journal file.
+	inFlight, closesInFlight int
+	req                      chan syncRequest // sync loop -> background syncer
+	done                     chan struct{}    // closed when the background syncer returns
+}
 
 // syncRequest asks the background syncer to fsync one journal file.
 type syncRequest struct {
@@ -42,56 +51,56 @@ type syncResult struct {
 
 // backgroundSyncer runs the fsyncs the sync loop hands it, in order (SyncInterval only).
 func (e *Engine) backgroundSyncer() {
-	defer close(e.syncerDone)
-	for req := range e.syncReq {
+	defer close(e.syncLoop.interval.done)
+	for req := range e.syncLoop.interval.req {
 		start := time.Now()
 		err := vfs.DataSync(req.f)
 		d := time.Since(start)
 		if req.close {
 			_ = req.f.Close()
 		}
-		e.qmu.Lock()
-		e.syncDone = append(e.syncDone, syncResult{syncRequest: req, err: err, d: d})
-		e.qcond.Broadcast()
-		e.qmu.Unlock()
+		e.queue.mu.Lock()
+		e.queue.syncDone = append(e.queue.syncDone, syncResult{syncRequest: req, err: err, d: d})
+		e.queue.cond.Broadcast()
+		e.queue.mu.Unlock()
 	}
 }
 
 // startBackgroundSync hands the current journal file to the background syncer; with close, the
 // syncer also closes it and the next batch opens a new file (sync loop only).
 func (e *Engine) startBackgroundSync(close bool) {
-	if e.journal == nil {
+	if e.syncLoop.journal == nil {
 		return
 	}
-	req := syncRequest{f: e.journal, seq: e.journalSeq, close: close, ledgers: e.unsynced}
-	e.unsynced = nil
-	e.syncsInFlight++
+	req := syncRequest{f: e.syncLoop.journal, seq: e.syncLoop.journalSeq, close: close, ledgers: e.syncLoop.unsynced}
+	e.syncLoop.unsynced = nil
+	e.syncLoop.interval.inFlight++
 	if close {
-		e.closeSyncsInFlight++
-		e.journal = nil
+		e.syncLoop.interval.closesInFlight++
+		e.syncLoop.journal = nil
 	}
-	e.lastSync = time.Now()
-	e.syncReq <- req // capacity 4: blocks only when four rotations wait for a stalled disk
+	e.syncLoop.lastSync = time.Now()
+	e.syncLoop.interval.req <- req // capacity 4: blocks only when four rotations wait for a stalled disk
 }
 
 // finishBackgroundSyncs records finished background fsyncs; a failure fences the ledgers whose
 // acknowledged appends may be lost and abandons the file (sync loop only).
 func (e *Engine) finishBackgroundSyncs(done []syncResult) {
 	for _, r := range done {
-		e.syncsInFlight--
+		e.syncLoop.interval.inFlight--
 		if r.close {
-			e.closeSyncsInFlight--
+			e.syncLoop.interval.closesInFlight--
 		}
 		e.recordSync(r.d)
 		if r.err == nil {
 			continue
 		}
 		e.m.fsyncErrors.Add(1)
-		if e.unsynced == nil {
-			e.unsynced = map[*Ledger]struct{}{}
+		if e.syncLoop.unsynced == nil {
+			e.syncLoop.unsynced = map[*Ledger]struct{}{}
 		}
 		for l := range r.ledgers {
-			e.unsynced[l] = struct{}{}
+			e.syncLoop.unsynced[l] = struct{}{}
 		}
 		e.abandonJournal(r.seq, fmt.Errorf("storage: journal fsync: %w", r.err))
 	}
@@ -100,20 +109,20 @@ func (e *Engine) finishBackgroundSyncs(done []syncResult) {
 // stopBackgroundSyncer waits for the fsyncs in flight, records them and stops the syncer
 // (sync loop only, when stopping).
 func (e *Engine) stopBackgroundSyncer() {
-	if e.syncReq == nil {
+	if e.syncLoop.interval.req == nil {
 		return
 	}
-	for e.syncsInFlight > 0 {
-		e.qmu.Lock()
-		for len(e.syncDone) == 0 {
-			e.qcond.Wait()
+	for e.syncLoop.interval.inFlight > 0 {
+		e.queue.mu.Lock()
+		for len(e.queue.syncDone) == 0 {
+			e.queue.cond.Wait()
 		}
-		done := e.syncDone
-		e.syncDone = nil
-		e.qmu.Unlock()
+		done := e.queue.syncDone
+		e.queue.syncDone = nil
+		e.queue.mu.Unlock()
 		e.finishBackgroundSyncs(done)
 	}
-	close(e.syncReq)
-	<-e.syncerDone
-	e.syncReq = nil
+	close(e.syncLoop.interval.req)
+	<-e.syncLoop.interval.done
+	e.syncLoop.interval.req = nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -119,17 +120,6 @@ func (f *stallFile) holdsRecords() bool {
 	return !allZero(first)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestSyncIntervalFsyncOffThePath: in SyncInterval mode a stalled journal fsync must not hold up
 // the acknowledgements of later appends (they are acknowledged once written).
 func TestSyncIntervalFsyncOffThePath(t *testing.T) {
@@ -144,7 +134,7 @@ func TestSyncIntervalFsyncOffThePath(t *testing.T) {
 	}
 	fs.stall()
 	appendN(t, l, 10)
-	waitFor(t, "an fsync to stall", func() bool { return fs.stalled.Load() == 1 })
+	poll.Until(t, 10*time.Second, "an fsync to stall", func() bool { return fs.stalled.Load() == 1 })
 	// The fsync is stuck; appends keep being acknowledged.
 	before := l.Entries()
 	for i := 0; i < 500; i++ {
@@ -160,7 +150,7 @@ func TestSyncIntervalFsyncOffThePath(t *testing.T) {
 	}
 	fsyncs := e.Metrics().Fsyncs
 	fs.release()
-	waitFor(t, "the stalled fsync to finish and the next one to run", func() bool { return e.Metrics().Fsyncs >= fsyncs+2 })
+	poll.Until(t, 10*time.Second, "the stalled fsync to finish and the next one to run", func() bool { return e.Metrics().Fsyncs >= fsyncs+2 })
 	if m := e.Metrics(); m.UnsyncedAcks < 510 || m.FsyncErrors != 0 {
 		t.Fatalf("metrics %+v", m)
 	}
@@ -188,7 +178,7 @@ func TestSyncIntervalFsyncFailureFences(t *testing.T) {
 	if _, err := l.Append(ctx, []byte("lost"), 1); err != nil && !errors.Is(err, ErrFenced) {
 		t.Fatal(err)
 	}
-	waitFor(t, "the ledger to be fenced", func() bool { return l.Err() != nil })
+	poll.Until(t, 10*time.Second, "the ledger to be fenced", func() bool { return l.Err() != nil })
 	if !errors.Is(l.Err(), ErrFenced) {
 		t.Fatalf("ledger error %v", l.Err())
 	}
@@ -230,7 +220,7 @@ func TestSyncIntervalRotationWhileFsyncStalls(t *testing.T) {
 			t.Fatalf("append %d: %v", i, err)
 		}
 	}
-	waitFor(t, "the fsync of a rotated file to stall", func() bool { return fs.stalled.Load() == 1 })
+	poll.Until(t, 10*time.Second, "the fsync of a rotated file to stall", func() bool { return fs.stalled.Load() == 1 })
 	for seed := uint64(1); seed <= 20; seed++ {
 		crashed := mem.Crash(rand.New(rand.NewPCG(seed, 7)))
 		e2, err := Open(ctx, Options{Dir: "/data", FS: crashed, Logger: testLogger(), Sync: SyncInterval})

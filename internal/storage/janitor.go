@@ -30,28 +30,26 @@ import (
 // from ledgers/.
 //
 // Crash safety, compactions. The janitor writes the live states into cursors.log.compact and fsyncs
-// it, holding the checkpoint lock (ckptMu) from before it takes the snapshot until the new log's
+// it, holding the checkpoint lock (checkpointer.mu) from before it takes the snapshot until the new log's
 // directory is fsynced: no journal file is retired meanwhile, so every record the applier
 // appends to the old log during the compaction stays covered by the journal. The snapshot is
-// taken, and the swap done, under cursorLogMu, which the applier takes for each cursor-log
+// taken, and the swap done, under cursorLogs.mu, which the applier takes for each cursor-log
 // append: the records appended between the two (all newer than the snapshot) are copied behind
 // the snapshot before the rename, and the checkpoint that retires their journal file syncs the
 // new file (the applier marked the log's path dirty when it appended them). A ledger closed or
-// deleted meanwhile is not swapped (checked under cursorLogMu; a ledger loading the same name
-// reads its cursor log under cursorLogMu too), and neither is one whose log was rewritten wholesale
+// deleted meanwhile is not swapped (checked under cursorLogs.mu; a ledger loading the same name
+// reads its cursor log under cursorLogs.mu too), and neither is one whose log was rewritten wholesale
 // meanwhile (rewriteCursorLog, by a repair after a failed fsync: repair.go), which holds
-// cursorLogMu and uses its own tmp file.
+// cursorLogs.mu and uses its own tmp file.
 
-// offload is the Engine's part for the janitor.
-type offload struct {
-	jan      *janitor
-	trashSeq uint64 // names in the trash (applier only)
-	// cursorLogMu: taken by the applier for each cursor-log append, by the janitor to snapshot and
-	// swap a compacted log, by a ledger load to read its log.
-	cursorLogMu sync.Mutex
-	// cursorLogRewrites counts rewriteCursorLog calls, of any ledger (under cursorLogMu): a
-	// compaction gives up when one happened since its snapshot.
-	cursorLogRewrites uint64
+// cursorLogLock serialises the engine's cursor-log file work: the applier takes mu for each
+// cursor-log append, the janitor to snapshot and swap a compacted log, a ledger load to read its
+// log. It also guards each Ledger's cursorLog sizes.
+type cursorLogLock struct {
+	mu sync.Mutex
+	// rewrites counts rewriteCursorLog calls, of any ledger: a compaction gives up when one
+	// happened since its snapshot.
+	rewrites uint64
 }
 
 // janitor runs slow file work in order on one goroutine.
@@ -66,9 +64,9 @@ type janitor struct {
 func (e *Engine) startJanitor() {
 	j := &janitor{done: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
-	e.jan = j
+	e.janitor = j
 	go j.run()
-	e.jan.add(e.emptyTrash)
+	e.janitor.add(e.emptyTrash)
 }
 
 func (j *janitor) run() {
@@ -115,17 +113,17 @@ func (e *Engine) trashDir() string { return e.dir + "/trash" }
 // moveToTrash renames p into the trash (applier only) and has the janitor remove it. A missing p
 // is not an error. The rename becomes durable with the next checkpoint's directory fsyncs.
 func (e *Engine) moveToTrash(p string) error {
-	e.trashSeq++
-	dst := fmt.Sprintf("%s/%016x-%d", e.trashDir(), e.inc.current, e.trashSeq)
+	e.applier.trashSeq++
+	dst := fmt.Sprintf("%s/%016x-%d", e.trashDir(), e.inc.current, e.applier.trashSeq)
 	if err := e.fs.Rename(p, dst); err != nil {
 		if vfs.IsNotExist(err) {
 			return nil
 		}
 		return err
 	}
-	e.dirtyDirs[path.Dir(p)] = struct{}{}
-	e.dirtyDirs[e.trashDir()] = struct{}{}
-	e.jan.add(func() {
+	e.applier.dirtyDirs[path.Dir(p)] = struct{}{}
+	e.applier.dirtyDirs[e.trashDir()] = struct{}{}
+	e.janitor.add(func() {
 		if err := e.fs.RemoveAll(dst); err != nil {
 			e.log.Warn("cannot remove deleted files; they are removed at the next start", "path", dst, "err", err)
 		}
@@ -150,26 +148,26 @@ func (e *Engine) emptyTrash() {
 // times the live states plus minCompactBytes.
 const minCompactBytes = 1 << 20
 
-// noteCursorLogGrowth decides, after an append (applier, cursorLogMu held), whether the janitor
-// should look at compacting l's log; l.compactAt keeps it from asking again before the log grows
+// noteCursorLogGrowth decides, after an append (applier, cursorLogs.mu held), whether the janitor
+// should look at compacting l's log; l.cursorLog.compactAt keeps it from asking again before the log grows
 // past the next threshold.
 func (l *Ledger) noteCursorLogGrowth() bool {
-	if l.logSize <= max(l.compactAt, minCompactBytes) {
+	if l.cursorLog.size <= max(l.cursorLog.compactAt, minCompactBytes) {
 		return false
 	}
-	l.compactAt = 1<<63 - 1 // until the janitor has looked
+	l.cursorLog.compactAt = 1<<63 - 1 // until the janitor has looked
 	return true
 }
 
 // compactCursorLog rewrites l's cursor log with the live states if it is mostly superseded
 // (janitor; see the comment at the top for why it is safe).
 func (e *Engine) compactCursorLog(l *Ledger) {
-	e.ckptMu.Lock()
-	defer e.ckptMu.Unlock()
+	e.checkpointer.mu.Lock()
+	defer e.checkpointer.mu.Unlock()
 	p := cursorLogPath(l.dirPath())
-	e.cursorLogMu.Lock()
+	e.cursorLogs.mu.Lock()
 	if l.isClosed() {
-		e.cursorLogMu.Unlock()
+		e.cursorLogs.mu.Unlock()
 		return
 	}
 	live := l.liveCursorRecords()
@@ -177,13 +175,13 @@ func (e *Engine) compactCursorLog(l *Ledger) {
 	for _, r := range live {
 		n += int64(recHeaderSize + len(r))
 	}
-	oldSize, gen := l.logSize, e.cursorLogRewrites
+	oldSize, gen := l.cursorLog.size, e.cursorLogs.rewrites
 	if oldSize <= 4*n+minCompactBytes {
-		l.compactAt = 4*n + minCompactBytes
-		e.cursorLogMu.Unlock()
+		l.cursorLog.compactAt = 4*n + minCompactBytes
+		e.cursorLogs.mu.Unlock()
 		return
 	}
-	e.cursorLogMu.Unlock()
+	e.cursorLogs.mu.Unlock()
 
 	// Not rewriteCursorLog's tmp name: a repair may rewrite the log while this one is written.
 	tmp := p + ".compact"
@@ -205,26 +203,26 @@ func (e *Engine) compactCursorLog(l *Ledger) {
 	if err != nil {
 		_ = e.fs.Remove(tmp)
 		e.log.Warn("cursor log compaction failed", "ledger", l.name, "err", err)
-		e.cursorLogMu.Lock()
-		l.compactAt = l.logSize + minCompactBytes // try again after more growth
-		e.cursorLogMu.Unlock()
+		e.cursorLogs.mu.Lock()
+		l.cursorLog.compactAt = l.cursorLog.size + minCompactBytes // try again after more growth
+		e.cursorLogs.mu.Unlock()
 	}
 }
 
 // swapCursorLog copies the records appended to the log at p since oldSize behind the snapshot in
-// tmp (size bytes) and renames tmp over p (cursorLogMu held for all of it: the applier appends
+// tmp (size bytes) and renames tmp over p (cursorLogs.mu held for all of it: the applier appends
 // nothing meanwhile). It swaps nothing, and reports false, when the ledger was closed or deleted,
 // or a cursor log was rewritten wholesale since the snapshot (a repair or a load; gen is the count
 // of those rewrites then): the records after oldSize may then not be the ones appended behind the
 // snapshot. Such rewrites are rare, so counting them for all ledgers costs only a retried compaction.
 func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint64, size int64) (bool, error) {
-	e.cursorLogMu.Lock()
-	defer e.cursorLogMu.Unlock()
-	if l.isClosed() || e.cursorLogRewrites != gen {
+	e.cursorLogs.mu.Lock()
+	defer e.cursorLogs.mu.Unlock()
+	if l.isClosed() || e.cursorLogs.rewrites != gen {
 		return false, nil
 	}
-	if l.logSize > oldSize {
-		tail := make([]byte, l.logSize-oldSize)
+	if l.cursorLog.size > oldSize {
+		tail := make([]byte, l.cursorLog.size-oldSize)
 		cf, err := e.files.acquire(p, false)
 		if err != nil {
 			return false, err
@@ -251,8 +249,8 @@ func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint
 	if err := e.fs.Rename(tmp, p); err != nil {
 		return false, err
 	}
-	l.logSize = size
-	l.compactAt = 0
+	l.cursorLog.size = size
+	l.cursorLog.compactAt = 0
 	return true, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -119,13 +120,13 @@ func TestDeleteDoesNotStallOtherTopics(t *testing.T) {
 	t.Cleanup(g.release)
 	deleted := make(chan error, 1)
 	go func() { deleted <- e.DeleteLedger(ctx, "b") }()
-	waitFor(t, "the removal of b's files to start", func() bool { return g.blocked.Load() > 0 })
+	poll.Until(t, 10*time.Second, "the removal of b's files to start", func() bool { return g.blocked.Load() > 0 })
 	receiptWithin(t, a, "b's files are being removed")
 	g.release()
 	if err := <-deleted; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b's files to be removed", func() bool { return dirEmptyOrMissing(mem, "/data/trash") })
+	poll.Until(t, 10*time.Second, "b's files to be removed", func() bool { return dirEmptyOrMissing(mem, "/data/trash") })
 	if ok, err := e.LedgerExists(ctx, "b"); err != nil || ok {
 		t.Fatalf("b exists after DeleteLedger: %v %v", ok, err)
 	}
@@ -160,7 +161,7 @@ func TestTrimDoesNotStallOtherTopics(t *testing.T) {
 	t.Cleanup(g.release)
 	trimmed := make(chan error, 1)
 	go func() { trimmed <- b.Trim(ctx) }() // no cursor, retention 0: the sealed segments go
-	waitFor(t, "the removal of b's segments to start", func() bool { return g.blocked.Load() > 0 })
+	poll.Until(t, 10*time.Second, "the removal of b's segments to start", func() bool { return g.blocked.Load() > 0 })
 	receiptWithin(t, a, "b's segments are being unlinked")
 	g.release()
 	if err := <-trimmed; err != nil {
@@ -170,7 +171,7 @@ func TestTrimDoesNotStallOtherTopics(t *testing.T) {
 	if first.Compare(ps[30]) != 0 {
 		t.Fatalf("first position after the trim %v, want %v", first, ps[30])
 	}
-	waitFor(t, "the trimmed files to be removed", func() bool { return dirEmptyOrMissing(mem, "/data/trash") })
+	poll.Until(t, 10*time.Second, "the trimmed files to be removed", func() bool { return dirEmptyOrMissing(mem, "/data/trash") })
 	crashed := mem.Crash(nil)
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
@@ -230,7 +231,7 @@ func TestCursorLogCompactionDoesNotStallOtherTopics(t *testing.T) {
 	}
 	flushWithin(t, keep)
 	g.release()
-	waitFor(t, "the compaction to finish", func() bool {
+	poll.Until(t, 10*time.Second, "the compaction to finish", func() bool {
 		st, err := mem.Stat("/data/ledgers/b/cursors.log")
 		return err == nil && st.Size < 1<<20
 	})
@@ -288,7 +289,7 @@ func TestTrashEmptiedAtOpen(t *testing.T) {
 	}
 	e := openMem(t, mem, nil)
 	defer e.Close()
-	waitFor(t, "the trash to be emptied", func() bool { return dirEmptyOrMissing(mem, "/data/trash") })
+	poll.Until(t, 10*time.Second, "the trash to be emptied", func() bool { return dirEmptyOrMissing(mem, "/data/trash") })
 }
 
 // TestCursorLogRewriteDuringCompaction: a repair rewrites a cursor log from memory (on the applier)
@@ -340,7 +341,7 @@ func TestCursorLogRewriteDuringCompaction(t *testing.T) {
 		flushWithin(t, c)
 	}
 	g.release()
-	waitFor(t, "the compaction to end", func() bool {
+	poll.Until(t, 10*time.Second, "the compaction to end", func() bool {
 		_, err := mem.Stat("/data/ledgers/b/cursors.log.compact")
 		return vfs.IsNotExist(err)
 	})

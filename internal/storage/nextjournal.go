@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
@@ -68,6 +69,15 @@ const prefillChunk = 1 << 20
 // prefillAfter is how much the engine writes into a journal file that is not full size before it
 // prepares a full-size successor and moves to it.
 func (e *Engine) prefillAfter() int64 { return min(4<<20, e.opts.JournalFileBytes/8) }
+
+// nextJournalState is the sync loop's part for the journal file made ahead of rotation.
+type nextJournalState struct {
+	prepared *preparedJournal // being made, or made, by a preparer goroutine
+	// successorReady: the current file is not full size and its full-size successor is ready,
+	// latched once per sync-loop round (noteSuccessorReady)
+	successorReady bool
+	preparers      sync.WaitGroup
+}
 
 // preparedJournal is a journal file made ahead of use by a preparer goroutine.
 type preparedJournal struct {
@@ -183,7 +193,7 @@ func (e *Engine) fillJournalFile(f vfs.File, path string, hurry <-chan struct{})
 
 // prepareJournal starts making journal file seq in the background (sync loop only).
 func (e *Engine) prepareJournal(seq uint64) {
-	if e.nextJournal != nil {
+	if e.syncLoop.next.prepared != nil {
 		return
 	}
 	var flags uint32
@@ -191,10 +201,10 @@ func (e *Engine) prepareJournal(seq uint64) {
 		flags = journalFlagPrevUnclean
 	}
 	p := &preparedJournal{seq: seq, hurry: make(chan struct{}), done: make(chan struct{})}
-	e.nextJournal = p
-	e.preparers.Add(1)
+	e.syncLoop.next.prepared = p
+	e.syncLoop.next.preparers.Add(1)
 	go func() {
-		defer e.preparers.Done()
+		defer e.syncLoop.next.preparers.Done()
 		defer close(p.done)
 		p.f, p.full, p.err = e.makeJournalFile(seq, flags, true, p.hurry)
 	}()
@@ -208,49 +218,49 @@ func (e *Engine) fullSize(f vfs.File) bool {
 }
 
 // prepareFullSuccessor starts preparing a full-size successor of a current journal file that is
-// not full size once it holds prefillAfter bytes (sync loop only, qmu held; see "Journal files are
+// not full size once it holds prefillAfter bytes (sync loop only, queue.mu held; see "Journal files are
 // made full size").
 func (e *Engine) prepareFullSuccessor() {
-	if e.journal != nil && !e.jfull && e.nextJournal == nil && !e.stopping && e.jsize >= e.prefillAfter() {
-		e.prepareJournal(e.journalSeq + 1)
+	if e.syncLoop.journal != nil && !e.syncLoop.journalFull && e.syncLoop.next.prepared == nil && !e.queue.stopping && e.queue.journalSize >= e.prefillAfter() {
+		e.prepareJournal(e.syncLoop.journalSeq + 1)
 	}
 }
 
 // noteSuccessorReady latches that the full-size successor of a current file that is not full
-// size is ready (sync loop only, qmu held). It is called once per round, before needsDrain, so
+// size is ready (sync loop only, queue.mu held). It is called once per round, before needsDrain, so
 // that needsDrain and rotateDue see the same answer: the preparer finishing between the two
 // would otherwise rotate with commits in flight, which rotation never does (pipelinesync.go).
 func (e *Engine) noteSuccessorReady() {
-	if e.successorReady || e.journal == nil || e.jfull {
+	if e.syncLoop.next.successorReady || e.syncLoop.journal == nil || e.syncLoop.journalFull {
 		return
 	}
-	p := e.nextJournal
-	e.successorReady = p != nil && p.seq == e.journalSeq+1 && p.ready() && p.err == nil && p.full
+	p := e.syncLoop.next.prepared
+	e.syncLoop.next.successorReady = p != nil && p.seq == e.syncLoop.journalSeq+1 && p.ready() && p.err == nil && p.full
 }
 
 // rotateDue reports whether the pending batch closes its journal file: the file is full, the
 // engine stops, or the current file is not full size and its full-size successor is ready (sync
-// loop only, qmu held).
+// loop only, queue.mu held).
 func (e *Engine) rotateDue() bool {
-	return e.jsize >= e.opts.JournalFileBytes || e.stopping ||
-		(e.successorReady && e.journal != nil && e.pending.seq == e.journalSeq)
+	return e.queue.journalSize >= e.opts.JournalFileBytes || e.queue.stopping ||
+		(e.syncLoop.next.successorReady && e.syncLoop.journal != nil && e.queue.pending.seq == e.syncLoop.journalSeq)
 }
 
 // takePreparedJournal returns the prepared file for journal seq if it can be used now, waiting
 // for its preparation to finish; nil means make the file inline (sync loop only).
 func (e *Engine) takePreparedJournal(seq uint64) vfs.File {
-	p := e.nextJournal
+	p := e.syncLoop.next.prepared
 	if p == nil {
 		return nil
 	}
-	e.nextJournal = nil
+	e.syncLoop.next.prepared = nil
 	p.hurryUp()
 	<-p.done
 	if p.err != nil {
 		e.log.Warn("preparing the next journal file failed; making it inline", "seq", p.seq, "err", p.err)
 		return nil
 	}
-	if p.seq == seq && (e.opts.Sync == SyncInterval || !e.prevUnclean) {
+	if p.seq == seq && (e.opts.Sync == SyncInterval || !e.syncLoop.prevUnclean) {
 		return p.f
 	}
 	// Not usable: the inline path recreates file seq (with the flag it needs); a prepared file
@@ -265,8 +275,8 @@ func (e *Engine) takePreparedJournal(seq uint64) vfs.File {
 // discardPreparedJournal waits for a preparation in flight and removes its file: it holds no
 // record (sync loop only, when stopping).
 func (e *Engine) discardPreparedJournal() {
-	if p := e.nextJournal; p != nil {
-		e.nextJournal = nil
+	if p := e.syncLoop.next.prepared; p != nil {
+		e.syncLoop.next.prepared = nil
 		p.hurryUp()
 		<-p.done
 		if p.err == nil {
@@ -275,7 +285,7 @@ func (e *Engine) discardPreparedJournal() {
 			e.retireJournal(p.seq)
 		}
 	}
-	e.preparers.Wait()
+	e.syncLoop.next.preparers.Wait()
 }
 
 // journalHasRecords reports whether journal file seq holds at least one valid record (recovery).

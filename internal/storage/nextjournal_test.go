@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -125,7 +126,7 @@ func TestUnwrittenPreparedJournalIgnoredByRecovery(t *testing.T) {
 			acked++
 			time.Sleep(time.Millisecond)
 		}
-		e.preparers.Wait() // its header and directory entry are durable before the crash (no rotation adds one)
+		e.syncLoop.next.preparers.Wait() // its header and directory entry are durable before the crash (no rotation adds one)
 		crashed := mem.Crash(rand.New(rand.NewPCG(seed, 7)))
 		_ = e.Close()
 		e2 := openMem(t, crashed, nil)
@@ -159,10 +160,10 @@ func TestAbandonedJournalBeforeUnusedPreparedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	n0 := int(leaveFirstJournal(t, e, l))
-	waitFor(t, "the next journal file to be prepared", func() bool { return len(journalFiles(t, mem)) >= 2 })
-	e.preparers.Wait()
-	cur := e.journalPath(e.journalSeq)
-	next := e.journalPath(e.journalSeq + 1)
+	poll.Until(t, 10*time.Second, "the next journal file to be prepared", func() bool { return len(journalFiles(t, mem)) >= 2 })
+	e.syncLoop.next.preparers.Wait()
+	cur := e.journalPath(e.syncLoop.journalSeq)
+	next := e.journalPath(e.syncLoop.journalSeq + 1)
 	var failedCur, failedNext atomic.Bool
 	mem.SetInjector(func(op vfs.Op, name string) error {
 		if op != vfs.OpSync {
@@ -239,7 +240,7 @@ func leaveFirstJournal(t *testing.T, e *Engine, l *Ledger) int64 {
 	for e.jsizeForTest() < e.prefillAfter() {
 		appendN(t, l, 1)
 	}
-	e.preparers.Wait()
+	e.syncLoop.next.preparers.Wait()
 	appendN(t, l, 2)
 	if seq := e.jseqForTest(); seq != 2 {
 		t.Fatalf("journal file %d in use after leaving the first one, want 2", seq)
@@ -297,7 +298,7 @@ func TestJournalPrefill(t *testing.T) {
 		}
 	}
 	n := l.Entries()
-	e.preparers.Wait()
+	e.syncLoop.next.preparers.Wait()
 	cur := e.jseqForTest()
 	sizes := fsys.journalSizes(t) // files in the directory now, and every file retired before
 	full := 0
@@ -379,13 +380,13 @@ func (f *retireRecordingFS) journalSizes(t *testing.T) map[string]int64 {
 }
 
 func (e *Engine) jseqForTest() uint64 {
-	e.qmu.Lock()
-	defer e.qmu.Unlock()
-	return e.jseq
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.pendingSeq
 }
 
 func (e *Engine) jsizeForTest() int64 {
-	e.qmu.Lock()
-	defer e.qmu.Unlock()
-	return e.jsize
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.journalSize
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
@@ -45,12 +46,21 @@ import (
 // void records, a batch moved to a new file) is done only with nothing in flight: the sync loop
 // drains first and then commits that batch inline as before.
 
+// commitPipeline is the sync loop's part for the commit syncers: batches written whose fsync is
+// in flight, oldest first, and the commit syncers that run those fsyncs.
+type commitPipeline struct {
+	inflight []*commitInFlight
+	fds      []vfs.File // descriptors of the current journal file for the fsyncs in flight
+	req      chan *commitInFlight
+	syncers  sync.WaitGroup
+}
+
 // commitInFlight is a batch written to the journal whose fsync runs on a commit syncer.
 type commitInFlight struct {
 	b   *batch
-	f   vfs.File // a descriptor of the journal file of its own (commitFDs), not closed while the fsync is in flight
+	f   vfs.File // a descriptor of the journal file of its own (pipeline.fds), not closed while the fsync is in flight
 	seq uint64
-	// Set by the commit syncer before it reports the commit (under qmu).
+	// Set by the commit syncer before it reports the commit (under queue.mu).
 	err error
 	d   time.Duration
 	// Set by the sync loop when it receives the report.
@@ -59,30 +69,30 @@ type commitInFlight struct {
 
 // commitSyncer runs fsyncs of written batches for the sync loop (SyncAlways, depth > 1).
 func (e *Engine) commitSyncer() {
-	defer e.commitSyncers.Done()
-	for c := range e.commitReq {
+	defer e.syncLoop.pipeline.syncers.Done()
+	for c := range e.syncLoop.pipeline.req {
 		start := time.Now()
 		c.err = syncCommit(c.f, c.b)
 		c.d = time.Since(start)
-		e.qmu.Lock()
-		e.commitDone = append(e.commitDone, c)
-		e.qcond.Broadcast()
-		e.qmu.Unlock()
+		e.queue.mu.Lock()
+		e.queue.commitDone = append(e.queue.commitDone, c)
+		e.queue.cond.Broadcast()
+		e.queue.mu.Unlock()
 	}
 }
 
 // pipelined reports whether batch b can be committed with its fsync in flight (sync loop only).
 // Batches that touch the journal file's life cycle are committed inline, with nothing in flight.
 func (e *Engine) pipelined(b *batch) bool {
-	return e.commitReq != nil && !b.rotate && !b.moved && len(e.pendingVoids) == 0 &&
-		e.journal != nil && e.journalSeq == b.seq && len(b.buf) > 0 && e.freeCommitDescriptor() != nil
+	return e.syncLoop.pipeline.req != nil && !b.rotate && !b.moved && len(e.syncLoop.pendingVoids) == 0 &&
+		e.syncLoop.journal != nil && e.syncLoop.journalSeq == b.seq && len(b.buf) > 0 && e.freeCommitDescriptor() != nil
 }
 
 // openCommitDescriptors opens journal file seq once per pipeline slot for the fsyncs in flight
 // (sync loop only; right after the file is opened, before anything is written to it). If that
 // fails, the file's batches are committed inline.
 func (e *Engine) openCommitDescriptors(seq uint64) {
-	if e.commitReq == nil {
+	if e.syncLoop.pipeline.req == nil {
 		return
 	}
 	for range e.opts.SyncPipelineDepth {
@@ -92,7 +102,7 @@ func (e *Engine) openCommitDescriptors(seq uint64) {
 			e.closeCommitDescriptors()
 			return
 		}
-		e.commitFDs = append(e.commitFDs, f)
+		e.syncLoop.pipeline.fds = append(e.syncLoop.pipeline.fds, f)
 	}
 }
 
@@ -108,19 +118,19 @@ func (e *Engine) journalDescriptors() int {
 // closeCommitDescriptors closes the descriptors of openCommitDescriptors (sync loop only, with
 // nothing in flight).
 func (e *Engine) closeCommitDescriptors() {
-	for i, f := range e.commitFDs {
+	for i, f := range e.syncLoop.pipeline.fds {
 		_ = f.Close()
-		e.commitFDs[i] = nil
+		e.syncLoop.pipeline.fds[i] = nil
 	}
-	e.commitFDs = e.commitFDs[:0]
+	e.syncLoop.pipeline.fds = e.syncLoop.pipeline.fds[:0]
 }
 
 // freeCommitDescriptor returns a descriptor of the current journal file no fsync in flight uses,
 // or nil (sync loop only; the loop keeps fewer than SyncPipelineDepth in flight when it commits).
 func (e *Engine) freeCommitDescriptor() vfs.File {
-	for _, f := range e.commitFDs {
+	for _, f := range e.syncLoop.pipeline.fds {
 		used := false
-		for _, c := range e.inflight {
+		for _, c := range e.syncLoop.pipeline.inflight {
 			if c.f == f {
 				used = true
 				break
@@ -134,22 +144,22 @@ func (e *Engine) freeCommitDescriptor() vfs.File {
 }
 
 // needsDrain reports whether the pending batch, once cut, would be committed inline while
-// fsyncs are in flight; the sync loop then drains them first (sync loop only, qmu held).
+// fsyncs are in flight; the sync loop then drains them first (sync loop only, queue.mu held).
 func (e *Engine) needsDrain() bool {
-	if len(e.inflight) == 0 {
+	if len(e.syncLoop.pipeline.inflight) == 0 {
 		return false
 	}
-	p := e.pending
-	return e.rotateDue() || p.moved || len(e.pendingVoids) > 0 ||
-		e.journal == nil || e.journalSeq != p.seq || len(p.buf) == 0
+	p := e.queue.pending
+	return e.rotateDue() || p.moved || len(e.syncLoop.pendingVoids) > 0 ||
+		e.syncLoop.journal == nil || e.syncLoop.journalSeq != p.seq || len(p.buf) == 0
 }
 
 // commitAsync writes batch b to the journal and hands its fsync to a commit syncer
 // (sync loop only; e.pipelined(b) holds).
 func (e *Engine) commitAsync(b *batch) {
 	jb := journalBuf(b)
-	sealJournalRecords(jb, journalSeed(e.journalSeq))
-	if _, err := e.journal.WriteAt(jb, e.journalOff); err != nil {
+	sealJournalRecords(jb, journalSeed(e.syncLoop.journalSeq))
+	if _, err := e.syncLoop.journal.WriteAt(jb, e.syncLoop.journalOff); err != nil {
 		// Batches in flight were written before this one; their own fsyncs decide them.
 		e.drainCommits()
 		e.undoDirect(b)
@@ -159,44 +169,44 @@ func (e *Engine) commitAsync(b *batch) {
 		e.toApplier(applyJob{b: b, err: err})
 		return
 	}
-	e.journalOff += int64(len(jb))
+	e.syncLoop.journalOff += int64(len(jb))
 	e.m.bytesWritten.Add(int64(len(jb)))
 	c := &commitInFlight{b: b, f: e.freeCommitDescriptor(), seq: b.seq}
-	e.inflight = append(e.inflight, c)
-	e.commitReq <- c // capacity SyncPipelineDepth: never blocks, at most that many are in flight
+	e.syncLoop.pipeline.inflight = append(e.syncLoop.pipeline.inflight, c)
+	e.syncLoop.pipeline.req <- c // capacity SyncPipelineDepth: never blocks, at most that many are in flight
 }
 
 // takeCommitReportsLocked marks the commits the commit syncers reported as finished (sync loop
-// only, qmu held).
+// only, queue.mu held).
 func (e *Engine) takeCommitReportsLocked() {
-	for _, c := range e.commitDone {
+	for _, c := range e.queue.commitDone {
 		c.finished = true
 	}
-	e.commitDone = e.commitDone[:0]
+	e.queue.commitDone = e.queue.commitDone[:0]
 }
 
 // finishCommits hands the finished head of the in-flight list to the applier, in order; if any
 // fsync in flight failed it waits for all of them and fails them all (sync loop only).
 func (e *Engine) finishCommits() {
-	e.qmu.Lock()
+	e.queue.mu.Lock()
 	e.takeCommitReportsLocked()
 	failed := false
-	for _, c := range e.inflight {
+	for _, c := range e.syncLoop.pipeline.inflight {
 		if c.finished && c.err != nil {
 			failed = true
 		}
 	}
 	if failed {
 		for !e.allCommitsFinishedLocked() {
-			e.qcond.Wait()
+			e.queue.cond.Wait()
 			e.takeCommitReportsLocked()
 		}
 	}
-	e.qmu.Unlock()
+	e.queue.mu.Unlock()
 
 	var failErr error
 	n := 0
-	for _, c := range e.inflight {
+	for _, c := range e.syncLoop.pipeline.inflight {
 		if !c.finished {
 			break
 		}
@@ -216,26 +226,26 @@ func (e *Engine) finishCommits() {
 	if failed {
 		// Every batch in flight is on the same journal file (a new file is opened only with
 		// nothing in flight) and none was handed on: fail them all, in order.
-		failedBatches := make([]*batch, len(e.inflight))
-		for i, c := range e.inflight {
+		failedBatches := make([]*batch, len(e.syncLoop.pipeline.inflight))
+		for i, c := range e.syncLoop.pipeline.inflight {
 			failedBatches[i] = c.b
 		}
 		e.undoDirect(failedBatches...)
-		e.abandonJournal(e.inflight[0].seq, failErr)
-		for _, c := range e.inflight {
+		e.abandonJournal(e.syncLoop.pipeline.inflight[0].seq, failErr)
+		for _, c := range e.syncLoop.pipeline.inflight {
 			e.voidBatch(c.b)
 			e.toApplier(applyJob{b: c.b, err: failErr})
 		}
-		n = len(e.inflight)
+		n = len(e.syncLoop.pipeline.inflight)
 	}
 	for i := range n {
-		e.inflight[i] = nil
+		e.syncLoop.pipeline.inflight[i] = nil
 	}
-	e.inflight = e.inflight[:copy(e.inflight, e.inflight[n:])]
+	e.syncLoop.pipeline.inflight = e.syncLoop.pipeline.inflight[:copy(e.syncLoop.pipeline.inflight, e.syncLoop.pipeline.inflight[n:])]
 }
 
 func (e *Engine) allCommitsFinishedLocked() bool {
-	for _, c := range e.inflight {
+	for _, c := range e.syncLoop.pipeline.inflight {
 		if !c.finished {
 			return false
 		}
@@ -247,23 +257,23 @@ func (e *Engine) allCommitsFinishedLocked() bool {
 // finishCommits always hands on the finished head of the list, so while anything is in flight
 // the head waits for a report.
 func (e *Engine) drainCommits() {
-	for len(e.inflight) > 0 {
-		e.qmu.Lock()
-		for len(e.commitDone) == 0 {
-			e.qcond.Wait()
+	for len(e.syncLoop.pipeline.inflight) > 0 {
+		e.queue.mu.Lock()
+		for len(e.queue.commitDone) == 0 {
+			e.queue.cond.Wait()
 		}
-		e.qmu.Unlock()
+		e.queue.mu.Unlock()
 		e.finishCommits()
 	}
 }
 
 // stopCommitSyncers stops the commit syncers once nothing is in flight (sync loop only).
 func (e *Engine) stopCommitSyncers() {
-	if e.commitReq == nil {
+	if e.syncLoop.pipeline.req == nil {
 		return
 	}
 	e.drainCommits()
-	close(e.commitReq)
-	e.commitSyncers.Wait()
-	e.commitReq = nil
+	close(e.syncLoop.pipeline.req)
+	e.syncLoop.pipeline.syncers.Wait()
+	e.syncLoop.pipeline.req = nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -51,9 +53,9 @@ func twoCommitsInFlight(t *testing.T, name string, failFirst bool) (*Engine, *st
 	}
 	fs.stall()
 	l.AppendAsync(payload(1), 1, res.done(1))
-	waitFor(t, "the first fsync to stall", func() bool { return fs.stalled.Load() == 1 })
+	poll.Until(t, 10*time.Second, "the first fsync to stall", func() bool { return fs.stalled.Load() == 1 })
 	l.AppendAsync(payload(2), 1, res.done(2))
-	waitFor(t, "the second fsync to start while the first one runs", func() bool { return fs.stalled.Load() == 2 })
+	poll.Until(t, 10*time.Second, "the second fsync to start while the first one runs", func() bool { return fs.stalled.Load() == 2 })
 	return e, fs, l, res
 }
 
@@ -66,7 +68,7 @@ func TestPipelinedCommitsOverlap(t *testing.T) {
 		t.Fatalf("%d appends acknowledged before their fsync finished", n)
 	}
 	fs.release()
-	waitFor(t, "both appends to be acknowledged", func() bool { return res.count() == 2 })
+	poll.Until(t, 10*time.Second, "both appends to be acknowledged", func() bool { return res.count() == 2 })
 	if res.order[0] != 1 || res.errs[1] != nil || res.errs[2] != nil || res.pos[1].Compare(res.pos[2]) >= 0 {
 		t.Fatalf("order %v errs %v positions %v", res.order, res.errs, res.pos)
 	}
@@ -79,7 +81,7 @@ func TestPipelinedFsyncFailureFailsAllInFlight(t *testing.T) {
 	ctx := context.Background()
 	e, fs, l, res := twoCommitsInFlight(t, "pipefail", true)
 	fs.release()
-	waitFor(t, "both appends to complete", func() bool { return res.count() == 2 })
+	poll.Until(t, 10*time.Second, "both appends to complete", func() bool { return res.count() == 2 })
 	if res.order[0] != 1 || res.errs[1] == nil || res.errs[2] == nil {
 		t.Fatalf("order %v errs %v: both appends in flight must fail, in order", res.order, res.errs)
 	}

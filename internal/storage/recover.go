@@ -148,9 +148,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	e.files.closeAll()
-	e.jseq = e.firstJournal
-	e.pending.seq = e.firstJournal
-	e.jsize = headerSize
+	e.queue.pendingSeq = e.firstJournal
+	e.queue.pending.seq = e.firstJournal
+	e.queue.journalSize = headerSize
 	return nil
 }
 
@@ -509,14 +509,14 @@ func (r *replayer) ensureDir(name, dir string) error {
 	if err := r.e.ensureLedgerDir(name, dir); err != nil {
 		return err
 	}
-	for d := range r.e.dirtyDirs {
+	for d := range r.e.applier.dirtyDirs {
 		r.dirs[d] = struct{}{}
 	}
-	for f := range r.e.dirtyFiles {
+	for f := range r.e.applier.dirtyFiles {
 		r.files[f] = struct{}{}
 	}
-	clear(r.e.dirtyDirs)
-	clear(r.e.dirtyFiles)
+	clear(r.e.applier.dirtyDirs)
+	clear(r.e.applier.dirtyFiles)
 	return nil
 }
 
@@ -573,18 +573,29 @@ func (r *replayer) applyEntryRef(name, dir string, ref entryRef) error {
 	return nil
 }
 
+// openSegment acquires segment rs's file (creating it with create) and returns its size; the
+// caller releases the file.
+func (r *replayer) openSegment(rs *replaySeg, create bool) (*cachedFile, int64, error) {
+	cf, err := r.e.files.acquire(rs.path, create)
+	if err != nil {
+		return nil, 0, fmt.Errorf("storage: replay open segment: %w", err)
+	}
+	size, err := cf.f.Size()
+	if err != nil {
+		r.e.files.release(cf)
+		return nil, 0, err
+	}
+	return cf, size, nil
+}
+
 // truncateSeg cuts segment rs after its last valid entry (counted as a torn tail with count).
 func (r *replayer) truncateSeg(rs *replaySeg, count bool) error {
 	e := r.e
-	cf, err := e.files.acquire(rs.path, false)
-	if err != nil {
-		return fmt.Errorf("storage: replay open segment: %w", err)
-	}
-	defer e.files.release(cf)
-	size, err := cf.f.Size()
+	cf, size, err := r.openSegment(rs, false)
 	if err != nil {
 		return err
 	}
+	defer e.files.release(cf)
 	if size > rs.end {
 		if err := cf.f.Truncate(rs.end); err != nil {
 			return fmt.Errorf("storage: replay truncate: %w", err)
@@ -663,15 +674,11 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 // scanSegment finds how much of a segment is valid (creating it if missing).
 func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 	e := r.e
-	cf, err := e.files.acquire(rs.path, true)
-	if err != nil {
-		return fmt.Errorf("storage: replay open segment: %w", err)
-	}
-	defer e.files.release(cf)
-	size, err := cf.f.Size()
+	cf, size, err := r.openSegment(rs, true)
 	if err != nil {
 		return err
 	}
+	defer e.files.release(cf)
 	hdr := make([]byte, headerSize)
 	n, _ := cf.f.ReadAt(hdr, 0)
 	if hid, herr := parseHeader(hdr[:n], magicSegment); herr != nil || int64(hid) != id {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -49,7 +51,7 @@ func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
 	fs.stall()
 	otherDone := make(chan error, 1)
 	other.AppendAsync([]byte("held"), 1, func(_ Position, err error) { otherDone <- err })
-	waitFor(t, "the journal fsync to stall", func() bool { return fs.stalled.Load() == 1 })
+	poll.Until(t, 10*time.Second, "the journal fsync to stall", func() bool { return fs.stalled.Load() == 1 })
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed int
@@ -173,9 +175,9 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 	fs.mu.Unlock()
 	defer fs.release()
 	jseq := func() uint64 {
-		e.qmu.Lock()
-		defer e.qmu.Unlock()
-		return e.jseq
+		e.queue.mu.Lock()
+		defer e.queue.mu.Unlock()
+		return e.queue.pendingSeq
 	}
 	big := make([]byte, 1000)
 	var last Position
@@ -187,7 +189,7 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the checkpoint of journal file 1 to stall", func() bool { return fs.segStalled.Load() > 0 })
+	poll.Until(t, 10*time.Second, "the checkpoint of journal file 1 to stall", func() bool { return fs.segStalled.Load() > 0 })
 	// Two more entries of the segment, in journal file 2; then the segment is sealed and trimmed.
 	for range 2 {
 		if last, err = l.Append(ctx, big, 1); err != nil {
@@ -210,7 +212,7 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 		t.Fatalf("segments after the trim: %+v", segs)
 	}
 	fs.release()
-	waitFor(t, "the checkpoint of journal file 1", func() bool { return e.Metrics().Checkpoints >= 1 })
+	poll.Until(t, 10*time.Second, "the checkpoint of journal file 1", func() bool { return e.Metrics().Checkpoints >= 1 })
 	if _, err := mem.Stat(segPath(l.dirPath(), last.LedgerID)); err == nil {
 		t.Fatal("trimmed segment file still exists")
 	}

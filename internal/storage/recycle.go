@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -22,6 +23,12 @@ import (
 // with an end record, so replay of a file that is not the last stops there rather than taking
 // the stale records that follow for damage.
 
+// recycledJournals is the journal files free to reuse, guarded by mu.
+type recycledJournals struct {
+	mu    sync.Mutex
+	names []string // paths of journal/<seq>.free files
+}
+
 // maxFreeJournals bounds the recycled journal files kept (each about JournalFileBytes).
 const maxFreeJournals = 2
 
@@ -33,12 +40,12 @@ func (e *Engine) freeJournalPath(seq uint64) string {
 // recovery no longer needs.
 func (e *Engine) retireJournal(seq uint64) {
 	p := e.journalPath(seq)
-	e.freeMu.Lock()
-	defer e.freeMu.Unlock()
-	if len(e.freeJournals) < maxFreeJournals {
+	e.recycled.mu.Lock()
+	defer e.recycled.mu.Unlock()
+	if len(e.recycled.names) < maxFreeJournals {
 		free := e.freeJournalPath(seq)
 		if err := e.fs.Rename(p, free); err == nil {
-			e.freeJournals = append(e.freeJournals, free)
+			e.recycled.names = append(e.recycled.names, free)
 			return
 		}
 	}
@@ -47,14 +54,14 @@ func (e *Engine) retireJournal(seq uint64) {
 
 // takeFreeJournal returns a recycled journal file's path, or "" if there is none.
 func (e *Engine) takeFreeJournal() string {
-	e.freeMu.Lock()
-	defer e.freeMu.Unlock()
-	n := len(e.freeJournals)
+	e.recycled.mu.Lock()
+	defer e.recycled.mu.Unlock()
+	n := len(e.recycled.names)
 	if n == 0 {
 		return ""
 	}
-	p := e.freeJournals[n-1]
-	e.freeJournals = e.freeJournals[:n-1]
+	p := e.recycled.names[n-1]
+	e.recycled.names = e.recycled.names[:n-1]
 	return p
 }
 
@@ -62,10 +69,10 @@ func (e *Engine) takeFreeJournal() string {
 // when there are enough).
 func (e *Engine) adoptFreeJournal(name string) {
 	p := e.journalDir + "/" + name
-	e.freeMu.Lock()
-	defer e.freeMu.Unlock()
-	if len(e.freeJournals) < maxFreeJournals {
-		e.freeJournals = append(e.freeJournals, p)
+	e.recycled.mu.Lock()
+	defer e.recycled.mu.Unlock()
+	if len(e.recycled.names) < maxFreeJournals {
+		e.recycled.names = append(e.recycled.names, p)
 		return
 	}
 	_ = e.fs.Remove(p)

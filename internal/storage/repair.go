@@ -65,21 +65,21 @@ type closedLedger struct {
 
 // rememberClosed keeps l, just closed, until a checkpoint covers its last journal file.
 func (e *Engine) rememberClosed(l *Ledger) {
-	e.qmu.Lock()
-	seq := e.jseq
-	e.qmu.Unlock()
+	e.queue.mu.Lock()
+	seq := e.queue.pendingSeq
+	e.queue.mu.Unlock()
 	dir := l.dirPath()
-	e.io.mu.Lock()
-	e.io.closed[dir] = append(e.io.closed[dir], closedLedger{l, seq})
-	e.io.mu.Unlock()
+	e.io.repairs.mu.Lock()
+	e.io.repairs.closed[dir] = append(e.io.repairs.closed[dir], closedLedger{l, seq})
+	e.io.repairs.mu.Unlock()
 }
 
 // forgetClosedBefore drops the closed ledgers whose files a checkpoint up to journal file
 // first-1 made durable.
 func (e *Engine) forgetClosedBefore(first uint64) {
-	e.io.mu.Lock()
-	defer e.io.mu.Unlock()
-	for dir, cls := range e.io.closed {
+	e.io.repairs.mu.Lock()
+	defer e.io.repairs.mu.Unlock()
+	for dir, cls := range e.io.repairs.closed {
 		kept := cls[:0]
 		for _, c := range cls {
 			if c.seq >= first {
@@ -87,9 +87,9 @@ func (e *Engine) forgetClosedBefore(first uint64) {
 			}
 		}
 		if len(kept) == 0 {
-			delete(e.io.closed, dir)
+			delete(e.io.repairs.closed, dir)
 		} else {
-			e.io.closed[dir] = kept
+			e.io.repairs.closed[dir] = kept
 		}
 	}
 }
@@ -129,9 +129,9 @@ func (e *Engine) ledgerOfFile(p string, kind repairKind, segID int64) *Ledger {
 			return l
 		}
 	}
-	e.io.mu.Lock()
-	cls := append([]closedLedger(nil), e.io.closed[dir]...)
-	e.io.mu.Unlock()
+	e.io.repairs.mu.Lock()
+	cls := append([]closedLedger(nil), e.io.repairs.closed[dir]...)
+	e.io.repairs.mu.Unlock()
 	for i := len(cls) - 1; i >= 0; i-- {
 		if has(cls[i].l) {
 			return cls[i].l
@@ -158,13 +158,12 @@ func (e *Engine) needRepair(p string, l *Ledger, cause error) {
 			return // removed since (trimmed, deleted): nothing to keep
 		}
 	}
-	e.io.mu.Lock()
-	r, known := e.io.repairs[p]
+	e.io.repairs.mu.Lock()
+	_, known := e.io.repairs.targets[p]
 	if !known {
-		r = &fileRepair{path: p, kind: kind, segID: segID, l: l, cause: cause}
-		e.io.repairs[p] = r
+		e.io.repairs.targets[p] = &fileRepair{path: p, kind: kind, segID: segID, l: l, cause: cause}
 	}
-	e.io.mu.Unlock()
+	e.io.repairs.mu.Unlock()
 	if !known {
 		e.log.Error("I/O error on a ledger file: its ledger is fenced and the file is rewritten from the journal; no checkpoint until then",
 			"file", p, "err", cause)
@@ -178,24 +177,24 @@ func (e *Engine) needRepair(p string, l *Ledger, cause error) {
 
 // isOpen reports whether l is the open ledger of its name.
 func (e *Engine) isOpen(l *Ledger) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.ledgers[l.name] == l
+	e.table.mu.Lock()
+	defer e.table.mu.Unlock()
+	return e.table.ledgers[l.name] == l
 }
 
 // repairsPending is the number of files waiting to be rewritten.
 func (e *Engine) repairsPending() int {
-	e.io.mu.Lock()
-	defer e.io.mu.Unlock()
-	return len(e.io.repairs)
+	e.io.repairs.mu.Lock()
+	defer e.io.repairs.mu.Unlock()
+	return len(e.io.repairs.targets)
 }
 
 // firstRepairCause is the cause of one pending repair (the first by path), for error messages.
 func (e *Engine) firstRepairCause() error {
-	e.io.mu.Lock()
-	defer e.io.mu.Unlock()
+	e.io.repairs.mu.Lock()
+	defer e.io.repairs.mu.Unlock()
 	var first *fileRepair
-	for _, r := range e.io.repairs {
+	for _, r := range e.io.repairs.targets {
 		if first == nil || r.path < first.path {
 			first = r
 		}
@@ -213,9 +212,9 @@ func (e *Engine) firstRepairCause() error {
 // loaded from its files now, the ledger could miss acknowledged entries.
 func (e *Engine) repairPendingFor(name string) error {
 	dir := e.ledgerDir(name)
-	e.io.mu.Lock()
-	defer e.io.mu.Unlock()
-	for p, r := range e.io.repairs {
+	e.io.repairs.mu.Lock()
+	defer e.io.repairs.mu.Unlock()
+	for p, r := range e.io.repairs.targets {
 		if path.Dir(p) == dir {
 			return fmt.Errorf("storage: ledger %q: %w: its file %s is being rewritten from the journal after an I/O error (%v); retry later",
 				name, ErrFenced, path.Base(p), r.cause)
@@ -236,12 +235,12 @@ func (e *Engine) requestRepairs() {
 
 // runRepairs tries to rewrite every repair target once (applier only, or after it stopped).
 func (e *Engine) runRepairs() {
-	e.io.mu.Lock()
-	targets := make([]*fileRepair, 0, len(e.io.repairs))
-	for _, r := range e.io.repairs {
+	e.io.repairs.mu.Lock()
+	targets := make([]*fileRepair, 0, len(e.io.repairs.targets))
+	for _, r := range e.io.repairs.targets {
 		targets = append(targets, r)
 	}
-	e.io.mu.Unlock()
+	e.io.repairs.mu.Unlock()
 	sort.Slice(targets, func(i, j int) bool { return targets[i].path < targets[j].path })
 	var segs []*fileRepair
 	for _, r := range targets {
@@ -275,13 +274,13 @@ func (e *Engine) runRepairs() {
 
 // finishRepair records the outcome of one repair attempt.
 func (e *Engine) finishRepair(r *fileRepair, err error) {
-	e.io.mu.Lock()
+	e.io.repairs.mu.Lock()
 	r.tries++
 	r.last = err
-	if err == nil && e.io.repairs[r.path] == r {
-		delete(e.io.repairs, r.path)
+	if err == nil && e.io.repairs.targets[r.path] == r {
+		delete(e.io.repairs.targets, r.path)
 	}
-	e.io.mu.Unlock()
+	e.io.repairs.mu.Unlock()
 	switch {
 	case err == nil:
 		e.io.repaired.Add(1)
@@ -364,9 +363,9 @@ func (e *Engine) repairSegments(rs []*fileRepair) []error {
 	e.stateMu.Lock()
 	first := e.firstJournal
 	e.stateMu.Unlock()
-	e.qmu.Lock()
-	last := e.jseq
-	e.qmu.Unlock()
+	e.queue.mu.Lock()
+	last := e.queue.pendingSeq
+	e.queue.mu.Unlock()
 	var data []byte
 	for seq := last; seq >= first && seq > 0 && pendingFixes(fixes); seq-- {
 		var err error

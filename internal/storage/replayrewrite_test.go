@@ -3,7 +3,9 @@ package storage
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -52,7 +54,7 @@ func restartOverFailedWriteback(t *testing.T, headerDurable bool) {
 	})
 	if headerDurable {
 		victim.appendSome(1, 100)
-		waitFor(t, "a checkpoint to fsync the victim's segment", func() bool {
+		poll.Until(t, 10*time.Second, "a checkpoint to fsync the victim's segment", func() bool {
 			other.appendSome(10, 500)
 			return synced.Load() > 0
 		})
@@ -62,7 +64,7 @@ func restartOverFailedWriteback(t *testing.T, headerDurable bool) {
 	if len(victim.acked) == 0 {
 		t.Fatal("no entry of the victim acknowledged")
 	}
-	waitFor(t, "the victim's segment fsync to fail at a checkpoint", func() bool {
+	poll.Until(t, 10*time.Second, "the victim's segment fsync to fail at a checkpoint", func() bool {
 		other.appendSome(10, 500)
 		return syncFailed.Load() && e.Metrics().LastCheckpointError != ""
 	})

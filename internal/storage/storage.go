@@ -168,6 +168,5 @@ var (
 	ErrTrimmed       = errors.New("storage: entry trimmed")
 	// ErrUnavailable: the engine refuses appends for now (the journal backlog reached its bound
 	// while checkpoints fail after an I/O error); it clears by itself (Engine.Health).
-	ErrUnavailable    = errors.New("storage: unavailable")
-	errNotImplemented = errors.New("storage: not implemented yet")
+	ErrUnavailable = errors.New("storage: unavailable")
 )

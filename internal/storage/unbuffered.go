@@ -194,7 +194,7 @@ func (l *Ledger) unpad(seg *segment) {
 		return
 	}
 	seg.padded = false
-	e.dirtyFiles[p] = struct{}{}
+	e.applier.dirtyFiles[p] = struct{}{}
 }
 
 // isBlockPadding reports whether the file's bytes from off to size are the zeros that end a block

@@ -34,7 +34,7 @@ import (
 func (e *Engine) failBatch(b *batch, err error) {
 	for _, w := range b.direct {
 		// undoDirect truncated it: the next checkpoint makes that durable.
-		e.dirtyFiles[segPath(w.l.dirPath(), w.seg.id)] = struct{}{}
+		e.applier.dirtyFiles[segPath(w.l.dirPath(), w.seg.id)] = struct{}{}
 	}
 	for _, it := range b.items {
 		if it.kind == kFail {
@@ -55,19 +55,19 @@ func (e *Engine) failBatch(b *batch, err error) {
 
 // noteUnconfirmed remembers that an entry of w failed when the applier applied it (applier only).
 func (e *Engine) noteUnconfirmed(w *segWrite) {
-	if n := len(e.unconfirmed); n == 0 || e.unconfirmed[n-1] != w {
-		e.unconfirmed = append(e.unconfirmed, w)
+	if n := len(e.applier.unconfirmed); n == 0 || e.applier.unconfirmed[n-1] != w {
+		e.applier.unconfirmed = append(e.applier.unconfirmed, w)
 	}
 }
 
 // cutUnconfirmedWrites cuts the segment files of the writes noted by noteUnconfirmed (applier
 // only, once the batch is applied and its segment writes are done).
 func (e *Engine) cutUnconfirmedWrites() {
-	for i, w := range e.unconfirmed {
+	for i, w := range e.applier.unconfirmed {
 		e.cutUnconfirmed(w)
-		e.unconfirmed[i] = nil
+		e.applier.unconfirmed[i] = nil
 	}
-	e.unconfirmed = e.unconfirmed[:0]
+	e.applier.unconfirmed = e.applier.unconfirmed[:0]
 }
 
 // cutUnconfirmed truncates the segment file w wrote (or the sync loop wrote directly) back to
@@ -98,7 +98,7 @@ func (e *Engine) cutUnconfirmed(w *segWrite) {
 			"ledger", l.name, "file", p, "offset", confirmed, "err", err)
 		return
 	}
-	e.dirtyFiles[p] = struct{}{}
+	e.applier.dirtyFiles[p] = struct{}{}
 }
 
 // fence stops the ledger: appends and cursor updates fail from now on; reads keep working.
@@ -107,14 +107,14 @@ func (e *Engine) cutUnconfirmed(w *segWrite) {
 func (l *Ledger) fence(err error) {
 	e := l.e
 	// Under the queue lock, so that no entry is queued after the void positions are taken.
-	e.qmu.Lock()
+	e.queue.mu.Lock()
 	l.mu.Lock()
 	first := l.err == nil
 	var voids []byte
 	if first {
 		l.err = fmt.Errorf("%w: %w", ErrFenced, err)
 		l.flags.Or(flagErrSet)
-		l.qFenced = true
+		l.flags.Or(flagQueueFenced)
 		e.log.Error("ledger fenced", "ledger", l.name, "err", err)
 		for _, s := range l.segs {
 			voids = binary.LittleEndian.AppendUint64(voids, uint64(s.id))
@@ -122,7 +122,7 @@ func (l *Ledger) fence(err error) {
 		}
 	}
 	l.mu.Unlock()
-	e.qmu.Unlock()
+	e.queue.mu.Unlock()
 	if first {
 		e.enqueue(l, func(b *batch) item {
 			var start int

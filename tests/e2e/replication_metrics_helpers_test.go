@@ -1,18 +1,19 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
-// A minimal reader of the Prometheus text exposition format (version 0.0.4), enough to check the
-// replication series a broker exports on /metrics the way a Prometheus server would see them.
+// /metrics as a Prometheus server reads it (expfmt's text parser), flattened to samples so that a
+// test can find the replication series a broker exports by name and labels.
 
 // promSample is one line of a scrape: a metric name, its labels and its value.
 type promSample struct {
@@ -42,87 +43,41 @@ func scrapePromMetrics(ctx context.Context, base string) (promScrape, error) {
 	return parsePromText(io.LimitReader(resp.Body, 64<<20))
 }
 
-// parsePromText parses the text exposition format: comment lines are skipped; every other line is
-// `name{label="value",...} value [timestamp]`.
+// parsePromText parses the text exposition format with expfmt and flattens it: one sample per
+// counter, gauge and untyped metric, and per histogram and summary their _sum and _count.
 func parsePromText(r io.Reader) (promScrape, error) {
-	var out promScrape
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		s := strings.TrimSpace(sc.Text())
-		if s == "" || strings.HasPrefix(s, "#") {
-			continue
-		}
-		smp, err := parsePromLine(s)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d %q: %w", line, s, err)
-		}
-		out = append(out, smp)
-	}
-	return out, sc.Err()
-}
-
-func parsePromLine(s string) (promSample, error) {
-	smp := promSample{Labels: map[string]string{}}
-	i := strings.IndexAny(s, "{ ")
-	if i <= 0 {
-		return smp, fmt.Errorf("no metric name")
-	}
-	smp.Name = s[:i]
-	rest := s[i:]
-	if rest[0] == '{' {
-		rest = rest[1:]
-		for {
-			rest = strings.TrimLeft(rest, " ,")
-			if strings.HasPrefix(rest, "}") {
-				rest = rest[1:]
-				break
-			}
-			eq := strings.IndexByte(rest, '=')
-			if eq <= 0 || len(rest) < eq+2 || rest[eq+1] != '"' {
-				return smp, fmt.Errorf("bad label")
-			}
-			name := rest[:eq]
-			rest = rest[eq+2:]
-			var val strings.Builder
-			closed := false
-			for j := 0; j < len(rest); j++ {
-				c := rest[j]
-				if c == '\\' && j+1 < len(rest) {
-					j++
-					switch rest[j] {
-					case 'n':
-						val.WriteByte('\n')
-					default:
-						val.WriteByte(rest[j])
-					}
-					continue
-				}
-				if c == '"' {
-					rest = rest[j+1:]
-					closed = true
-					break
-				}
-				val.WriteByte(c)
-			}
-			if !closed {
-				return smp, fmt.Errorf("unterminated label value")
-			}
-			smp.Labels[name] = val.String()
-		}
-	}
-	fields := strings.Fields(rest)
-	if len(fields) < 1 {
-		return smp, fmt.Errorf("no value")
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
-		return smp, fmt.Errorf("value: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	smp.Value = v
-	return smp, nil
+	var out promScrape
+	for name, fam := range families {
+		for _, m := range fam.GetMetric() {
+			labels := make(map[string]string, len(m.GetLabel()))
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			add := func(name string, v float64) {
+				out = append(out, promSample{Name: name, Labels: labels, Value: v})
+			}
+			switch {
+			case m.Counter != nil:
+				add(name, m.GetCounter().GetValue())
+			case m.Gauge != nil:
+				add(name, m.GetGauge().GetValue())
+			case m.Untyped != nil:
+				add(name, m.GetUntyped().GetValue())
+			case m.Histogram != nil:
+				add(name+"_sum", m.GetHistogram().GetSampleSum())
+				add(name+"_count", float64(m.GetHistogram().GetSampleCount()))
+			case m.Summary != nil:
+				add(name+"_sum", m.GetSummary().GetSampleSum())
+				add(name+"_count", float64(m.GetSummary().GetSampleCount()))
+			}
+		}
+	}
+	return out, nil
 }
 
 // find returns the samples named name whose labels include every pair in labels.

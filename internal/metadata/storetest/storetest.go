@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/metadata"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // waitTimeout bounds every wait for an event; generous because CI machines are slow and shared.
@@ -529,7 +530,7 @@ func testListThenWatchNoGap(t *testing.T, s metadata.Store) {
 		}
 	}()
 	// Let the writer make some progress before listing (poll, not sleep).
-	waitFor(t, func() bool { kvs, _, _ := s.List(ctx, "/g/"); return len(kvs) >= 2 })
+	poll.Until(t, waitTimeout, "the store to catch up", func() bool { kvs, _, _ := s.List(ctx, "/g/"); return len(kvs) >= 2 })
 	kvs, rev, err := s.List(ctx, "/g/")
 	if err != nil {
 		t.Fatal(err)
@@ -586,17 +587,6 @@ func apply(t *testing.T, state map[string]string, ev metadata.Event, seen *int64
 			t.Fatalf("delete of %q that the replayed state does not have: a put was missed", ev.KV.Key)
 		}
 		delete(state, ev.KV.Key)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", waitTimeout)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -7,38 +7,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
-// PollInterval is how often WaitFor re-checks its condition.
-const PollInterval = 20 * time.Millisecond
-
-// WaitFor calls cond every PollInterval until it returns nil or ctx ends; it returns the last error
-// of cond, wrapped with ctx's error, when the deadline passes.
+// WaitFor calls cond until it returns nil or ctx ends (internal/poll.Wait): it returns the last
+// error of cond, wrapped with ctx's error, when the deadline passes.
 func WaitFor(ctx context.Context, cond func(context.Context) error) error {
-	ticker := time.NewTicker(PollInterval)
-	defer ticker.Stop()
-	for {
-		err := cond(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-ticker.C:
-		}
-	}
+	return poll.Wait(ctx, cond)
 }
 
-// Eventually fails the test unless cond returns nil within timeout. what names the condition in the
-// failure message.
+// Eventually fails the test unless cond returns nil within timeout (internal/poll.UntilNil). what
+// names the condition in the failure message.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := WaitFor(ctx, func(context.Context) error { return cond() }); err != nil {
-		t.Fatalf("waiting %v for %s: %v", timeout, what, err)
-	}
+	poll.UntilNil(t, timeout, what, cond)
 }
 
 // handedOut holds every port FreePort returned in this test process: the kernel may give the

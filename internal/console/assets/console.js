@@ -1,0 +1,129 @@
+// The replication console: reads /console/api/overview every few seconds and draws the topology and
+// the link table with plain DOM and SVG (no framework, no build step; docs/console.md).
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const POLL_MS = 2000;
+const STATE_RANK = { "ok": 0, "behind": 1, "not-draining": 2, "error": 3, "disconnected": 3 };
+
+function el(tag, attrs, text) {
+  const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function duration(seconds) {
+  if (seconds < 60) return Math.round(seconds) + " s";
+  if (seconds < 3600) return Math.round(seconds / 60) + " min";
+  return (seconds / 3600).toFixed(1) + " h";
+}
+
+// worstState folds the outbound links to one remote into the colour of its edge.
+function worstState(links) {
+  let worst = "ok";
+  for (const l of links) if ((STATE_RANK[l.state] || 0) > STATE_RANK[worst]) worst = l.state;
+  return worst;
+}
+
+function drawTopology(ov) {
+  const svg = document.getElementById("topology");
+  svg.replaceChildren();
+  const names = ov.clusters.map(c => c.name);
+  if (!names.includes(ov.cluster)) names.unshift(ov.cluster);
+  for (const l of ov.links) if (!names.includes(l.remote)) names.push(l.remote);
+  const cx = 320, cy = 180, r = names.length > 1 ? 130 : 0;
+  const pos = {};
+  const others = names.filter(n => n !== ov.cluster);
+  pos[ov.cluster] = { x: others.length ? 170 : cx, y: cy };
+  others.forEach((n, i) => {
+    const a = others.length === 1 ? 0 : -Math.PI / 2 + (i * Math.PI) / Math.max(1, others.length - 1);
+    pos[n] = { x: 170 + 300 * Math.cos(a) * (others.length === 1 ? 1 : 0.9), y: cy + r * Math.sin(a) };
+  });
+  const edges = el("svg:g");
+  const byRemote = {};
+  for (const l of ov.links) {
+    const k = (l.outbound ? "out:" : "in:") + l.remote;
+    (byRemote[k] = byRemote[k] || []).push(l);
+  }
+  for (const [k, links] of Object.entries(byRemote)) {
+    const outbound = k.startsWith("out:");
+    const remote = k.slice(k.indexOf(":") + 1);
+    const from = outbound ? pos[ov.cluster] : pos[remote], to = outbound ? pos[remote] : pos[ov.cluster];
+    if (!from || !to) continue;
+    const off = outbound ? -8 : 8; // outbound above, inbound below: both directions stay visible
+    const state = outbound ? worstState(links) : "inbound";
+    edges.appendChild(el("svg:line", { x1: from.x, y1: from.y + off, x2: to.x, y2: to.y + off,
+      class: "edge " + state, "data-remote": remote, "data-direction": outbound ? "out" : "in" }));
+    const backlog = links.reduce((s, l) => s + (l.backlog || 0), 0);
+    const rate = links.reduce((s, l) => s + (outbound ? l.rateOut : l.rateIn), 0);
+    const label = outbound ? `→ ${links.length} topics, backlog ${backlog}, ${rate.toFixed(0)} msg/s`
+      : `← ${links.length} topics, ${rate.toFixed(0)} msg/s`;
+    edges.appendChild(el("svg:text", { x: (from.x + to.x) / 2, y: (from.y + to.y) / 2 + off * 2.2, class: "label" }, label));
+  }
+  svg.appendChild(edges);
+  for (const n of names) {
+    const g = el("svg:g", { class: "cluster" + (n === ov.cluster ? " local" : ""), "data-cluster": n });
+    g.appendChild(el("svg:circle", { cx: pos[n].x, cy: pos[n].y, r: 34 }));
+    g.appendChild(el("svg:text", { x: pos[n].x, y: pos[n].y }, n));
+    svg.appendChild(g);
+  }
+}
+
+function sparkline(history) {
+  const svg = el("svg:svg", { class: "spark", viewBox: "0 0 160 28", preserveAspectRatio: "none" });
+  if (!history || history.length < 2) return svg;
+  const t0 = history[0].at, t1 = history[history.length - 1].at;
+  const top = Math.max(1, ...history.map(s => s.backlog));
+  const pts = history.map(s => {
+    const x = t1 > t0 ? ((s.at - t0) / (t1 - t0)) * 158 + 1 : 1;
+    const y = 27 - (s.backlog / top) * 25;
+    return x.toFixed(1) + "," + y.toFixed(1);
+  });
+  svg.appendChild(el("svg:polyline", { points: pts.join(" ") }));
+  svg.setAttribute("data-max", String(top));
+  return svg;
+}
+
+function drawLinks(ov) {
+  const body = document.querySelector("#links tbody");
+  body.replaceChildren();
+  document.getElementById("nolinks").hidden = ov.links.length > 0;
+  for (const l of ov.links) {
+    const tr = el("tr", { "data-topic": l.topic, "data-remote": l.remote, "data-state": l.state });
+    tr.appendChild(el("td", {}, l.topic));
+    tr.appendChild(el("td", {}, l.remote));
+    tr.appendChild(el("td", {}, l.outbound ? "to" : "from"));
+    const st = el("td");
+    st.appendChild(el("span", { class: "badge " + l.state }, l.state));
+    tr.appendChild(st);
+    tr.appendChild(el("td", { class: "num backlog" }, l.outbound ? String(l.backlog) : "–"));
+    tr.appendChild(el("td", { class: "num" }, (l.outbound ? l.rateOut : l.rateIn).toFixed(1) + "/s"));
+    tr.appendChild(el("td", { class: "num" }, l.outbound ? duration(l.delaySeconds) : "–"));
+    const eta = !l.outbound ? "–" : l.backlog === 0 ? "caught up" : l.etaSeconds != null ? "~" + duration(l.etaSeconds) : "not draining";
+    tr.appendChild(el("td", {}, eta));
+    const spark = el("td");
+    if (l.outbound) spark.appendChild(sparkline(l.history));
+    tr.appendChild(spark);
+    tr.appendChild(el("td", { class: "error-text" }, l.lastError || ""));
+    body.appendChild(tr);
+  }
+}
+
+async function refresh() {
+  const status = document.getElementById("status");
+  try {
+    const resp = await fetch("api/overview", { cache: "no-store" });
+    if (!resp.ok) throw new Error("HTTP " + resp.status);
+    const ov = await resp.json();
+    drawTopology(ov);
+    drawLinks(ov);
+    status.textContent = `cluster ${ov.cluster} · ${ov.links.length} links · updated ${new Date(ov.sampledAt).toLocaleTimeString()}`;
+    document.body.dataset.loaded = "true";
+  } catch (err) {
+    status.textContent = "cannot read the overview: " + err.message;
+  }
+}
+
+refresh();
+setInterval(refresh, POLL_MS);

@@ -1,0 +1,259 @@
+// Package console serves the replication console: a web page on the admin listener (/console/) that
+// draws the clusters this one knows and its replication links, with the recent history of every
+// active outbound link (docs/console.md). The page's assets are embedded in the binary (no CDN, no
+// build chain); the page reads one JSON document, /console/api/overview, every few seconds.
+//
+// The history is kept here: a Sampler owned by the node reads the links from a Source every
+// Interval and keeps at most MaxSamples per active outbound link. A link that is no longer
+// reported (its replicator stopped, its topic unloaded or deleted) loses its history; inbound links
+// and idle topics keep none.
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// MaxSamples is the history kept per active outbound link: 15 minutes at the default interval.
+const MaxSamples = 180
+
+// DefaultInterval is the sampling interval (MaxSamples of it make 15 minutes).
+const DefaultInterval = 5 * time.Second
+
+// Cluster is one cluster this one knows.
+type Cluster struct {
+	Name             string `json:"name"`
+	ServiceURL       string `json:"serviceUrl,omitempty"`
+	BrokerServiceURL string `json:"brokerServiceUrl,omitempty"`
+	Local            bool   `json:"local"`
+}
+
+// LinkState is one replication link of one topic as the Source reports it now.
+type LinkState struct {
+	Topic  string `json:"topic"`
+	Remote string `json:"remote"`
+	// Outbound: this cluster's replicator to Remote; otherwise Remote replicates into this topic.
+	Outbound     bool    `json:"outbound"`
+	Connected    bool    `json:"connected"`
+	Backlog      int64   `json:"backlog"`
+	RateOut      float64 `json:"rateOut"`
+	RateIn       float64 `json:"rateIn"`
+	DelaySeconds int64   `json:"delaySeconds"`
+	LastError    string  `json:"lastError,omitempty"`
+	// SentTotal counts the entries the remote acknowledged; it tells progress from a backlog that
+	// only looks still.
+	SentTotal int64 `json:"sentTotal"`
+}
+
+// Source supplies the console's data: the known clusters and the replication links now.
+type Source interface {
+	LocalCluster() string
+	Clusters() []Cluster
+	Links() []LinkState
+}
+
+// Sample is one point of a link's history.
+type Sample struct {
+	At           int64   `json:"at"` // unix milliseconds
+	Backlog      int64   `json:"backlog"`
+	RateOut      float64 `json:"rateOut"`
+	DelaySeconds int64   `json:"delaySeconds"`
+	Connected    bool    `json:"connected"`
+}
+
+// Link is a LinkState with its history and what the console concludes from it.
+type Link struct {
+	LinkState
+	// State is ok, behind, not-draining, disconnected or error (the worst that applies); inbound
+	// links are "inbound".
+	State string `json:"state"`
+	// ETASeconds is the time the backlog needs to drain at the rate it drained over the recent
+	// history; absent when it does not drain.
+	ETASeconds *float64 `json:"etaSeconds,omitempty"`
+	History    []Sample `json:"history,omitempty"`
+}
+
+// Overview is the document /console/api/overview answers.
+type Overview struct {
+	Cluster         string    `json:"cluster"`
+	Clusters        []Cluster `json:"clusters"`
+	Links           []Link    `json:"links"`
+	SampledAt       int64     `json:"sampledAt"`
+	IntervalSeconds float64   `json:"intervalSeconds"`
+	MaxSamples      int       `json:"maxSamples"`
+}
+
+type linkKey struct{ topic, remote string }
+
+// history holds the samples of the active outbound links. It is written by the sampler and read
+// by HTTP handlers, under mu.
+type history struct {
+	mu     sync.Mutex
+	series map[linkKey][]Sample // oldest first, at most MaxSamples
+}
+
+// record appends one sample per outbound link and forgets the links not reported any more.
+func (h *history) record(at time.Time, links []LinkState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := make(map[linkKey]bool, len(links))
+	for _, l := range links {
+		if !l.Outbound {
+			continue
+		}
+		k := linkKey{l.Topic, l.Remote}
+		seen[k] = true
+		s := append(h.series[k], Sample{At: at.UnixMilli(), Backlog: l.Backlog, RateOut: l.RateOut, DelaySeconds: l.DelaySeconds, Connected: l.Connected})
+		if len(s) > MaxSamples {
+			s = slices.Delete(s, 0, len(s)-MaxSamples)
+		}
+		h.series[k] = s
+	}
+	for k := range h.series {
+		if !seen[k] {
+			delete(h.series, k)
+		}
+	}
+}
+
+func (h *history) of(topic, remote string) []Sample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.series[linkKey{topic, remote}])
+}
+
+// etaWindow is how much history the drain rate is taken over.
+const etaWindow = 12
+
+// assess concludes a link's state and catch-up time from its current values and its history.
+func assess(l LinkState, hist []Sample) Link {
+	out := Link{LinkState: l, History: hist}
+	if !l.Outbound {
+		out.State = "inbound"
+		return out
+	}
+	var drain float64 // entries per second leaving the backlog over the recent history
+	if n := len(hist); n >= 2 {
+		first, last := hist[max(0, n-etaWindow)], hist[n-1]
+		if dt := float64(last.At-first.At) / 1000; dt > 0 {
+			drain = float64(first.Backlog-last.Backlog) / dt
+		}
+	}
+	if l.Backlog > 0 && drain > 0 {
+		eta := math.Ceil(float64(l.Backlog) / drain)
+		out.ETASeconds = &eta
+	}
+	switch {
+	case !l.Connected:
+		out.State = "disconnected"
+	case l.LastError != "":
+		out.State = "error"
+	case l.Backlog == 0:
+		out.State = "ok"
+	case len(hist) >= etaWindow && drain <= 0 && l.RateOut == 0:
+		out.State = "not-draining"
+	default:
+		out.State = "behind"
+	}
+	return out
+}
+
+// Console serves the page and the overview, and samples the Source in the background.
+type Console struct {
+	src      Source
+	interval time.Duration
+	log      *slog.Logger
+	hist     history
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// New returns a console over src; Start begins sampling. interval 0 means DefaultInterval.
+func New(src Source, interval time.Duration, log *slog.Logger) *Console {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Console{src: src, interval: interval, log: log, hist: history{series: map[linkKey][]Sample{}}}
+}
+
+// Start runs the sampler until Close. The Console owns that goroutine.
+func (c *Console) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stop, c.done = cancel, make(chan struct{})
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(c.interval)
+		defer t.Stop()
+		c.hist.record(time.Now(), c.src.Links())
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				c.hist.record(now, c.src.Links())
+			}
+		}
+	}()
+}
+
+// Close stops the sampler and waits for it.
+func (c *Console) Close() {
+	if c.stop != nil {
+		c.stop()
+		<-c.done
+	}
+}
+
+// Overview is the current document: the clusters, every link with its state, and the history of
+// the outbound ones.
+func (c *Console) Overview() Overview {
+	links := c.src.Links()
+	out := Overview{
+		Cluster: c.src.LocalCluster(), Clusters: c.src.Clusters(), Links: make([]Link, 0, len(links)),
+		SampledAt: time.Now().UnixMilli(), IntervalSeconds: c.interval.Seconds(), MaxSamples: MaxSamples,
+	}
+	for _, l := range links {
+		out.Links = append(out.Links, assess(l, c.hist.of(l.Topic, l.Remote)))
+	}
+	slices.SortFunc(out.Links, func(a, b Link) int {
+		if a.Topic != b.Topic {
+			return strings.Compare(a.Topic, b.Topic)
+		}
+		return strings.Compare(a.Remote, b.Remote)
+	})
+	return out
+}
+
+// Handler serves /console/ (the page) and /console/api/overview.
+func (c *Console) Handler() http.Handler {
+	static, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err) // the embedded tree is part of the binary
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /console/", http.StripPrefix("/console/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /console/api/overview", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := json.NewEncoder(w).Encode(c.Overview()); err != nil {
+			c.log.Debug("console: writing the overview failed", "err", err)
+		}
+	})
+	return mux
+}

@@ -1,0 +1,53 @@
+package node
+
+import (
+	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/console"
+	"github.com/meridian-mq/meridian/internal/replication"
+)
+
+// consoleSource adapts the catalog and the replication manager to what the console draws.
+type consoleSource struct {
+	local string
+	cat   *catalog.Catalog
+	repl  *replication.Manager // nil without replication
+}
+
+func (s consoleSource) LocalCluster() string { return s.local }
+
+func (s consoleSource) Clusters() []console.Cluster {
+	names := s.cat.Clusters()
+	out := make([]console.Cluster, 0, len(names)+1)
+	local := false
+	for _, n := range names {
+		d, _ := s.cat.Cluster(n)
+		out = append(out, console.Cluster{Name: n, ServiceURL: d.ServiceURL, BrokerServiceURL: d.BrokerServiceURL, Local: n == s.local})
+		local = local || n == s.local
+	}
+	if !local {
+		out = append(out, console.Cluster{Name: s.local, Local: true})
+	}
+	return out
+}
+
+// Links lists every replicator of this cluster and every origin replicating into its topics.
+func (s consoleSource) Links() []console.LinkState {
+	if s.repl == nil {
+		return nil
+	}
+	all := s.repl.AllStats()
+	out := make([]console.LinkState, 0, len(all))
+	for _, st := range all {
+		if st.Phase != replication.PhaseInboundOnly {
+			out = append(out, console.LinkState{
+				Topic: st.Topic, Remote: st.RemoteCluster, Outbound: true, Connected: st.Connected,
+				Backlog: st.ReplicationBacklog, RateOut: st.MsgRateOut, DelaySeconds: st.ReplicationDelayInSeconds,
+				LastError: st.LastError, SentTotal: st.MsgOutCount,
+			})
+		}
+		if st.MsgInCount > 0 || st.Phase == replication.PhaseInboundOnly {
+			out = append(out, console.LinkState{Topic: st.Topic, Remote: st.RemoteCluster, RateIn: st.MsgRateIn, Connected: true})
+		}
+	}
+	return out
+}

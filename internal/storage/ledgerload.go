@@ -1,0 +1,304 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+func (l *Ledger) load(ctx context.Context) error {
+	e := l.e
+	des, err := e.fs.ReadDir(l.dirPath())
+	if err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("storage: open ledger %q: %w", l.name, err)
+	}
+	l.dirMade = err == nil
+	if err := l.checkName(); err != nil {
+		return err
+	}
+	var ids []int64
+	idx := map[int64]bool{}
+	hasCursors := false
+	for _, de := range des {
+		switch {
+		case de.Name == "FENCED":
+			l.err = fmt.Errorf("%w: ledger %q was fenced by recovery (see the log of that run)", ErrFenced, l.name)
+			l.flags.Or(flagErrSet)
+		case de.Name == "cursors.log":
+			hasCursors = true
+		default:
+			if id, ok := parseHexName(de.Name, ".seg"); ok {
+				ids = append(ids, id)
+			} else if id, ok := parseHexName(de.Name, ".idx"); ok {
+				idx[id] = true
+			}
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		seg, err := l.loadSegment(id, idx[id])
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				e.log.Error("ledger fenced: corrupt segment", "ledger", l.name, "segment", id, "err", err)
+				if l.err == nil {
+					l.err = fmt.Errorf("%w: %w", ErrFenced, err)
+					l.flags.Or(flagErrSet)
+				}
+				if seg == nil {
+					continue
+				}
+			} else {
+				return err
+			}
+		}
+		if seg.entries == 0 {
+			_ = e.fs.Remove(segPath(l.dirPath(), id))
+			_ = e.fs.Remove(idxPath(l.dirPath(), id))
+			continue
+		}
+		seg.written = seg.entries
+		l.segs = append(l.segs, seg)
+		l.entries += seg.entries
+		l.bytes += seg.bytes
+	}
+	id, err := e.newLedgerID()
+	if err != nil {
+		return err
+	}
+	l.segs = append(l.segs, &segment{id: id})
+	l.queue.curID = id
+	if hasCursors {
+		if err := l.loadCursors(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Ledger) persistCreation(ctx context.Context) error {
+	ch := make(chan error, 1)
+	l.e.enqueue(l, func(b *batch) item {
+		var start int
+		b.buf, start = beginJournalRecord(b.buf, jCreate, l.slot)
+		finishJournalRecord(b.buf, start)
+		return item{kind: kCreate, done: func(_ Position, err error) { ch <- err }}
+	})
+	select {
+	case err := <-ch:
+		if err != nil {
+			return fmt.Errorf("storage: create ledger %q: %w", l.name, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// loadSegment reads a sealed segment's index, or rebuilds it by scanning the file.
+func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
+	e := l.e
+	p := segPath(l.dirPath(), id)
+	st, err := e.fs.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("storage: stat segment: %w", err)
+	}
+	if hasIdx {
+		if ix, err := l.readIndex(id); err == nil && ix.fileSize == st.Size && ix.ledgerID == id {
+			return &segment{id: id, entries: ix.entries, bytes: ix.bytes, size: ix.fileSize, minTime: ix.minTime,
+				maxTime: ix.maxTime, points: ix.points, created: true, sealed: true, idxSaved: true}, nil
+		}
+	}
+	f, err := e.fs.OpenFile(p, vfs.ReadWrite)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open segment: %w", err)
+	}
+	defer f.Close()
+	seg := &segment{id: id, created: true, sealed: true}
+	hdr := make([]byte, headerSize)
+	if n, _ := f.ReadAt(hdr, 0); n < headerSize {
+		// A segment whose header never became durable holds no entries.
+		return seg, nil
+	}
+	if hid, err := parseHeader(hdr, magicSegment); err != nil || int64(hid) != id {
+		return nil, fmt.Errorf("%w: segment %d header: %v", ErrCorrupt, id, err)
+	}
+	seg.size = headerSize
+	badAt, err := scanRecords(f, headerSize, st.Size, func(off int64, body []byte) bool {
+		eid, pt, data, err := parseSegBody(body)
+		if err != nil || eid != seg.entries {
+			return false
+		}
+		seg.addEntry(off, int64(recHeaderSize+len(body)), pt, int64(len(data)))
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
+	}
+	if badAt >= 0 && isBlockPadding(f, badAt, st.Size) {
+		// The zeros after a block written around the page cache (unbuffered.go), not a torn tail.
+		if err := f.Truncate(badAt); err != nil {
+			return nil, fmt.Errorf("storage: truncate segment padding: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return nil, fmt.Errorf("storage: sync segment: %w", err)
+		}
+		badAt = -1
+	}
+	if badAt >= 0 {
+		if e.opts.Sync == SyncInterval || !validRecordAfter(f, badAt, st.Size) {
+			// With SyncInterval, segment data may run ahead of the durable journal: a torn tail is expected.
+			if e.opts.Sync == SyncInterval || badAt+int64(recHeaderSize) > st.Size || tailIsZero(f, badAt, st.Size) {
+				e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)
+				e.m.tornTails.Add(1)
+				if err := f.Truncate(badAt); err != nil {
+					return nil, fmt.Errorf("storage: truncate segment: %w", err)
+				}
+				if err := f.Sync(); err != nil {
+					return nil, fmt.Errorf("storage: sync segment: %w", err)
+				}
+			} else {
+				return seg, fmt.Errorf("%w: segment %d: bad record at offset %d of %d after entry %d", ErrCorrupt, id, badAt, st.Size, seg.entries-1)
+			}
+		} else {
+			return seg, fmt.Errorf("%w: segment %d: bad record at offset %d of %d after entry %d, valid data follows", ErrCorrupt, id, badAt, st.Size, seg.entries-1)
+		}
+	}
+	l.saveIndex(seg)
+	return seg, nil
+}
+
+// validRecordAfter looks for any well-formed record starting after a bad one (a sign of
+// corruption in the middle rather than a torn tail). It checks each byte offset up to 1 MiB on.
+func validRecordAfter(f vfs.File, bad, size int64) bool {
+	end := min(size, bad+1<<20+maxRecordBody)
+	n := end - bad
+	if n <= 0 {
+		return false
+	}
+	buf := make([]byte, n)
+	got, _ := f.ReadAt(buf, bad)
+	buf = buf[:got]
+	for i := 1; i < len(buf)-recHeaderSize && i < 1<<20; i++ {
+		ln := binary.LittleEndian.Uint32(buf[i:])
+		if ln >= segBodyPrefix && int(ln) <= len(buf)-i-recHeaderSize {
+			if _, _, err := decodeRecord(buf[i:], nil); err == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func tailIsZero(f vfs.File, from, size int64) bool {
+	buf := make([]byte, 64<<10)
+	for off := from; off < size; {
+		n, _ := f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		if n <= 0 {
+			return true
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false
+			}
+		}
+		off += int64(n)
+	}
+	return true
+}
+
+// scanRecords calls fn for each valid record from off to size; it returns the offset of the
+// first invalid record (or -1 if the file ends cleanly) — fn returning false also marks it invalid.
+func scanRecords(f vfs.File, off, size int64, fn func(off int64, body []byte) bool) (int64, error) {
+	buf := make([]byte, 1<<20)
+	for off < size {
+		want := min(int64(len(buf)), size-off)
+		n, err := f.ReadAt(buf[:want], off)
+		if err != nil && err != io.EOF {
+			return -1, err
+		}
+		chunk := buf[:n]
+		pos := 0
+		for pos < len(chunk) {
+			body, sz, err := decodeRecord(chunk[pos:], nil)
+			if err != nil {
+				if pos == 0 && len(chunk) >= recHeaderSize {
+					// A record larger than the buffer: grow and retry.
+					need := int64(binary.LittleEndian.Uint32(chunk)) + recHeaderSize
+					if need <= maxRecordBody+recHeaderSize && need > int64(len(buf)) && off+need <= size {
+						buf = make([]byte, need)
+						break
+					}
+				}
+				if pos > 0 && len(chunk) < int(want) {
+					return off + int64(pos), nil
+				}
+				if pos > 0 {
+					break // refill from this record
+				}
+				return off, nil
+			}
+			if !fn(off+int64(pos), body) {
+				return off + int64(pos), nil
+			}
+			pos += sz
+		}
+		if pos == 0 && n < int(want) {
+			return off, nil
+		}
+		off += int64(pos)
+		if n == 0 {
+			return off, nil
+		}
+	}
+	return -1, nil
+}
+
+func (l *Ledger) readIndex(id int64) (*segIndex, error) {
+	f, err := l.e.fs.OpenFile(idxPath(l.dirPath(), id), vfs.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sz, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if sz > 64<<20 {
+		return nil, fmt.Errorf("%w: index too large", ErrCorrupt)
+	}
+	b := make([]byte, sz)
+	if n, _ := f.ReadAt(b, 0); int64(n) != sz {
+		return nil, fmt.Errorf("%w: short index read", ErrCorrupt)
+	}
+	return decodeIndex(b)
+}
+
+// saveIndex writes a sealed segment's index file. It is derived data: written without fsync
+// (the checkpoint syncs it), checked against the segment's size when read, rebuilt if wrong.
+func (l *Ledger) saveIndex(seg *segment) {
+	if seg.entries == 0 || seg.idxSaved || seg.size < minIndexedSegment {
+		return
+	}
+	ix := &segIndex{ledgerID: seg.id, entries: seg.entries, bytes: seg.bytes, fileSize: seg.size,
+		minTime: seg.minTime, maxTime: seg.maxTime, points: seg.points}
+	p := idxPath(l.dirPath(), seg.id)
+	f, err := l.e.fs.OpenFile(p, vfs.ReadWrite|vfs.Create|vfs.Trunc)
+	if err == nil {
+		_, err = f.WriteAt(encodeIndex(ix), 0)
+		_ = f.Close()
+	}
+	if err != nil {
+		l.e.log.Warn("cannot write segment index; it will be rebuilt on next open", "ledger", l.name, "segment", seg.id, "err", err)
+		_ = l.e.fs.Remove(p)
+		return
+	}
+	seg.idxSaved = true
+}

@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/chromedp/chromedp"
+
+	"github.com/meridian-mq/meridian/internal/node"
+	"github.com/meridian-mq/meridian/tests/internal/harness"
+)
+
+// chromium finds Debian's Chromium (or another Chrome) for the browser tests. Without one the test
+// is skipped, except in CI (CI=true), where .ci/run installs the chromium package.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no Chromium on PATH: .ci/run installs the chromium package")
+	}
+	t.Skip("no Chromium on PATH (apt-get install chromium)")
+	return ""
+}
+
+// TestConsoleInBrowser: the replication console in a real headless Chromium. Two clusters, a
+// replicating to b; the page shows both clusters and the link; with b down and a producer running on
+// a, the backlog in the table grows and the chart moves; the page logs no errors. With
+// MERIDIAN_CONSOLE_SCREENSHOTS=<dir> it saves screenshots of the healthy and the broken link.
+func TestConsoleInBrowser(t *testing.T) {
+	browser := chromium(t)
+	cs := harness.StartClusters(t, harness.ClustersOptions{Node: func(_ string, o *node.Options) {
+		o.ConsoleInterval = 200 * time.Millisecond
+	}}, "a", "b")
+	harness.RegisterEachOther(t, cs...)
+	a, b := cs[0], cs[1]
+	for _, c := range cs {
+		c.SetTenant(t, "public", "a", "b")
+	}
+	a.SetReplicationClusters(t, "public/default", "a", "b")
+	topic := harness.Topic(t)
+	producer, err := a.Client(t).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	send := func(n int) {
+		for i := range n {
+			if _, err := producer.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint("m", i))}); err != nil {
+				t.Errorf("send: %v", err)
+				return
+			}
+		}
+	}
+	send(20)
+	a.WaitReplicationCaughtUp(t, 30*time.Second, topic, "b")
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
+		chromedp.Flag("headless", true), chromedp.WindowSize(1280, 900))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+	// The page's console errors, uncaught exceptions and error entries of the browser log.
+	var mu sync.Mutex
+	var pageErrors []string
+	consoleCtx, stopConsole := context.WithCancel(ctx)
+	messages := chromedp.Console(consoleCtx)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == "error" {
+				mu.Lock()
+				pageErrors = append(pageErrors, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() { stopConsole(); <-readerDone }()
+	shots := os.Getenv("MERIDIAN_CONSOLE_SCREENSHOTS")
+	screenshot := func(name string) {
+		if shots == "" {
+			return
+		}
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := fmt.Sprintf(`tr[data-topic=%q][data-remote="b"]`, topic)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(a.WebURL()+"/console/"),
+		chromedp.WaitVisible(`body[data-loaded="true"]`),
+		chromedp.WaitVisible(`g[data-cluster="a"]`),
+		chromedp.WaitVisible(`g[data-cluster="b"]`),
+		chromedp.WaitVisible(`line[data-remote="b"][data-direction="out"]`),
+		chromedp.WaitVisible(row+`[data-state="ok"]`),
+	); err != nil {
+		t.Fatalf("the page with two clusters and a healthy link: %v", err)
+	}
+	screenshot("console-healthy.png")
+
+	// The link goes down and a keeps publishing: the backlog grows, in the table and in the chart.
+	if err := b.InProcess.Close(); err != nil {
+		t.Fatalf("stop b: %v", err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				send(5)
+				time.Sleep(50 * time.Millisecond) // paces the producer; not a wait for a condition
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(row+`[data-state="disconnected"]`)); err != nil {
+		t.Fatalf("the link shown disconnected: %v", err)
+	}
+	backlog := func() (int, string) {
+		text, err := chromedp.Run(ctx, chromedp.Text(row+` td.backlog`))
+		if err != nil {
+			t.Fatalf("read the backlog cell: %v", err)
+		}
+		points, err := chromedp.Run(ctx, chromedp.AttributeValue(row+` svg.spark polyline`, "points"))
+		if err != nil {
+			t.Fatalf("read the chart: %v", err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(text))
+		if err != nil {
+			t.Fatalf("backlog cell %q: %v", text, err)
+		}
+		return n, points.Value
+	}
+	first, firstChart := backlog()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, chart := backlog()
+		if n > first && chart != firstChart {
+			t.Logf("backlog %d -> %d while b is down; the chart moved", first, n)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog %d -> %d, chart moved %v within 30 s", first, n, chart != firstChart)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	screenshot("console-link-down.png")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pageErrors) > 0 {
+		t.Fatalf("the page logged errors: %v", pageErrors)
+	}
+}
