@@ -50,6 +50,7 @@ func (h *Handler) topicRoutes() {
 		h.handle("GET "+base+"/stats", h.topicStats)
 		h.handle("GET "+base+"/partitioned-stats", h.partitionedStats)
 		h.handle("GET "+base+"/internalStats", h.topicInternalStats)
+		h.handle("GET "+base+"/internal-info", h.topicInternalInfo)
 		h.handle("GET "+base+"/lastMessageId", h.topicLastMessageID)
 		h.handle("GET "+base+"/messageid/{timestamp}", h.topicMessageIDByTime)
 		h.handle("PUT "+base+"/unload", h.topicUnload)

@@ -115,6 +115,8 @@ func (n *Node) compose(ctx context.Context) error {
 		MemoryBytes: n.opts.ReplicationMemoryBytes,
 		SyncTopics:  syncTopics{broker: &c.broker, engine: c.engine},
 		Logger:      log.With("component", "replication"),
+		// --replication-stall-timeout.
+		StallTimeout: n.opts.ReplicationStallTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)
