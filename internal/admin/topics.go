@@ -64,6 +64,7 @@ func (h *Handler) topicRoutes() {
 		h.handle("POST "+base+"/backlogQuota", h.topicBacklogQuotaSet)
 		h.handle("DELETE "+base+"/backlogQuota", h.topicBacklogQuotaRemove)
 		h.subscriptionRoutes(base)
+		h.translateRoutes(base)
 		for _, pol := range topicPolicies(h.cfg.Cluster) {
 			h.registerTopicPolicy(base, pol)
 		}
