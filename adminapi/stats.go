@@ -362,3 +362,40 @@ type MessageRangeInfo struct {
 	From PositionInfo `json:"from"`
 	To   PositionInfo `json:"to"`
 }
+
+// ReplicationAdvertisement is what a source cluster tells each replication target about once a
+// second (POST /admin/v2/replication/advertisements, Meridian's): for every topic written since the
+// previous advertisement, its last stored position and its backlog to that target. A target thus
+// always knows how far behind it was, even after the source is gone (docs/replication-design.md,
+// "Advertised positions").
+type ReplicationAdvertisement struct {
+	Source    string                     `json:"source"`
+	Timestamp int64                      `json:"timestamp"` // the source's clock, unix ms
+	Topics    map[string]AdvertisedTopic `json:"topics"`
+}
+
+// AdvertisedTopic is one topic of a ReplicationAdvertisement.
+type AdvertisedTopic struct {
+	LastPosition string `json:"lastPosition"` // "ledgerId:entryId" of the last entry stored on the source
+	Backlog      int64  `json:"backlog"`      // entries the target had not acknowledged
+	BacklogBytes int64  `json:"backlogBytes"`
+}
+
+// SourceTopicState is what a target knows of one source's topic (GET
+// /admin/v2/namespaces/{tenant}/{namespace}/replicationSources): the last advertisement and how
+// much of it has arrived since.
+type SourceTopicState struct {
+	Source string `json:"source"`
+	Topic  string `json:"topic"`
+	AdvertisedTopic
+	AdvertisedAt int64 `json:"advertisedAt"` // the source's clock
+	ReceivedAt   int64 `json:"receivedAt"`   // this cluster's clock
+	// ArrivedThrough is the last position of the source's that is stored here ("" if none, or the
+	// topic's index is not loaded).
+	ArrivedThrough string `json:"arrivedThrough,omitempty"`
+	// Missing estimates the source's entries up to LastPosition that never arrived: exact when
+	// both positions are in one ledger (MissingExact), else the advertised backlog, an upper
+	// bound at the time of the advertisement.
+	Missing      int64 `json:"missing"`
+	MissingExact bool  `json:"missingExact"`
+}

@@ -354,7 +354,7 @@ is ready, 1 when it is not, 2 when the checks could not tell.`,
 		},
 	}
 	check.Flags().StringVar(&to, "to", "", "the cluster to fail over to")
-	cmd.AddCommand(check)
+	cmd.AddCommand(check, failoverPromoteCmd(a))
 	return cmd
 }
 

@@ -87,6 +87,7 @@ func (h *Handler) routes() {
 	h.topicRoutes()
 	h.lookupRoutes()
 	h.schemaRoutes()
+	h.advertisementRoutes()
 }
 
 // notFound answers paths no endpoint serves; when the path exists for other methods it answers 405

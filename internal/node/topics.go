@@ -429,3 +429,23 @@ func (s topicService) TranslateFrom(ctx context.Context, topic, cluster string, 
 	mapped = adminapi.MessageID{LedgerID: m.Origin.LedgerID, EntryID: m.Origin.EntryID, PartitionIndex: origin.PartitionIndex}
 	return local, mapped, m.Exact, true, nil
 }
+
+// ReceiveAdvertisement implements admin.AdvertisementService.
+func (s topicService) ReceiveAdvertisement(_ context.Context, adv adminapi.ReplicationAdvertisement) error {
+	if s.repl == nil {
+		return errors.New("replication is not running on this broker")
+	}
+	return s.repl.ReceiveAdvertisement(adv)
+}
+
+// SourceStates implements admin.AdvertisementService: it loads each advertised topic first, so that
+// its inbound index says what arrived.
+func (s topicService) SourceStates(ctx context.Context, namespace string) ([]adminapi.SourceTopicState, error) {
+	if s.repl == nil {
+		return nil, nil
+	}
+	for _, st := range s.repl.SourceStates(namespace) {
+		_, _, _ = s.topic(ctx, st.Topic) // a topic that does not exist here: nothing arrived
+	}
+	return s.repl.SourceStates(namespace), nil
+}

@@ -68,7 +68,10 @@ type ManagerOptions struct {
 	// SubscriptionSyncInterval is the least time between two states of one replicated
 	// subscription. Default DefaultSubscriptionSyncInterval.
 	SubscriptionSyncInterval time.Duration
-	Logger                   *slog.Logger
+	// AdvertiseInterval is how often positions are advertised to the targets (advertise.go);
+	// 0 = DefaultAdvertiseInterval.
+	AdvertiseInterval time.Duration
+	Logger            *slog.Logger
 }
 
 // DefaultReplicationMemoryBytes is ManagerOptions.MemoryBytes' default: room for about six
@@ -85,6 +88,10 @@ type Manager struct {
 	ownsProd  *ClientFactory
 	budget    *MemoryBudget // shared by every replicator of this broker
 	subsync   *subSync      // nil without ManagerOptions.SyncTopics
+	// advertised: what sources advertised to this cluster (advertise.go), under its own lock.
+	advertised sourceAdvertisements
+	// advertiseDone is closed when the advertising goroutine (started by Start) ends.
+	advertiseDone chan struct{}
 
 	mu        sync.Mutex
 	running   map[Key]*managed
@@ -176,6 +183,8 @@ func (m *Manager) Start(ctx context.Context) {
 	if m.subsync != nil {
 		m.subsync.start(loopCtx)
 	}
+	m.advertiseDone = make(chan struct{})
+	go m.runAdvertiser(loopCtx)
 	go m.loop(loopCtx, events, unsubscribe)
 	m.poke()
 }
@@ -275,6 +284,11 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 		if m.subsync != nil {
 			m.subsync.stop()
+		}
+		select {
+		case <-m.advertiseDone:
+		case <-ctx.Done():
+			return fmt.Errorf("replication: close manager: %w", ctx.Err())
 		}
 	}
 	m.mu.Lock()
