@@ -140,7 +140,9 @@ func (n *Node) compose(ctx context.Context) error {
 		MaxMessageSize:    n.opts.MaxMessageSize,
 		KeepAliveInterval: n.opts.KeepAliveInterval,
 		AdmitReplicator:   n.admitReplicator,
-		Logger:            log,
+		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, cat: c.catalog,
+			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}, repl: &c.replication},
+		Logger: log,
 	})
 	if err != nil {
 		return err

@@ -49,6 +49,17 @@ func (c *conn) handleLookup(cmd *pulsarpb.CommandLookupTopic) {
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error = code.Enum()
 		resp.Message = proto.String(msg)
+	} else if target, ok := c.migrationTarget(cmd.GetTopic()); ok {
+		// The topic has moved (switchover.go): the client asks the target again.
+		resp.Response = pulsarpb.CommandLookupTopicResponse_Redirect.Enum()
+		if target.BrokerServiceURL != "" {
+			resp.BrokerServiceUrl = proto.String(target.BrokerServiceURL)
+		}
+		if target.BrokerServiceURLTLS != "" {
+			resp.BrokerServiceUrlTls = proto.String(target.BrokerServiceURLTLS)
+		}
+		resp.Authoritative = proto.Bool(false)
+		resp.ProxyThroughServiceUrl = proto.Bool(false)
 	} else {
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Connect.Enum()
 		resp.BrokerServiceUrl = proto.String(c.s.opts.ServiceURL)

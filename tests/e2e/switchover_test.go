@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/meridian-mq/meridian/tests/internal/harness"
+)
+
+// Issue 21, item 4: a planned switchover that moves live clients by itself, on Pulsar's blue-green
+// API (docs/geo-replication.md, "Planned switchover"). The scenario of pulsar-client-go's
+// blue_green_migration_test.go against two Meridian clusters, a (blue) replicating to b (green):
+// one producer and one replicated-subscription consumer, both created on a, each go through 300
+// messages; after both passed message 100 a is marked migrated to b; the next 100 flow while the
+// clients move; once both are attached to b the last 100 flow there. The application changes
+// nothing and never reconnects by itself. Checked: no send error, every message whose send was
+// acknowledged is received, at most 100 acknowledged messages arrive again, and no message waits
+// more than 5 s (send latency, and send-acknowledged to received). Non-partitioned and partitioned.
+
+const (
+	switchoverMessages    = 300
+	switchoverBefore      = 100
+	switchoverStallBudget = 5 * time.Second
+)
+
+func TestSwitchoverMovesLiveClients(t *testing.T) {
+	t.Run("non-partitioned", func(t *testing.T) { runSwitchover(t, 0) })
+	t.Run("partitioned", func(t *testing.T) { runSwitchover(t, 3) })
+}
+
+// postMigrate calls a's `POST /admin/v2/clusters/{cluster}/migrate`.
+func postMigrate(t *testing.T, c *harness.Cluster, migrated bool, body string) {
+	t.Helper()
+	url := fmt.Sprintf("%s/admin/v2/clusters/%s/migrate?migrated=%v", c.WebURL(), c.Name, migrated)
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: migrate?migrated=%v: HTTP %d %s", c.Name, migrated, resp.StatusCode, b)
+	}
+}
+
+// switchoverLog records what the producer and the consumer saw.
+type switchoverLog struct {
+	mu         sync.Mutex
+	sentAt     map[int]time.Time // acknowledged sends
+	sendErrors []error
+	maxSend    time.Duration
+	received   map[int]int
+	acked      map[int]bool
+	redelivery int // acknowledged messages received again
+	maxWait    time.Duration
+}
+
+func runSwitchover(t *testing.T, partitions int) {
+	cs := harness.StartIndependentClusters(t, "a", "b")
+	a, b := cs[0], cs[1]
+	for _, c := range cs {
+		c.SetTenant(t, geoTenant, "a", "b")
+	}
+	a.CreateNamespace(t, geoNamespace, "a", "b")
+	b.CreateNamespace(t, geoNamespace, "b")
+	topic := harness.TopicIn(t, geoNamespace)
+	dataTopics := []string{topic}
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if partitions > 0 {
+		createPartitioned(t, a, *tn, partitions)
+		dataTopics = nil
+		for i := 0; i < partitions; i++ {
+			dataTopics = append(dataTopics, fmt.Sprintf("%s-partition-%d", topic, i))
+		}
+	} else if err := a.Admin.Topics().Create(*tn, 0); err != nil {
+		t.Fatalf("create %s on a: %v", topic, err)
+	}
+	green := fmt.Sprintf(`{"serviceUrl":%q,"brokerServiceUrl":%q}`, b.WebURL(), b.ServiceURL())
+	postMigrate(t, a, false, green) // the target is known; nothing moves yet
+
+	client := a.Client(t)
+	prod := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	cons := newConsumer(t, client, pulsar.ConsumerOptions{
+		Topic: topic, SubscriptionName: "app", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+		ReplicateSubscriptionState: true, Type: pulsar.Exclusive,
+	})
+
+	ctx := testCtx(t, 180*time.Second)
+	lg := &switchoverLog{sentAt: map[int]time.Time{}, received: map[int]int{}, acked: map[int]bool{}}
+	var phase sync.WaitGroup // both passed message 100
+	phase.Add(2)
+	moved := make(chan struct{}) // both clients are attached to b
+	var done sync.WaitGroup
+	done.Add(2)
+
+	go func() { // producer
+		defer done.Done()
+		for i := 0; i < switchoverMessages; i++ {
+			if i == switchoverBefore {
+				phase.Done()
+			}
+			if i == 2*switchoverBefore {
+				<-moved
+			}
+			if i >= switchoverBefore && i < 2*switchoverBefore {
+				time.Sleep(20 * time.Millisecond) // spread the middle 100 over the switch
+			}
+			start := time.Now()
+			sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			_, err := prod.Send(sctx, &pulsar.ProducerMessage{Payload: []byte(strconv.Itoa(i))})
+			cancel()
+			took := time.Since(start)
+			lg.mu.Lock()
+			if err != nil {
+				lg.sendErrors = append(lg.sendErrors, fmt.Errorf("message %d: %w", i, err))
+			} else {
+				lg.sentAt[i] = time.Now()
+			}
+			lg.maxSend = max(lg.maxSend, took)
+			lg.mu.Unlock()
+		}
+	}()
+	go func() { // consumer: receive and acknowledge until every message arrived
+		defer done.Done()
+		passed := false
+		for {
+			lg.mu.Lock()
+			distinct := len(lg.received)
+			lg.mu.Unlock()
+			if !passed && distinct >= switchoverBefore {
+				passed = true
+				phase.Done()
+			}
+			if distinct >= switchoverMessages {
+				return
+			}
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			m, err := cons.Receive(rctx)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				continue
+			}
+			now := time.Now()
+			seq, err := strconv.Atoi(string(m.Payload()))
+			if err != nil {
+				t.Errorf("payload %q", m.Payload())
+				return
+			}
+			lg.mu.Lock()
+			if lg.acked[seq] {
+				lg.redelivery++
+			}
+			lg.received[seq]++
+			if at, ok := lg.sentAt[seq]; ok {
+				lg.maxWait = max(lg.maxWait, now.Sub(at))
+			}
+			lg.mu.Unlock()
+			if err := cons.Ack(m); err == nil {
+				lg.mu.Lock()
+				lg.acked[seq] = true
+				lg.mu.Unlock()
+			}
+		}
+	}()
+
+	phase.Wait()
+	postMigrate(t, a, true, green)
+	// As pulsar-client-go's test waits for green's lookup to show the topic: both clients are
+	// attached to b (and none to a) before the last 100 messages.
+	harness.Eventually(t, 60*time.Second, "producer and consumer attached to b, none to a", func() error {
+		for _, dt := range dataTopics {
+			sb, err := b.MeridianStats(ctx, dt)
+			if err != nil {
+				return err
+			}
+			sa, err := a.MeridianStats(ctx, dt)
+			if err != nil {
+				return err
+			}
+			onB := len(sb.Subscriptions["app"].Consumers)
+			var pubA, pubB int
+			for _, p := range sa.Publishers {
+				if !strings.HasPrefix(p.ProducerName, "pulsar.repl.") {
+					pubA++
+				}
+			}
+			for _, p := range sb.Publishers {
+				if !strings.HasPrefix(p.ProducerName, "pulsar.repl.") {
+					pubB++
+				}
+			}
+			onA := len(sa.Subscriptions["app"].Consumers)
+			if pubB != 1 || onB != 1 || pubA != 0 || onA != 0 {
+				return fmt.Errorf("%s: producers a=%d b=%d, consumers a=%d b=%d", dt, pubA, pubB, onA, onB)
+			}
+		}
+		return nil
+	})
+	close(moved)
+	finished := make(chan struct{})
+	go func() { done.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		t.Fatalf("the clients did not finish 300 messages: %d received", len(lg.received))
+	}
+
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	var lost []int
+	for seq := range lg.sentAt {
+		if lg.received[seq] == 0 {
+			lost = append(lost, seq)
+		}
+	}
+	t.Logf("switchover a->b (%d partitions): %d sent and acknowledged, %d send errors, %d lost, %d acknowledged messages redelivered (budget 100), "+
+		"longest send %v, longest send-to-receive %v (budget %v)",
+		partitions, len(lg.sentAt), len(lg.sendErrors), len(lost), lg.redelivery, lg.maxSend.Round(time.Millisecond), lg.maxWait.Round(time.Millisecond), switchoverStallBudget)
+	if len(lg.sendErrors) > 0 {
+		t.Errorf("%d send errors, first: %v", len(lg.sendErrors), lg.sendErrors[0])
+	}
+	if len(lg.sentAt) != switchoverMessages {
+		t.Errorf("%d of %d sends acknowledged", len(lg.sentAt), switchoverMessages)
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d acknowledged messages never received: %v", len(lost), lost[:min(10, len(lost))])
+	}
+	if lg.redelivery > 100 {
+		t.Errorf("%d acknowledged messages received again, budget 100", lg.redelivery)
+	}
+	if lg.maxSend > switchoverStallBudget || lg.maxWait > switchoverStallBudget {
+		t.Errorf("stall: longest send %v, longest send-to-receive %v, budget %v", lg.maxSend, lg.maxWait, switchoverStallBudget)
+	}
+}
