@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
@@ -111,4 +113,26 @@ func (s switchover) SyncSubscription(topic naming.TopicName, sub string) {
 	if m := *s.repl; m != nil {
 		m.SubscriptionStateChanged(topic.String(), sub, true)
 	}
+}
+
+// targetPartitionsTimeout bounds the target's answer to a partition-count question.
+const targetPartitionsTimeout = 2 * time.Second
+
+// TargetPartitions asks the target's admin API (its serviceUrl) for the topic's partition count.
+func (s switchover) TargetPartitions(ctx context.Context, topic naming.TopicName) (int, bool) {
+	_, u, ok := s.target()
+	if !ok || u.ServiceURL == "" {
+		return 0, false
+	}
+	client, err := adminapi.NewClient(u.ServiceURL, &http.Client{Timeout: targetPartitionsTimeout})
+	if err != nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, targetPartitionsTimeout)
+	defer cancel()
+	md, err := client.GetPartitionedMetadata(ctx, topic.String())
+	if err != nil {
+		return 0, false
+	}
+	return md.Partitions, true
 }

@@ -104,6 +104,10 @@ func (c *conn) handlePartitionedMetadata(cmd *pulsarpb.CommandPartitionedTopicMe
 			fail(err)
 			return
 		}
+		if n == 0 {
+			// A topic created on the target after a switchover began is known only there.
+			n = c.targetPartitions(ctx, topic, n)
+		}
 		ok(n)
 	})
 }

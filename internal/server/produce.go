@@ -122,6 +122,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 			return
 		}
 		c.sendProducerSuccess(reqID, prod, version, true)
+		h.fence.answered.Store(true) // from now on a switchover may move it (switchover.go)
 	})
 }
 

@@ -39,6 +39,9 @@ type Migration interface {
 	// SyncSubscription asks for a replicated subscription's state to be written for the target
 	// now. It does not block.
 	SyncSubscription(topic naming.TopicName, sub string)
+	// TargetPartitions returns the topic's partition count on the target (ok=false: it could not
+	// tell; the answer then comes from here).
+	TargetPartitions(ctx context.Context, topic naming.TopicName) (n int, ok bool)
 }
 
 // MigrationTarget is the target cluster's binary-protocol URLs (Pulsar's ClusterUrl).
@@ -61,6 +64,9 @@ const topicMigratedMinProtocol = 20
 type producerFence struct {
 	fenced   atomic.Bool
 	inFlight atomic.Int64 // SENDs handed (or about to be handed) to the broker and not completed
+	// answered: PRODUCER was answered; a switchover moves only answered producers, so that
+	// PRODUCER_SUCCESS always precedes TOPIC_MIGRATED and CLOSE_PRODUCER.
+	answered atomic.Bool
 }
 
 // admit counts a SEND in; false means the producer is fenced and the SEND must be dropped.
@@ -195,7 +201,7 @@ func (s *Server) migratingHandles() map[naming.TopicName]*switchoverTopic {
 	for _, c := range conns {
 		c.mu.Lock()
 		for _, h := range c.producers {
-			if h.prod == nil || h.prod.IsReplicator() {
+			if h.prod == nil || !h.fence.answered.Load() || h.prod.IsReplicator() {
 				continue
 			}
 			tg := targetOf(h.topic)
@@ -208,7 +214,7 @@ func (s *Server) migratingHandles() map[naming.TopicName]*switchoverTopic {
 			st.producers = append(st.producers, connProducer{c, h})
 		}
 		for _, h := range c.consumers {
-			if h.cons == nil {
+			if h.cons == nil || !h.answered.Load() {
 				continue
 			}
 			if tg := targetOf(h.topic); tg != nil {
@@ -278,4 +284,16 @@ func (c *conn) migrationTarget(topic string) (MigrationTarget, bool) {
 		return MigrationTarget{}, false
 	}
 	return c.s.opts.Migration.Target(name)
+}
+
+// targetPartitions answers PARTITIONED_METADATA of a migrating topic unknown here with the
+// target's partition count; local is the answer otherwise.
+func (c *conn) targetPartitions(ctx context.Context, topic naming.TopicName, local int) int {
+	if _, migrating := c.migrationTarget(topic.String()); !migrating {
+		return local
+	}
+	if n, ok := c.s.opts.Migration.TargetPartitions(ctx, topic); ok {
+		return n
+	}
+	return local
 }

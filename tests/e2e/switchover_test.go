@@ -34,8 +34,21 @@ const (
 )
 
 func TestSwitchoverMovesLiveClients(t *testing.T) {
-	t.Run("non-partitioned", func(t *testing.T) { runSwitchover(t, 0) })
-	t.Run("partitioned", func(t *testing.T) { runSwitchover(t, 3) })
+	t.Run("non-partitioned", func(t *testing.T) { runSwitchover(t, switchoverCase{}) })
+	t.Run("partitioned", func(t *testing.T) { runSwitchover(t, switchoverCase{partitions: 3}) })
+	// b replicates back to a: after the producer moved, its messages reach a too while the
+	// consumer may still be there.
+	t.Run("two-way", func(t *testing.T) { runSwitchover(t, switchoverCase{twoWay: true}) })
+	// The consumer is about 100 messages behind when the switch starts and slower than the
+	// producer: its replicated subscription moves without the backlog on a being drained.
+	t.Run("consumer-behind", func(t *testing.T) { runSwitchover(t, switchoverCase{consumerBehind: true}) })
+}
+
+// switchoverCase is one variant of the scenario.
+type switchoverCase struct {
+	partitions     int  // > 0: a partitioned topic
+	twoWay         bool // b's namespace replicates to a too
+	consumerBehind bool // the middle 100 are sent at once and the consumer takes 30 ms per message
 }
 
 // postMigrate calls a's `POST /admin/v2/clusters/{cluster}/migrate`.
@@ -62,6 +75,8 @@ func postMigrate(t *testing.T, c *harness.Cluster, migrated bool, body string) {
 type switchoverLog struct {
 	mu         sync.Mutex
 	sentAt     map[int]time.Time // acknowledged sends
+	sendStart  map[int]time.Time
+	lastRecv   time.Time
 	sendErrors []error
 	maxSend    time.Duration
 	received   map[int]int
@@ -70,14 +85,19 @@ type switchoverLog struct {
 	maxWait    time.Duration
 }
 
-func runSwitchover(t *testing.T, partitions int) {
+func runSwitchover(t *testing.T, sc switchoverCase) {
+	partitions := sc.partitions
 	cs := harness.StartIndependentClusters(t, "a", "b")
 	a, b := cs[0], cs[1]
 	for _, c := range cs {
 		c.SetTenant(t, geoTenant, "a", "b")
 	}
 	a.CreateNamespace(t, geoNamespace, "a", "b")
-	b.CreateNamespace(t, geoNamespace, "b")
+	if sc.twoWay {
+		b.CreateNamespace(t, geoNamespace, "a", "b")
+	} else {
+		b.CreateNamespace(t, geoNamespace, "b")
+	}
 	topic := harness.TopicIn(t, geoNamespace)
 	dataTopics := []string{topic}
 	tn, err := utils.GetTopicName(topic)
@@ -104,7 +124,7 @@ func runSwitchover(t *testing.T, partitions int) {
 	})
 
 	ctx := testCtx(t, 180*time.Second)
-	lg := &switchoverLog{sentAt: map[int]time.Time{}, received: map[int]int{}, acked: map[int]bool{}}
+	lg := &switchoverLog{sentAt: map[int]time.Time{}, sendStart: map[int]time.Time{}, received: map[int]int{}, acked: map[int]bool{}}
 	var phase sync.WaitGroup // both passed message 100
 	phase.Add(2)
 	moved := make(chan struct{}) // both clients are attached to b
@@ -120,10 +140,13 @@ func runSwitchover(t *testing.T, partitions int) {
 			if i == 2*switchoverBefore {
 				<-moved
 			}
-			if i >= switchoverBefore && i < 2*switchoverBefore {
+			if i >= switchoverBefore && i < 2*switchoverBefore && !sc.consumerBehind {
 				time.Sleep(20 * time.Millisecond) // spread the middle 100 over the switch
 			}
 			start := time.Now()
+			lg.mu.Lock()
+			lg.sendStart[i] = start
+			lg.mu.Unlock()
 			sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			_, err := prod.Send(sctx, &pulsar.ProducerMessage{Payload: []byte(strconv.Itoa(i))})
 			cancel()
@@ -172,10 +195,16 @@ func runSwitchover(t *testing.T, partitions int) {
 				lg.redelivery++
 			}
 			lg.received[seq]++
-			if at, ok := lg.sentAt[seq]; ok {
-				lg.maxWait = max(lg.maxWait, now.Sub(at))
+			// How long the consumer waited for a message that was already being sent: a stall of
+			// the switchover, not the application's own pace.
+			if at, ok := lg.sendStart[seq]; ok {
+				lg.maxWait = max(lg.maxWait, now.Sub(later(at, lg.lastRecv)))
 			}
+			lg.lastRecv = now
 			lg.mu.Unlock()
+			if sc.consumerBehind {
+				time.Sleep(30 * time.Millisecond)
+			}
 			if err := cons.Ack(m); err == nil {
 				lg.mu.Lock()
 				lg.acked[seq] = true
@@ -185,6 +214,23 @@ func runSwitchover(t *testing.T, partitions int) {
 	}()
 
 	phase.Wait()
+	if sc.consumerBehind {
+		// The middle 100 are on a before the switch, and the consumer is behind by about as many.
+		harness.Eventually(t, 30*time.Second, "the middle 100 sent", func() error {
+			lg.mu.Lock()
+			defer lg.mu.Unlock()
+			if len(lg.sentAt) < 2*switchoverBefore {
+				return fmt.Errorf("%d sent", len(lg.sentAt))
+			}
+			return nil
+		})
+	}
+	var backlogOnA int64
+	for _, dt := range dataTopics {
+		if st, err := a.MeridianStats(ctx, dt); err == nil {
+			backlogOnA += st.Subscriptions["app"].MsgBacklog
+		}
+	}
 	postMigrate(t, a, true, green)
 	// As pulsar-client-go's test waits for green's lookup to show the topic: both clients are
 	// attached to b (and none to a) before the last 100 messages.
@@ -234,9 +280,9 @@ func runSwitchover(t *testing.T, partitions int) {
 			lost = append(lost, seq)
 		}
 	}
-	t.Logf("switchover a->b (%d partitions): %d sent and acknowledged, %d send errors, %d lost, %d acknowledged messages redelivered (budget 100), "+
-		"longest send %v, longest send-to-receive %v (budget %v)",
-		partitions, len(lg.sentAt), len(lg.sendErrors), len(lost), lg.redelivery, lg.maxSend.Round(time.Millisecond), lg.maxWait.Round(time.Millisecond), switchoverStallBudget)
+	t.Logf("switchover a->b (%+v; subscription backlog on a when the switch began: %d): %d sent and acknowledged, %d send errors, %d lost, %d acknowledged messages redelivered (budget 100), "+
+		"longest send %v, longest wait for a message being sent %v (budget %v)",
+		sc, backlogOnA, len(lg.sentAt), len(lg.sendErrors), len(lost), lg.redelivery, lg.maxSend.Round(time.Millisecond), lg.maxWait.Round(time.Millisecond), switchoverStallBudget)
 	if len(lg.sendErrors) > 0 {
 		t.Errorf("%d send errors, first: %v", len(lg.sendErrors), lg.sendErrors[0])
 	}
@@ -250,6 +296,16 @@ func runSwitchover(t *testing.T, partitions int) {
 		t.Errorf("%d acknowledged messages received again, budget 100", lg.redelivery)
 	}
 	if lg.maxSend > switchoverStallBudget || lg.maxWait > switchoverStallBudget {
-		t.Errorf("stall: longest send %v, longest send-to-receive %v, budget %v", lg.maxSend, lg.maxWait, switchoverStallBudget)
+		t.Errorf("stall: longest send %v, longest wait for a message %v, budget %v", lg.maxSend, lg.maxWait, switchoverStallBudget)
 	}
+	if sc.consumerBehind && backlogOnA < 50 {
+		t.Errorf("the consumer was only %d messages behind when the switch began; the case needs a backlog", backlogOnA)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
