@@ -43,6 +43,11 @@ func (s switchover) target() (adminapi.ClusterData, *adminapi.ClusterURL, bool) 
 	return d, u, true
 }
 
+func (s switchover) Active() bool {
+	_, _, ok := s.target()
+	return ok
+}
+
 func (s switchover) Target(topic naming.TopicName) (server.MigrationTarget, bool) {
 	d, u, ok := s.target()
 	if !ok {

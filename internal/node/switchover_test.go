@@ -67,10 +67,16 @@ func TestSwitchoverTargetRules(t *testing.T) {
 	}
 	green := &adminapi.ClusterURL{ServiceURL: "http://green:8080", BrokerServiceURL: "pulsar://green:6650"}
 	check("nothing set", moving, "")
+	if sw.Active() {
+		t.Fatal("active with no target URL")
+	}
 	setCluster(true, nil)
 	check("migrated without a URL", moving, "")
 	setCluster(false, green)
 	check("URL only", moving, "")
+	if !sw.Active() {
+		t.Fatal("not active with a target URL")
+	}
 	if err := cat.UpdateNamespace(ctx, "t/moving", func(p *adminapi.Policies) error { p.Migrated = true; return nil }); err != nil {
 		t.Fatal(err)
 	}

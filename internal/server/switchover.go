@@ -31,6 +31,9 @@ import (
 // Migration tells the server which topics are moving to another cluster. internal/node implements
 // it over the catalog and the topic stats.
 type Migration interface {
+	// Active reports whether any topic may be migrating (this cluster has a target URL). While it
+	// is false the sweeper does not look at connections at all. Cheap.
+	Active() bool
 	// Target returns where the topic's clients go; ok=false while it is not migrating. It is called
 	// on every LOOKUP and must be cheap (a cache read).
 	Target(topic naming.TopicName) (target MigrationTarget, ok bool)
@@ -109,13 +112,19 @@ func (s *Server) switchoverLoop(interval time.Duration) {
 	plans := map[naming.TopicName]*switchoverPlan{}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	wasActive := false
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
 		}
-		s.switchoverSweep(plans, time.Now())
+		active := s.opts.Migration.Active()
+		if active || wasActive {
+			// One more sweep after migration ends: it unfences the producers still fenced.
+			s.switchoverSweep(plans, time.Now())
+		}
+		wasActive = active
 	}
 }
 

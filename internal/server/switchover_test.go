@@ -26,6 +26,17 @@ func newFakeMigration() *fakeMigration {
 	return &fakeMigration{target: MigrationTarget{BrokerServiceURL: "pulsar://green:6650"}, ns: map[string]bool{}}
 }
 
+func (f *fakeMigration) Active() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, on := range f.ns {
+		if on {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *fakeMigration) Target(t naming.TopicName) (MigrationTarget, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
