@@ -20,13 +20,6 @@ import (
 // defaultClustersDataDir is the data dir of --clusters when --data-dir is not given.
 const defaultClustersDataDir = "./data-clusters"
 
-// applyModeDefaults sets the data dir default of --clusters mode (when --data-dir was not given).
-func (f *standaloneFlags) applyModeDefaults(dataDirSet bool) {
-	if len(f.clusters) > 0 && !dataDirSet {
-		f.dataDir = defaultClustersDataDir
-	}
-}
-
 // checkDataDirLayout refuses a data dir that holds the other mode's layout.
 func checkDataDirLayout(dir string, clustersMode bool) error {
 	bound, ok, err := node.DataDirCluster(dir)
@@ -78,10 +71,11 @@ func boundSubdirs(dir string) ([]string, error) {
 	return names, nil
 }
 
-// checkDataDirs checks the data dir of the mode the flags select (after applyModeDefaults).
-func (f *standaloneFlags) checkDataDirs(dataDirSet bool) error {
-	clustersMode := len(f.clusters) > 0
-	if err := checkDataDirLayout(f.dataDir, clustersMode); err != nil {
+// checkDataDirs checks the data dir of the mode the settings select (with --clusters' default data
+// dir applied when dataDirSet is false).
+func checkDataDirs(clusters []string, dataDir string, dataDirSet bool) error {
+	clustersMode := len(clusters) > 0
+	if err := checkDataDirLayout(dataDir, clustersMode); err != nil {
 		return err
 	}
 	if !clustersMode || dataDirSet {
@@ -94,7 +88,7 @@ func (f *standaloneFlags) checkDataDirs(dataDirSet bool) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range f.clusters {
+	for _, name := range clusters {
 		for _, c := range inside {
 			if c == strings.TrimSpace(name) {
 				return fmt.Errorf("cluster %s has a data dir in %s (the earlier default of --clusters); the default is now %s: "+

@@ -70,13 +70,10 @@ func TestDataDirOfTheOtherModeIsRefused(t *testing.T) {
 func TestClustersDataLeftAtTheOldDefaultIsNotIgnored(t *testing.T) {
 	t.Chdir(t.TempDir())
 	bindForTest(t, filepath.Join("data", "a"), "a")
-	f := &standaloneFlags{clusters: []string{"a", "b"}}
-	f.applyModeDefaults(false)
-	if err := f.checkDataDirs(false); err == nil || !strings.Contains(err.Error(), "--data-dir ./data") {
+	if err := checkDataDirs([]string{"a", "b"}, defaultClustersDataDir, false); err == nil || !strings.Contains(err.Error(), "--data-dir ./data") {
 		t.Errorf("old default layout: %v", err)
 	}
-	f = &standaloneFlags{clusters: []string{"a", "b"}, dataDir: "./data"}
-	if err := f.checkDataDirs(true); err != nil {
+	if err := checkDataDirs([]string{"a", "b"}, "./data", true); err != nil {
 		t.Errorf("old layout named explicitly: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -15,8 +16,7 @@ func parseStandalone(t *testing.T, args ...string) ([]node.Options, error) {
 	if err := cmd.ParseFlags(args); err != nil {
 		return nil, err
 	}
-	f.applyModeDefaults(cmd.Flags().Changed("data-dir"))
-	return f.nodeOptions(cmd.Flags().Changed("cluster"))
+	return f.nodeOptions(nil, io.Discard)
 }
 
 func TestStandaloneDefaultsMatchTheContract(t *testing.T) {

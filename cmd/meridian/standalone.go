@@ -4,148 +4,141 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meridian-mq/meridian/internal/config"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/node"
 )
 
-// standaloneFlags are the flags of `meridian standalone` (docs/operations.md), before validation.
-type standaloneFlags struct {
-	cluster                string
-	dataDir                string
-	brokerAddr             string
-	webAddr                string
-	advertisedAddress      string
-	configStore            string
-	replicationStartAt     string
-	maxMessageSize         int
-	fsync                  string
-	fsyncPipeline          int
-	directWriteBytes       int
-	bypassCacheBytes       int
-	replicationMemoryBytes int
-	dedup                  bool
-	autoTopicCreation      bool
-	insecureAllowPlaintext bool
-	clusters               []string
-	logFormat              string
-
-	logger *slog.Logger // the process's logger, built by nodeOptions; each node's adds its cluster
-}
-
+// newStandaloneCommand builds `meridian standalone`. Its settings come from a Pulsar-format
+// configuration file (--config), environment variables and flags, in that order of precedence
+// (internal/config; docs/operations.md, "Settings").
 func newStandaloneCommand() *cobra.Command { return newStandaloneCommandFor(&standaloneFlags{}) }
 
 // newStandaloneCommandFor builds the command with its flags bound to f.
 func newStandaloneCommandFor(f *standaloneFlags) *cobra.Command {
-	defaults := node.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "standalone",
 		Short: "Run one cluster (one broker) with embedded storage and metadata",
 		Long: `Run one cluster (one broker) with embedded storage and metadata.
 
-The broker speaks Pulsar's binary protocol on --broker-addr and serves the admin REST API
-(/admin/v2) and /metrics on --web-addr. On every start it registers its own cluster and creates
-tenant "public" and namespace "public/default" if they do not exist.
+The broker speaks Pulsar's binary protocol on --broker-addr (pulsar://) and --broker-tls-addr
+(pulsar+ssl://), and serves the admin REST API (/admin/v2) and /metrics on --web-addr (http://) and
+--web-tls-addr (https://). On every start it registers its own cluster and creates tenant "public"
+and namespace "public/default" if they do not exist.
+
+--config FILE reads a configuration file in Apache Pulsar's format (broker.conf, standalone.conf);
+PULSAR_PREFIX_<key> and MERIDIAN_STANDALONE_<FLAG> environment variables and flags override it.
+Keys Meridian does not know are logged once and ignored; a security setting it cannot honour stops
+startup.
 
 With --clusters a,b,c it runs those clusters in one process instead, each with its own data dir
-(<data-dir>/<name>, --data-dir defaulting to ./data-clusters) and its own ports
-(--broker-addr/--web-addr port + 10*i).`,
+(<data-dir>/<name>, --data-dir defaulting to ./data-clusters) and its own ports (every listener's
+port + 10*i).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f.applyModeDefaults(cmd.Flags().Changed("data-dir"))
-			configs, err := f.nodeOptions(cmd.Flags().Changed("cluster"))
+			configs, err := f.nodeOptions(os.Environ(), os.Stderr)
 			if err != nil {
 				return err
 			}
-			if err := f.checkDataDirs(cmd.Flags().Changed("data-dir")); err != nil {
+			if err := checkDataDirs(f.resolved.Clusters, f.resolved.DataDir, f.dataDirGiven); err != nil {
 				return err
 			}
 			return runNodes(cmd.Context(), f.logger, configs)
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.cluster, "cluster", defaults.Cluster, "this cluster's name")
-	fl.StringVar(&f.dataDir, "data-dir", defaults.DataDir, "storage and local metadata; bound to its cluster")
-	fl.StringVar(&f.brokerAddr, "broker-addr", defaults.BrokerAddr, "Pulsar binary protocol listener (host:port)")
-	fl.StringVar(&f.webAddr, "web-addr", defaults.WebAddr, "admin REST and /metrics listener (host:port)")
-	fl.StringVar(&f.advertisedAddress, "advertised-address", "", "host put into the cluster's URLs and LOOKUP answers (default: the listener's host)")
-	fl.StringVar(&f.configStore, "config-store", "", "configuration store shared with other clusters: etcd://h1:2379,h2:2379[/prefix] (default: the local store)")
-	fl.StringVar(&f.replicationStartAt, "replication-start-at", string(defaults.ReplicationStartAt), "where a new replicator starts on a topic that already has data: earliest|latest")
-	fl.IntVar(&f.maxMessageSize, "max-message-size", defaults.MaxMessageSize, "largest message in bytes; advertised to clients and enforced")
-	fl.StringVar(&f.fsync, "fsync", string(defaults.Fsync), "always: acknowledge after fsync; interval: acknowledge before fsync (a crash can lose acknowledged messages)")
-	fl.IntVar(&f.fsyncPipeline, "fsync-pipeline", defaults.FsyncPipeline, "with --fsync always: group commits whose fsync may run at once (1 = one at a time)")
-	fl.IntVar(&f.directWriteBytes, "direct-write-bytes", defaults.DirectWriteBytes, "with --fsync always: a topic's share of one group commit from which it is written once, straight to its segment file, instead of journal + segment (0 = never)")
-	fl.IntVar(&f.bypassCacheBytes, "bypass-cache-bytes", defaults.BypassCacheBytes, "segment writes and reads of at least this many bytes bypass the page cache (O_DIRECT, where the file system allows it; 0 = never)")
-	fl.IntVar(&f.replicationMemoryBytes, "replication-memory-bytes", int(defaults.ReplicationMemoryBytes), "bytes of entries all replicators may hold at once, read and not yet acknowledged by their remote; a catch-up read that does not fit waits (0 = no bound)")
-	fl.BoolVar(&f.dedup, "dedup", defaults.Dedup, "broker-wide default for producer deduplication (the namespace policy overrides)")
-	fl.BoolVar(&f.autoTopicCreation, "auto-topic-creation", defaults.AutoTopicCreation, "create non-partitioned topics on first use (the namespace policy overrides)")
-	fl.BoolVar(&f.insecureAllowPlaintext, "insecure-allow-plaintext", false, "allow listening on non-loopback addresses without TLS or authentication")
-	fl.StringVar(&f.logFormat, "log-format", logFormatText, "log lines as text (key=value) or json (one object per line)")
-	fl.StringSliceVar(&f.clusters, "clusters", nil, "run these clusters in one process, replicating public/default full mesh (a,b,c)")
+	f.register(cmd.Flags())
 	return cmd
 }
 
-// nodeOptions validates the flags and returns the options of every node to run: one, or one per
-// name of --clusters.
-func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, error) {
+// nodeOptions reads every source of settings (the configuration file, environ, the flags given),
+// builds the process's logger (f.logger, writing to logTo in the configured format), logs what was
+// ignored, and returns the options of every node to run: one, or one per name of --clusters
+// (whose data dir defaults to ./data-clusters).
+func (f *standaloneFlags) nodeOptions(environ []string, logTo io.Writer) ([]node.Options, error) {
+	s, given, err := f.settings(environ, logTo)
+	if err != nil {
+		return nil, err
+	}
+	f.dataDirGiven = given["data-dir"]
+	if len(s.Clusters) > 0 && !f.dataDirGiven {
+		s.DataDir = defaultClustersDataDir
+	}
+	f.resolved = s
+	return settingsToNodes(s, f.logger)
+}
+
+// settingsToNodes validates the settings as node options.
+func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error) {
 	base := node.DefaultOptions()
-	base.Cluster = f.cluster
-	base.DataDir = f.dataDir
-	base.BrokerAddr = f.brokerAddr
-	base.WebAddr = f.webAddr
-	base.AdvertisedAddress = f.advertisedAddress
-	base.ConfigStore = f.configStore
-	base.ReplicationStartAt = node.ReplicationStartAt(f.replicationStartAt)
-	base.MaxMessageSize = f.maxMessageSize
-	base.Fsync = node.FsyncMode(f.fsync)
-	base.FsyncPipeline = f.fsyncPipeline
-	if f.fsyncPipeline < 1 { // node.Options reads 0 as "the default"; on the command line it is a mistake
-		return nil, fmt.Errorf("--fsync-pipeline %d: want 1 to %d", f.fsyncPipeline, node.MaxFsyncPipeline)
+	base.Cluster = s.Cluster
+	base.DataDir = s.DataDir
+	base.BrokerAddr, base.WebAddr = s.BrokerAddr, s.WebAddr
+	base.BrokerTLSAddr, base.WebTLSAddr = s.BrokerTLSAddr, s.WebTLSAddr
+	base.TLS = s.TLS
+	base.Auth = s.Auth
+	base.AdvertisedAddress = s.AdvertisedAddress
+	base.ConfigStore = s.ConfigStore
+	base.ReplicationStartAt = node.ReplicationStartAt(s.ReplicationStartAt)
+	base.MaxMessageSize = s.MaxMessageSize
+	base.Fsync = node.FsyncMode(s.Fsync)
+	base.FsyncPipeline = s.FsyncPipeline
+	if s.FsyncPipeline < 1 { // node.Options reads 0 as "the default"; in settings it is a mistake
+		return nil, fmt.Errorf("--fsync-pipeline %d: want 1 to %d", s.FsyncPipeline, node.MaxFsyncPipeline)
 	}
 	var err error
-	if base.DirectWriteBytes, err = bytesOrNever("direct-write-bytes", f.directWriteBytes); err != nil {
+	if base.DirectWriteBytes, err = bytesOrNever("direct-write-bytes", s.DirectWriteBytes); err != nil {
 		return nil, err
 	}
-	if base.BypassCacheBytes, err = bytesOrNever("bypass-cache-bytes", f.bypassCacheBytes); err != nil {
+	if base.BypassCacheBytes, err = bytesOrNever("bypass-cache-bytes", s.BypassCacheBytes); err != nil {
 		return nil, err
 	}
-	memBytes, err := bytesOrNever("replication-memory-bytes", f.replicationMemoryBytes)
+	memBytes, err := bytesOrNever("replication-memory-bytes", s.ReplicationMemoryBytes)
 	if err != nil {
 		return nil, err
 	}
 	base.ReplicationMemoryBytes = int64(memBytes)
-	base.Dedup = f.dedup
-	base.AutoTopicCreation = f.autoTopicCreation
-	base.InsecureAllowPlaintext = f.insecureAllowPlaintext
-	if f.logger, err = newLoggerTo(os.Stderr, f.logFormat); err != nil {
-		return nil, err
+	base.Dedup = s.Dedup
+	base.HideTopicLevelMetrics = !s.TopicLevelMetrics
+	if s.ReplicationStallTimeout <= 0 {
+		return nil, fmt.Errorf("--replication-stall-timeout %d: want a positive number of seconds", int64(s.ReplicationStallTimeout/time.Second))
 	}
-	base.Logger = f.logger
+	base.ReplicationStallTimeout = s.ReplicationStallTimeout
+	base.AutoTopicCreation = s.AutoTopicCreation
+	base.InsecureAllowPlaintext = s.InsecureAllowPlaintext
+	base.KeepAliveInterval = s.KeepAliveInterval
+	base.ShutdownTimeout = s.ShutdownTimeout
+	base.Logger = log
 
-	if len(f.clusters) == 0 {
+	if len(s.Clusters) == 0 {
 		if err := base.Validate(); err != nil {
 			return nil, err
 		}
 		return []node.Options{base}, nil
 	}
-	if clusterFlagSet {
-		return nil, errors.New("--cluster cannot be combined with --clusters")
+	if s.Cluster != node.DefaultCluster {
+		return nil, errors.New("--cluster cannot be combined with --clusters (nor clusterName in a configuration file)")
 	}
-	if f.configStore != "" {
+	if s.ConfigStore != "" {
 		return nil, errors.New("--config-store cannot be combined with --clusters (the clusters share an in-process configuration store)")
+	}
+	if s.Auth.AuthenticationEnabled && s.Auth.AnonymousUserRole == "" {
+		return nil, errors.New("--clusters with authenticationEnabled=true needs anonymousUserRole: the replication links between the clusters do not authenticate")
 	}
 	seen := map[string]bool{}
 	var all []node.Options
 	var errs []error
-	for i, name := range f.clusters {
+	for i, name := range s.Clusters {
 		name = strings.TrimSpace(name)
 		if err := node.ValidateClusterName(name); err != nil {
 			errs = append(errs, fmt.Errorf("--clusters: %w", err))
@@ -158,24 +151,32 @@ func (f *standaloneFlags) nodeOptions(clusterFlagSet bool) ([]node.Options, erro
 		seen[name] = true
 		o := base
 		o.Cluster = name
-		o.DataDir = filepath.Join(f.dataDir, name)
-		var err error
-		if o.BrokerAddr, err = shiftPort(f.brokerAddr, 10*i); err != nil {
-			errs = append(errs, fmt.Errorf("--broker-addr: %w", err))
+		o.DataDir = filepath.Join(s.DataDir, name)
+		shifted := true
+		for _, l := range []struct {
+			flag string
+			addr *string
+		}{{"broker-addr", &o.BrokerAddr}, {"web-addr", &o.WebAddr}, {"broker-tls-addr", &o.BrokerTLSAddr}, {"web-tls-addr", &o.WebTLSAddr}} {
+			if *l.addr == "" {
+				continue
+			}
+			var err error
+			if *l.addr, err = shiftPort(*l.addr, 10*i); err != nil {
+				errs = append(errs, fmt.Errorf("--%s: %w", l.flag, err))
+				shifted = false
+			}
+		}
+		if !shifted {
 			continue
 		}
-		if o.WebAddr, err = shiftPort(f.webAddr, 10*i); err != nil {
-			errs = append(errs, fmt.Errorf("--web-addr: %w", err))
-			continue
-		}
-		o.Logger = f.logger.With("cluster", name)
+		o.Logger = log.With("cluster", name)
 		if err := o.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("cluster %s: %w", name, err))
 			continue
 		}
 		all = append(all, o)
 	}
-	if len(f.clusters) < 2 && len(errs) == 0 {
+	if len(s.Clusters) < 2 && len(errs) == 0 {
 		errs = append(errs, errors.New("--clusters needs at least two cluster names"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -218,7 +219,8 @@ func runStandalone(ctx context.Context, opts node.Options) error {
 		return err
 	}
 	opts.Logger.Info("meridian standalone ready",
-		"cluster", n.Cluster(), "serviceUrl", n.ServiceURL(), "webServiceUrl", n.WebURL(), "dataDir", opts.DataDir)
+		"cluster", n.Cluster(), "serviceUrl", n.ServiceURL(), "webServiceUrl", n.WebURL(),
+		"serviceUrlTls", n.ServiceURLTLS(), "webServiceUrlTls", n.WebURLTLS(), "dataDir", opts.DataDir)
 	select {
 	case <-ctx.Done():
 		opts.Logger.Info("shutting down", "reason", context.Cause(ctx))
@@ -263,7 +265,11 @@ func runClusters(ctx context.Context, log *slog.Logger, configs []node.Options) 
 		return err
 	}
 	for _, n := range nodes {
-		fmt.Printf("cluster %s: serviceUrl %s webServiceUrl %s\n", n.Cluster(), n.ServiceURL(), n.WebURL())
+		line := fmt.Sprintf("cluster %s: serviceUrl %s webServiceUrl %s", n.Cluster(), n.ServiceURL(), n.WebURL())
+		if n.ServiceURLTLS() != "" || n.WebURLTLS() != "" {
+			line += fmt.Sprintf(" serviceUrlTls %s webServiceUrlTls %s", n.ServiceURLTLS(), n.WebURLTLS())
+		}
+		fmt.Println(line)
 	}
 	log.Info("meridian clusters ready", "clusters", strings.Join(names, ","), "replication", "public/default full mesh")
 	failed := make(chan error, len(nodes))

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +27,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "error:", explain(err, root))
-		if isUsage(err) {
-			return 2
+		if isUsage(err) || errors.Is(err, errCannotTell) {
+			return 2 // a usage error, or a check that could not tell (failover check)
 		}
 		return 1
 	}

@@ -19,6 +19,7 @@ func (h *Handler) routes() {
 		return nil
 	})
 	h.handle("/", h.notFound)
+	h.brokerStatsRoutes()
 
 	// brokers
 	h.handle("GET /admin/v2/brokers/ready", h.brokersReady)

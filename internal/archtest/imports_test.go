@@ -35,6 +35,12 @@ var rules = []rule{
 	{from: "internal/console", forbidden: internalAll},
 	{from: "internal/poll", forbidden: internalAll},                                      // tests' one way to wait for a condition                                   // the page and its history; node adapts the data to it
 	{from: "internal/buildinfo", forbidden: []string{"internal/", "brokertest", "cmd/"}}, // a leaf over the public types (adminapi)
+	{from: "internal/config", forbidden: internalAll},                                    // settings and their sources; node and cmd read them
+	{from: "internal/tlsreload", forbidden: internalAll},                                 // TLS identities from files; node, client and cmd use it
+	// authentication: credentials to identities; server and node use it, it uses only the settings
+	{from: "internal/auth", forbidden: []string{"internal/wire", "internal/naming", "internal/crc32c", "internal/metadata", "internal/storage",
+		"internal/catalog", "internal/broker", "internal/client", "internal/replication", "internal/server", "internal/admin",
+		"internal/node", "internal/schema", "internal/tlsreload", "internal/console", "internal/buildinfo", "adminapi", "cmd/", "brokertest"}},
 	{from: "internal/metadata", forbidden: without(internalAll, "internal/metadata")},
 	{from: "internal/storage", forbidden: without(internalAll, "internal/storage")},
 	{from: "adminapi", forbidden: without(internalAll, "adminapi")},

@@ -72,6 +72,7 @@ type topicTraffic struct {
 	lastPublish                      atomic.Int64
 	rateIn, rateBytesIn              rate
 	rateOut, rateBytesOut            rate
+	writes                           writeStats // entries by write latency and size (Pulsar's buckets)
 }
 
 // counters returns the topic's traffic counters, allocating them on first use. Their rates start
@@ -87,6 +88,11 @@ func (t *topicState) counters() *topicTraffic {
 		for _, r := range []*rate{&tr.rateIn, &tr.rateBytesIn, &tr.rateOut, &tr.rateBytesOut} {
 			r.lastTime = at
 		}
+		tr.writes.startAt(at)
+	} else {
+		// No tick since the topic was created: its first write rates cover the time from its
+		// creation, so the entries stored before the first tick are not lost from them.
+		tr.writes.startAt(time.Unix(0, t.createdNs))
 	}
 	if !t.traffic.CompareAndSwap(nil, tr) {
 		return t.traffic.Load()

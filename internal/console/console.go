@@ -55,6 +55,11 @@ type LinkState struct {
 	// SentTotal counts the entries the remote acknowledged; it tells progress from a backlog that
 	// only looks still.
 	SentTotal int64 `json:"sentTotal"`
+	// Stalled: the replicator's own stall detection (a backlog and no progress for the stall
+	// timeout), since StalledSince (unix ms), and why.
+	Stalled       bool   `json:"stalled,omitempty"`
+	StalledSince  int64  `json:"stalledSince,omitempty"`
+	StalledReason string `json:"stalledReason,omitempty"`
 }
 
 // Source supplies the console's data: the known clusters and the replication links now.
@@ -76,8 +81,8 @@ type Sample struct {
 // Link is a LinkState with its history and what the console concludes from it.
 type Link struct {
 	LinkState
-	// State is ok, behind, not-draining, disconnected or error (the worst that applies); inbound
-	// links are "inbound".
+	// State is ok, behind, not-draining, stalled, disconnected or error (the worst that applies);
+	// inbound links are "inbound".
 	State string `json:"state"`
 	// ETASeconds is the time the backlog needs to drain at the rate it drained over the recent
 	// history; absent when it does not drain.
@@ -158,8 +163,10 @@ func assess(l LinkState, hist []Sample) Link {
 	switch {
 	case !l.Connected:
 		out.State = "disconnected"
-	case l.LastError != "":
+	case l.LastError != "" && !l.Stalled:
 		out.State = "error"
+	case l.Stalled:
+		out.State = "stalled"
 	case l.Backlog == 0:
 		out.State = "ok"
 	case len(hist) >= etaWindow && drain <= 0 && l.RateOut == 0:

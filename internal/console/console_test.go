@@ -62,6 +62,7 @@ func TestAssess(t *testing.T) {
 		{"stuck", LinkState{Outbound: true, Connected: true, Backlog: 500}, hist(500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500), "not-draining", 0},
 		{"disconnected", LinkState{Outbound: true, Backlog: 7, LastError: "connection refused"}, hist(3, 5, 7), "disconnected", 0},
 		{"remote refuses", LinkState{Outbound: true, Connected: true, Backlog: 7, LastError: "NotAllowed"}, hist(7, 7), "error", 0},
+		{"stalled", LinkState{Outbound: true, Connected: true, Backlog: 7, LastError: "NotAllowed", Stalled: true}, hist(7, 7), "stalled", 0},
 		{"inbound", LinkState{RateIn: 30}, nil, "inbound", 0},
 	}
 	for _, c := range cases {

@@ -18,10 +18,10 @@ func (n *Node) mountAdmin() error {
 	c := &n.components
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(&nodeCollector{n: n})
+	reg.MustRegister(&nodeCollector{n: n}, &tlsCollector{n: n}, connectionCollector{n: n})
 	var replicationApplied func(context.Context, string) error
 	if c.replication != nil {
-		reg.MustRegister(c.replication.Collector())
+		reg.MustRegister(c.replication.Collector(!n.opts.HideTopicLevelMetrics))
 		replicationApplied = c.replication.Sync
 	}
 	h, err := admin.NewHandler(admin.Config{
@@ -35,6 +35,8 @@ func (n *Node) mountAdmin() error {
 		AutoTopicCreation: n.opts.AutoTopicCreation,
 		// Replicators follow replication changes before the admin call answers (not only by watch).
 		ReplicationApplied: replicationApplied,
+		// Pulsar's exposeTopicLevelMetricsInPrometheus=false.
+		HideTopicLevelMetrics: n.opts.HideTopicLevelMetrics,
 	})
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -96,8 +97,10 @@ func (n *Node) compose(ctx context.Context) error {
 		return fmt.Errorf("load catalog: %w", err)
 	}
 	if err := bootstrapCatalog(ctx, c.catalog, n.opts.Cluster, adminapi.ClusterData{
-		ServiceURL:       n.webURL,
-		BrokerServiceURL: n.serviceURL,
+		ServiceURL:          n.webURL,
+		ServiceURLTLS:       n.tls.webURL,
+		BrokerServiceURL:    n.serviceURL,
+		BrokerServiceURLTLS: n.tls.serviceURL,
 	}, log); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -112,6 +115,8 @@ func (n *Node) compose(ctx context.Context) error {
 		MemoryBytes: n.opts.ReplicationMemoryBytes,
 		SyncTopics:  syncTopics{broker: &c.broker, engine: c.engine},
 		Logger:      log.With("component", "replication"),
+		// --replication-stall-timeout.
+		StallTimeout: n.opts.ReplicationStallTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)
@@ -137,10 +142,14 @@ func (n *Node) compose(ctx context.Context) error {
 		Broker:            c.broker,
 		Catalog:           serverCatalog{cat: c.catalog, broker: c.broker},
 		ServiceURL:        n.serviceURL,
+		ServiceURLTLS:     n.tls.serviceURL,
 		MaxMessageSize:    n.opts.MaxMessageSize,
 		KeepAliveInterval: n.opts.KeepAliveInterval,
 		AdmitReplicator:   n.admitReplicator,
-		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, cat: c.catalog,
+		Authenticator:     n.authn,
+		// Pulsar's authenticationRefreshCheckSeconds.
+		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
+		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, serviceURLTLS: n.tls.serviceURL, cat: c.catalog,
 			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}, repl: &c.replication},
 		Logger: log,
 	})
@@ -150,13 +159,18 @@ func (n *Node) compose(ctx context.Context) error {
 	c.schemas = newSchemaRegistry(c.localStore, c.catalog)
 	c.server.SetSchemas(c.schemas, schemaAutoUpdate(c.catalog))
 	c.server.SetSchemaValidationEnforced(schemaValidationEnforced(c.catalog))
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		if err := c.server.Serve(n.brokerLn); err != nil && !errors.Is(err, server.ErrServerClosed) {
-			n.fatal(fmt.Errorf("broker listener: %w", err))
+	for name, ln := range map[string]net.Listener{"broker listener": n.brokerLn, "broker TLS listener": n.tlsBrokerListener()} {
+		if ln == nil {
+			continue
 		}
-	}()
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			if err := c.server.Serve(ln); err != nil && !errors.Is(err, server.ErrServerClosed) {
+				n.fatal(fmt.Errorf("%s: %w", name, err))
+			}
+		}()
+	}
 	if err := n.mountAdmin(); err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/console"
 	"github.com/meridian-mq/meridian/internal/replication"
@@ -43,6 +45,7 @@ func (s consoleSource) Links() []console.LinkState {
 				Topic: st.Topic, Remote: st.RemoteCluster, Outbound: true, Connected: st.Connected,
 				Backlog: st.ReplicationBacklog, RateOut: st.MsgRateOut, DelaySeconds: st.ReplicationDelayInSeconds,
 				LastError: st.LastError, SentTotal: st.MsgOutCount,
+				Stalled: st.Stalled, StalledReason: st.StalledReason, StalledSince: unixMilliOrZero(st.StalledSince),
 			})
 		}
 		if st.MsgInCount > 0 || st.Phase == replication.PhaseInboundOnly {
@@ -50,4 +53,11 @@ func (s consoleSource) Links() []console.LinkState {
 		}
 	}
 	return out
+}
+
+func unixMilliOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

@@ -3,11 +3,12 @@
 // struct, runs the first-start/every-start bootstrap, reports readiness and shuts everything down in
 // order. cmd/meridian, brokertest and tests use it; nothing else constructs these pieces.
 //
-// Start order: bind both listeners (so a port in use fails before the data dir is touched), lock
-// and bind the data dir, serve the web listener (it answers /admin/v2/brokers/ready with 503 from
-// the first moment), recover storage, open the metadata
-// stores, bootstrap the catalog (own cluster entry, tenant public, namespace public/default if
-// absent), build the broker, start serving the binary protocol, then mark the node ready.
+// Start order: bind the configured listeners, plaintext and TLS (tls.go; so a port in use fails
+// before the data dir is touched), read the authentication keys (authn.go), lock and bind the data
+// dir, serve the web listeners (they answer /admin/v2/brokers/ready with 503 from the first
+// moment), recover storage, open the metadata stores, bootstrap the catalog (own cluster entry,
+// tenant public, namespace public/default if absent), build the broker, start serving the binary
+// protocol, then mark the node ready.
 //
 // Close order is the reverse: not ready, stop accepting, tell clients (CLOSE_PRODUCER /
 // CLOSE_CONSUMER, then close connections), close the broker (cursors flushed), storage, metadata
@@ -25,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/auth"
 )
 
 // Node is one running broker.
@@ -38,8 +41,10 @@ type Node struct {
 	web      *http.Server
 	mux      *http.ServeMux
 
-	serviceURL string // pulsar://advertised:port
-	webURL     string // http://advertised:port
+	serviceURL string // pulsar://advertised:port, or empty without a plaintext binary listener
+	webURL     string // http://advertised:port, or empty without a plaintext web listener
+	tls        tlsListeners
+	authn      *auth.Authenticator // nil without authentication (authn.go)
 
 	// notReady is nil when the node is ready, else the reason it is not.
 	notReady atomic.Pointer[error]
@@ -86,6 +91,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.setNotReady(nil)
 	n.log.Info("broker ready", "cluster", opts.Cluster, "serviceUrl", n.serviceURL, "webServiceUrl", n.webURL,
+		"serviceUrlTls", n.tls.serviceURL, "webServiceUrlTls", n.tls.webURL,
 		"fsync", string(opts.Fsync), "maxMessageSize", opts.MaxMessageSize, "dedup", opts.Dedup,
 		"autoTopicCreation", opts.AutoTopicCreation)
 	if opts.Fsync == FsyncInterval {
@@ -96,11 +102,23 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 
 func (n *Node) start(ctx context.Context) error {
 	var err error
-	if n.brokerLn, err = net.Listen("tcp", n.opts.BrokerAddr); err != nil {
-		return fmt.Errorf("listen on --broker-addr %s: %w", n.opts.BrokerAddr, err)
+	if n.opts.BrokerAddr != "" {
+		if n.brokerLn, err = net.Listen("tcp", n.opts.BrokerAddr); err != nil {
+			return fmt.Errorf("listen on --broker-addr %s: %w", n.opts.BrokerAddr, err)
+		}
+		n.serviceURL = hostPortURL("pulsar", advertisedHost(n.opts.AdvertisedAddress, n.brokerLn.Addr()), n.brokerLn.Addr())
 	}
-	if n.webLn, err = net.Listen("tcp", n.opts.WebAddr); err != nil {
-		return fmt.Errorf("listen on --web-addr %s: %w", n.opts.WebAddr, err)
+	if n.opts.WebAddr != "" {
+		if n.webLn, err = net.Listen("tcp", n.opts.WebAddr); err != nil {
+			return fmt.Errorf("listen on --web-addr %s: %w", n.opts.WebAddr, err)
+		}
+		n.webURL = hostPortURL("http", advertisedHost(n.opts.AdvertisedAddress, n.webLn.Addr()), n.webLn.Addr())
+	}
+	if err := n.listenTLS(); err != nil {
+		return err
+	}
+	if err := n.buildAuthenticator(); err != nil {
+		return err
 	}
 	n.fresh = missingDataDirPaths(n.opts.DataDir)
 	if n.lock, err = lockDataDir(n.opts.DataDir); err != nil {
@@ -110,22 +128,24 @@ func (n *Node) start(ctx context.Context) error {
 	if err := bindDataDir(n.opts.DataDir, n.opts.Cluster); err != nil {
 		return err
 	}
-	host := advertisedHost(n.opts.AdvertisedAddress, n.brokerLn.Addr())
-	n.serviceURL = hostPortURL("pulsar", host, n.brokerLn.Addr())
-	n.webURL = hostPortURL("http", advertisedHost(n.opts.AdvertisedAddress, n.webLn.Addr()), n.webLn.Addr())
 
 	// The web listener serves from the first moment so that probes get a 503 with the reason while
 	// storage recovers, instead of a refused connection.
 	n.mux = http.NewServeMux()
 	n.mux.HandleFunc("GET /admin/v2/brokers/ready", n.serveReady)
-	n.web = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		if err := n.web.Serve(n.webLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.fatal(fmt.Errorf("web listener: %w", err))
+	n.web = &http.Server{Handler: n.webHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)}
+	for name, ln := range map[string]net.Listener{"web listener": n.webLn, "web TLS listener": n.tlsWebListener()} {
+		if ln == nil {
+			continue
 		}
-	}()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.web.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				n.fatal(fmt.Errorf("%s: %w", name, err))
+			}
+		}()
+	}
 
 	return n.compose(ctx)
 }
@@ -133,17 +153,29 @@ func (n *Node) start(ctx context.Context) error {
 // Cluster is this node's cluster name.
 func (n *Node) Cluster() string { return n.opts.Cluster }
 
-// ServiceURL is the advertised binary-protocol URL, pulsar://host:port.
+// ServiceURL is the advertised binary-protocol URL, pulsar://host:port, or empty without a
+// plaintext binary listener.
 func (n *Node) ServiceURL() string { return n.serviceURL }
 
-// WebURL is the advertised admin URL, http://host:port.
+// WebURL is the advertised admin URL, http://host:port, or empty without a plaintext web
+// listener.
 func (n *Node) WebURL() string { return n.webURL }
 
-// BrokerAddr is the address the binary-protocol listener is bound to.
-func (n *Node) BrokerAddr() net.Addr { return n.brokerLn.Addr() }
+// BrokerAddr is the address the plaintext binary-protocol listener is bound to; nil without one.
+func (n *Node) BrokerAddr() net.Addr {
+	if n.brokerLn == nil {
+		return nil
+	}
+	return n.brokerLn.Addr()
+}
 
-// WebAddr is the address the web listener is bound to.
-func (n *Node) WebAddr() net.Addr { return n.webLn.Addr() }
+// WebAddr is the address the plaintext web listener is bound to; nil without one.
+func (n *Node) WebAddr() net.Addr {
+	if n.webLn == nil {
+		return nil
+	}
+	return n.webLn.Addr()
+}
 
 // Options returns the validated options the node runs with.
 func (n *Node) Options() Options { return n.opts }
@@ -263,6 +295,7 @@ func (n *Node) shutdown() error {
 	if n.brokerLn != nil && n.components.server == nil {
 		_ = n.brokerLn.Close() // never served; the server closes it otherwise
 	}
+	n.closeUnservedTLS()
 	errs = append(errs, n.components.close(ctx, n.log))
 	if n.web != nil {
 		// A short grace for requests in flight; then close what is left. http.Server.Shutdown counts
@@ -273,8 +306,12 @@ func (n *Node) shutdown() error {
 			_ = n.web.Close()
 		}
 		cancel()
-	} else if n.webLn != nil {
-		_ = n.webLn.Close()
+	} else {
+		for _, ln := range []net.Listener{n.webLn, n.tls.web} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
 	}
 	n.wg.Wait()
 	if n.startFailed {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/config"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
@@ -37,6 +38,8 @@ const (
 	// DefaultReplicationMemoryBytes: what all replicators of the broker may hold at once, read and
 	// not yet acknowledged by their remote (see replication's budget.go).
 	DefaultReplicationMemoryBytes = replication.DefaultReplicationMemoryBytes
+	// DefaultReplicationStallTimeout: see Options.ReplicationStallTimeout.
+	DefaultReplicationStallTimeout = replication.DefaultStallTimeout
 
 	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
 	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within
@@ -73,9 +76,20 @@ type Options struct {
 	// dir that belongs to another cluster is refused.
 	DataDir string
 	// BrokerAddr is the Pulsar binary protocol listener ("host:port"; port 0 picks a free port).
+	// Empty turns it off, which needs BrokerTLSAddr.
 	BrokerAddr string
 	// WebAddr is the admin REST and /metrics listener ("host:port"; port 0 picks a free port).
+	// Empty turns it off, which needs WebTLSAddr.
 	WebAddr string
+	// BrokerTLSAddr (pulsar+ssl://) and WebTLSAddr (https://) are the TLS listeners; empty means
+	// none. Both present TLS's identity (tls.go).
+	BrokerTLSAddr, WebTLSAddr string
+	// TLS is the TLS listeners' identity and policy: certificate, key and CA files, client
+	// certificates, versions, cipher suites, how often the files are read again.
+	TLS config.TLS
+	// Auth is authentication (authn.go): providers, their keys, the anonymous role. Authorization
+	// settings are not acted on.
+	Auth config.Auth
 	// AdvertisedAddress is the host put into the cluster's URLs and LOOKUP answers. Empty means the
 	// listener's host (which must then not be a wildcard address).
 	AdvertisedAddress string
@@ -114,12 +128,19 @@ type Options struct {
 	// eight journal files; docs/operations.md, "Disk full and I/O errors"). Not flags: for
 	// embedding and tests on small disks.
 	JournalFileBytes, MaxJournalBacklog int64
+	// HideTopicLevelMetrics turns Pulsar's exposeTopicLevelMetricsInPrometheus off: /metrics has
+	// namespace aggregates instead of per-topic series (--expose-topic-level-metrics=false).
+	HideTopicLevelMetrics bool
+	// ReplicationStallTimeout: a replicator with a backlog that made no progress for this long is
+	// reported stalled (topic stats replication.<remote>.stalled, meridian_replication_stalled).
+	// Zero means DefaultReplicationStallTimeout.
+	ReplicationStallTimeout time.Duration
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).
 	AutoTopicCreation bool
-	// InsecureAllowPlaintext must be set to listen on a non-loopback address (no TLS or
-	// authentication exists yet).
+	// InsecureAllowPlaintext must be set for a plaintext listener on a non-loopback address
+	// unless authentication is on; TLS listeners do not need it.
 	InsecureAllowPlaintext bool
 	// KeepAliveInterval is how often the broker pings idle connections; a connection silent for
 	// twice this long is closed. Zero means DefaultKeepAliveInterval.
@@ -169,28 +190,7 @@ func (o *Options) Validate() error {
 	if strings.TrimSpace(o.DataDir) == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
 	}
-	brokerHost, err := validateListenAddr("--broker-addr", o.BrokerAddr)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	webHost, err := validateListenAddr("--web-addr", o.WebAddr)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if o.AdvertisedAddress != "" {
-		if strings.ContainsAny(o.AdvertisedAddress, "/ :@?#") && net.ParseIP(o.AdvertisedAddress) == nil {
-			errs = append(errs, fmt.Errorf("--advertised-address %q must be a host name or IP address without port", o.AdvertisedAddress))
-		}
-	} else if isWildcardHost(brokerHost) {
-		errs = append(errs, fmt.Errorf("--broker-addr %q listens on every interface: set --advertised-address to the host clients should use", o.BrokerAddr))
-	}
-	if !o.InsecureAllowPlaintext {
-		for _, h := range []struct{ flag, host, addr string }{{"--broker-addr", brokerHost, o.BrokerAddr}, {"--web-addr", webHost, o.WebAddr}} {
-			if h.addr != "" && !isLoopbackHost(h.host) {
-				errs = append(errs, fmt.Errorf("%s %q is not a loopback address: without TLS and authentication this needs --insecure-allow-plaintext", h.flag, h.addr))
-			}
-		}
-	}
+	errs = append(errs, o.validateListeners()...)
 	if o.ConfigStore != "" && !strings.HasPrefix(o.ConfigStore, "etcd://") {
 		errs = append(errs, fmt.Errorf("--config-store %q: only etcd://host:port[,host:port...][/prefix] is supported", o.ConfigStore))
 	}
@@ -226,6 +226,52 @@ func (o *Options) Validate() error {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	return errors.Join(errs...)
+}
+
+// validateListeners checks the four listener addresses, the advertised address and the rule that
+// a plaintext listener on a non-loopback address needs InsecureAllowPlaintext.
+func (o *Options) validateListeners() []error {
+	var errs []error
+	type listener struct {
+		flag, addr string
+		tls        bool
+	}
+	all := []listener{
+		{"--broker-addr", o.BrokerAddr, false}, {"--web-addr", o.WebAddr, false},
+		{"--broker-tls-addr", o.BrokerTLSAddr, true}, {"--web-tls-addr", o.WebTLSAddr, true},
+	}
+	wildcard := ""
+	for _, l := range all {
+		if l.addr == "" {
+			continue
+		}
+		host, err := validateListenAddr(l.flag, l.addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if wildcard == "" && isWildcardHost(host) {
+			wildcard = l.flag + " " + strconv.Quote(l.addr)
+		}
+		if !l.tls && !o.InsecureAllowPlaintext && !o.Auth.AuthenticationEnabled && !isLoopbackHost(host) {
+			errs = append(errs, fmt.Errorf("%s %q is not a loopback address: without TLS or authentication this needs --insecure-allow-plaintext (or serve TLS only: --broker-tls-addr, --web-tls-addr)", l.flag, l.addr))
+		}
+	}
+	if o.BrokerAddr == "" && o.BrokerTLSAddr == "" {
+		errs = append(errs, errors.New("no binary-protocol listener: set --broker-addr and/or --broker-tls-addr"))
+	}
+	if o.WebAddr == "" && o.WebTLSAddr == "" {
+		errs = append(errs, errors.New("no web listener: set --web-addr and/or --web-tls-addr"))
+	}
+	if o.AdvertisedAddress != "" {
+		if strings.ContainsAny(o.AdvertisedAddress, "/ :@?#") && net.ParseIP(o.AdvertisedAddress) == nil {
+			errs = append(errs, fmt.Errorf("--advertised-address %q must be a host name or IP address without port", o.AdvertisedAddress))
+		}
+	} else if wildcard != "" {
+		errs = append(errs, fmt.Errorf("%s listens on every interface: set --advertised-address to the host clients should use", wildcard))
+	}
+	errs = append(errs, o.validateTLS()...)
+	return append(errs, o.validateAuth()...)
 }
 
 // validateListenAddr checks a "host:port" listen address and returns its host.

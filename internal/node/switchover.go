@@ -19,11 +19,12 @@ import (
 // even when only a namespace moves). A target URL that is this broker's own is ignored, so that
 // clusters sharing a configuration store never redirect clients to themselves.
 type switchover struct {
-	cluster    string
-	serviceURL string
-	cat        *catalog.Catalog
-	topics     topicService
-	repl       **replication.Manager
+	cluster       string
+	serviceURL    string
+	serviceURLTLS string
+	cat           *catalog.Catalog
+	topics        topicService
+	repl          **replication.Manager
 }
 
 var _ server.Migration = switchover{}
@@ -37,7 +38,8 @@ func (s switchover) target() (adminapi.ClusterData, *adminapi.ClusterURL, bool) 
 	if u.BrokerServiceURL == "" && u.BrokerServiceURLTLS == "" {
 		return d, nil, false
 	}
-	if sameURL(u.BrokerServiceURL, s.serviceURL) {
+	if (u.BrokerServiceURL != "" && sameURL(u.BrokerServiceURL, s.serviceURL)) ||
+		(u.BrokerServiceURLTLS != "" && sameURL(u.BrokerServiceURLTLS, s.serviceURLTLS)) {
 		return d, nil, false
 	}
 	return d, u, true

@@ -59,6 +59,9 @@ type ManagerOptions struct {
 	// MemoryBytes bounds the entries all replicators hold at once, read and not yet acknowledged
 	// by their remote (budget.go): 0 = DefaultReplicationMemoryBytes, negative = no bound.
 	MemoryBytes int64
+	// StallTimeout: a replicator with a backlog and no progress for this long is reported stalled
+	// (stall.go); 0 = DefaultStallTimeout.
+	StallTimeout time.Duration
 	// SyncTopics gives the replicated-subscription sync its topics (subsync.go); nil = replicated
 	// subscriptions are not synced.
 	SyncTopics SyncTopicSource
@@ -604,6 +607,7 @@ func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
 	mc.Local, mc.Remote, mc.Rate = m.opts.Local, w.Remote, w.Rate
 	r, err := StartRunner(ctx, RunnerConfig{
 		Machine: mc, Topic: lt, Producers: m.producers, StartAt: w.StartAt, Logger: m.log, Budget: m.budget,
+		StallTimeout: m.opts.StallTimeout,
 	})
 	if err != nil {
 		// Never silent: shown in the topic's stats as lastError, logged, and retried shortly.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/meridian-mq/meridian/internal/auth"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -42,6 +44,11 @@ type conn struct {
 	nc     net.Conn
 	log    *slog.Logger
 	remote string
+	// identity is who CONNECT authenticated as (authn.go), zero without authentication; refresh
+	// is the expiry state of its credentials (authrefresh.go). Guarded by authMu.
+	authMu   sync.Mutex
+	identity auth.Identity
+	refresh  authRefresh
 
 	ctx    context.Context // ends when the connection is gone (or aborted): the writer stops
 	cancel context.CancelCauseFunc
@@ -171,6 +178,9 @@ func (c *conn) flushTimeout() time.Duration {
 // readLoop reads and handles frames until the connection fails or is told to stop. It returns the
 // reason.
 func (c *conn) readLoop() error {
+	if err := c.tlsHandshake(); err != nil {
+		return err
+	}
 	// The client must CONNECT promptly.
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.KeepAliveInterval))
 	defer c.flushSends() // whatever the reason to stop, SENDs read before it are published
@@ -295,6 +305,14 @@ func (c *conn) stopReason() error {
 // writeLoop writes queued frames until the outbox is closed and empty, or a write fails.
 func (c *conn) writeLoop() {
 	var spare net.Buffers
+	write := func(bufs *net.Buffers) error {
+		_, err := bufs.WriteTo(c.nc)
+		return err
+	}
+	if _, ok := c.nc.(*tls.Conn); ok {
+		var co coalescer
+		write = func(bufs *net.Buffers) error { return co.write(c.nc, *bufs) }
+	}
 	for {
 		select {
 		case <-c.out.wake:
@@ -309,7 +327,7 @@ func (c *conn) writeLoop() {
 			}
 			orig := bufs
 			_ = c.nc.SetWriteDeadline(time.Now().Add(2 * c.s.opts.KeepAliveInterval))
-			if _, err := bufs.WriteTo(c.nc); err != nil {
+			if err := write(&bufs); err != nil {
 				c.abort(fmt.Errorf("write: %w", err))
 				return
 			}
@@ -330,9 +348,20 @@ func (c *conn) keepAliveLoop() {
 	tick := time.NewTicker(interval / 2)
 	defer tick.Stop()
 	k := keepAlive{interval: interval, lastTick: time.Now()}
+	var authTick <-chan time.Time // credentials that expire are checked on their own period
+	if c.s.opts.Authenticator != nil {
+		t := time.NewTicker(c.s.opts.AuthRefreshInterval)
+		defer t.Stop()
+		authTick = t.C
+	}
 	for {
 		select {
 		case <-tick.C:
+		case now := <-authTick:
+			if !c.checkCredentials(now) {
+				return
+			}
+			continue
 		case <-c.ctx.Done():
 			return
 		case <-c.done:

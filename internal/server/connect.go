@@ -72,12 +72,19 @@ func (c *conn) handle(f wire.Frame) error {
 	case pulsarpb.BaseCommand_CONSUMER_STATS:
 		c.handleConsumerStats(cmd.GetConsumerStats())
 
+	case pulsarpb.BaseCommand_AUTH_RESPONSE:
+		if c.s.opts.Authenticator == nil {
+			c.answerUnknown(f, errors.New("AUTH_RESPONSE without authentication"))
+			return nil
+		}
+		return c.handleAuthResponse(cmd.GetAuthResponse())
+
 	case pulsarpb.BaseCommand_GET_SCHEMA:
 		c.handleGetSchema(cmd.GetGetSchema())
 	case pulsarpb.BaseCommand_GET_OR_CREATE_SCHEMA:
 		c.handleGetOrCreateSchema(cmd.GetGetOrCreateSchema())
 	default:
-		// Known to the protocol but not served here (transactions, auth refresh, topic watchers,
+		// Known to the protocol but not served here (transactions, topic watchers,
 		// broker-to-client commands sent by a confused peer): ERROR, connection lives on.
 		c.answerUnknown(f, fmt.Errorf("%s is not supported", t))
 	}
@@ -96,9 +103,8 @@ func (c *conn) handleConnect(cmd *pulsarpb.CommandConnect) error {
 		})
 		return c.badFrame(fmt.Errorf("protocol version %d unsupported", version))
 	}
-	if cmd.GetAuthMethodName() != "" && cmd.GetAuthMethodName() != "none" {
-		// Authentication does not exist yet; accepting credentials silently would mislead.
-		c.log.Info("client sent credentials; authentication is not enabled, ignoring them", "method", cmd.GetAuthMethodName())
+	if err := c.authenticate(cmd); err != nil {
+		return err
 	}
 	if cmd.GetProxyToBrokerUrl() != "" {
 		c.log.Info("client connects through a proxy", "proxyToBrokerUrl", cmd.GetProxyToBrokerUrl())
@@ -114,7 +120,7 @@ func (c *conn) handleConnect(cmd *pulsarpb.CommandConnect) error {
 		ServerVersion:   proto.String(ServerVersion),
 		ProtocolVersion: proto.Int32(c.protocolVersion),
 		MaxMessageSize:  proto.Int32(int32(c.s.opts.MaxMessageSize)),
-		FeatureFlags:    &pulsarpb.FeatureFlags{SupportsAuthRefresh: proto.Bool(false)},
+		FeatureFlags:    &pulsarpb.FeatureFlags{SupportsAuthRefresh: proto.Bool(c.s.opts.Authenticator != nil)},
 	})
 	c.log.Debug("client connected", "client", c.clientVersion, "protocolVersion", version)
 	return nil

@@ -40,7 +40,9 @@ func parseTopic(s string) (naming.TopicName, error) {
 }
 
 // handleLookup answers LOOKUP: this broker serves every topic, so the answer is always Connect to
-// our own advertised URL, authoritative. Invalid names get Failed with the reason.
+// our own advertised URLs, authoritative: brokerServiceUrl (pulsar://) and brokerServiceUrlTls
+// (pulsar+ssl://), each when that listener is on; the client takes the one of its own scheme, as it
+// does with Pulsar. Invalid names get Failed with the reason.
 func (c *conn) handleLookup(cmd *pulsarpb.CommandLookupTopic) {
 	reqID := cmd.GetRequestId()
 	resp := &pulsarpb.CommandLookupTopicResponse{RequestId: proto.Uint64(reqID)}
@@ -62,7 +64,12 @@ func (c *conn) handleLookup(cmd *pulsarpb.CommandLookupTopic) {
 		resp.ProxyThroughServiceUrl = proto.Bool(false)
 	} else {
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Connect.Enum()
-		resp.BrokerServiceUrl = proto.String(c.s.opts.ServiceURL)
+		if u := c.s.opts.ServiceURL; u != "" {
+			resp.BrokerServiceUrl = proto.String(u)
+		}
+		if u := c.s.opts.ServiceURLTLS; u != "" {
+			resp.BrokerServiceUrlTls = proto.String(u)
+		}
 		resp.Authoritative = proto.Bool(true)
 		resp.ProxyThroughServiceUrl = proto.Bool(false)
 	}

@@ -31,7 +31,7 @@ func startServer(t testing.TB, opts Options) *testServer {
 	if opts.Broker == nil {
 		opts.Broker = newTestBroker(t)
 	}
-	if opts.ServiceURL == "" {
+	if opts.ServiceURL == "" && opts.ServiceURLTLS == "" {
 		opts.ServiceURL = "pulsar://127.0.0.1:6650"
 	}
 	if opts.Logger == nil {

@@ -8,6 +8,9 @@
 //	server.go     Server, Options, accept loop, graceful close
 //	conn.go       one connection: reader goroutine, writer goroutine, keepalive, throttling
 //	outbox.go     the batched outbound queue (one writev per burst)
+//	tls.go        connections on TLS listeners: bounded handshake, bursts written as large records
+//	authn.go      authentication of CONNECT (Options.Authenticator)
+//	authrefresh.go  expiring credentials: AUTH_CHALLENGE / AUTH_RESPONSE
 //	connect.go    command dispatch, CONNECT/CONNECTED, PING/PONG
 //	lookup.go     LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, topic name normalisation
 //	produce.go    PRODUCER, SEND, SEND_RECEIPT/SEND_ERROR, CLOSE_PRODUCER
@@ -19,9 +22,15 @@
 // # Command coverage
 //
 //	CONNECT                      CONNECTED {server_version, protocol_version = min(client, 20),
-//	                             max_message_size}; versions below v6 get ERROR UnsupportedVersion
+//	                             max_message_size}; versions below v6 get ERROR UnsupportedVersion;
+//	                             with Options.Authenticator, credentials that do not authenticate
+//	                             get ERROR AuthenticationError and the connection closes
+//	AUTH_CHALLENGE / AUTH_RESPONSE  with Options.Authenticator: expired credentials are challenged
+//	                             every AuthRefreshInterval; a valid answer of the same role keeps
+//	                             the connection, anything else closes it
 //	PING / PONG                  answered; the server pings idle connections itself
-//	LOOKUP                       Connect, authoritative, brokerServiceUrl = advertised URL;
+//	LOOKUP                       Connect, authoritative, brokerServiceUrl and brokerServiceUrlTls =
+//	                             the advertised URLs of the listeners there are;
 //	                             Failed + InvalidTopicName for bad names
 //	PARTITIONED_METADATA         partition count from the catalog (0: not partitioned, a partition,
 //	                             or not created yet); missing namespace: TopicNotFound
@@ -67,6 +76,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,6 +85,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/auth"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/naming"
 )
@@ -83,6 +94,8 @@ import (
 const (
 	DefaultMaxMessageSize    = 5 * 1024 * 1024
 	DefaultKeepAliveInterval = 30 * time.Second
+	// DefaultAuthRefreshInterval is Pulsar's authenticationRefreshCheckSeconds default.
+	DefaultAuthRefreshInterval = 60 * time.Second
 	// DefaultMaxPendingSends is 4x Pulsar's maxPendingPublishRequestsPerConnection: a replication
 	// link carries every replicated topic of a remote cluster on one connection, one SEND per entry,
 	// and at 1000 the limit, not the disk, set the catch-up rate of unbatched entries (152-162k
@@ -103,8 +116,10 @@ type Options struct {
 	Broker *broker.Broker
 	// Catalog answers partition counts and lists partitioned topics; nil means none exist.
 	Catalog Catalog
-	// ServiceURL is this broker's advertised pulsar://host:port, returned by LOOKUP. Required.
-	ServiceURL string
+	// ServiceURL is this broker's advertised pulsar://host:port and ServiceURLTLS its
+	// pulsar+ssl://host:port, both returned by LOOKUP (clients on TLS take the second). At least
+	// one is required; an empty one means the broker has no such listener.
+	ServiceURL, ServiceURLTLS string
 	// MaxMessageSize is advertised in CONNECTED; frames above it plus FramePadding close the
 	// connection. Zero means DefaultMaxMessageSize.
 	MaxMessageSize int
@@ -120,6 +135,13 @@ type Options struct {
 	// drains its socket; at four times it the connection is closed (a client that granted permits
 	// and stopped reading must not pin unbounded memory).
 	MaxOutboundBytes int
+	// Authenticator, when set, authenticates every CONNECT (authn.go): a connection whose
+	// credentials fail gets ERROR AuthenticationError and is closed. Nil accepts every client.
+	Authenticator *auth.Authenticator
+	// AuthRefreshInterval is how often a connection's credentials are checked for expiry
+	// (authrefresh.go; Pulsar's authenticationRefreshCheckSeconds). Zero means
+	// DefaultAuthRefreshInterval.
+	AuthRefreshInterval time.Duration
 	// AdmitReplicator decides whether a replicator producer (name "pulsar.repl.<source>-->...")
 	// from cluster source may publish to topic (docs/design.md, "Replication invariants": the tenant must allow the source and
 	// the namespace must exist). A refusal is sent as ERROR with the error's ServerError code, and
@@ -141,11 +163,14 @@ func (o *Options) setDefaults() error {
 	if o.Broker == nil {
 		return errors.New("server: Options.Broker is required")
 	}
-	if o.ServiceURL == "" {
-		return errors.New("server: Options.ServiceURL is required")
+	if o.ServiceURL == "" && o.ServiceURLTLS == "" {
+		return errors.New("server: Options.ServiceURL or ServiceURLTLS is required")
 	}
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.AuthRefreshInterval <= 0 {
+		o.AuthRefreshInterval = DefaultAuthRefreshInterval
 	}
 	if o.KeepAliveInterval <= 0 {
 		o.KeepAliveInterval = DefaultKeepAliveInterval
@@ -182,12 +207,14 @@ type Server struct {
 
 // serverStats are counters for metrics and tests.
 type serverStats struct {
-	connsAccepted  atomic.Int64
-	connsOpen      atomic.Int64
-	framesIn       atomic.Int64
-	badFrames      atomic.Int64 // connections closed for oversized or malformed frames
-	checksumErrors atomic.Int64
-	throttled      atomic.Int64 // times a connection paused reading
+	connsAccepted        atomic.Int64
+	connsOpen            atomic.Int64
+	framesIn             atomic.Int64
+	badFrames            atomic.Int64 // connections closed for oversized or malformed frames
+	tlsHandshakeFailures atomic.Int64
+	authFailures         atomic.Int64 // connections closed because CONNECT did not authenticate
+	checksumErrors       atomic.Int64
+	throttled            atomic.Int64 // times a connection paused reading
 }
 
 // Stats is a snapshot of the server's counters.
@@ -196,8 +223,13 @@ type Stats struct {
 	ConnectionsOpen     int64
 	FramesIn            int64
 	BadFrames           int64
-	ChecksumErrors      int64
-	Throttled           int64
+	// TLSHandshakeFailures counts connections on a TLS listener closed because the handshake
+	// failed (a client certificate that does not verify, a plaintext client, a timeout).
+	TLSHandshakeFailures int64
+	// AuthenticationFailures counts connections closed because CONNECT did not authenticate.
+	AuthenticationFailures int64
+	ChecksumErrors         int64
+	Throttled              int64
 }
 
 // New builds a server. Call Serve for each listener and Close to stop.
@@ -228,12 +260,14 @@ func New(opts Options) (*Server, error) {
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		ConnectionsAccepted: s.stats.connsAccepted.Load(),
-		ConnectionsOpen:     s.stats.connsOpen.Load(),
-		FramesIn:            s.stats.framesIn.Load(),
-		BadFrames:           s.stats.badFrames.Load(),
-		ChecksumErrors:      s.stats.checksumErrors.Load(),
-		Throttled:           s.stats.throttled.Load(),
+		ConnectionsAccepted:    s.stats.connsAccepted.Load(),
+		ConnectionsOpen:        s.stats.connsOpen.Load(),
+		FramesIn:               s.stats.framesIn.Load(),
+		BadFrames:              s.stats.badFrames.Load(),
+		TLSHandshakeFailures:   s.stats.tlsHandshakeFailures.Load(),
+		AuthenticationFailures: s.stats.authFailures.Load(),
+		ChecksumErrors:         s.stats.checksumErrors.Load(),
+		Throttled:              s.stats.throttled.Load(),
 	}
 }
 
@@ -241,7 +275,8 @@ func (s *Server) Stats() Stats {
 var ErrServerClosed = errors.New("server: closed")
 
 // Serve accepts connections on ln until Close; it always returns a non-nil error (ErrServerClosed
-// after Close). The server closes ln.
+// after Close). The server closes ln. A listener from tls.NewListener serves pulsar+ssl://: each
+// connection completes its TLS handshake within the keepalive interval (tls.go).
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -287,7 +322,11 @@ func (s *Server) isClosed() bool {
 }
 
 func (s *Server) startConn(nc net.Conn) {
-	if tc, ok := nc.(*net.TCPConn); ok {
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 		_ = tc.SetKeepAlive(true)
 	}

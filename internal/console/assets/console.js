@@ -4,7 +4,7 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const POLL_MS = 2000;
-const STATE_RANK = { "ok": 0, "behind": 1, "not-draining": 2, "error": 3, "disconnected": 3 };
+const STATE_RANK = { "ok": 0, "behind": 1, "not-draining": 2, "stalled": 3, "error": 4, "disconnected": 4 };
 
 function el(tag, attrs, text) {
   const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
@@ -105,7 +105,8 @@ function drawLinks(ov) {
     const spark = el("td");
     if (l.outbound) spark.appendChild(sparkline(l.history));
     tr.appendChild(spark);
-    tr.appendChild(el("td", { class: "error-text" }, l.lastError || ""));
+    const why = l.stalled ? `stalled since ${new Date(l.stalledSince).toLocaleTimeString()}: ${l.stalledReason}` : (l.lastError || "");
+    tr.appendChild(el("td", { class: "error-text" }, why));
     body.appendChild(tr);
   }
 }

@@ -1,0 +1,54 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestOperationsDocListsEveryKey: the settings section of docs/operations.md has a table row for
+// every setting, starting with its file key and its flag ("| `key` | `--flag` |", "—" for a missing
+// one; the flag cell may go on with its argument), and no row for a setting that does not exist.
+func TestOperationsDocListsEveryKey(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const section = "## Settings: flags, configuration file, environment"
+	_, text, ok := strings.Cut(string(doc), "\n"+section+"\n")
+	if !ok {
+		t.Fatalf("docs/operations.md has no section %q", section)
+	}
+	text, _, _ = strings.Cut(text, "\n## ")
+	rows := map[string]bool{}
+	for _, line := range strings.Split(text, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") && strings.TrimSpace(cells[1]) != "—" {
+			continue
+		}
+		flag := strings.TrimSpace(cells[2])
+		if strings.HasPrefix(flag, "`--") { // "`--broker-addr HOST:PORT`" names --broker-addr
+			flag = "`" + strings.Fields(strings.Trim(flag, "`"))[0] + "`"
+		}
+		rows[strings.TrimSpace(cells[1])+" "+flag] = true
+	}
+	want := map[string]bool{}
+	for _, k := range Keys() {
+		name, flag := "—", "—"
+		if k.Name != "" {
+			name = "`" + k.Name + "`"
+		}
+		if k.Flag != "" {
+			flag = "`--" + k.Flag + "`"
+		}
+		want[name+" "+flag] = true
+		if !rows[name+" "+flag] {
+			t.Errorf("docs/operations.md has no row starting | %s | %s |", name, flag)
+		}
+	}
+	for row := range rows {
+		if !want[row] && !strings.Contains(row, "`--config") {
+			t.Errorf("docs/operations.md has a row for %s, which is not a setting", row)
+		}
+	}
+}
