@@ -42,6 +42,9 @@ func TestSwitchoverMovesLiveClients(t *testing.T) {
 	// The consumer is about 100 messages behind when the switch starts and slower than the
 	// producer: its replicated subscription moves without the backlog on a being drained.
 	t.Run("consumer-behind", func(t *testing.T) { runSwitchover(t, switchoverCase{consumerBehind: true}) })
+	// Only the namespace moves (Pulsar's namespace switch, with the cluster's target URL): a
+	// producer in another namespace of a stays there and keeps publishing.
+	t.Run("namespace-switch", func(t *testing.T) { runSwitchover(t, switchoverCase{byNamespace: true}) })
 }
 
 // switchoverCase is one variant of the scenario.
@@ -49,6 +52,7 @@ type switchoverCase struct {
 	partitions     int  // > 0: a partitioned topic
 	twoWay         bool // b's namespace replicates to a too
 	consumerBehind bool // the middle 100 are sent at once and the consumer takes 30 ms per message
+	byNamespace    bool // the namespace is marked migrated, not the cluster
 }
 
 // postMigrate calls a's `POST /admin/v2/clusters/{cluster}/migrate`.
@@ -230,7 +234,26 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 	lg.mu.Lock()
 	behind := len(lg.sentAt) - len(lg.received) // messages on a the consumer had not received yet
 	lg.mu.Unlock()
-	postMigrate(t, a, true, green)
+	var staying pulsar.Producer // byNamespace: a producer in a namespace that does not move
+	if sc.byNamespace {
+		a.CreateNamespace(t, geoTenant+"/staying", "a")
+		staying = newProducer(t, client, pulsar.ProducerOptions{Topic: harness.TopicIn(t, geoTenant+"/staying"), DisableBatching: true})
+		req, err := http.NewRequest(http.MethodPost, a.WebURL()+"/admin/v2/namespaces/"+geoNamespace+"/migration", strings.NewReader("true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("a: namespace migration: HTTP %d", resp.StatusCode)
+		}
+	} else {
+		postMigrate(t, a, true, green)
+	}
 	// As pulsar-client-go's test waits for green's lookup to show the topic: both clients are
 	// attached to b (and none to a) before the last 100 messages.
 	harness.Eventually(t, 60*time.Second, "producer and consumer attached to b, none to a", func() error {
@@ -262,6 +285,18 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 		}
 		return nil
 	})
+	if staying != nil {
+		// The other namespace stays on a: its producer still publishes there.
+		for i := 0; i < 10; i++ {
+			if _, err := staying.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("stay")}); err != nil {
+				t.Fatalf("producer in a namespace that does not move: %v", err)
+			}
+		}
+		st, err := a.MeridianStats(ctx, staying.Topic())
+		if err != nil || len(st.Publishers) != 1 || st.MsgInCounter < 10 {
+			t.Fatalf("the staying namespace's topic on a: publishers %d, messages in %d, %v", len(st.Publishers), st.MsgInCounter, err)
+		}
+	}
 	lg.mu.Lock()
 	receivedWhenMoved := len(lg.received)
 	lg.mu.Unlock()
