@@ -265,7 +265,11 @@ func (c *conn) redirectProducer(h *producerHandle, target MigrationTarget) {
 	}
 	c.sendCommand(&pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(h.id), RequestId: proto.Uint64(0)})
 	c.log.Info("switchover: producer redirected", "topic", h.topic.String(), "producerId", h.id, "target", target.BrokerServiceURL)
-	c.goRequest(func(ctx context.Context) { h.release(ctx) })
+	// Released here, not in a request goroutine: the connection may be finishing (its request
+	// goroutines are waited for then). Nothing is in flight, so the close does not wait.
+	ctx, cancel := context.WithTimeout(c.s.ctx, releaseTimeout)
+	defer cancel()
+	h.release(ctx)
 }
 
 // redirectConsumer tells a consumer to go to target and detaches it here.
