@@ -24,8 +24,8 @@ import (
 //     to the target (replicated subscriptions) or its backlog is zero (the others), and their
 //     consumers have acknowledged what they were delivered (or unackedGrace passed).
 //
-// PRODUCER and SUBSCRIBE requests in flight are answered first (a handle is moved only once it is
-// ready). Turning migration off ends the fencing. The decisions are switchoverPlan's; this file
+// PRODUCER and SUBSCRIBE requests in flight are answered first (a handle is moved only once its
+// request was answered). Turning migration off ends the fencing. The decisions are switchoverPlan's; this file
 // observes and acts.
 
 // Migration tells the server which topics are moving to another cluster. internal/node implements
