@@ -69,6 +69,7 @@ func (h *Handler) routes() {
 	h.handle("DELETE /admin/v2/clusters/{cluster}", h.clusterDelete)
 	h.handle("GET /admin/v2/clusters/{cluster}/peers", h.clusterPeersGet)
 	h.handle("POST /admin/v2/clusters/{cluster}/peers", h.clusterPeersSet)
+	h.migrationRoutes()
 	h.handle("GET /admin/v2/clusters/{cluster}/failureDomains", func(w http.ResponseWriter, r *http.Request) error {
 		if _, found := h.cat.Cluster(r.PathValue("cluster")); !found {
 			return fail(http.StatusNotFound, "Cluster does not exist")

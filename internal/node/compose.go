@@ -149,7 +149,9 @@ func (n *Node) compose(ctx context.Context) error {
 		Authenticator:     n.authn,
 		// Pulsar's authenticationRefreshCheckSeconds.
 		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
-		Logger:              log,
+		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, serviceURLTLS: n.tls.serviceURL, cat: c.catalog,
+			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}, repl: &c.replication},
+		Logger: log,
 	})
 	if err != nil {
 		return err
