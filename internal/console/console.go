@@ -62,11 +62,27 @@ type LinkState struct {
 	StalledReason string `json:"stalledReason,omitempty"`
 }
 
-// Source supplies the console's data: the known clusters and the replication links now.
+// Source supplies the console's data: the known clusters, the replication links and the replicated
+// subscriptions now.
 type Source interface {
 	LocalCluster() string
 	Clusters() []Cluster
 	Links() []LinkState
+	Subscriptions() []SubscriptionSync
+}
+
+// SubscriptionSync is the sync of one replicated subscription with one other cluster.
+type SubscriptionSync struct {
+	Topic        string `json:"topic"`
+	Subscription string `json:"subscription"`
+	Remote       string `json:"remote"`
+	// Outbound: this cluster writes the subscription's state for Remote; otherwise it applies the
+	// states Remote writes.
+	Outbound bool `json:"outbound"`
+	// LagMs is the sync lag (outbound) or the apply lag (inbound) in milliseconds.
+	LagMs         int64    `json:"lagMs"`
+	PendingStates int      `json:"pendingStates,omitempty"`
+	WaitingFor    []string `json:"waitingFor,omitempty"`
 }
 
 // Sample is one point of a link's history.
@@ -92,12 +108,13 @@ type Link struct {
 
 // Overview is the document /console/api/overview answers.
 type Overview struct {
-	Cluster         string    `json:"cluster"`
-	Clusters        []Cluster `json:"clusters"`
-	Links           []Link    `json:"links"`
-	SampledAt       int64     `json:"sampledAt"`
-	IntervalSeconds float64   `json:"intervalSeconds"`
-	MaxSamples      int       `json:"maxSamples"`
+	Cluster         string             `json:"cluster"`
+	Clusters        []Cluster          `json:"clusters"`
+	Links           []Link             `json:"links"`
+	Subscriptions   []SubscriptionSync `json:"subscriptions"`
+	SampledAt       int64              `json:"sampledAt"`
+	IntervalSeconds float64            `json:"intervalSeconds"`
+	MaxSamples      int                `json:"maxSamples"`
 }
 
 type linkKey struct{ topic, remote string }
@@ -237,6 +254,10 @@ func (c *Console) Overview() Overview {
 	}
 	for _, l := range links {
 		out.Links = append(out.Links, assess(l, c.hist.of(l.Topic, l.Remote)))
+	}
+	out.Subscriptions = c.src.Subscriptions()
+	if out.Subscriptions == nil {
+		out.Subscriptions = []SubscriptionSync{}
 	}
 	slices.SortFunc(out.Links, func(a, b Link) int {
 		if a.Topic != b.Topic {

@@ -88,6 +88,9 @@ func (f *fakeSource) LocalCluster() string { return "a" }
 func (f *fakeSource) Clusters() []Cluster {
 	return []Cluster{{Name: "a", Local: true}, {Name: "b"}}
 }
+func (f *fakeSource) Subscriptions() []SubscriptionSync {
+	return []SubscriptionSync{{Topic: "persistent://public/default/x", Subscription: "app", Remote: "b", Outbound: true, LagMs: 12}}
+}
 func (f *fakeSource) Links() []LinkState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -129,7 +132,7 @@ func TestHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ov.Cluster != "a" || len(ov.Clusters) != 2 || len(ov.Links) != 1 {
+		if ov.Cluster != "a" || len(ov.Clusters) != 2 || len(ov.Links) != 1 || len(ov.Subscriptions) != 1 || ov.Subscriptions[0].LagMs != 12 {
 			t.Fatalf("overview %+v", ov)
 		}
 		if len(ov.Links[0].History) >= 3 {

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/catalog"
@@ -60,4 +62,30 @@ func unixMilliOrZero(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixMilli()
+}
+
+// Subscriptions lists the replicated subscriptions' sync with each other cluster.
+func (s consoleSource) Subscriptions() []console.SubscriptionSync {
+	if s.repl == nil {
+		return nil
+	}
+	var out []console.SubscriptionSync
+	for _, topic := range s.repl.SyncedTopics() {
+		stats, err := s.repl.SubscriptionSyncStats(topic)
+		if err != nil {
+			return out
+		}
+		for sub, st := range stats {
+			for remote, ob := range st.Outbound {
+				out = append(out, console.SubscriptionSync{Topic: topic, Subscription: sub, Remote: remote, Outbound: true, LagMs: ob.SyncLagMs, PendingStates: ob.PendingStates})
+			}
+			for source, in := range st.Inbound {
+				out = append(out, console.SubscriptionSync{Topic: topic, Subscription: sub, Remote: source, LagMs: in.ApplyLagMs, WaitingFor: in.WaitingFor})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b console.SubscriptionSync) int {
+		return strings.Compare(a.Topic+"\x00"+a.Subscription+"\x00"+a.Remote, b.Topic+"\x00"+b.Subscription+"\x00"+b.Remote)
+	})
+	return out
 }

@@ -70,14 +70,16 @@ function drawTopology(ov) {
   }
 }
 
-function sparkline(history) {
-  const svg = el("svg:svg", { class: "spark", viewBox: "0 0 160 28", preserveAspectRatio: "none" });
+// sparkline charts one field of a link's history (backlog, rateOut or delaySeconds).
+function sparkline(history, field) {
+  field = field || "backlog";
+  const svg = el("svg:svg", { class: "spark " + field, viewBox: "0 0 160 28", preserveAspectRatio: "none" });
   if (!history || history.length < 2) return svg;
   const t0 = history[0].at, t1 = history[history.length - 1].at;
-  const top = Math.max(1, ...history.map(s => s.backlog));
+  const top = Math.max(1, ...history.map(s => s[field]));
   const pts = history.map(s => {
     const x = t1 > t0 ? ((s.at - t0) / (t1 - t0)) * 158 + 1 : 1;
-    const y = 27 - (s.backlog / top) * 25;
+    const y = 27 - (s[field] / top) * 25;
     return x.toFixed(1) + "," + y.toFixed(1);
   });
   svg.appendChild(el("svg:polyline", { points: pts.join(" ") }));
@@ -102,11 +104,31 @@ function drawLinks(ov) {
     tr.appendChild(el("td", { class: "num" }, l.outbound ? duration(l.delaySeconds) : "–"));
     const eta = !l.outbound ? "–" : l.backlog === 0 ? "caught up" : l.etaSeconds != null ? "~" + duration(l.etaSeconds) : "not draining";
     tr.appendChild(el("td", {}, eta));
-    const spark = el("td");
-    if (l.outbound) spark.appendChild(sparkline(l.history));
-    tr.appendChild(spark);
+    for (const field of ["backlog", "rateOut", "delaySeconds"]) {
+      const spark = el("td");
+      if (l.outbound) spark.appendChild(sparkline(l.history, field));
+      tr.appendChild(spark);
+    }
     const why = l.stalled ? `stalled since ${new Date(l.stalledSince).toLocaleTimeString()}: ${l.stalledReason}` : (l.lastError || "");
     tr.appendChild(el("td", { class: "error-text" }, why));
+    body.appendChild(tr);
+  }
+}
+
+function drawSubscriptions(ov) {
+  const body = document.querySelector("#subscriptions tbody");
+  body.replaceChildren();
+  const subs = ov.subscriptions || [];
+  document.getElementById("nosubs").hidden = subs.length > 0;
+  for (const s of subs) {
+    const tr = el("tr", { "data-topic": s.topic, "data-subscription": s.subscription, "data-remote": s.remote });
+    tr.appendChild(el("td", {}, s.topic));
+    tr.appendChild(el("td", {}, s.subscription));
+    tr.appendChild(el("td", {}, s.remote));
+    tr.appendChild(el("td", {}, s.outbound ? "to" : "from"));
+    tr.appendChild(el("td", { class: "num lag" }, s.lagMs + " ms"));
+    tr.appendChild(el("td", { class: "num" }, String(s.pendingStates || 0)));
+    tr.appendChild(el("td", {}, (s.waitingFor || []).join(", ")));
     body.appendChild(tr);
   }
 }
@@ -119,6 +141,7 @@ async function refresh() {
     const ov = await resp.json();
     drawTopology(ov);
     drawLinks(ov);
+    drawSubscriptions(ov);
     status.textContent = `cluster ${ov.cluster} · ${ov.links.length} links · updated ${new Date(ov.sampledAt).toLocaleTimeString()}`;
     document.body.dataset.loaded = "true";
   } catch (err) {
