@@ -65,3 +65,47 @@ func TestFailoverPromoteReportsWhatNeverArrived(t *testing.T) {
 		t.Fatalf("b's replication clusters after promote: %s", clusters)
 	}
 }
+
+// TestFailoverPromotePlanned: against the source, promote --to b checks that b is ready, sets the
+// source's migration target to b's URLs and switches the namespace over; it refuses while b is not
+// ready.
+func TestFailoverPromotePlanned(t *testing.T) {
+	a, b := replicatingPair(t)
+	mustBroker(t, a, "produce", "orders", "-m", "one")
+	mustBroker(t, a, "namespaces", "replication-status", "public/default", "--remote", "b", "--wait", "30s", "--interval", "100ms")
+
+	if out := mustBroker(t, a, "failover", "promote", "public/default", "--to", "b", "--dry-run"); !strings.Contains(out, "would switch public/default over from a to b") {
+		t.Fatalf("dry run:\n%s", out)
+	}
+	r := ctlBroker(t, a, "failover", "promote", "public/default", "--to", "b", "--wait", "10s")
+	if r.code != 0 || !strings.Contains(r.stdout, "no client left on a") {
+		t.Fatalf("promote --to b: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	aAdmin, err := adminapi.NewClient(a.AdminURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state struct {
+		Migrated           bool              `json:"migrated"`
+		MigratedClusterURL map[string]string `json:"migratedClusterUrl"`
+	}
+	if _, err := aAdmin.Do(context.Background(), http.MethodGet, "/admin/v2/clusters/a/migrate", nil, nil, &state); err != nil {
+		t.Fatal(err)
+	}
+	if state.MigratedClusterURL["brokerServiceUrl"] != b.ServiceURL {
+		t.Fatalf("a's migration target: %+v, want %s", state, b.ServiceURL)
+	}
+	var nsMigrated bool
+	if _, err := aAdmin.Do(context.Background(), http.MethodGet, "/admin/v2/namespaces/public/default/migration", nil, nil, &nsMigrated); err != nil || !nsMigrated {
+		t.Fatalf("namespace migration: %v, %v", nsMigrated, err)
+	}
+
+	b.Stop()
+	r = ctlBroker(t, a, "failover", "promote", "public/default", "--to", "b")
+	if r.code != 1 || !strings.Contains(r.stderr, "not ready") {
+		t.Fatalf("promote --to a stopped b: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := ctlBroker(t, a, "failover", "promote", "public/default"); r.code != 2 {
+		t.Fatalf("promote without --to or --from: exit %d", r.code)
+	}
+}
