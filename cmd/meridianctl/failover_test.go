@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/meridian-mq/meridian/internal/failover"
 )
 
-func statusOf(r failoverReport, check string) string {
+func statusOf(r failover.Report, check string) string {
 	for _, c := range r.Checks {
 		if c.Check == check {
 			return c.Status
@@ -25,23 +27,23 @@ func TestFailoverCheck(t *testing.T) {
 	mustBroker(t, a, "subscriptions", "create", "orders", "app", "--position", "earliest")
 	mustBroker(t, a, "namespaces", "replication-status", "public/default", "--remote", "b", "--wait", "30s", "--interval", "100ms")
 
-	run := func() (failoverReport, int) {
+	run := func() (failover.Report, int) {
 		t.Helper()
 		r := ctlBroker(t, a, "-o", "json", "failover", "check", "public/default", "--to", "b")
-		var rep failoverReport
+		var rep failover.Report
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("exit %d: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
 		}
 		return rep, r.code
 	}
 	rep, code := run()
-	if code != 1 || rep.Verdict != "not-ready" || statusOf(rep, "subscriptions") != checkFail || statusOf(rep, "replication backlog") != checkOK ||
-		statusOf(rep, "target reachable") != checkOK || statusOf(rep, "namespace") != checkOK {
+	if code != 1 || rep.Verdict != "not-ready" || statusOf(rep, "subscriptions") != failover.StatusFail || statusOf(rep, "replication backlog") != failover.StatusOK ||
+		statusOf(rep, "target reachable") != failover.StatusOK || statusOf(rep, "namespace") != failover.StatusOK {
 		t.Fatalf("subscription only on a: exit %d, %+v", code, rep)
 	}
 	mustBroker(t, b, "subscriptions", "create", "orders", "app", "--position", "earliest")
 	rep, code = run()
-	if code != 0 || rep.Verdict != "ready" || statusOf(rep, "subscription positions") != checkWarn || rep.BacklogMessages != 0 {
+	if code != 0 || rep.Verdict != "ready" || statusOf(rep, "subscription positions") != failover.StatusWarn || rep.BacklogMessages != 0 {
 		t.Fatalf("ready: exit %d, %+v", code, rep)
 	}
 	text := mustBroker(t, a, "failover", "check", "public/default", "--to", "b")
@@ -51,7 +53,7 @@ func TestFailoverCheck(t *testing.T) {
 
 	b.Stop()
 	rep, code = run()
-	if code != 1 || statusOf(rep, "target reachable") != checkFail {
+	if code != 1 || statusOf(rep, "target reachable") != failover.StatusFail {
 		t.Fatalf("b stopped: exit %d, %+v", code, rep)
 	}
 	r := ctlBroker(t, a, "failover", "check", "public/default", "--to", "nowhere")

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/failover"
 )
 
 // promoteReport is the outcome of failover promote: what the target (this cluster) did, and what
@@ -115,10 +116,10 @@ func localCluster(ctx context.Context, c *adminapi.Client) (string, error) {
 // promotePlanned switches a namespace's clients from the source (--admin-url) over to target.
 func promotePlanned(cmd *cobra.Command, a *app, ns, target string, dryRun, force bool, wait time.Duration) error {
 	ctx := cmd.Context()
-	check := checkFailover(ctx, a, ns, target)
+	check := a.failoverChecker().Check(ctx, ns, target)
 	if check.Verdict != "ready" && !force {
 		_ = a.show(check, func(tw *tabwriter.Writer) { writeFailoverReport(tw, check) })
-		return fmt.Errorf("%w (--force switches over anyway)", errNotReady)
+		return fmt.Errorf("%w (--force switches over anyway)", failover.ErrNotReady)
 	}
 	c, err := a.api()
 	if err != nil {
@@ -167,7 +168,7 @@ func promotePlanned(cmd *cobra.Command, a *app, ns, target string, dryRun, force
 			return a.done("%s switched over to %s: no client left on %s", ns, target, source)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %d producers and %d consumers still on %s after %s", errNotReady, producers, consumers, source, wait)
+			return fmt.Errorf("%w: %d producers and %d consumers still on %s after %s", failover.ErrNotReady, producers, consumers, source, wait)
 		}
 		select {
 		case <-ctx.Done():

@@ -71,6 +71,12 @@ type Source interface {
 	Subscriptions() []SubscriptionSync
 }
 
+// FailoverChecker is optionally implemented by a Source: it runs the failover checklist for a
+// namespace and a target cluster (internal/failover) and returns its report.
+type FailoverChecker interface {
+	FailoverCheck(ctx context.Context, namespace, target string) (any, error)
+}
+
 // SubscriptionSync is the sync of one replicated subscription with one other cluster.
 type SubscriptionSync struct {
 	Topic        string `json:"topic"`
@@ -276,6 +282,28 @@ func (c *Console) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /console/", http.StripPrefix("/console/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /console/api/failover-check", func(w http.ResponseWriter, r *http.Request) {
+		fc, ok := c.src.(FailoverChecker)
+		ns, target := r.URL.Query().Get("namespace"), r.URL.Query().Get("to")
+		switch {
+		case !ok:
+			http.Error(w, "the failover check is not available on this broker", http.StatusNotImplemented)
+			return
+		case strings.Count(ns, "/") != 1 || target == "":
+			http.Error(w, "give namespace=tenant/namespace and to=cluster", http.StatusBadRequest)
+			return
+		}
+		report, err := fc.FailoverCheck(r.Context(), ns, target)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := json.NewEncoder(w).Encode(report); err != nil {
+			c.log.Debug("console: writing the failover check failed", "err", err)
+		}
+	})
 	mux.HandleFunc("GET /console/api/overview", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")

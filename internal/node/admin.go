@@ -43,7 +43,7 @@ func (n *Node) mountAdmin() error {
 	}
 	c.admin = h
 	n.mux.Handle("/", h)
-	c.console = console.New(consoleSource{local: n.opts.Cluster, cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.Logger)
+	c.console = console.New(consoleSource{local: n.opts.Cluster, webURL: n.WebURL(), cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.Logger)
 	c.console.Start()
 	n.mux.Handle("/console/", c.console.Handler())
 	return nil

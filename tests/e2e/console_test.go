@@ -136,6 +136,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("the page with two clusters and a healthy link: %v", err)
 	}
+	// The failover check from the page: b is reachable and has the namespace.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`#fo-namespace`, "public/default"),
+		chromedp.SetValue(`#fo-target`, "b"),
+		chromedp.Click(`#failover button`),
+		chromedp.WaitVisible(`#fo-result tr[data-check="target reachable"][data-status="ok"]`),
+		chromedp.WaitVisible(`#fo-result tr[data-check="namespace"][data-status="ok"]`),
+	); err != nil {
+		t.Fatalf("the failover check on the page: %v", err)
+	}
 	screenshot("console-healthy.png")
 
 	// The link goes down and a keeps publishing: the backlog grows, in the table and in the chart.
@@ -189,6 +199,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	screenshot("console-link-down.png")
+	// With b down the check says not ready.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`#failover button`),
+		chromedp.WaitVisible(`#fo-verdict[data-verdict="not-ready"]`),
+		chromedp.WaitVisible(`#fo-result tr[data-check="target reachable"][data-status="fail"]`),
+	); err != nil {
+		t.Fatalf("the failover check with b down: %v", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(pageErrors) > 0 {

@@ -133,6 +133,50 @@ function drawSubscriptions(ov) {
   }
 }
 
+// fillFailoverChoices offers the namespaces of the links and the other clusters as choices.
+function fillFailoverChoices(ov) {
+  const list = document.getElementById("fo-namespaces");
+  const namespaces = new Set(ov.links.map(l => l.topic.replace(/^[a-z-]+:\/\//, "").split("/").slice(0, 2).join("/")));
+  list.replaceChildren(...[...namespaces].sort().map(n => el("option", { value: n })));
+  const select = document.getElementById("fo-target");
+  const chosen = select.value;
+  const others = ov.clusters.map(c => c.name).filter(n => n !== ov.cluster).sort();
+  select.replaceChildren(...others.map(n => el("option", { value: n }, n)));
+  if (others.includes(chosen)) select.value = chosen;
+}
+
+async function runFailoverCheck(event) {
+  event.preventDefault();
+  const ns = document.getElementById("fo-namespace").value.trim();
+  const to = document.getElementById("fo-target").value;
+  const verdict = document.getElementById("fo-verdict");
+  const table = document.getElementById("fo-result");
+  verdict.textContent = "checking…";
+  table.hidden = true;
+  try {
+    const resp = await fetch("api/failover-check?" + new URLSearchParams({ namespace: ns, to: to }), { cache: "no-store" });
+    if (!resp.ok) throw new Error((await resp.text()).trim() || "HTTP " + resp.status);
+    const report = await resp.json();
+    const body = table.querySelector("tbody");
+    body.replaceChildren();
+    for (const c of report.checks) {
+      const tr = el("tr", { "data-check": c.check, "data-status": c.status });
+      tr.appendChild(el("td", {}, c.check));
+      const st = el("td");
+      st.appendChild(el("span", { class: "badge check-" + c.status }, c.status));
+      tr.appendChild(st);
+      tr.appendChild(el("td", { class: "detail" }, c.detail));
+      body.appendChild(tr);
+    }
+    table.hidden = false;
+    verdict.textContent = `${report.namespace} -> ${report.to}: ${report.verdict}`;
+    verdict.dataset.verdict = report.verdict;
+  } catch (err) {
+    verdict.textContent = "the check could not run: " + err.message;
+    verdict.dataset.verdict = "error";
+  }
+}
+
 async function refresh() {
   const status = document.getElementById("status");
   try {
@@ -142,6 +186,7 @@ async function refresh() {
     drawTopology(ov);
     drawLinks(ov);
     drawSubscriptions(ov);
+    fillFailoverChoices(ov);
     status.textContent = `cluster ${ov.cluster} · ${ov.links.length} links · updated ${new Date(ov.sampledAt).toLocaleTimeString()}`;
     document.body.dataset.loaded = "true";
   } catch (err) {
@@ -149,5 +194,6 @@ async function refresh() {
   }
 }
 
+document.getElementById("failover").addEventListener("submit", runFailoverCheck);
 refresh();
 setInterval(refresh, POLL_MS);
