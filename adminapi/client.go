@@ -768,3 +768,40 @@ func (c *Client) DeleteSchema(ctx context.Context, topic string, force bool) err
 	_, err = c.Do(ctx, http.MethodDelete, p+"/schema", url.Values{"force": {strconv.FormatBool(force)}}, nil, nil)
 	return err
 }
+
+// TranslatePosition maps a position of cluster on topic to this cluster: id (nil for none) through
+// the inbound replication index, exactly or, with atOrBefore, to the greatest position of cluster
+// below it that arrived here; when that finds nothing and publishTime is not zero, the first message
+// published at or after it (approximate).
+func (c *Client) TranslatePosition(ctx context.Context, topic, cluster string, id *MessageID, atOrBefore bool, publishTime time.Time) (PositionTranslation, error) {
+	var out PositionTranslation
+	p, err := topicPath(topic)
+	if err != nil {
+		return out, err
+	}
+	q := url.Values{"cluster": {cluster}}
+	if id != nil {
+		q.Set("messageId", fmt.Sprintf("%d:%d", id.LedgerID, id.EntryID))
+	}
+	if atOrBefore {
+		q.Set("atOrBefore", "true")
+	}
+	if !publishTime.IsZero() {
+		q.Set("publishTime", strconv.FormatInt(publishTime.UnixMilli(), 10))
+	}
+	_, err = c.Do(ctx, http.MethodGet, p+"/translatePosition", q, nil, &out)
+	return out, err
+}
+
+// GetMessageByID returns the message stored at (ledger, entry) of topic.
+func (c *Client) GetMessageByID(ctx context.Context, topic string, ledger, entry int64) (RawMessage, error) {
+	p, err := topicPath(topic)
+	if err != nil {
+		return RawMessage{}, err
+	}
+	body, h, err := c.DoRaw(ctx, http.MethodGet, p+"/ledger/"+strconv.FormatInt(ledger, 10)+"/entry/"+strconv.FormatInt(entry, 10), nil, nil)
+	if err != nil {
+		return RawMessage{}, err
+	}
+	return RawMessageFromHeaders(h, body)
+}

@@ -90,3 +90,17 @@ type RawMessage struct {
 	Compression      string
 	UncompressedSize int
 }
+
+// PositionTranslation is the answer of `GET .../{topic}/translatePosition` (Meridian's addition): a
+// position of another cluster mapped to this one.
+type PositionTranslation struct {
+	// MessageID is the position on this cluster.
+	MessageID MessageID `json:"messageId"`
+	// Method is how it was found: "index" (the origin position itself arrived here, exact),
+	// "index-at-or-before" (the greatest origin position below it that arrived here) or
+	// "publish-time" (the first message here published at or after the given time: approximate).
+	Method string `json:"method"`
+	Exact  bool   `json:"exact"`
+	// OriginMessageID is the origin position that was mapped (for the index methods).
+	OriginMessageID *MessageID `json:"originMessageId,omitempty"`
+}

@@ -214,6 +214,13 @@ type ReplicatorStats struct {
 	DuplicatesDropped int64 `json:"duplicatesDropped,omitempty"`
 	// Reconnects counts the replicator's reconnections to the remote cluster.
 	Reconnects int64 `json:"reconnects,omitempty"`
+	// Stalled is true while the replicator has a backlog and has made no progress (no entry
+	// acknowledged by the remote, no cursor advance) for the broker's --replication-stall-timeout.
+	// StalledSince (ms) is its last progress (or when the backlog appeared), StalledReason why it
+	// is stuck as far as the broker knows (the last error, or "disconnected", ...).
+	Stalled       bool   `json:"stalled"`
+	StalledSince  int64  `json:"stalledSince,omitempty"`
+	StalledReason string `json:"stalledReason,omitempty"`
 	// Skipped counts entries not sent, by reason (markers, already replicated, replicate_to).
 	Skipped map[string]int64 `json:"skipped,omitempty"`
 	// MarkDeletePosition is the replication cursor's "ledgerId:entryId".
@@ -303,4 +310,92 @@ type GetStatsOptions struct {
 	GetEarliestTimeInBacklog bool
 	ExcludePublishers        bool
 	ExcludeConsumers         bool
+}
+
+// NamespaceOwnershipStatus is one bundle of `GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`
+// (Pulsar's field names, with underscores).
+type NamespaceOwnershipStatus struct {
+	BrokerAssignment string `json:"broker_assignment"` // primary, secondary or shared
+	IsControlled     bool   `json:"is_controlled"`
+	IsActive         bool   `json:"is_active"`
+}
+
+// ManagedLedgerInfo is `GET .../{topic}/internal-info`: the topic's log metadata in Pulsar's shape.
+type ManagedLedgerInfo struct {
+	Version            int64                        `json:"version"`
+	CreationDate       string                       `json:"creationDate,omitempty"`
+	ModificationDate   string                       `json:"modificationDate,omitempty"`
+	Ledgers            []ManagedLedgerLedgerInfo    `json:"ledgers"`
+	TerminatedPosition *PositionInfo                `json:"terminatedPosition,omitempty"`
+	Cursors            map[string]ManagedCursorInfo `json:"cursors"`
+	Properties         map[string]string            `json:"properties"`
+}
+
+// ManagedLedgerLedgerInfo is one ledger of ManagedLedgerInfo.
+type ManagedLedgerLedgerInfo struct {
+	LedgerID    int64  `json:"ledgerId"`
+	Entries     *int64 `json:"entries,omitempty"`
+	Size        *int64 `json:"size,omitempty"`
+	Timestamp   *int64 `json:"timestamp,omitempty"`
+	IsOffloaded bool   `json:"isOffloaded"`
+}
+
+// ManagedCursorInfo is one cursor of ManagedLedgerInfo.
+type ManagedCursorInfo struct {
+	Version                   int64              `json:"version"`
+	CreationDate              string             `json:"creationDate,omitempty"`
+	ModificationDate          string             `json:"modificationDate,omitempty"`
+	CursorsLedgerID           int64              `json:"cursorsLedgerId"`
+	MarkDelete                *PositionInfo      `json:"markDelete,omitempty"`
+	IndividualDeletedMessages []MessageRangeInfo `json:"individualDeletedMessages"`
+	Properties                map[string]int64   `json:"properties"`
+}
+
+// PositionInfo is a (ledgerId, entryId) position in ManagedLedgerInfo.
+type PositionInfo struct {
+	LedgerID int64 `json:"ledgerId"`
+	EntryID  int64 `json:"entryId"`
+}
+
+// MessageRangeInfo is a range of individually deleted messages in ManagedCursorInfo.
+type MessageRangeInfo struct {
+	From PositionInfo `json:"from"`
+	To   PositionInfo `json:"to"`
+}
+
+// ReplicationAdvertisement is what a source cluster tells each replication target about once a
+// second (POST /admin/v2/replication/advertisements, Meridian's): for every topic written since the
+// previous advertisement, its last stored position and its backlog to that target. A target thus
+// always knows how far behind it was, even after the source is gone (docs/replication-design.md,
+// "Advertised positions").
+type ReplicationAdvertisement struct {
+	Source    string                     `json:"source"`
+	Timestamp int64                      `json:"timestamp"` // the source's clock, unix ms
+	Topics    map[string]AdvertisedTopic `json:"topics"`
+}
+
+// AdvertisedTopic is one topic of a ReplicationAdvertisement.
+type AdvertisedTopic struct {
+	LastPosition string `json:"lastPosition"` // "ledgerId:entryId" of the last entry stored on the source
+	Backlog      int64  `json:"backlog"`      // entries the target had not acknowledged
+	BacklogBytes int64  `json:"backlogBytes"`
+}
+
+// SourceTopicState is what a target knows of one source's topic (GET
+// /admin/v2/namespaces/{tenant}/{namespace}/replicationSources): the last advertisement and how
+// much of it has arrived since.
+type SourceTopicState struct {
+	Source string `json:"source"`
+	Topic  string `json:"topic"`
+	AdvertisedTopic
+	AdvertisedAt int64 `json:"advertisedAt"` // the source's clock
+	ReceivedAt   int64 `json:"receivedAt"`   // this cluster's clock
+	// ArrivedThrough is the last position of the source's that is stored here ("" if none, or the
+	// topic's index is not loaded).
+	ArrivedThrough string `json:"arrivedThrough,omitempty"`
+	// Missing estimates the source's entries up to LastPosition that never arrived: exact when
+	// both positions are in one ledger (MissingExact), else the advertised backlog, an upper
+	// bound at the time of the advertisement.
+	Missing      int64 `json:"missing"`
+	MissingExact bool  `json:"missingExact"`
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -109,6 +110,11 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	}
 	base.ReplicationMemoryBytes = int64(memBytes)
 	base.Dedup = s.Dedup
+	base.HideTopicLevelMetrics = !s.TopicLevelMetrics
+	if s.ReplicationStallTimeout <= 0 {
+		return nil, fmt.Errorf("--replication-stall-timeout %d: want a positive number of seconds", int64(s.ReplicationStallTimeout/time.Second))
+	}
+	base.ReplicationStallTimeout = s.ReplicationStallTimeout
 	base.AutoTopicCreation = s.AutoTopicCreation
 	base.InsecureAllowPlaintext = s.InsecureAllowPlaintext
 	base.KeepAliveInterval = s.KeepAliveInterval

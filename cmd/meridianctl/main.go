@@ -8,10 +8,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+
+	"github.com/meridian-mq/meridian/internal/failover"
 )
 
 func main() {
@@ -26,8 +29,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "error:", explain(err, root))
-		if isUsage(err) {
-			return 2
+		if isUsage(err) || errors.Is(err, failover.ErrCannotTell) {
+			return 2 // a usage error, or a check that could not tell (failover check)
 		}
 		return 1
 	}

@@ -70,7 +70,7 @@ groups and verbs. Settings come from flags, else MERIDIAN_* environment variable
 
 	root.AddCommand(
 		clustersCmd(a), tenantsCmd(a), namespacesCmd(a), topicsCmd(a), subscriptionsCmd(a), brokersCmd(a),
-		produceCmd(a), consumeCmd(a), perfCmd(a), schemasCmd(a), versionCmd(a), replicationCmd(a),
+		produceCmd(a), consumeCmd(a), perfCmd(a), schemasCmd(a), versionCmd(a), replicationCmd(a), failoverCmd(a),
 	)
 	for _, group := range root.Commands() {
 		if group.HasSubCommands() && group.RunE == nil {

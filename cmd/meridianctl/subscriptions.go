@@ -18,6 +18,7 @@ func subscriptionsCmd(a *app) *cobra.Command {
 	for _, c := range subscriptionVerbs(a, false) {
 		cmd.AddCommand(c)
 	}
+	cmd.AddCommand(subscriptionsSyncPositionCmd(a))
 	return cmd
 }
 

@@ -214,7 +214,7 @@ func topicsCmd(a *app) *cobra.Command {
 			return a.done("replication clusters of %s removed", args[0])
 		})
 	}}
-	cmd.AddCommand(list, listPart, create, createPart, update, meta, del, stats, pstats, internal, lastID, msgID, unload, lookup, setRepl, getRepl, rmRepl)
+	cmd.AddCommand(list, listPart, create, createPart, update, meta, del, stats, pstats, internal, lastID, msgID, unload, lookup, setRepl, getRepl, rmRepl, topicsTranslateCmd(a))
 	cmd.AddCommand(genericPolicyCmds(a, "topic")...)
 	cmd.AddCommand(permissionCmds(a, "topic")...)
 	// pulsar-admin also has the subscription verbs under topics.

@@ -19,6 +19,7 @@ func (h *Handler) routes() {
 		return nil
 	})
 	h.handle("/", h.notFound)
+	h.brokerStatsRoutes()
 
 	// brokers
 	h.handle("GET /admin/v2/brokers/ready", h.brokersReady)
@@ -70,6 +71,7 @@ func (h *Handler) routes() {
 	h.handle("GET /admin/v2/clusters/{cluster}/replicatorRoles", h.replicatorRolesGet)
 	h.handle("POST /admin/v2/clusters/{cluster}/replicatorRoles", h.replicatorRolesSet)
 	h.handle("POST /admin/v2/clusters/{cluster}/peers", h.clusterPeersSet)
+	h.migrationRoutes()
 	h.handle("GET /admin/v2/clusters/{cluster}/failureDomains", func(w http.ResponseWriter, r *http.Request) error {
 		if _, found := h.cat.Cluster(r.PathValue("cluster")); !found {
 			return fail(http.StatusNotFound, "Cluster does not exist")
@@ -89,6 +91,7 @@ func (h *Handler) routes() {
 	h.topicPermissionRoutes()
 	h.lookupRoutes()
 	h.schemaRoutes()
+	h.advertisementRoutes()
 }
 
 // notFound answers paths no endpoint serves; when the path exists for other methods it answers 405

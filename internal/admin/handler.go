@@ -60,6 +60,9 @@ type Config struct {
 	// Registry receives the topic metrics collector and is served on /metrics. nil: a private
 	// registry with the topic collector only.
 	Registry *prometheus.Registry
+	// HideTopicLevelMetrics turns Pulsar's exposeTopicLevelMetricsInPrometheus off: /metrics then
+	// has namespace aggregates instead of per-topic series (for brokers with many topics).
+	HideTopicLevelMetrics bool
 	// Logger; nil uses slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes); larger bodies get 413.
@@ -88,6 +91,7 @@ type Handler struct {
 	metrics http.Handler
 	// patterns are the registered route patterns, unlisted those without a permission entry.
 	patterns, unlisted []string
+	gatherer           prometheus.Gatherer // the registry behind /metrics (broker-stats/metrics)
 }
 
 // NewHandler builds the API.
@@ -113,6 +117,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("admin: registering metrics: %w", err)
 	}
 	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPromLogger{h.log}})
+	h.gatherer = reg
 	h.routes()
 	return h, nil
 }

@@ -2,151 +2,363 @@ package admin
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/buildinfo"
 )
 
 // scrapeTimeout bounds one /metrics collection of topic stats.
 const scrapeTimeout = 10 * time.Second
 
-// metric descriptions, with Pulsar's names and labels so that Pulsar's dashboards work.
+// TopicWriteStatsSource is optionally implemented by a TopicService: the storage write figures
+// behind Pulsar's pulsar_storage_write_latency_le_* and pulsar_entry_size_le_* metrics.
+type TopicWriteStatsSource interface {
+	TopicWriteStats(ctx context.Context, topic string) (WriteStats, error)
+}
+
+// WriteStats is a topic's stored entries per second over the broker's last stats interval, by
+// Pulsar's buckets: Latency by storage write latency (<= 0.5, 1, 5, 10, 20, 50, 100, 200, 1000 ms,
+// overflow), Size by entry size (<= 128 B, 512 B, 1, 2, 4, 16, 100 KiB, 1 MiB, overflow).
+// LatencySumMs is milliseconds of write latency per second, SizeSum bytes per second.
+type WriteStats struct {
+	Latency      [10]float64
+	LatencySumMs float64
+	Size         [9]float64
+	SizeSum      float64
+}
+
+// Pulsar's names of the buckets of WriteStats, in order.
 var (
-	topicLabels = []string{"cluster", "namespace", "topic"}
-	replLabels  = []string{"cluster", "namespace", "topic", "remote_cluster"}
-	subLabels   = []string{"cluster", "namespace", "topic", "subscription"}
+	writeLatencyNames = []string{"pulsar_storage_write_latency_le_0_5", "pulsar_storage_write_latency_le_1",
+		"pulsar_storage_write_latency_le_5", "pulsar_storage_write_latency_le_10", "pulsar_storage_write_latency_le_20",
+		"pulsar_storage_write_latency_le_50", "pulsar_storage_write_latency_le_100", "pulsar_storage_write_latency_le_200",
+		"pulsar_storage_write_latency_le_1000", "pulsar_storage_write_latency_le_overflow"}
+	entrySizeNames = []string{"pulsar_entry_size_le_128", "pulsar_entry_size_le_512", "pulsar_entry_size_le_1_kb",
+		"pulsar_entry_size_le_2_kb", "pulsar_entry_size_le_4_kb", "pulsar_entry_size_le_16_kb",
+		"pulsar_entry_size_le_100_kb", "pulsar_entry_size_le_1_mb", "pulsar_entry_size_le_overflow"}
+)
 
-	descSubscriptions = prometheus.NewDesc("pulsar_subscriptions_count", "Number of subscriptions of the topic.", topicLabels, nil)
-	descProducers     = prometheus.NewDesc("pulsar_producers_count", "Number of producers connected to the topic.", topicLabels, nil)
-	descConsumers     = prometheus.NewDesc("pulsar_consumers_count", "Number of consumers connected to the topic.", topicLabels, nil)
-	descRateIn        = prometheus.NewDesc("pulsar_rate_in", "Messages per second published to the topic.", topicLabels, nil)
-	descRateOut       = prometheus.NewDesc("pulsar_rate_out", "Messages per second dispatched from the topic.", topicLabels, nil)
-	descThroughputIn  = prometheus.NewDesc("pulsar_throughput_in", "Bytes per second published to the topic.", topicLabels, nil)
-	descThroughputOut = prometheus.NewDesc("pulsar_throughput_out", "Bytes per second dispatched from the topic.", topicLabels, nil)
-	descStorageSize   = prometheus.NewDesc("pulsar_storage_size", "Bytes stored for the topic.", topicLabels, nil)
-	descBacklogSize   = prometheus.NewDesc("pulsar_storage_backlog_size", "Bytes of the topic's backlog.", topicLabels, nil)
-	descMsgBacklog    = prometheus.NewDesc("pulsar_msg_backlog", "Messages in the topic's subscriptions' backlogs.", topicLabels, nil)
-	descInBytes       = prometheus.NewDesc("pulsar_in_bytes_total", "Bytes published to the topic.", topicLabels, nil)
-	descInMessages    = prometheus.NewDesc("pulsar_in_messages_total", "Messages published to the topic.", topicLabels, nil)
-	descOutBytes      = prometheus.NewDesc("pulsar_out_bytes_total", "Bytes dispatched from the topic.", topicLabels, nil)
-	descOutMessages   = prometheus.NewDesc("pulsar_out_messages_total", "Messages dispatched from the topic.", topicLabels, nil)
+// nsAggregate says how a topic series becomes a namespace series when topic-level metrics are off.
+type nsAggregate int
 
-	descSubBacklog  = prometheus.NewDesc("pulsar_subscription_back_log", "Messages in the subscription's backlog.", subLabels, nil)
-	descSubRateOut  = prometheus.NewDesc("pulsar_subscription_msg_rate_out", "Messages per second dispatched to the subscription.", subLabels, nil)
-	descSubThrOut   = prometheus.NewDesc("pulsar_subscription_msg_throughput_out", "Bytes per second dispatched to the subscription.", subLabels, nil)
-	descSubUnacked  = prometheus.NewDesc("pulsar_subscription_unacked_messages", "Messages delivered and not acknowledged.", subLabels, nil)
-	descSubConsumer = prometheus.NewDesc("pulsar_subscription_consumers_count", "Consumers of the subscription.", subLabels, nil)
+const (
+	nsNone nsAggregate = iota // topic level only
+	nsSum
+	nsMax
+	nsSumOverExtra // summed over the extra label too, which the namespace series does not have
+)
 
-	descReplRateIn    = prometheus.NewDesc("pulsar_replication_rate_in", "Messages per second received from the remote cluster.", replLabels, nil)
-	descReplRateOut   = prometheus.NewDesc("pulsar_replication_rate_out", "Messages per second sent to the remote cluster.", replLabels, nil)
-	descReplThrIn     = prometheus.NewDesc("pulsar_replication_throughput_in", "Bytes per second received from the remote cluster.", replLabels, nil)
-	descReplThrOut    = prometheus.NewDesc("pulsar_replication_throughput_out", "Bytes per second sent to the remote cluster.", replLabels, nil)
-	descReplBacklog   = prometheus.NewDesc("pulsar_replication_backlog", "Entries not yet replicated to the remote cluster.", replLabels, nil)
-	descReplConnected = prometheus.NewDesc("pulsar_replication_connected_count", "1 when the replicator's producer to the remote cluster is connected.", replLabels, nil)
-	descReplDelay     = prometheus.NewDesc("pulsar_replication_delay_in_seconds", "Age of the oldest entry not yet replicated.", replLabels, nil)
-	descReplError     = prometheus.NewDesc("meridian_replication_error", "1 while the replicator reports an error (see topic stats replication.<remote>.lastError).", replLabels, nil)
-	descReplProgress  = prometheus.NewDesc("meridian_replication_last_progress_timestamp_seconds", "When the remote cluster last acknowledged a replicated entry.", replLabels, nil)
+// topicSeries is one metric of Pulsar's topic-level families. extra is the label after
+// cluster, namespace (and topic): "", "subscription" or "remote_cluster".
+type topicSeries struct {
+	name, help string
+	counter    bool
+	extra      string
+	ns         nsAggregate
+}
 
+// Pulsar's topic families, with its names, labels and meaning, so that dashboards built for Pulsar
+// work. Rates are per second over the broker's stats interval.
+var (
+	mSubscriptions = &topicSeries{name: "pulsar_subscriptions_count", help: "Number of subscriptions.", ns: nsSum}
+	mProducers     = &topicSeries{name: "pulsar_producers_count", help: "Number of producers connected.", ns: nsSum}
+	mConsumers     = &topicSeries{name: "pulsar_consumers_count", help: "Number of consumers connected.", ns: nsSum}
+	mRateIn        = &topicSeries{name: "pulsar_rate_in", help: "Messages per second published.", ns: nsSum}
+	mRateOut       = &topicSeries{name: "pulsar_rate_out", help: "Messages per second dispatched.", ns: nsSum}
+	mThroughputIn  = &topicSeries{name: "pulsar_throughput_in", help: "Bytes per second published.", ns: nsSum}
+	mThroughputOut = &topicSeries{name: "pulsar_throughput_out", help: "Bytes per second dispatched.", ns: nsSum}
+	mStorageSize   = &topicSeries{name: "pulsar_storage_size", help: "Bytes stored.", ns: nsSum}
+	mBacklogSize   = &topicSeries{name: "pulsar_storage_backlog_size", help: "Bytes of the backlog.", ns: nsSum}
+	mMsgBacklog    = &topicSeries{name: "pulsar_msg_backlog", help: "Messages in the subscriptions' backlogs.", ns: nsSum}
+	mInBytes       = &topicSeries{name: "pulsar_in_bytes_total", help: "Bytes published (since the topic was loaded).", counter: true}
+	mInMessages    = &topicSeries{name: "pulsar_in_messages_total", help: "Messages published (since the topic was loaded).", counter: true}
+	mOutBytes      = &topicSeries{name: "pulsar_out_bytes_total", help: "Bytes dispatched (since the topic was loaded).", counter: true}
+	mOutMessages   = &topicSeries{name: "pulsar_out_messages_total", help: "Messages dispatched (since the topic was loaded).", counter: true}
+	mWriteLatCount = &topicSeries{name: "pulsar_storage_write_latency_count", help: "Entries stored per second.", ns: nsSum}
+	mWriteLatSum   = &topicSeries{name: "pulsar_storage_write_latency_sum", help: "Milliseconds of storage write latency per second (divided by pulsar_storage_write_latency_count: the mean latency).", ns: nsSum}
+	mEntrySizeCnt  = &topicSeries{name: "pulsar_entry_size_count", help: "Entries stored per second.", ns: nsSum}
+	mEntrySizeSum  = &topicSeries{name: "pulsar_entry_size_sum", help: "Bytes of entries stored per second.", ns: nsSum}
+	mWriteLatency  = bucketSeries(writeLatencyNames, "Entries per second whose storage write (publish taken until the append is acknowledged) took at most the bucket's milliseconds (overflow: more than 1 s).")
+	mEntrySize     = bucketSeries(entrySizeNames, "Entries per second stored with at most the bucket's size (overflow: more than 1 MiB).")
+
+	mSubBacklog       = &topicSeries{name: "pulsar_subscription_back_log", help: "Messages in the subscription's backlog.", extra: "subscription"}
+	mSubBacklogNoDel  = &topicSeries{name: "pulsar_subscription_back_log_no_delayed", help: "Messages in the subscription's backlog that are not delayed.", extra: "subscription"}
+	mSubDelayed       = &topicSeries{name: "pulsar_subscription_delayed", help: "Messages of the subscription waiting for their delivery time.", extra: "subscription", ns: nsSumOverExtra}
+	mSubRateOut       = &topicSeries{name: "pulsar_subscription_msg_rate_out", help: "Messages per second dispatched to the subscription.", extra: "subscription"}
+	mSubThrOut        = &topicSeries{name: "pulsar_subscription_msg_throughput_out", help: "Bytes per second dispatched to the subscription.", extra: "subscription"}
+	mSubRedeliver     = &topicSeries{name: "pulsar_subscription_msg_rate_redeliver", help: "Messages per second redelivered to the subscription.", extra: "subscription"}
+	mSubUnacked       = &topicSeries{name: "pulsar_subscription_unacked_messages", help: "Messages delivered and not acknowledged.", extra: "subscription"}
+	mSubBlocked       = &topicSeries{name: "pulsar_subscription_blocked_on_unacked_messages", help: "1 while dispatch to the subscription stops because of its unacknowledged messages.", extra: "subscription"}
+	mSubConsumers     = &topicSeries{name: "pulsar_subscription_consumers_count", help: "Consumers of the subscription.", extra: "subscription"}
+	mSubAckRate       = &topicSeries{name: "pulsar_subscription_msg_ack_rate", help: "Messages per second acknowledged by the subscription's consumers.", extra: "subscription"}
+	mSubExpiredRate   = &topicSeries{name: "pulsar_subscription_msg_rate_expired", help: "Messages per second expired (message TTL) from the subscription.", extra: "subscription"}
+	mReplRateIn       = &topicSeries{name: "pulsar_replication_rate_in", help: "Messages per second received from the remote cluster.", extra: "remote_cluster", ns: nsSum}
+	mReplRateOut      = &topicSeries{name: "pulsar_replication_rate_out", help: "Messages per second sent to the remote cluster.", extra: "remote_cluster", ns: nsSum}
+	mReplThrIn        = &topicSeries{name: "pulsar_replication_throughput_in", help: "Bytes per second received from the remote cluster.", extra: "remote_cluster", ns: nsSum}
+	mReplThrOut       = &topicSeries{name: "pulsar_replication_throughput_out", help: "Bytes per second sent to the remote cluster.", extra: "remote_cluster", ns: nsSum}
+	mReplBacklog      = &topicSeries{name: "pulsar_replication_backlog", help: "Entries not yet replicated to the remote cluster.", extra: "remote_cluster", ns: nsSum}
+	mReplConnected    = &topicSeries{name: "pulsar_replication_connected_count", help: "Replicators whose producer to the remote cluster is connected.", extra: "remote_cluster", ns: nsSum}
+	mReplDelay        = &topicSeries{name: "pulsar_replication_delay_in_seconds", help: "Age of the oldest entry not yet replicated (namespace level: the largest).", extra: "remote_cluster", ns: nsMax}
+	mReplExpired      = &topicSeries{name: "pulsar_replication_rate_expired", help: "Messages per second expired (message TTL) before they were replicated.", extra: "remote_cluster", ns: nsSum}
+	mReplError        = &topicSeries{name: "meridian_replication_error", help: "1 while the replicator reports an error (topic stats replication.<remote>.lastError; namespace level: replicators in error).", extra: "remote_cluster", ns: nsSum}
+	mReplProgress     = &topicSeries{name: "meridian_replication_last_progress_timestamp_seconds", help: "When the remote cluster last acknowledged a replicated entry.", extra: "remote_cluster"}
+	mReplBacklogBytes = &topicSeries{name: "meridian_replication_backlog_bytes", help: "Bytes of entries not yet acknowledged by the remote cluster.", extra: "remote_cluster", ns: nsSum}
+	mReplStalled      = &topicSeries{name: "meridian_replication_stalled", help: "1 while the replicator has a backlog and made no progress for --replication-stall-timeout (namespace level: stalled replicators).", extra: "remote_cluster", ns: nsSum}
+
+	topicFamilies = slices.Concat([]*topicSeries{mSubscriptions, mProducers, mConsumers, mRateIn, mRateOut, mThroughputIn,
+		mThroughputOut, mStorageSize, mBacklogSize, mMsgBacklog, mInBytes, mInMessages, mOutBytes, mOutMessages,
+		mWriteLatCount, mWriteLatSum, mEntrySizeCnt, mEntrySizeSum}, mWriteLatency, mEntrySize,
+		[]*topicSeries{mSubBacklog, mSubBacklogNoDel, mSubDelayed, mSubRateOut, mSubThrOut, mSubRedeliver, mSubUnacked,
+			mSubBlocked, mSubConsumers, mSubAckRate, mSubExpiredRate, mReplRateIn, mReplRateOut, mReplThrIn, mReplThrOut,
+			mReplBacklog, mReplConnected, mReplDelay, mReplExpired, mReplError, mReplProgress, mReplBacklogBytes, mReplStalled})
+)
+
+func bucketSeries(names []string, help string) []*topicSeries {
+	out := make([]*topicSeries, len(names))
+	for i, n := range names {
+		out[i] = &topicSeries{name: n, help: help, ns: nsSum}
+	}
+	return out
+}
+
+// Broker and namespace families that are not per topic.
+var (
+	descTopicsCount  = prometheus.NewDesc("pulsar_topics_count", "Number of topics of the namespace on this broker.", []string{"cluster", "namespace"}, nil)
+	descVersion      = prometheus.NewDesc("pulsar_version_info", "The broker's version and the commit it was built from (value 1).", []string{"cluster", "version", "commit"}, nil)
 	descScrapeErrors = prometheus.NewDesc("meridian_admin_topic_stats_errors", "Topic stats that could not be collected in this scrape.", []string{"cluster"}, nil)
 	descCatalogOK    = prometheus.NewDesc("meridian_configuration_store_following", "1 while the configuration store answers and the broker's catalog follows its watch.", []string{"cluster"}, nil)
 	descCatalogRev   = prometheus.NewDesc("meridian_configuration_store_revision", "Configuration store revision the broker's catalog reflects.", []string{"cluster"}, nil)
 
-	allDescs = []*prometheus.Desc{descSubscriptions, descProducers, descConsumers, descRateIn, descRateOut, descThroughputIn,
-		descThroughputOut, descStorageSize, descBacklogSize, descMsgBacklog, descInBytes, descInMessages, descOutBytes,
-		descOutMessages, descSubBacklog, descSubRateOut, descSubThrOut, descSubUnacked, descSubConsumer, descReplRateIn,
-		descReplRateOut, descReplThrIn, descReplThrOut, descReplBacklog, descReplConnected, descReplDelay, descReplError,
-		descReplProgress, descScrapeErrors, descCatalogOK, descCatalogRev}
+	brokerLabels         = []string{"cluster"}
+	descBrokerTopics     = prometheus.NewDesc("pulsar_broker_topics_count", "Number of topics on this broker.", brokerLabels, nil)
+	descBrokerSubs       = prometheus.NewDesc("pulsar_broker_subscriptions_count", "Number of subscriptions on this broker.", brokerLabels, nil)
+	descBrokerProducers  = prometheus.NewDesc("pulsar_broker_producers_count", "Number of producers connected to this broker.", brokerLabels, nil)
+	descBrokerConsumers  = prometheus.NewDesc("pulsar_broker_consumers_count", "Number of consumers connected to this broker.", brokerLabels, nil)
+	descBrokerRateIn     = prometheus.NewDesc("pulsar_broker_rate_in", "Messages per second published to this broker.", brokerLabels, nil)
+	descBrokerRateOut    = prometheus.NewDesc("pulsar_broker_rate_out", "Messages per second dispatched by this broker.", brokerLabels, nil)
+	descBrokerThrIn      = prometheus.NewDesc("pulsar_broker_throughput_in", "Bytes per second published to this broker.", brokerLabels, nil)
+	descBrokerThrOut     = prometheus.NewDesc("pulsar_broker_throughput_out", "Bytes per second dispatched by this broker.", brokerLabels, nil)
+	descBrokerStorage    = prometheus.NewDesc("pulsar_broker_storage_size", "Bytes stored by this broker's topics.", brokerLabels, nil)
+	descBrokerMsgBacklog = prometheus.NewDesc("pulsar_broker_msg_backlog", "Messages in the backlogs of this broker's subscriptions.", brokerLabels, nil)
+
+	fixedDescs = []*prometheus.Desc{descTopicsCount, descVersion, descScrapeErrors, descCatalogOK, descCatalogRev,
+		descBrokerTopics, descBrokerSubs, descBrokerProducers, descBrokerConsumers, descBrokerRateIn, descBrokerRateOut,
+		descBrokerThrIn, descBrokerThrOut, descBrokerStorage, descBrokerMsgBacklog}
 )
 
-// topicCollector turns topic stats into Pulsar's per-topic metrics at scrape time, so /metrics and
-// the stats endpoints always agree.
-type topicCollector struct{ h *Handler }
+// topicCollector turns topic stats into Pulsar's metrics at scrape time, so /metrics and the stats
+// endpoints always agree. With topic-level metrics (Pulsar's exposeTopicLevelMetricsInPrometheus,
+// the default) every topic family is per topic; without, only namespace aggregates are exported, as
+// Pulsar does, so that a broker with many topics keeps its series count bounded by its namespaces.
+type topicCollector struct {
+	h          *Handler
+	topicLevel bool
+	descs      map[*topicSeries]*prometheus.Desc
+}
 
-func newTopicCollector(h *Handler) prometheus.Collector { return topicCollector{h} }
+func newTopicCollector(h *Handler) prometheus.Collector {
+	c := topicCollector{h: h, topicLevel: !h.cfg.HideTopicLevelMetrics, descs: map[*topicSeries]*prometheus.Desc{}}
+	for _, s := range topicFamilies {
+		labels := []string{"cluster", "namespace"}
+		switch {
+		case c.topicLevel:
+			labels = append(labels, "topic")
+			if s.extra != "" {
+				labels = append(labels, s.extra)
+			}
+		case s.ns == nsNone:
+			continue
+		case s.extra != "" && s.ns != nsSumOverExtra:
+			labels = append(labels, s.extra)
+		}
+		c.descs[s] = prometheus.NewDesc(s.name, s.help, labels, nil)
+	}
+	return c
+}
 
 func (c topicCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range allDescs {
+	for _, d := range fixedDescs {
 		ch <- d
 	}
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// brokerTotals are the broker-level aggregates.
+type brokerTotals struct {
+	topics, subs, producers, consumers, storage, backlog int64
+	rateIn, rateOut, thrIn, thrOut                       float64
 }
 
 func (c topicCollector) Collect(ch chan<- prometheus.Metric) {
 	h := c.h
 	cluster := h.cfg.Cluster
+	bi := buildinfo.Read()
+	ch <- prometheus.MustNewConstMetric(descVersion, prometheus.GaugeValue, 1, cluster, bi.Version, bi.Commit)
 	sctx, scancel := context.WithTimeout(context.Background(), storeCheckTimeout)
 	storeOK := h.cat.CheckStore(sctx) == nil
 	scancel()
 	ch <- prometheus.MustNewConstMetric(descCatalogOK, prometheus.GaugeValue, b2f(storeOK), cluster)
 	ch <- prometheus.MustNewConstMetric(descCatalogRev, prometheus.GaugeValue, float64(h.cat.Revision()), cluster)
-	if h.cfg.Topics == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
-	defer cancel()
+	var tot brokerTotals
 	errs := 0
-	for _, ns := range h.cat.AllNamespaces() {
-		topics, err := h.cfg.Topics.ListTopics(ctx, ns)
-		if err != nil {
-			errs++
-			continue
-		}
-		for _, topic := range topics {
-			st, err := h.cfg.Topics.TopicStats(ctx, topic, adminapi.GetStatsOptions{})
+	if h.cfg.Topics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+		defer cancel()
+		ws, _ := h.cfg.Topics.(TopicWriteStatsSource)
+		for _, ns := range h.cat.AllNamespaces() {
+			topics, err := h.cfg.Topics.ListTopics(ctx, ns)
 			if err != nil {
 				errs++
 				continue
 			}
-			emitTopic(ch, cluster, ns, topic, st)
+			agg := newNamespaceAggregate()
+			count := 0
+			for _, topic := range topics {
+				st, err := h.cfg.Topics.TopicStats(ctx, topic, adminapi.GetStatsOptions{})
+				if err != nil {
+					errs++
+					continue
+				}
+				var w WriteStats
+				if ws != nil {
+					if w, err = ws.TopicWriteStats(ctx, topic); err != nil {
+						errs++
+					}
+				}
+				count++
+				tot.add(st)
+				emit := agg.add
+				if c.topicLevel {
+					emit = func(s *topicSeries, v float64, extra string) {
+						l := []string{cluster, ns, topic}
+						if s.extra != "" {
+							l = append(l, extra)
+						}
+						c.send(ch, s, v, l...)
+					}
+				}
+				topicMetrics(st, w, emit)
+			}
+			ch <- prometheus.MustNewConstMetric(descTopicsCount, prometheus.GaugeValue, float64(count), cluster, ns)
+			if !c.topicLevel {
+				agg.emit(func(s *topicSeries, v float64, extra string) {
+					l := []string{cluster, ns}
+					if s.extra != "" && s.ns != nsSumOverExtra {
+						l = append(l, extra)
+					}
+					c.send(ch, s, v, l...)
+				})
+			}
 		}
 	}
+	tot.emit(ch, cluster)
 	ch <- prometheus.MustNewConstMetric(descScrapeErrors, prometheus.GaugeValue, float64(errs), cluster)
 }
 
-func emitTopic(ch chan<- prometheus.Metric, cluster, ns, topic string, st adminapi.TopicStats) {
-	g := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+func (c topicCollector) send(ch chan<- prometheus.Metric, s *topicSeries, v float64, labels ...string) {
+	t := prometheus.GaugeValue
+	if s.counter {
+		t = prometheus.CounterValue
 	}
-	cnt := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	ch <- prometheus.MustNewConstMetric(c.descs[s], t, v, labels...)
+}
+
+func (t *brokerTotals) add(st adminapi.TopicStats) {
+	t.topics++
+	t.subs += int64(len(st.Subscriptions))
+	t.producers += int64(len(st.Publishers))
+	for _, s := range st.Subscriptions {
+		t.consumers += int64(len(s.Consumers))
+		t.backlog += s.MsgBacklog
 	}
+	t.rateIn += st.MsgRateIn
+	t.rateOut += st.MsgRateOut
+	t.thrIn += st.MsgThroughputIn
+	t.thrOut += st.MsgThroughputOut
+	t.storage += st.StorageSize
+}
+
+func (t *brokerTotals) emit(ch chan<- prometheus.Metric, cluster string) {
+	g := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, cluster)
+	}
+	g(descBrokerTopics, float64(t.topics))
+	g(descBrokerSubs, float64(t.subs))
+	g(descBrokerProducers, float64(t.producers))
+	g(descBrokerConsumers, float64(t.consumers))
+	g(descBrokerRateIn, t.rateIn)
+	g(descBrokerRateOut, t.rateOut)
+	g(descBrokerThrIn, t.thrIn)
+	g(descBrokerThrOut, t.thrOut)
+	g(descBrokerStorage, float64(t.storage))
+	g(descBrokerMsgBacklog, float64(t.backlog))
+}
+
+// topicMetrics computes one topic's series; emit receives each with its extra label's value
+// (subscription or remote cluster; "" for topic series).
+func topicMetrics(st adminapi.TopicStats, w WriteStats, emit func(s *topicSeries, v float64, extra string)) {
 	consumers := 0
 	var backlog int64
 	for name, s := range st.Subscriptions {
 		consumers += len(s.Consumers)
 		backlog += s.MsgBacklog
-		g(descSubBacklog, float64(s.MsgBacklog), cluster, ns, topic, name)
-		g(descSubRateOut, s.MsgRateOut, cluster, ns, topic, name)
-		g(descSubThrOut, s.MsgThroughputOut, cluster, ns, topic, name)
-		g(descSubUnacked, float64(s.UnackedMessages), cluster, ns, topic, name)
-		g(descSubConsumer, float64(len(s.Consumers)), cluster, ns, topic, name)
+		emit(mSubBacklog, float64(s.MsgBacklog), name)
+		emit(mSubBacklogNoDel, float64(s.MsgBacklogNoDelayed), name)
+		emit(mSubDelayed, float64(s.MsgDelayed), name)
+		emit(mSubRateOut, s.MsgRateOut, name)
+		emit(mSubThrOut, s.MsgThroughputOut, name)
+		emit(mSubRedeliver, s.MsgRateRedeliver, name)
+		emit(mSubUnacked, float64(s.UnackedMessages), name)
+		emit(mSubBlocked, b2f(s.BlockedSubscriptionOnUnackedMsgs), name)
+		emit(mSubConsumers, float64(len(s.Consumers)), name)
+		emit(mSubAckRate, s.MessageAckRate, name)
+		emit(mSubExpiredRate, s.MsgRateExpired, name)
 	}
-	g(descSubscriptions, float64(len(st.Subscriptions)), cluster, ns, topic)
-	g(descProducers, float64(len(st.Publishers)), cluster, ns, topic)
-	g(descConsumers, float64(consumers), cluster, ns, topic)
-	g(descRateIn, st.MsgRateIn, cluster, ns, topic)
-	g(descRateOut, st.MsgRateOut, cluster, ns, topic)
-	g(descThroughputIn, st.MsgThroughputIn, cluster, ns, topic)
-	g(descThroughputOut, st.MsgThroughputOut, cluster, ns, topic)
-	g(descStorageSize, float64(st.StorageSize), cluster, ns, topic)
-	g(descBacklogSize, float64(st.BacklogSize), cluster, ns, topic)
-	g(descMsgBacklog, float64(backlog), cluster, ns, topic)
-	cnt(descInBytes, float64(st.BytesInCounter), cluster, ns, topic)
-	cnt(descInMessages, float64(st.MsgInCounter), cluster, ns, topic)
-	cnt(descOutBytes, float64(st.BytesOutCounter), cluster, ns, topic)
-	cnt(descOutMessages, float64(st.MsgOutCounter), cluster, ns, topic)
+	emit(mSubscriptions, float64(len(st.Subscriptions)), "")
+	emit(mProducers, float64(len(st.Publishers)), "")
+	emit(mConsumers, float64(consumers), "")
+	emit(mRateIn, st.MsgRateIn, "")
+	emit(mRateOut, st.MsgRateOut, "")
+	emit(mThroughputIn, st.MsgThroughputIn, "")
+	emit(mThroughputOut, st.MsgThroughputOut, "")
+	emit(mStorageSize, float64(st.StorageSize), "")
+	emit(mBacklogSize, float64(st.BacklogSize), "")
+	emit(mMsgBacklog, float64(backlog), "")
+	emit(mInBytes, float64(st.BytesInCounter), "")
+	emit(mInMessages, float64(st.MsgInCounter), "")
+	emit(mOutBytes, float64(st.BytesOutCounter), "")
+	emit(mOutMessages, float64(st.MsgOutCounter), "")
+	var entries float64
+	for i, s := range mWriteLatency {
+		emit(s, w.Latency[i], "")
+		entries += w.Latency[i]
+	}
+	for i, s := range mEntrySize {
+		emit(s, w.Size[i], "")
+	}
+	emit(mWriteLatCount, entries, "")
+	emit(mWriteLatSum, w.LatencySumMs, "")
+	emit(mEntrySizeCnt, entries, "")
+	emit(mEntrySizeSum, w.SizeSum, "")
 	for remote, r := range st.Replication {
-		l := []string{cluster, ns, topic, remote}
-		g(descReplRateIn, r.MsgRateIn, l...)
-		g(descReplRateOut, r.MsgRateOut, l...)
-		g(descReplThrIn, r.MsgThroughputIn, l...)
-		g(descReplThrOut, r.MsgThroughputOut, l...)
-		g(descReplBacklog, float64(r.ReplicationBacklog), l...)
-		g(descReplConnected, b2f(r.Connected), l...)
-		g(descReplDelay, float64(r.ReplicationDelayInSeconds), l...)
-		g(descReplError, b2f(r.LastError != ""), l...)
-		g(descReplProgress, float64(r.LastProgressTimestamp)/1000, l...)
+		emit(mReplRateIn, r.MsgRateIn, remote)
+		emit(mReplRateOut, r.MsgRateOut, remote)
+		emit(mReplThrIn, r.MsgThroughputIn, remote)
+		emit(mReplThrOut, r.MsgThroughputOut, remote)
+		emit(mReplBacklog, float64(r.ReplicationBacklog), remote)
+		emit(mReplConnected, b2f(r.Connected), remote)
+		emit(mReplDelay, float64(r.ReplicationDelayInSeconds), remote)
+		emit(mReplExpired, r.MsgRateExpired, remote)
+		emit(mReplError, b2f(r.LastError != ""), remote)
+		emit(mReplProgress, float64(r.LastProgressTimestamp)/1000, remote)
+		emit(mReplBacklogBytes, float64(r.ReplicationBacklogBytes), remote)
+		emit(mReplStalled, b2f(r.Stalled), remote)
 	}
 	// A cluster this one only receives from has no replicator here: its inbound rates are exported,
 	// but no connected, backlog or error series that would alarm on a healthy one-way link.
@@ -154,9 +366,57 @@ func emitTopic(ch chan<- prometheus.Metric, cluster, ns, topic string, st admina
 		if _, outbound := st.Replication[source]; outbound {
 			continue
 		}
-		l := []string{cluster, ns, topic, source}
-		g(descReplRateIn, in.MsgRateIn, l...)
-		g(descReplThrIn, in.MsgThroughputIn, l...)
+		emit(mReplRateIn, in.MsgRateIn, source)
+		emit(mReplThrIn, in.MsgThroughputIn, source)
+	}
+}
+
+// namespaceAggregate sums (or takes the largest of) a namespace's topic series.
+type namespaceAggregate struct {
+	values map[nsKey]float64
+	order  []nsKey
+}
+
+type nsKey struct {
+	s     *topicSeries
+	extra string
+}
+
+func newNamespaceAggregate() *namespaceAggregate {
+	a := &namespaceAggregate{values: map[nsKey]float64{}}
+	for _, s := range topicFamilies {
+		if s.ns == nsSumOverExtra { // a namespace total, zero without subscriptions (as Pulsar's)
+			a.add(s, 0, "")
+		}
+	}
+	return a
+}
+
+func (a *namespaceAggregate) add(s *topicSeries, v float64, extra string) {
+	if s.ns == nsNone {
+		return
+	}
+	if s.ns == nsSumOverExtra {
+		extra = ""
+	}
+	k := nsKey{s, extra}
+	old, seen := a.values[k]
+	if !seen {
+		a.order = append(a.order, k)
+	}
+	switch {
+	case !seen:
+		a.values[k] = v
+	case s.ns == nsMax:
+		a.values[k] = max(old, v)
+	default:
+		a.values[k] = old + v
+	}
+}
+
+func (a *namespaceAggregate) emit(f func(s *topicSeries, v float64, extra string)) {
+	for _, k := range a.order {
+		f(k.s, a.values[k], k.extra)
 	}
 }
 

@@ -50,6 +50,7 @@ func (h *Handler) topicRoutes() {
 		h.handle("GET "+base+"/stats", h.topicStats)
 		h.handle("GET "+base+"/partitioned-stats", h.partitionedStats)
 		h.handle("GET "+base+"/internalStats", h.topicInternalStats)
+		h.handle("GET "+base+"/internal-info", h.topicInternalInfo)
 		h.handle("GET "+base+"/lastMessageId", h.topicLastMessageID)
 		h.handle("GET "+base+"/messageid/{timestamp}", h.topicMessageIDByTime)
 		h.handle("PUT "+base+"/unload", h.topicUnload)
@@ -63,6 +64,7 @@ func (h *Handler) topicRoutes() {
 		h.handle("POST "+base+"/backlogQuota", h.topicBacklogQuotaSet)
 		h.handle("DELETE "+base+"/backlogQuota", h.topicBacklogQuotaRemove)
 		h.subscriptionRoutes(base)
+		h.translateRoutes(base)
 		for _, pol := range topicPolicies(h.cfg.Cluster) {
 			h.registerTopicPolicy(base, pol)
 		}

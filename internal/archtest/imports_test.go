@@ -31,9 +31,10 @@ var internalAll = []string{"internal/", "adminapi", "brokertest", "cmd/"}
 var rules = []rule{
 	{from: "internal/wire", forbidden: without(internalAll, "internal/wire")},
 	{from: "internal/naming", forbidden: internalAll},
-	{from: "internal/crc32c", forbidden: internalAll}, // a leaf any layer may use (storage, replication)
-	{from: "internal/console", forbidden: internalAll},
-	{from: "internal/poll", forbidden: internalAll},                                      // tests' one way to wait for a condition                                   // the page and its history; node adapts the data to it
+	{from: "internal/crc32c", forbidden: internalAll},                                    // a leaf any layer may use (storage, replication)
+	{from: "internal/console", forbidden: internalAll},                                   // the page and its history; node adapts the data to it
+	{from: "internal/poll", forbidden: internalAll},                                      // tests' one way to wait for a condition
+	{from: "internal/failover", forbidden: []string{"internal/", "brokertest", "cmd/"}},  // the failover checklist over the public admin API (meridianctl and the console)
 	{from: "internal/buildinfo", forbidden: []string{"internal/", "brokertest", "cmd/"}}, // a leaf over the public types (adminapi)
 	{from: "internal/config", forbidden: internalAll},                                    // settings and their sources; node and cmd read them
 	{from: "internal/tlsreload", forbidden: internalAll},                                 // TLS identities from files; node, client and cmd use it

@@ -437,6 +437,7 @@ func (t *topicState) appended(slot *pubSlot, pos storage.Position, err error) {
 	tr := t.counters()
 	tr.msgIn.Add(msgs)
 	tr.bytesIn.Add(bytes)
+	tr.writes.observe(time.Since(slot.taken), bytes)
 	// The time the publish was accepted (a clock read per SEND group on the publishing side rather
 	// than one per entry here; the stored entries' timestamps differ by the storage latency).
 	tr.lastPublish.Store(slot.acceptedMs)

@@ -13,6 +13,7 @@ func (t *topicState) sampleRates(now time.Time) {
 		tr.rateBytesIn.sample(tr.bytesIn.Load(), now)
 		tr.rateOut.sample(tr.msgOut.Load(), now)
 		tr.rateBytesOut.sample(tr.bytesOut.Load(), now)
+		tr.writes.sample(now)
 	}
 	t.mu.Lock()
 	ps := make([]*producerState, 0, len(t.producers))

@@ -72,6 +72,7 @@ type topicTraffic struct {
 	lastPublish                      atomic.Int64
 	rateIn, rateBytesIn              rate
 	rateOut, rateBytesOut            rate
+	writes                           writeStats // entries by write latency and size (Pulsar's buckets)
 }
 
 // counters returns the topic's traffic counters, allocating them on first use. Their rates start
@@ -87,6 +88,11 @@ func (t *topicState) counters() *topicTraffic {
 		for _, r := range []*rate{&tr.rateIn, &tr.rateBytesIn, &tr.rateOut, &tr.rateBytesOut} {
 			r.lastTime = at
 		}
+		tr.writes.startAt(at)
+	} else {
+		// No tick since the topic was created: its first write rates cover the time from its
+		// creation, so the entries stored before the first tick are not lost from them.
+		tr.writes.startAt(time.Unix(0, t.createdNs))
 	}
 	if !t.traffic.CompareAndSwap(nil, tr) {
 		return t.traffic.Load()
@@ -118,13 +124,6 @@ func (t *topicState) isClosed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.state != topicOpen
-}
-
-// producerWaiter is a queued WaitForExclusive producer.
-type producerWaiter struct {
-	opts  ProducerOptions
-	name  string
-	ready chan *producerState // receives the producer once granted
 }
 
 func newTopicState(b *brokerState, name naming.TopicName, ledger *storage.Ledger, pol TopicPolicies) *topicState {
@@ -189,160 +188,10 @@ func (t *topicState) load(ctx context.Context, isNew bool) error {
 	return t.applyDedupPolicy(ctx)
 }
 
-// dedupWanted reports whether the policies enable deduplication.
-func (t *topicState) dedupWanted() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.policies.Deduplication != nil {
-		return *t.policies.Deduplication
-	}
-	return t.b.cfg.DedupDefault
-}
-
-func (t *topicState) dedupEnabled() bool {
-	t.dedupMu.Lock()
-	defer t.dedupMu.Unlock()
-	return t.dedup != nil
-}
-
-// applyDedupPolicy turns deduplication on (recovering its state) or off (dropping its cursor).
-func (t *topicState) applyDedupPolicy(ctx context.Context) error {
-	if t.nonPersistent() {
-		return nil
-	}
-	want := t.dedupWanted()
-	t.pubMu.Lock() // no publish decisions while the state is rebuilt
-	defer t.pubMu.Unlock()
-	t.dedupMu.Lock()
-	have := t.dedup != nil
-	t.dedupMu.Unlock()
-	switch {
-	case want && !have && t.ledger.Cursor(dedupCursorName) == nil && !t.hasProducers():
-		// Nothing to recover, and nobody to publish: the cursor would be created at the end of
-		// the log and restore nothing. Creating it is left to the first producer or publish
-		// (ensureDedupCursor), before any entry it must cover: an idle topic keeps no cursor.
-		if t.lastAppendTime == 0 {
-			t.lastAppendTime = t.b.nowMs()
-		}
-		t.dedupMu.Lock()
-		t.dedup, t.dedupCursor = newDedupState(t.b.nowMsFunc), nil
-		t.dedupMu.Unlock()
-	case want && !have:
-		dd, cur, err := t.recoverDedup(ctx)
-		if err != nil {
-			return err
-		}
-		t.dedupMu.Lock()
-		t.dedup, t.dedupCursor = dd, cur
-		t.dedupMu.Unlock()
-	case !want && have:
-		t.inflight.Wait() // completions may start snapshots; none can start after this (pubMu held)
-		t.bg.Wait()       // a running snapshot must not recreate the cursor
-		t.dedupMu.Lock()
-		t.dedup, t.dedupCursor = nil, nil
-		t.dedupMu.Unlock()
-		if err := t.ledger.DeleteCursor(ctx, dedupCursorName); err != nil && !errors.Is(err, storage.ErrNotFound) {
-			return fmt.Errorf("dropping dedup cursor: %w", err)
-		}
-	case !want && !have:
-		if t.ledger.Cursor(dedupCursorName) != nil {
-			if err := t.ledger.DeleteCursor(ctx, dedupCursorName); err != nil && !errors.Is(err, storage.ErrNotFound) {
-				return fmt.Errorf("dropping dedup cursor: %w", err)
-			}
-		}
-	}
-	return nil
-}
-
 func (t *topicState) hasProducers() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.producers) > 0 || len(t.waiting) > 0
-}
-
-// ensureDedupCursor creates the dedup cursor if deduplication is on without one (see
-// applyDedupPolicy); addProducer calls it so the first publish does not.
-func (t *topicState) ensureDedupCursor(ctx context.Context) error {
-	if t.nonPersistent() {
-		return nil
-	}
-	t.pubMu.Lock()
-	defer t.pubMu.Unlock()
-	return t.ensureDedupCursorLocked(ctx)
-}
-
-// ensureDedupCursorLocked is ensureDedupCursor with pubMu held: no append can slip in between the
-// cursor's creation (at the end of the log, as recoverDedup would have) and the entries it covers.
-func (t *topicState) ensureDedupCursorLocked(ctx context.Context) error {
-	t.dedupMu.Lock()
-	need := t.dedup != nil && t.dedupCursor == nil
-	t.dedupMu.Unlock()
-	if !need {
-		return nil
-	}
-	cur, err := t.ledger.OpenCursor(ctx, dedupCursorName, storage.CursorOptions{Initial: storage.Latest, Durable: true})
-	if err != nil {
-		return fmt.Errorf("opening dedup cursor: %w", err)
-	}
-	t.dedupMu.Lock()
-	t.dedupCursor = cur
-	t.dedupMu.Unlock()
-	return nil
-}
-
-// recoverDedup reads the last snapshot and replays the entries stored after it. The caller holds
-// pubMu, so no append happens meanwhile.
-func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cursor, error) {
-	cur, err := t.ledger.OpenCursor(ctx, dedupCursorName, storage.CursorOptions{Initial: storage.Latest, Durable: true})
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening dedup cursor: %w", err)
-	}
-	dd := newDedupState(t.b.nowMsFunc)
-	dd.restore(cur.Properties())
-	from := next(cur.MarkDeletePosition())
-	last := t.ledger.LastConfirmed()
-	replayed := 0
-	var lastPos storage.Position
-	for from.Compare(last) <= 0 {
-		entries, err := t.ledger.Read(ctx, from, 256, 8<<20)
-		if err != nil {
-			if errors.Is(err, storage.ErrTrimmed) {
-				from = t.ledger.FirstPosition()
-				continue
-			}
-			return nil, nil, fmt.Errorf("replaying entries for dedup from %s: %w", from, err)
-		}
-		if len(entries) == 0 {
-			break
-		}
-		for _, e := range entries {
-			md, err := wire.DecodeMetadata(e.Data)
-			if err != nil {
-				t.b.log.Warn("dedup replay: entry metadata does not parse; skipped",
-					slog.String("topic", t.name.String()), slog.String("position", e.Position.String()), slog.Any("err", err))
-				continue
-			}
-			dd.replay(md)
-			replayed++
-			lastPos = e.Position
-		}
-		from = next(entries[len(entries)-1].Position)
-	}
-	if t.lastAppendTime == 0 {
-		t.lastAppendTime = t.b.nowMs()
-	}
-	t.b.log.Debug("dedup state recovered", slog.String("topic", t.name.String()),
-		slog.Int("producers", len(dd.persisted)), slog.Int("replayed", replayed))
-	if replayed > 0 {
-		// Persist what the replay learned, so the next load starts from here.
-		if err := cur.SetProperties(ctx, dd.snapshot()); err != nil {
-			return nil, nil, fmt.Errorf("writing dedup snapshot: %w", err)
-		}
-		if err := cur.MarkDelete(ctx, lastPos); err != nil {
-			return nil, nil, fmt.Errorf("moving dedup cursor: %w", err)
-		}
-	}
-	return dd, cur, nil
 }
 
 // publishableLocked reports whether the topic accepts publishes; the caller holds pubMu.
@@ -382,186 +231,6 @@ func (t *topicState) addSubLocked(name string, s *subscriptionState) {
 func (t *topicState) notifySubscriptions() {
 	for _, s := range t.subscribers() {
 		s.notify()
-	}
-}
-
-// addProducer implements Topic.AddProducer.
-func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Producer, error) {
-	if err := t.checkBacklogQuota(opts.Name); err != nil {
-		return nil, err
-	}
-	if err := t.ensureDedupCursor(ctx); err != nil {
-		return nil, fmt.Errorf("topic %s: %w: %w", t.name, ErrPersistence, err)
-	}
-	t.mu.Lock()
-	if err := t.openLocked(); err != nil {
-		t.mu.Unlock()
-		return nil, err
-	}
-	if t.terminated {
-		t.mu.Unlock()
-		return nil, fmt.Errorf("topic %s: %w", t.name, ErrTopicTerminated)
-	}
-	name := opts.Name
-	if name == "" {
-		name = t.b.nextProducerName()
-	}
-	isRepl := strings.HasPrefix(name, t.b.cfg.ReplicatorPrefix+".")
-	var evicted []*producerState
-	if old := t.producers[name]; old != nil {
-		if opts.Epoch <= old.opts.Epoch {
-			t.mu.Unlock()
-			return nil, fmt.Errorf("producer %q is already connected to %s: %w", name, t.name, ErrProducerBusy)
-		}
-		// A reconnection (higher epoch) while the broker has not noticed the old connection's end.
-		delete(t.producers, name)
-		evicted = append(evicted, old)
-	}
-	if max := t.policies.MaxProducers; max > 0 && len(t.producers) >= max && !isRepl {
-		t.mu.Unlock()
-		t.closeProducers(evicted)
-		return nil, fmt.Errorf("topic %s reached its limit of %d producers: %w", t.name, max, ErrProducerBusy)
-	}
-	if opts.TopicEpoch != nil && *opts.TopicEpoch < t.topicEpoch && opts.AccessMode != AccessShared {
-		t.mu.Unlock()
-		t.closeProducers(evicted)
-		return nil, fmt.Errorf("topic epoch %d is older than %d: %w", *opts.TopicEpoch, t.topicEpoch, ErrProducerFenced)
-	}
-	exclusive := false
-	switch opts.AccessMode {
-	case AccessShared:
-		if t.exclusive && len(t.producers) > 0 {
-			t.mu.Unlock()
-			t.closeProducers(evicted)
-			return nil, fmt.Errorf("topic %s has an exclusive producer: %w", t.name, ErrProducerBusy)
-		}
-	case AccessExclusive:
-		if len(t.producers) > 0 || len(t.waiting) > 0 {
-			t.mu.Unlock()
-			t.closeProducers(evicted)
-			// Pulsar answers ProducerFenced here (the client's TestExclusiveProducer checks it).
-			return nil, fmt.Errorf("topic %s already has producers; exclusive access refused: %w", t.name, ErrProducerFenced)
-		}
-		exclusive = true
-	case AccessExclusiveWithFencing:
-		for n, p := range t.producers {
-			delete(t.producers, n)
-			evicted = append(evicted, p)
-		}
-		exclusive = true
-	case AccessWaitForExclusive:
-		if len(t.producers) > 0 || len(t.waiting) > 0 {
-			w := &producerWaiter{opts: opts, name: name, ready: make(chan *producerState, 1)}
-			t.waiting = append(t.waiting, w)
-			t.mu.Unlock()
-			t.closeProducers(evicted)
-			if opts.OnQueued != nil {
-				opts.OnQueued()
-			}
-			return t.awaitExclusive(ctx, w)
-		}
-		exclusive = true
-	default:
-		t.mu.Unlock()
-		t.closeProducers(evicted)
-		return nil, fmt.Errorf("access mode %d: %w", opts.AccessMode, ErrInvalidRequest)
-	}
-	p := t.attachProducerLocked(opts, name, exclusive)
-	t.mu.Unlock()
-	t.closeProducers(evicted)
-	return t.granted(ctx, p)
-}
-
-// attachProducerLocked registers a granted producer; the caller holds t.mu.
-func (t *topicState) attachProducerLocked(opts ProducerOptions, name string, exclusive bool) *producerState {
-	p := &producerState{
-		topic:          t,
-		id:             opts.ProducerID,
-		name:           name,
-		opts:           opts,
-		isReplicator:   strings.HasPrefix(name, t.b.cfg.ReplicatorPrefix+"."),
-		connectedSince: t.b.clock.Now(),
-		limiter:        opts.Limiter,
-	}
-	if p.limiter == nil {
-		p.limiter = t.b.publishLimiter
-	}
-	if exclusive {
-		t.topicEpoch++
-		if opts.TopicEpoch != nil && *opts.TopicEpoch > t.topicEpoch {
-			t.topicEpoch = *opts.TopicEpoch
-		}
-		p.topicEpoch, p.hasTopicEpoch = t.topicEpoch, true
-	}
-	t.exclusive = exclusive
-	t.dedupMu.Lock()
-	if t.dedup != nil {
-		p.lastSequenceID = t.dedup.lastSequenceID(name)
-	} else {
-		p.lastSequenceID = -1
-	}
-	t.dedupMu.Unlock()
-	p.public = &Producer{p: p}
-	if t.producers == nil {
-		t.producers = make(map[string]*producerState)
-	}
-	t.producers[name] = p
-	return p
-}
-
-// awaitExclusive waits until a queued WaitForExclusive producer is granted the topic.
-func (t *topicState) awaitExclusive(ctx context.Context, w *producerWaiter) (*Producer, error) {
-	select {
-	case p := <-w.ready:
-		if p == nil {
-			return nil, fmt.Errorf("topic %s closed while waiting for exclusive access: %w", t.name, ErrTopicFenced)
-		}
-		return t.granted(ctx, p)
-	case <-ctx.Done():
-		t.mu.Lock()
-		if i := slices.Index(t.waiting, w); i >= 0 {
-			t.waiting = slices.Delete(t.waiting, i, i+1)
-			t.mu.Unlock()
-			return nil, ctx.Err()
-		}
-		t.mu.Unlock()
-		// Granted concurrently: give it back.
-		if p := <-w.ready; p != nil {
-			_ = p.close(context.Background())
-		}
-		return nil, ctx.Err()
-	}
-}
-
-// grantWaiterLocked hands the topic to the first queued WaitForExclusive producer if it is free.
-func (t *topicState) grantWaiterLocked() {
-	if len(t.producers) > 0 || len(t.waiting) == 0 || t.state != topicOpen {
-		return
-	}
-	w := t.waiting[0]
-	t.waiting = t.waiting[1:]
-	w.ready <- t.attachProducerLocked(w.opts, w.name, true)
-}
-
-// closeProducers closes evicted producers (broker-initiated: their OnClosed is called).
-func (t *topicState) closeProducers(ps []*producerState) {
-	for _, p := range ps {
-		if !p.closed.Swap(true) && p.opts.OnClosed != nil {
-			p.opts.OnClosed()
-		}
-	}
-}
-
-// removeProducer detaches a closed producer.
-func (t *topicState) removeProducer(p *producerState) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.producers[p.name] == p {
-		delete(t.producers, p.name)
-	}
-	if len(t.producers) == 0 {
-		t.exclusive = false
-		t.grantWaiterLocked()
 	}
 }
 
@@ -949,74 +618,6 @@ func (t *topicState) producerCount() int {
 	return len(t.producers)
 }
 
-// expireMessages acknowledges entries older than age on one subscription.
-func (t *topicState) expireMessages(ctx context.Context, name string, age time.Duration) error {
-	if err := t.needStorage(); err != nil {
-		return err
-	}
-	s, err := t.subscription(name)
-	if err != nil {
-		return err
-	}
-	return s.expire(ctx, t.b.nowMs()-age.Milliseconds())
-}
-
-// expireSubscriptions deletes durable subscriptions without consumers for longer than the
-// subscription expiration policy.
-func (t *topicState) expireSubscriptions(ctx context.Context) {
-	t.mu.Lock()
-	limit := t.policies.SubscriptionExpiration
-	subs := make([]*subscriptionState, 0, len(t.subs))
-	for _, s := range t.subs {
-		subs = append(subs, s)
-	}
-	t.mu.Unlock()
-	if limit <= 0 || t.nonPersistent() {
-		return
-	}
-	cutoff := t.b.nowMs() - limit.Milliseconds()
-	for _, s := range subs {
-		if !s.durable || s.isReplicated() || s.lastActive.Load() > cutoff {
-			continue
-		}
-		s.opMu.Lock()
-		s.mu.Lock()
-		idle := len(s.consumers) == 0
-		s.mu.Unlock()
-		var err error
-		if idle {
-			err = s.deleteLocked(ctx, nil)
-		}
-		s.opMu.Unlock()
-		if err != nil {
-			t.b.log.Warn("expiring subscription failed", slog.String("topic", t.name.String()), slog.String("subscription", s.name), slog.Any("err", err))
-		} else if idle {
-			t.b.log.Info("subscription expired", slog.String("topic", t.name.String()), slog.String("subscription", s.name))
-		}
-	}
-}
-
-// expireAll applies the message TTL policy to every subscription.
-func (t *topicState) expireAll(ctx context.Context) {
-	t.expireSubscriptions(ctx)
-	t.mu.Lock()
-	ttl := t.policies.MessageTTL
-	subs := make([]*subscriptionState, 0, len(t.subs))
-	for _, s := range t.subs {
-		subs = append(subs, s)
-	}
-	t.mu.Unlock()
-	if ttl <= 0 || t.nonPersistent() {
-		return
-	}
-	cutoff := t.b.nowMs() - ttl.Milliseconds()
-	for _, s := range subs {
-		if err := s.expire(ctx, cutoff); err != nil {
-			t.b.log.Warn("message TTL expiry failed", slog.String("topic", t.name.String()), slog.String("subscription", s.name), slog.Any("err", err))
-		}
-	}
-}
-
 // readBytesHint bounds a read of n entries: Config.DispatchMaxBytes, but no more than about twice
 // what n average entries take, because storage sizes its read buffer by the byte bound (a 5 MiB
 // buffer to fetch 100 small entries made cold reads five times slower).
@@ -1027,102 +628,6 @@ func (t *topicState) readBytesHint(n int) int64 {
 		limit = min(limit, 2*int64(n)*avg+64<<10)
 	}
 	return limit
-}
-
-// Backlog quota policies (Pulsar's names).
-const (
-	quotaProducerRequestHold     = "producer_request_hold"
-	quotaProducerException       = "producer_exception"
-	quotaConsumerBacklogEviction = "consumer_backlog_eviction"
-)
-
-// overQuota returns the subscriptions whose estimated backlog size exceeds the backlog quota,
-// with the quota, the policy and the average entry size used for the estimate.
-func (t *topicState) overQuota() (over []*subscriptionState, limit int64, policy string, avg int64) {
-	t.mu.Lock()
-	limit, policy = t.policies.BacklogQuotaLimitBytes, t.policies.BacklogQuotaPolicy
-	subs := make([]*subscriptionState, 0, len(t.subs))
-	for _, s := range t.subs {
-		subs = append(subs, s)
-	}
-	t.mu.Unlock()
-	if limit <= 0 || t.nonPersistent() {
-		return nil, limit, policy, 0
-	}
-	entries := t.ledger.Entries()
-	if entries == 0 {
-		return nil, limit, policy, 0
-	}
-	avg = max(t.ledger.Bytes()/entries, 1)
-	for _, s := range subs {
-		if s.durable && s.cursor.Backlog()*avg > limit {
-			over = append(over, s)
-		}
-	}
-	return over, limit, policy, avg
-}
-
-// quotaError is the error refusing producers under a backlog quota policy.
-func (t *topicState) quotaError(s *subscriptionState, limit, avg int64, policy string) error {
-	sentinel := ErrProducerBlockedQuota
-	if policy == quotaProducerException {
-		sentinel = ErrProducerBlockedQuotaException
-	}
-	return fmt.Errorf("backlog of subscription %q (~%d bytes) exceeds the quota of %d bytes on %s: %w",
-		s.name, s.cursor.Backlog()*avg, limit, t.name, sentinel)
-}
-
-// checkBacklogQuota refuses a new producer while a subscription's backlog exceeds the quota
-// (replicators are exempt, as in Pulsar; consumer_backlog_eviction never refuses producers).
-func (t *topicState) checkBacklogQuota(producerName string) error {
-	if strings.HasPrefix(producerName, t.b.cfg.ReplicatorPrefix+".") {
-		return nil
-	}
-	over, limit, policy, avg := t.overQuota()
-	if len(over) == 0 || policy == quotaConsumerBacklogEviction {
-		return nil
-	}
-	return t.quotaError(over[0], limit, avg, policy)
-}
-
-// enforceBacklogQuota applies the backlog quota policy (periodically): under the producer
-// policies the connected producers (not replicators) are disconnected, and their re-creation is
-// refused by checkBacklogQuota until the backlog shrinks; under consumer_backlog_eviction the
-// oldest entries of each subscription over the quota are acknowledged until it fits.
-func (t *topicState) enforceBacklogQuota(ctx context.Context) {
-	over, limit, policy, avg := t.overQuota()
-	if len(over) == 0 {
-		return
-	}
-	if policy == quotaConsumerBacklogEviction {
-		for _, s := range over {
-			n := int(s.cursor.Backlog() - limit/avg)
-			if err := t.skip(ctx, s.name, n); err != nil {
-				t.b.log.Warn("backlog eviction failed", slog.String("topic", t.name.String()), slog.String("subscription", s.name), slog.Any("err", err))
-				continue
-			}
-			t.b.log.Info("backlog quota exceeded: oldest messages evicted", slog.String("topic", t.name.String()),
-				slog.String("subscription", s.name), slog.Int("entries", n))
-		}
-		return
-	}
-	t.mu.Lock()
-	var evicted []*producerState
-	for name, p := range t.producers {
-		if !p.isReplicator {
-			delete(t.producers, name)
-			evicted = append(evicted, p)
-		}
-	}
-	if len(t.producers) == 0 {
-		t.exclusive = false
-	}
-	t.mu.Unlock()
-	if len(evicted) > 0 {
-		t.b.log.Info("backlog quota exceeded: producers disconnected", slog.String("topic", t.name.String()),
-			slog.String("policy", policy), slog.Int("producers", len(evicted)), slog.Any("reason", t.quotaError(over[0], limit, avg, policy)))
-		t.closeProducers(evicted)
-	}
 }
 
 // dispatchNonPersistent hands one published entry to one consumer with permits of every

@@ -111,7 +111,8 @@ func validTenantName(name string) error {
 	return nil
 }
 
-// UpdateCluster replaces a cluster's data; ErrNotFound if it is not registered.
+// UpdateCluster replaces a cluster's data except its migration state (Migrated,
+// MigratedClusterURL: see UpdateClusterWith); ErrNotFound if it is not registered.
 func (c *Catalog) UpdateCluster(ctx context.Context, name string, data adminapi.ClusterData) error {
 	if err := validClusterName(name); err != nil {
 		return err
@@ -124,7 +125,11 @@ func (c *Catalog) UpdateCluster(ctx context.Context, name string, data adminapi.
 			if !exists {
 				return false, refuse(ErrNotFound, "Cluster does not exist")
 			}
+			// The migration state changes only through its own endpoint (Pulsar keeps it apart
+			// from the cluster data), so an update of the URLs never ends or starts a switchover.
+			migrated, target := v.Migrated, v.MigratedClusterURL
 			*v = data
+			v.Migrated, v.MigratedClusterURL = migrated, target
 			return false, nil
 		})
 }

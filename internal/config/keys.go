@@ -115,6 +115,8 @@ func init() {
 			}, get: func(s *Settings) string { return s.LogFormat }},
 		durationKey("keepAliveIntervalSeconds", "", time.Second, "the broker pings a connection idle this long and closes it after twice this long", func(s *Settings) *time.Duration { return &s.KeepAliveInterval }),
 		durationKey("brokerShutdownTimeoutMs", "", time.Millisecond, "bound of a graceful shutdown", func(s *Settings) *time.Duration { return &s.ShutdownTimeout }),
+		boolKey("exposeTopicLevelMetricsInPrometheus", "expose-topic-level-metrics", "per-topic (and per-subscription) series on /metrics; false: namespace aggregates only, for brokers with many topics", func(s *Settings) *bool { return &s.TopicLevelMetrics }),
+		durationKey("replication-stall-timeout", "replication-stall-timeout", time.Second, "seconds a replicator with a backlog may make no progress before it is reported stalled (topic stats, meridian_replication_stalled)", func(s *Settings) *time.Duration { return &s.ReplicationStallTimeout }),
 
 		// TLS of the listeners.
 		strKey("tlsCertificateFilePath", "tls-cert-file", "PEM certificate chain the TLS listeners present (re-read when it changes)", func(s *Settings) *string { return &s.TLS.CertificateFile }),

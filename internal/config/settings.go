@@ -30,6 +30,10 @@ type Settings struct {
 	InsecureAllowPlaintext             bool
 	Clusters                           []string
 	KeepAliveInterval, ShutdownTimeout time.Duration
+	// TopicLevelMetrics: per-topic series on /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus).
+	TopicLevelMetrics bool
+	// ReplicationStallTimeout: a replicator with a backlog and no progress for this long is stalled.
+	ReplicationStallTimeout time.Duration
 	// LogFormat is the process's log format: text or json.
 	LogFormat string
 

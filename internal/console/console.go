@@ -55,13 +55,40 @@ type LinkState struct {
 	// SentTotal counts the entries the remote acknowledged; it tells progress from a backlog that
 	// only looks still.
 	SentTotal int64 `json:"sentTotal"`
+	// Stalled: the replicator's own stall detection (a backlog and no progress for the stall
+	// timeout), since StalledSince (unix ms), and why.
+	Stalled       bool   `json:"stalled,omitempty"`
+	StalledSince  int64  `json:"stalledSince,omitempty"`
+	StalledReason string `json:"stalledReason,omitempty"`
 }
 
-// Source supplies the console's data: the known clusters and the replication links now.
+// Source supplies the console's data: the known clusters, the replication links and the replicated
+// subscriptions now.
 type Source interface {
 	LocalCluster() string
 	Clusters() []Cluster
 	Links() []LinkState
+	Subscriptions() []SubscriptionSync
+}
+
+// FailoverChecker is optionally implemented by a Source: it runs the failover checklist for a
+// namespace and a target cluster (internal/failover) and returns its report.
+type FailoverChecker interface {
+	FailoverCheck(ctx context.Context, namespace, target string) (any, error)
+}
+
+// SubscriptionSync is the sync of one replicated subscription with one other cluster.
+type SubscriptionSync struct {
+	Topic        string `json:"topic"`
+	Subscription string `json:"subscription"`
+	Remote       string `json:"remote"`
+	// Outbound: this cluster writes the subscription's state for Remote; otherwise it applies the
+	// states Remote writes.
+	Outbound bool `json:"outbound"`
+	// LagMs is the sync lag (outbound) or the apply lag (inbound) in milliseconds.
+	LagMs         int64    `json:"lagMs"`
+	PendingStates int      `json:"pendingStates,omitempty"`
+	WaitingFor    []string `json:"waitingFor,omitempty"`
 }
 
 // Sample is one point of a link's history.
@@ -76,8 +103,8 @@ type Sample struct {
 // Link is a LinkState with its history and what the console concludes from it.
 type Link struct {
 	LinkState
-	// State is ok, behind, not-draining, disconnected or error (the worst that applies); inbound
-	// links are "inbound".
+	// State is ok, behind, not-draining, stalled, disconnected or error (the worst that applies);
+	// inbound links are "inbound".
 	State string `json:"state"`
 	// ETASeconds is the time the backlog needs to drain at the rate it drained over the recent
 	// history; absent when it does not drain.
@@ -87,12 +114,13 @@ type Link struct {
 
 // Overview is the document /console/api/overview answers.
 type Overview struct {
-	Cluster         string    `json:"cluster"`
-	Clusters        []Cluster `json:"clusters"`
-	Links           []Link    `json:"links"`
-	SampledAt       int64     `json:"sampledAt"`
-	IntervalSeconds float64   `json:"intervalSeconds"`
-	MaxSamples      int       `json:"maxSamples"`
+	Cluster         string             `json:"cluster"`
+	Clusters        []Cluster          `json:"clusters"`
+	Links           []Link             `json:"links"`
+	Subscriptions   []SubscriptionSync `json:"subscriptions"`
+	SampledAt       int64              `json:"sampledAt"`
+	IntervalSeconds float64            `json:"intervalSeconds"`
+	MaxSamples      int                `json:"maxSamples"`
 }
 
 type linkKey struct{ topic, remote string }
@@ -158,8 +186,10 @@ func assess(l LinkState, hist []Sample) Link {
 	switch {
 	case !l.Connected:
 		out.State = "disconnected"
-	case l.LastError != "":
+	case l.LastError != "" && !l.Stalled:
 		out.State = "error"
+	case l.Stalled:
+		out.State = "stalled"
 	case l.Backlog == 0:
 		out.State = "ok"
 	case len(hist) >= etaWindow && drain <= 0 && l.RateOut == 0:
@@ -231,6 +261,10 @@ func (c *Console) Overview() Overview {
 	for _, l := range links {
 		out.Links = append(out.Links, assess(l, c.hist.of(l.Topic, l.Remote)))
 	}
+	out.Subscriptions = c.src.Subscriptions()
+	if out.Subscriptions == nil {
+		out.Subscriptions = []SubscriptionSync{}
+	}
 	slices.SortFunc(out.Links, func(a, b Link) int {
 		if a.Topic != b.Topic {
 			return strings.Compare(a.Topic, b.Topic)
@@ -248,6 +282,28 @@ func (c *Console) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /console/", http.StripPrefix("/console/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /console/api/failover-check", func(w http.ResponseWriter, r *http.Request) {
+		fc, ok := c.src.(FailoverChecker)
+		ns, target := r.URL.Query().Get("namespace"), r.URL.Query().Get("to")
+		switch {
+		case !ok:
+			http.Error(w, "the failover check is not available on this broker", http.StatusNotImplemented)
+			return
+		case strings.Count(ns, "/") != 1 || target == "":
+			http.Error(w, "give namespace=tenant/namespace and to=cluster", http.StatusBadRequest)
+			return
+		}
+		report, err := fc.FailoverCheck(r.Context(), ns, target)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := json.NewEncoder(w).Encode(report); err != nil {
+			c.log.Debug("console: writing the failover check failed", "err", err)
+		}
+	})
 	mux.HandleFunc("GET /console/api/overview", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")

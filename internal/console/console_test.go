@@ -62,6 +62,7 @@ func TestAssess(t *testing.T) {
 		{"stuck", LinkState{Outbound: true, Connected: true, Backlog: 500}, hist(500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500), "not-draining", 0},
 		{"disconnected", LinkState{Outbound: true, Backlog: 7, LastError: "connection refused"}, hist(3, 5, 7), "disconnected", 0},
 		{"remote refuses", LinkState{Outbound: true, Connected: true, Backlog: 7, LastError: "NotAllowed"}, hist(7, 7), "error", 0},
+		{"stalled", LinkState{Outbound: true, Connected: true, Backlog: 7, LastError: "NotAllowed", Stalled: true}, hist(7, 7), "stalled", 0},
 		{"inbound", LinkState{RateIn: 30}, nil, "inbound", 0},
 	}
 	for _, c := range cases {
@@ -86,6 +87,9 @@ type fakeSource struct {
 func (f *fakeSource) LocalCluster() string { return "a" }
 func (f *fakeSource) Clusters() []Cluster {
 	return []Cluster{{Name: "a", Local: true}, {Name: "b"}}
+}
+func (f *fakeSource) Subscriptions() []SubscriptionSync {
+	return []SubscriptionSync{{Topic: "persistent://public/default/x", Subscription: "app", Remote: "b", Outbound: true, LagMs: 12}}
 }
 func (f *fakeSource) Links() []LinkState {
 	f.mu.Lock()
@@ -128,7 +132,7 @@ func TestHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ov.Cluster != "a" || len(ov.Clusters) != 2 || len(ov.Links) != 1 {
+		if ov.Cluster != "a" || len(ov.Clusters) != 2 || len(ov.Links) != 1 || len(ov.Subscriptions) != 1 || ov.Subscriptions[0].LagMs != 12 {
 			t.Fatalf("overview %+v", ov)
 		}
 		if len(ov.Links[0].History) >= 3 {

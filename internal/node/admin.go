@@ -18,10 +18,10 @@ func (n *Node) mountAdmin() error {
 	c := &n.components
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(&nodeCollector{n: n}, &tlsCollector{n: n})
+	reg.MustRegister(&nodeCollector{n: n}, &tlsCollector{n: n}, connectionCollector{n: n})
 	var replicationApplied func(context.Context, string) error
 	if c.replication != nil {
-		reg.MustRegister(c.replication.Collector())
+		reg.MustRegister(c.replication.Collector(!n.opts.HideTopicLevelMetrics))
 		replicationApplied = c.replication.Sync
 	}
 	h, err := admin.NewHandler(admin.Config{
@@ -36,13 +36,15 @@ func (n *Node) mountAdmin() error {
 		// Replicators follow replication changes before the admin call answers (not only by watch).
 		ReplicationApplied: replicationApplied,
 		Authorizer:         n.authz,
+		// Pulsar's exposeTopicLevelMetricsInPrometheus=false.
+		HideTopicLevelMetrics: n.opts.HideTopicLevelMetrics,
 	})
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
 	c.admin = h
 	n.mux.Handle("/", h)
-	c.console = console.New(consoleSource{local: n.opts.Cluster, cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.Logger)
+	c.console = console.New(consoleSource{local: n.opts.Cluster, webURL: n.WebURL(), cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.Logger)
 	c.console.Start()
 	console, err := admin.Guard(n.authz, "/console/", c.console.Handler(), n.opts.Logger)
 	if err != nil {

@@ -119,6 +119,8 @@ func (n *Node) compose(ctx context.Context) error {
 		MemoryBytes:  n.opts.ReplicationMemoryBytes,
 		SyncTopics:   syncTopics{broker: &c.broker, engine: c.engine},
 		Logger:       log.With("component", "replication"),
+		// --replication-stall-timeout.
+		StallTimeout: n.opts.ReplicationStallTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)
@@ -155,7 +157,9 @@ func (n *Node) compose(ctx context.Context) error {
 		MaxConnectionsPerAddress: n.opts.MaxConnectionsPerIP,
 		// Pulsar's authenticationRefreshCheckSeconds.
 		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
-		Logger:              log,
+		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, serviceURLTLS: n.tls.serviceURL, cat: c.catalog,
+			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}, repl: &c.replication},
+		Logger: log,
 	})
 	if err != nil {
 		return err

@@ -1,16 +1,26 @@
 package node
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/console"
+	"github.com/meridian-mq/meridian/internal/failover"
 	"github.com/meridian-mq/meridian/internal/replication"
 )
 
 // consoleSource adapts the catalog and the replication manager to what the console draws.
 type consoleSource struct {
-	local string
-	cat   *catalog.Catalog
-	repl  *replication.Manager // nil without replication
+	local  string
+	webURL string // this broker's admin API, which the failover check reads as the source
+	cat    *catalog.Catalog
+	repl   *replication.Manager // nil without replication
 }
 
 func (s consoleSource) LocalCluster() string { return s.local }
@@ -43,6 +53,7 @@ func (s consoleSource) Links() []console.LinkState {
 				Topic: st.Topic, Remote: st.RemoteCluster, Outbound: true, Connected: st.Connected,
 				Backlog: st.ReplicationBacklog, RateOut: st.MsgRateOut, DelaySeconds: st.ReplicationDelayInSeconds,
 				LastError: st.LastError, SentTotal: st.MsgOutCount,
+				Stalled: st.Stalled, StalledReason: st.StalledReason, StalledSince: unixMilliOrZero(st.StalledSince),
 			})
 		}
 		if st.MsgInCount > 0 || st.Phase == replication.PhaseInboundOnly {
@@ -50,4 +61,55 @@ func (s consoleSource) Links() []console.LinkState {
 		}
 	}
 	return out
+}
+
+func unixMilliOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// Subscriptions lists the replicated subscriptions' sync with each other cluster.
+func (s consoleSource) Subscriptions() []console.SubscriptionSync {
+	if s.repl == nil {
+		return nil
+	}
+	var out []console.SubscriptionSync
+	for _, topic := range s.repl.SyncedTopics() {
+		stats, err := s.repl.SubscriptionSyncStats(topic)
+		if err != nil {
+			return out
+		}
+		for sub, st := range stats {
+			for remote, ob := range st.Outbound {
+				out = append(out, console.SubscriptionSync{Topic: topic, Subscription: sub, Remote: remote, Outbound: true, LagMs: ob.SyncLagMs, PendingStates: ob.PendingStates})
+			}
+			for source, in := range st.Inbound {
+				out = append(out, console.SubscriptionSync{Topic: topic, Subscription: sub, Remote: source, LagMs: in.ApplyLagMs, WaitingFor: in.WaitingFor})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b console.SubscriptionSync) int {
+		return strings.Compare(a.Topic+"\x00"+a.Subscription+"\x00"+a.Remote, b.Topic+"\x00"+b.Subscription+"\x00"+b.Remote)
+	})
+	return out
+}
+
+// FailoverCheck implements console.FailoverChecker: the checklist of internal/failover with this
+// broker's admin API as the source and the target's registered serviceUrl.
+func (s consoleSource) FailoverCheck(ctx context.Context, namespace, target string) (any, error) {
+	src, err := adminapi.NewClient(s.webURL, &http.Client{Timeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	ck := failover.Checker{Source: src, Timeout: 10 * time.Second,
+		Target: func(ctx context.Context, name string) (*adminapi.Client, error) {
+			d, ok := s.cat.Cluster(name)
+			if !ok || d.ServiceURL == "" {
+				return nil, fmt.Errorf("cluster %s is not registered here with a serviceUrl", name)
+			}
+			return adminapi.NewClient(d.ServiceURL, &http.Client{Timeout: 10 * time.Second})
+		}}
+	return ck.Check(ctx, namespace, target), nil
 }

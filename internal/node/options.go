@@ -38,6 +38,8 @@ const (
 	// DefaultReplicationMemoryBytes: what all replicators of the broker may hold at once, read and
 	// not yet acknowledged by their remote (see replication's budget.go).
 	DefaultReplicationMemoryBytes = replication.DefaultReplicationMemoryBytes
+	// DefaultReplicationStallTimeout: see Options.ReplicationStallTimeout.
+	DefaultReplicationStallTimeout = replication.DefaultStallTimeout
 
 	// MinMaxMessageSize and MaxMaxMessageSize bound --max-message-size. The upper bound keeps one
 	// frame (message + 10 KiB of framing) far below what a 32-bit frame size can express and within
@@ -129,6 +131,13 @@ type Options struct {
 	// eight journal files; docs/operations.md, "Disk full and I/O errors"). Not flags: for
 	// embedding and tests on small disks.
 	JournalFileBytes, MaxJournalBacklog int64
+	// HideTopicLevelMetrics turns Pulsar's exposeTopicLevelMetricsInPrometheus off: /metrics has
+	// namespace aggregates instead of per-topic series (--expose-topic-level-metrics=false).
+	HideTopicLevelMetrics bool
+	// ReplicationStallTimeout: a replicator with a backlog that made no progress for this long is
+	// reported stalled (topic stats replication.<remote>.stalled, meridian_replication_stalled).
+	// Zero means DefaultReplicationStallTimeout.
+	ReplicationStallTimeout time.Duration
 	// Dedup is the broker-wide default for producer deduplication (namespace policy overrides).
 	Dedup bool
 	// AutoTopicCreation creates non-partitioned topics on first use (namespace policy overrides).

@@ -87,7 +87,7 @@ func (r replTopic) OpenCursor(ctx context.Context, name string, initial replicat
 	if err != nil {
 		return nil, false, err
 	}
-	return replCursor{c}, !existed, nil
+	return replCursor{c: c, ledger: r.ledger}, !existed, nil
 }
 
 func (r replTopic) DeleteCursor(ctx context.Context, name string) error {
@@ -139,7 +139,20 @@ func (r replTopic) LastConfirmed() replication.Position {
 // Closed lets the replication Manager notice an unloaded topic and reopen it.
 func (r replTopic) Closed() bool { return r.topic != nil && r.topic.Closed() }
 
-type replCursor struct{ c *storage.Cursor }
+type replCursor struct {
+	c      *storage.Cursor
+	ledger *storage.Ledger
+}
+
+// BacklogBytes estimates the bytes of the replication backlog from the topic's average entry size
+// (as the broker estimates a subscription's backlogSize).
+func (c replCursor) BacklogBytes() int64 {
+	backlog := c.c.Backlog()
+	if total := c.ledger.Entries(); total > 0 && backlog > 0 {
+		return c.ledger.Bytes() * backlog / total
+	}
+	return 0
+}
 
 func (c replCursor) MarkDeletePosition() replication.Position {
 	return fromStoragePos(c.c.MarkDeletePosition())

@@ -411,3 +411,41 @@ func (s topicService) Terminate(ctx context.Context, topic string) (adminapi.Mes
 	}
 	return messageID(p, name), nil
 }
+
+// TranslateFrom implements admin.PositionTranslator through the replication manager.
+func (s topicService) TranslateFrom(ctx context.Context, topic, cluster string, origin adminapi.MessageID, atOrBefore bool) (local, mapped adminapi.MessageID, exact, found bool, err error) {
+	_, name, err := s.topic(ctx, topic) // loads the topic, and with it its inbound index
+	if err != nil {
+		return local, mapped, false, false, err
+	}
+	if s.repl == nil {
+		return local, mapped, false, false, nil
+	}
+	m, ok := s.repl.TranslateFrom(name.String(), cluster, replication.Position{LedgerID: origin.LedgerID, EntryID: origin.EntryID}, atOrBefore)
+	if !ok {
+		return local, mapped, false, false, nil
+	}
+	local = messageID(storage.Position{LedgerID: m.Local.LedgerID, EntryID: m.Local.EntryID}, name)
+	mapped = adminapi.MessageID{LedgerID: m.Origin.LedgerID, EntryID: m.Origin.EntryID, PartitionIndex: origin.PartitionIndex}
+	return local, mapped, m.Exact, true, nil
+}
+
+// ReceiveAdvertisement implements admin.AdvertisementService.
+func (s topicService) ReceiveAdvertisement(_ context.Context, adv adminapi.ReplicationAdvertisement) error {
+	if s.repl == nil {
+		return errors.New("replication is not running on this broker")
+	}
+	return s.repl.ReceiveAdvertisement(adv)
+}
+
+// SourceStates implements admin.AdvertisementService: it loads each advertised topic first, so that
+// its inbound index says what arrived.
+func (s topicService) SourceStates(ctx context.Context, namespace string) ([]adminapi.SourceTopicState, error) {
+	if s.repl == nil {
+		return nil, nil
+	}
+	for _, st := range s.repl.SourceStates(namespace) {
+		_, _, _ = s.topic(ctx, st.Topic) // a topic that does not exist here: nothing arrived
+	}
+	return s.repl.SourceStates(namespace), nil
+}

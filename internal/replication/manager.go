@@ -62,13 +62,19 @@ type ManagerOptions struct {
 	// MemoryBytes bounds the entries all replicators hold at once, read and not yet acknowledged
 	// by their remote (budget.go): 0 = DefaultReplicationMemoryBytes, negative = no bound.
 	MemoryBytes int64
+	// StallTimeout: a replicator with a backlog and no progress for this long is reported stalled
+	// (stall.go); 0 = DefaultStallTimeout.
+	StallTimeout time.Duration
 	// SyncTopics gives the replicated-subscription sync its topics (subsync.go); nil = replicated
 	// subscriptions are not synced.
 	SyncTopics SyncTopicSource
 	// SubscriptionSyncInterval is the least time between two states of one replicated
 	// subscription. Default DefaultSubscriptionSyncInterval.
 	SubscriptionSyncInterval time.Duration
-	Logger                   *slog.Logger
+	// AdvertiseInterval is how often positions are advertised to the targets (advertise.go);
+	// 0 = DefaultAdvertiseInterval.
+	AdvertiseInterval time.Duration
+	Logger            *slog.Logger
 }
 
 // DefaultReplicationMemoryBytes is ManagerOptions.MemoryBytes' default: room for about six
@@ -85,6 +91,10 @@ type Manager struct {
 	ownsProd  *ClientFactory
 	budget    *MemoryBudget // shared by every replicator of this broker
 	subsync   *subSync      // nil without ManagerOptions.SyncTopics
+	// advertised: what sources advertised to this cluster (advertise.go), under its own lock.
+	advertised sourceAdvertisements
+	// advertiseDone is closed when the advertising goroutine (started by Start) ends.
+	advertiseDone chan struct{}
 
 	mu        sync.Mutex
 	running   map[Key]*managed
@@ -176,6 +186,8 @@ func (m *Manager) Start(ctx context.Context) {
 	if m.subsync != nil {
 		m.subsync.start(loopCtx)
 	}
+	m.advertiseDone = make(chan struct{})
+	go m.runAdvertiser(loopCtx)
 	go m.loop(loopCtx, events, unsubscribe)
 	m.poke()
 }
@@ -275,6 +287,11 @@ func (m *Manager) Close(ctx context.Context) error {
 		}
 		if m.subsync != nil {
 			m.subsync.stop()
+		}
+		select {
+		case <-m.advertiseDone:
+		case <-ctx.Done():
+			return fmt.Errorf("replication: close manager: %w", ctx.Err())
 		}
 	}
 	m.mu.Lock()
@@ -607,6 +624,7 @@ func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
 	mc.Local, mc.Remote, mc.Rate = m.opts.Local, w.Remote, w.Rate
 	r, err := StartRunner(ctx, RunnerConfig{
 		Machine: mc, Topic: lt, Producers: m.producers, StartAt: w.StartAt, Logger: m.log, Budget: m.budget,
+		StallTimeout: m.opts.StallTimeout,
 	})
 	if err != nil {
 		// Never silent: shown in the topic's stats as lastError, logged, and retried shortly.

@@ -182,7 +182,7 @@ func TestManagerCollector(t *testing.T) {
 	}
 	m.abandoned["b"] = 7
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.Collector())
+	reg.MustRegister(m.Collector(true))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,9 @@ var (
 	descDuplicates = prometheus.NewDesc("meridian_replication_duplicates_dropped_total",
 		"Replicated entries received again from a remote cluster and dropped by source position (since the topic was loaded).",
 		[]string{"cluster", "namespace", "topic", "remote_cluster"}, nil)
+	descDuplicatesByNamespace = prometheus.NewDesc("meridian_replication_duplicates_dropped_total",
+		"Replicated entries received again from a remote cluster and dropped by source position (since the topics were loaded).",
+		[]string{"cluster", "namespace", "remote_cluster"}, nil)
 	descRunning = prometheus.NewDesc("meridian_replicators_running",
 		"Replicators running on this broker.", []string{"cluster"}, nil)
 	descMemory = prometheus.NewDesc("meridian_replication_memory_bytes",
@@ -27,14 +30,25 @@ var (
 		[]string{"cluster", "namespace", "topic", "subscription", "remote_cluster", "direction"}, nil)
 )
 
-// Collector returns a Prometheus collector of the Manager's own figures.
-func (m *Manager) Collector() prometheus.Collector { return managerCollector{m} }
+// Collector returns a Prometheus collector of the Manager's own figures. Without topicLevel
+// (Pulsar's exposeTopicLevelMetricsInPrometheus off) per-topic figures are summed per namespace.
+func (m *Manager) Collector(topicLevel bool) prometheus.Collector {
+	c := managerCollector{m: m, topicLevel: topicLevel, duplicates: descDuplicates}
+	if !topicLevel {
+		c.duplicates = descDuplicatesByNamespace
+	}
+	return c
+}
 
-type managerCollector struct{ m *Manager }
+type managerCollector struct {
+	m          *Manager
+	topicLevel bool
+	duplicates *prometheus.Desc
+}
 
 func (c managerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descAbandoned
-	ch <- descDuplicates
+	ch <- c.duplicates
 	ch <- descRunning
 	ch <- descMemory
 	ch <- descMemoryLimit
@@ -55,13 +69,23 @@ func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
 		indexes[t] = x
 	}
 	c.m.mu.Unlock()
+	type nsRemote struct{ ns, remote string }
+	byNamespace := map[nsRemote]int64{}
 	for topic, x := range indexes {
 		ns := namespaceOf(topic)
 		for _, in := range x.Inbound() {
-			ch <- prometheus.MustNewConstMetric(descDuplicates, prometheus.CounterValue, float64(in.DuplicatesDropped), local, ns, topic, in.Origin)
+			if c.topicLevel {
+				ch <- prometheus.MustNewConstMetric(descDuplicates, prometheus.CounterValue, float64(in.DuplicatesDropped), local, ns, topic, in.Origin)
+			} else {
+				byNamespace[nsRemote{ns, in.Origin}] += in.DuplicatesDropped
+			}
 		}
 	}
-	if c.m.subsync == nil {
+	for k, n := range byNamespace {
+		ch <- prometheus.MustNewConstMetric(descDuplicatesByNamespace, prometheus.CounterValue, float64(n), local, k.ns, k.remote)
+	}
+	// The sync lag is per subscription: exported only with topic-level metrics.
+	if c.m.subsync == nil || !c.topicLevel {
 		return
 	}
 	for _, topic := range c.m.subsync.syncedTopics() {

@@ -36,6 +36,9 @@ type RunnerConfig struct {
 	// Budget is the broker-wide bound on entries held by replicators (nil = none): reads of a
 	// catch-up wait for room in it (budget.go).
 	Budget *MemoryBudget
+	// StallTimeout: with a backlog and no progress for this long the replicator is reported
+	// stalled (stall.go); 0 = DefaultStallTimeout.
+	StallTimeout time.Duration
 }
 
 // Runner drives a Machine against a local topic and a remote producer: it owns one event-loop
@@ -56,6 +59,7 @@ type Runner struct {
 	// pastReconnects sums the client-level reconnections of producers already closed.
 	pastReconnects int64
 	window         rateWindow
+	stall          stallState
 	inbox          mailbox
 	cancel         context.CancelFunc
 	done           chan struct{}
@@ -116,6 +120,7 @@ func StartRunner(ctx context.Context, cfg RunnerConfig) (*Runner, error) {
 		timers:    map[TimerKind]*time.Timer{},
 		done:      make(chan struct{}),
 	}
+	r.stall.d.Timeout = cfg.StallTimeout
 	r.inbox.init()
 	cur, err := openReplicationCursor(ctx, cfg.Topic, cfg.Machine.Remote, cfg.StartAt, cfg.Now())
 	if err != nil {
@@ -278,6 +283,12 @@ func (r *Runner) Stats() Stats {
 	if oldest > 0 && s.ReplicationBacklog > 0 {
 		s.ReplicationDelayInSeconds = max(0, int64(now.Sub(time.UnixMilli(oldest)).Seconds()))
 	}
+	if bs, ok := r.cursor.(backlogSizer); ok && s.ReplicationBacklog > 0 {
+		s.ReplicationBacklogBytes = bs.BacklogBytes()
+	}
+	if stalled, since := r.stall.get(); stalled && s.ReplicationBacklog > 0 {
+		s.Stalled, s.StalledSince, s.StalledReason = true, since, stallReason(s)
+	}
 	return s
 }
 
@@ -307,6 +318,7 @@ func (r *Runner) loop(ctx context.Context, markDelete Position) {
 			c := r.m.Counters()
 			r.mu.Unlock()
 			r.window.add(now, c.MsgOut, c.BytesOut)
+			r.stall.observe(now, r.cursor.Backlog(), progressOf(c))
 			r.handle(ctx, EvTick{Now: now})
 		}
 	}

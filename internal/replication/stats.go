@@ -38,6 +38,12 @@ type Stats struct {
 	// MemoryLimited: a catch-up read waits for room in the broker's replication memory budget.
 	MemoryLimited bool
 	Rate          Rate
+	// ReplicationBacklogBytes estimates the bytes of the backlog (0 when the cursor cannot tell).
+	ReplicationBacklogBytes int64
+	// Stalled: a backlog and no progress for the stall timeout (stall.go), since StalledSince.
+	Stalled       bool
+	StalledSince  time.Time
+	StalledReason string
 
 	// Inbound (from the remote's replicator), filled from the topic's Index.
 	MsgRateIn             float64
@@ -69,6 +75,12 @@ func (s Stats) Admin() adminapi.ReplicatorStats {
 		MemoryLimited:             s.MemoryLimited,
 		DuplicatesDropped:         s.DuplicatesDropped,
 		Reconnects:                s.Reconnects,
+		ReplicationBacklogBytes:   s.ReplicationBacklogBytes,
+		Stalled:                   s.Stalled,
+		StalledReason:             s.StalledReason,
+	}
+	if s.Stalled && !s.StalledSince.IsZero() {
+		a.StalledSince = s.StalledSince.UnixMilli()
 	}
 	for reason, n := range s.Skipped {
 		if n == 0 {

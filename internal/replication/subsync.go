@@ -803,6 +803,14 @@ func (m *Manager) SettleSubscription(ctx context.Context, topic, sub string) {
 	}
 }
 
+// SyncedTopics lists the topics with replicated-subscription sync state, sorted.
+func (m *Manager) SyncedTopics() []string {
+	if m.subsync == nil {
+		return nil
+	}
+	return m.subsync.syncedTopics()
+}
+
 // SubscriptionSyncStats returns the replicated-subscription sync stats of a topic's subscriptions.
 func (m *Manager) SubscriptionSyncStats(topic string) (map[string]*adminapi.ReplicatedSubscriptionSync, error) {
 	if m.subsync == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -23,6 +24,8 @@ type consumerHandle struct {
 	topic naming.TopicName
 	sink  *consumerSink
 	cons  *broker.Consumer // nil while subscribing
+	// answered: SUBSCRIBE was answered; a switchover moves only answered consumers.
+	answered atomic.Bool
 }
 
 func (h *consumerHandle) release() {
@@ -243,6 +246,7 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 			return
 		}
 		h.sink.answer(reqID)
+		h.answered.Store(true) // from now on a switchover may move it (switchover.go)
 	})
 }
 

@@ -51,6 +51,17 @@ func (c *conn) handleLookup(cmd *pulsarpb.CommandLookupTopic) {
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error = code.Enum()
 		resp.Message = proto.String(msg)
+	} else if target, ok := c.migrationTarget(cmd.GetTopic()); ok {
+		// The topic has moved (switchover.go): the client asks the target again.
+		resp.Response = pulsarpb.CommandLookupTopicResponse_Redirect.Enum()
+		if target.BrokerServiceURL != "" {
+			resp.BrokerServiceUrl = proto.String(target.BrokerServiceURL)
+		}
+		if target.BrokerServiceURLTLS != "" {
+			resp.BrokerServiceUrlTls = proto.String(target.BrokerServiceURLTLS)
+		}
+		resp.Authoritative = proto.Bool(false)
+		resp.ProxyThroughServiceUrl = proto.Bool(false)
 	} else {
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Connect.Enum()
 		if u := c.s.opts.ServiceURL; u != "" {
@@ -99,6 +110,10 @@ func (c *conn) handlePartitionedMetadata(cmd *pulsarpb.CommandPartitionedTopicMe
 		if err != nil {
 			fail(err)
 			return
+		}
+		if n == 0 {
+			// A topic created on the target after a switchover began is known only there.
+			n = c.targetPartitions(ctx, topic, n)
 		}
 		ok(n)
 	})

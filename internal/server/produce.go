@@ -35,6 +35,8 @@ type producerHandle struct {
 	// originChecked: with authorization, this producer is neither a replicator nor a superuser's,
 	// so its entries must not carry replicated_from (authz.go).
 	originChecked bool
+	// fence stops the producer's SENDs while its topic switches over (switchover.go).
+	fence producerFence
 }
 
 // release closes the broker producer, if it was created.
@@ -123,6 +125,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 			return
 		}
 		c.sendProducerSuccess(reqID, prod, version, true)
+		h.fence.answered.Store(true) // from now on a switchover may move it (switchover.go)
 	})
 }
 
@@ -381,8 +384,16 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		req.LastChunk = md.ChunkID >= md.NumChunksFromMsg-1
 	}
 	h.lastMetaName = md.ProducerName
+	if !h.fence.admit() {
+		// The topic is switching over (switchover.go): the client resends this on the target.
+		c.log.Debug("SEND for a fenced producer ignored", "producerId", id, "sequenceId", seq)
+		return nil
+	}
 	if h.complete == nil {
-		h.complete = func(res broker.PublishResult) { c.completeSend(id, uint64(res.SequenceID), res) }
+		h.complete = func(res broker.PublishResult) {
+			c.completeSend(id, uint64(res.SequenceID), res)
+			h.fence.done()
+		}
 	}
 	// Charged now, as the broker would charge it on Publish: the connection's limits (checked
 	// before each frame is read) bound the SENDs collected in a group as they bound published ones.

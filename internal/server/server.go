@@ -153,6 +153,11 @@ type Options struct {
 	// the namespace must exist). A refusal is sent as ERROR with the error's ServerError code, and
 	// the remote replicator shows it as its lastError. nil admits every replicator.
 	AdmitReplicator func(ctx context.Context, topic naming.TopicName, source string) error
+	// Migration, if set, moves the clients of topics whose cluster or namespace is marked migrated
+	// to the target cluster (switchover.go); nil: no topic ever migrates.
+	Migration Migration
+	// SwitchoverInterval is how often migrating topics are checked (DefaultSwitchoverInterval).
+	SwitchoverInterval time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -247,7 +252,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		opts:       opts,
 		log:        opts.Logger.With("component", "server"),
 		ctx:        ctx,
@@ -255,7 +260,16 @@ func New(opts Options) (*Server, error) {
 		listeners:  map[net.Listener]struct{}{},
 		conns:      map[*conn]struct{}{},
 		perAddress: newAddrLimiter(opts.MaxConnectionsPerAddress),
-	}, nil
+	}
+	if opts.Migration != nil {
+		interval := opts.SwitchoverInterval
+		if interval <= 0 {
+			interval = DefaultSwitchoverInterval
+		}
+		s.wg.Add(1)
+		go s.switchoverLoop(interval)
+	}
+	return s, nil
 }
 
 // Stats returns a snapshot of the counters.

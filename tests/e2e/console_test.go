@@ -63,7 +63,23 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 		}
 	}
+	// A replicated subscription, consumed and acknowledged on a: its sync with b shows in the console.
+	consumer, err := a.Client(t).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "app",
+		ReplicateSubscriptionState: true, SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
 	send(20)
+	for range 20 {
+		m, err := consumer.Receive(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := consumer.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a.WaitReplicationCaughtUp(t, 30*time.Second, topic, "b")
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
@@ -115,8 +131,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(`g[data-cluster="b"]`),
 		chromedp.WaitVisible(`line[data-remote="b"][data-direction="out"]`),
 		chromedp.WaitVisible(row+`[data-state="ok"]`),
+		chromedp.WaitVisible(fmt.Sprintf(`#subscriptions tr[data-topic=%q][data-subscription="app"][data-remote="b"]`, topic)),
+		chromedp.WaitVisible(row+` svg.spark.rateOut polyline`),
 	); err != nil {
 		t.Fatalf("the page with two clusters and a healthy link: %v", err)
+	}
+	// The failover check from the page: b is reachable and has the namespace.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`#fo-namespace`, "public/default"),
+		chromedp.SetValue(`#fo-target`, "b"),
+		chromedp.Click(`#failover button`),
+		chromedp.WaitVisible(`#fo-result tr[data-check="target reachable"][data-status="ok"]`),
+		chromedp.WaitVisible(`#fo-result tr[data-check="namespace"][data-status="ok"]`),
+	); err != nil {
+		t.Fatalf("the failover check on the page: %v", err)
 	}
 	screenshot("console-healthy.png")
 
@@ -147,7 +175,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read the backlog cell: %v", err)
 		}
-		points, err := chromedp.Run(ctx, chromedp.AttributeValue(row+` svg.spark polyline`, "points"))
+		points, err := chromedp.Run(ctx, chromedp.AttributeValue(row+` svg.spark.backlog polyline`, "points"))
 		if err != nil {
 			t.Fatalf("read the chart: %v", err)
 		}
@@ -171,6 +199,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	screenshot("console-link-down.png")
+	// With b down the check says not ready.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(`#failover button`),
+		chromedp.WaitVisible(`#fo-verdict[data-verdict="not-ready"]`),
+		chromedp.WaitVisible(`#fo-result tr[data-check="target reachable"][data-status="fail"]`),
+	); err != nil {
+		t.Fatalf("the failover check with b down: %v", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(pageErrors) > 0 {

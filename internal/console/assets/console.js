@@ -4,7 +4,7 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const POLL_MS = 2000;
-const STATE_RANK = { "ok": 0, "behind": 1, "not-draining": 2, "error": 3, "disconnected": 3 };
+const STATE_RANK = { "ok": 0, "behind": 1, "not-draining": 2, "stalled": 3, "error": 4, "disconnected": 4 };
 
 function el(tag, attrs, text) {
   const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
@@ -70,14 +70,16 @@ function drawTopology(ov) {
   }
 }
 
-function sparkline(history) {
-  const svg = el("svg:svg", { class: "spark", viewBox: "0 0 160 28", preserveAspectRatio: "none" });
+// sparkline charts one field of a link's history (backlog, rateOut or delaySeconds).
+function sparkline(history, field) {
+  field = field || "backlog";
+  const svg = el("svg:svg", { class: "spark " + field, viewBox: "0 0 160 28", preserveAspectRatio: "none" });
   if (!history || history.length < 2) return svg;
   const t0 = history[0].at, t1 = history[history.length - 1].at;
-  const top = Math.max(1, ...history.map(s => s.backlog));
+  const top = Math.max(1, ...history.map(s => s[field]));
   const pts = history.map(s => {
     const x = t1 > t0 ? ((s.at - t0) / (t1 - t0)) * 158 + 1 : 1;
-    const y = 27 - (s.backlog / top) * 25;
+    const y = 27 - (s[field] / top) * 25;
     return x.toFixed(1) + "," + y.toFixed(1);
   });
   svg.appendChild(el("svg:polyline", { points: pts.join(" ") }));
@@ -102,11 +104,76 @@ function drawLinks(ov) {
     tr.appendChild(el("td", { class: "num" }, l.outbound ? duration(l.delaySeconds) : "–"));
     const eta = !l.outbound ? "–" : l.backlog === 0 ? "caught up" : l.etaSeconds != null ? "~" + duration(l.etaSeconds) : "not draining";
     tr.appendChild(el("td", {}, eta));
-    const spark = el("td");
-    if (l.outbound) spark.appendChild(sparkline(l.history));
-    tr.appendChild(spark);
-    tr.appendChild(el("td", { class: "error-text" }, l.lastError || ""));
+    for (const field of ["backlog", "rateOut", "delaySeconds"]) {
+      const spark = el("td");
+      if (l.outbound) spark.appendChild(sparkline(l.history, field));
+      tr.appendChild(spark);
+    }
+    const why = l.stalled ? `stalled since ${new Date(l.stalledSince).toLocaleTimeString()}: ${l.stalledReason}` : (l.lastError || "");
+    tr.appendChild(el("td", { class: "error-text" }, why));
     body.appendChild(tr);
+  }
+}
+
+function drawSubscriptions(ov) {
+  const body = document.querySelector("#subscriptions tbody");
+  body.replaceChildren();
+  const subs = ov.subscriptions || [];
+  document.getElementById("nosubs").hidden = subs.length > 0;
+  for (const s of subs) {
+    const tr = el("tr", { "data-topic": s.topic, "data-subscription": s.subscription, "data-remote": s.remote });
+    tr.appendChild(el("td", {}, s.topic));
+    tr.appendChild(el("td", {}, s.subscription));
+    tr.appendChild(el("td", {}, s.remote));
+    tr.appendChild(el("td", {}, s.outbound ? "to" : "from"));
+    tr.appendChild(el("td", { class: "num lag" }, s.lagMs + " ms"));
+    tr.appendChild(el("td", { class: "num" }, String(s.pendingStates || 0)));
+    tr.appendChild(el("td", {}, (s.waitingFor || []).join(", ")));
+    body.appendChild(tr);
+  }
+}
+
+// fillFailoverChoices offers the namespaces of the links and the other clusters as choices.
+function fillFailoverChoices(ov) {
+  const list = document.getElementById("fo-namespaces");
+  const namespaces = new Set(ov.links.map(l => l.topic.replace(/^[a-z-]+:\/\//, "").split("/").slice(0, 2).join("/")));
+  list.replaceChildren(...[...namespaces].sort().map(n => el("option", { value: n })));
+  const select = document.getElementById("fo-target");
+  const chosen = select.value;
+  const others = ov.clusters.map(c => c.name).filter(n => n !== ov.cluster).sort();
+  select.replaceChildren(...others.map(n => el("option", { value: n }, n)));
+  if (others.includes(chosen)) select.value = chosen;
+}
+
+async function runFailoverCheck(event) {
+  event.preventDefault();
+  const ns = document.getElementById("fo-namespace").value.trim();
+  const to = document.getElementById("fo-target").value;
+  const verdict = document.getElementById("fo-verdict");
+  const table = document.getElementById("fo-result");
+  verdict.textContent = "checking…";
+  table.hidden = true;
+  try {
+    const resp = await fetch("api/failover-check?" + new URLSearchParams({ namespace: ns, to: to }), { cache: "no-store" });
+    if (!resp.ok) throw new Error((await resp.text()).trim() || "HTTP " + resp.status);
+    const report = await resp.json();
+    const body = table.querySelector("tbody");
+    body.replaceChildren();
+    for (const c of report.checks) {
+      const tr = el("tr", { "data-check": c.check, "data-status": c.status });
+      tr.appendChild(el("td", {}, c.check));
+      const st = el("td");
+      st.appendChild(el("span", { class: "badge check-" + c.status }, c.status));
+      tr.appendChild(st);
+      tr.appendChild(el("td", { class: "detail" }, c.detail));
+      body.appendChild(tr);
+    }
+    table.hidden = false;
+    verdict.textContent = `${report.namespace} -> ${report.to}: ${report.verdict}`;
+    verdict.dataset.verdict = report.verdict;
+  } catch (err) {
+    verdict.textContent = "the check could not run: " + err.message;
+    verdict.dataset.verdict = "error";
   }
 }
 
@@ -118,6 +185,8 @@ async function refresh() {
     const ov = await resp.json();
     drawTopology(ov);
     drawLinks(ov);
+    drawSubscriptions(ov);
+    fillFailoverChoices(ov);
     status.textContent = `cluster ${ov.cluster} · ${ov.links.length} links · updated ${new Date(ov.sampledAt).toLocaleTimeString()}`;
     document.body.dataset.loaded = "true";
   } catch (err) {
@@ -125,5 +194,6 @@ async function refresh() {
   }
 }
 
+document.getElementById("failover").addEventListener("submit", runFailoverCheck);
 refresh();
 setInterval(refresh, POLL_MS);
