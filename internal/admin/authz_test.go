@@ -21,7 +21,7 @@ import (
 
 // nodeMountedRoutes are the table's entries for routes the node mounts beside the admin API
 // (admin.Guard), not through Handler.handle.
-var nodeMountedRoutes = []string{"/console/"}
+var nodeMountedRoutes = []string{"/console/", "/console/api/"}
 
 // TestEveryRouteHasAPermission fails for every route registered without an entry in the
 // permission table, and for every entry no route uses.

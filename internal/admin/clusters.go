@@ -258,13 +258,15 @@ func (h *Handler) clusterUpdate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// replicatorRoles has its own endpoint: an update that does not name it keeps it.
+	// replicatorRoles and the migration state have their own endpoints: an update keeps them
+	// (replicatorRoles unless the body names it).
 	err = h.cat.UpdateClusterWith(r.Context(), r.PathValue("cluster"), func(v *adminapi.ClusterData) error {
-		roles := v.ReplicatorRoles
+		roles, migrated, target := v.ReplicatorRoles, v.Migrated, v.MigratedClusterURL
 		*v = d
 		if v.ReplicatorRoles == nil {
 			v.ReplicatorRoles = roles
 		}
+		v.Migrated, v.MigratedClusterURL = migrated, target
 		return nil
 	})
 	if err != nil {

@@ -56,7 +56,8 @@ var routePermissions = map[string]auth.Need{
 	"PUT /admin/v2/tenants/{tenant}":                                        auth.NeedSuperUser,
 	"POST /admin/v2/tenants/{tenant}":                                       auth.NeedSuperUser,
 	"DELETE /admin/v2/tenants/{tenant}":                                     auth.NeedSuperUser,
-	"/console/":                                                             auth.NeedSuperUser,
+	"/console/":                                                             auth.NeedNone, // the page's assets: no data, and the login form
+	"/console/api/":                                                         auth.NeedSuperUser,
 	// Namespaces: their admins; listing topics needs produce or consume on the namespace.
 	"GET /admin/v2/namespaces/{tenant}":                                                      auth.NeedTenantAdmin,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}":                                          auth.NeedTenantAdmin,

@@ -74,7 +74,9 @@ type Source interface {
 // FailoverChecker is optionally implemented by a Source: it runs the failover checklist for a
 // namespace and a target cluster (internal/failover) and returns its report.
 type FailoverChecker interface {
-	FailoverCheck(ctx context.Context, namespace, target string) (any, error)
+	// authorization is the request's Authorization header: the check reads the admin APIs as the
+	// user who asked.
+	FailoverCheck(ctx context.Context, namespace, target, authorization string) (any, error)
 }
 
 // SubscriptionSync is the sync of one replicated subscription with one other cluster.
@@ -293,7 +295,7 @@ func (c *Console) Handler() http.Handler {
 			http.Error(w, "give namespace=tenant/namespace and to=cluster", http.StatusBadRequest)
 			return
 		}
-		report, err := fc.FailoverCheck(r.Context(), ns, target)
+		report, err := fc.FailoverCheck(r.Context(), ns, target, r.Header.Get("Authorization"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return

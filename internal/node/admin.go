@@ -46,11 +46,15 @@ func (n *Node) mountAdmin() error {
 	n.mux.Handle("/", h)
 	c.console = console.New(consoleSource{local: n.opts.Cluster, webURL: n.WebURL(), cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.Logger)
 	c.console.Start()
-	console, err := admin.Guard(n.authz, "/console/", c.console.Handler(), n.opts.Logger)
-	if err != nil {
-		return err
+	// The page's assets are public (they hold no data, and the page asks for a token when the API
+	// answers 401); the API needs a superuser (it shows every tenant's links).
+	for _, pattern := range []string{"/console/", "/console/api/"} {
+		h, err := admin.Guard(n.authz, pattern, c.console.Handler(), n.opts.Logger)
+		if err != nil {
+			return err
+		}
+		n.mux.Handle(pattern, h)
 	}
-	n.mux.Handle("/console/", console)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/admin"
@@ -85,7 +86,8 @@ func (n *Node) webHandler() http.Handler {
 		case "/metrics":
 			return metricsOpen
 		}
-		return false
+		// The console's page and its assets (its API is not public).
+		return strings.HasPrefix(r.URL.Path, "/console/") && !strings.HasPrefix(r.URL.Path, "/console/api/")
 	}
 	return n.authn.Middleware(n.mux, public, n.log.With("component", "auth"))
 }

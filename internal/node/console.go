@@ -97,9 +97,14 @@ func (s consoleSource) Subscriptions() []console.SubscriptionSync {
 }
 
 // FailoverCheck implements console.FailoverChecker: the checklist of internal/failover with this
-// broker's admin API as the source and the target's registered serviceUrl.
-func (s consoleSource) FailoverCheck(ctx context.Context, namespace, target string) (any, error) {
-	src, err := adminapi.NewClient(s.webURL, &http.Client{Timeout: 10 * time.Second})
+// broker's admin API as the source and the target's registered serviceUrl, both read with the
+// console user's credentials (the same token must be valid on the target).
+func (s consoleSource) FailoverCheck(ctx context.Context, namespace, target, authorization string) (any, error) {
+	httpClient := &http.Client{Timeout: 10 * time.Second}
+	if authorization != "" {
+		httpClient.Transport = headerTransport{name: "Authorization", value: authorization, next: http.DefaultTransport}
+	}
+	src, err := adminapi.NewClient(s.webURL, httpClient)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +114,19 @@ func (s consoleSource) FailoverCheck(ctx context.Context, namespace, target stri
 			if !ok || d.ServiceURL == "" {
 				return nil, fmt.Errorf("cluster %s is not registered here with a serviceUrl", name)
 			}
-			return adminapi.NewClient(d.ServiceURL, &http.Client{Timeout: 10 * time.Second})
+			return adminapi.NewClient(d.ServiceURL, httpClient)
 		}}
 	return ck.Check(ctx, namespace, target), nil
+}
+
+// headerTransport sets one header on every request.
+type headerTransport struct {
+	name, value string
+	next        http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(t.name, t.value)
+	return t.next.RoundTrip(r)
 }

@@ -120,17 +120,26 @@ func (m *Manager) replicatorViews() []replicatorView {
 	return views
 }
 
-// advertise POSTs adv to remote's admin API (its serviceUrl in the cluster registry).
-func (m *Manager) advertise(ctx context.Context, client *http.Client, remote string, adv adminapi.ReplicationAdvertisement) error {
+// advertise POSTs adv to remote's admin API, over the replication link's TLS and with its
+// credentials (the remote cluster's data, linksecurity.go), like the link's other admin calls.
+func (m *Manager) advertise(ctx context.Context, base *http.Client, remote string, adv adminapi.ReplicationAdvertisement) error {
 	data, ok := m.opts.Policies.Cluster(remote)
-	if !ok || data.ServiceURL == "" {
+	if !ok {
+		return fmt.Errorf("%s is not registered", remote)
+	}
+	link, err := linkConfigOf(remote, data)
+	if err != nil {
+		return err
+	}
+	if link.adminURL == "" {
 		return fmt.Errorf("%s has no serviceUrl registered", remote)
 	}
+	client := link.httpClient(base)
 	body, err := json.Marshal(adv)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(data.ServiceURL, "/")+"/admin/v2/replication/advertisements", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(link.adminURL, "/")+"/admin/v2/replication/advertisements", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

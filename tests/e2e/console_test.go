@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/chromedp/chromedp"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/meridian-mq/meridian/internal/node"
 	"github.com/meridian-mq/meridian/tests/internal/harness"
@@ -211,5 +212,46 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer mu.Unlock()
 	if len(pageErrors) > 0 {
 		t.Fatalf("the page logged errors: %v", pageErrors)
+	}
+}
+
+// TestConsoleLoginWithToken: with authentication and authorization on, the console's page loads
+// without credentials and asks for a token; a role that is not a superuser is refused; a superuser's
+// token shows the console.
+func TestConsoleLoginWithToken(t *testing.T) {
+	browser := chromium(t)
+	secret := []byte("meridian-e2e-secret-key-32-bytes")
+	secretFile := filepath.Join(t.TempDir(), "secret.key")
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startTLSBroker(t, fmt.Sprintf("authenticationEnabled=true\nauthenticationProviders=%s\ntokenSecretKey=file://%s\nauthorizationEnabled=true\nsuperUserRoles=root\n", tokenProvider, secretFile))
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.Flag("headless", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(b.WebURL()+"/console/"),
+		chromedp.WaitVisible(`#login`),
+		chromedp.SendKeys(`#login-token`, hsToken(t, secret, jwt.MapClaims{"sub": "app"})),
+		chromedp.Click(`#login button`),
+		chromedp.WaitVisible(`#login`),
+	); err != nil {
+		t.Fatalf("a role that is not a superuser: %v", err)
+	}
+	why, err := chromedp.Run(ctx, chromedp.Text(`#login-why`))
+	if err != nil || !strings.Contains(why, "superuser") {
+		t.Fatalf("login form says %q (%v), want that a superuser is needed", why, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`#login-token`, hsToken(t, secret, jwt.MapClaims{"sub": "root"})),
+		chromedp.Click(`#login button`),
+		chromedp.WaitVisible(`body[data-loaded="true"]`),
+		chromedp.WaitNotVisible(`#login`),
+	); err != nil {
+		t.Fatalf("a superuser's token: %v", err)
 	}
 }

@@ -3,6 +3,37 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
+const TOKEN_KEY = "meridian-console-token";
+
+// api fetches one of the console's documents, with the token the user gave (kept for this browser
+// tab only) when authentication is on. A 401 or 403 shows the login form.
+async function api(path) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const resp = await fetch(path, { cache: "no-store", headers: token ? { "Authorization": "Bearer " + token } : {} });
+  if (resp.status === 401 || resp.status === 403) {
+    showLogin(resp.status === 403 ? "this token's role may not read the console (it needs a superuser)" : "");
+    throw new Error("authentication needed");
+  }
+  if (!resp.ok) throw new Error((await resp.text()).trim() || "HTTP " + resp.status);
+  hideLogin();
+  return resp.json();
+}
+
+function showLogin(why) {
+  document.getElementById("login").hidden = false;
+  document.getElementById("login-why").textContent = why;
+}
+
+function hideLogin() {
+  document.getElementById("login").hidden = true;
+}
+
+function login(event) {
+  event.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, document.getElementById("login-token").value.trim());
+  document.getElementById("login-token").value = "";
+  refresh();
+}
 const POLL_MS = 2000;
 const STATE_RANK = { "ok": 0, "behind": 1, "not-draining": 2, "stalled": 3, "error": 4, "disconnected": 4 };
 
@@ -154,9 +185,7 @@ async function runFailoverCheck(event) {
   verdict.textContent = "checking…";
   table.hidden = true;
   try {
-    const resp = await fetch("api/failover-check?" + new URLSearchParams({ namespace: ns, to: to }), { cache: "no-store" });
-    if (!resp.ok) throw new Error((await resp.text()).trim() || "HTTP " + resp.status);
-    const report = await resp.json();
+    const report = await api("api/failover-check?" + new URLSearchParams({ namespace: ns, to: to }));
     const body = table.querySelector("tbody");
     body.replaceChildren();
     for (const c of report.checks) {
@@ -180,9 +209,7 @@ async function runFailoverCheck(event) {
 async function refresh() {
   const status = document.getElementById("status");
   try {
-    const resp = await fetch("api/overview", { cache: "no-store" });
-    if (!resp.ok) throw new Error("HTTP " + resp.status);
-    const ov = await resp.json();
+    const ov = await api("api/overview");
     drawTopology(ov);
     drawLinks(ov);
     drawSubscriptions(ov);
@@ -195,5 +222,6 @@ async function refresh() {
 }
 
 document.getElementById("failover").addEventListener("submit", runFailoverCheck);
+document.getElementById("login").addEventListener("submit", login);
 refresh();
 setInterval(refresh, POLL_MS);
