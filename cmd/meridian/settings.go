@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/meridian-mq/meridian/internal/config"
+	"github.com/meridian-mq/meridian/internal/console"
 	"github.com/meridian-mq/meridian/internal/node"
 )
 
@@ -78,6 +79,7 @@ func defaultSettings() config.Settings {
 		Dedup:                   d.Dedup,
 		TopicLevelMetrics:       !d.HideTopicLevelMetrics,
 		ReplicationStallTimeout: node.DefaultReplicationStallTimeout,
+		ConsoleHistoryBytes:     console.DefaultHistoryBytes,
 		AutoTopicCreation:       d.AutoTopicCreation,
 		LogFormat:               logFormatText,
 		KeepAliveInterval:       node.DefaultKeepAliveInterval,

@@ -115,6 +115,9 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 		return nil, fmt.Errorf("--replication-stall-timeout %d: want a positive number of seconds", int64(s.ReplicationStallTimeout/time.Second))
 	}
 	base.ReplicationStallTimeout = s.ReplicationStallTimeout
+	if base.ConsoleHistoryBytes = int64(s.ConsoleHistoryBytes); s.ConsoleHistoryBytes == 0 {
+		base.ConsoleHistoryBytes = -1 // 0 in the settings means no bound
+	}
 	base.AutoTopicCreation = s.AutoTopicCreation
 	base.InsecureAllowPlaintext = s.InsecureAllowPlaintext
 	base.KeepAliveInterval = s.KeepAliveInterval

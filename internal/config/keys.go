@@ -116,6 +116,7 @@ func init() {
 		durationKey("keepAliveIntervalSeconds", "", time.Second, "the broker pings a connection idle this long and closes it after twice this long", func(s *Settings) *time.Duration { return &s.KeepAliveInterval }),
 		durationKey("brokerShutdownTimeoutMs", "", time.Millisecond, "bound of a graceful shutdown", func(s *Settings) *time.Duration { return &s.ShutdownTimeout }),
 		boolKey("exposeTopicLevelMetricsInPrometheus", "expose-topic-level-metrics", "per-topic (and per-subscription) series on /metrics; false: namespace aggregates only, for brokers with many topics", func(s *Settings) *bool { return &s.TopicLevelMetrics }),
+		intKey("console-history-bytes", "console-history-bytes", "memory for the replication console's link history, 15 minutes per active outbound link (0 = no bound)", func(s *Settings) *int { return &s.ConsoleHistoryBytes }),
 		durationKey("replication-stall-timeout", "replication-stall-timeout", time.Second, "seconds a replicator with a backlog may make no progress before it is reported stalled (topic stats, meridian_replication_stalled)", func(s *Settings) *time.Duration { return &s.ReplicationStallTimeout }),
 
 		// TLS of the listeners.

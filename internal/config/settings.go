@@ -34,6 +34,8 @@ type Settings struct {
 	TopicLevelMetrics bool
 	// ReplicationStallTimeout: a replicator with a backlog and no progress for this long is stalled.
 	ReplicationStallTimeout time.Duration
+	// ConsoleHistoryBytes bounds the replication console's link history (0: no bound).
+	ConsoleHistoryBytes int
 	// LogFormat is the process's log format: text or json.
 	LogFormat string
 

@@ -21,6 +21,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 //go:embed assets
@@ -127,35 +130,71 @@ type Overview struct {
 
 type linkKey struct{ topic, remote string }
 
-// history holds the samples of the active outbound links. It is written by the sampler and read
-// by HTTP handlers, under mu.
+// SampleBytes is what one sample costs in memory (its fields and its share of the slice), the unit
+// the history budget counts in.
+const SampleBytes = int64(unsafe.Sizeof(Sample{}))
+
+// DefaultHistoryBytes is the default budget of the links' history: 16 MiB, the full 15 minutes of
+// about 2,900 links.
+const DefaultHistoryBytes = 16 << 20
+
+// history holds the samples of the active outbound links, within a byte budget. It is written by
+// the sampler and read by HTTP handlers, under mu.
 type history struct {
 	mu     sync.Mutex
 	series map[linkKey][]Sample // oldest first, at most MaxSamples
+	// budget bounds the memory of all series (MaxSamples each are reserved for every link that has
+	// one); links beyond it get none, counted in refused.
+	budget  int64
+	refused int
 }
+
+// reserved is the memory the series hold at most. Called with mu held.
+func (h *history) reserved() int64 { return int64(len(h.series)) * MaxSamples * SampleBytes }
 
 // record appends one sample per outbound link and forgets the links not reported any more.
 func (h *history) record(at time.Time, links []LinkState) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	seen := make(map[linkKey]bool, len(links))
+	// Links no longer reported lose their history first, so the budget goes to those that run.
+	running := make(map[linkKey]bool, len(links))
+	for _, l := range links {
+		if l.Outbound {
+			running[linkKey{l.Topic, l.Remote}] = true
+		}
+	}
+	for k := range h.series {
+		if !running[k] {
+			delete(h.series, k)
+		}
+	}
+	h.refused = 0
 	for _, l := range links {
 		if !l.Outbound {
 			continue
 		}
 		k := linkKey{l.Topic, l.Remote}
-		seen[k] = true
-		s := append(h.series[k], Sample{At: at.UnixMilli(), Backlog: l.Backlog, RateOut: l.RateOut, DelaySeconds: l.DelaySeconds, Connected: l.Connected})
+		if _, ok := h.series[k]; !ok && h.budget > 0 && h.reserved()+MaxSamples*SampleBytes > h.budget {
+			h.refused++
+			continue
+		}
+		s, ok := h.series[k]
+		if !ok {
+			s = make([]Sample, 0, MaxSamples) // the whole reservation at once: the budget is exact
+		}
+		s = append(s, Sample{At: at.UnixMilli(), Backlog: l.Backlog, RateOut: l.RateOut, DelaySeconds: l.DelaySeconds, Connected: l.Connected})
 		if len(s) > MaxSamples {
 			s = slices.Delete(s, 0, len(s)-MaxSamples)
 		}
 		h.series[k] = s
 	}
-	for k := range h.series {
-		if !seen[k] {
-			delete(h.series, k)
-		}
-	}
+}
+
+// usage returns the memory reserved for the history, its budget and the links refused one.
+func (h *history) usage() (reserved, budget int64, refused int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reserved(), h.budget, h.refused
 }
 
 func (h *history) of(topic, remote string) []Sample {
@@ -213,15 +252,19 @@ type Console struct {
 	done chan struct{}
 }
 
-// New returns a console over src; Start begins sampling. interval 0 means DefaultInterval.
-func New(src Source, interval time.Duration, log *slog.Logger) *Console {
+// New returns a console over src; Start begins sampling. interval 0 means DefaultInterval;
+// historyBytes bounds the links' history (0: DefaultHistoryBytes, negative: no bound).
+func New(src Source, interval time.Duration, historyBytes int64, log *slog.Logger) *Console {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Console{src: src, interval: interval, log: log, hist: history{series: map[linkKey][]Sample{}}}
+	if historyBytes == 0 {
+		historyBytes = DefaultHistoryBytes
+	}
+	return &Console{src: src, interval: interval, log: log, hist: history{series: map[linkKey][]Sample{}, budget: max(historyBytes, 0)}}
 }
 
 // Start runs the sampler until Close. The Console owns that goroutine.
@@ -314,4 +357,28 @@ func (c *Console) Handler() http.Handler {
 		}
 	})
 	return mux
+}
+
+var (
+	descHistoryBytes   = prometheus.NewDesc("meridian_console_history_bytes", "Memory reserved for the replication console's link history (15 minutes of samples per active outbound link).", nil, nil)
+	descHistoryBudget  = prometheus.NewDesc("meridian_console_history_limit_bytes", "--console-history-bytes: the budget of the console's link history (0: no bound).", nil, nil)
+	descHistoryRefused = prometheus.NewDesc("meridian_console_links_without_history", "Active outbound links the console keeps no history for because its budget is used up.", nil, nil)
+)
+
+// Collector exports the history's memory, its budget and the links it had no room for.
+func (c *Console) Collector() prometheus.Collector { return historyCollector{c} }
+
+type historyCollector struct{ c *Console }
+
+func (h historyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descHistoryBytes
+	ch <- descHistoryBudget
+	ch <- descHistoryRefused
+}
+
+func (h historyCollector) Collect(ch chan<- prometheus.Metric) {
+	reserved, budget, refused := h.c.hist.usage()
+	ch <- prometheus.MustNewConstMetric(descHistoryBytes, prometheus.GaugeValue, float64(reserved))
+	ch <- prometheus.MustNewConstMetric(descHistoryBudget, prometheus.GaugeValue, float64(budget))
+	ch <- prometheus.MustNewConstMetric(descHistoryRefused, prometheus.GaugeValue, float64(refused))
 }

@@ -101,7 +101,7 @@ func (f *fakeSource) Links() []LinkState {
 // sampler's history.
 func TestHandler(t *testing.T) {
 	src := &fakeSource{links: []LinkState{{Topic: "persistent://public/default/x", Remote: "b", Outbound: true, Connected: true, Backlog: 3}}}
-	c := New(src, 10*time.Millisecond, nil)
+	c := New(src, 10*time.Millisecond, 0, nil)
 	c.Start()
 	defer c.Close()
 	srv := httptest.NewServer(c.Handler())
@@ -142,5 +142,23 @@ func TestHandler(t *testing.T) {
 			t.Fatalf("history after 5 s: %+v", ov.Links[0].History)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHistoryBudget: links beyond the history's byte budget get no history (counted); a link that
+// stops frees its room for another.
+func TestHistoryBudget(t *testing.T) {
+	h := history{series: map[linkKey][]Sample{}, budget: 2 * MaxSamples * SampleBytes}
+	link := func(topic string) LinkState { return LinkState{Topic: topic, Remote: "b", Outbound: true} }
+	h.record(time.Unix(1, 0), []LinkState{link("t1"), link("t2"), link("t3")})
+	if reserved, budget, refused := h.usage(); len(h.series) != 2 || refused != 1 || reserved != budget {
+		t.Fatalf("3 links in a budget of 2: %d series, reserved %d of %d, refused %d", len(h.series), reserved, budget, refused)
+	}
+	h.record(time.Unix(2, 0), []LinkState{link("t2"), link("t3")})
+	if _, ok := h.series[linkKey{"t3", "b"}]; !ok || len(h.series) != 2 {
+		t.Fatalf("after t1 stopped, t3 has no history: %v", h.series)
+	}
+	if _, _, refused := h.usage(); refused != 0 {
+		t.Fatalf("refused %d", refused)
 	}
 }

@@ -44,7 +44,8 @@ func (n *Node) mountAdmin() error {
 	}
 	c.admin = h
 	n.mux.Handle("/", h)
-	c.console = console.New(consoleSource{local: n.opts.Cluster, webURL: n.WebURL(), cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.Logger)
+	c.console = console.New(consoleSource{local: n.opts.Cluster, webURL: n.WebURL(), cat: c.catalog, repl: c.replication}, n.opts.ConsoleInterval, n.opts.ConsoleHistoryBytes, n.opts.Logger)
+	reg.MustRegister(c.console.Collector())
 	c.console.Start()
 	// The page's assets are public (they hold no data, and the page asks for a token when the API
 	// answers 401); the API needs a superuser (it shows every tenant's links).

@@ -155,6 +155,9 @@ type Options struct {
 	// ConsoleInterval is how often the replication console samples the links for its charts
 	// (0: console.DefaultInterval, 5 s; it keeps console.MaxSamples per link).
 	ConsoleInterval time.Duration
+	// ConsoleHistoryBytes bounds the memory of the console's link history (0: the console's
+	// default, 16 MiB; negative: no bound). Its use is in meridian_console_history_bytes.
+	ConsoleHistoryBytes int64
 }
 
 // DefaultOptions returns the defaults of `meridian standalone`.
