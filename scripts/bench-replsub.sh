@@ -24,10 +24,16 @@
 #        SECS       measured seconds per run (default 20); WARMUP seconds before it (default 5)
 #        SIZE       payload bytes (default 1024)
 #        TOOLS      where meridian and perf are built/installed (scripts/bench-lib.sh)
+#        PROFILE    perf: after the runs above, one more "with" run at CPU_RATE under Linux perf
+#                   (perf record -g on a's process for SECS seconds); prints the inclusive share of a's
+#                   CPU in the replicated subscription's own code (the state sync loop, taking and
+#                   encoding states, appending markers) and leaves perf.data in OUT (default
+#                   $TMPDIR/meridian-profile-replsub) for `perf report -i OUT/perf.data --children`
 set -uo pipefail
 . "$(dirname "$0")/bench-lib.sh"
 LAG_RATES=${LAG_RATES-"2000 20000"} CPU_RATE=${CPU_RATE:-5000} REPS=${REPS:-5}
-SECS=${SECS:-20} WARMUP=${WARMUP:-5} SIZE=${SIZE:-1024}
+SECS=${SECS:-20} WARMUP=${WARMUP:-5} SIZE=${SIZE:-1024} PROFILE=${PROFILE:-none}
+OUT=${OUT:-${TMPDIR:-/tmp}/meridian-profile-replsub}
 AB=16760 AW=18190 BB=16761 BW=18191 # broker and web ports of a and b
 TOPIC=persistent://bench/rs/replsub SUB=perf-sub
 STATS=http://127.0.0.1:$AW/admin/v2/persistent/bench/rs/replsub/stats
@@ -124,14 +130,18 @@ run_lag() { # RATE
   echo "lag $1 $out"
 }
 
-run_cpu() { # RATE REPLICATED(0|1)
+run_cpu() { # RATE REPLICATED(0|1) [perf]
   local d out c0 c1 m0 m1
   d=$(mktemp -d -p "$work")
   start_pair "$d" "$2" || { echo "clusters did not start" >&2; stop_pid "$A_PID" "$B_PID"; return 1; }
   clients "$1" "$d" || { stop_pid "$CONS_PID" "$A_PID" "$B_PID"; return 1; }
   sleep "$WARMUP"
   c0=$(cpu_s "$A_PID"); m0=$(curl -fs "$STATS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["msgInCounter"])')
-  sleep "$SECS"
+  if [ "${3:-}" = perf ]; then
+    perf record -F 999 -g -p "$A_PID" -o "$OUT/perf.data" -- sleep "$SECS" >/dev/null 2>&1
+  else
+    sleep "$SECS"
+  fi
   c1=$(cpu_s "$A_PID"); m1=$(curl -fs "$STATS" | python3 -c 'import json,sys; print(json.load(sys.stdin)["msgInCounter"])')
   # The subscription must be replicated exactly in the "with" runs.
   out=$(curl -fs "$STATS" | python3 -c 'import json,sys; s=json.load(sys.stdin)["subscriptions"]["'$SUB'"]; print(int(bool(s.get("isReplicated"))), s.get("msgBacklog", 0))')
@@ -152,6 +162,10 @@ for rep in $(seq "$REPS"); do
     run_cpu "$CPU_RATE" "$w" | tee -a "$results"
   done
 done
+if [ "$PROFILE" = perf ]; then
+  mkdir -p "$OUT"
+  run_cpu "$CPU_RATE" 1 perf | sed 's/^cpu with/profiled with/' | tee -a "$results"
+fi
 
 echo
 if [ -n "$LAG_RATES" ]; then
@@ -168,4 +182,12 @@ if [ "$REPS" -gt 0 ]; then
   echo "| replicated subscription | not replicated | cost |"
   echo "|---|---|---|"
   awk -v a="${w%% *}" -v b="${wo%% *}" -v w="$w" -v wo="$wo" 'BEGIN{ printf "| %s | %s | %+.1f%% |\n", w, wo, (b > 0 ? (a/b-1)*100 : 0) }'
+fi
+if [ "$PROFILE" = perf ]; then
+  echo
+  echo "## where a's CPU goes in the profiled run: inclusive share of the replicated subscription's own code"
+  # Children (inclusive) percentages of every symbol of the feature; the loop's share covers what it calls.
+  perf report -i "$OUT/perf.data" --children --sort sym --stdio -g none 2>/dev/null |
+    grep -E 'subSync|SubscriptionState|StateMarker|ExportState|TranslateState|[aA]ppendMarker|syncChanged|markerStored|MarkerStored|SubscriptionAckState|isMarker|[mM]arker' |
+    head -25
 fi
