@@ -31,19 +31,7 @@ func (h *Handler) replicatedSubscriptionRoutes(sub string) {
 
 // replicatedSubscriptionsService resolves the path's targets and the optional interface.
 func (h *Handler) replicatedSubscriptionsService(r *http.Request) (ReplicatedSubscriptions, []string, error) {
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	rs, supported := svc.(ReplicatedSubscriptions)
-	if !supported {
-		return nil, nil, fail(http.StatusNotImplemented, "Operation not supported: replicated subscriptions")
-	}
-	names := make([]string, len(targets))
-	for i, t := range targets {
-		names[i] = t.String()
-	}
-	return rs, names, nil
+	return optionalTopicService[ReplicatedSubscriptions](h, r, "replicated subscriptions")
 }
 
 // replicatedStatusGet answers Pulsar's map of topic (or partition) name to replicated flag.

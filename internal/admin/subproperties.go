@@ -25,19 +25,27 @@ func (h *Handler) subscriptionPropertiesRoutes(sub string) {
 
 // subscriptionPropertiesService resolves the path's targets and the optional interface.
 func (h *Handler) subscriptionPropertiesService(r *http.Request) (SubscriptionProperties, []string, error) {
+	return optionalTopicService[SubscriptionProperties](h, r, "subscription properties")
+}
+
+// optionalTopicService resolves the path's topic to the topics the operation applies to (the
+// partitions of a partitioned topic, or the topic) and the topic service as the optional interface
+// S, which it may not implement (501, naming what).
+func optionalTopicService[S any](h *Handler, r *http.Request, what string) (S, []string, error) {
+	var none S
 	_, targets, svc, err := h.topicTargets(r)
 	if err != nil {
-		return nil, nil, err
+		return none, nil, err
 	}
-	sp, supported := svc.(SubscriptionProperties)
+	s, supported := svc.(S)
 	if !supported {
-		return nil, nil, fail(http.StatusNotImplemented, "Operation not supported: subscription properties")
+		return none, nil, fail(http.StatusNotImplemented, "Operation not supported: %s", what)
 	}
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.String()
 	}
-	return sp, names, nil
+	return s, names, nil
 }
 
 // subscriptionPropertiesGet answers the subscription's properties; on a partitioned topic, those
