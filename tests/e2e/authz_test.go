@@ -165,8 +165,11 @@ func TestAuthzPermissions(t *testing.T) {
 		{"stranger", "/lookup/v2/topic/persistent/acme/app/orders", 403},
 		{"", "/lookup/v2/topic/persistent/acme/app/orders", 401},
 		{"acme-admin", "/admin/v2/clusters/" + clusters[0], 403},
-		{"acme-admin", "/console/", 403},
-		{"root", "/console/", 200},
+		// The console's page is public (no data; it asks for a token), its API is for superusers.
+		{"", "/console/", 200},
+		{"", "/console/api/overview", 401},
+		{"acme-admin", "/console/api/overview", 403},
+		{"root", "/console/api/overview", 200},
 		{"", "/admin/v2/brokers/ready", 200},
 	} {
 		tok := ""
