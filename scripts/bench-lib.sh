@@ -48,11 +48,14 @@ stop_pid() {
   done
 }
 
-# start_meridian DIR BROKER_PORT WEB_PORT: a standalone broker on a fresh data dir; sets MERIDIAN_PID.
+# start_meridian DIR BROKER_PORT WEB_PORT [ARGS...]: a standalone broker on a fresh data dir, with
+# extra ARGS; sets MERIDIAN_PID.
 start_meridian() {
-  "$TOOLS/meridian" standalone --data-dir "$1/data" --broker-addr "127.0.0.1:$2" --web-addr "127.0.0.1:$3" >"$1/meridian.log" 2>&1 &
+  local dir=$1 bport=$2 wport=$3
+  shift 3
+  "$TOOLS/meridian" standalone --data-dir "$dir/data" --broker-addr "127.0.0.1:$bport" --web-addr "127.0.0.1:$wport" "$@" >"$dir/meridian.log" 2>&1 &
   MERIDIAN_PID=$!
-  wait_http "http://127.0.0.1:$3/admin/v2/brokers/ready" . || return 1
+  wait_http "http://127.0.0.1:$wport/admin/v2/brokers/ready" . || return 1
 }
 
 # start_nats DIR CONF [SYNC]: a nats-server from bench/nats/CONF on a fresh store; sets NATS_PID.
