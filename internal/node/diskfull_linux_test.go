@@ -227,18 +227,18 @@ func fillDisk(t *testing.T, path string) {
 // metricValue is the value of the first sample of a metric on the node's /metrics.
 func metricValue(t *testing.T, n *Node, name string) float64 {
 	t.Helper()
-	_, body := httpGet(t, n.WebURL()+"/metrics")
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				t.Fatalf("metric %q: %v", line, err)
-			}
-			return v
-		}
+	fam, ok := scrapeMetrics(t, n)[name]
+	if !ok || len(fam.GetMetric()) == 0 {
+		t.Fatalf("metric %s not exported", name)
 	}
-	t.Fatalf("metric %s not exported", name)
-	return 0
+	m := fam.GetMetric()[0]
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	}
+	return m.GetUntyped().GetValue()
 }
 
 func waitForValue(t *testing.T, n *Node, name string, ok func(float64) bool) {

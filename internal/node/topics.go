@@ -444,8 +444,8 @@ func (s topicService) SourceStates(ctx context.Context, namespace string) ([]adm
 	if s.repl == nil {
 		return nil, nil
 	}
-	for _, st := range s.repl.SourceStates(namespace) {
-		_, _, _ = s.topic(ctx, st.Topic) // a topic that does not exist here: nothing arrived
+	for _, topic := range s.repl.AdvertisedTopics(namespace) {
+		_, _, _ = s.topic(ctx, topic) // a topic that does not exist here: nothing arrived
 	}
 	return s.repl.SourceStates(namespace), nil
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,12 +35,12 @@ type advertiser struct {
 	sent map[Key]Position
 }
 
-// replicatorView is what the advertiser reads of one running replicator.
+// replicatorView is what the advertiser reads of one running replicator. The backlog is read
+// only for a topic that moved (stats), so an idle topic costs one position read a second.
 type replicatorView struct {
-	key          Key
-	last         Position
-	backlog      int64
-	backlogBytes int64
+	key   Key
+	last  Position
+	stats func() (backlog, backlogBytes int64)
 }
 
 // due groups the replicators whose topic moved since the last advertisement to their remote, per
@@ -55,7 +57,8 @@ func (a *advertiser) due(source string, now time.Time, views []replicatorView) m
 		if !ok {
 			adv = adminapi.ReplicationAdvertisement{Source: source, Timestamp: now.UnixMilli(), Topics: map[string]adminapi.AdvertisedTopic{}}
 		}
-		adv.Topics[v.key.Topic] = adminapi.AdvertisedTopic{LastPosition: v.last.String(), Backlog: v.backlog, BacklogBytes: v.backlogBytes}
+		backlog, backlogBytes := v.stats()
+		adv.Topics[v.key.Topic] = adminapi.AdvertisedTopic{LastPosition: v.last.String(), Backlog: backlog, BacklogBytes: backlogBytes}
 		out[v.key.Remote] = adv
 	}
 	for k := range a.sent {
@@ -114,8 +117,11 @@ func (m *Manager) replicatorViews() []replicatorView {
 		if topicClosed(mg.topic) {
 			continue
 		}
-		st := mg.runner.Stats()
-		views = append(views, replicatorView{key: k, last: mg.topic.LastConfirmed(), backlog: st.ReplicationBacklog, backlogBytes: st.ReplicationBacklogBytes})
+		runner := mg.runner
+		views = append(views, replicatorView{key: k, last: mg.topic.LastConfirmed(), stats: func() (int64, int64) {
+			st := runner.Stats()
+			return st.ReplicationBacklog, st.ReplicationBacklogBytes
+		}})
 	}
 	return views
 }
@@ -191,6 +197,20 @@ func (m *Manager) ReceiveAdvertisement(adv adminapi.ReplicationAdvertisement) er
 		s.topics[k] = advertisement{AdvertisedTopic: t, advertisedAt: adv.Timestamp, receivedAt: now}
 	}
 	return nil
+}
+
+// AdvertisedTopics lists the topics of namespace ("tenant/ns") some source advertised.
+func (m *Manager) AdvertisedTopics(namespace string) []string {
+	s := &m.advertised
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for k := range s.topics {
+		if namespaceOf(k.Topic) == namespace {
+			seen[k.Topic] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // SourceStates lists what sources advertised for the topics of namespace ("tenant/ns"), with how

@@ -14,7 +14,8 @@ func TestAdvertiserSendsMovedTopicsOnly(t *testing.T) {
 	a := advertiser{sent: map[Key]Position{}}
 	now := time.Unix(100, 0)
 	t1b, t2b, t1c := Key{"t1", "b"}, Key{"t2", "b"}, Key{"t1", "c"}
-	views := []replicatorView{{key: t1b, last: Position{5, 3}, backlog: 2}, {key: t2b, last: Position{6, 0}}, {key: t1c, last: Position{5, 3}}}
+	backlogOf := func(n int64) func() (int64, int64) { return func() (int64, int64) { return n, 0 } }
+	views := []replicatorView{{key: t1b, last: Position{5, 3}, stats: backlogOf(2)}, {key: t2b, last: Position{6, 0}, stats: backlogOf(0)}, {key: t1c, last: Position{5, 3}, stats: backlogOf(0)}}
 	due := a.due("a", now, views)
 	if len(due) != 2 || len(due["b"].Topics) != 2 || due["b"].Topics["t1"].LastPosition != "5:3" || due["b"].Topics["t1"].Backlog != 2 || due["b"].Source != "a" {
 		t.Fatalf("first round: %+v", due)
