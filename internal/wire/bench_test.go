@@ -161,3 +161,14 @@ func BenchmarkScanPublishMetadata(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendSendReceiptFrame: the broker's hand-encoded receipt for every SEND.
+func BenchmarkAppendSendReceiptFrame(b *testing.B) {
+	buf := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for i := uint64(0); b.Loop(); i++ {
+		if f := AppendSendReceiptFrame(buf[:0], 1, 123456+i, 17, 345678+i, 0); len(f) == 0 {
+			b.Fatal("empty frame")
+		}
+	}
+}
