@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/node"
 	"github.com/meridian-mq/meridian/internal/storage"
@@ -42,13 +43,13 @@ func TestRepairCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last storage.Position
+	var last mtypes.Position
 	for range 5 {
 		if last, err = l.Append(ctx, []byte("m"), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c, err := l.OpenCursor(ctx, "sub", storage.CursorOptions{Initial: storage.Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "sub", storage.CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}

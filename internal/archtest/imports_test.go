@@ -4,6 +4,7 @@
 package archtest
 
 import (
+	"fmt"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -19,16 +20,23 @@ const module = "github.com/meridian-mq/meridian"
 
 // rule forbids packages under from (module-relative prefix) to depend on anything under the listed
 // prefixes. A prefix ending in "/" matches a subtree; "net" and "net/http" name standard packages and
-// are checked as direct imports only (sockets and HTTP stay out of the core).
+// are checked as direct imports only (sockets and HTTP stay out of the core). stdlibOnly allows the
+// standard library and nothing else, of the module or not.
 type rule struct {
-	from      string
-	forbidden []string
-	noStdlib  []string
+	from       string
+	forbidden  []string
+	noStdlib   []string
+	stdlibOnly bool
 }
+
+// sharedValues is the leaf of value types every layer passes to the others: any package may
+// depend on it, whatever its rule forbids, and it depends on the standard library only.
+const sharedValues = "internal/mtypes"
 
 var internalAll = []string{"internal/", "adminapi", "brokertest", "cmd/"}
 
 var rules = []rule{
+	{from: sharedValues, forbidden: []string{"internal/", "adminapi", "brokertest", "cmd/"}, stdlibOnly: true},
 	{from: "internal/wire", forbidden: without(internalAll, "internal/wire")},
 	{from: "internal/naming", forbidden: internalAll},
 	{from: "internal/crc32c", forbidden: internalAll},                                    // a leaf any layer may use (storage, replication)
@@ -136,11 +144,20 @@ func TestImportDirection(t *testing.T) {
 		t.Fatalf("module root not found at %s: %v", root, err)
 	}
 
+	for _, v := range violations(imports, rules) {
+		t.Error(v)
+	}
+}
+
+// violations lists the edges of the import graph (module-relative package -> imports) that rules
+// forbid.
+func violations(imports map[string]map[string]bool, rules []rule) []string {
 	var pkgs []string
 	for p := range imports {
 		pkgs = append(pkgs, p)
 	}
 	sort.Strings(pkgs)
+	var out []string
 	for _, r := range rules {
 		for _, p := range pkgs {
 			if !under(p, r.from) {
@@ -148,18 +165,36 @@ func TestImportDirection(t *testing.T) {
 			}
 			for _, std := range r.noStdlib {
 				if imports[p][std] {
-					t.Errorf("%s imports %q: %s must stay free of sockets and HTTP", p, std, r.from)
+					out = append(out, fmt.Sprintf("%s imports %q: %s must stay free of sockets and HTTP", p, std, r.from))
+				}
+			}
+			if r.stdlibOnly {
+				for imp := range imports[p] {
+					if _, local := imports[imp]; local || !isStdlib(imp) {
+						out = append(out, fmt.Sprintf("%s imports %q: %s imports the standard library only", p, imp, r.from))
+					}
 				}
 			}
 			for dep, via := range closure(imports, p) {
+				if under(dep, sharedValues) {
+					continue // everyone may use the shared values (its own rule keeps it a leaf)
+				}
 				for _, bad := range r.forbidden {
 					if under(dep, bad) && !under(dep, r.from) {
-						t.Errorf("%s depends on %s (via %s): forbidden by docs/design.md (Dependency rules)", p, dep, via)
+						out = append(out, fmt.Sprintf("%s depends on %s (via %s): forbidden by docs/design.md (Dependency rules)", p, dep, via))
 					}
 				}
 			}
 		}
 	}
+	sort.Strings(out)
+	return out
+}
+
+// isStdlib reports whether import path p names a standard package (no dot in its first element).
+func isStdlib(p string) bool {
+	first, _, _ := strings.Cut(p, "/")
+	return !strings.Contains(first, ".")
 }
 
 // closure returns every module package p depends on, each with the package that imports it first.
@@ -181,4 +216,42 @@ func closure(imports map[string]map[string]bool, p string) map[string]string {
 		}
 	}
 	return seen
+}
+
+// The shared-values leaf may be imported by every package, the strictest leaves too, and imports
+// nothing but the standard library itself; the other rules still hold around it.
+func TestSharedValuesRule(t *testing.T) {
+	graph := func(edges ...string) map[string]map[string]bool {
+		g := map[string]map[string]bool{}
+		for _, e := range edges {
+			from, to, _ := strings.Cut(e, " -> ")
+			if g[from] == nil {
+				g[from] = map[string]bool{}
+			}
+			if to != "" {
+				g[from][to] = true
+				if !isStdlib(to) || strings.HasPrefix(to, "internal/") || to == "adminapi" {
+					if g[to] == nil {
+						g[to] = map[string]bool{}
+					}
+				}
+			}
+		}
+		return g
+	}
+	ok := graph("internal/naming -> internal/mtypes", "internal/storage -> internal/mtypes", "internal/replication -> internal/mtypes",
+		"internal/broker -> internal/mtypes", "internal/wire -> internal/mtypes", "internal/mtypes -> strconv", "internal/mtypes -> fmt")
+	if v := violations(ok, rules); len(v) > 0 {
+		t.Fatalf("allowed graph refused: %v", v)
+	}
+	for _, bad := range [][]string{
+		{"internal/mtypes -> internal/naming"},
+		{"internal/mtypes -> adminapi"},
+		{"internal/mtypes -> google.golang.org/protobuf/proto"},
+		{"internal/replication -> internal/mtypes", "internal/mtypes -> internal/storage"}, // no way around a rule through the leaf
+	} {
+		if v := violations(graph(bad...), rules); len(v) == 0 {
+			t.Errorf("%v accepted", bad)
+		}
+	}
 }

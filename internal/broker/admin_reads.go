@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
@@ -21,7 +22,7 @@ const (
 // walkBacklog calls fn with each unacknowledged entry of subscription s from position from on, in
 // order, until fn returns false or the log ends. An entry handed to fn is valid during the call
 // only (its bytes belong to the read's buffer).
-func (t *topicState) walkBacklog(ctx context.Context, s *subscriptionState, from storage.Position, fn func(storage.Entry) bool) error {
+func (t *topicState) walkBacklog(ctx context.Context, s *subscriptionState, from mtypes.Position, fn func(storage.Entry) bool) error {
 	for {
 		entries, err := t.ledger.Read(ctx, from, adminReadEntries, adminReadBytes)
 		if err != nil {
@@ -82,7 +83,7 @@ func (t *topicState) skip(ctx context.Context, name string, n int) error {
 	}
 	from := next(s.cursor.MarkDeletePosition())
 	for n > 0 {
-		ps := make([]storage.Position, 0, min(n, adminReadEntries))
+		ps := make([]mtypes.Position, 0, min(n, adminReadEntries))
 		err := t.walkBacklog(ctx, s, from, func(e storage.Entry) bool {
 			ps = append(ps, e.Position)
 			return len(ps) < cap(ps)

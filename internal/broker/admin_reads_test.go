@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
@@ -41,7 +42,7 @@ func liveHeap() uint64 {
 func TestPeekKeepsOnlyTheEntryItReturns(t *testing.T) {
 	e := newUncachedEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("peek")
-	if err := top.CreateSubscription(t.Context(), "s", storage.Earliest, false); err != nil {
+	if err := top.CreateSubscription(t.Context(), "s", mtypes.Earliest, false); err != nil {
 		t.Fatal(err)
 	}
 	p := addProducer(t, top, ProducerOptions{})
@@ -77,16 +78,16 @@ func TestPeekKeepsOnlyTheEntryItReturns(t *testing.T) {
 func TestSkipAcrossReadChunks(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("skip")
-	if err := top.CreateSubscription(t.Context(), "s", storage.Earliest, false); err != nil {
+	if err := top.CreateSubscription(t.Context(), "s", mtypes.Earliest, false); err != nil {
 		t.Fatal(err)
 	}
 	p := addProducer(t, top, ProducerOptions{})
-	var ps []storage.Position
+	var ps []mtypes.Position
 	for i := range 3*adminReadEntries + 10 {
 		r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "x"), SequenceID: int64(i)})
 		ps = append(ps, r.Position)
 	}
-	c, _ := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true})
+	c, _ := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true})
 	if err := c.Ack(t.Context(), []Ack{{Position: ps[5]}, {Position: ps[100]}}, false); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // TestUnackedSetIsBoundedByTheBatchLimit: the MESSAGE ack set of a partially acknowledged batch is
@@ -29,7 +29,7 @@ func TestUnackedSetIsBoundedByTheBatchLimit(t *testing.T) {
 }
 
 func TestCheckBatchAck(t *testing.T) {
-	p := storage.Position{LedgerID: 1, EntryID: 2}
+	p := mtypes.Position{LedgerID: 1, EntryID: 2}
 	for _, tc := range []struct {
 		a    Ack
 		size int

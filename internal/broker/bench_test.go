@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -125,7 +126,7 @@ func (s *chanSink) Closed()                    {}
 // a consumer that acknowledges each batch (cumulatively on Exclusive, individually on Shared) and
 // returns permits, with a 1000-permit window; one op = one entry delivered and acknowledged.
 func BenchmarkDispatch(b *testing.B) {
-	for _, subType := range []SubType{SubExclusive, SubShared} {
+	for _, subType := range []mtypes.SubType{mtypes.SubExclusive, mtypes.SubShared} {
 		b.Run(subType.String(), func(b *testing.B) {
 			e := benchEnv(b, true)
 			if v := os.Getenv("BENCH_DISPATCH_MAX_BYTES"); v != "" {
@@ -143,7 +144,7 @@ func BenchmarkDispatch(b *testing.B) {
 			s := &chanSink{ch: make(chan []Delivery, 1000)}
 			b.SetBytes(int64(len(data)))
 			b.ResetTimer()
-			c, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "s", Type: subType, Durable: true, InitialPosition: InitialEarliest}, s)
+			c, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "s", Type: subType, Durable: true, InitialPosition: mtypes.InitialEarliest}, s)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -152,7 +153,7 @@ func BenchmarkDispatch(b *testing.B) {
 			for n := 0; n < b.N; {
 				ms := <-s.ch
 				n += len(ms)
-				if subType == SubExclusive {
+				if subType == mtypes.SubExclusive {
 					err = c.Ack(ctx, []Ack{{Position: ms[len(ms)-1].Position}}, true)
 				} else {
 					err = c.Ack(ctx, positionsAcks(ms), false)

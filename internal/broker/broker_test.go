@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/poll"
-	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -21,7 +21,7 @@ func TestProduceConsumeExclusive(t *testing.T) {
 	if p.Name() == "" || p.LastSequenceID() != -1 {
 		t.Fatalf("producer name %q last seq %d", p.Name(), p.LastSequenceID())
 	}
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "sub", Type: SubExclusive, Durable: true, InitialPosition: InitialEarliest})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "sub", Type: mtypes.SubExclusive, Durable: true, InitialPosition: mtypes.InitialEarliest})
 
 	// Receipts come back in order with increasing positions.
 	results := make(chan PublishResult, 20)
@@ -29,7 +29,7 @@ func TestProduceConsumeExclusive(t *testing.T) {
 		p.Publish(PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint("m", i)), SequenceID: int64(i)},
 			func(r PublishResult) { results <- r })
 	}
-	var last storage.Position
+	var last mtypes.Position
 	for i := 0; i < 20; i++ {
 		r := <-results
 		if r.Err != nil || r.SequenceID != int64(i) {
@@ -60,11 +60,11 @@ func TestProduceConsumeExclusive(t *testing.T) {
 		t.Fatalf("stats after ack: %+v", st.Subscriptions["sub"])
 	}
 	// A second consumer on the exclusive subscription is refused.
-	if _, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "sub", Type: SubExclusive, Durable: true}, newSink()); !errors.Is(err, ErrConsumerBusy) {
+	if _, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "sub", Type: mtypes.SubExclusive, Durable: true}, newSink()); !errors.Is(err, ErrConsumerBusy) {
 		t.Fatalf("second exclusive consumer: %v", err)
 	}
 	// And a different type while connected.
-	if _, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "sub", Type: SubShared, Durable: true}, newSink()); !errors.Is(err, ErrConsumerBusy) {
+	if _, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "sub", Type: mtypes.SubShared, Durable: true}, newSink()); !errors.Is(err, ErrConsumerBusy) {
 		t.Fatalf("other type: %v", err)
 	}
 	lm, err := c.LastMessageID(context.Background())
@@ -159,7 +159,7 @@ func TestDedupSurvivesRestartAndCrash(t *testing.T) {
 		}
 	}
 	r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", 2, 1, "x"), SequenceID: 2})
-	if !r.Duplicate || r.Position != (storage.Position{LedgerID: -1, EntryID: -1}) {
+	if !r.Duplicate || r.Position != (mtypes.Position{LedgerID: -1, EntryID: -1}) {
 		t.Fatalf("duplicate: %+v", r)
 	}
 	if !top.DedupEnabled() || top.Stats().DeduplicationStatus != "Enabled" {
@@ -195,7 +195,7 @@ func TestDedupSurvivesRestartAndCrash(t *testing.T) {
 		t.Fatalf("seq 10: %+v", r)
 	}
 	// Everything stored once: 5 singles + 1 batch + 1.
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "check", Type: SubExclusive, Durable: true, InitialPosition: InitialEarliest})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "check", Type: mtypes.SubExclusive, Durable: true, InitialPosition: mtypes.InitialEarliest})
 	c.Flow(1000)
 	got := s.waitMessages(t, 7)
 	s.quiet(t, 7)
@@ -230,7 +230,7 @@ func TestSharedRoundRobinAndRedeliveryOnClose(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("shared")
 	p := addProducer(t, top, ProducerOptions{})
-	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest}
+	opts := SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest}
 	c1, s1 := subscribe(t, top, opts)
 	c2, s2 := subscribe(t, top, opts)
 	// Permits first: both consumers can take every entry, so round robin splits them.
@@ -264,7 +264,7 @@ func TestSharedRoundRobinAndRedeliveryOnClose(t *testing.T) {
 	if err := c2.Ack(context.Background(), positionsAcks(got[1:]), false); err != nil {
 		t.Fatal(err)
 	}
-	c2.RedeliverUnacknowledged([]storage.Position{got[0].Position})
+	c2.RedeliverUnacknowledged([]mtypes.Position{got[0].Position})
 	again := s2.waitMessages(t, 11)[10]
 	if again.Position != got[0].Position || again.RedeliveryCount != got[0].RedeliveryCount+1 {
 		t.Fatalf("redelivery %+v of %+v", again, got[0])
@@ -290,7 +290,7 @@ func TestFailoverNotifiesAndMovesToNextConsumer(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("fo")
 	p := addProducer(t, top, ProducerOptions{})
-	opts := SubscribeOptions{Subscription: "f", Type: SubFailover, Durable: true, InitialPosition: InitialEarliest}
+	opts := SubscribeOptions{Subscription: "f", Type: mtypes.SubFailover, Durable: true, InitialPosition: mtypes.InitialEarliest}
 	opts.ConsumerName = "b"
 	cb, sb := subscribe(t, top, opts)
 	sb.waitFor(t, "b active", func(s *sink) bool { return len(s.actives) == 1 && s.actives[0] })
@@ -324,12 +324,12 @@ func TestSeekDisconnectsAndRestarts(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("seek")
 	p := addProducer(t, top, ProducerOptions{})
-	var ps []storage.Position
+	var ps []mtypes.Position
 	for i := 0; i < 6; i++ {
 		r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
 		ps = append(ps, r.Position)
 	}
-	opts := SubscribeOptions{Subscription: "s", Type: SubExclusive, Durable: true, InitialPosition: InitialEarliest}
+	opts := SubscribeOptions{Subscription: "s", Type: mtypes.SubExclusive, Durable: true, InitialPosition: mtypes.InitialEarliest}
 	c, s := subscribe(t, top, opts)
 	c.Flow(100)
 	got := s.waitMessages(t, 6)
@@ -370,16 +370,16 @@ func TestReaderStartPositionAndCleanup(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("reader")
 	p := addProducer(t, top, ProducerOptions{})
-	var ps []storage.Position
+	var ps []mtypes.Position
 	for i := 0; i < 5; i++ {
 		ps = append(ps, publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "x"), SequenceID: int64(i)}).Position)
 	}
 	for _, tt := range []struct {
-		start storage.Position
+		start mtypes.Position
 		want  int
-	}{{ps[3], 2}, {EarliestPosition, 5}, {LatestPosition, 0}} {
+	}{{ps[3], 2}, {mtypes.Earliest, 5}, {mtypes.Latest, 0}} {
 		start := tt.start
-		c, s := subscribe(t, top, SubscribeOptions{Subscription: "reader-x", Type: SubExclusive, Durable: false, StartPosition: &start})
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "reader-x", Type: mtypes.SubExclusive, Durable: false, StartPosition: &start})
 		c.Flow(100)
 		if tt.want > 0 {
 			got := s.waitMessages(t, tt.want)
@@ -394,7 +394,7 @@ func TestReaderStartPositionAndCleanup(t *testing.T) {
 		}
 	}
 	// Latest reader gets new messages.
-	start := LatestPosition
+	start := mtypes.Latest
 	c, s := subscribe(t, top, SubscribeOptions{Subscription: "reader-y", StartPosition: &start})
 	c.Flow(10)
 	r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 9, 1, "new"), SequenceID: 9})
@@ -412,7 +412,7 @@ func TestMarkersAreNeverDispatched(t *testing.T) {
 	publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "a"), SequenceID: 0})
 	publishSync(t, p, PublishRequest{Entry: marker, SequenceID: 1, Marker: true})
 	publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 2, 1, "b"), SequenceID: 2})
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest})
 	c.Flow(100)
 	got := s.waitMessages(t, 2)
 	s.quiet(t, 2)
@@ -430,7 +430,7 @@ func TestBatchIndexAckAndLastMessageID(t *testing.T) {
 	top := e.topic("batch")
 	p := addProducer(t, top, ProducerOptions{})
 	r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 3, "x"), SequenceID: 0, NumMessages: 3})
-	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest}
+	opts := SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest}
 	c, s := subscribe(t, top, opts)
 	lm, err := c.LastMessageID(context.Background())
 	if err != nil || lm.Position != r.Position || lm.BatchIndex != 2 {
@@ -466,7 +466,7 @@ func TestBatchIndexAckAndLastMessageID(t *testing.T) {
 func TestUnsubscribe(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("unsub")
-	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true}
+	opts := SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true}
 	c1, _ := subscribe(t, top, opts)
 	_, s2 := subscribe(t, top, opts)
 	if err := c1.Unsubscribe(context.Background(), false); !errors.Is(err, ErrNotAllowed) {
@@ -488,20 +488,20 @@ func TestProducerAccessModes(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("access")
 	ctx := context.Background()
-	ex := addProducer(t, top, ProducerOptions{AccessMode: AccessExclusive})
+	ex := addProducer(t, top, ProducerOptions{AccessMode: mtypes.AccessExclusive})
 	if epoch, ok := ex.TopicEpoch(); !ok || epoch != 1 {
 		t.Fatalf("topic epoch %d %v", epoch, ok)
 	}
 	if _, err := top.AddProducer(ctx, ProducerOptions{}); !errors.Is(err, ErrProducerBusy) {
 		t.Fatalf("shared while exclusive: %v", err)
 	}
-	if _, err := top.AddProducer(ctx, ProducerOptions{AccessMode: AccessExclusive}); !errors.Is(err, ErrProducerFenced) {
+	if _, err := top.AddProducer(ctx, ProducerOptions{AccessMode: mtypes.AccessExclusive}); !errors.Is(err, ErrProducerFenced) {
 		t.Fatalf("exclusive while exclusive: %v", err)
 	}
 	queued := make(chan struct{})
 	got := make(chan *Producer, 1)
 	go func() {
-		p, err := top.AddProducer(ctx, ProducerOptions{AccessMode: AccessWaitForExclusive, OnQueued: func() { close(queued) }})
+		p, err := top.AddProducer(ctx, ProducerOptions{AccessMode: mtypes.AccessWaitForExclusive, OnQueued: func() { close(queued) }})
 		if err != nil {
 			t.Error(err)
 		}
@@ -518,7 +518,7 @@ func TestProducerAccessModes(t *testing.T) {
 	// Fencing takes the topic and tells the current producer.
 	closedCh := make(chan struct{})
 	w.p.opts.OnClosed = func() { close(closedCh) }
-	f := addProducer(t, top, ProducerOptions{AccessMode: AccessExclusiveWithFencing})
+	f := addProducer(t, top, ProducerOptions{AccessMode: mtypes.AccessExclusiveWithFencing})
 	<-closedCh
 	if r := publishSync(t, w, PublishRequest{Entry: entry(t, w.Name(), 0, 1, "x")}); !errors.Is(r.Err, ErrProducerClosed) {
 		t.Fatalf("publish on fenced producer: %+v", r)
@@ -542,10 +542,10 @@ func TestUnloadDisconnectsAndReloads(t *testing.T) {
 	closed := make(chan struct{})
 	p := addProducer(t, top, ProducerOptions{OnClosed: func() { close(closed) }})
 	publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "x")})
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Durable: true, InitialPosition: InitialEarliest})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Durable: true, InitialPosition: mtypes.InitialEarliest})
 	c.Flow(10)
 	s.waitMessages(t, 1)
-	wait := top.WaitForEntries(storage.Position{LedgerID: 1 << 40})
+	wait := top.WaitForEntries(mtypes.Position{LedgerID: 1 << 40})
 	if err := e.b.UnloadTopic(context.Background(), top.Name()); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
-	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -24,7 +24,7 @@ func TestSharedChaos(t *testing.T) {
 
 	var mu sync.Mutex
 	acked := map[string]bool{}
-	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest}
+	opts := SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest}
 
 	stop := make(chan struct{})
 	var cwg sync.WaitGroup
@@ -54,7 +54,7 @@ func TestSharedChaos(t *testing.T) {
 					break loop
 				case ms := <-ch:
 					var acks []Ack
-					var nacks []storage.Position
+					var nacks []mtypes.Position
 					for _, m := range ms {
 						switch r := rng.IntN(10); {
 						case r < 7:
@@ -122,7 +122,7 @@ func TestFailoverChaos(t *testing.T) {
 	top := e.topic("fo-chaos")
 	ctx := context.Background()
 	const total = 600
-	opts := SubscribeOptions{Subscription: "f", Type: SubFailover, Durable: true, InitialPosition: InitialEarliest}
+	opts := SubscribeOptions{Subscription: "f", Type: mtypes.SubFailover, Durable: true, InitialPosition: mtypes.InitialEarliest}
 	stop := make(chan struct{})
 	var cwg sync.WaitGroup
 	for id := 0; id < 3; id++ {
@@ -145,7 +145,7 @@ func TestFailoverChaos(t *testing.T) {
 					return
 				}
 				c.Flow(100)
-				var last storage.Position
+				var last mtypes.Position
 				life := time.After(time.Duration(10+rng.IntN(60)) * time.Millisecond)
 			loop:
 				for {
@@ -156,7 +156,7 @@ func TestFailoverChaos(t *testing.T) {
 						break loop
 					case ms := <-ch:
 						for _, m := range ms {
-							if m.RedeliveryCount == 0 && last != (storage.Position{}) && m.Position.Compare(last) <= 0 {
+							if m.RedeliveryCount == 0 && last != (mtypes.Position{}) && m.Position.Compare(last) <= 0 {
 								t.Errorf("%s: %v after %v without a redelivery", o.ConsumerName, m.Position, last)
 							}
 							last = m.Position

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -16,7 +16,7 @@ import (
 // comes (its producer died mid-message, or a resend's last chunk was a duplicate) leaves no route
 // behind once its chunks are acknowledged or redelivered.
 func TestSharedChunkRoutesEndWithTheirChunks(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.addConsumer(b, pos(1, -1))
@@ -95,7 +95,7 @@ func TestResentChunkedMessageIsStoredOnce(t *testing.T) {
 	p = addProducer(t, top, ProducerOptions{Name: "chunker", Epoch: 1})
 	for id := int32(0); id < 3; id++ {
 		r := send(p, id)
-		if r.Err != nil || !r.Duplicate || r.Position != (storage.Position{LedgerID: -1, EntryID: -1}) {
+		if r.Err != nil || !r.Duplicate || r.Position != (mtypes.Position{LedgerID: -1, EntryID: -1}) {
 			t.Fatalf("resent chunk %d: %+v, want a duplicate", id, r)
 		}
 	}

@@ -1,6 +1,6 @@
 package broker
 
-import "github.com/meridian-mq/meridian/internal/storage"
+import "github.com/meridian-mq/meridian/internal/mtypes"
 
 // On a Shared subscription the chunks of one chunked message must all reach the consumer that got
 // its first chunk, or the client cannot reassemble it. A chunkRoute records that consumer from the
@@ -32,7 +32,7 @@ func (d *dispatchState) routeChunk(e *entryInfo, c *dconsumer) {
 	}
 	r.pending++
 	if d.chunkOf == nil {
-		d.chunkOf = make(map[storage.Position]string)
+		d.chunkOf = make(map[mtypes.Position]string)
 	}
 	d.chunkOf[e.pos] = e.chunkUUID
 }
@@ -44,7 +44,7 @@ func (d *dispatchState) endChunkRoute(uuid string) {
 
 // chunkLeft records that the entry at p left consumer c's pending entries; if it was a chunk, its
 // message's route loses it, and ends with its last pending chunk.
-func (d *dispatchState) chunkLeft(p storage.Position, c *dconsumer) {
+func (d *dispatchState) chunkLeft(p mtypes.Position, c *dconsumer) {
 	uuid, ok := d.chunkOf[p]
 	if !ok {
 		return

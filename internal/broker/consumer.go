@@ -4,15 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/meridian-mq/meridian/internal/storage"
-)
-
-// KeySharedMode is Pulsar's KeySharedMode enum.
-type KeySharedMode int32
-
-const (
-	KeySharedAutoSplit KeySharedMode = 0
-	KeySharedSticky    KeySharedMode = 1
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // HashRange is an inclusive range of the 0..65535 key hash space.
@@ -20,7 +12,7 @@ type HashRange struct{ Start, End int32 }
 
 // KeySharedOptions are CommandSubscribe.keySharedMeta.
 type KeySharedOptions struct {
-	Mode                    KeySharedMode
+	Mode                    mtypes.KeySharedMode
 	Ranges                  []HashRange // Sticky mode
 	AllowOutOfOrderDelivery bool
 }
@@ -31,15 +23,15 @@ type SubscribeOptions struct {
 	Subscription string
 	// Type is the subscription type. A subscription with connected consumers refuses another type
 	// (ErrConsumerBusy).
-	Type SubType
+	Type mtypes.SubType
 	// Durable subscriptions are persisted; non-durable ones (readers) vanish with their last consumer.
 	Durable bool
 	// InitialPosition applies when a durable subscription is created.
-	InitialPosition InitialPosition
+	InitialPosition mtypes.InitialPosition
 	// StartPosition, for non-durable subscriptions: the first entry to deliver (the client's
 	// start_message_id; delivery starts AT it, and the client filters inclusive/exclusive itself).
 	// nil = by InitialPosition. EarliestPosition/LatestPosition are the wire sentinels.
-	StartPosition *storage.Position
+	StartPosition *mtypes.Position
 	// ConsumerID is the connection-scoped id (stats only); ConsumerName the client's name.
 	ConsumerID   uint64
 	ConsumerName string
@@ -88,21 +80,21 @@ func (c *Consumer) Ack(ctx context.Context, acks []Ack, cumulative bool) error {
 // RedeliverUnacknowledged redelivers this consumer's unacknowledged entries: the given ones on
 // Shared and Key_Shared subscriptions, all of them (a rewind) on Exclusive and Failover ones or when
 // positions is empty. Redelivered entries carry an incremented redelivery count.
-func (c *Consumer) RedeliverUnacknowledged(positions []storage.Position) {
+func (c *Consumer) RedeliverUnacknowledged(positions []mtypes.Position) {
 	c.c.sub.redeliver(c.c, positions)
 }
 
 // Seek resets the subscription so that the next entry delivered is the one at p (the client filters
 // within a batch). Afterwards every consumer of the subscription is disconnected (ConsumerSink.Closed,
 // including this one), as the client expects; the caller answers SUCCESS first.
-func (c *Consumer) Seek(ctx context.Context, p storage.Position) error {
+func (c *Consumer) Seek(ctx context.Context, p mtypes.Position) error {
 	return c.c.sub.seek(ctx, c.c, p, false, 0)
 }
 
 // SeekByTime resets the subscription to the first entry published at or after publishTimeMs, then
 // disconnects consumers as Seek does.
 func (c *Consumer) SeekByTime(ctx context.Context, publishTimeMs int64) error {
-	return c.c.sub.seek(ctx, c.c, storage.Position{}, true, publishTimeMs)
+	return c.c.sub.seek(ctx, c.c, mtypes.Position{}, true, publishTimeMs)
 }
 
 // LastMessageID answers GET_LAST_MESSAGE_ID for this consumer's subscription.

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // TestReaderAcrossCrashRestarts: batches published over several crash-restarts (new ledger id
@@ -31,7 +33,7 @@ func TestReaderAcrossCrashRestarts(t *testing.T) {
 			e.crash()
 		}
 		top := e.topic("rc")
-		start := EarliestPosition
+		start := mtypes.Earliest
 		ch := make(chan []Delivery, 10000)
 		c, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "reader", StartPosition: &start}, &chanSink{ch: ch})
 		if err != nil {

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // testHookDedupSnapshot, when set (tests), is called while a background dedup snapshot is being
@@ -19,7 +19,7 @@ var testHookDedupSnapshot func()
 // holds up neither this topic's publishes nor the storage applier. The state copied may include
 // entries after pos: it is durable state, and replaying those entries again on load changes
 // nothing.
-func (t *topicState) startSnapshot(dd *dedupState, pos storage.Position) {
+func (t *topicState) startSnapshot(dd *dedupState, pos mtypes.Position) {
 	cur := t.dedupCursor
 	t.bg.Add(1)
 	go func() {

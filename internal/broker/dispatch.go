@@ -5,7 +5,7 @@ import (
 	"container/heap"
 	"slices"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // This file holds the dispatch decisions of one subscription as a deterministic state machine:
@@ -14,13 +14,13 @@ import (
 // the storage reads and sink calls.
 
 // next returns the position after p (Read treats it as "the first entry >= it").
-func next(p storage.Position) storage.Position {
-	return storage.Position{LedgerID: p.LedgerID, EntryID: p.EntryID + 1}
+func next(p mtypes.Position) mtypes.Position {
+	return mtypes.Position{LedgerID: p.LedgerID, EntryID: p.EntryID + 1}
 }
 
 // entryInfo is what dispatch needs to know about one stored entry.
 type entryInfo struct {
-	pos         storage.Position
+	pos         mtypes.Position
 	data        []byte
 	numMessages int
 	marker      bool
@@ -42,7 +42,7 @@ type dconsumer struct {
 	priority int32
 	permits  int64
 	// pending: entries delivered to this consumer and not yet acknowledged.
-	pending map[storage.Position]pendingEntry
+	pending map[mtypes.Position]pendingEntry
 	unacked int64 // sum of pending messages
 	// keyRange is the consumer's Key_Shared hash range (inclusive); sticky ranges when set by the client.
 	sticky []HashRange
@@ -50,7 +50,7 @@ type dconsumer struct {
 	// had consumers. Until everything before it is acknowledged, the consumer gets no entries at or
 	// after it, so a key that moves to it never overtakes that key's older, still unacknowledged
 	// messages at another consumer (Pulsar's "recently joined consumers").
-	joinedAt *storage.Position
+	joinedAt *mtypes.Position
 	owner    *consumerState // nil in pure tests
 }
 
@@ -61,7 +61,7 @@ type pendingEntry struct {
 }
 
 func newDConsumer(seq uint64, name string, priority int32) *dconsumer {
-	return &dconsumer{seq: seq, name: name, priority: priority, pending: make(map[storage.Position]pendingEntry)}
+	return &dconsumer{seq: seq, name: name, priority: priority, pending: make(map[mtypes.Position]pendingEntry)}
 }
 
 // delivery is one assignment decided by the dispatcher.
@@ -72,18 +72,18 @@ type delivery struct {
 
 // dispatchState is one subscription's dispatch state.
 type dispatchState struct {
-	subType   SubType
+	subType   mtypes.SubType
 	partition int32
 	consumers []*dconsumer // join order
 	active    *dconsumer   // Exclusive/Failover only
 	rr        int          // Shared round-robin cursor
 
 	// readPos is the next position to read sequentially.
-	readPos storage.Position
+	readPos mtypes.Position
 	// replay holds positions to deliver again (redelivery), sorted, without duplicates.
-	replay []storage.Position
+	replay []mtypes.Position
 	// delayed holds Shared/Key_Shared entries whose deliver_at_time is in the future -> deliver time.
-	delayed map[storage.Position]int64
+	delayed map[mtypes.Position]int64
 	// delayQueue orders the delayed entries by due time (a min-heap with lazy deletion: an item
 	// whose position left delayed, or got another time, is skipped when it surfaces), so releasing
 	// due entries costs O(log n) each instead of a scan of every delayed entry per dispatch pass.
@@ -91,22 +91,22 @@ type dispatchState struct {
 	// redeliveries counts earlier deliveries per position (Pulsar's redelivery tracker). The
 	// subscription persists the largest counts (substate.go); redeliveriesChanged tells it that
 	// they changed since it last did.
-	redeliveries        map[storage.Position]uint32
+	redeliveries        map[mtypes.Position]uint32
 	redeliveriesChanged bool
 	// owner maps each pending position to the consumer holding it.
-	owner map[storage.Position]*dconsumer
+	owner map[mtypes.Position]*dconsumer
 	// autoSplit owns the hash ranges of the auto-split Key_Shared consumers (keyshared.go).
 	autoSplit autoSplitRanges
 	// chunkOwner keeps the chunks of one chunked message on one Shared consumer, so the client can
 	// reassemble it: message uuid -> the route to the consumer that got its first chunk
 	// (chunkroute.go). chunkOf maps each pending chunk (but last chunks) to its message's uuid.
 	chunkOwner map[string]*chunkRoute
-	chunkOf    map[storage.Position]string
+	chunkOf    map[mtypes.Position]string
 	// avgBatch is a moving average of messages per entry, so that a read is sized in entries from
 	// permits counted in messages (as Pulsar's avgMessagesPerEntry).
 	avgBatch float64
 	// markDelete is the cursor's mark-delete position, refreshed by the driver before each plan.
-	markDelete storage.Position
+	markDelete mtypes.Position
 	// maxUnacked blocks a Shared/Key_Shared consumer holding this many unacknowledged messages
 	// (Pulsar's maxUnackedMessagesPerConsumer); 0 = no limit.
 	maxUnacked int64
@@ -118,20 +118,20 @@ type dispatchState struct {
 	gen uint64
 }
 
-func newDispatchState(t SubType, partition int32, readPos storage.Position) *dispatchState {
+func newDispatchState(t mtypes.SubType, partition int32, readPos mtypes.Position) *dispatchState {
 	return &dispatchState{
 		subType:      t,
 		partition:    partition,
 		readPos:      readPos,
-		delayed:      make(map[storage.Position]int64),
-		redeliveries: make(map[storage.Position]uint32),
-		owner:        make(map[storage.Position]*dconsumer),
+		delayed:      make(map[mtypes.Position]int64),
+		redeliveries: make(map[mtypes.Position]uint32),
+		owner:        make(map[mtypes.Position]*dconsumer),
 	}
 }
 
 // singleActive reports whether only one consumer receives messages at a time.
 func (d *dispatchState) singleActive() bool {
-	return d.subType == SubExclusive || d.subType == SubFailover
+	return d.subType == mtypes.SubExclusive || d.subType == mtypes.SubFailover
 }
 
 // pickActive chooses the active consumer of an Exclusive or Failover subscription: consumers sorted
@@ -166,13 +166,13 @@ type activeChange struct {
 // updateActive recomputes the active consumer of a Failover subscription. When it changes, the old
 // active consumer's pending entries are rewound (redelivered to the new one) and every consumer is
 // told its state. For Exclusive the only consumer is active and nothing is announced.
-func (d *dispatchState) updateActive(markDelete storage.Position, announceAll bool) []activeChange {
+func (d *dispatchState) updateActive(markDelete mtypes.Position, announceAll bool) []activeChange {
 	if !d.singleActive() {
 		return nil
 	}
 	prev := d.active
 	d.active = pickActive(d.consumers, d.partition)
-	if d.subType != SubFailover {
+	if d.subType != mtypes.SubFailover {
 		return nil
 	}
 	if prev == d.active && !announceAll {
@@ -189,17 +189,17 @@ func (d *dispatchState) updateActive(markDelete storage.Position, announceAll bo
 }
 
 // addConsumer registers a consumer; it returns the ACTIVE_CONSUMER_CHANGE notifications to send.
-func (d *dispatchState) addConsumer(c *dconsumer, markDelete storage.Position) []activeChange {
-	if d.subType == SubKeyShared && len(d.consumers) > 0 && d.readPos.Compare(next(markDelete)) > 0 {
+func (d *dispatchState) addConsumer(c *dconsumer, markDelete mtypes.Position) []activeChange {
+	if d.subType == mtypes.SubKeyShared && len(d.consumers) > 0 && d.readPos.Compare(next(markDelete)) > 0 {
 		at := d.readPos
 		c.joinedAt = &at
 	}
-	if d.subType == SubKeyShared && len(c.sticky) == 0 {
+	if d.subType == mtypes.SubKeyShared && len(c.sticky) == 0 {
 		d.autoSplit.add(c)
 	}
 	d.consumers = append(d.consumers, c)
 	changes := d.updateActive(markDelete, true)
-	if d.subType == SubFailover && len(changes) == 0 {
+	if d.subType == mtypes.SubFailover && len(changes) == 0 {
 		changes = []activeChange{{to: c, active: c == d.active}}
 	}
 	return changes
@@ -207,7 +207,7 @@ func (d *dispatchState) addConsumer(c *dconsumer, markDelete storage.Position) [
 
 // removeConsumer unregisters a consumer, returning its pending entries for redelivery, and the
 // ACTIVE_CONSUMER_CHANGE notifications to send.
-func (d *dispatchState) removeConsumer(c *dconsumer, markDelete storage.Position) []activeChange {
+func (d *dispatchState) removeConsumer(c *dconsumer, markDelete mtypes.Position) []activeChange {
 	i := slices.Index(d.consumers, c)
 	if i < 0 {
 		return nil
@@ -282,9 +282,9 @@ const maxReplay = 1000
 
 // readPlan says what the dispatcher should read next.
 type readPlan struct {
-	replay []storage.Position // read these entries (redeliveries) ...
-	seq    bool               // ... or entries from readPos on
-	from   storage.Position
+	replay []mtypes.Position // read these entries (redeliveries) ...
+	seq    bool              // ... or entries from readPos on
+	from   mtypes.Position
 	max    int
 	gen    uint64
 }
@@ -295,7 +295,7 @@ type readPlan struct {
 // already found nothing at this lastConfirmed.
 // replayStalled tells that the last replay pass delivered nothing (Key_Shared: the keys' consumers
 // have no permits); then sequential reading goes on while the replay set is below maxReplay.
-func (d *dispatchState) plan(maxEntries int, lastConfirmed storage.Position, caughtUp, replayStalled bool) (readPlan, bool) {
+func (d *dispatchState) plan(maxEntries int, lastConfirmed mtypes.Position, caughtUp, replayStalled bool) (readPlan, bool) {
 	if d.subscriptionBlocked() {
 		return readPlan{}, false
 	}
@@ -312,7 +312,7 @@ func (d *dispatchState) plan(maxEntries int, lastConfirmed storage.Position, cau
 		k := min(n, len(d.replay))
 		return readPlan{replay: slices.Clone(d.replay[:k]), gen: d.gen}, true
 	}
-	if len(d.replay) > 0 && (d.subType != SubKeyShared || len(d.replay) >= maxReplay) {
+	if len(d.replay) > 0 && (d.subType != mtypes.SubKeyShared || len(d.replay) >= maxReplay) {
 		return readPlan{}, false
 	}
 	if caughtUp || d.readPos.Compare(lastConfirmed) > 0 {
@@ -322,15 +322,15 @@ func (d *dispatchState) plan(maxEntries int, lastConfirmed storage.Position, cau
 }
 
 // replayInsert adds p to the replay set.
-func (d *dispatchState) replayInsert(p storage.Position) {
-	i, found := slices.BinarySearchFunc(d.replay, p, storage.Position.Compare)
+func (d *dispatchState) replayInsert(p mtypes.Position) {
+	i, found := slices.BinarySearchFunc(d.replay, p, mtypes.Position.Compare)
 	if !found {
 		d.replay = slices.Insert(d.replay, i, p)
 	}
 }
 
-func (d *dispatchState) replayRemove(p storage.Position) {
-	if i, found := slices.BinarySearchFunc(d.replay, p, storage.Position.Compare); found {
+func (d *dispatchState) replayRemove(p mtypes.Position) {
+	if i, found := slices.BinarySearchFunc(d.replay, p, mtypes.Position.Compare); found {
 		d.replay = slices.Delete(d.replay, i, i+1)
 	}
 }
@@ -346,7 +346,7 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 	if len(d.consumers) == 0 {
 		return nil
 	}
-	if d.subType == SubKeyShared {
+	if d.subType == mtypes.SubKeyShared {
 		c := d.keyOwner(e.keyHash)
 		if c != nil && d.canTake(c) && d.joinAllows(c, e.pos) {
 			return c
@@ -389,7 +389,7 @@ func (d *dispatchState) selectConsumer(e *entryInfo) *dconsumer {
 }
 
 // joinAllows applies the recently-joined restriction of Key_Shared consumers.
-func (d *dispatchState) joinAllows(c *dconsumer, p storage.Position) bool {
+func (d *dispatchState) joinAllows(c *dconsumer, p mtypes.Position) bool {
 	if c.joinedAt == nil {
 		return true
 	}
@@ -418,7 +418,7 @@ func (d *dispatchState) keyOwner(h uint32) *dconsumer {
 type assignResult struct {
 	deliveries []delivery
 	// markers are marker entries to acknowledge on the cursor (never dispatched).
-	markers []storage.Position
+	markers []mtypes.Position
 	// acked lists positions that turned out to be acknowledged already (skipped).
 	skipped int
 }
@@ -429,7 +429,7 @@ type assignResult struct {
 // other keys keep flowing. For a replay read, handled positions leave the replay set.
 // isAcked reports entries acknowledged since they were read. now is the clock in unix ms
 // (delayed delivery).
-func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(storage.Position) bool, now int64) assignResult {
+func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(mtypes.Position) bool, now int64) assignResult {
 	var res assignResult
 	if p.gen != d.gen {
 		return res
@@ -461,11 +461,11 @@ func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(sto
 			continue
 		}
 		c := d.selectConsumer(e)
-		if c != nil && e.chunkUUID != "" && d.subType == SubShared {
+		if c != nil && e.chunkUUID != "" && d.subType == mtypes.SubShared {
 			d.routeChunk(e, c)
 		}
 		if c == nil {
-			if d.subType == SubKeyShared && len(d.consumers) > 0 {
+			if d.subType == mtypes.SubKeyShared && len(d.consumers) > 0 {
 				// Its key's consumer has no permits: keep it for later, let other keys flow.
 				if p.seq {
 					d.replayInsert(e.pos)
@@ -503,7 +503,7 @@ func (d *dispatchState) assign(p readPlan, entries []entryInfo, isAcked func(sto
 }
 
 // handled records that the entry at pos needs no more reading in this pass.
-func (d *dispatchState) handled(p readPlan, pos storage.Position) {
+func (d *dispatchState) handled(p readPlan, pos mtypes.Position) {
 	if p.seq {
 		if pos.Compare(d.readPos) >= 0 {
 			d.readPos = next(pos)
@@ -533,7 +533,7 @@ func unackedSet(acked []uint64, n int) ([]int64, int) {
 }
 
 // acked records that the entries at ps are acknowledged (individually or because the cursor moved).
-func (d *dispatchState) acked(ps ...storage.Position) {
+func (d *dispatchState) acked(ps ...mtypes.Position) {
 	for _, p := range ps {
 		if c := d.owner[p]; c != nil {
 			d.chunkLeft(p, c)
@@ -548,7 +548,7 @@ func (d *dispatchState) acked(ps ...storage.Position) {
 }
 
 // forgetRedeliveries drops the redelivery count of an acknowledged entry.
-func (d *dispatchState) forgetRedeliveries(p storage.Position) {
+func (d *dispatchState) forgetRedeliveries(p mtypes.Position) {
 	if _, ok := d.redeliveries[p]; ok {
 		delete(d.redeliveries, p)
 		d.redeliveriesChanged = true
@@ -556,7 +556,7 @@ func (d *dispatchState) forgetRedeliveries(p storage.Position) {
 }
 
 // batchSize returns the number of messages of a pending entry, 0 if it is not pending.
-func (d *dispatchState) batchSize(p storage.Position) int {
+func (d *dispatchState) batchSize(p mtypes.Position) int {
 	if c := d.owner[p]; c != nil {
 		return c.pending[p].total
 	}
@@ -564,7 +564,7 @@ func (d *dispatchState) batchSize(p storage.Position) int {
 }
 
 // partiallyAcked updates the pending message count of a batch entry after a batch-index ack.
-func (d *dispatchState) partiallyAcked(p storage.Position, left int) {
+func (d *dispatchState) partiallyAcked(p mtypes.Position, left int) {
 	if c := d.owner[p]; c != nil {
 		pe := c.pending[p]
 		c.unacked -= int64(pe.left - left)
@@ -574,8 +574,8 @@ func (d *dispatchState) partiallyAcked(p storage.Position, left int) {
 }
 
 // ackedUpTo records a cumulative acknowledgement: every pending entry <= p is done.
-func (d *dispatchState) ackedUpTo(p storage.Position) {
-	var done []storage.Position
+func (d *dispatchState) ackedUpTo(p mtypes.Position) {
+	var done []mtypes.Position
 	for q := range d.owner {
 		if q.Compare(p) <= 0 {
 			done = append(done, q)
@@ -602,8 +602,8 @@ func (d *dispatchState) ackedUpTo(p storage.Position) {
 
 // redeliverPending puts c's pending entries (only those in ps, or all when ps is nil) back for
 // redelivery, counting a redelivery for each.
-func (d *dispatchState) redeliverPending(c *dconsumer, ps []storage.Position) int {
-	var list []storage.Position
+func (d *dispatchState) redeliverPending(c *dconsumer, ps []mtypes.Position) int {
+	var list []mtypes.Position
 	if ps == nil {
 		for p := range c.pending {
 			list = append(list, p)
@@ -632,7 +632,7 @@ func (d *dispatchState) redeliverPending(c *dconsumer, ps []storage.Position) in
 // rewind restarts sequential reading after the mark-delete position (Exclusive/Failover
 // redelivery): every pending entry counts a redelivery and is read again; acknowledged ones are
 // skipped when read.
-func (d *dispatchState) rewind(markDelete storage.Position) int {
+func (d *dispatchState) rewind(markDelete mtypes.Position) int {
 	n := 0
 	for p, c := range d.owner {
 		n += c.pending[p].left
@@ -653,7 +653,7 @@ func (d *dispatchState) rewind(markDelete storage.Position) int {
 
 // reset moves the subscription to a new position (seek): pending, replay, delayed and redelivery
 // state are dropped.
-func (d *dispatchState) reset(readPos storage.Position) {
+func (d *dispatchState) reset(readPos mtypes.Position) {
 	for _, c := range d.consumers {
 		clear(c.pending)
 		c.unacked = 0
@@ -693,7 +693,7 @@ func (d *dispatchState) releaseDelayed(now int64) int64 {
 // delayItem is one delayed entry in the delay queue.
 type delayItem struct {
 	at  int64
-	pos storage.Position
+	pos mtypes.Position
 }
 
 // delayHeap is a min-heap of delayItems by due time (container/heap).

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // FuzzDispatchState drives a dispatch state machine with random event transcripts (consumers
@@ -40,9 +40,9 @@ func runDispatchTranscript(t *testing.T, ops []byte) {
 		if len(ops) > 400 {
 			ops = ops[:400]
 		}
-		subType := SubType(0)
+		subType := mtypes.SubType(0)
 		if len(ops) > 0 {
-			subType = SubType(ops[0] % 4)
+			subType = mtypes.SubType(ops[0] % 4)
 			ops = ops[1:]
 		}
 		const logSize = 64
@@ -59,7 +59,7 @@ func runDispatchTranscript(t *testing.T, ops []byte) {
 		d := newDispatchState(subType, -1, pos(1, 0))
 		d.maxUnacked = 20
 		markDelete := pos(1, -1)
-		acked := map[storage.Position]bool{}
+		acked := map[mtypes.Position]bool{}
 		var consumers []*dconsumer
 		seq := uint64(0)
 		arg := func(i int) int {
@@ -71,7 +71,7 @@ func runDispatchTranscript(t *testing.T, ops []byte) {
 		for i := 0; i < len(ops); i++ {
 			switch ops[i] % 13 {
 			case 0, 1: // join
-				if subType == SubExclusive && len(consumers) > 0 {
+				if subType == mtypes.SubExclusive && len(consumers) > 0 {
 					continue
 				}
 				seq++
@@ -102,7 +102,7 @@ func runDispatchTranscript(t *testing.T, ops []byte) {
 						es = append(es, log[q.EntryID])
 					}
 				}
-				res := d.assign(p, es, func(q storage.Position) bool { return acked[q] }, 0)
+				res := d.assign(p, es, func(q mtypes.Position) bool { return acked[q] }, 0)
 				for _, dl := range res.deliveries {
 					if acked[dl.d.Position] {
 						t.Fatalf("acknowledged entry %v delivered again", dl.d.Position)
@@ -125,7 +125,7 @@ func runDispatchTranscript(t *testing.T, ops []byte) {
 				}
 			case 9: // cumulative ack
 				upTo := pos(1, int64(arg(i+1)%logSize))
-				if upTo.Compare(markDelete) > 0 && subType != SubShared && subType != SubKeyShared {
+				if upTo.Compare(markDelete) > 0 && subType != mtypes.SubShared && subType != mtypes.SubKeyShared {
 					for j := markDelete.EntryID + 1; j <= upTo.EntryID; j++ {
 						acked[pos(1, j)] = true
 					}
@@ -195,7 +195,7 @@ func checkDispatchInvariants(t *testing.T, d *dispatchState, consumers []*dconsu
 			t.Fatalf("route of %s counts %d pending chunks, %d are", uuid, r.pending, counted[uuid])
 		}
 	}
-	if !slices.IsSortedFunc(d.replay, storage.Position.Compare) {
+	if !slices.IsSortedFunc(d.replay, mtypes.Position.Compare) {
 		t.Fatalf("replay not sorted: %v", d.replay)
 	}
 	for i, q := range d.replay {

@@ -3,10 +3,10 @@ package broker
 import (
 	"testing"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
-func pos(l, e int64) storage.Position { return storage.Position{LedgerID: l, EntryID: e} }
+func pos(l, e int64) mtypes.Position { return mtypes.Position{LedgerID: l, EntryID: e} }
 
 func entries(l int64, from, to int64, msgs int) []entryInfo {
 	var out []entryInfo
@@ -26,7 +26,7 @@ func deliveredTo(res assignResult) map[string][]int64 {
 }
 
 func TestSharedRoundRobinRespectsPermits(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.addConsumer(b, pos(1, -1))
@@ -54,7 +54,7 @@ func TestSharedRoundRobinRespectsPermits(t *testing.T) {
 }
 
 func TestBatchCountsMessagesAndStopsWithoutPermits(t *testing.T) {
-	d := newDispatchState(SubExclusive, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubExclusive, -1, pos(1, 0))
 	a := newDConsumer(1, "a", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.flow(a, 15)
@@ -76,13 +76,13 @@ func TestBatchCountsMessagesAndStopsWithoutPermits(t *testing.T) {
 }
 
 func TestMarkersAndAckedEntriesAreSkipped(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	a := newDConsumer(1, "a", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.flow(a, 100)
 	es := entries(1, 0, 4, 1)
 	es[1].marker = true
-	acked := func(p storage.Position) bool { return p == pos(1, 3) }
+	acked := func(p mtypes.Position) bool { return p == pos(1, 3) }
 	p, _ := d.plan(100, pos(1, 4), false, false)
 	res := d.assign(p, es, acked, 0)
 	got := deliveredTo(res)["a"]
@@ -95,7 +95,7 @@ func TestMarkersAndAckedEntriesAreSkipped(t *testing.T) {
 }
 
 func TestSharedRedeliveryComesFirstWithCount(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.addConsumer(b, pos(1, -1))
@@ -106,7 +106,7 @@ func TestSharedRedeliveryComesFirstWithCount(t *testing.T) {
 		t.Fatalf("a unacked %d", a.unacked)
 	}
 	// a nacks 1 and 3; b gets permits; redeliveries go first, with count 1.
-	d.redeliverPending(a, []storage.Position{pos(1, 1), pos(1, 3)})
+	d.redeliverPending(a, []mtypes.Position{pos(1, 1), pos(1, 3)})
 	d.flow(b, 100)
 	p, ok := d.plan(100, pos(1, 3), false, false)
 	if !ok || p.seq || len(p.replay) != 2 {
@@ -129,7 +129,7 @@ func TestSharedRedeliveryComesFirstWithCount(t *testing.T) {
 }
 
 func TestConsumerRemovalRedeliversToOthers(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.addConsumer(b, pos(1, -1))
@@ -161,7 +161,7 @@ func TestFailoverActiveConsumerAndRewind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newDispatchState(SubFailover, tt.partition, pos(1, 0))
+			d := newDispatchState(mtypes.SubFailover, tt.partition, pos(1, 0))
 			var last []activeChange
 			for i, n := range tt.names {
 				last = d.addConsumer(newDConsumer(uint64(i+1), n, 0), pos(1, -1))
@@ -185,7 +185,7 @@ func TestFailoverActiveConsumerAndRewind(t *testing.T) {
 	}
 
 	// The active consumer leaves with pending entries: the new one gets them again (rewind).
-	d := newDispatchState(SubFailover, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubFailover, -1, pos(1, 0))
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.addConsumer(b, pos(1, -1))
@@ -213,7 +213,7 @@ func TestFailoverActiveConsumerAndRewind(t *testing.T) {
 }
 
 func TestStaleReadIsDiscardedAfterReset(t *testing.T) {
-	d := newDispatchState(SubExclusive, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubExclusive, -1, pos(1, 0))
 	a := newDConsumer(1, "a", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.flow(a, 10)
@@ -228,7 +228,7 @@ func TestStaleReadIsDiscardedAfterReset(t *testing.T) {
 }
 
 func TestPartiallyAckedBatchCarriesAckSet(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	a := newDConsumer(1, "a", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.flow(a, 100)
@@ -253,7 +253,7 @@ func TestPartiallyAckedBatchCarriesAckSet(t *testing.T) {
 }
 
 func TestCumulativeAckClearsPendingAndCounts(t *testing.T) {
-	d := newDispatchState(SubExclusive, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubExclusive, -1, pos(1, 0))
 	a := newDConsumer(1, "a", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.flow(a, 100)
@@ -269,7 +269,7 @@ func TestCumulativeAckClearsPendingAndCounts(t *testing.T) {
 }
 
 func TestDelayedDeliveryOnShared(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	a := newDConsumer(1, "a", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.flow(a, 100)
@@ -289,7 +289,7 @@ func TestDelayedDeliveryOnShared(t *testing.T) {
 }
 
 func TestKeySharedRoutesByKeyAndParksBlockedKeys(t *testing.T) {
-	d := newDispatchState(SubKeyShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubKeyShared, -1, pos(1, 0))
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.addConsumer(b, pos(1, -1))
@@ -314,7 +314,7 @@ func TestKeySharedRoutesByKeyAndParksBlockedKeys(t *testing.T) {
 }
 
 func TestSharedKeepsChunksOfOneMessageTogether(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.addConsumer(b, pos(1, -1))
@@ -348,7 +348,7 @@ func TestUnackedSet(t *testing.T) {
 }
 
 func TestSharedSubscriptionBlockedOnUnackedLimit(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	d.maxUnackedSub = 4
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
@@ -373,7 +373,7 @@ func TestSharedSubscriptionBlockedOnUnackedLimit(t *testing.T) {
 }
 
 func TestSharedConsumerBlockedOnUnackedLimit(t *testing.T) {
-	d := newDispatchState(SubShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubShared, -1, pos(1, 0))
 	d.maxUnacked = 3
 	a, b := newDConsumer(1, "a", 0), newDConsumer(2, "b", 0)
 	d.addConsumer(a, pos(1, -1))
@@ -401,7 +401,7 @@ func TestSharedConsumerBlockedOnUnackedLimit(t *testing.T) {
 }
 
 func TestKeySharedNewConsumerWaitsForOlderMessages(t *testing.T) {
-	d := newDispatchState(SubKeyShared, -1, pos(1, 0))
+	d := newDispatchState(mtypes.SubKeyShared, -1, pos(1, 0))
 	a := newDConsumer(1, "a", 0)
 	d.addConsumer(a, pos(1, -1))
 	d.flow(a, 100)

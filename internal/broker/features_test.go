@@ -10,9 +10,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/poll"
-	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -117,10 +117,10 @@ func TestSlowConsumerDoesNotBlockOthers(t *testing.T) {
 	top := e.topic("slow")
 	p := addProducer(t, top, ProducerOptions{})
 	// "slow" never sends permits; "fast" on another subscription and on the same one keep going.
-	slow, slowSink := subscribe(t, top, SubscribeOptions{Subscription: "lagging", Durable: true, Type: SubShared})
+	slow, slowSink := subscribe(t, top, SubscribeOptions{Subscription: "lagging", Durable: true, Type: mtypes.SubShared})
 	_ = slow
 	fast, fastSink := subscribe(t, top, SubscribeOptions{Subscription: "fast", Durable: true})
-	peer, peerSink := subscribe(t, top, SubscribeOptions{Subscription: "lagging", Durable: true, Type: SubShared})
+	peer, peerSink := subscribe(t, top, SubscribeOptions{Subscription: "lagging", Durable: true, Type: mtypes.SubShared})
 	fast.Flow(10000)
 	peer.Flow(10000)
 	const n = 500
@@ -143,8 +143,8 @@ func TestKeySharedKeepsKeysOnOneConsumer(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("ks")
 	p := addProducer(t, top, ProducerOptions{})
-	opts := SubscribeOptions{Subscription: "ks", Type: SubKeyShared, Durable: true, InitialPosition: InitialEarliest,
-		KeyShared: &KeySharedOptions{Mode: KeySharedAutoSplit}}
+	opts := SubscribeOptions{Subscription: "ks", Type: mtypes.SubKeyShared, Durable: true, InitialPosition: mtypes.InitialEarliest,
+		KeyShared: &KeySharedOptions{Mode: mtypes.KeySharedAutoSplit}}
 	c1, s1 := subscribe(t, top, opts)
 	c2, s2 := subscribe(t, top, opts)
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
@@ -173,7 +173,7 @@ func TestDelayedDeliveryShared(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("delayed")
 	p := addProducer(t, top, ProducerOptions{})
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "d", Type: SubShared, Durable: true})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "d", Type: mtypes.SubShared, Durable: true})
 	c.Flow(100)
 	// 1 s: long enough that "now" is read before "late" is due even on a loaded machine.
 	due := time.Now().Add(time.Second).Truncate(time.Millisecond) // deliver_at_time is in ms
@@ -198,11 +198,11 @@ func TestDelayedDeliveryShared(t *testing.T) {
 func TestWaitForExclusiveGivesUpWithContext(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("wfe")
-	ex := addProducer(t, top, ProducerOptions{AccessMode: AccessExclusive})
+	ex := addProducer(t, top, ProducerOptions{AccessMode: mtypes.AccessExclusive})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := top.AddProducer(ctx, ProducerOptions{AccessMode: AccessWaitForExclusive, OnQueued: cancel})
+		_, err := top.AddProducer(ctx, ProducerOptions{AccessMode: mtypes.AccessWaitForExclusive, OnQueued: cancel})
 		errc <- err
 	}()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -213,7 +213,7 @@ func TestWaitForExclusiveGivesUpWithContext(t *testing.T) {
 	}
 	ex.Close(context.Background())
 	// The topic is free again.
-	addProducer(t, top, ProducerOptions{AccessMode: AccessExclusive})
+	addProducer(t, top, ProducerOptions{AccessMode: mtypes.AccessExclusive})
 }
 
 func TestStatsShape(t *testing.T) {
@@ -269,8 +269,8 @@ func TestReaderSeekKeepsSubscription(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		last = publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
 	}
-	start := LatestPosition
-	opts := SubscribeOptions{Subscription: "reader-1", Type: SubExclusive, StartPosition: &start}
+	start := mtypes.Latest
+	opts := SubscribeOptions{Subscription: "reader-1", Type: mtypes.SubExclusive, StartPosition: &start}
 	c, s := subscribe(t, top, opts)
 	lm, err := c.LastMessageID(context.Background())
 	if err != nil || lm.Position != last.Position {
@@ -345,10 +345,10 @@ func TestNonPersistentTopic(t *testing.T) {
 	}
 	p := addProducer(t, top, ProducerOptions{})
 	// No subscription yet: published and dropped.
-	if r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "lost")}); r.Err != nil || r.Position != (storage.Position{}) {
+	if r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "lost")}); r.Err != nil || r.Position != (mtypes.Position{}) {
 		t.Fatalf("publish %+v", r)
 	}
-	fast, fs := subscribe(t, top, SubscribeOptions{Subscription: "fast", Type: SubShared})
+	fast, fs := subscribe(t, top, SubscribeOptions{Subscription: "fast", Type: mtypes.SubShared})
 	_, slowSink := subscribe(t, top, SubscribeOptions{Subscription: "slow"}) // never sends permits
 	fast.Flow(3)
 	for i := 1; i <= 5; i++ {
@@ -361,7 +361,7 @@ func TestNonPersistentTopic(t *testing.T) {
 	if err := fast.Ack(context.Background(), []Ack{{Position: got[0].Position}}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := fast.Seek(context.Background(), storage.Position{}); !errors.Is(err, ErrNotAllowed) {
+	if err := fast.Seek(context.Background(), mtypes.Position{}); !errors.Is(err, ErrNotAllowed) {
 		t.Fatalf("seek: %v", err)
 	}
 	st := top.Stats()
@@ -387,13 +387,13 @@ func TestHostileAcksAndSeeks(t *testing.T) {
 	top := e.topic("hostile")
 	p := addProducer(t, top, ProducerOptions{})
 	r0 := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "a")})
-	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest}
+	opts := SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest}
 	c, s := subscribe(t, top, opts)
-	future := storage.Position{LedgerID: r0.Position.LedgerID, EntryID: r0.Position.EntryID + 1}
+	future := mtypes.Position{LedgerID: r0.Position.LedgerID, EntryID: r0.Position.EntryID + 1}
 	if err := c.Ack(context.Background(), []Ack{{Position: future}}, false); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("ack of a future entry: %v", err)
 	}
-	if err := c.Ack(context.Background(), []Ack{{Position: storage.Position{LedgerID: 1 << 50, EntryID: 0}}}, false); err == nil {
+	if err := c.Ack(context.Background(), []Ack{{Position: mtypes.Position{LedgerID: 1 << 50, EntryID: 0}}}, false); err == nil {
 		t.Fatal("ack far in the future accepted")
 	}
 	r1 := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 1, 1, "b")})
@@ -407,7 +407,7 @@ func TestHostileAcksAndSeeks(t *testing.T) {
 	c.Close()
 	// Seek far past the end: the next published entry is delivered.
 	c, _ = subscribe(t, top, opts)
-	if err := c.Seek(context.Background(), storage.Position{LedgerID: 1 << 50, EntryID: 7}); err != nil {
+	if err := c.Seek(context.Background(), mtypes.Position{LedgerID: 1 << 50, EntryID: 7}); err != nil {
 		t.Fatal(err)
 	}
 	c, s = subscribe(t, top, opts)
@@ -418,7 +418,7 @@ func TestHostileAcksAndSeeks(t *testing.T) {
 	}
 	c.Close()
 	// A reader starting at an id that does not exist yet starts after the last entry.
-	start := storage.Position{LedgerID: 1 << 50, EntryID: 0}
+	start := mtypes.Position{LedgerID: 1 << 50, EntryID: 0}
 	rc, rs := subscribe(t, top, SubscribeOptions{Subscription: "reader", StartPosition: &start})
 	rc.Flow(10)
 	r3 := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 3, 1, "d")})
@@ -452,13 +452,13 @@ func TestExclusiveRewindSkipsAcked(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
 	}
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "x", Durable: true, InitialPosition: InitialEarliest})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "x", Durable: true, InitialPosition: mtypes.InitialEarliest})
 	c.Flow(100)
 	got := s.waitMessages(t, 5)
 	if err := c.Ack(context.Background(), []Ack{{Position: got[1].Position}, {Position: got[3].Position}}, false); err != nil {
 		t.Fatal(err)
 	}
-	c.RedeliverUnacknowledged([]storage.Position{got[2].Position})
+	c.RedeliverUnacknowledged([]mtypes.Position{got[2].Position})
 	again := s.waitMessages(t, 8)[5:]
 	for i, want := range []string{"0", "2", "4"} {
 		if payloadOf(t, again[i]) != want || again[i].RedeliveryCount != 1 {
@@ -498,8 +498,8 @@ func TestKeySharedStickyRangesConflict(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("sticky")
 	sticky := func(ranges ...HashRange) SubscribeOptions {
-		return SubscribeOptions{Subscription: "s", Type: SubKeyShared, Durable: true,
-			KeyShared: &KeySharedOptions{Mode: KeySharedSticky, Ranges: ranges}}
+		return SubscribeOptions{Subscription: "s", Type: mtypes.SubKeyShared, Durable: true,
+			KeyShared: &KeySharedOptions{Mode: mtypes.KeySharedSticky, Ranges: ranges}}
 	}
 	subscribe(t, top, sticky(HashRange{0, 100}))
 	for _, bad := range []SubscribeOptions{
@@ -532,7 +532,7 @@ func TestGarbageEntries(t *testing.T) {
 			t.Fatalf("publish %d: %v", i, r.Err)
 		}
 	}
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest})
 	c.Flow(10)
 	got := s.waitMessages(t, len(garbage))
 	for _, d := range got {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
@@ -298,7 +299,7 @@ func (c *fakeClock) advance(d time.Duration) {
 }
 
 // lastEntryOrErr is the last stored entry's position (tests).
-func (t *topicState) lastEntryOrErr() (storage.Position, error) {
+func (t *topicState) lastEntryOrErr() (mtypes.Position, error) {
 	info, _, err := t.lastEntry(context.Background())
 	return info.pos, err
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // TestBrokerRefusesOversizedNamesAndProperties: whoever calls the broker core (the protocol
@@ -37,7 +37,7 @@ func TestBrokerRefusesOversizedNamesAndProperties(t *testing.T) {
 			t.Errorf("%s over the limit: %v", what, err)
 		}
 	}
-	if err := top.CreateSubscription(t.Context(), long, storage.Latest, false); !errors.Is(err, ErrInvalidRequest) {
+	if err := top.CreateSubscription(t.Context(), long, mtypes.Latest, false); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("admin subscription name of 257 bytes: %v", err)
 	}
 	if subs := top.Subscriptions(); len(subs) != 0 {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
-	"github.com/meridian-mq/meridian/internal/storage"
 )
 
 // TestSubscriptionPropertiesSurviveRestart: the properties a subscription was created with, and its
@@ -17,7 +17,7 @@ func TestSubscriptionPropertiesSurviveRestart(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("subprops")
 	want := map[string]string{"owner": "team-a", "purpose": "audit"}
-	c, _ := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true,
+	c, _ := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true,
 		SubscriptionProperties: want, ReplicateSubscriptionState: true})
 	c.Close()
 	check := func(when string) {
@@ -33,7 +33,7 @@ func TestSubscriptionPropertiesSurviveRestart(t *testing.T) {
 	e.crash()
 	check("after a crash")
 	// Subscribing again with other properties does not change an existing subscription's.
-	c, _ = subscribe(t, e.topic("subprops"), SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true,
+	c, _ = subscribe(t, e.topic("subprops"), SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true,
 		SubscriptionProperties: map[string]string{"owner": "someone-else"}})
 	c.Close()
 	check("after a second subscribe")
@@ -46,12 +46,12 @@ func TestRedeliveryCountsSurviveRestart(t *testing.T) {
 	top := e.topic("redeliveries")
 	p := addProducer(t, top, ProducerOptions{})
 	poison := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "poison")}).Position
-	opts := SubscribeOptions{Subscription: "s", Type: SubShared, Durable: true, InitialPosition: InitialEarliest}
+	opts := SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest}
 	c, s := subscribe(t, top, opts)
 	c.Flow(100)
 	for round := 1; round <= 3; round++ { // three negative acks
 		got := s.waitMessages(t, round)
-		c.RedeliverUnacknowledged([]storage.Position{got[round-1].Position})
+		c.RedeliverUnacknowledged([]mtypes.Position{got[round-1].Position})
 	}
 	got := s.waitMessages(t, 4)
 	if got[3].Position != poison || got[3].RedeliveryCount != 3 {
@@ -64,7 +64,7 @@ func TestRedeliveryCountsSurviveRestart(t *testing.T) {
 	if d := s.waitMessages(t, 1)[0]; d.Position != poison || d.RedeliveryCount != 4 {
 		t.Fatalf("after a restart: %v count %d, want %v count 4", d.Position, d.RedeliveryCount, poison)
 	}
-	c.RedeliverUnacknowledged([]storage.Position{poison})
+	c.RedeliverUnacknowledged([]mtypes.Position{poison})
 	if d := s.waitMessages(t, 2)[1]; d.RedeliveryCount != 5 {
 		t.Fatalf("after a restart and a negative ack: count %d, want 5", d.RedeliveryCount)
 	}
@@ -88,9 +88,9 @@ func TestRedeliveryCountsSurviveRestart(t *testing.T) {
 func TestExclusiveProducerEpochSurvivesRestart(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("epoch")
-	old := addProducer(t, top, ProducerOptions{Name: "old", AccessMode: AccessExclusiveWithFencing})
+	old := addProducer(t, top, ProducerOptions{Name: "old", AccessMode: mtypes.AccessExclusiveWithFencing})
 	oldEpoch, _ := old.TopicEpoch()
-	newer := addProducer(t, top, ProducerOptions{Name: "newer", AccessMode: AccessExclusiveWithFencing})
+	newer := addProducer(t, top, ProducerOptions{Name: "newer", AccessMode: mtypes.AccessExclusiveWithFencing})
 	newEpoch, _ := newer.TopicEpoch()
 	if newEpoch <= oldEpoch {
 		t.Fatalf("epochs %d then %d", oldEpoch, newEpoch)
@@ -101,11 +101,11 @@ func TestExclusiveProducerEpochSurvivesRestart(t *testing.T) {
 	for _, restart := range []func(){e.restart, e.crash} {
 		restart()
 		top = e.topic("epoch")
-		_, err := top.AddProducer(context.Background(), ProducerOptions{Name: "old", AccessMode: AccessExclusive, TopicEpoch: &oldEpoch})
+		_, err := top.AddProducer(context.Background(), ProducerOptions{Name: "old", AccessMode: mtypes.AccessExclusive, TopicEpoch: &oldEpoch})
 		if !errors.Is(err, ErrProducerFenced) {
 			t.Fatalf("the fenced producer came back after a restart: %v", err)
 		}
-		p := addProducer(t, top, ProducerOptions{Name: "next", AccessMode: AccessExclusive})
+		p := addProducer(t, top, ProducerOptions{Name: "next", AccessMode: mtypes.AccessExclusive})
 		if got, _ := p.TopicEpoch(); got <= newEpoch {
 			t.Fatalf("epoch after a restart %d, want above %d", got, newEpoch)
 		}
@@ -121,10 +121,10 @@ func TestExclusiveProducerEpochSurvivesRestart(t *testing.T) {
 func TestAdminSubscriptionPropertiesSurviveRestart(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("adminprops")
-	if err := top.CreateSubscriptionWithProperties(t.Context(), "created", storage.Earliest, false, map[string]string{"a": "1"}); err != nil {
+	if err := top.CreateSubscriptionWithProperties(t.Context(), "created", mtypes.Earliest, false, map[string]string{"a": "1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := top.CreateSubscription(t.Context(), "set", storage.Earliest, false); err != nil {
+	if err := top.CreateSubscription(t.Context(), "set", mtypes.Earliest, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := top.SetSubscriptionProperties(t.Context(), "set", map[string]string{"b": "2"}); err != nil {

@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // ProducerOptions describe a PRODUCER request.
@@ -14,7 +16,7 @@ type ProducerOptions struct {
 	// UserProvidedName is CommandProducer.user_provided_producer_name.
 	UserProvidedName bool
 	// AccessMode is the producer's access mode.
-	AccessMode AccessMode
+	AccessMode mtypes.AccessMode
 	// Epoch is CommandProducer.epoch (reconnection counter).
 	Epoch uint64
 	// TopicEpoch is CommandProducer.topic_epoch when set (exclusive producers after a first success).

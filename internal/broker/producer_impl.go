@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -18,7 +19,7 @@ import (
 // variables; slots are recycled through slotPool once delivered, so a publish in a steady stream
 // allocates nothing here.
 type pubSlot struct {
-	appendDoneFn func(storage.Position, error) // s.appendDone, bound once per slot
+	appendDoneFn func(mtypes.Position, error) // s.appendDone, bound once per slot
 	done         func(PublishResult)
 	res          PublishResult
 	ready        bool
@@ -192,7 +193,7 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 		tr.msgIn.Add(int64(req.NumMessages))
 		tr.bytesIn.Add(n)
 		tr.lastPublish.Store(nowMs)
-		res.Position = storage.Position{} // Pulsar answers 0:0 on non-persistent topics
+		res.Position = mtypes.Position{} // Pulsar answers 0:0 on non-persistent topics
 		return res, true
 	}
 	if p.isReplicator && t.replIndex != nil {
@@ -212,7 +213,7 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 			return res, true
 		case dup:
 			res.Duplicate = true
-			res.Position = storage.Position{LedgerID: dl, EntryID: de}
+			res.Position = mtypes.Position{LedgerID: dl, EntryID: de}
 			return res, true
 		}
 		if ticket != 0 {
@@ -260,7 +261,7 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 		case dedupDuplicate:
 			t.dedupMu.Unlock()
 			res.Duplicate = true
-			res.Position = storage.Position{LedgerID: -1, EntryID: -1}
+			res.Position = mtypes.Position{LedgerID: -1, EntryID: -1}
 			return res, true
 		case dedupUnknown:
 			t.dedupMu.Unlock()
@@ -285,7 +286,7 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 }
 
 // appendDone is the storage completion of the slot's append.
-func (s *pubSlot) appendDone(pos storage.Position, err error) {
+func (s *pubSlot) appendDone(pos mtypes.Position, err error) {
 	if s.replTicket != 0 {
 		if err != nil {
 			s.replIndex.Commit(s.replTicket, 0, 0, err)
@@ -393,7 +394,7 @@ func (p *producerState) close(ctx context.Context) error {
 }
 
 // appended is the storage completion of one publish (slot holds its request's state).
-func (t *topicState) appended(slot *pubSlot, pos storage.Position, err error) {
+func (t *topicState) appended(slot *pubSlot, pos mtypes.Position, err error) {
 	p, res, dd, tracked, key := slot.p, slot.res, slot.dd, slot.tracked, slot.p.name
 	msgs, bytes, chunk := slot.msgs, slot.bytes, slot.chunk
 	defer t.inflight.Done()

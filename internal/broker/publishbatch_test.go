@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 )
 
@@ -97,7 +98,7 @@ func TestPublishBatchMatchesPublish(t *testing.T) {
 	if b, c := lim.InUse(); b != 0 || c != 0 {
 		t.Fatalf("limiter in use %d/%d", b, c)
 	}
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "check", Type: SubExclusive, Durable: true, InitialPosition: InitialEarliest})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "check", Type: mtypes.SubExclusive, Durable: true, InitialPosition: mtypes.InitialEarliest})
 	c.Flow(n)
 	msgs := s.waitMessages(t, stored)
 	s.quiet(t, stored)

@@ -2,13 +2,12 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/bits"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
-	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -21,7 +20,7 @@ type SubscriptionSync interface {
 	StateChanged(topic naming.TopicName, subscription string, final bool)
 	// MarkerStored: an entry with marker_type that a replicator producer sent is stored at pos. data
 	// is valid only during the call.
-	MarkerStored(topic naming.TopicName, pos storage.Position, data []byte)
+	MarkerStored(topic naming.TopicName, pos mtypes.Position, data []byte)
 	// Settle blocks (at most a bound the sync chooses, or until ctx ends) while a state of the
 	// subscription from another cluster is probably on its way: a consumer that just left there
 	// and whose final state has not been applied here yet. The dispatcher of a replicated
@@ -48,7 +47,7 @@ func (b *brokerState) settle(ctx context.Context, s *subscriptionState) {
 }
 
 // markerStored hands a stored replicated marker to the sync.
-func (b *brokerState) markerStored(t *topicState, pos storage.Position, data []byte) {
+func (b *brokerState) markerStored(t *topicState, pos mtypes.Position, data []byte) {
 	if b.subSync != nil {
 		b.subSync.MarkerStored(t.name, pos, data)
 	}
@@ -65,30 +64,20 @@ func (t *Topic) ReplicatedSubscriptions() []string {
 	return out
 }
 
-// SubscriptionAckState is what a replicated subscription's state marker carries, in local
-// positions: the cursor's acknowledgement state, the subscription's type and properties.
-type SubscriptionAckState struct {
-	storage.AckState
-	Type       SubType
-	Properties map[string]string
-	Replicated bool
-	Consumers  int // consumers attached now (0: the state is final until one attaches)
-}
-
 // SubscriptionAckState returns a subscription's acknowledgement state with at most maxRanges
 // acknowledged ranges and maxBatches partial batches.
-func (t *Topic) SubscriptionAckState(name string, maxRanges, maxBatches int) (SubscriptionAckState, error) {
+func (t *Topic) SubscriptionAckState(name string, maxRanges, maxBatches int) (mtypes.SubscriptionAckState, error) {
 	if err := t.t.needStorage(); err != nil {
-		return SubscriptionAckState{}, err
+		return mtypes.SubscriptionAckState{}, err
 	}
 	s, err := t.t.subscription(name)
 	if err != nil {
-		return SubscriptionAckState{}, err
+		return mtypes.SubscriptionAckState{}, err
 	}
 	if s.cursor == nil {
-		return SubscriptionAckState{}, fmt.Errorf("subscription %q has no cursor: %w", name, ErrNotAllowed)
+		return mtypes.SubscriptionAckState{}, fmt.Errorf("subscription %q has no cursor: %w", name, ErrNotAllowed)
 	}
-	st := SubscriptionAckState{AckState: s.cursor.AckState(maxRanges, maxBatches), Replicated: s.isReplicated()}
+	st := mtypes.SubscriptionAckState{AckState: s.cursor.AckState(maxRanges, maxBatches), Replicated: s.isReplicated()}
 	s.mu.Lock()
 	st.Type, st.Properties, st.Consumers = s.d.subType, maps.Clone(s.props), len(s.consumers)
 	s.mu.Unlock()
@@ -97,23 +86,23 @@ func (t *Topic) SubscriptionAckState(name string, maxRanges, maxBatches int) (Su
 
 // AppendMarker appends a marker entry the broker writes itself (a replicated subscription's state)
 // and returns its position once it is stored. Subscriptions skip it; replicators forward it.
-func (t *Topic) AppendMarker(ctx context.Context, data []byte) (storage.Position, error) {
+func (t *Topic) AppendMarker(ctx context.Context, data []byte) (mtypes.Position, error) {
 	return t.t.appendMarker(ctx, data)
 }
 
-func (t *topicState) appendMarker(ctx context.Context, data []byte) (storage.Position, error) {
+func (t *topicState) appendMarker(ctx context.Context, data []byte) (mtypes.Position, error) {
 	if err := t.needStorage(); err != nil {
-		return storage.Position{}, err
+		return mtypes.Position{}, err
 	}
 	type result struct {
-		pos storage.Position
+		pos mtypes.Position
 		err error
 	}
 	ch := make(chan result, 1)
 	t.pubMu.Lock()
 	if err := t.publishableLocked(); err != nil {
 		t.pubMu.Unlock()
-		return storage.Position{}, err
+		return mtypes.Position{}, err
 	}
 	pt := t.b.nowMs()
 	if pt < t.lastAppendTime {
@@ -121,7 +110,7 @@ func (t *topicState) appendMarker(ctx context.Context, data []byte) (storage.Pos
 	}
 	t.lastAppendTime = pt
 	t.inflight.Add(1)
-	t.ledger.AppendAsync(data, pt, func(pos storage.Position, err error) {
+	t.ledger.AppendAsync(data, pt, func(pos mtypes.Position, err error) {
 		defer t.inflight.Done()
 		if err == nil {
 			t.notifySubscriptions()
@@ -133,43 +122,12 @@ func (t *topicState) appendMarker(ctx context.Context, data []byte) (storage.Pos
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return storage.Position{}, fmt.Errorf("appending a marker to %s: %w: %w", t.name, ErrPersistence, r.err)
+			return mtypes.Position{}, fmt.Errorf("appending a marker to %s: %w: %w", t.name, ErrPersistence, r.err)
 		}
 		return r.pos, nil
 	case <-ctx.Done():
-		return storage.Position{}, ctx.Err()
+		return mtypes.Position{}, ctx.Err()
 	}
-}
-
-// ErrSubscriptionNotReplicated: a replicated state names a subscription that exists here and is not
-// replicated; it is not applied.
-var ErrSubscriptionNotReplicated = errors.New("subscription not replicated")
-
-// PositionRange is a closed range of local positions, possibly across ledgers.
-type PositionRange struct{ From, To storage.Position }
-
-// ReplicatedState is a replicated subscription's state from another cluster, translated to this
-// topic's positions, as ApplyReplicatedState applies it.
-type ReplicatedState struct {
-	// Type and Properties of the subscription on the source (Properties nil: not carried).
-	Type       SubType
-	Properties map[string]string
-	// Ranges to acknowledge, sorted; Batches: batch-index acknowledgements of entries not in Ranges.
-	Ranges  []PositionRange
-	Batches []storage.BatchAcks
-	// SyncRecord is persisted with the subscription (meridian.sync) when not empty ("" keeps the
-	// one persisted).
-	SyncRecord string
-	// MaxEntries bounds the entries acknowledged one by one in this call (ranges that move the
-	// mark-delete position are not counted); 0 means 100,000.
-	MaxEntries int
-}
-
-// ReplicatedApplyResult says what ApplyReplicatedState did.
-type ReplicatedApplyResult struct {
-	Created   bool  // the subscription did not exist and was created
-	Acked     int64 // entries newly acknowledged
-	Truncated bool  // MaxEntries was reached: some ranges are not (all) applied
 }
 
 // ApplyReplicatedState applies a replicated subscription's state from another cluster: it creates
@@ -177,8 +135,8 @@ type ReplicatedApplyResult struct {
 // type and properties), acknowledges the state's ranges and batch indexes, replaces the properties
 // when they differ and records the sync record. Acknowledgements only accumulate. The cursor is
 // persisted with its next flush (FlushSubscription waits for it).
-func (t *Topic) ApplyReplicatedState(ctx context.Context, name string, st ReplicatedState) (ReplicatedApplyResult, error) {
-	var res ReplicatedApplyResult
+func (t *Topic) ApplyReplicatedState(ctx context.Context, name string, st mtypes.ReplicatedState) (mtypes.ReplicatedApplyResult, error) {
+	var res mtypes.ReplicatedApplyResult
 	if err := t.t.needStorage(); err != nil {
 		return res, err
 	}
@@ -190,17 +148,17 @@ func (t *Topic) ApplyReplicatedState(ctx context.Context, name string, st Replic
 			return res, err
 		}
 	}
-	if st.Type < SubExclusive || st.Type > SubKeyShared {
+	if !st.Type.Valid() {
 		return res, fmt.Errorf("replicated state of %q with subscription type %d: %w", name, st.Type, ErrInvalidRequest)
 	}
 	s, err := t.t.subscription(name)
 	if err == nil && !s.isReplicated() {
 		// A subscription of the same name that is not replicated here belongs to an application of
 		// this cluster: another cluster's state never changes it.
-		return res, fmt.Errorf("subscription %q is not replicated here: %w", name, ErrSubscriptionNotReplicated)
+		return res, fmt.Errorf("subscription %q is not replicated here: %w", name, mtypes.ErrSubscriptionNotReplicated)
 	}
 	if err != nil {
-		s, err = t.t.getOrCreateSubscription(ctx, SubscribeOptions{Subscription: name, Durable: true, InitialPosition: InitialEarliest})
+		s, err = t.t.getOrCreateSubscription(ctx, SubscribeOptions{Subscription: name, Durable: true, InitialPosition: mtypes.InitialEarliest})
 		if err != nil {
 			return res, err
 		}

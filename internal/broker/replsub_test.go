@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/poll"
-	"github.com/meridian-mq/meridian/internal/storage"
 )
 
 // recordingSync is a SubscriptionSync that records what the broker tells it.
 type recordingSync struct {
 	mu      sync.Mutex
 	changed []syncCall
-	markers []storage.Position
+	markers []mtypes.Position
 }
 
 type syncCall struct {
@@ -31,7 +31,7 @@ func (r *recordingSync) StateChanged(_ naming.TopicName, sub string, final bool)
 	r.changed = append(r.changed, syncCall{sub, final})
 }
 
-func (r *recordingSync) MarkerStored(_ naming.TopicName, pos storage.Position, data []byte) {
+func (r *recordingSync) MarkerStored(_ naming.TopicName, pos mtypes.Position, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.markers = append(r.markers, pos)
@@ -118,7 +118,7 @@ func TestSubscriptionSyncHooks(t *testing.T) {
 	p := addProducer(t, top, ProducerOptions{})
 	pos := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "m0")}).Position
 
-	plain, _ := subscribe(t, top, SubscribeOptions{Subscription: "plain", Durable: true, InitialPosition: InitialEarliest})
+	plain, _ := subscribe(t, top, SubscribeOptions{Subscription: "plain", Durable: true, InitialPosition: mtypes.InitialEarliest})
 	if err := plain.Ack(context.Background(), []Ack{{Position: pos}}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestSubscriptionSyncHooks(t *testing.T) {
 	if calls := rec.calls(); len(calls) != 0 {
 		t.Fatalf("a subscription that is not replicated reached the sync: %v", calls)
 	}
-	c, _ := subscribe(t, top, SubscribeOptions{Subscription: "r", Durable: true, InitialPosition: InitialEarliest, ReplicateSubscriptionState: true})
+	c, _ := subscribe(t, top, SubscribeOptions{Subscription: "r", Durable: true, InitialPosition: mtypes.InitialEarliest, ReplicateSubscriptionState: true})
 	if err := c.Ack(context.Background(), []Ack{{Position: pos}}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestSubscriptionSyncHooks(t *testing.T) {
 		t.Fatal(m.Err)
 	}
 	rec.mu.Lock()
-	markers := append([]storage.Position(nil), rec.markers...)
+	markers := append([]mtypes.Position(nil), rec.markers...)
 	rec.mu.Unlock()
 	if len(markers) != 1 || markers[0] != m.Position {
 		t.Fatalf("markers handed over %v, want [%v]", markers, m.Position)
@@ -153,7 +153,7 @@ func TestSubscriptionSyncHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 1, 1, "m1")}).Position
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "r", Durable: true, InitialPosition: InitialEarliest})
+	c, s := subscribe(t, top, SubscribeOptions{Subscription: "r", Durable: true, InitialPosition: mtypes.InitialEarliest})
 	defer c.Close()
 	c.Flow(100)
 	got := s.waitMessages(t, 1)
@@ -184,16 +184,16 @@ func TestApplyReplicatedState(t *testing.T) {
 	ctx := context.Background()
 	top := e.topic("apply")
 	p := addProducer(t, top, ProducerOptions{})
-	var ps []storage.Position
+	var ps []mtypes.Position
 	for i := 0; i < 10; i++ {
 		ps = append(ps, publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "m")}).Position)
 	}
 	batch := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 10, 4, "b"), NumMessages: 4}).Position
 	props := map[string]string{"team": "a"}
-	res, err := top.ApplyReplicatedState(ctx, "moved", ReplicatedState{
-		Type: SubShared, Properties: props,
-		Ranges:     []PositionRange{{storage.Earliest, ps[2]}, {ps[5], ps[6]}},
-		Batches:    []storage.BatchAcks{{Position: batch, Size: 4, Acked: []uint64{0b0101}}},
+	res, err := top.ApplyReplicatedState(ctx, "moved", mtypes.ReplicatedState{
+		Type: mtypes.SubShared, Properties: props,
+		Ranges:     []mtypes.PositionRange{{From: mtypes.Earliest, To: ps[2]}, {From: ps[5], To: ps[6]}},
+		Batches:    []mtypes.BatchAck{{Position: batch, Size: 4, Acked: []uint64{0b0101}}},
 		SyncRecord: "rec-1",
 	})
 	if err != nil || !res.Created || res.Acked != 5 || res.Truncated {
@@ -222,29 +222,29 @@ func TestApplyReplicatedState(t *testing.T) {
 	check("after a crash")
 	top = e.topic("apply")
 	// An older, smaller state changes nothing; a limit stops entry-by-entry acknowledgements.
-	res, err = top.ApplyReplicatedState(ctx, "moved", ReplicatedState{Type: SubShared, Properties: props,
-		Ranges: []PositionRange{{storage.Earliest, ps[1]}}, SyncRecord: "rec-1"})
+	res, err = top.ApplyReplicatedState(ctx, "moved", mtypes.ReplicatedState{Type: mtypes.SubShared, Properties: props,
+		Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: ps[1]}}, SyncRecord: "rec-1"})
 	if err != nil || res.Created || res.Acked != 0 {
 		t.Fatalf("older state: %+v %v", res, err)
 	}
-	res, err = top.ApplyReplicatedState(ctx, "moved", ReplicatedState{Type: SubShared, Properties: props,
-		Ranges: []PositionRange{{ps[8], ps[9]}}, SyncRecord: "rec-2", MaxEntries: 1})
+	res, err = top.ApplyReplicatedState(ctx, "moved", mtypes.ReplicatedState{Type: mtypes.SubShared, Properties: props,
+		Ranges: []mtypes.PositionRange{{From: ps[8], To: ps[9]}}, SyncRecord: "rec-2", MaxEntries: 1})
 	if err != nil || res.Acked != 1 || !res.Truncated {
 		t.Fatalf("limited state: %+v %v", res, err)
 	}
-	if _, err := top.ApplyReplicatedState(ctx, "pulsar.repl.x", ReplicatedState{}); err == nil {
+	if _, err := top.ApplyReplicatedState(ctx, "pulsar.repl.x", mtypes.ReplicatedState{}); err == nil {
 		t.Fatal("a state for a reserved cursor name was applied")
 	}
 	// A subscription of this cluster with the same name that is not replicated is never changed.
-	local, _ := subscribe(t, top, SubscribeOptions{Subscription: "local", Durable: true, InitialPosition: InitialEarliest})
+	local, _ := subscribe(t, top, SubscribeOptions{Subscription: "local", Durable: true, InitialPosition: mtypes.InitialEarliest})
 	local.Close()
-	if _, err := top.ApplyReplicatedState(ctx, "local", ReplicatedState{Ranges: []PositionRange{{storage.Earliest, ps[9]}}}); !errors.Is(err, ErrSubscriptionNotReplicated) {
+	if _, err := top.ApplyReplicatedState(ctx, "local", mtypes.ReplicatedState{Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: ps[9]}}}); !errors.Is(err, mtypes.ErrSubscriptionNotReplicated) {
 		t.Fatalf("state applied to a subscription that is not replicated here: %v", err)
 	}
 	if as, _ := top.SubscriptionAckState("local", 10, 10); as.MarkDelete == ps[9] {
 		t.Fatal("the local subscription's acknowledgements changed")
 	}
-	if _, err := top.ApplyReplicatedState(ctx, "moved", ReplicatedState{Type: SubType(7)}); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := top.ApplyReplicatedState(ctx, "moved", mtypes.ReplicatedState{Type: mtypes.SubType(7)}); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("a state with subscription type 7: %v", err)
 	}
 }

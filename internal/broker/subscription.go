@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -126,8 +127,8 @@ type subscriptionState struct {
 	// caughtUp: a sequential read from caughtUpRead found nothing while the log ended at caughtUpAt;
 	// no need to read again until either changes.
 	caughtUp     bool
-	caughtUpAt   storage.Position
-	caughtUpRead storage.Position
+	caughtUpAt   mtypes.Position
+	caughtUpRead mtypes.Position
 	wake         chan struct{}
 	stop         context.CancelFunc // dispatcher; nil when not running
 	done         chan struct{}
@@ -150,7 +151,7 @@ func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable
 		durable: durable,
 		wake:    make(chan struct{}, 1),
 	}
-	s.d = newDispatchState(SubExclusive, int32(t.name.PartitionIndex), next(s.markDelete()))
+	s.d = newDispatchState(mtypes.SubExclusive, int32(t.name.PartitionIndex), next(s.markDelete()))
 	s.lastActive.Store(t.b.nowMs())
 	s.d.maxUnacked = int64(max(t.b.cfg.MaxUnackedMessagesPerConsumer, 0))
 	s.d.maxUnackedSub = int64(max(t.b.cfg.MaxUnackedMessagesPerSubscription, 0))
@@ -161,9 +162,9 @@ func newSubscription(t *topicState, name string, cursor *storage.Cursor, durable
 }
 
 // markDelete is the cursor's mark-delete position ((-1,-1) without a cursor: non-persistent topics).
-func (s *subscriptionState) markDelete() storage.Position {
+func (s *subscriptionState) markDelete() mtypes.Position {
 	if s.cursor == nil {
-		return storage.Position{LedgerID: -1, EntryID: -1}
+		return mtypes.Position{LedgerID: -1, EntryID: -1}
 	}
 	return s.cursor.MarkDeletePosition()
 }
@@ -194,7 +195,7 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 			s.mu.Unlock()
 			return nil, fmt.Errorf("subscription %q is %s, not %s: %w", s.name, t, opts.Type, ErrConsumerBusy)
 		}
-		if opts.Type == SubExclusive {
+		if opts.Type == mtypes.SubExclusive {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("exclusive subscription %q already has a consumer: %w", s.name, ErrConsumerBusy)
 		}
@@ -202,7 +203,7 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 		s.d.subType = opts.Type
 		s.d.rr = 0
 	}
-	if opts.Type == SubKeyShared && opts.KeyShared != nil && opts.KeyShared.Mode == KeySharedSticky {
+	if opts.Type == mtypes.SubKeyShared && opts.KeyShared != nil && opts.KeyShared.Mode == mtypes.KeySharedSticky {
 		if err := s.checkStickyRangesLocked(opts.KeyShared.Ranges); err != nil {
 			s.mu.Unlock()
 			return nil, err
@@ -218,7 +219,7 @@ func (s *subscriptionState) addConsumer(opts SubscribeOptions, sink ConsumerSink
 	}
 	c.dc = newDConsumer(s.consumerSeq, opts.ConsumerName, opts.PriorityLevel)
 	c.dc.owner = c
-	if opts.KeyShared != nil && opts.KeyShared.Mode == KeySharedSticky {
+	if opts.KeyShared != nil && opts.KeyShared.Mode == mtypes.KeySharedSticky {
 		c.dc.sticky = slices.Clone(opts.KeyShared.Ranges)
 	}
 	s.consumers = append(s.consumers, c)
@@ -373,14 +374,14 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 	subType := s.d.subType
 	s.mu.Unlock()
 	if cumulative {
-		if subType == SubShared || subType == SubKeyShared {
+		if subType == mtypes.SubShared || subType == mtypes.SubKeyShared {
 			return fmt.Errorf("cumulative ack on a %s subscription: %w", subType, ErrNotAllowed)
 		}
 		a := acks[len(acks)-1]
 		upTo := a.Position
 		if a.AckSet != nil {
 			// A cumulative ack inside a batch: everything before the entry, and the acked part of it.
-			upTo = storage.Position{LedgerID: a.Position.LedgerID, EntryID: a.Position.EntryID - 1}
+			upTo = mtypes.Position{LedgerID: a.Position.LedgerID, EntryID: a.Position.EntryID - 1}
 		}
 		before := s.cursor.MarkDeletePosition()
 		if err := s.cursor.MarkDelete(ctx, upTo); err != nil {
@@ -400,7 +401,7 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 	}
 	// A refused batch ack does not stop the others of the same command (the first error is
 	// returned, for the ACK_RESPONSE).
-	var whole []storage.Position
+	var whole []mtypes.Position
 	var batchErr error
 	for _, a := range acks {
 		if a.AckSet != nil {
@@ -432,7 +433,7 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 // entry before it exists would hide it from this subscription once written (Pulsar refuses them too).
 func (s *subscriptionState) validAcks(acks []Ack) ([]Ack, error) {
 	last := s.topic.ledger.LastConfirmed()
-	var bad []storage.Position
+	var bad []mtypes.Position
 	kept := acks[:0:0]
 	for _, a := range acks {
 		if a.Position.Compare(last) > 0 || a.Position.LedgerID < 0 {
@@ -483,7 +484,7 @@ func (s *subscriptionState) ackBatch(ctx context.Context, c *consumerState, a Ac
 }
 
 // redeliver implements Consumer.RedeliverUnacknowledged.
-func (s *subscriptionState) redeliver(c *consumerState, positions []storage.Position) {
+func (s *subscriptionState) redeliver(c *consumerState, positions []mtypes.Position) {
 	s.mu.Lock()
 	if !slices.Contains(s.consumers, c) {
 		s.mu.Unlock()
@@ -497,7 +498,7 @@ func (s *subscriptionState) redeliver(c *consumerState, positions []storage.Posi
 		s.d.rewind(s.cursor.MarkDeletePosition())
 		s.caughtUp = false
 	} else {
-		var ps []storage.Position
+		var ps []mtypes.Position
 		if len(positions) > 0 {
 			ps = positions
 		}
@@ -508,8 +509,8 @@ func (s *subscriptionState) redeliver(c *consumerState, positions []storage.Posi
 }
 
 // resolve turns the wire sentinels into real positions.
-func (s *subscriptionState) resolve(p storage.Position) storage.Position {
-	if p == storage.Earliest {
+func (s *subscriptionState) resolve(p mtypes.Position) mtypes.Position {
+	if p == mtypes.Earliest {
 		return s.topic.ledger.FirstPosition()
 	}
 	// Beyond the end (the Latest sentinel, or an id not written yet) means "after the last entry":
@@ -521,7 +522,7 @@ func (s *subscriptionState) resolve(p storage.Position) storage.Position {
 }
 
 // seek implements Consumer.Seek and SeekByTime.
-func (s *subscriptionState) seek(ctx context.Context, c *consumerState, p storage.Position, byTime bool, ts int64) error {
+func (s *subscriptionState) seek(ctx context.Context, c *consumerState, p mtypes.Position, byTime bool, ts int64) error {
 	if c.isClosed() {
 		return ErrConsumerNotFound
 	}
@@ -532,7 +533,7 @@ func (s *subscriptionState) seek(ctx context.Context, c *consumerState, p storag
 }
 
 // reset moves the subscription (seek, admin reset-cursor), disconnecting every consumer first.
-func (s *subscriptionState) reset(ctx context.Context, p storage.Position, byTime bool, ts int64) error {
+func (s *subscriptionState) reset(ctx context.Context, p mtypes.Position, byTime bool, ts int64) error {
 	if byTime {
 		found, err := s.topic.ledger.FindByTime(ctx, ts)
 		if err != nil {
@@ -569,7 +570,7 @@ func (s *subscriptionState) lastMessageID(ctx context.Context) (LastMessageID, e
 		return res, err
 	}
 	if !ok {
-		res.Position = storage.Position{LedgerID: -1, EntryID: -1}
+		res.Position = mtypes.Position{LedgerID: -1, EntryID: -1}
 		return res, nil
 	}
 	res.Position = last.pos
@@ -817,7 +818,7 @@ func (s *subscriptionState) expire(ctx context.Context, cutoffMs int64) error {
 	if err != nil {
 		return fmt.Errorf("expire on %q: %w", s.name, err)
 	}
-	upTo := storage.Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}
+	upTo := mtypes.Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}
 	if upTo.Compare(s.cursor.MarkDeletePosition()) <= 0 {
 		return nil
 	}

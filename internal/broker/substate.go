@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -58,7 +58,7 @@ const (
 
 // redeliveryCount is one persisted redelivery count.
 type redeliveryCount struct {
-	pos   storage.Position
+	pos   mtypes.Position
 	count uint32
 }
 
@@ -67,7 +67,7 @@ type subState struct {
 	props        map[string]string
 	replicated   bool
 	redeliveries []redeliveryCount
-	subType      *SubType // recorded for replicated subscriptions
+	subType      *mtypes.SubType // recorded for replicated subscriptions
 	syncRecord   string
 }
 
@@ -77,7 +77,7 @@ func (st subState) empty() bool {
 }
 
 // largestRedeliveries returns at most max counts of m: the largest, ties broken by the older entry.
-func largestRedeliveries(m map[storage.Position]uint32, max int) []redeliveryCount {
+func largestRedeliveries(m map[mtypes.Position]uint32, max int) []redeliveryCount {
 	out := make([]redeliveryCount, 0, len(m))
 	for p, n := range m {
 		if n > 0 {
@@ -146,8 +146,8 @@ func decodeSubState(props map[string]string) (st subState, problems []string) {
 	}
 	st.replicated = props[replicatedKey] == "1"
 	if v, ok := props[subTypeKey]; ok {
-		if n, err := strconv.Atoi(v); err == nil && n >= int(SubExclusive) && n <= int(SubKeyShared) {
-			t := SubType(n)
+		if n, err := strconv.Atoi(v); err == nil && n >= int(mtypes.SubExclusive) && n <= int(mtypes.SubKeyShared) {
+			t := mtypes.SubType(n)
 			st.subType = &t
 		} else {
 			problems = append(problems, fmt.Sprintf("malformed subscription type %q", v))
@@ -186,7 +186,7 @@ func parseRedeliveryCount(s string) (redeliveryCount, bool) {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return redeliveryCount{}, false
 	}
-	return redeliveryCount{storage.Position{LedgerID: l, EntryID: e}, uint32(n)}, true
+	return redeliveryCount{mtypes.Position{LedgerID: l, EntryID: e}, uint32(n)}, true
 }
 
 // restoreState loads the persisted state of a durable subscription found in storage (before it is

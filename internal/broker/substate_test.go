@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 func TestSubStateRoundTripAndOlderCursors(t *testing.T) {
@@ -16,7 +16,7 @@ func TestSubStateRoundTripAndOlderCursors(t *testing.T) {
 	st := subState{
 		props:        map[string]string{"a": "1", "meridian.v": "user key that looks reserved", "": "empty key"},
 		replicated:   true,
-		redeliveries: []redeliveryCount{{storage.Position{LedgerID: 3, EntryID: 7}, 9}, {storage.Position{LedgerID: 4, EntryID: 0}, 1}},
+		redeliveries: []redeliveryCount{{mtypes.Position{LedgerID: 3, EntryID: 7}, 9}, {mtypes.Position{LedgerID: 4, EntryID: 0}, 1}},
 	}
 	got, problems := decodeSubState(encodeSubState(st))
 	if len(problems) != 0 || !maps.Equal(got.props, st.props) || !got.replicated || !slices.Equal(got.redeliveries, st.redeliveries) {
@@ -38,9 +38,9 @@ func TestSubStateRoundTripAndOlderCursors(t *testing.T) {
 // TestPersistedRedeliveriesAreTheLargest: above the bound, the counts kept are the largest (the
 // messages closest to a dead-letter threshold), ties broken by the older entry.
 func TestPersistedRedeliveriesAreTheLargest(t *testing.T) {
-	m := map[storage.Position]uint32{}
+	m := map[mtypes.Position]uint32{}
 	for i := range maxPersistedRedeliveries + 500 {
-		m[storage.Position{LedgerID: 1, EntryID: int64(i)}] = uint32(i%700) + 1
+		m[mtypes.Position{LedgerID: 1, EntryID: int64(i)}] = uint32(i%700) + 1
 	}
 	got := largestRedeliveries(m, maxPersistedRedeliveries)
 	if len(got) != maxPersistedRedeliveries {

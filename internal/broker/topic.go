@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -40,9 +41,9 @@ func (t *Topic) Subscribe(ctx context.Context, opts SubscribeOptions, sink Consu
 }
 
 // LastPosition is the position of the last stored entry (EntryID -1 if the topic is empty).
-func (t *Topic) LastPosition() storage.Position {
+func (t *Topic) LastPosition() mtypes.Position {
 	if t.t.nonPersistent() {
-		return storage.Position{LedgerID: -1, EntryID: -1}
+		return mtypes.Position{LedgerID: -1, EntryID: -1}
 	}
 	return t.t.ledger.LastConfirmed()
 }
@@ -53,13 +54,13 @@ func (t *Topic) Subscriptions() []string { return t.t.subscriptionNames() }
 
 // CreateSubscription creates a durable subscription starting at start (EarliestPosition,
 // LatestPosition or an entry position), as the admin API does. It fails (ErrNotAllowed) if it exists.
-func (t *Topic) CreateSubscription(ctx context.Context, name string, start storage.Position, replicated bool) error {
+func (t *Topic) CreateSubscription(ctx context.Context, name string, start mtypes.Position, replicated bool) error {
 	return t.t.createSubscription(ctx, name, start, replicated, nil)
 }
 
 // CreateSubscriptionWithProperties is CreateSubscription of a subscription with properties
 // (persisted with it; at most 64 and 16 KiB: ErrInvalidRequest).
-func (t *Topic) CreateSubscriptionWithProperties(ctx context.Context, name string, start storage.Position, replicated bool, props map[string]string) error {
+func (t *Topic) CreateSubscriptionWithProperties(ctx context.Context, name string, start mtypes.Position, replicated bool, props map[string]string) error {
 	if err := wire.CheckProperties("subscription", props); err != nil {
 		return limitErr(err)
 	}
@@ -93,13 +94,13 @@ func (t *Topic) DeleteSubscription(ctx context.Context, name string, force bool)
 
 // ResetSubscription moves a subscription so that the next entry delivered is p (admin reset-cursor);
 // its consumers are disconnected.
-func (t *Topic) ResetSubscription(ctx context.Context, name string, p storage.Position) error {
+func (t *Topic) ResetSubscription(ctx context.Context, name string, p mtypes.Position) error {
 	return t.t.resetSubscription(ctx, name, p, false, 0)
 }
 
 // ResetSubscriptionByTime moves a subscription to the first entry published at or after the time.
 func (t *Topic) ResetSubscriptionByTime(ctx context.Context, name string, publishTimeMs int64) error {
-	return t.t.resetSubscription(ctx, name, storage.Position{}, true, publishTimeMs)
+	return t.t.resetSubscription(ctx, name, mtypes.Position{}, true, publishTimeMs)
 }
 
 // SkipAll acknowledges everything in a subscription's backlog (admin clear-backlog).
@@ -116,7 +117,7 @@ func (t *Topic) PeekEntry(ctx context.Context, name string, n int) (e storage.En
 }
 
 // ReadEntry reads the entry at p (admin get-message-by-id).
-func (t *Topic) ReadEntry(ctx context.Context, p storage.Position) (storage.Entry, error) {
+func (t *Topic) ReadEntry(ctx context.Context, p mtypes.Position) (storage.Entry, error) {
 	if err := t.t.needStorage(); err != nil {
 		return storage.Entry{}, err
 	}
@@ -125,7 +126,7 @@ func (t *Topic) ReadEntry(ctx context.Context, p storage.Position) (storage.Entr
 
 // Terminate seals the topic: producers are closed and refused (ErrTopicTerminated); consumers
 // drain. It returns the last position.
-func (t *Topic) Terminate(ctx context.Context) (storage.Position, error) { return t.t.terminate(ctx) }
+func (t *Topic) Terminate(ctx context.Context) (mtypes.Position, error) { return t.t.terminate(ctx) }
 
 // DedupEnabled reports whether producer deduplication is on for the topic.
 func (t *Topic) DedupEnabled() bool { return t.t.dedupEnabled() }
@@ -138,9 +139,9 @@ func (t *Topic) InternalStats() InternalStats { return t.t.internalStats() }
 
 // MessageIDByTimestamp returns the position of the first entry published at or after publishTimeMs
 // (or the next position to be written).
-func (t *Topic) MessageIDByTimestamp(ctx context.Context, publishTimeMs int64) (storage.Position, error) {
+func (t *Topic) MessageIDByTimestamp(ctx context.Context, publishTimeMs int64) (mtypes.Position, error) {
 	if err := t.t.needStorage(); err != nil {
-		return storage.Position{}, err
+		return mtypes.Position{}, err
 	}
 	return t.t.ledger.FindByTime(ctx, publishTimeMs)
 }
@@ -156,7 +157,7 @@ func (t *Topic) Producers() int { return t.t.producerCount() }
 
 // WaitForEntries returns a channel closed once an entry at or after from is stored (at once if
 // LastPosition() >= from already), or when the topic unloads. Replicators use it to wait for data.
-func (t *Topic) WaitForEntries(from storage.Position) <-chan struct{} {
+func (t *Topic) WaitForEntries(from mtypes.Position) <-chan struct{} {
 	return t.t.waitForEntries(from)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -98,7 +99,7 @@ func (t *topicState) ensureDedupCursorLocked(ctx context.Context) error {
 	if !need {
 		return nil
 	}
-	cur, err := t.ledger.OpenCursor(ctx, dedupCursorName, storage.CursorOptions{Initial: storage.Latest, Durable: true})
+	cur, err := t.ledger.OpenCursor(ctx, dedupCursorName, storage.CursorOptions{Initial: mtypes.Latest, Durable: true})
 	if err != nil {
 		return fmt.Errorf("opening dedup cursor: %w", err)
 	}
@@ -111,7 +112,7 @@ func (t *topicState) ensureDedupCursorLocked(ctx context.Context) error {
 // recoverDedup reads the last snapshot and replays the entries stored after it. The caller holds
 // pubMu, so no append happens meanwhile.
 func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cursor, error) {
-	cur, err := t.ledger.OpenCursor(ctx, dedupCursorName, storage.CursorOptions{Initial: storage.Latest, Durable: true})
+	cur, err := t.ledger.OpenCursor(ctx, dedupCursorName, storage.CursorOptions{Initial: mtypes.Latest, Durable: true})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening dedup cursor: %w", err)
 	}
@@ -120,7 +121,7 @@ func (t *topicState) recoverDedup(ctx context.Context) (*dedupState, *storage.Cu
 	from := next(cur.MarkDeletePosition())
 	last := t.ledger.LastConfirmed()
 	replayed := 0
-	var lastPos storage.Position
+	var lastPos mtypes.Position
 	for from.Compare(last) <= 0 {
 		entries, err := t.ledger.Read(ctx, from, 256, 8<<20)
 		if err != nil {

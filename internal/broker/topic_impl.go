@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -173,7 +174,7 @@ func (t *topicState) load(ctx context.Context, isNew bool) error {
 				continue
 			}
 			name := t.b.cfg.ReplicatorPrefix + "." + cl
-			if _, err := t.ledger.OpenCursor(ctx, name, storage.CursorOptions{Initial: storage.Earliest, Durable: true}); err != nil {
+			if _, err := t.ledger.OpenCursor(ctx, name, storage.CursorOptions{Initial: mtypes.Earliest, Durable: true}); err != nil {
 				return fmt.Errorf("creating replication cursor %q: %w", name, err)
 			}
 		}
@@ -298,14 +299,14 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 		t.publishSubList()
 		return sub, nil
 	}
-	initial := storage.Latest
-	if opts.InitialPosition == InitialEarliest {
-		initial = storage.Earliest
+	initial := mtypes.Latest
+	if opts.InitialPosition == mtypes.InitialEarliest {
+		initial = mtypes.Earliest
 	}
 	if !opts.Durable && opts.StartPosition != nil {
 		initial = *opts.StartPosition
-		if initial != storage.Earliest && initial.Compare(next(t.ledger.LastConfirmed())) > 0 {
-			initial = storage.Latest // an id not written yet: start after the last entry
+		if initial != mtypes.Earliest && initial.Compare(next(t.ledger.LastConfirmed())) > 0 {
+			initial = mtypes.Latest // an id not written yet: start after the last entry
 		}
 	}
 	cur, err := t.ledger.OpenCursor(ctx, opts.Subscription, storage.CursorOptions{Initial: initial, Durable: opts.Durable})
@@ -379,7 +380,7 @@ func (t *topicState) subscriptionNames() []string {
 	return out
 }
 
-func (t *topicState) createSubscription(ctx context.Context, name string, start storage.Position, replicated bool, props map[string]string) error {
+func (t *topicState) createSubscription(ctx context.Context, name string, start mtypes.Position, replicated bool, props map[string]string) error {
 	if err := t.needStorage(); err != nil {
 		return err
 	}
@@ -392,14 +393,14 @@ func (t *topicState) createSubscription(ctx context.Context, name string, start 
 	if exists {
 		return fmt.Errorf("subscription %q on %s already exists: %w", name, t.name, ErrNotAllowed)
 	}
-	sub, err := t.getOrCreateSubscription(ctx, SubscribeOptions{Subscription: name, Durable: true, InitialPosition: InitialLatest})
+	sub, err := t.getOrCreateSubscription(ctx, SubscribeOptions{Subscription: name, Durable: true, InitialPosition: mtypes.InitialLatest})
 	if err != nil {
 		return err
 	}
 	if err := sub.adminCreated(ctx, props, replicated); err != nil {
 		return err
 	}
-	if start != storage.Latest {
+	if start != mtypes.Latest {
 		return sub.reset(ctx, start, false, 0)
 	}
 	return nil
@@ -421,7 +422,7 @@ func (t *topicState) deleteSubscription(ctx context.Context, name string, force 
 	return s.deleteLocked(ctx, nil)
 }
 
-func (t *topicState) resetSubscription(ctx context.Context, name string, p storage.Position, byTime bool, ts int64) error {
+func (t *topicState) resetSubscription(ctx context.Context, name string, p mtypes.Position, byTime bool, ts int64) error {
 	if err := t.needStorage(); err != nil {
 		return err
 	}
@@ -452,16 +453,16 @@ func (t *topicState) skipAll(ctx context.Context, name string) error {
 }
 
 // terminate implements Topic.Terminate.
-func (t *topicState) terminate(ctx context.Context) (storage.Position, error) {
+func (t *topicState) terminate(ctx context.Context) (mtypes.Position, error) {
 	if err := t.needStorage(); err != nil {
-		return storage.Position{}, err
+		return mtypes.Position{}, err
 	}
 	t.pubMu.Lock()
 	t.mu.Lock()
 	if err := t.openLocked(); err != nil {
 		t.mu.Unlock()
 		t.pubMu.Unlock()
-		return storage.Position{}, err
+		return mtypes.Position{}, err
 	}
 	t.terminated = true
 	ps := make([]*producerState, 0, len(t.producers))
@@ -480,7 +481,7 @@ const maxMarkerWalkBack = 64
 
 // lastEntryInfo describes the last stored entry.
 type lastEntryInfo struct {
-	pos         storage.Position
+	pos         mtypes.Position
 	batched     bool
 	numMessages int
 }
@@ -558,7 +559,7 @@ func (t *topicState) close(ctx context.Context) error {
 	t.pubMu.Unlock()
 	t.inflight.Wait()
 	t.bg.Wait()
-	t.releaseWaiters(storage.Position{}, true)
+	t.releaseWaiters(mtypes.Position{}, true)
 	if t.replIndex != nil {
 		if err := t.replIndex.Close(ctx); err != nil {
 			t.b.log.Warn("closing the replication index failed", slog.String("topic", t.name.String()), slog.Any("err", err))
@@ -653,7 +654,7 @@ func (t *topicState) dispatchNonPersistent(data []byte, marker bool) {
 			continue
 		}
 		if c.owner != nil {
-			c.owner.send([]Delivery{{Position: storage.Position{}, Partition: int32(t.name.PartitionIndex), NumMessages: info.numMessages, Data: data}})
+			c.owner.send([]Delivery{{Position: mtypes.Position{}, Partition: int32(t.name.PartitionIndex), NumMessages: info.numMessages, Data: data}})
 		}
 	}
 }

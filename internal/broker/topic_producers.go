@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // A topic's producers: attaching them (access modes, exclusive waiters), closing and removing them.
@@ -53,20 +55,20 @@ func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Pr
 		t.closeProducers(evicted)
 		return nil, fmt.Errorf("topic %s reached its limit of %d producers: %w", t.name, max, ErrProducerBusy)
 	}
-	if opts.TopicEpoch != nil && *opts.TopicEpoch < t.topicEpoch && opts.AccessMode != AccessShared {
+	if opts.TopicEpoch != nil && *opts.TopicEpoch < t.topicEpoch && opts.AccessMode != mtypes.AccessShared {
 		t.mu.Unlock()
 		t.closeProducers(evicted)
 		return nil, fmt.Errorf("topic epoch %d is older than %d: %w", *opts.TopicEpoch, t.topicEpoch, ErrProducerFenced)
 	}
 	exclusive := false
 	switch opts.AccessMode {
-	case AccessShared:
+	case mtypes.AccessShared:
 		if t.exclusive && len(t.producers) > 0 {
 			t.mu.Unlock()
 			t.closeProducers(evicted)
 			return nil, fmt.Errorf("topic %s has an exclusive producer: %w", t.name, ErrProducerBusy)
 		}
-	case AccessExclusive:
+	case mtypes.AccessExclusive:
 		if len(t.producers) > 0 || len(t.waiting) > 0 {
 			t.mu.Unlock()
 			t.closeProducers(evicted)
@@ -74,13 +76,13 @@ func (t *topicState) addProducer(ctx context.Context, opts ProducerOptions) (*Pr
 			return nil, fmt.Errorf("topic %s already has producers; exclusive access refused: %w", t.name, ErrProducerFenced)
 		}
 		exclusive = true
-	case AccessExclusiveWithFencing:
+	case mtypes.AccessExclusiveWithFencing:
 		for n, p := range t.producers {
 			delete(t.producers, n)
 			evicted = append(evicted, p)
 		}
 		exclusive = true
-	case AccessWaitForExclusive:
+	case mtypes.AccessWaitForExclusive:
 		if len(t.producers) > 0 || len(t.waiting) > 0 {
 			w := &producerWaiter{opts: opts, name: name, ready: make(chan *producerState, 1)}
 			t.waiting = append(t.waiting, w)

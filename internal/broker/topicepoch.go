@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
@@ -90,7 +91,7 @@ func (t *topicState) persistEpoch(ctx context.Context) error {
 		return nil // a write of this epoch or a later one is durable already
 	}
 	if es.cursor == nil {
-		cur, err := t.ledger.OpenCursor(ctx, topicStateCursorName, storage.CursorOptions{Initial: storage.Latest, Durable: true})
+		cur, err := t.ledger.OpenCursor(ctx, topicStateCursorName, storage.CursorOptions{Initial: mtypes.Latest, Durable: true})
 		if err != nil {
 			return fmt.Errorf("topic %s: opening %q: %w: %w", t.name, topicStateCursorName, ErrPersistence, err)
 		}

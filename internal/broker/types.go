@@ -1,84 +1,15 @@
 package broker
 
 import (
-	"fmt"
-
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
-)
-
-// AccessMode is a producer's access mode; values are Pulsar's ProducerAccessMode enum.
-type AccessMode int32
-
-const (
-	// AccessShared: any number of producers.
-	AccessShared AccessMode = 0
-	// AccessExclusive: one producer; others fail with ErrProducerBusy.
-	AccessExclusive AccessMode = 1
-	// AccessWaitForExclusive: queue until the exclusive producer leaves (ProducerOptions.OnQueued).
-	AccessWaitForExclusive AccessMode = 2
-	// AccessExclusiveWithFencing: take the topic, fencing the current exclusive/shared producers.
-	AccessExclusiveWithFencing AccessMode = 3
-)
-
-func (m AccessMode) String() string {
-	switch m {
-	case AccessShared:
-		return "Shared"
-	case AccessExclusive:
-		return "Exclusive"
-	case AccessWaitForExclusive:
-		return "WaitForExclusive"
-	case AccessExclusiveWithFencing:
-		return "ExclusiveWithFencing"
-	}
-	return fmt.Sprintf("AccessMode(%d)", int32(m))
-}
-
-// SubType is a subscription type; values are Pulsar's CommandSubscribe.SubType enum.
-type SubType int32
-
-const (
-	SubExclusive SubType = 0
-	SubShared    SubType = 1
-	SubFailover  SubType = 2
-	SubKeyShared SubType = 3
-)
-
-func (s SubType) String() string {
-	switch s {
-	case SubExclusive:
-		return "Exclusive"
-	case SubShared:
-		return "Shared"
-	case SubFailover:
-		return "Failover"
-	case SubKeyShared:
-		return "Key_Shared"
-	}
-	return fmt.Sprintf("SubType(%d)", int32(s))
-}
-
-// InitialPosition is where a new durable subscription starts; values are Pulsar's enum.
-type InitialPosition int32
-
-const (
-	InitialLatest   InitialPosition = 0
-	InitialEarliest InitialPosition = 1
-)
-
-// Sentinel positions as they arrive on the wire (uint64 reinterpreted as int64): the earliest
-// sentinel is (-1,-1), the latest (2^63-1, 2^63-1). They equal storage.Earliest and storage.Latest.
-var (
-	EarliestPosition = storage.Earliest
-	LatestPosition   = storage.Latest
 )
 
 // Delivery is one entry handed to a consumer's sink: the server sends it as one MESSAGE command
 // followed by Data unchanged.
 type Delivery struct {
 	// Position is the entry's (ledgerId, entryId).
-	Position storage.Position
+	Position mtypes.Position
 	// Partition is the topic's partition index, -1 for a non-partitioned topic.
 	Partition int32
 	// NumMessages is the number of messages in the entry (num_messages_in_batch, or 1): the permits
@@ -96,7 +27,7 @@ type Delivery struct {
 
 // Ack acknowledges one entry, or some messages of a batch entry.
 type Ack struct {
-	Position storage.Position
+	Position mtypes.Position
 	// AckSet as sent by the client with batch-index acknowledgement: bit i set = message i is still
 	// unacknowledged. nil acknowledges the whole entry.
 	AckSet []int64
@@ -157,7 +88,7 @@ type PublishRequest struct {
 // PublishResult completes a PublishRequest.
 type PublishResult struct {
 	// Position is where the entry was stored; (-1,-1) for a duplicate (dedup), as Pulsar answers.
-	Position storage.Position
+	Position mtypes.Position
 	// Duplicate is set when dedup dropped the entry.
 	Duplicate bool
 	// SequenceID and HighestSequenceID echo the request; HighestSequenceID is normalised: the
@@ -171,9 +102,9 @@ type PublishResult struct {
 // LastMessageID answers GET_LAST_MESSAGE_ID.
 type LastMessageID struct {
 	// Position of the last stored entry; EntryID is -1 (and LedgerID may be -1) when the topic is empty.
-	Position storage.Position
+	Position mtypes.Position
 	// BatchIndex is num_messages_in_batch-1 for a batched last entry, -1 otherwise.
 	BatchIndex int32
 	// MarkDelete is the subscription's mark-delete position (always filled; (-1,-1) if none).
-	MarkDelete storage.Position
+	MarkDelete mtypes.Position
 }

@@ -3,7 +3,7 @@ package broker
 import (
 	"sync"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // entryWaiters are the pending WaitForEntries callers of a topic.
@@ -14,12 +14,12 @@ type entryWaiters struct {
 
 // entryWaiter is a WaitForEntries caller.
 type entryWaiter struct {
-	from storage.Position
+	from mtypes.Position
 	ch   chan struct{}
 }
 
 // waitForEntries implements Topic.WaitForEntries.
-func (t *topicState) waitForEntries(from storage.Position) <-chan struct{} {
+func (t *topicState) waitForEntries(from mtypes.Position) <-chan struct{} {
 	ch := make(chan struct{})
 	// Published before the check below: an append that the check misses finds the list
 	// (releaseWaiters runs after the append is visible in the ledger).
@@ -47,7 +47,7 @@ func (t *topicState) waitForEntries(from storage.Position) <-chan struct{} {
 
 // releaseWaiters closes the WaitForEntries channels satisfied by an entry at pos (all of them when
 // the topic closes: all=true).
-func (t *topicState) releaseWaiters(pos storage.Position, all bool) {
+func (t *topicState) releaseWaiters(pos mtypes.Position, all bool) {
 	ws := t.entryWaiters.Load()
 	if ws == nil {
 		return

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // TestWaitForEntriesOnAnIdleTopicDoesNotAccumulate: a replicator that rewinds again and again on a
@@ -15,7 +15,7 @@ func TestWaitForEntriesOnAnIdleTopicDoesNotAccumulate(t *testing.T) {
 	top := e.topic("idle")
 	p := addProducer(t, top, ProducerOptions{})
 	last := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "x")}).Position
-	from := storage.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
+	from := mtypes.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
 	var chans []<-chan struct{}
 	for range 1000 {
 		chans = append(chans, top.WaitForEntries(from))

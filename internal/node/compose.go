@@ -105,8 +105,9 @@ func (n *Node) compose(ctx context.Context) error {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 
-	// The replication manager exists before the broker: the broker's ReplicatedIndex hook opens
-	// each topic's inbound index through it. It reads the broker through a pointer.
+	// The replication manager exists before the broker: the broker's topic loads call it (the
+	// ReplicatedIndex hook opens each topic's inbound index through it, and the
+	// replicated-subscription hooks). It gets the broker's topics when it starts, below.
 	c.schemas = newSchemaRegistry(c.localStore, c.catalog)
 	c.replication, err = replication.NewManager(replication.ManagerOptions{
 		// Schemas are read in process (not through this cluster's admin API, which may need
@@ -114,10 +115,8 @@ func (n *Node) compose(ctx context.Context) error {
 		LocalSchemas: localSchemaReader(c.schemas),
 		Local:        n.opts.Cluster,
 		Policies:     c.catalog,
-		Topics:       replTopics{broker: &c.broker, engine: c.engine},
 		StartAt:      replication.StartAt(n.opts.ReplicationStartAt),
 		MemoryBytes:  n.opts.ReplicationMemoryBytes,
-		SyncTopics:   syncTopics{broker: &c.broker, engine: c.engine},
 		Logger:       log.With("component", "replication"),
 		// --replication-stall-timeout.
 		StallTimeout: n.opts.ReplicationStallTimeout,
@@ -135,7 +134,7 @@ func (n *Node) compose(ctx context.Context) error {
 		Policies:         policySource{cat: c.catalog},
 		Logger:           log,
 		ReplicatedIndex:  replicatedIndexHook(c.replication),
-		SubscriptionSync: subscriptionSync{m: &c.replication},
+		SubscriptionSync: subscriptionSync{m: c.replication},
 	})
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
@@ -158,7 +157,7 @@ func (n *Node) compose(ctx context.Context) error {
 		// Pulsar's authenticationRefreshCheckSeconds.
 		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
 		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, serviceURLTLS: n.tls.serviceURL, cat: c.catalog,
-			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}, repl: &c.replication},
+			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}},
 		Logger: log,
 	})
 	if err != nil {
@@ -183,8 +182,7 @@ func (n *Node) compose(ctx context.Context) error {
 	}
 	// Replicators start once this broker serves: remotes replicating into us need the listener,
 	// and our replicators need loaded topics.
-	c.replication.Start(context.WithoutCancel(ctx))
-	return nil
+	return c.replication.Start(context.WithoutCancel(ctx), replicationTopics(c.broker, c.engine))
 }
 
 // followPolicies tells the broker about policy changes (namespace and topic policies, partition

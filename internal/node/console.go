@@ -77,11 +77,7 @@ func (s consoleSource) Subscriptions() []console.SubscriptionSync {
 	}
 	var out []console.SubscriptionSync
 	for _, topic := range s.repl.SyncedTopics() {
-		stats, err := s.repl.SubscriptionSyncStats(topic)
-		if err != nil {
-			return out
-		}
-		for sub, st := range stats {
+		for sub, st := range s.repl.SubscriptionSyncStats(topic) {
 			for remote, ob := range st.Outbound {
 				out = append(out, console.SubscriptionSync{Topic: topic, Subscription: sub, Remote: remote, Outbound: true, LagMs: ob.SyncLagMs, PendingStates: ob.PendingStates})
 			}

@@ -1,23 +1,30 @@
 package node
 
 // Replication wiring: replication never imports the broker or storage (docs/design.md, "Dependency
-// rules"), so the node adapts them to replication's interfaces here.
+// rules"), so the node adapts them to replication's interfaces here. All three speak the value
+// types of internal/mtypes, so positions and cursors pass through unconverted.
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
-// replTopics adapts the broker to replication.TopicSource. It reads the broker through a pointer so
-// the Manager can be built before the broker (the broker's ReplicatedIndex hook needs the Manager).
-// engine tells the incarnation of every entry a replicator reads.
+// replicationTopics is what the replication Manager reads the broker's topics through, given to
+// its Start once the broker exists.
+func replicationTopics(b *broker.Broker, engine *storage.Engine) replication.LocalTopics {
+	return replication.LocalTopics{Topics: replTopics{broker: b, engine: engine}, Sync: syncTopics{broker: b, engine: engine}}
+}
+
+// replTopics adapts the broker to replication.TopicSource; engine tells the incarnation of every
+// entry a replicator reads.
 type replTopics struct {
-	broker **broker.Broker
+	broker *broker.Broker
 	engine *storage.Engine
 }
 
@@ -26,11 +33,7 @@ func (s replTopics) ListTopics(ctx context.Context, ns string) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
-	b := *s.broker
-	if b == nil {
-		return nil, fmt.Errorf("broker not started")
-	}
-	ts, err := b.ListTopics(ctx, name)
+	ts, err := s.broker.ListTopics(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -50,11 +53,7 @@ func (s replTopics) OpenTopic(ctx context.Context, topic string) (replication.Lo
 		// Non-persistent topics have no ledger to replicate from (not replicated in this release).
 		return nil, fmt.Errorf("replicate %s: non-persistent topics are not replicated", topic)
 	}
-	b := *s.broker
-	if b == nil {
-		return nil, fmt.Errorf("broker not started")
-	}
-	t, err := b.GetTopic(ctx, name, false)
+	t, err := s.broker.GetTopic(ctx, name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -71,23 +70,15 @@ type replTopic struct {
 	engine *storage.Engine
 }
 
-func toStoragePos(p replication.Position) storage.Position {
-	return storage.Position{LedgerID: p.LedgerID, EntryID: p.EntryID}
-}
-
-func fromStoragePos(p storage.Position) replication.Position {
-	return replication.Position{LedgerID: p.LedgerID, EntryID: p.EntryID}
-}
-
 func (r replTopic) Name() string { return r.name }
 
-func (r replTopic) OpenCursor(ctx context.Context, name string, initial replication.Position) (replication.Cursor, bool, error) {
+func (r replTopic) OpenCursor(ctx context.Context, name string, initial mtypes.Position) (replication.Cursor, bool, error) {
 	existed := r.ledger.Cursor(name) != nil
-	c, err := r.ledger.OpenCursor(ctx, name, storage.CursorOptions{Initial: toStoragePos(initial), Durable: true})
+	c, err := r.ledger.OpenCursor(ctx, name, storage.CursorOptions{Initial: initial, Durable: true})
 	if err != nil {
 		return nil, false, err
 	}
-	return replCursor{c: c, ledger: r.ledger}, !existed, nil
+	return replCursor{Cursor: c, ledger: r.ledger}, !existed, nil
 }
 
 func (r replTopic) DeleteCursor(ctx context.Context, name string) error {
@@ -106,8 +97,8 @@ func (r replTopic) CursorNames() []string {
 	return out
 }
 
-func (r replTopic) Read(ctx context.Context, from replication.Position, maxEntries int, maxBytes int64) ([]replication.Entry, error) {
-	es, err := r.ledger.Read(ctx, toStoragePos(from), maxEntries, maxBytes)
+func (r replTopic) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]replication.Entry, error) {
+	es, err := r.ledger.Read(ctx, from, maxEntries, maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -118,54 +109,41 @@ func (r replTopic) Read(ctx context.Context, from replication.Position, maxEntri
 		if r.engine != nil && e.Position.LedgerID != incLedger {
 			incLedger, inc = e.Position.LedgerID, r.engine.IncarnationOf(e.Position.LedgerID)
 		}
-		out[i] = replication.Entry{Position: fromStoragePos(e.Position), PublishTime: e.PublishTime, Data: e.Data, Incarnation: inc}
+		out[i] = replication.Entry{Position: e.Position, PublishTime: e.PublishTime, Data: e.Data, Incarnation: inc}
 	}
 	return out, nil
 }
 
-func (r replTopic) WaitForEntries(from replication.Position) <-chan struct{} {
+func (r replTopic) WaitForEntries(from mtypes.Position) <-chan struct{} {
 	if r.topic == nil {
 		ch := make(chan struct{})
 		close(ch)
 		return ch
 	}
-	return r.topic.WaitForEntries(toStoragePos(from))
+	return r.topic.WaitForEntries(from)
 }
 
-func (r replTopic) LastConfirmed() replication.Position {
-	return fromStoragePos(r.ledger.LastConfirmed())
-}
+func (r replTopic) LastConfirmed() mtypes.Position { return r.ledger.LastConfirmed() }
 
 // Closed lets the replication Manager notice an unloaded topic and reopen it.
 func (r replTopic) Closed() bool { return r.topic != nil && r.topic.Closed() }
 
+// replCursor is a storage cursor as a replication.Cursor (the methods match), plus the backlog's
+// size.
 type replCursor struct {
-	c      *storage.Cursor
+	*storage.Cursor
 	ledger *storage.Ledger
 }
 
 // BacklogBytes estimates the bytes of the replication backlog from the topic's average entry size
 // (as the broker estimates a subscription's backlogSize).
 func (c replCursor) BacklogBytes() int64 {
-	backlog := c.c.Backlog()
+	backlog := c.Backlog()
 	if total := c.ledger.Entries(); total > 0 && backlog > 0 {
 		return c.ledger.Bytes() * backlog / total
 	}
 	return 0
 }
-
-func (c replCursor) MarkDeletePosition() replication.Position {
-	return fromStoragePos(c.c.MarkDeletePosition())
-}
-func (c replCursor) MarkDelete(ctx context.Context, p replication.Position) error {
-	return c.c.MarkDelete(ctx, toStoragePos(p))
-}
-func (c replCursor) Backlog() int64                { return c.c.Backlog() }
-func (c replCursor) Properties() map[string]string { return c.c.Properties() }
-func (c replCursor) SetProperties(ctx context.Context, props map[string]string) error {
-	return c.c.SetProperties(ctx, props)
-}
-func (c replCursor) Flush(ctx context.Context) error { return c.c.Flush(ctx) }
 
 // replicatedIndexHook is broker.Deps.ReplicatedIndex: it opens the topic's inbound index through
 // the Manager (kept for stats) and tells the Manager the topic is loaded, so its replicators start.

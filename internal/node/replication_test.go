@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -27,7 +28,7 @@ func replicatedEntry(t *testing.T, origin string, ledger, entry int64) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos := replication.Position{LedgerID: ledger, EntryID: entry}
+	pos := mtypes.Position{LedgerID: ledger, EntryID: entry}
 	e, err = wire.SetReplicatedFrom(e, origin, pos.String())
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,12 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/storage"
@@ -41,11 +41,7 @@ func addSubscriptionSyncStats(repl *replication.Manager, topic string, out *admi
 	if repl == nil {
 		return
 	}
-	st, err := repl.SubscriptionSyncStats(topic)
-	if err != nil {
-		return
-	}
-	for name, v := range st {
+	for name, v := range repl.SubscriptionSyncStats(topic) {
 		if sub, ok := out.Subscriptions[name]; ok {
 			sub.ReplicatedSubscriptionSync = v
 			out.Subscriptions[name] = sub
@@ -53,31 +49,24 @@ func addSubscriptionSyncStats(repl *replication.Manager, topic string, out *admi
 	}
 }
 
-// subscriptionSync is broker.Deps.SubscriptionSync over the replication Manager, which is built
-// before the broker (it reads it through a pointer).
-type subscriptionSync struct{ m **replication.Manager }
+// subscriptionSync is broker.Deps.SubscriptionSync over the replication Manager.
+type subscriptionSync struct{ m *replication.Manager }
 
 func (s subscriptionSync) StateChanged(topic naming.TopicName, sub string, final bool) {
-	if m := *s.m; m != nil {
-		m.SubscriptionStateChanged(topic.String(), sub, final)
-	}
+	s.m.SubscriptionStateChanged(topic.String(), sub, final)
 }
 
-func (s subscriptionSync) MarkerStored(topic naming.TopicName, pos storage.Position, data []byte) {
-	if m := *s.m; m != nil {
-		m.MarkerStored(topic.String(), fromStoragePos(pos), data)
-	}
+func (s subscriptionSync) MarkerStored(topic naming.TopicName, pos mtypes.Position, data []byte) {
+	s.m.MarkerStored(topic.String(), pos, data)
 }
 
 func (s subscriptionSync) Settle(ctx context.Context, topic naming.TopicName, sub string) {
-	if m := *s.m; m != nil {
-		m.SettleSubscription(ctx, topic.String(), sub)
-	}
+	s.m.SettleSubscription(ctx, topic.String(), sub)
 }
 
 // syncTopics is replication.SyncTopicSource over the broker's loaded topics.
 type syncTopics struct {
-	broker **broker.Broker
+	broker *broker.Broker
 	engine *storage.Engine
 }
 
@@ -86,72 +75,29 @@ func (s syncTopics) SyncTopic(ctx context.Context, topic string) (replication.Sy
 	if err != nil {
 		return nil, err
 	}
-	b := *s.broker
-	if b == nil {
-		return nil, errors.New("broker not started")
-	}
-	t, err := b.GetTopic(ctx, name, false)
+	t, err := s.broker.GetTopic(ctx, name, false)
 	if err != nil {
 		return nil, err
 	}
 	if t.Ledger() == nil {
 		return nil, fmt.Errorf("%s has no storage", topic)
 	}
-	return syncTopic{t: t, engine: s.engine}, nil
+	return syncTopic{Topic: t, engine: s.engine}, nil
 }
 
+// syncTopic is a broker topic as a replication.SyncTopic (the topic's methods match), plus the
+// storage incarnations of its ledgers.
 type syncTopic struct {
-	t      *broker.Topic
+	*broker.Topic
 	engine *storage.Engine
-}
-
-func (s syncTopic) AckState(sub string, maxRanges, maxBatches int) (replication.LocalAckState, error) {
-	st, err := s.t.SubscriptionAckState(sub, maxRanges, maxBatches)
-	if err != nil {
-		return replication.LocalAckState{}, err
-	}
-	out := replication.LocalAckState{MarkDelete: fromStoragePos(st.MarkDelete), Version: st.Version, Type: int32(st.Type),
-		Properties: st.Properties, Replicated: st.Replicated, Consumers: st.Consumers}
-	out.Ranges = make([]replication.LocalRange, len(st.Ranges))
-	for i, r := range st.Ranges {
-		out.Ranges[i] = replication.LocalRange{LedgerID: r.LedgerID, From: r.From, To: r.To}
-	}
-	for _, b := range st.Batches {
-		out.Batches = append(out.Batches, replication.BatchAck{Pos: fromStoragePos(b.Position), Size: b.Size, Acked: b.Acked})
-	}
-	return out, nil
-}
-
-func (s syncTopic) AppendMarker(ctx context.Context, entry []byte) (replication.Position, error) {
-	p, err := s.t.AppendMarker(ctx, entry)
-	return fromStoragePos(p), err
-}
-
-func (s syncTopic) ApplyState(ctx context.Context, sub string, st replication.AppliedState) (created, truncated bool, err error) {
-	rs := broker.ReplicatedState{Type: broker.SubType(st.Type), Properties: st.Properties, SyncRecord: st.SyncRecord}
-	for _, r := range st.Ranges {
-		rs.Ranges = append(rs.Ranges, broker.PositionRange{From: toStoragePos(r.From), To: toStoragePos(r.To)})
-	}
-	for _, b := range st.Batches {
-		rs.Batches = append(rs.Batches, storage.BatchAcks{Position: toStoragePos(b.Pos), Size: b.Size, Acked: b.Acked})
-	}
-	res, err := s.t.ApplyReplicatedState(ctx, sub, rs)
-	if errors.Is(err, broker.ErrSubscriptionNotReplicated) {
-		err = fmt.Errorf("%w: %w", replication.ErrSubscriptionNotReplicated, err)
-	}
-	return res.Created, res.Truncated, err
 }
 
 func (s syncTopic) IncarnationOf(ledger int64) uint64 { return s.engine.IncarnationOf(ledger) }
 
 func (s syncTopic) IncarnationsThrough(ledger int64) []uint64 {
-	first := s.t.Ledger().FirstPosition().LedgerID
+	first := s.Ledger().FirstPosition().LedgerID
 	if first < 0 || first > ledger {
 		first = ledger
 	}
 	return s.engine.IncarnationsBetween(first, ledger)
-}
-
-func (s syncTopic) FlushSubscription(ctx context.Context, sub string) error {
-	return s.t.FlushSubscription(ctx, sub)
 }

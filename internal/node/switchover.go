@@ -9,7 +9,6 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/naming"
-	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/server"
 )
 
@@ -23,8 +22,7 @@ type switchover struct {
 	serviceURL    string
 	serviceURLTLS string
 	cat           *catalog.Catalog
-	topics        topicService
-	repl          **replication.Manager
+	topics        topicService // its repl is the Manager that syncs replicated subscriptions
 }
 
 var _ server.Migration = switchover{}
@@ -117,8 +115,8 @@ func (s switchover) Progress(ctx context.Context, topic naming.TopicName) (serve
 }
 
 func (s switchover) SyncSubscription(topic naming.TopicName, sub string) {
-	if m := *s.repl; m != nil {
-		m.SubscriptionStateChanged(topic.String(), sub, true)
+	if s.topics.repl != nil {
+		s.topics.repl.SubscriptionStateChanged(topic.String(), sub, true)
 	}
 }
 

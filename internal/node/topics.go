@@ -11,6 +11,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/schema"
@@ -168,7 +169,7 @@ func (s topicService) InternalStats(ctx context.Context, topic string) (adminapi
 	return adminInternalStats(t.InternalStats()), nil
 }
 
-func messageID(p storage.Position, name naming.TopicName) adminapi.MessageID {
+func messageID(p mtypes.Position, name naming.TopicName) adminapi.MessageID {
 	return adminapi.MessageID{LedgerID: p.LedgerID, EntryID: p.EntryID, PartitionIndex: name.PartitionIndex, BatchIndex: -1}
 }
 
@@ -208,8 +209,8 @@ func (s topicService) Subscriptions(ctx context.Context, topic string) ([]string
 	return t.Subscriptions(), nil
 }
 
-func position(id adminapi.MessageID) storage.Position {
-	return storage.Position{LedgerID: id.LedgerID, EntryID: id.EntryID}
+func position(id adminapi.MessageID) mtypes.Position {
+	return mtypes.Position{LedgerID: id.LedgerID, EntryID: id.EntryID}
 }
 
 func (s topicService) CreateSubscription(ctx context.Context, topic, sub string, start adminapi.MessageID, replicated bool, props map[string]string) error {
@@ -344,7 +345,7 @@ func nthEntry(ctx context.Context, l *storage.Ledger, n int) (storage.Entry, boo
 		}
 		n -= len(es)
 		last := es[len(es)-1].Position
-		from = storage.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
+		from = mtypes.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
 	}
 	return storage.Entry{}, false, nil
 }
@@ -354,7 +355,7 @@ func (s topicService) GetMessageByID(ctx context.Context, topic string, ledgerID
 	if err != nil {
 		return adminapi.RawMessage{}, err
 	}
-	e, err := t.ReadEntry(ctx, storage.Position{LedgerID: ledgerID, EntryID: entryID})
+	e, err := t.ReadEntry(ctx, mtypes.Position{LedgerID: ledgerID, EntryID: entryID})
 	if err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			return adminapi.RawMessage{}, fmt.Errorf("%w: %d:%d", admin.ErrMessageNotFound, ledgerID, entryID)
@@ -421,11 +422,11 @@ func (s topicService) TranslateFrom(ctx context.Context, topic, cluster string, 
 	if s.repl == nil {
 		return local, mapped, false, false, nil
 	}
-	m, ok := s.repl.TranslateFrom(name.String(), cluster, replication.Position{LedgerID: origin.LedgerID, EntryID: origin.EntryID}, atOrBefore)
+	m, ok := s.repl.TranslateFrom(name.String(), cluster, position(origin), atOrBefore)
 	if !ok {
 		return local, mapped, false, false, nil
 	}
-	local = messageID(storage.Position{LedgerID: m.Local.LedgerID, EntryID: m.Local.EntryID}, name)
+	local = messageID(m.Local, name)
 	mapped = adminapi.MessageID{LedgerID: m.Origin.LedgerID, EntryID: m.Origin.EntryID, PartitionIndex: origin.PartitionIndex}
 	return local, mapped, m.Exact, true, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Advertised positions (docs/replication-design.md, "Advertised positions"): about once a second a
@@ -32,14 +33,14 @@ const maxAdvertisedTopics = 100_000
 // advertiser decides what each advertisement carries: the topics whose last stored position moved
 // since it was last sent to that remote. It is owned by the advertising goroutine.
 type advertiser struct {
-	sent map[Key]Position
+	sent map[Key]mtypes.Position
 }
 
 // replicatorView is what the advertiser reads of one running replicator. The backlog is read
 // only for a topic that moved (stats), so an idle topic costs one position read a second.
 type replicatorView struct {
 	key   Key
-	last  Position
+	last  mtypes.Position
 	stats func() (backlog, backlogBytes int64)
 }
 
@@ -72,7 +73,7 @@ func (a *advertiser) due(source string, now time.Time, views []replicatorView) m
 // delivered records that remote received adv.
 func (a *advertiser) delivered(remote string, adv adminapi.ReplicationAdvertisement) {
 	for topic, t := range adv.Topics {
-		if p, err := ParsePosition(t.LastPosition); err == nil {
+		if p, err := mtypes.ParsePosition(t.LastPosition); err == nil {
 			a.sent[Key{Topic: topic, Remote: remote}] = p
 		}
 	}
@@ -85,7 +86,7 @@ func (m *Manager) runAdvertiser(ctx context.Context) {
 	if interval <= 0 {
 		interval = DefaultAdvertiseInterval
 	}
-	a := advertiser{sent: map[Key]Position{}}
+	a := advertiser{sent: map[Key]mtypes.Position{}}
 	client := &http.Client{Timeout: 5 * time.Second}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -187,7 +188,7 @@ func (m *Manager) ReceiveAdvertisement(adv adminapi.ReplicationAdvertisement) er
 		s.topics = map[Key]advertisement{}
 	}
 	for topic, t := range adv.Topics {
-		if _, err := ParsePosition(t.LastPosition); err != nil {
+		if _, err := mtypes.ParsePosition(t.LastPosition); err != nil {
 			return fmt.Errorf("advertised position of %s: %w", topic, err)
 		}
 		k := Key{Topic: topic, Remote: adv.Source}
@@ -237,7 +238,7 @@ func (m *Manager) SourceStates(namespace string) []adminapi.SourceTopicState {
 // estimateMissing compares the advertised last position with the last one of the source stored here.
 func (m *Manager) estimateMissing(st *adminapi.SourceTopicState) {
 	st.Missing, st.MissingExact = st.Backlog, false
-	adv, err := ParsePosition(st.LastPosition)
+	adv, err := mtypes.ParsePosition(st.LastPosition)
 	if err != nil {
 		return
 	}

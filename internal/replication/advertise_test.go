@@ -5,17 +5,18 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // TestAdvertiserSendsMovedTopicsOnly: a topic is advertised to a remote when its last position
 // moved since that remote last received it; idle topics cost nothing; a failed delivery is sent
 // again; stopped replicators are forgotten.
 func TestAdvertiserSendsMovedTopicsOnly(t *testing.T) {
-	a := advertiser{sent: map[Key]Position{}}
+	a := advertiser{sent: map[Key]mtypes.Position{}}
 	now := time.Unix(100, 0)
 	t1b, t2b, t1c := Key{"t1", "b"}, Key{"t2", "b"}, Key{"t1", "c"}
 	backlogOf := func(n int64) func() (int64, int64) { return func() (int64, int64) { return n, 0 } }
-	views := []replicatorView{{key: t1b, last: Position{5, 3}, stats: backlogOf(2)}, {key: t2b, last: Position{6, 0}, stats: backlogOf(0)}, {key: t1c, last: Position{5, 3}, stats: backlogOf(0)}}
+	views := []replicatorView{{key: t1b, last: mtypes.Position{LedgerID: 5, EntryID: 3}, stats: backlogOf(2)}, {key: t2b, last: mtypes.Position{LedgerID: 6, EntryID: 0}, stats: backlogOf(0)}, {key: t1c, last: mtypes.Position{LedgerID: 5, EntryID: 3}, stats: backlogOf(0)}}
 	due := a.due("a", now, views)
 	if len(due) != 2 || len(due["b"].Topics) != 2 || due["b"].Topics["t1"].LastPosition != "5:3" || due["b"].Topics["t1"].Backlog != 2 || due["b"].Source != "a" {
 		t.Fatalf("first round: %+v", due)
@@ -26,7 +27,7 @@ func TestAdvertiserSendsMovedTopicsOnly(t *testing.T) {
 		t.Fatalf("second round (nothing moved, c not delivered): %+v", due)
 	}
 	a.delivered("c", due["c"])
-	views[1].last = Position{6, 9}
+	views[1].last = mtypes.Position{LedgerID: 6, EntryID: 9}
 	due = a.due("a", now.Add(2*time.Second), views[:2])
 	if len(due) != 1 || len(due["b"].Topics) != 1 || due["b"].Topics["t2"].LastPosition != "6:9" {
 		t.Fatalf("third round (t2 moved): %+v", due)
@@ -44,7 +45,7 @@ func TestMissingFromAdvertisements(t *testing.T) {
 	topic := "persistent://public/default/t"
 	m.indexes[topic] = x
 	for e := int64(0); e < 5; e++ {
-		_, _, _, commit, err := x.Admit(replicated(t, "a", Position{7, e}, "m"))
+		_, _, _, commit, err := x.Admit(replicated(t, "a", mtypes.Position{LedgerID: 7, EntryID: e}, "m"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 func benchEntry(b *testing.B, size int) Entry {
 	payload := make([]byte, size)
-	return mkEntry(b, Position{5, 1}, string(payload), nil)
+	return mkEntry(b, mtypes.Position{LedgerID: 5, EntryID: 1}, string(payload), nil)
 }
 
 // BenchmarkPrepareEntry: decode metadata, set replicated_from and the source position, re-encode,
@@ -35,7 +36,7 @@ func BenchmarkPrepareEntry(b *testing.B) {
 func BenchmarkMachineEntry(b *testing.B) {
 	e := benchEntry(b, 1024)
 	m := NewMachine(MachineConfig{Local: "a", Remote: "b"})
-	acts := m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}})
+	acts := m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}})
 	c := acts[0].(ActConnect)
 	acts = m.Handle(EvConnected{Now: t0, Gen: c.Gen})
 	next := int64(0)
@@ -50,7 +51,7 @@ func BenchmarkMachineEntry(b *testing.B) {
 				case ActRead:
 					es := make([]Entry, a.MaxEntries)
 					for i := range es {
-						es[i] = Entry{Position: Position{1, next}, Data: e.Data}
+						es[i] = Entry{Position: mtypes.Position{LedgerID: 1, EntryID: next}, Data: e.Data}
 						next++
 					}
 					queue = append(queue, EvReadDone{Now: t0, Epoch: a.Epoch, Entries: es})
@@ -80,7 +81,7 @@ func BenchmarkIndexAdmit(b *testing.B) {
 	x := NewIndex(IndexOptions{})
 	datas := make([][]byte, 1000)
 	for i := range datas {
-		datas[i] = replicated(b, "a", Position{1, int64(i)}, "x")
+		datas[i] = replicated(b, "a", mtypes.Position{LedgerID: 1, EntryID: int64(i)}, "x")
 	}
 	b.ReportAllocs()
 	i := 0
@@ -107,7 +108,7 @@ func BenchmarkIndexAdmitCommit(b *testing.B) {
 	datas := make([][]byte, 0, perLedger*ledgers)
 	for l := range ledgers {
 		for e := range perLedger {
-			datas = append(datas, replicated(b, "a", Position{int64(l + 1), int64(e)}, "x"))
+			datas = append(datas, replicated(b, "a", mtypes.Position{LedgerID: int64(l + 1), EntryID: int64(e)}, "x"))
 		}
 	}
 	run := func(b *testing.B, admit func(x *Index, d []byte, local int64)) {
@@ -177,7 +178,7 @@ func BenchmarkIndexRecordInterleaved(b *testing.B) {
 			origins := [2][]byte{[]byte("a"), []byte("b")}
 			add := func(i int) {
 				o := i & 1
-				pos := Position{LedgerID: 1, EntryID: seq[o]}.appendTo(posBuf[:0])
+				pos := mtypes.Position{LedgerID: 1, EntryID: seq[o]}.AppendTo(posBuf[:0])
 				seq[o]++
 				_, _, _, ticket, err := x.AdmitOriginTicket(nil, wire.ReplicatedOrigin{From: origins[o], HasFrom: true, Position: pos, HasPosition: true})
 				if err != nil || ticket == 0 {

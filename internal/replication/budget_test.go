@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 )
 
@@ -97,7 +98,7 @@ func TestRunnersShareMemoryBudget(t *testing.T) {
 		p := newPair(t)
 		p.remote.ackDelay = 2 * time.Millisecond // entries stay in flight, as behind a slow link
 		for i := range perTopic {
-			p.local.append(mkEntry(t, Position{}, fmt.Sprintf("m%d", i)+pad, nil).Data, time.Now().UnixMilli())
+			p.local.append(mkEntry(t, mtypes.Position{}, fmt.Sprintf("m%d", i)+pad, nil).Data, time.Now().UnixMilli())
 		}
 		pairs = append(pairs, p)
 		runners = append(runners, p.start(t, StartEarliest, func(c *RunnerConfig) {

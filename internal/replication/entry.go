@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/crc32c"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -118,7 +119,7 @@ const (
 
 // Outbound is an entry ready to send to the remote cluster: Data, followed by Body when Body is set.
 type Outbound struct {
-	Source Position
+	Source mtypes.Position
 	Data   []byte // re-encoded entry: original metadata + replicated_from + source position
 	// Body, when set, is the rest of the entry (its payload), left where it is stored (read-only):
 	// large entries are not copied, the client sends both parts with one writev.
@@ -231,18 +232,18 @@ func SourceIncarnationOf(md *pulsarpb.MessageMetadata) (uint64, error) {
 
 // SourceOf returns the origin cluster and origin position of a replicated entry (replicated_from and
 // SourcePositionProperty). ok is false for entries that are not replicated or carry no source position.
-func SourceOf(md *pulsarpb.MessageMetadata) (origin string, pos Position, ok bool, err error) {
+func SourceOf(md *pulsarpb.MessageMetadata) (origin string, pos mtypes.Position, ok bool, err error) {
 	if md.ReplicatedFrom == nil {
-		return "", Position{}, false, nil
+		return "", mtypes.Position{}, false, nil
 	}
 	for _, kv := range md.GetProperties() {
 		if kv.GetKey() == SourcePositionProperty {
-			p, err := ParsePosition(kv.GetValue())
+			p, err := mtypes.ParsePosition(kv.GetValue())
 			if err != nil {
-				return md.GetReplicatedFrom(), Position{}, false, err
+				return md.GetReplicatedFrom(), mtypes.Position{}, false, err
 			}
 			return md.GetReplicatedFrom(), p, true, nil
 		}
 	}
-	return md.GetReplicatedFrom(), Position{}, false, nil
+	return md.GetReplicatedFrom(), mtypes.Position{}, false, nil
 }

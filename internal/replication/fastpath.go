@@ -175,7 +175,7 @@ func prepareFast(e Entry, local, remote string, headroom *[]byte, shifts *crc32c
 	// Appended fields: replicated_from (5) and one more properties (4) element {key, value} for
 	// the source position, another for the source incarnation when it is known.
 	var posBuf [48]byte
-	pos := e.Position.appendTo(posBuf[:0])
+	pos := e.Position.AppendTo(posBuf[:0])
 	var incBuf [16]byte
 	var inc []byte
 	if e.Incarnation != 0 {

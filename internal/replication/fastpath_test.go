@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/crc32c"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -110,21 +111,21 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 	}
 	for i, tweak := range cases {
 		for _, inc := range []uint64{0, 0x0123456789abcdef} { // unknown (no property) and known
-			e := mkEntry(t, Position{3, int64(i)}, "payload", tweak)
+			e := mkEntry(t, mtypes.Position{LedgerID: 3, EntryID: int64(i)}, "payload", tweak)
 			e.Incarnation = inc
 			checkFastMatchesGeneral(t, e)
 			// The same with a body large enough to be sent in two parts (one checksum pass).
-			e = mkEntry(t, Position{3, int64(i)}, strings.Repeat("x", zeroCopyMinBody+i), tweak)
+			e = mkEntry(t, mtypes.Position{LedgerID: 3, EntryID: int64(i)}, strings.Repeat("x", zeroCopyMinBody+i), tweak)
 			e.Incarnation = inc
 			checkFastMatchesGeneral(t, e)
 		}
 	}
 	// The incarnation travels as 16 hex digits and the index reads it back.
-	e := mkEntry(t, Position{3, 1}, "payload", nil)
+	e := mkEntry(t, mtypes.Position{LedgerID: 3, EntryID: 1}, "payload", nil)
 	e.Incarnation = 0xfeed
 	prepared, _, _ := PrepareEntry(e, "a", "b")
 	src, ok, err := replicatedSource(prepared.Bytes())
-	if err != nil || !ok || src.incarnation != 0xfeed || src.pos != (Position{3, 1}) || string(src.cluster) != "a" {
+	if err != nil || !ok || src.incarnation != 0xfeed || src.pos != (mtypes.Position{LedgerID: 3, EntryID: 1}) || string(src.cluster) != "a" {
 		t.Fatalf("source of the prepared entry: %+v %v %v", src, ok, err)
 	}
 	pe, _ := ParseEntry(prepared.Bytes())
@@ -133,20 +134,20 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 	}
 	// A large entry whose body no longer matches its stored checksum is forwarded unread; the
 	// remote's checksum check refuses it.
-	e = mkEntry(t, Position{4, 0}, strings.Repeat("y", 3*zeroCopyMinBody), nil)
+	e = mkEntry(t, mtypes.Position{LedgerID: 4, EntryID: 0}, strings.Repeat("y", 3*zeroCopyMinBody), nil)
 	e.Data[len(e.Data)-1] ^= 1
 	checkFastMatchesGeneral(t, e)
 	if out, reason, err := PrepareEntry(e, "a", "b"); reason != SkipNone || err != nil || wire.VerifyChecksum(out.Bytes()) == nil {
 		t.Fatalf("corrupt large entry: %q %v", reason, err)
 	}
 	// A small one is checked and skipped as corrupt.
-	e = mkEntry(t, Position{4, 0}, "small", nil)
+	e = mkEntry(t, mtypes.Position{LedgerID: 4, EntryID: 0}, "small", nil)
 	e.Data[len(e.Data)-1] ^= 1
 	if _, reason, err := PrepareEntry(e, "a", "b"); reason != SkipCorrupt || err == nil {
 		t.Fatalf("corrupt small entry: %q %v", reason, err)
 	}
 	// Two parts: Data + Body is a valid entry whose body aliases the stored one.
-	e = mkEntry(t, Position{4, 1}, strings.Repeat("z", zeroCopyMinBody), nil)
+	e = mkEntry(t, mtypes.Position{LedgerID: 4, EntryID: 1}, strings.Repeat("z", zeroCopyMinBody), nil)
 	out, _, _ := PrepareEntry(e, "a", "b")
 	if len(out.Body) != zeroCopyMinBody || &out.Body[0] != &e.Data[len(e.Data)-zeroCopyMinBody] {
 		t.Fatal("large body copied")
@@ -155,7 +156,7 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Small bodies are not copied either.
-	e = mkEntry(t, Position{4, 2}, "small body", nil)
+	e = mkEntry(t, mtypes.Position{LedgerID: 4, EntryID: 2}, "small body", nil)
 	out, _, _ = PrepareEntry(e, "a", "b")
 	if string(out.Body) != "small body" || &out.Body[0] != &e.Data[len(e.Data)-len("small body")] {
 		t.Fatal("small body copied")
@@ -166,12 +167,12 @@ func TestPrepareFastMatchesGeneral(t *testing.T) {
 }
 
 func FuzzPrepareFastMatchesGeneral(f *testing.F) {
-	f.Add(mkEntry(f, Position{1, 1}, "payload", nil).Data)
-	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"b"} }).Data)
-	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.NumMessagesInBatch = proto.Int32(4) }).Data)
+	f.Add(mkEntry(f, mtypes.Position{LedgerID: 1, EntryID: 1}, "payload", nil).Data)
+	f.Add(mkEntry(f, mtypes.Position{LedgerID: 1, EntryID: 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"b"} }).Data)
+	f.Add(mkEntry(f, mtypes.Position{LedgerID: 1, EntryID: 1}, "x", func(md *pulsarpb.MessageMetadata) { md.NumMessagesInBatch = proto.Int32(4) }).Data)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, incarnation := range []uint64{0, 0xabc} {
-			checkFastMatchesGeneral(t, Entry{Position: Position{7, 9}, Data: b, Incarnation: incarnation})
+			checkFastMatchesGeneral(t, Entry{Position: mtypes.Position{LedgerID: 7, EntryID: 9}, Data: b, Incarnation: incarnation})
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -124,16 +125,16 @@ type Index struct {
 	mu        sync.Mutex
 	clusters  map[string]*clusterState // nil until the first replicated entry
 	adm       *admissions              // nil until the first admission: an idle topic's index stays small
-	lastLocal Position                 // highest local position recorded
+	lastLocal mtypes.Position          // highest local position recorded
 	dirty     bool
 	closed    bool
 	hasCursor atomic.Bool // the snapshot cursor exists: Admit's check without a lock
 	onClose   func()      // set by Manager.OpenIndex
 
-	saveMu       sync.Mutex  // serialises Save (Maintain and Close may race) and creating the cursor
-	store        *indexStore // nil until the snapshot cursor exists (guarded by saveMu; set under mu)
-	lastSave     int64       // opts.Now() of the last save, Unix nanoseconds (guarded by mu)
-	savedCovered Position    // the local position the last saved snapshot covers (guarded by mu)
+	saveMu       sync.Mutex      // serialises Save (Maintain and Close may race) and creating the cursor
+	store        *indexStore     // nil until the snapshot cursor exists (guarded by saveMu; set under mu)
+	lastSave     int64           // opts.Now() of the last save, Unix nanoseconds (guarded by mu)
+	savedCovered mtypes.Position // the local position the last saved snapshot covers (guarded by mu)
 }
 
 // NewIndex returns an empty, in-memory index (no snapshots); used by tests and by LoadIndex.
@@ -146,7 +147,7 @@ func NewIndex(opts IndexOptions) *Index {
 
 // Observe records a stored entry (used while rebuilding; harmless for entries that are not
 // replicated or already recorded).
-func (x *Index) Observe(local Position, data []byte) {
+func (x *Index) Observe(local mtypes.Position, data []byte) {
 	src, ok, err := replicatedSource(data)
 	if !ok || err != nil {
 		return
@@ -266,7 +267,7 @@ func (x *Index) admit(src entrySource, size int64) (dup bool, dupLedger, dupEntr
 // oldest unacknowledged entry, which is that one (everything before it is stored), so an entry of
 // another incarnation is refused too, but only for failedAppendHold: a source that no longer has
 // the failed entry (restored from an older copy, rebuilt) never sends it again.
-func (x *Index) checkFailed(o *originState, pos Position) error {
+func (x *Index) checkFailed(o *originState, pos mtypes.Position) error {
 	f := o.cluster.failed
 	if f == nil {
 		return nil
@@ -308,7 +309,7 @@ func (x *Index) Commit(ticket uint64, ledger, entry int64, err error) {
 			o.cluster.failed = &failedAppend{key: o, pos: pos, at: x.opts.Now()}
 		}
 	} else {
-		x.record(o, pos, Position{ledger, entry})
+		x.record(o, pos, mtypes.Position{LedgerID: ledger, EntryID: entry})
 		o.cluster.msgIn += a.msgs
 		o.cluster.bytesIn += a.size
 	}
@@ -324,7 +325,7 @@ func (x *Index) Commit(ticket uint64, ledger, entry int64, err error) {
 }
 
 // isPending reports whether origin o's entry at pos is being appended (Index.mu held).
-func (q *admissions) isPending(o *originState, pos Position) bool {
+func (q *admissions) isPending(o *originState, pos mtypes.Position) bool {
 	for i := q.head; i < len(q.inflight); i++ {
 		if a := &q.inflight[i]; !a.done && a.origin == o && a.pos == pos {
 			return true
@@ -354,29 +355,29 @@ func (x *Index) pending() bool { return x.adm != nil && x.adm.npending > 0 }
 // admission is an entry between AdmitTicket and Commit.
 type admission struct {
 	origin     *originState
-	pos        Position
+	pos        mtypes.Position
 	msgs, size int64
 	done       bool
 }
 
 // Lookup returns the local position holding origin's entry at pos. ok is false if that entry was
 // never stored here or its mapping is no longer kept (see the floor in the package doc).
-func (x *Index) Lookup(origin OriginKey, pos Position) (local Position, ok bool) {
+func (x *Index) Lookup(origin OriginKey, pos mtypes.Position) (local mtypes.Position, ok bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	o := x.existing(origin)
 	if o == nil {
-		return Position{}, false
+		return mtypes.Position{}, false
 	}
 	r, ok := o.runs.find(pos)
 	if !ok {
-		return Position{}, false
+		return mtypes.Position{}, false
 	}
-	return Position{r.local.LedgerID, r.local.EntryID + (pos.EntryID - r.origin.EntryID)}, true
+	return mtypes.Position{LedgerID: r.local.LedgerID, EntryID: r.local.EntryID + (pos.EntryID - r.origin.EntryID)}, true
 }
 
 // Contains reports whether origin's entry at pos is stored here (mapped, or at or below the floor).
-func (x *Index) Contains(origin OriginKey, pos Position) bool {
+func (x *Index) Contains(origin OriginKey, pos mtypes.Position) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	o := x.existing(origin)
@@ -396,10 +397,10 @@ type InboundStats struct {
 	MsgRateIn         float64
 	MsgThroughputIn   float64
 	DuplicatesDropped int64
-	Runs              int      // mapping runs kept in memory
-	Incarnations      int      // origin keys (storage incarnations of the origin) known
-	LastOrigin        Position // highest origin position mapped of the incarnation used last
-	PinnedRunsDropped int64    // pinned runs forgotten at the hard memory bound
+	Runs              int             // mapping runs kept in memory
+	Incarnations      int             // origin keys (storage incarnations of the origin) known
+	LastOrigin        mtypes.Position // highest origin position mapped of the incarnation used last
+	PinnedRunsDropped int64           // pinned runs forgotten at the hard memory bound
 }
 
 // Inbound returns per-origin-cluster inbound stats, sorted by origin.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -26,7 +27,7 @@ func snapshotTraffic(t testing.TB, x *Index, topic *memTopic, rounds, perRound i
 				topic.append(nil, 1) // a local entry
 			}
 			o := rng.IntN(2)
-			pos := Position{LedgerID: 100 + int64(o), EntryID: seq[o]}
+			pos := mtypes.Position{LedgerID: 100 + int64(o), EntryID: seq[o]}
 			seq[o]++
 			src := wire.ReplicatedOrigin{From: []byte(origins[o]), HasFrom: true, Position: []byte(pos.String()), HasPosition: true}
 			dup, _, _, ticket, err := x.AdmitOriginTicket(nil, src)

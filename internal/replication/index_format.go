@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // The inbound index's snapshot formats (docs/replication-design.md, "Inbound index").
@@ -141,13 +143,13 @@ const maxRunCount = 1 << 40
 // runEncoder appends delta-encoded runs (see the format above).
 type runEncoder struct {
 	buf                   []byte
-	first                 Position // origin of the first run
-	prevOrigin, prevLocal Position // the previous run's ends
+	first                 mtypes.Position // origin of the first run
+	prevOrigin, prevLocal mtypes.Position // the previous run's ends
 	n                     int
 }
 
 func newRunEncoder(buf []byte) runEncoder {
-	return runEncoder{buf: buf, prevOrigin: Position{0, -1}, prevLocal: Position{0, -1}}
+	return runEncoder{buf: buf, prevOrigin: mtypes.Position{LedgerID: 0, EntryID: -1}, prevLocal: mtypes.Position{LedgerID: 0, EntryID: -1}}
 }
 
 func (e *runEncoder) add(r run) {
@@ -240,8 +242,8 @@ func (r *snapReader) name() string {
 	return s
 }
 
-func (r *snapReader) position() Position {
-	return Position{r.varint(), r.varint()}
+func (r *snapReader) position() mtypes.Position {
+	return mtypes.Position{LedgerID: r.varint(), EntryID: r.varint()}
 }
 
 // count reads a count that announces that many items of at least one byte each.
@@ -267,7 +269,7 @@ func (r *snapReader) addChecked(a, b int64) int64 {
 
 // runs decodes n runs (see runEncoder), calling fn for each; they must be sorted by origin.
 func (r *snapReader) runs(n int, fn func(run)) {
-	prevOrigin, prevLocal := Position{0, -1}, Position{0, -1}
+	prevOrigin, prevLocal := mtypes.Position{LedgerID: 0, EntryID: -1}, mtypes.Position{LedgerID: 0, EntryID: -1}
 	for i := 0; i < n && r.err == nil; i++ {
 		var rn run
 		dl := r.uvarint()
@@ -321,15 +323,15 @@ type chunkRef struct {
 	id    uint64
 	level uint8
 	runs  int
-	size  int      // encoded runs, bytes before compression
-	first Position // origin of the first run
-	last  Position // origin end of the last run
+	size  int             // encoded runs, bytes before compression
+	first mtypes.Position // origin of the first run
+	last  mtypes.Position // origin end of the last run
 }
 
 // headKey is one origin key of a decoded or encoded head.
 type headKey struct {
 	key      OriginKey
-	floor    Position
+	floor    mtypes.Position
 	chunks   []chunkRef
 	tail     []byte // encoded tail runs
 	tailRuns int
@@ -337,7 +339,7 @@ type headKey struct {
 
 // snapshotHead is the decoded head record.
 type snapshotHead struct {
-	scanFrom    Position
+	scanFrom    mtypes.Position
 	nextChunkID uint64
 	keys        []headKey
 }
@@ -376,7 +378,7 @@ func encodeHead(h snapshotHead) map[string]string {
 // decodeHead decodes a version 2 head; tail runs are passed to tailRun per key (in key order).
 func decodeHead(props map[string]string, tailRun func(k int, r run)) (snapshotHead, error) {
 	var h snapshotHead
-	scanFrom, err := ParsePosition(props[propScanFrom])
+	scanFrom, err := mtypes.ParsePosition(props[propScanFrom])
 	if err != nil {
 		return h, fmt.Errorf("%w: %v", errBadSnapshot, err)
 	}
@@ -396,7 +398,7 @@ func decodeHead(props map[string]string, tailRun func(k int, r run)) (snapshotHe
 		}
 		seen[k.key] = true
 		nchunks := r.count("chunk count")
-		bound := Position{-1, -1}
+		bound := mtypes.Position{LedgerID: -1, EntryID: -1}
 		for range nchunks {
 			c := chunkRef{id: r.uvarint(), level: r.u8(), runs: int(min(r.uvarint(), math.MaxInt32)), size: int(min(r.uvarint(), math.MaxInt32)),
 				first: r.position(), last: r.position()}
@@ -452,7 +454,7 @@ func decodeChunk(props map[string]string, key OriginKey, ref chunkRef, fn func(r
 	if r.err == nil && n != ref.runs {
 		r.fail(fmt.Sprintf("chunk %d has %d runs, the head says %d", ref.id, n, ref.runs))
 	}
-	first, last, i := Position{}, Position{}, 0
+	first, last, i := mtypes.Position{}, mtypes.Position{}, 0
 	r.runs(n, func(rn run) {
 		if i == 0 {
 			first = rn.origin
@@ -473,19 +475,19 @@ func decodeChunk(props map[string]string, key OriginKey, ref chunkRef, fn func(r
 // v1Origin is an origin of a version 1 snapshot.
 type v1Origin struct {
 	name  string
-	floor Position
+	floor mtypes.Position
 	runs  []run
 }
 
 // decodeV1 decodes a version 1 snapshot.
-func decodeV1(props map[string]string) (Position, []v1Origin, error) {
-	scanFrom, err := ParsePosition(props[propScanFrom])
+func decodeV1(props map[string]string) (mtypes.Position, []v1Origin, error) {
+	scanFrom, err := mtypes.ParsePosition(props[propScanFrom])
 	if err != nil {
-		return Position{}, nil, fmt.Errorf("%w: %v", errBadSnapshot, err)
+		return mtypes.Position{}, nil, fmt.Errorf("%w: %v", errBadSnapshot, err)
 	}
 	buf, err := base64.StdEncoding.DecodeString(props[propDataV1])
 	if err != nil {
-		return Position{}, nil, fmt.Errorf("%w: %v", errBadSnapshot, err)
+		return mtypes.Position{}, nil, fmt.Errorf("%w: %v", errBadSnapshot, err)
 	}
 	origins, err := decodeOriginsV1(buf)
 	return scanFrom, origins, err

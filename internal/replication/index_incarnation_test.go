@@ -8,13 +8,14 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
 // replicatedInc builds entry bytes as a replicator sends them: from origin, source position src of
 // a ledger of incarnation inc (0: none).
-func replicatedInc(t testing.TB, origin string, inc uint64, src Position, payload string) []byte {
+func replicatedInc(t testing.TB, origin string, inc uint64, src mtypes.Position, payload string) []byte {
 	t.Helper()
 	e := mkEntry(t, src, payload, nil)
 	e.Incarnation = inc
@@ -26,7 +27,7 @@ func replicatedInc(t testing.TB, origin string, inc uint64, src Position, payloa
 }
 
 // store admits and appends data on topic through x; it fails the test on a duplicate or an error.
-func store(t testing.TB, x *Index, topic *memTopic, data []byte) Position {
+func store(t testing.TB, x *Index, topic *memTopic, data []byte) mtypes.Position {
 	t.Helper()
 	dup, _, _, c, err := x.Admit(data)
 	if err != nil || dup || c == nil {
@@ -51,20 +52,20 @@ func TestIndexIncarnationsAreSeparateOrigins(t *testing.T) {
 	const first, restored = 0x1111, 0x2222
 	for _, inc := range []uint64{first, restored, 0} {
 		for e := range int64(10) {
-			store(t, x, topic, replicatedInc(t, "a", inc, Position{4, e}, "x"))
+			store(t, x, topic, replicatedInc(t, "a", inc, mtypes.Position{LedgerID: 4, EntryID: e}, "x"))
 		}
 	}
 	check := func(x *Index) {
 		t.Helper()
 		for i, inc := range []uint64{first, restored, 0} {
 			for e := range int64(10) {
-				dup, l, le, _, err := x.AdmitTicket(replicatedInc(t, "a", inc, Position{4, e}, "x"))
-				if want := (Position{9, int64(10*i) + e}); err != nil || !dup || (Position{l, le}) != want {
+				dup, l, le, _, err := x.AdmitTicket(replicatedInc(t, "a", inc, mtypes.Position{LedgerID: 4, EntryID: e}, "x"))
+				if want := (mtypes.Position{LedgerID: 9, EntryID: int64(10*i) + e}); err != nil || !dup || (mtypes.Position{LedgerID: l, EntryID: le}) != want {
 					t.Fatalf("resend of a/%x 4:%d: dup %v at %d:%d err %v, want a duplicate of %v", inc, e, dup, l, le, err, want)
 				}
 			}
 		}
-		if _, ok := x.Lookup(OriginKey{Cluster: "a", Incarnation: 0x3333}, Position{4, 0}); ok {
+		if _, ok := x.Lookup(OriginKey{Cluster: "a", Incarnation: 0x3333}, mtypes.Position{LedgerID: 4, EntryID: 0}); ok {
 			t.Fatal("an unknown incarnation has mappings")
 		}
 	}
@@ -93,7 +94,7 @@ func TestIndexIncarnationsAreSeparateOrigins(t *testing.T) {
 		}
 	}
 	// A malformed incarnation is refused with an error, never indexed under another key.
-	bad, err := wire.SetReplicatedSource(replicated(t, "a", Position{4, 99}, "x"), "a", "4:99", 0)
+	bad, err := wire.SetReplicatedSource(replicated(t, "a", mtypes.Position{LedgerID: 4, EntryID: 99}, "x"), "a", "4:99", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,24 +115,24 @@ func TestIndexIncarnationsAreSeparateOrigins(t *testing.T) {
 func TestIndexFailedAppendAcrossIncarnations(t *testing.T) {
 	now := time.Unix(1000, 0)
 	x := NewIndex(IndexOptions{Now: func() time.Time { return now }, Logger: quietLogger()})
-	_, _, _, c, err := x.Admit(replicatedInc(t, "a", 7, Position{1, 0}, "x"))
+	_, _, _, c, err := x.Admit(replicatedInc(t, "a", 7, mtypes.Position{LedgerID: 1, EntryID: 0}, "x"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c(0, 0, errors.New("fenced"))
-	if _, _, _, _, err := x.Admit(replicatedInc(t, "a", 8, Position{1, 0}, "x")); !errors.Is(err, ErrIndexOutOfOrder) {
+	if _, _, _, _, err := x.Admit(replicatedInc(t, "a", 8, mtypes.Position{LedgerID: 1, EntryID: 0}, "x")); !errors.Is(err, ErrIndexOutOfOrder) {
 		t.Fatalf("another incarnation right after the failure: %v", err)
 	}
-	if _, _, _, c, err := x.Admit(replicatedInc(t, "b", 8, Position{1, 0}, "x")); err != nil || c == nil {
+	if _, _, _, c, err := x.Admit(replicatedInc(t, "b", 8, mtypes.Position{LedgerID: 1, EntryID: 0}, "x")); err != nil || c == nil {
 		t.Fatalf("another cluster: %v", err) // other clusters are not held up
 	} else {
 		c(0, 1, nil)
 	}
 	now = now.Add(failedAppendHold)
-	if _, _, _, _, err := x.Admit(replicatedInc(t, "a", 7, Position{1, 1}, "x")); !errors.Is(err, ErrIndexOutOfOrder) {
+	if _, _, _, _, err := x.Admit(replicatedInc(t, "a", 7, mtypes.Position{LedgerID: 1, EntryID: 1}, "x")); !errors.Is(err, ErrIndexOutOfOrder) {
 		t.Fatalf("the failed incarnation's later entry: %v", err)
 	}
-	_, _, _, c, err = x.Admit(replicatedInc(t, "a", 8, Position{1, 0}, "x"))
+	_, _, _, c, err = x.Admit(replicatedInc(t, "a", 8, mtypes.Position{LedgerID: 1, EntryID: 0}, "x"))
 	if err != nil || c == nil {
 		t.Fatalf("another incarnation after the hold: %v", err)
 	}
@@ -144,18 +145,18 @@ func TestIndexKeysPerClusterBounded(t *testing.T) {
 	topic := newMemTopic("persistent://t/n/keys", 9)
 	x := NewIndex(IndexOptions{Logger: quietLogger()})
 	for inc := uint64(1); inc <= maxKeysPerCluster+10; inc++ {
-		store(t, x, topic, replicatedInc(t, "a", inc, Position{1, 0}, "x"))
+		store(t, x, topic, replicatedInc(t, "a", inc, mtypes.Position{LedgerID: 1, EntryID: 0}, "x"))
 	}
 	if in := x.Inbound(); in[0].Incarnations != maxKeysPerCluster || in[0].MsgInCount != maxKeysPerCluster+10 {
 		t.Fatalf("inbound %+v", in[0])
 	}
-	if x.Contains(OriginKey{Cluster: "a", Incarnation: 1}, Position{1, 0}) || !x.Contains(OriginKey{Cluster: "a", Incarnation: maxKeysPerCluster + 10}, Position{1, 0}) {
+	if x.Contains(OriginKey{Cluster: "a", Incarnation: 1}, mtypes.Position{LedgerID: 1, EntryID: 0}) || !x.Contains(OriginKey{Cluster: "a", Incarnation: maxKeysPerCluster + 10}, mtypes.Position{LedgerID: 1, EntryID: 0}) {
 		t.Fatal("the oldest incarnation should be forgotten, the newest kept")
 	}
 	// The admission of the newest key, cached, and then of a new key after an eviction.
-	store(t, x, topic, replicatedInc(t, "a", maxKeysPerCluster+10, Position{1, 1}, "x"))
-	store(t, x, topic, replicatedInc(t, "a", 1, Position{1, 0}, "x")) // forgotten: stored again
-	if !x.Contains(OriginKey{Cluster: "a", Incarnation: 1}, Position{1, 0}) {
+	store(t, x, topic, replicatedInc(t, "a", maxKeysPerCluster+10, mtypes.Position{LedgerID: 1, EntryID: 1}, "x"))
+	store(t, x, topic, replicatedInc(t, "a", 1, mtypes.Position{LedgerID: 1, EntryID: 0}, "x")) // forgotten: stored again
+	if !x.Contains(OriginKey{Cluster: "a", Incarnation: 1}, mtypes.Position{LedgerID: 1, EntryID: 0}) {
 		t.Fatal("re-created key lost its entry")
 	}
 }
@@ -172,12 +173,12 @@ func TestIndexResendOfOlderIncarnation(t *testing.T) {
 	}
 	defer x.Close(ctx)
 	for e := range int64(5) {
-		store(t, x, topic, replicatedInc(t, "a", 1, Position{1, e}, "x"))
+		store(t, x, topic, replicatedInc(t, "a", 1, mtypes.Position{LedgerID: 1, EntryID: e}, "x"))
 	}
 	for e := range int64(5) {
-		store(t, x, topic, replicatedInc(t, "a", 2, Position{1, e}, "x"))
+		store(t, x, topic, replicatedInc(t, "a", 2, mtypes.Position{LedgerID: 1, EntryID: e}, "x"))
 	}
-	if dup, _, _, _, err := x.AdmitTicket(replicatedInc(t, "a", 1, Position{1, 4}, "x")); !dup || err != nil {
+	if dup, _, _, _, err := x.AdmitTicket(replicatedInc(t, "a", 1, mtypes.Position{LedgerID: 1, EntryID: 4}, "x")); !dup || err != nil {
 		t.Fatalf("resend: dup %v err %v", dup, err)
 	}
 	if err := x.Save(ctx); err != nil {

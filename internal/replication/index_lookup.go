@@ -1,6 +1,10 @@
 package replication
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
+)
 
 // Lookups by origin cluster, for position translation (docs/replication-design.md, "Position
 // translation"). An operator names a position of cluster A without knowing A's incarnations, so
@@ -30,7 +34,7 @@ func (x *Index) keysOf(cluster string) []*originState {
 
 // LocalOf returns the local position holding cluster's entry at origin position pos, under any of
 // the cluster's incarnations; ok is false when no mapping for it is kept here.
-func (x *Index) LocalOf(cluster string, pos Position) (local Position, ok bool) {
+func (x *Index) LocalOf(cluster string, pos mtypes.Position) (local mtypes.Position, ok bool) {
 	x.mu.Lock()
 	keys := x.keysOf(cluster)
 	x.mu.Unlock()
@@ -39,14 +43,14 @@ func (x *Index) LocalOf(cluster string, pos Position) (local Position, ok bool) 
 			return local, true
 		}
 	}
-	return Position{}, false
+	return mtypes.Position{}, false
 }
 
 // LocalAtOrBefore returns the greatest origin position at or before pos of cluster that is mapped
 // here, and the local position holding it, searching the cluster's incarnations most recently used
 // first; ok is false when none is mapped. It translates a position that need not have been
 // replicated itself, such as a subscription's mark-delete position on the origin.
-func (x *Index) LocalAtOrBefore(cluster string, pos Position) (origin, local Position, ok bool) {
+func (x *Index) LocalAtOrBefore(cluster string, pos mtypes.Position) (origin, local mtypes.Position, ok bool) {
 	x.mu.Lock()
 	keys := x.keysOf(cluster)
 	views := make([]runView, len(keys))
@@ -56,7 +60,7 @@ func (x *Index) LocalAtOrBefore(cluster string, pos Position) (origin, local Pos
 	x.mu.Unlock()
 	for _, v := range views {
 		found := false
-		v.each(Earliest, pos, func(r run) bool {
+		v.each(mtypes.Earliest, pos, func(r run) bool {
 			origin, local, found = r.originEnd(), r.localEnd(), true
 			return true
 		})
@@ -64,5 +68,5 @@ func (x *Index) LocalAtOrBefore(cluster string, pos Position) (origin, local Pos
 			return origin, local, true
 		}
 	}
-	return Position{}, Position{}, false
+	return mtypes.Position{}, mtypes.Position{}, false
 }

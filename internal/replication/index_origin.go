@@ -1,6 +1,10 @@
 package replication
 
-import "time"
+import (
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
+)
 
 // OriginKey names a source of replicated entries: a cluster and the storage incarnation of the
 // source entry's ledger there (see the package doc of the index). Incarnation 0 is an entry that
@@ -15,12 +19,12 @@ type originState struct {
 	key     OriginKey
 	cluster *clusterState
 	runs    runList
-	floor   Position // origin positions <= floor are stored but no longer mapped
+	floor   mtypes.Position // origin positions <= floor are stored but no longer mapped
 	// npending counts this key's admitted entries whose append is in progress; pendingMax is the
 	// highest of their positions (meaningful while npending > 0). An entry above pendingMax cannot
 	// be pending, which spares the scan of the admissions in the usual, ascending case.
 	npending   int
-	pendingMax Position
+	pendingMax mtypes.Position
 	// lastUse orders the keys of a cluster by the last entry they recorded (cluster.clock; 0: none
 	// yet): the key used least recently gives up its runs first, and is forgotten first when a
 	// cluster has more than maxKeysPerCluster keys. The key with the cluster's clock is its newest:
@@ -28,7 +32,7 @@ type originState struct {
 	// count as use.
 	lastUse uint64
 	// pins: the lowest origin position each holder still needs mapped (nil: none).
-	pins map[string]Position
+	pins map[string]mtypes.Position
 
 	persist keyPersist // what the durable snapshot holds of this key (index_store.go)
 }
@@ -57,7 +61,7 @@ type clusterState struct {
 // failedAppend is the entry whose append failed, and when.
 type failedAppend struct {
 	key *originState
-	pos Position
+	pos mtypes.Position
 	at  time.Time
 }
 
@@ -97,7 +101,7 @@ func (x *Index) originOf(cluster []byte, incarnation uint64) *originState {
 	if len(c.keys) >= maxKeysPerCluster {
 		x.forgetOldestKey(c)
 	}
-	o := &originState{key: OriginKey{c.name, incarnation}, cluster: c, floor: Position{-1, -1}}
+	o := &originState{key: OriginKey{c.name, incarnation}, cluster: c, floor: mtypes.Position{LedgerID: -1, EntryID: -1}}
 	c.keys[incarnation] = o
 	return o
 }
@@ -144,7 +148,7 @@ func (x *Index) forgetOldestKey(c *clusterState) {
 
 // record adds origin pos -> local for key o; x.mu is held. It runs for every replicated entry
 // (from Commit, on the storage's completion path): O(1) amortised.
-func (x *Index) record(o *originState, pos, local Position) {
+func (x *Index) record(o *originState, pos, local mtypes.Position) {
 	x.dirty = true
 	o.persist.changed = true
 	o.touch()
@@ -241,12 +245,12 @@ func (o *originState) canFold(hard bool) bool {
 // Unpin, beyond MaxRuns and up to MaxPinnedRuns runs per origin cluster. holder names the pin's
 // owner (for example a replicated subscription); a holder has one pin per key, a later Pin moves
 // it. Pins live in memory: a holder pins again after the topic loads.
-func (x *Index) Pin(holder string, key OriginKey, from Position) {
+func (x *Index) Pin(holder string, key OriginKey, from mtypes.Position) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	o := x.originOf([]byte(key.Cluster), key.Incarnation)
 	if o.pins == nil {
-		o.pins = map[string]Position{}
+		o.pins = map[string]mtypes.Position{}
 	}
 	if prev, ok := o.pins[holder]; ok && prev.Compare(from) < 0 {
 		o.cluster.foldBlockedAt = 0 // the pin moved forward: older runs may go now

@@ -1,20 +1,28 @@
 package replication
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
+)
 
 // A run maps count consecutive origin entries (same ledger) to count consecutive local entries
 // (same ledger).
 type run struct {
-	origin, local Position
+	origin, local mtypes.Position
 	count         int64
 }
 
-func (r run) originEnd() Position { return Position{r.origin.LedgerID, r.origin.EntryID + r.count - 1} }
-func (r run) localEnd() Position  { return Position{r.local.LedgerID, r.local.EntryID + r.count - 1} }
+func (r run) originEnd() mtypes.Position {
+	return mtypes.Position{LedgerID: r.origin.LedgerID, EntryID: r.origin.EntryID + r.count - 1}
+}
+func (r run) localEnd() mtypes.Position {
+	return mtypes.Position{LedgerID: r.local.LedgerID, EntryID: r.local.EntryID + r.count - 1}
+}
 
 // clip returns the part of r whose origin positions are after lo and at or before hi, and whether
 // there is one.
-func (r run) clip(lo, hi Position) (run, bool) {
+func (r run) clip(lo, hi mtypes.Position) (run, bool) {
 	if r.originEnd().Compare(lo) <= 0 || r.origin.Compare(hi) > 0 {
 		return run{}, false
 	}
@@ -98,7 +106,7 @@ func (l *runList) insert(r run) {
 }
 
 // find returns the run holding origin position pos.
-func (l *runList) find(pos Position) (run, bool) {
+func (l *runList) find(pos mtypes.Position) (run, bool) {
 	bi := sort.Search(len(l.blocks), func(i int) bool { return l.blocks[i][0].origin.Compare(pos) > 0 }) - 1
 	if bi < 0 {
 		return run{}, false
@@ -113,7 +121,7 @@ func (l *runList) find(pos Position) (run, bool) {
 }
 
 // firstBlock returns the number of runs in the oldest block and the origin end of its last run.
-func (l *runList) firstBlock() (n int, end Position) {
+func (l *runList) firstBlock() (n int, end mtypes.Position) {
 	b := l.blocks[0]
 	return len(b), b[len(b)-1].originEnd()
 }
@@ -146,7 +154,7 @@ type runView struct{ blocks [][]run }
 
 // each calls fn for every run of v clipped to the origin positions after lo and at or before hi,
 // in order, until fn returns false.
-func (v runView) each(lo, hi Position, fn func(run) bool) {
+func (v runView) each(lo, hi mtypes.Position, fn func(run) bool) {
 	bi := sort.Search(len(v.blocks), func(i int) bool { b := v.blocks[i]; return b[len(b)-1].originEnd().Compare(lo) > 0 })
 	for ; bi < len(v.blocks); bi++ {
 		b := v.blocks[bi]
@@ -163,7 +171,7 @@ func (v runView) each(lo, hi Position, fn func(run) bool) {
 }
 
 // last returns the origin end of v's last run, or lo when v has none after lo.
-func (v runView) lastEnd(lo Position) Position {
+func (v runView) lastEnd(lo mtypes.Position) mtypes.Position {
 	if len(v.blocks) == 0 {
 		return lo
 	}
@@ -171,7 +179,7 @@ func (v runView) lastEnd(lo Position) Position {
 	return maxPos(lo, b[len(b)-1].originEnd())
 }
 
-func maxPos(a, b Position) Position {
+func maxPos(a, b mtypes.Position) mtypes.Position {
 	if a.Compare(b) >= 0 {
 		return a
 	}

@@ -3,6 +3,7 @@ package replication
 import (
 	"fmt"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -10,7 +11,7 @@ import (
 type entrySource struct {
 	cluster     []byte // aliases the entry
 	incarnation uint64
-	pos         Position
+	pos         mtypes.Position
 	msgs        int64
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Persistence of the inbound index: loading it (snapshot, then the log after it) and saving
@@ -50,9 +52,9 @@ type indexStore struct {
 	chunks map[uint64]Cursor
 	// durableCovered is the local position the last durable head covers; the head cursor's
 	// mark-delete follows it one save later.
-	durableCovered Position
+	durableCovered mtypes.Position
 	hasDurable     bool
-	marked         Position // the head cursor's mark-delete as this index last set it
+	marked         mtypes.Position // the head cursor's mark-delete as this index last set it
 }
 
 // LoadIndex opens the index of topic: it loads the snapshot from the cursor IndexCursorName (and
@@ -63,11 +65,11 @@ type indexStore struct {
 func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index, error) {
 	x := NewIndex(opts)
 	x.topic = topic
-	scanFrom := Earliest
+	scanFrom := mtypes.Earliest
 	migrate := false
 	names := topic.CursorNames()
 	if slices.Contains(names, IndexCursorName) {
-		cur, _, err := topic.OpenCursor(ctx, IndexCursorName, Earliest)
+		cur, _, err := topic.OpenCursor(ctx, IndexCursorName, mtypes.Earliest)
 		if err != nil {
 			return nil, fmt.Errorf("replication: open index cursor of %s: %w", topic.Name(), err)
 		}
@@ -81,11 +83,11 @@ func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index
 			if err != nil {
 				// A damaged snapshot costs time, never correctness: rebuild from the whole log.
 				x.opts.Logger.Warn("inbound replication index snapshot unreadable; rebuilding from the log", "topic", topic.Name(), "err", err)
-				x.clusters, x.lastLocal, listed = nil, Position{}, map[uint64]bool{}
+				x.clusters, x.lastLocal, listed = nil, mtypes.Position{}, map[uint64]bool{}
 				clear(st.chunks)
 			} else {
 				scanFrom = p
-				st.durableCovered, st.hasDurable = Position{p.LedgerID, p.EntryID - 1}, true
+				st.durableCovered, st.hasDurable = mtypes.Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}, true
 				st.marked = cur.MarkDeletePosition()
 				x.savedCovered = st.durableCovered
 				migrate = v == "1"
@@ -111,12 +113,12 @@ func LoadIndex(ctx context.Context, topic LocalTopic, opts IndexOptions) (*Index
 
 // loadSnapshot loads the snapshot in the head cursor's properties (and its chunks) and returns
 // its scanFrom position; listed collects the chunk ids the head lists.
-func (x *Index) loadSnapshot(ctx context.Context, names []string, props map[string]string, listed map[uint64]bool) (Position, error) {
+func (x *Index) loadSnapshot(ctx context.Context, names []string, props map[string]string, listed map[uint64]bool) (mtypes.Position, error) {
 	switch props[propVersion] {
 	case "1":
 		scanFrom, origins, err := decodeV1(props)
 		if err != nil {
-			return Position{}, err
+			return mtypes.Position{}, err
 		}
 		for _, v := range origins {
 			o := x.originOf([]byte(v.name), 0)
@@ -129,12 +131,12 @@ func (x *Index) loadSnapshot(ctx context.Context, names []string, props map[stri
 		return scanFrom, nil
 	case "2":
 	default:
-		return Position{}, fmt.Errorf("%w: version %q", errBadSnapshot, props[propVersion])
+		return mtypes.Position{}, fmt.Errorf("%w: version %q", errBadSnapshot, props[propVersion])
 	}
 	tails := map[int][]run{}
 	h, err := decodeHead(props, func(k int, r run) { tails[k] = append(tails[k], r) })
 	if err != nil {
-		return Position{}, err
+		return mtypes.Position{}, err
 	}
 	st := x.store
 	st.nextChunkID = h.nextChunkID
@@ -143,20 +145,20 @@ func (x *Index) loadSnapshot(ctx context.Context, names []string, props map[stri
 		o.floor = k.floor
 		for _, ref := range k.chunks {
 			if listed[ref.id] {
-				return Position{}, fmt.Errorf("%w: chunk %d listed twice", errBadSnapshot, ref.id)
+				return mtypes.Position{}, fmt.Errorf("%w: chunk %d listed twice", errBadSnapshot, ref.id)
 			}
 			listed[ref.id] = true
 			name := ChunkCursorName(ref.id)
 			if !slices.Contains(names, name) {
-				return Position{}, fmt.Errorf("%w: chunk cursor %s missing", errBadSnapshot, name)
+				return mtypes.Position{}, fmt.Errorf("%w: chunk cursor %s missing", errBadSnapshot, name)
 			}
-			c, _, err := x.topic.OpenCursor(ctx, name, Latest)
+			c, _, err := x.topic.OpenCursor(ctx, name, mtypes.Latest)
 			if err != nil {
-				return Position{}, fmt.Errorf("replication: open index chunk %s: %w", name, err)
+				return mtypes.Position{}, fmt.Errorf("replication: open index chunk %s: %w", name, err)
 			}
 			st.chunks[ref.id] = c
 			if err := decodeChunk(c.Properties(), k.key, ref, func(r run) { x.loadRun(o, r) }); err != nil {
-				return Position{}, err
+				return mtypes.Position{}, err
 			}
 		}
 		for _, r := range tails[ki] {
@@ -171,7 +173,7 @@ func (x *Index) loadSnapshot(ctx context.Context, names []string, props map[stri
 // loadRun appends a run read from a snapshot to o (clipped to after o's floor; joined to the last
 // run when they continue each other).
 func (x *Index) loadRun(o *originState, r run) {
-	r, ok := r.clip(o.floor, Latest)
+	r, ok := r.clip(o.floor, mtypes.Latest)
 	if !ok {
 		return
 	}
@@ -220,7 +222,7 @@ func (x *Index) removeOrphanChunks(ctx context.Context, names []string, listed m
 		}
 		if err := x.topic.DeleteCursor(ctx, name); err != nil {
 			x.opts.Logger.Warn("delete orphan inbound replication index chunk", "topic", x.topic.Name(), "cursor", name, "err", err)
-			if c, _, err := x.topic.OpenCursor(ctx, name, Latest); err == nil && st != nil {
+			if c, _, err := x.topic.OpenCursor(ctx, name, mtypes.Latest); err == nil && st != nil {
 				st.chunks[id] = c // the next save tries again
 			}
 		}
@@ -239,7 +241,7 @@ func (x *Index) snapshotCursor(ctx context.Context, create bool) (Cursor, error)
 		}
 		return st.cursor, nil
 	}
-	cur, _, err := x.topic.OpenCursor(ctx, IndexCursorName, Earliest)
+	cur, _, err := x.topic.OpenCursor(ctx, IndexCursorName, mtypes.Earliest)
 	if err != nil {
 		return nil, fmt.Errorf("replication: create index cursor of %s: %w", x.topic.Name(), err)
 	}
@@ -268,10 +270,10 @@ func (x *Index) ensureCursor() error {
 // entry (one durable journal record); the replicator retries a refused entry.
 const cursorCreateTimeout = 10 * time.Second
 
-func (x *Index) scan(ctx context.Context, from Position) (int, error) {
+func (x *Index) scan(ctx context.Context, from mtypes.Position) (int, error) {
 	n := 0
-	if from == Earliest {
-		from = Position{0, 0}
+	if from == mtypes.Earliest {
+		from = mtypes.Position{LedgerID: 0, EntryID: 0}
 	}
 	for {
 		es, err := x.topic.Read(ctx, from, x.opts.ScanBatch, 8<<20)
@@ -293,7 +295,7 @@ func (x *Index) scan(ctx context.Context, from Position) (int, error) {
 type keyCapture struct {
 	o       *originState
 	key     OriginKey
-	floor   Position
+	floor   mtypes.Position
 	chunks  []chunkRef
 	newest  bool // the key its cluster used last
 	work    bool // changed since the last save, or to be consolidated: view is set
@@ -343,7 +345,7 @@ type savePlan struct {
 
 // plan decides, outside Index.mu, what a save writes for the captured keys: new chunks (sealed
 // tails, merges) and the head.
-func (x *Index) plan(caps []keyCapture, scanFrom Position) savePlan {
+func (x *Index) plan(caps []keyCapture, scanFrom mtypes.Position) savePlan {
 	st := x.store
 	p := savePlan{listed: map[uint64]bool{}}
 	for i := range caps {
@@ -380,8 +382,8 @@ func (x *Index) planKey(kc *keyCapture, p *savePlan) headKey {
 	}
 	// sealFrom writes the runs after lo as chunks of at most maxChunkBytes, or (allowTail) as the
 	// head's tail when they are fewer than SealBytes.
-	sealFrom := func(lo Position, allowTail bool) {
-		encs := kc.encode(lo, Latest)
+	sealFrom := func(lo mtypes.Position, allowTail bool) {
+		encs := kc.encode(lo, mtypes.Latest)
 		if allowTail && len(encs) == 1 && len(encs[0].buf) < x.opts.SealBytes {
 			hk.tail, hk.tailRuns = encs[0].buf, encs[0].n
 			return
@@ -439,7 +441,7 @@ func (x *Index) planKey(kc *keyCapture, p *savePlan) headKey {
 
 // encode returns the key's runs after lo (and after its floor) and at or before hi, delta-encoded
 // in pieces of at most maxChunkBytes (at least one, maybe empty).
-func (kc *keyCapture) encode(lo, hi Position) []runEncoder {
+func (kc *keyCapture) encode(lo, hi mtypes.Position) []runEncoder {
 	encs := []runEncoder{newRunEncoder(nil)}
 	kc.view.each(maxPos(lo, kc.floor), hi, func(r run) bool {
 		if len(encs[len(encs)-1].buf) >= maxChunkBytes {
@@ -549,11 +551,11 @@ func (x *Index) Save(ctx context.Context) error {
 
 // write makes the plan durable: the new chunks, then the head, whose cursor's mark-delete moves
 // to what the previous durable head covers.
-func (x *Index) write(ctx context.Context, head Cursor, p savePlan, covered Position) error {
+func (x *Index) write(ctx context.Context, head Cursor, p savePlan, covered mtypes.Position) error {
 	st := x.store
 	created := make([]Cursor, 0, len(p.chunks))
 	for _, c := range p.chunks {
-		cur, _, err := x.topic.OpenCursor(ctx, ChunkCursorName(c.ref.id), Latest)
+		cur, _, err := x.topic.OpenCursor(ctx, ChunkCursorName(c.ref.id), mtypes.Latest)
 		if err != nil {
 			return fmt.Errorf("replication: create index chunk of %s: %w", x.topic.Name(), err)
 		}

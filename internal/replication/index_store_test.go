@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -19,7 +20,7 @@ func interleave(t testing.TB, x *Index, topic *memTopic, next *[2]int64, n int) 
 	t.Helper()
 	for i := range n {
 		o := i & 1
-		pos := Position{LedgerID: 100 + int64(o), EntryID: next[o]}
+		pos := mtypes.Position{LedgerID: 100 + int64(o), EntryID: next[o]}
 		next[o]++
 		src := wire.ReplicatedOrigin{From: []byte{"ab"[o]}, HasFrom: true, Position: []byte(pos.String()), HasPosition: true}
 		dup, _, _, ticket, err := x.AdmitOriginTicket(nil, src)
@@ -50,7 +51,7 @@ func sameMappings(t *testing.T, x, y *Index, next [2]int64) {
 	t.Helper()
 	for o, key := range []OriginKey{keyA(), keyB()} {
 		for e := int64(0); e < next[o]; e++ {
-			pos := Position{100 + int64(o), e}
+			pos := mtypes.Position{LedgerID: 100 + int64(o), EntryID: e}
 			if !y.Contains(key, pos) {
 				t.Fatalf("%v %v not stored after reload", key, pos)
 			}
@@ -97,10 +98,10 @@ func TestIndexSnapshotV2RoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameMappings(t, x, y, next)
-	if _, ok := y.Lookup(keyA(), Position{100, 0}); ok {
+	if _, ok := y.Lookup(keyA(), mtypes.Position{LedgerID: 100, EntryID: 0}); ok {
 		t.Fatal("the oldest mapping should have been folded into the floor")
 	}
-	if _, ok := y.Lookup(keyA(), Position{100, next[0] - 1}); !ok {
+	if _, ok := y.Lookup(keyA(), mtypes.Position{LedgerID: 100, EntryID: next[0] - 1}); !ok {
 		t.Fatal("the newest mapping is missing")
 	}
 	if err := x.Close(ctx); err != nil {
@@ -141,33 +142,33 @@ func TestIndexLoadsVersion1Snapshot(t *testing.T) {
 	}
 	topic := newMemTopic("persistent://t/n/v1", 41)
 	for range 60 { // the log the snapshot covers (41:0..59)
-		topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+		topic.append(mkEntry(t, mtypes.Position{}, "local", nil).Data, 1)
 	}
-	cur, _, _ := topic.OpenCursor(ctx, IndexCursorName, Earliest)
+	cur, _, _ := topic.OpenCursor(ctx, IndexCursorName, mtypes.Earliest)
 	_ = cur.SetProperties(ctx, props)
 	check := func(x *Index) {
 		t.Helper()
 		for e := int64(0); e < 20; e++ {
-			if !x.Contains(keyA(), Position{6, e}) {
+			if !x.Contains(keyA(), mtypes.Position{LedgerID: 6, EntryID: e}) {
 				t.Fatalf("a 6:%d missing", e)
 			}
 		}
-		want := map[Position]Position{{6, 14}: {40, 28}, {6, 19}: {40, 38}, {7, 0}: {40, 40}, {7, 119}: {40, 159}}
+		want := map[mtypes.Position]mtypes.Position{{LedgerID: 6, EntryID: 14}: {LedgerID: 40, EntryID: 28}, {LedgerID: 6, EntryID: 19}: {LedgerID: 40, EntryID: 38}, {LedgerID: 7, EntryID: 0}: {LedgerID: 40, EntryID: 40}, {LedgerID: 7, EntryID: 119}: {LedgerID: 40, EntryID: 159}}
 		for o, l := range want {
 			if got, ok := x.Lookup(keyA(), o); !ok || got != l {
 				t.Fatalf("a %v -> %v %v, want %v", o, got, ok, l)
 			}
 		}
-		if _, ok := x.Lookup(keyA(), Position{6, 13}); ok {
+		if _, ok := x.Lookup(keyA(), mtypes.Position{LedgerID: 6, EntryID: 13}); ok {
 			t.Fatal("a 6:13 is below the floor: stored, not mapped")
 		}
-		if got, ok := x.Lookup(keyB(), Position{3, 26}); !ok || got != (Position{41, 13}) {
+		if got, ok := x.Lookup(keyB(), mtypes.Position{LedgerID: 3, EntryID: 26}); !ok || got != (mtypes.Position{LedgerID: 41, EntryID: 13}) {
 			t.Fatalf("b 3:26 -> %v %v", got, ok)
 		}
-		if !x.Contains(keyB(), Position{3, 24}) || x.Contains(keyB(), Position{3, 27}) || x.Contains(keyB(), Position{3, 40}) {
+		if !x.Contains(keyB(), mtypes.Position{LedgerID: 3, EntryID: 24}) || x.Contains(keyB(), mtypes.Position{LedgerID: 3, EntryID: 27}) || x.Contains(keyB(), mtypes.Position{LedgerID: 3, EntryID: 40}) {
 			t.Fatal("b: floor 3:24 and runs 3:26, 3:28, ... up to 3:38")
 		}
-		if x.Contains(OriginKey{Cluster: "a", Incarnation: 7}, Position{6, 0}) {
+		if x.Contains(OriginKey{Cluster: "a", Incarnation: 7}, mtypes.Position{LedgerID: 6, EntryID: 0}) {
 			t.Fatal("a version 1 snapshot belongs to incarnation 0")
 		}
 	}
@@ -230,7 +231,7 @@ func TestIndexSnapshotSurvivesFailedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A chunk cursor nothing lists (a crash between writing it and the head) goes at load.
-	orphan, _, _ := topic.OpenCursor(ctx, ChunkCursorName(1<<40), Latest)
+	orphan, _, _ := topic.OpenCursor(ctx, ChunkCursorName(1<<40), mtypes.Latest)
 	_ = orphan.SetProperties(ctx, map[string]string{propChunk: "junk"})
 	y, err := LoadIndex(ctx, topic, opts)
 	if err != nil {
@@ -242,7 +243,7 @@ func TestIndexSnapshotSurvivesFailedWrites(t *testing.T) {
 	sameMappings(t, x, y, next)
 	// Chunk cursors of a topic without a head cursor go too.
 	headless := newMemTopic("persistent://t/n/headless", 5)
-	stray, _, _ := headless.OpenCursor(ctx, ChunkCursorName(3), Latest)
+	stray, _, _ := headless.OpenCursor(ctx, ChunkCursorName(3), mtypes.Latest)
 	_ = stray.SetProperties(ctx, map[string]string{propChunk: "junk"})
 	if z, err := LoadIndex(ctx, headless, opts); err != nil || len(headless.CursorNames()) != 0 {
 		t.Fatalf("headless topic: %v, cursors %v", err, headless.CursorNames())
@@ -277,7 +278,7 @@ func TestIndexDamagedChunkRebuildsFromTheLog(t *testing.T) {
 	// Entries as the replicator sends them, so that the rebuild finds them in the log.
 	for i := range 600 {
 		o := i & 1
-		data := replicated(t, string("ab"[o]), Position{100 + int64(o), next[o]}, "x")
+		data := replicated(t, string("ab"[o]), mtypes.Position{LedgerID: 100 + int64(o), EntryID: next[o]}, "x")
 		next[o]++
 		_, _, _, c, err := x.Admit(data)
 		if err != nil || c == nil {
@@ -323,13 +324,13 @@ func TestIndexPinsKeepMappings(t *testing.T) {
 	x := NewIndex(IndexOptions{MaxRuns: 2048, MaxPinnedRuns: 8192, Logger: quietLogger()})
 	var next [2]int64
 	interleave(t, x, topic, &next, 100)
-	pinned := Position{100, 10}
+	pinned := mtypes.Position{LedgerID: 100, EntryID: 10}
 	x.Pin("sub-1", keyA(), pinned)
 	interleave(t, x, topic, &next, 2*6000) // 6,000 runs of a: beyond MaxRuns, below MaxPinnedRuns
 	if _, ok := x.Lookup(keyA(), pinned); !ok {
 		t.Fatal("pinned mapping forgotten below the hard bound")
 	}
-	if _, ok := x.Lookup(keyB(), Position{101, 10}); ok {
+	if _, ok := x.Lookup(keyB(), mtypes.Position{LedgerID: 101, EntryID: 10}); ok {
 		t.Fatal("unpinned origin b kept beyond MaxRuns")
 	}
 	interleave(t, x, topic, &next, 2*4000) // a: 10,100 runs, beyond the hard bound
@@ -343,7 +344,7 @@ func TestIndexPinsKeepMappings(t *testing.T) {
 	if !x.Contains(keyA(), pinned) {
 		t.Fatal("a folded position must still count as stored")
 	}
-	x.Pin("sub-1", keyA(), Position{100, next[0] - 10})
+	x.Pin("sub-1", keyA(), mtypes.Position{LedgerID: 100, EntryID: next[0] - 10})
 	x.Unpin("sub-1", keyA())
 	if in := x.Inbound(); in[0].Runs > 2048+runBlockSize {
 		t.Fatalf("after Unpin a keeps %d runs, want at most MaxRuns plus a block", in[0].Runs)
@@ -351,7 +352,7 @@ func TestIndexPinsKeepMappings(t *testing.T) {
 }
 
 // runPtr returns the address of the run that maps origin position pos of key.
-func runPtr(x *Index, key OriginKey, pos Position) *run {
+func runPtr(x *Index, key OriginKey, pos mtypes.Position) *run {
 	o := x.existing(key)
 	for _, b := range o.runs.blocks {
 		for i := range b {
@@ -372,7 +373,7 @@ func TestIndexRecordAtMemoryBoundMovesNoRuns(t *testing.T) {
 	x := NewIndex(IndexOptions{MaxRuns: maxRuns, Logger: quietLogger()})
 	var next [2]int64
 	interleave(t, x, topic, &next, 2*3*maxRuns) // 3x the bound for each origin
-	watched := Position{100, next[0] - 1}
+	watched := mtypes.Position{LedgerID: 100, EntryID: next[0] - 1}
 	p := runPtr(x, keyA(), watched)
 	if p == nil {
 		t.Fatal("newest run not found")
@@ -389,7 +390,7 @@ func TestIndexRecordAtMemoryBoundMovesNoRuns(t *testing.T) {
 		}
 	}
 	for e := int64(0); e < next[0]; e++ {
-		if !x.Contains(keyA(), Position{100, e}) {
+		if !x.Contains(keyA(), mtypes.Position{LedgerID: 100, EntryID: e}) {
 			t.Fatalf("a 100:%d forgotten", e)
 		}
 	}
@@ -472,9 +473,9 @@ func TestIndexChunksStayWithinSizeBound(t *testing.T) {
 	}
 	for o, key := range []OriginKey{keyA(), keyB()} {
 		for _, e := range []int64{0, next[o] / 2, next[o] - 1} {
-			if l1, ok := x.Lookup(key, Position{100 + int64(o), e}); !ok {
+			if l1, ok := x.Lookup(key, mtypes.Position{LedgerID: 100 + int64(o), EntryID: e}); !ok {
 				t.Fatalf("%v %d not mapped", key, e)
-			} else if l2, ok := y.Lookup(key, Position{100 + int64(o), e}); !ok || l1 != l2 {
+			} else if l2, ok := y.Lookup(key, mtypes.Position{LedgerID: 100 + int64(o), EntryID: e}); !ok || l1 != l2 {
 				t.Fatalf("%v %d: %v before the reload, %v %v after", key, e, l1, l2, ok)
 			}
 		}
@@ -498,7 +499,7 @@ func FuzzDecodeOrigins(f *testing.F) {
 			for _, r := range v.runs {
 				x.loadRun(o, r)
 			}
-			x.Contains(OriginKey{Cluster: v.name}, Position{0, 0})
+			x.Contains(OriginKey{Cluster: v.name}, mtypes.Position{LedgerID: 0, EntryID: 0})
 		}
 	})
 }

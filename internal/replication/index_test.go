@@ -11,12 +11,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
 // replicated builds entry bytes as a replicator sends them: from origin, source position src.
-func replicated(t testing.TB, origin string, src Position, payload string) []byte {
+func replicated(t testing.TB, origin string, src mtypes.Position, payload string) []byte {
 	t.Helper()
 	e := mkEntry(t, src, payload, nil)
 	out, reason, err := PrepareEntry(e, origin, "here")
@@ -28,7 +29,7 @@ func replicated(t testing.TB, origin string, src Position, payload string) []byt
 
 func TestIndexAdmitCommitDuplicate(t *testing.T) {
 	x := NewIndex(IndexOptions{})
-	d1 := replicated(t, "a", Position{5, 0}, "x")
+	d1 := replicated(t, "a", mtypes.Position{LedgerID: 5, EntryID: 0}, "x")
 	dup, _, _, commit, err := x.Admit(d1)
 	if dup || commit == nil || err != nil {
 		t.Fatalf("first admit: %v %v %v", dup, commit != nil, err)
@@ -42,14 +43,14 @@ func TestIndexAdmitCommitDuplicate(t *testing.T) {
 	if !dup || l != 9 || e != 3 || commit2 != nil || err != nil {
 		t.Fatalf("duplicate admit: %v %d:%d %v", dup, l, e, err)
 	}
-	if p, ok := x.Lookup(OriginKey{Cluster: "a"}, Position{5, 0}); !ok || p != (Position{9, 3}) {
+	if p, ok := x.Lookup(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 5, EntryID: 0}); !ok || p != (mtypes.Position{LedgerID: 9, EntryID: 3}) {
 		t.Fatalf("lookup %v %v", p, ok)
 	}
-	if _, ok := x.Lookup(OriginKey{Cluster: "b"}, Position{5, 0}); ok {
+	if _, ok := x.Lookup(OriginKey{Cluster: "b"}, mtypes.Position{LedgerID: 5, EntryID: 0}); ok {
 		t.Fatal("lookup of another origin")
 	}
 	// Entries that are not replicated are not indexed.
-	plain := mkEntry(t, Position{}, "p", nil).Data
+	plain := mkEntry(t, mtypes.Position{}, "p", nil).Data
 	if dup, _, _, commit, err := x.Admit(plain); dup || commit != nil || err != nil {
 		t.Fatalf("plain admit: %v %v %v", dup, commit != nil, err)
 	}
@@ -65,14 +66,14 @@ func TestIndexAdmitCommitDuplicate(t *testing.T) {
 
 func TestIndexFailedAppendKeepsOriginOrder(t *testing.T) {
 	x := NewIndex(IndexOptions{})
-	_, _, _, c0, _ := x.Admit(replicated(t, "a", Position{1, 0}, "0"))
-	_, _, _, c1, _ := x.Admit(replicated(t, "a", Position{1, 1}, "1"))
+	_, _, _, c0, _ := x.Admit(replicated(t, "a", mtypes.Position{LedgerID: 1, EntryID: 0}, "0"))
+	_, _, _, c1, _ := x.Admit(replicated(t, "a", mtypes.Position{LedgerID: 1, EntryID: 1}, "1"))
 	c0(0, 0, errors.New("fenced"))
 	c1(0, 1, errors.New("fenced"))
-	if _, _, _, _, err := x.Admit(replicated(t, "a", Position{1, 2}, "2")); !errors.Is(err, ErrIndexOutOfOrder) {
+	if _, _, _, _, err := x.Admit(replicated(t, "a", mtypes.Position{LedgerID: 1, EntryID: 2}, "2")); !errors.Is(err, ErrIndexOutOfOrder) {
 		t.Fatalf("entry after a failed one: %v", err)
 	}
-	dup, _, _, c, err := x.Admit(replicated(t, "a", Position{1, 0}, "0"))
+	dup, _, _, c, err := x.Admit(replicated(t, "a", mtypes.Position{LedgerID: 1, EntryID: 0}, "0"))
 	if dup || c == nil || err != nil {
 		t.Fatalf("resend of the failed entry: %v %v", dup, err)
 	}
@@ -82,7 +83,7 @@ func TestIndexFailedAppendKeepsOriginOrder(t *testing.T) {
 func TestIndexRunsCompressAndLookup(t *testing.T) {
 	x := NewIndex(IndexOptions{})
 	local := int64(0)
-	add := func(origin string, src Position) {
+	add := func(origin string, src mtypes.Position) {
 		_, _, _, c, err := x.Admit(replicated(t, origin, src, "x"))
 		if err != nil || c == nil {
 			t.Fatal(err)
@@ -91,23 +92,23 @@ func TestIndexRunsCompressAndLookup(t *testing.T) {
 		local++
 	}
 	for i := range 100 {
-		add("a", Position{3, int64(i)})
+		add("a", mtypes.Position{LedgerID: 3, EntryID: int64(i)})
 	}
 	for i := range 10 { // a second origin interleaves
-		add("a", Position{4, int64(i)})
-		add("b", Position{8, int64(i)})
+		add("a", mtypes.Position{LedgerID: 4, EntryID: int64(i)})
+		add("b", mtypes.Position{LedgerID: 8, EntryID: int64(i)})
 	}
 	st := x.Inbound()
 	if st[0].Origin != "a" || st[0].Runs != 11 || st[1].Runs != 10 {
 		t.Fatalf("runs %+v", st)
 	}
-	if p, ok := x.Lookup(OriginKey{Cluster: "a"}, Position{3, 42}); !ok || p != (Position{20, 42}) {
+	if p, ok := x.Lookup(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 3, EntryID: 42}); !ok || p != (mtypes.Position{LedgerID: 20, EntryID: 42}) {
 		t.Fatalf("lookup 3:42 -> %v %v", p, ok)
 	}
-	if p, ok := x.Lookup(OriginKey{Cluster: "b"}, Position{8, 9}); !ok || p != (Position{20, 119}) {
+	if p, ok := x.Lookup(OriginKey{Cluster: "b"}, mtypes.Position{LedgerID: 8, EntryID: 9}); !ok || p != (mtypes.Position{LedgerID: 20, EntryID: 119}) {
 		t.Fatalf("lookup b 8:9 -> %v %v", p, ok)
 	}
-	if _, ok := x.Lookup(OriginKey{Cluster: "a"}, Position{3, 100}); ok {
+	if _, ok := x.Lookup(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 3, EntryID: 100}); ok {
 		t.Fatal("lookup past a run")
 	}
 }
@@ -119,7 +120,7 @@ func TestIndexSnapshotRoundTripAndRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := func(x *Index, origin string, src Position) {
+	store := func(x *Index, origin string, src mtypes.Position) {
 		t.Helper()
 		data := replicated(t, origin, src, "x")
 		dup, _, _, c, err := x.Admit(data)
@@ -130,8 +131,8 @@ func TestIndexSnapshotRoundTripAndRebuild(t *testing.T) {
 		c(p.LedgerID, p.EntryID, nil)
 	}
 	for i := range 50 {
-		store(x, "a", Position{1, int64(i)})
-		topic.append(mkEntry(t, Position{}, "local", nil).Data, 1) // local traffic interleaves
+		store(x, "a", mtypes.Position{LedgerID: 1, EntryID: int64(i)})
+		topic.append(mkEntry(t, mtypes.Position{}, "local", nil).Data, 1) // local traffic interleaves
 	}
 	if err := x.Save(ctx); err != nil {
 		t.Fatal(err)
@@ -143,9 +144,9 @@ func TestIndexSnapshotRoundTripAndRebuild(t *testing.T) {
 	}
 	// After the snapshot: more entries that only the log knows about.
 	for i := 50; i < 60; i++ {
-		store(x, "a", Position{1, int64(i)})
+		store(x, "a", mtypes.Position{LedgerID: 1, EntryID: int64(i)})
 	}
-	store(x, "b", Position{9, 0})
+	store(x, "b", mtypes.Position{LedgerID: 9, EntryID: 0})
 	if err := x.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -160,26 +161,26 @@ func TestIndexSnapshotRoundTripAndRebuild(t *testing.T) {
 	}
 	defer y.Close(ctx)
 	for i := range 60 {
-		if !y.Contains(OriginKey{Cluster: "a"}, Position{1, int64(i)}) {
+		if !y.Contains(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 1, EntryID: int64(i)}) {
 			t.Fatalf("a 1:%d missing after reload", i)
 		}
 	}
-	if p, ok := y.Lookup(OriginKey{Cluster: "a"}, Position{1, 10}); !ok || p != (Position{30, 20}) {
+	if p, ok := y.Lookup(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 1, EntryID: 10}); !ok || p != (mtypes.Position{LedgerID: 30, EntryID: 20}) {
 		t.Fatalf("lookup after reload %v %v", p, ok)
 	}
-	if !y.Contains(OriginKey{Cluster: "b"}, Position{9, 0}) {
+	if !y.Contains(OriginKey{Cluster: "b"}, mtypes.Position{LedgerID: 9, EntryID: 0}) {
 		t.Fatal("b missing")
 	}
-	if dup, _, _, _, _ := y.Admit(replicated(t, "a", Position{1, 59}, "x")); !dup {
+	if dup, _, _, _, _ := y.Admit(replicated(t, "a", mtypes.Position{LedgerID: 1, EntryID: 59}, "x")); !dup {
 		t.Fatal("resend after reload not recognised as duplicate")
 	}
 	// New entries after a reload from a snapshot are recorded under their origin and counted (a
 	// snapshot-loaded origin once lost its name: entries were counted under "" and not mapped).
-	store(y, "a", Position{1, 60})
-	if !y.Contains(OriginKey{Cluster: "a"}, Position{1, 60}) {
+	store(y, "a", mtypes.Position{LedgerID: 1, EntryID: 60})
+	if !y.Contains(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 1, EntryID: 60}) {
 		t.Fatal("entry stored after reload not mapped under its origin")
 	}
-	if dup, _, _, _, _ := y.Admit(replicated(t, "a", Position{1, 60}, "x")); !dup {
+	if dup, _, _, _, _ := y.Admit(replicated(t, "a", mtypes.Position{LedgerID: 1, EntryID: 60}, "x")); !dup {
 		t.Fatal("resend of an entry stored after reload not recognised as duplicate")
 	}
 	for _, in := range y.Inbound() {
@@ -198,24 +199,24 @@ func TestIndexSnapshotRoundTripAndRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer z.Close(ctx)
-	if !z.Contains(OriginKey{Cluster: "a"}, Position{1, 0}) || !z.Contains(OriginKey{Cluster: "a"}, Position{1, 59}) {
+	if !z.Contains(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 1, EntryID: 0}) || !z.Contains(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 1, EntryID: 59}) {
 		t.Fatal("rebuild after a damaged snapshot incomplete")
 	}
 }
 
 func FuzzPrepareEntry(f *testing.F) {
-	f.Add(mkEntry(f, Position{1, 1}, "payload", nil).Data)
-	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"b"} }).Data)
-	f.Add(mkEntry(f, Position{1, 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }).Data)
+	f.Add(mkEntry(f, mtypes.Position{LedgerID: 1, EntryID: 1}, "payload", nil).Data)
+	f.Add(mkEntry(f, mtypes.Position{LedgerID: 1, EntryID: 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"b"} }).Data)
+	f.Add(mkEntry(f, mtypes.Position{LedgerID: 1, EntryID: 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }).Data)
 	f.Add([]byte{0x0e, 0x01, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out, reason, err := PrepareEntry(Entry{Position: Position{1, 2}, Data: b}, "a", "b")
+		out, reason, err := PrepareEntry(Entry{Position: mtypes.Position{LedgerID: 1, EntryID: 2}, Data: b}, "a", "b")
 		if reason == SkipNone && err == nil {
 			pe, err := ParseEntry(out.Bytes())
 			if err != nil {
 				t.Fatalf("prepared entry does not parse: %v", err)
 			}
-			if o, p, ok, _ := SourceOf(pe.Metadata); !ok || o != "a" || p != (Position{1, 2}) {
+			if o, p, ok, _ := SourceOf(pe.Metadata); !ok || o != "a" || p != (mtypes.Position{LedgerID: 1, EntryID: 2}) {
 				t.Fatalf("prepared entry lacks its source: %v %v %v", o, p, ok)
 			}
 		}
@@ -231,27 +232,27 @@ func TestIndexSnapshotFollowsLocalTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := replicated(t, "a", Position{1, 0}, "x")
+	data := replicated(t, "a", mtypes.Position{LedgerID: 1, EntryID: 0}, "x")
 	_, _, _, c, _ := x.Admit(data)
 	p := topic.append(data, 1)
 	c(p.LedgerID, p.EntryID, nil)
 	for range 10 {
-		topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+		topic.append(mkEntry(t, mtypes.Position{}, "local", nil).Data, 1)
 	}
 	// The cursor's mark-delete follows what a durable snapshot covers: one save later, or at the
 	// next Maintain when nothing changed in between.
 	x.Maintain(ctx, time.Now().Add(2*time.Second))
 	x.Maintain(ctx, time.Now().Add(4*time.Second))
 	cur := topic.cursors[IndexCursorName]
-	if md := cur.MarkDeletePosition(); md != (Position{4, 10}) {
+	if md := cur.MarkDeletePosition(); md != (mtypes.Position{LedgerID: 4, EntryID: 10}) {
 		t.Fatalf("index cursor at %v, want 4:10 (end of the log)", md)
 	}
 	for range 5 {
-		topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+		topic.append(mkEntry(t, mtypes.Position{}, "local", nil).Data, 1)
 	}
 	x.Maintain(ctx, time.Now().Add(6*time.Second))
 	x.Maintain(ctx, time.Now().Add(8*time.Second))
-	if md := cur.MarkDeletePosition(); md != (Position{4, 15}) {
+	if md := cur.MarkDeletePosition(); md != (mtypes.Position{LedgerID: 4, EntryID: 15}) {
 		t.Fatalf("index cursor at %v after more local traffic, want 4:15", md)
 	}
 	if err := x.Close(ctx); err != nil {
@@ -272,7 +273,7 @@ func TestIndexSnapshotSkippedOnEmptyLog(t *testing.T) {
 	if names := topic.CursorNames(); len(names) != 0 {
 		t.Fatalf("empty topic has cursors %v, want none (the index cursor is created lazily)", names)
 	}
-	topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+	topic.append(mkEntry(t, mtypes.Position{}, "local", nil).Data, 1)
 	x.Maintain(ctx, time.Now().Add(4*time.Second))
 	cur := topic.cursors[IndexCursorName]
 	if cur == nil {
@@ -297,11 +298,11 @@ func TestIndexCursorCreatedBeforeFirstReplicatedEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic.append(mkEntry(t, Position{}, "local", nil).Data, 1)
+	topic.append(mkEntry(t, mtypes.Position{}, "local", nil).Data, 1)
 	if names := topic.CursorNames(); len(names) != 0 {
 		t.Fatalf("cursors %v before any replicated entry", names)
 	}
-	data := replicated(t, "a", Position{3, 0}, "x")
+	data := replicated(t, "a", mtypes.Position{LedgerID: 3, EntryID: 0}, "x")
 	dup, _, _, commit, err := x.Admit(data)
 	if err != nil || dup || commit == nil {
 		t.Fatalf("admit: dup %v err %v", dup, err)
@@ -310,7 +311,7 @@ func TestIndexCursorCreatedBeforeFirstReplicatedEntry(t *testing.T) {
 	if cur == nil {
 		t.Fatal("no index cursor once a replicated entry was admitted")
 	}
-	if md := cur.MarkDeletePosition(); md != (Position{7, -1}) {
+	if md := cur.MarkDeletePosition(); md != (mtypes.Position{LedgerID: 7, EntryID: -1}) {
 		t.Fatalf("index cursor created at %v, want 7:-1 (the start of the log)", md)
 	}
 	p := topic.append(data, 1)
@@ -321,7 +322,7 @@ func TestIndexCursorCreatedBeforeFirstReplicatedEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer y.Close(ctx)
-	if dup, dl, de, _, err := y.Admit(data); err != nil || !dup || (Position{dl, de}) != p {
+	if dup, dl, de, _, err := y.Admit(data); err != nil || !dup || (mtypes.Position{LedgerID: dl, EntryID: de}) != p {
 		t.Fatalf("after reload: dup %v at %d:%d err %v, want a duplicate of %v", dup, dl, de, err, p)
 	}
 	// A failing cursor creation refuses the entry (the replicator retries), it is not stored unindexed.
@@ -365,8 +366,8 @@ func TestSplitInbound(t *testing.T) {
 }
 
 func FuzzIndexAdmit(f *testing.F) {
-	f.Add(replicated(f, "a", Position{1, 2}, "x"))
-	f.Add(mkEntry(f, Position{}, "plain", nil).Data)
+	f.Add(replicated(f, "a", mtypes.Position{LedgerID: 1, EntryID: 2}, "x"))
+	f.Add(mkEntry(f, mtypes.Position{}, "plain", nil).Data)
 	f.Add([]byte{0x0e, 0x01, 0, 0, 0, 0, 0, 0, 0, 1, 0x2a})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		x := NewIndex(IndexOptions{})
@@ -389,7 +390,7 @@ func TestIndexRateOfFirstSecond(t *testing.T) {
 	now := time.Unix(1000, 0)
 	x := NewIndex(IndexOptions{Now: func() time.Time { return now }})
 	for i := range 10 {
-		_, _, _, commit, err := x.Admit(replicated(t, "a", Position{5, int64(i)}, "x"))
+		_, _, _, commit, err := x.Admit(replicated(t, "a", mtypes.Position{LedgerID: 5, EntryID: int64(i)}, "x"))
 		if err != nil || commit == nil {
 			t.Fatal(err)
 		}
@@ -408,7 +409,7 @@ func TestIndexRateOfFirstSecond(t *testing.T) {
 // inflight queue's reuse after it drains.
 func TestIndexTicketsOutOfOrderAndPending(t *testing.T) {
 	x := NewIndex(IndexOptions{})
-	admit := func(origin string, pos Position) uint64 {
+	admit := func(origin string, pos mtypes.Position) uint64 {
 		t.Helper()
 		dup, _, _, ticket, err := x.AdmitTicket(replicated(t, origin, pos, "x"))
 		if dup || ticket == 0 || err != nil {
@@ -416,27 +417,27 @@ func TestIndexTicketsOutOfOrderAndPending(t *testing.T) {
 		}
 		return ticket
 	}
-	pending := func(origin string, pos Position) {
+	pending := func(origin string, pos mtypes.Position) {
 		t.Helper()
 		if _, _, _, ticket, err := x.AdmitTicket(replicated(t, origin, pos, "x")); !errors.Is(err, ErrIndexPending) || ticket != 0 {
 			t.Fatalf("%s %s: want pending, got ticket %d err %v", origin, pos, ticket, err)
 		}
 	}
-	t0 := admit("a", Position{1, 0})
-	t1 := admit("a", Position{1, 1})
-	t2 := admit("b", Position{7, 0})
-	t3 := admit("a", Position{1, 2})
-	pending("a", Position{1, 1}) // below a's highest pending position: found by the scan
-	pending("a", Position{1, 2})
-	pending("b", Position{7, 0})
+	t0 := admit("a", mtypes.Position{LedgerID: 1, EntryID: 0})
+	t1 := admit("a", mtypes.Position{LedgerID: 1, EntryID: 1})
+	t2 := admit("b", mtypes.Position{LedgerID: 7, EntryID: 0})
+	t3 := admit("a", mtypes.Position{LedgerID: 1, EntryID: 2})
+	pending("a", mtypes.Position{LedgerID: 1, EntryID: 1}) // below a's highest pending position: found by the scan
+	pending("a", mtypes.Position{LedgerID: 1, EntryID: 2})
+	pending("b", mtypes.Position{LedgerID: 7, EntryID: 0})
 	x.Commit(t1, 5, 1, nil) // early: stays in the queue behind t0
 	x.Commit(t1, 5, 9, nil) // repeated: ignored
 	x.Commit(0, 5, 9, nil)  // not indexed: ignored
 	x.Commit(t3+100, 5, 9, nil)
-	if p, ok := x.Lookup(OriginKey{Cluster: "a"}, Position{1, 1}); !ok || p != (Position{5, 1}) {
+	if p, ok := x.Lookup(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 1, EntryID: 1}); !ok || p != (mtypes.Position{LedgerID: 5, EntryID: 1}) {
 		t.Fatalf("lookup after early commit: %v %v", p, ok)
 	}
-	pending("a", Position{1, 0})
+	pending("a", mtypes.Position{LedgerID: 1, EntryID: 0})
 	x.Commit(t0, 5, 0, nil)
 	x.Commit(t3, 5, 3, nil)
 	x.Commit(t2, 5, 2, nil)
@@ -445,24 +446,24 @@ func TestIndexTicketsOutOfOrderAndPending(t *testing.T) {
 	}
 	for _, c := range []struct {
 		origin   string
-		pos, loc Position
-	}{{"a", Position{1, 0}, Position{5, 0}}, {"a", Position{1, 2}, Position{5, 3}}, {"b", Position{7, 0}, Position{5, 2}}} {
+		pos, loc mtypes.Position
+	}{{"a", mtypes.Position{LedgerID: 1, EntryID: 0}, mtypes.Position{LedgerID: 5, EntryID: 0}}, {"a", mtypes.Position{LedgerID: 1, EntryID: 2}, mtypes.Position{LedgerID: 5, EntryID: 3}}, {"b", mtypes.Position{LedgerID: 7, EntryID: 0}, mtypes.Position{LedgerID: 5, EntryID: 2}}} {
 		dup, l, e, ticket, err := x.AdmitTicket(replicated(t, c.origin, c.pos, "x"))
-		if !dup || (Position{l, e}) != c.loc || ticket != 0 || err != nil {
+		if !dup || (mtypes.Position{LedgerID: l, EntryID: e}) != c.loc || ticket != 0 || err != nil {
 			t.Fatalf("%s %s: dup=%v at %d:%d ticket %d err %v, want dup at %s", c.origin, c.pos, dup, l, e, ticket, err, c.loc)
 		}
 	}
 	// Tickets keep counting after the queue drained; an old ticket is ignored.
-	t4 := admit("a", Position{1, 3})
+	t4 := admit("a", mtypes.Position{LedgerID: 1, EntryID: 3})
 	if t4 <= t3 {
 		t.Fatalf("ticket %d after %d", t4, t3)
 	}
 	x.Commit(t0, 6, 0, nil)
 	x.Commit(t4, 5, 4, errors.New("fenced"))
-	if _, _, _, _, err := x.AdmitTicket(replicated(t, "a", Position{1, 4}, "x")); !errors.Is(err, ErrIndexOutOfOrder) {
+	if _, _, _, _, err := x.AdmitTicket(replicated(t, "a", mtypes.Position{LedgerID: 1, EntryID: 4}, "x")); !errors.Is(err, ErrIndexOutOfOrder) {
 		t.Fatalf("after a failed append: %v", err)
 	}
-	if _, ok := x.Lookup(OriginKey{Cluster: "a"}, Position{1, 3}); ok {
+	if _, ok := x.Lookup(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 1, EntryID: 3}); ok {
 		t.Fatal("failed append recorded")
 	}
 	st := x.Inbound()
@@ -478,7 +479,7 @@ func TestIndexTicketsLaggingCommits(t *testing.T) {
 	var open []uint64
 	const n = 2000
 	for i := range n {
-		dup, _, _, ticket, err := x.AdmitTicket(replicated(t, "a", Position{2, int64(i)}, "x"))
+		dup, _, _, ticket, err := x.AdmitTicket(replicated(t, "a", mtypes.Position{LedgerID: 2, EntryID: int64(i)}, "x"))
 		if dup || ticket == 0 || err != nil {
 			t.Fatalf("admit %d: %v %d %v", i, dup, ticket, err)
 		}
@@ -507,7 +508,7 @@ func TestIndexTicketsLaggingCommits(t *testing.T) {
 		t.Fatalf("inbound %+v", st)
 	}
 	for i := range n {
-		if !x.Contains(OriginKey{Cluster: "a"}, Position{2, int64(i)}) {
+		if !x.Contains(OriginKey{Cluster: "a"}, mtypes.Position{LedgerID: 2, EntryID: int64(i)}) {
 			t.Fatalf("2:%d missing", i)
 		}
 	}
@@ -532,9 +533,9 @@ func TestIndexIdleSize(t *testing.T) {
 // plain and malformed metadata.
 func FuzzIndexAdmitOrigin(f *testing.F) {
 	for _, e := range [][]byte{
-		replicated(f, "a", Position{1, 2}, "x"),
-		replicated(f, "east", Position{123456789, 98765}, "payload"),
-		mkEntry(f, Position{}, "plain", nil).Data,
+		replicated(f, "a", mtypes.Position{LedgerID: 1, EntryID: 2}, "x"),
+		replicated(f, "east", mtypes.Position{LedgerID: 123456789, EntryID: 98765}, "payload"),
+		mkEntry(f, mtypes.Position{}, "plain", nil).Data,
 	} {
 		parts, err := wire.ParseEntry(e)
 		if err != nil {

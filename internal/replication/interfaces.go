@@ -2,6 +2,8 @@ package replication
 
 import (
 	"context"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // LocalTopic is what a replicator needs from the local topic (one topic or one partition).
@@ -11,28 +13,28 @@ type LocalTopic interface {
 	Name() string
 	// OpenCursor opens the durable cursor called name, creating it at initial (Earliest, Latest or a
 	// position) if it does not exist; created says whether it was created now.
-	OpenCursor(ctx context.Context, name string, initial Position) (c Cursor, created bool, err error)
+	OpenCursor(ctx context.Context, name string, initial mtypes.Position) (c Cursor, created bool, err error)
 	// DeleteCursor removes the cursor and its stored state (a missing cursor is not an error).
 	DeleteCursor(ctx context.Context, name string) error
 	// CursorNames lists the topic's durable cursors.
 	CursorNames() []string
 	// Read returns stored entries at or after from, in order, at most maxEntries and about maxBytes
 	// (at least one if any). An empty slice means there is nothing at or after from yet.
-	Read(ctx context.Context, from Position, maxEntries int, maxBytes int64) ([]Entry, error)
+	Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]Entry, error)
 	// WaitForEntries returns a channel that is closed once an entry at or after from is stored
 	// (immediately if one is). It must not leak when nobody waits: one pending notification per
 	// caller is kept at most.
-	WaitForEntries(from Position) <-chan struct{}
+	WaitForEntries(from mtypes.Position) <-chan struct{}
 	// LastConfirmed is the last stored entry ({ledger, -1} when empty).
-	LastConfirmed() Position
+	LastConfirmed() mtypes.Position
 }
 
 // Cursor is a durable replication cursor on the local topic.
 type Cursor interface {
 	// MarkDeletePosition: every entry at or before it is replicated (or skipped).
-	MarkDeletePosition() Position
+	MarkDeletePosition() mtypes.Position
 	// MarkDelete moves the mark-delete position forward to p (persisted in batches by storage).
-	MarkDelete(ctx context.Context, p Position) error
+	MarkDelete(ctx context.Context, p mtypes.Position) error
 	// Backlog is the number of stored entries after the mark-delete position.
 	Backlog() int64
 	// Properties returns a copy of the cursor's properties.

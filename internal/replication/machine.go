@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/crc32c"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // The replicator's decision logic is Machine: a deterministic state machine that takes events (a
@@ -129,7 +130,7 @@ type (
 	// EvStart: the cursor is open; the first entry to send is after MarkDelete.
 	EvStart struct {
 		Now        time.Time
-		MarkDelete Position
+		MarkDelete mtypes.Position
 	}
 	EvConnected struct {
 		Now time.Time
@@ -151,14 +152,14 @@ type (
 	EvReceipt struct {
 		Now    time.Time
 		Gen    int64
-		Source Position
+		Source mtypes.Position
 	}
 	// EvReceipts: several receipts that arrived together, in arrival order (the runner batches
 	// them: one pass over the window instead of one per entry).
 	EvReceipts struct {
 		Now     time.Time
 		Gen     int64
-		Sources []Position
+		Sources []mtypes.Position
 	}
 	// EvSendFailed: the producer failed (send error, connection lost and not recovered).
 	EvSendFailed struct {
@@ -169,7 +170,7 @@ type (
 	// EvMarkDeleteDone: result of ActMarkDelete.
 	EvMarkDeleteDone struct {
 		Now time.Time
-		Pos Position
+		Pos mtypes.Position
 		Err error
 	}
 	// EvDataAvailable: entries at or after the position of ActWaitForData exist.
@@ -214,7 +215,7 @@ type (
 	// ActRead: read up to MaxEntries / MaxBytes entries at or after From.
 	ActRead struct {
 		Epoch      int64
-		From       Position
+		From       mtypes.Position
 		MaxEntries int
 		MaxBytes   int64
 	}
@@ -231,9 +232,9 @@ type (
 		Outs []Outbound
 	}
 	// ActMarkDelete: move the replication cursor's mark-delete position to Pos.
-	ActMarkDelete struct{ Pos Position }
+	ActMarkDelete struct{ Pos mtypes.Position }
 	// ActWaitForData: post EvDataAvailable once an entry at or after From is stored.
-	ActWaitForData struct{ From Position }
+	ActWaitForData struct{ From mtypes.Position }
 	// ActSetTimer: post EvTimer{Kind} after Delay (replacing a pending timer of that kind).
 	ActSetTimer struct {
 		Kind  TimerKind
@@ -255,7 +256,7 @@ func (ActSetTimer) isAction()      {}
 
 // item is an entry read and not yet covered by the mark-delete position.
 type item struct {
-	pos         Position
+	pos         mtypes.Position
 	skip        bool // not sent (SkipReason); acknowledged as soon as everything before it is
 	out         Outbound
 	sent        bool
@@ -271,9 +272,9 @@ type Counters struct {
 	ConnectedSince               time.Time // zero while not connected
 	LastError                    string
 	LastErrorTime                time.Time
-	LastProgress                 time.Time // last receipt or cursor advance
-	MarkDelete                   Position  // last mark-delete position acknowledged by the cursor
-	ReadPosition                 Position  // next position to read
+	LastProgress                 time.Time       // last receipt or cursor advance
+	MarkDelete                   mtypes.Position // last mark-delete position acknowledged by the cursor
+	ReadPosition                 mtypes.Position // next position to read
 	Inflight                     int
 	OldestPendingPublishTime     int64 // unix ms of the oldest entry read and not yet acknowledged; 0 if none
 	Reconnects                   int64
@@ -289,7 +290,7 @@ type Machine struct {
 	epoch    int64 // read epoch; bumped on every rewind so stale reads are dropped
 	reading  bool
 	waiting  bool
-	readFrom Position
+	readFrom mtypes.Position
 	pending  []item
 	// store is pending's backing array: acknowledged entries are dropped from pending's head by
 	// reslicing, and new entries are appended after compacting pending to store's start when
@@ -310,8 +311,8 @@ type Machine struct {
 	// the next batch may be read while one waits to be sent (see pump).
 	backlogged bool
 
-	markDeleted      Position // acknowledged by the cursor
-	markDeleteWanted Position // last ActMarkDelete target
+	markDeleted      mtypes.Position // acknowledged by the cursor
+	markDeleteWanted mtypes.Position // last ActMarkDelete target
 	markDeleteBusy   bool
 
 	backoff     time.Duration
@@ -376,8 +377,8 @@ func (m *Machine) Handle(ev Event) []Action {
 		}
 		m.markDeleted, m.markDeleteWanted = e.MarkDelete, e.MarkDelete
 		m.readFrom = e.MarkDelete.Next()
-		if e.MarkDelete == Earliest {
-			m.readFrom = Position{0, 0}
+		if e.MarkDelete == mtypes.Earliest {
+			m.readFrom = mtypes.Position{LedgerID: 0, EntryID: 0}
 		}
 		acts = m.connect(acts)
 	case EvConnected:
@@ -689,7 +690,7 @@ func (m *Machine) receipt(acts []Action, e EvReceipt) []Action {
 }
 
 // ack applies one receipt; ok is false if it failed the producer (receipt out of order).
-func (m *Machine) ack(acts []Action, now time.Time, source Position) ([]Action, bool) {
+func (m *Machine) ack(acts []Action, now time.Time, source mtypes.Position) ([]Action, bool) {
 	// Receipts arrive in send order: it must be the first sent, unacknowledged entry.
 	for i := m.ackIdx; i < m.sendIdx; i++ {
 		it := &m.pending[i]

@@ -11,13 +11,14 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // mkEntry builds a stored entry with the given metadata tweaks.
-func mkEntry(t testing.TB, pos Position, payload string, tweak func(md *pulsarpb.MessageMetadata)) Entry {
+func mkEntry(t testing.TB, pos mtypes.Position, payload string, tweak func(md *pulsarpb.MessageMetadata)) Entry {
 	t.Helper()
 	md := &pulsarpb.MessageMetadata{
 		ProducerName: proto.String("app-producer"),
@@ -89,25 +90,25 @@ func expand(acts []Action) []Action {
 
 func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
 	m := NewMachine(cfgAB())
-	acts := m.Handle(EvStart{Now: t0, MarkDelete: Position{7, -1}})
+	acts := m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 7, EntryID: -1}})
 	c := mustAct[ActConnect](t, acts)
 	acts = m.Handle(EvConnected{Now: t0, Gen: c.Gen})
 	rd := mustAct[ActRead](t, acts)
-	if rd.From != (Position{7, 0}) {
+	if rd.From != (mtypes.Position{LedgerID: 7, EntryID: 0}) {
 		t.Fatalf("first read from %v", rd.From)
 	}
 	entries := []Entry{
-		mkEntry(t, Position{7, 0}, "one", nil),
-		mkEntry(t, Position{7, 1}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }),
-		mkEntry(t, Position{7, 2}, "local-only", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{LocalOnly} }),
-		mkEntry(t, Position{7, 3}, "to-b", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"a", "b"} }),
-		mkEntry(t, Position{7, 4}, "to-c", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"c"} }),
-		mkEntry(t, Position{7, 5}, "snapshot-marker", func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(12) }),
-		mkEntry(t, Position{7, 6}, "txn-marker", func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(20) }),
+		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 0}, "one", nil),
+		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 1}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }),
+		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 2}, "local-only", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{LocalOnly} }),
+		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 3}, "to-b", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"a", "b"} }),
+		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 4}, "to-c", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"c"} }),
+		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 5}, "snapshot-marker", func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(12) }),
+		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 6}, "txn-marker", func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(20) }),
 	}
 	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: entries})
 	ss := sends(acts)
-	if len(ss) != 2 || ss[0].Out.Source != (Position{7, 0}) || ss[1].Out.Source != (Position{7, 3}) {
+	if len(ss) != 2 || ss[0].Out.Source != (mtypes.Position{LedgerID: 7, EntryID: 0}) || ss[1].Out.Source != (mtypes.Position{LedgerID: 7, EntryID: 3}) {
 		t.Fatalf("sends = %+v", ss)
 	}
 	// The sent bytes carry replicated_from=a and the source position; everything else is kept.
@@ -118,7 +119,7 @@ func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
 	if pe.Metadata.GetReplicatedFrom() != "a" || string(pe.Payload) != "to-b" || pe.Metadata.GetProducerName() != "app-producer" || pe.Metadata.GetSequenceId() != 3 {
 		t.Fatalf("metadata %v payload %q", pe.Metadata, pe.Payload)
 	}
-	if o, p, ok, err := SourceOf(pe.Metadata); !ok || err != nil || o != "a" || p != (Position{7, 3}) {
+	if o, p, ok, err := SourceOf(pe.Metadata); !ok || err != nil || o != "a" || p != (mtypes.Position{LedgerID: 7, EntryID: 3}) {
 		t.Fatalf("SourceOf = %v %v %v %v", o, p, ok, err)
 	}
 	if _, ok := findAct[ActMarkDelete](acts); ok {
@@ -126,20 +127,20 @@ func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
 	}
 	// With room in flight the next read is issued at once (pipelined).
 	rd2 := mustAct[ActRead](t, acts)
-	if rd2.From != (Position{7, 7}) {
+	if rd2.From != (mtypes.Position{LedgerID: 7, EntryID: 7}) {
 		t.Fatalf("next read from %v", rd2.From)
 	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{7, 0}})
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{7, 2}) {
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 7, EntryID: 0}})
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 7, EntryID: 2}) {
 		t.Fatalf("mark-delete %v, want 7:2 (skips after 7:0 included)", md.Pos)
 	}
-	acts = m.Handle(EvMarkDeleteDone{Now: t0, Pos: Position{7, 2}})
-	acts = append(acts, m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{7, 3}})...)
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{7, 6}) {
+	acts = m.Handle(EvMarkDeleteDone{Now: t0, Pos: mtypes.Position{LedgerID: 7, EntryID: 2}})
+	acts = append(acts, m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 7, EntryID: 3}})...)
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 7, EntryID: 6}) {
 		t.Fatalf("mark-delete %v, want 7:6", md.Pos)
 	}
 	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd2.Epoch})
-	if w := mustAct[ActWaitForData](t, acts); w.From != (Position{7, 7}) {
+	if w := mustAct[ActWaitForData](t, acts); w.From != (mtypes.Position{LedgerID: 7, EntryID: 7}) {
 		t.Fatalf("wait from %v", w.From)
 	}
 	c2 := m.Counters()
@@ -150,7 +151,7 @@ func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
 
 func TestMachineBackoffDoublesToFiveSecondsAndNeverStops(t *testing.T) {
 	m := NewMachine(cfgAB())
-	acts := m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}})
+	acts := m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}})
 	var delays []time.Duration
 	now := t0
 	for i := 0; i < 10; i++ {
@@ -178,9 +179,9 @@ func TestMachineBackoffDoublesToFiveSecondsAndNeverStops(t *testing.T) {
 	c := mustAct[ActConnect](t, acts)
 	acts = m.Handle(EvConnected{Now: now, Gen: c.Gen})
 	rd := mustAct[ActRead](t, acts)
-	acts = m.Handle(EvReadDone{Now: now, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, Position{1, 0}, "x", nil)}})
+	acts = m.Handle(EvReadDone{Now: now, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)}})
 	mustAct[ActSend](t, acts)
-	m.Handle(EvReceipt{Now: now, Gen: c.Gen, Source: Position{1, 0}})
+	m.Handle(EvReceipt{Now: now, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
 	if m.Counters().LastError != "" {
 		t.Fatalf("lastError not cleared after progress")
 	}
@@ -193,30 +194,30 @@ func TestMachineBackoffDoublesToFiveSecondsAndNeverStops(t *testing.T) {
 
 func TestMachineRewindsAndIgnoresStaleGenerations(t *testing.T) {
 	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
 	var es []Entry
 	for i := range 5 {
-		es = append(es, mkEntry(t, Position{1, int64(i)}, fmt.Sprint(i), nil))
+		es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: int64(i)}, fmt.Sprint(i), nil))
 	}
 	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
 	if n := len(sends(acts)); n != 5 {
 		t.Fatalf("%d sends", n)
 	}
-	m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
-	m.Handle(EvMarkDeleteDone{Now: t0, Pos: Position{1, 0}})
-	m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 1}})
+	m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
+	m.Handle(EvMarkDeleteDone{Now: t0, Pos: mtypes.Position{LedgerID: 1, EntryID: 0}})
+	m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 1}})
 	acts = m.Handle(EvSendFailed{Now: t0, Gen: c.Gen, Err: errors.New("broken pipe")})
 	mustAct[ActCloseProducer](t, acts)
 	// Late receipts of the old producer change nothing.
-	if acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 2}}); len(acts) != 0 {
+	if acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 2}}); len(acts) != 0 {
 		t.Fatalf("stale receipt produced %v", acts)
 	}
 	acts = m.Handle(EvTimer{Now: t0, Kind: TimerReconnect})
 	c2 := mustAct[ActConnect](t, acts)
 	acts = m.Handle(EvConnected{Now: t0, Gen: c2.Gen})
 	rd2 := mustAct[ActRead](t, acts)
-	if rd2.From != (Position{1, 2}) {
+	if rd2.From != (mtypes.Position{LedgerID: 1, EntryID: 2}) {
 		t.Fatalf("after rewind read from %v, want 1:2 (first unacknowledged)", rd2.From)
 	}
 	// The read issued before the failure (old epoch) is dropped if it completes late.
@@ -228,7 +229,7 @@ func TestMachineRewindsAndIgnoresStaleGenerations(t *testing.T) {
 	if n := len(sends(acts)); n != 3 {
 		t.Fatalf("%d sends after rewind", n)
 	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c2.Gen, Source: Position{1, 3}})
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c2.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 3}})
 	mustAct[ActCloseProducer](t, acts)
 	if m.Phase() != PhaseBackoff {
 		t.Fatalf("phase %v", m.Phase())
@@ -237,9 +238,9 @@ func TestMachineRewindsAndIgnoresStaleGenerations(t *testing.T) {
 
 func TestMachineReceiptTimeout(t *testing.T) {
 	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, Position{1, 0}, "x", nil)}})
+	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)}})
 	if acts := m.Handle(EvTick{Now: t0.Add(29 * time.Second)}); len(acts) != 0 {
 		t.Fatalf("early timeout %v", acts)
 	}
@@ -256,14 +257,14 @@ func TestMachineInflightBound(t *testing.T) {
 	cfg.MaxInflightEntries = 3
 	cfg.ReadBatchEntries = 5
 	m := NewMachine(cfg)
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
 	if rd.MaxEntries != 5 {
 		t.Fatalf("read batch %d", rd.MaxEntries)
 	}
 	var es []Entry
 	for i := range 5 {
-		es = append(es, mkEntry(t, Position{1, int64(i)}, "x", nil))
+		es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: int64(i)}, "x", nil))
 	}
 	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
 	if len(sends(acts)) != 3 {
@@ -272,12 +273,12 @@ func TestMachineInflightBound(t *testing.T) {
 	// Two entries wait to be sent, less than a batch: the next batch is read now, so that it is
 	// in hand when they are sent (a read from disk is a device round trip).
 	rd2 := mustAct[ActRead](t, acts)
-	if rd2.MaxEntries != 5 || rd2.From != (Position{1, 5}) {
+	if rd2.MaxEntries != 5 || rd2.From != (mtypes.Position{LedgerID: 1, EntryID: 5}) {
 		t.Fatalf("read %+v", rd2)
 	}
 	es = nil
 	for i := 5; i < 10; i++ {
-		es = append(es, mkEntry(t, Position{1, int64(i)}, "x", nil))
+		es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: int64(i)}, "x", nil))
 	}
 	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd2.Epoch, Entries: es})
 	if len(sends(acts)) != 0 {
@@ -288,25 +289,25 @@ func TestMachineInflightBound(t *testing.T) {
 	}
 	// Each receipt sends the next entry already read; the next batch is read (ahead of the full
 	// window) once less than a batch waits.
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
-	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 3}) {
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (mtypes.Position{LedgerID: 1, EntryID: 3}) {
 		t.Fatalf("sends %+v", s)
 	}
 	if _, ok := findAct[ActRead](acts); ok {
 		t.Fatal("read while a full batch waits to be sent")
 	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 1}})
-	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 4}) {
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 1}})
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (mtypes.Position{LedgerID: 1, EntryID: 4}) {
 		t.Fatalf("sends %+v", s)
 	}
 	if _, ok := findAct[ActRead](acts); ok {
 		t.Fatal("read while a full batch waits to be sent")
 	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 2}})
-	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 5}) {
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 2}})
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (mtypes.Position{LedgerID: 1, EntryID: 5}) {
 		t.Fatalf("sends %+v", s)
 	}
-	if rd := mustAct[ActRead](t, acts); rd.MaxEntries != 5 || rd.From != (Position{1, 10}) {
+	if rd := mustAct[ActRead](t, acts); rd.MaxEntries != 5 || rd.From != (mtypes.Position{LedgerID: 1, EntryID: 10}) {
 		t.Fatalf("read %+v", rd)
 	}
 	if c := m.Counters(); c.Inflight != 3 {
@@ -322,12 +323,12 @@ func TestMachineNoReadAheadAtTheTail(t *testing.T) {
 	cfg.MaxInflightEntries = 3
 	cfg.ReadBatchEntries = 5
 	m := NewMachine(cfg)
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
 	read := func(from, n int64) []Action {
 		var es []Entry
 		for i := from; i < from+n; i++ {
-			es = append(es, mkEntry(t, Position{1, i}, "x", nil))
+			es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: i}, "x", nil))
 		}
 		return m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
 	}
@@ -343,11 +344,11 @@ func TestMachineNoReadAheadAtTheTail(t *testing.T) {
 	if _, ok := findAct[ActRead](acts); ok {
 		t.Fatal("read again at the tail while an entry waits for the window")
 	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
-	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (Position{1, 3}) {
+	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
+	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (mtypes.Position{LedgerID: 1, EntryID: 3}) {
 		t.Fatalf("sends %+v", s)
 	}
-	if rd := mustAct[ActRead](t, acts); rd.From != (Position{1, 4}) {
+	if rd := mustAct[ActRead](t, acts); rd.From != (mtypes.Position{LedgerID: 1, EntryID: 4}) {
 		t.Fatalf("read %+v", rd)
 	}
 }
@@ -360,9 +361,9 @@ func TestMachineReadAheadBoundedByBytes(t *testing.T) {
 	cfg.ReadBatchEntries = 100
 	big := strings.Repeat("b", 4096)
 	m := NewMachine(cfg)
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	probe := mkEntry(t, Position{1, 0}, big, nil)
+	probe := mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, big, nil)
 	out, _, err := PrepareEntry(probe, cfg.Local, cfg.Remote)
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +374,7 @@ func TestMachineReadAheadBoundedByBytes(t *testing.T) {
 	for reads < 10 {
 		var es []Entry
 		for range 3 {
-			es = append(es, mkEntry(t, Position{1, next}, big, nil))
+			es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: next}, big, nil))
 			next++
 		}
 		acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
@@ -391,16 +392,16 @@ func TestMachineReadAheadBoundedByBytes(t *testing.T) {
 
 func TestMachineMarkDeleteFailureRetries(t *testing.T) {
 	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, Position{1, 0}, "x", nil), mkEntry(t, Position{1, 1}, "y", nil)}})
-	acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 0}})
+	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil), mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 1}, "y", nil)}})
+	acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
 	mustAct[ActMarkDelete](t, acts)
 	// A second receipt while the first mark-delete is busy queues the newest position.
-	if _, ok := findAct[ActMarkDelete](m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: Position{1, 1}})); ok {
+	if _, ok := findAct[ActMarkDelete](m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 1}})); ok {
 		t.Fatal("two mark-deletes at once")
 	}
-	acts = m.Handle(EvMarkDeleteDone{Now: t0, Pos: Position{1, 0}, Err: errors.New("disk full")})
+	acts = m.Handle(EvMarkDeleteDone{Now: t0, Pos: mtypes.Position{LedgerID: 1, EntryID: 0}, Err: errors.New("disk full")})
 	if tm := mustAct[ActSetTimer](t, acts); tm.Kind != TimerMarkDelete {
 		t.Fatalf("timer %v", tm)
 	}
@@ -408,14 +409,14 @@ func TestMachineMarkDeleteFailureRetries(t *testing.T) {
 		t.Fatal("mark-delete failure not surfaced")
 	}
 	acts = m.Handle(EvTimer{Now: t0, Kind: TimerMarkDelete})
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{1, 1}) {
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 1, EntryID: 1}) {
 		t.Fatalf("retry mark-delete %v", md.Pos)
 	}
 }
 
 func TestMachineReadErrorRetries(t *testing.T) {
 	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
 	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Err: errors.New("io error")})
 	if tm := mustAct[ActSetTimer](t, acts); tm.Kind != TimerRead || tm.Delay != 100*time.Millisecond {
@@ -432,13 +433,13 @@ func TestMachineReadErrorRetries(t *testing.T) {
 
 func TestMachineCorruptEntryIsSkippedLoudly(t *testing.T) {
 	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	bad := mkEntry(t, Position{1, 0}, "x", nil)
+	bad := mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)
 	bad.Data = slices.Clone(bad.Data)
 	bad.Data[len(bad.Data)-1] ^= 0xff // checksum mismatch
 	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{bad}})
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{1, 0}) {
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 1, EntryID: 0}) {
 		t.Fatalf("mark-delete %v", md)
 	}
 	cs := m.Counters()
@@ -451,7 +452,7 @@ func TestMachineRateLimit(t *testing.T) {
 	cfg := cfgAB()
 	cfg.Rate = Rate{MessagesPerSecond: 10}
 	m := NewMachine(cfg)
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	now := t0
 	acts := m.Handle(EvConnected{Now: now, Gen: c.Gen})
 	sent := 0
@@ -464,7 +465,7 @@ func TestMachineRateLimit(t *testing.T) {
 			case ActRead:
 				var es []Entry
 				for range a.MaxEntries {
-					es = append(es, mkEntry(t, Position{1, next}, "x", nil))
+					es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: next}, "x", nil))
 					next++
 				}
 				queue = append(queue, EvReadDone{Now: now, Epoch: a.Epoch, Entries: es})
@@ -499,13 +500,13 @@ func TestMachineRateLimit(t *testing.T) {
 // Receipts handled as one EvReceipts give exactly what one EvReceipt each gives; a wrong one in a
 // batch fails the producer and the rest of the batch is ignored.
 func TestMachineReceiptsBatch(t *testing.T) {
-	run := func(batched bool, sources []Position) (*Machine, []Action) {
+	run := func(batched bool, sources []mtypes.Position) (*Machine, []Action) {
 		m := NewMachine(cfgAB())
-		c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{7, -1}}))
+		c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 7, EntryID: -1}}))
 		rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
 		var es []Entry
 		for i := range 6 {
-			es = append(es, mkEntry(t, Position{7, int64(i)}, fmt.Sprint(i), nil))
+			es = append(es, mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: int64(i)}, fmt.Sprint(i), nil))
 		}
 		m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
 		if batched {
@@ -517,16 +518,16 @@ func TestMachineReceiptsBatch(t *testing.T) {
 		}
 		return m, acts
 	}
-	in := []Position{{7, 0}, {7, 1}, {7, 2}, {7, 3}}
+	in := []mtypes.Position{{LedgerID: 7, EntryID: 0}, {LedgerID: 7, EntryID: 1}, {LedgerID: 7, EntryID: 2}, {LedgerID: 7, EntryID: 3}}
 	one, _ := run(false, in)
 	many, acts := run(true, in)
 	if a, b := one.Counters(), many.Counters(); a.MsgOut != 4 || b.MsgOut != 4 || a.Inflight != b.Inflight || b.Inflight != 2 {
 		t.Fatalf("one by one %+v, batched %+v", a, b)
 	}
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (Position{7, 3}) {
+	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 7, EntryID: 3}) {
 		t.Fatalf("batched mark-delete %v", md.Pos)
 	}
-	bad, acts := run(true, []Position{{7, 0}, {7, 2}, {7, 1}})
+	bad, acts := run(true, []mtypes.Position{{LedgerID: 7, EntryID: 0}, {LedgerID: 7, EntryID: 2}, {LedgerID: 7, EntryID: 1}})
 	if bad.Phase() != PhaseBackoff || bad.Counters().MsgOut != 1 || !strings.Contains(bad.Counters().LastError, "out of order") {
 		t.Fatalf("out-of-order batch: phase %v counters %+v", bad.Phase(), bad.Counters())
 	}
@@ -548,9 +549,9 @@ func simulate(t *testing.T, seed int64) {
 
 	// The local log: 300 entries over 3 ledgers, some to be skipped.
 	var log []Entry
-	want := []Position{}
+	want := []mtypes.Position{}
 	for i := 0; i < 300; i++ {
-		pos := Position{int64(10 + i/100), int64(i % 100)}
+		pos := mtypes.Position{LedgerID: int64(10 + i/100), EntryID: int64(i % 100)}
 		var tweak func(*pulsarpb.MessageMetadata)
 		switch rng.Intn(10) {
 		case 0:
@@ -563,9 +564,9 @@ func simulate(t *testing.T, seed int64) {
 		log = append(log, mkEntry(t, pos, fmt.Sprint(i), tweak))
 	}
 	available := 0 // entries written so far; grows over time
-	var stored []Position
-	seen := map[Position]bool{}
-	var markDeleted Position = Position{10, -1}
+	var stored []mtypes.Position
+	seen := map[mtypes.Position]bool{}
+	var markDeleted mtypes.Position = mtypes.Position{LedgerID: 10, EntryID: -1}
 
 	type timed struct {
 		at time.Time
@@ -576,7 +577,7 @@ func simulate(t *testing.T, seed int64) {
 	push := func(d time.Duration, ev Event) { events = append(events, timed{now.Add(d), ev}) }
 	connected := map[int64]bool{}
 	waiting := false
-	var waitFrom Position
+	var waitFrom mtypes.Position
 
 	exec := func(acts []Action) {
 		for _, a := range expand(acts) {
@@ -687,7 +688,7 @@ func simulate(t *testing.T, seed int64) {
 			ev = e
 			if rng.Intn(2) == 0 {
 				// As the runner does: receipts that are queued together go as one EvReceipts.
-				batch := EvReceipts{Now: now, Gen: e.Gen, Sources: []Position{e.Source}}
+				batch := EvReceipts{Now: now, Gen: e.Gen, Sources: []mtypes.Position{e.Source}}
 				for len(events) > 0 {
 					r, ok := events[0].ev.(EvReceipt)
 					if !ok || r.Gen != e.Gen {
@@ -732,11 +733,11 @@ func TestMachineWindowSlidesWithoutGrowing(t *testing.T) {
 	cfg := cfgAB()
 	cfg.MaxInflightEntries, cfg.ReadBatchEntries = 100, 30
 	m := NewMachine(cfg)
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: Position{1, -1}}))
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	acts := m.Handle(EvConnected{Now: t0, Gen: c.Gen})
 	next, want := int64(0), int64(0)
 	maxStore := 0
-	var inflight []Position
+	var inflight []mtypes.Position
 	for steps := 0; want < 20000 && steps < 100000; steps++ {
 		var queue []Event
 		for _, a := range expand(acts) {
@@ -744,12 +745,12 @@ func TestMachineWindowSlidesWithoutGrowing(t *testing.T) {
 			case ActRead:
 				var es []Entry
 				for range a.MaxEntries {
-					es = append(es, mkEntry(t, Position{1, next}, "x", nil))
+					es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: next}, "x", nil))
 					next++
 				}
 				queue = append(queue, EvReadDone{Now: t0, Epoch: a.Epoch, Entries: es})
 			case ActSend:
-				if a.Out.Source != (Position{1, want}) {
+				if a.Out.Source != (mtypes.Position{LedgerID: 1, EntryID: want}) {
 					t.Fatalf("sent %s, want 1:%d", a.Out.Source, want)
 				}
 				want++

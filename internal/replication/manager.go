@@ -11,6 +11,7 @@ import (
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 )
 
@@ -26,6 +27,18 @@ type PolicySource interface {
 	AllNamespaces() []string
 	// Subscribe delivers change events (by watch, within milliseconds of the change).
 	Subscribe() (<-chan catalog.Event, func())
+}
+
+// LocalTopics is how the Manager reaches this broker's topics; internal/node builds it over the
+// broker. The broker is built after the Manager, because its topic loads call the Manager
+// (OpenIndex, TopicLoaded, the replicated-subscription hooks), so the topics are handed to Start
+// rather than to NewManager.
+type LocalTopics struct {
+	// Topics is required.
+	Topics TopicSource
+	// Sync gives the replicated-subscription sync its topics (subsync.go); nil = the sync does
+	// not run (subscription changes are still recorded, never written).
+	Sync SyncTopicSource
 }
 
 // TopicSource is what the Manager needs from the broker; internal/node implements it.
@@ -46,7 +59,6 @@ type ManagerOptions struct {
 	// through this cluster's admin API (serviceUrl).
 	LocalSchemas LocalSchemaReader
 	Policies     PolicySource
-	Topics       TopicSource
 	// Producers creates producers on remote clusters; nil = a ClientFactory over Policies.
 	Producers RemoteProducerFactory
 	// StartAt is --replication-start-at (the namespace property replicationStartAt overrides it).
@@ -65,9 +77,6 @@ type ManagerOptions struct {
 	// StallTimeout: a replicator with a backlog and no progress for this long is reported stalled
 	// (stall.go); 0 = DefaultStallTimeout.
 	StallTimeout time.Duration
-	// SyncTopics gives the replicated-subscription sync its topics (subsync.go); nil = replicated
-	// subscriptions are not synced.
-	SyncTopics SyncTopicSource
 	// SubscriptionSyncInterval is the least time between two states of one replicated
 	// subscription. Default DefaultSubscriptionSyncInterval.
 	SubscriptionSyncInterval time.Duration
@@ -90,7 +99,9 @@ type Manager struct {
 	producers RemoteProducerFactory
 	ownsProd  *ClientFactory
 	budget    *MemoryBudget // shared by every replicator of this broker
-	subsync   *subSync      // nil without ManagerOptions.SyncTopics
+	subsync   *subSync
+	// topics is Start's TopicSource: set before Start starts the goroutines that read it.
+	topics TopicSource
 	// advertised: what sources advertised to this cluster (advertise.go), under its own lock.
 	advertised sourceAdvertisements
 	// advertiseDone is closed when the advertising goroutine (started by Start) ends.
@@ -136,8 +147,8 @@ type managed struct {
 
 // NewManager returns a Manager; Start runs it.
 func NewManager(opts ManagerOptions) (*Manager, error) {
-	if opts.Local == "" || opts.Policies == nil || opts.Topics == nil {
-		return nil, errors.New("replication: manager needs the local cluster, a policy source and a topic source")
+	if opts.Local == "" || opts.Policies == nil {
+		return nil, errors.New("replication: manager needs the local cluster and a policy source")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -158,9 +169,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	m.opts.MemoryBytes = opts.MemoryBytes
 	m.budget = NewMemoryBudget(opts.MemoryBytes)
-	if opts.SyncTopics != nil {
-		m.subsync = newSubSync(opts.Local, opts.SyncTopics, m, opts.SubscriptionSyncInterval, opts.Logger)
-	}
+	m.subsync = newSubSync(opts.Local, m, opts.SubscriptionSyncInterval, opts.Logger)
 	m.producers = opts.Producers
 	if m.producers == nil {
 		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, LocalSchemas: opts.LocalSchemas, Logger: opts.Logger})
@@ -169,27 +178,32 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	return m, nil
 }
 
-// Start subscribes to policy changes and starts the control loop; the first pass looks at every
-// local topic of every namespace. It returns at once.
-func (m *Manager) Start(ctx context.Context) {
+// Start subscribes to policy changes and starts the control loop over topics; the first pass looks
+// at every local topic of every namespace. It returns at once. A second Start does nothing.
+func (m *Manager) Start(ctx context.Context, topics LocalTopics) error {
+	if topics.Topics == nil {
+		return errors.New("replication: manager started without a topic source")
+	}
 	m.mu.Lock()
 	if m.started {
 		m.mu.Unlock()
-		return
+		return nil
 	}
 	m.started = true
+	m.topics = topics.Topics
 	m.fullReq, m.thoroughReq = true, true
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel, m.done = cancel, make(chan struct{})
 	m.mu.Unlock()
 	events, unsubscribe := m.opts.Policies.Subscribe()
-	if m.subsync != nil {
-		m.subsync.start(loopCtx)
+	if topics.Sync != nil {
+		m.subsync.start(loopCtx, topics.Sync)
 	}
 	m.advertiseDone = make(chan struct{})
 	go m.runAdvertiser(loopCtx)
 	go m.loop(loopCtx, events, unsubscribe)
 	m.poke()
+	return nil
 }
 
 // TopicLoaded tells the Manager that a topic was loaded or created; its replicators start at once
@@ -199,17 +213,13 @@ func (m *Manager) TopicLoaded(topic string) {
 	m.topicReq[topic] = true
 	m.mu.Unlock()
 	m.poke()
-	if m.subsync != nil {
-		m.subsync.topicLoaded(topic)
-	}
+	m.subsync.topicLoaded(topic)
 }
 
 // TopicUnloaded stops the replicators of a topic that is being unloaded or deleted (their cursors
 // stay). It waits for them, at most until ctx ends.
 func (m *Manager) TopicUnloaded(ctx context.Context, topic string) {
-	if m.subsync != nil {
-		m.subsync.forgetMarks(topic)
-	}
+	m.subsync.forgetMarks(topic)
 	m.mu.Lock()
 	var stop []*managed
 	for k, mg := range m.running {
@@ -285,9 +295,7 @@ func (m *Manager) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("replication: close manager: %w", ctx.Err())
 		}
-		if m.subsync != nil {
-			m.subsync.stop()
-		}
+		m.subsync.stop()
 		select {
 		case <-m.advertiseDone:
 		case <-ctx.Done():
@@ -467,7 +475,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 	}
 	topics := map[string]bool{}
 	for _, ns := range sortedKeys(namespaces) {
-		list, err := m.opts.Topics.ListTopics(ctx, ns)
+		list, err := m.topics.ListTopics(ctx, ns)
 		if err != nil {
 			m.log.Warn("list topics for replication", "namespace", ns, "err", err)
 			continue
@@ -586,7 +594,7 @@ func (m *Manager) input(ctx context.Context, topic string, lt LocalTopic, thorou
 	}
 	hasRemote := slices.ContainsFunc(clusters, func(c string) bool { return c != "" && c != m.opts.Local })
 	if lt == nil && (hasRemote || thorough) {
-		lt, err = m.opts.Topics.OpenTopic(ctx, topic)
+		lt, err = m.topics.OpenTopic(ctx, topic)
 		if err != nil {
 			m.log.Warn("open topic for replication", "topic", topic, "err", err)
 			if hasRemote {
@@ -639,10 +647,8 @@ func (m *Manager) start(ctx context.Context, w Want, lt LocalTopic) {
 	delete(m.failed, w.Key)
 	m.running[w.Key] = &managed{runner: r, topic: lt, rate: w.Rate}
 	m.mu.Unlock()
-	if m.subsync != nil {
-		// The new remote gets the topic's replicated subscriptions at once.
-		m.subsync.remoteAdded(w.Topic)
-	}
+	// The new remote gets the topic's replicated subscriptions at once.
+	m.subsync.remoteAdded(w.Topic)
 }
 
 func (m *Manager) stop(ctx context.Context, s StopOrder, lt LocalTopic) {
@@ -669,7 +675,7 @@ func (m *Manager) stop(ctx context.Context, s StopOrder, lt LocalTopic) {
 	}
 	name := CursorName(s.Remote)
 	var backlog int64
-	if cur, created, err := lt.OpenCursor(ctx, name, Latest); err == nil && !created {
+	if cur, created, err := lt.OpenCursor(ctx, name, mtypes.Latest); err == nil && !created {
 		backlog = cur.Backlog()
 	}
 	if err := lt.DeleteCursor(ctx, name); err != nil {

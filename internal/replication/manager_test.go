@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 )
 
@@ -82,16 +83,16 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	const topic = "persistent://t/ns/orders"
 	lt := newMemTopic(topic, 3)
 	for i := range 5 {
-		lt.append(mkEntry(t, Position{}, "old"+string(rune('0'+i)), nil).Data, 1)
+		lt.append(mkEntry(t, mtypes.Position{}, "old"+string(rune('0'+i)), nil).Data, 1)
 	}
 	topics := &memTopics{topics: map[string]*memTopic{topic: lt}}
 	remotes := &memRemotes{m: map[string]*memRemote{}}
-	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: topics, Producers: remotes,
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Producers: remotes,
 		StartAt: StartLatest, Logger: quietLogger(), Machine: MachineConfig{MaxBackoff: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Start(ctx)
+	mustStart(t, m, ctx, LocalTopics{Topics: topics})
 	defer func() {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -114,10 +115,10 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	}
 	poll.Until(t, 5*time.Second, "replicator to b", func() bool { return len(m.Running()) == 1 })
 	t.Logf("replicator started %v after the policy change", time.Since(changed))
-	lt.append(mkEntry(t, Position{}, "new", nil).Data, 1)
+	lt.append(mkEntry(t, mtypes.Position{}, "new", nil).Data, 1)
 	poll.Until(t, 5*time.Second, "new entry at b", func() bool { return remotes.get("b").topic.LastConfirmed().EntryID == 0 })
 	st := m.Stats(topic)["b"]
-	if st.StartMode != StartLatest || st.StartPosition != (Position{3, 4}) {
+	if st.StartMode != StartLatest || st.StartPosition != (mtypes.Position{LedgerID: 3, EntryID: 4}) {
 		t.Fatalf("b started %v at %v", st.StartMode, st.StartPosition)
 	}
 
@@ -146,7 +147,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	rb.down = true
 	rb.mu.Unlock()
 	for range 3 {
-		lt.append(mkEntry(t, Position{}, "lost-for-b", nil).Data, 1)
+		lt.append(mkEntry(t, mtypes.Position{}, "lost-for-b", nil).Data, 1)
 	}
 	poll.Until(t, 5*time.Second, "b backlog and error", func() bool {
 		s := m.Stats(topic)["b"]
@@ -176,7 +177,7 @@ func TestManagerCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: &memTopics{topics: map[string]*memTopic{}}, Producers: &memRemotes{m: map[string]*memRemote{}}})
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Producers: &memRemotes{m: map[string]*memRemote{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,12 +227,12 @@ func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
 	const topic = "persistent://t/ns/broken"
 	lt := newMemTopic(topic, 1)
 	lt.openErr = errors.New("disk full")
-	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: &memTopics{topics: map[string]*memTopic{topic: lt}},
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat,
 		Producers: &memRemotes{m: map[string]*memRemote{}}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Start(ctx)
+	mustStart(t, m, ctx, LocalTopics{Topics: &memTopics{topics: map[string]*memTopic{topic: lt}}})
 	defer m.Close(ctx)
 	poll.Until(t, 5*time.Second, "start failure in stats", func() bool {
 		s, ok := m.Stats(topic)["b"]
@@ -272,10 +273,10 @@ func TestManagerSyncStartsReplicatorsBeforeReturning(t *testing.T) {
 	}
 	const topic = "persistent://t/ns/orders"
 	lt := newMemTopic(topic, 3)
-	lt.append(mkEntry(t, Position{}, "before", nil).Data, 1)
+	lt.append(mkEntry(t, mtypes.Position{}, "before", nil).Data, 1)
 	topics := &memTopics{topics: map[string]*memTopic{topic: lt}}
 	remotes := &memRemotes{m: map[string]*memRemote{}}
-	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: topics, Producers: remotes,
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Producers: remotes,
 		StartAt: StartLatest, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +284,7 @@ func TestManagerSyncStartsReplicatorsBeforeReturning(t *testing.T) {
 	if err := m.Sync(ctx, "t/ns"); err == nil {
 		t.Fatal("Sync of a manager not started succeeded")
 	}
-	m.Start(ctx)
+	mustStart(t, m, ctx, LocalTopics{Topics: topics})
 	defer func() {
 		if err := m.Close(ctx); err != nil {
 			t.Error(err)
@@ -317,7 +318,7 @@ func TestManagerSyncStartsReplicatorsBeforeReturning(t *testing.T) {
 	if err := m.Sync(ctx, "t/ns"); err != nil {
 		t.Fatal(err)
 	}
-	pos := lt.append(mkEntry(t, Position{}, "right-after", nil).Data, 1)
+	pos := lt.append(mkEntry(t, mtypes.Position{}, "right-after", nil).Data, 1)
 	poll.Until(t, 10*time.Second, "entry published right after Sync at b", func() bool {
 		return remotes.get("b").topic.LastConfirmed().EntryID >= 0
 	})
@@ -368,12 +369,12 @@ func TestManagerReplacesReplicatorOfUnloadedTopic(t *testing.T) {
 	first := &closableTopic{memTopic: mt}
 	src := &switchTopics{cur: first}
 	remotes := &memRemotes{m: map[string]*memRemote{}}
-	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: src, Producers: remotes,
+	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Producers: remotes,
 		StartAt: StartEarliest, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Start(ctx)
+	mustStart(t, m, ctx, LocalTopics{Topics: src})
 	defer func() {
 		if err := m.Close(ctx); err != nil {
 			t.Error(err)
@@ -401,7 +402,7 @@ func TestManagerReplacesReplicatorOfUnloadedTopic(t *testing.T) {
 		mg := m.running[Key{topic, "b"}]
 		return mg != nil && mg.topic == LocalTopic(second)
 	})
-	mt.append(mkEntry(t, Position{}, "after-reload", nil).Data, 1)
+	mt.append(mkEntry(t, mtypes.Position{}, "after-reload", nil).Data, 1)
 	poll.Until(t, 10*time.Second, "entry after the reload replicated", func() bool {
 		return remotes.get("b").topic.LastConfirmed().EntryID >= 0
 	})
@@ -425,4 +426,12 @@ func (s *switchTopics) OpenTopic(ctx context.Context, topic string) (LocalTopic,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur, nil
+}
+
+// mustStart starts m over topics, failing the test if it cannot start.
+func mustStart(t testing.TB, m *Manager, ctx context.Context, topics LocalTopics) {
+	t.Helper()
+	if err := m.Start(ctx, topics); err != nil {
+		t.Fatal(err)
+	}
 }

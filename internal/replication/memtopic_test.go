@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // memTopic is an in-memory LocalTopic for unit tests (the real one, over storage, is exercised by
@@ -27,7 +29,7 @@ type memTopic struct {
 }
 
 type memWaiter struct {
-	from Position
+	from mtypes.Position
 	ch   chan struct{}
 }
 
@@ -37,10 +39,10 @@ func newMemTopic(name string, ledger int64) *memTopic {
 
 func (t *memTopic) Name() string { return t.name }
 
-func (t *memTopic) append(data []byte, publishTime int64) Position {
+func (t *memTopic) append(data []byte, publishTime int64) mtypes.Position {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := Position{t.ledger, int64(len(t.entries))}
+	p := mtypes.Position{LedgerID: t.ledger, EntryID: int64(len(t.entries))}
 	t.entries = append(t.entries, Entry{Position: p, PublishTime: publishTime, Data: data})
 	keep := t.waiters[:0]
 	for _, w := range t.waiters {
@@ -54,17 +56,17 @@ func (t *memTopic) append(data []byte, publishTime int64) Position {
 	return p
 }
 
-func (t *memTopic) lastConfirmedLocked() Position {
-	return Position{t.ledger, int64(len(t.entries)) - 1}
+func (t *memTopic) lastConfirmedLocked() mtypes.Position {
+	return mtypes.Position{LedgerID: t.ledger, EntryID: int64(len(t.entries)) - 1}
 }
 
-func (t *memTopic) LastConfirmed() Position {
+func (t *memTopic) LastConfirmed() mtypes.Position {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lastConfirmedLocked()
 }
 
-func (t *memTopic) OpenCursor(ctx context.Context, name string, initial Position) (Cursor, bool, error) {
+func (t *memTopic) OpenCursor(ctx context.Context, name string, initial mtypes.Position) (Cursor, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.openErr != nil {
@@ -75,12 +77,12 @@ func (t *memTopic) OpenCursor(ctx context.Context, name string, initial Position
 	}
 	c := &memCursor{t: t, props: map[string]string{}}
 	switch initial {
-	case Earliest:
-		c.md = Position{t.ledger, -1}
-	case Latest:
+	case mtypes.Earliest:
+		c.md = mtypes.Position{LedgerID: t.ledger, EntryID: -1}
+	case mtypes.Latest:
 		c.md = t.lastConfirmedLocked()
 	default:
-		c.md = Position{initial.LedgerID, initial.EntryID - 1}
+		c.md = mtypes.Position{LedgerID: initial.LedgerID, EntryID: initial.EntryID - 1}
 	}
 	t.cursors[name] = c
 	return c, true, nil
@@ -99,7 +101,7 @@ func (t *memTopic) CursorNames() []string {
 	return slices.Sorted(maps.Keys(t.cursors))
 }
 
-func (t *memTopic) Read(ctx context.Context, from Position, maxEntries int, maxBytes int64) ([]Entry, error) {
+func (t *memTopic) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.readErr != nil {
@@ -121,7 +123,7 @@ func (t *memTopic) Read(ctx context.Context, from Position, maxEntries int, maxB
 	return out, nil
 }
 
-func (t *memTopic) WaitForEntries(from Position) <-chan struct{} {
+func (t *memTopic) WaitForEntries(from mtypes.Position) <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ch := make(chan struct{})
@@ -135,18 +137,18 @@ func (t *memTopic) WaitForEntries(from Position) <-chan struct{} {
 
 type memCursor struct {
 	t     *memTopic
-	md    Position
+	md    mtypes.Position
 	props map[string]string
 	err   error
 }
 
-func (c *memCursor) MarkDeletePosition() Position {
+func (c *memCursor) MarkDeletePosition() mtypes.Position {
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()
 	return c.md
 }
 
-func (c *memCursor) MarkDelete(ctx context.Context, p Position) error {
+func (c *memCursor) MarkDelete(ctx context.Context, p mtypes.Position) error {
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()
 	if c.err != nil {

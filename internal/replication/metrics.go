@@ -85,7 +85,7 @@ func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDuplicatesByNamespace, prometheus.CounterValue, float64(n), local, k.ns, k.remote)
 	}
 	// The sync lag is per subscription: exported only with topic-level metrics.
-	if c.m.subsync == nil || !c.topicLevel {
+	if !c.topicLevel {
 		return
 	}
 	for _, topic := range c.m.subsync.syncedTopics() {

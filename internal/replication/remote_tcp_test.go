@@ -9,6 +9,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/brokertest"
 	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -77,7 +78,7 @@ func TestClientFactoryAgainstRealBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, reason, err := replication.PrepareEntry(replication.Entry{Position: replication.Position{LedgerID: 9, EntryID: int64(i)}, Data: data}, "origin", "remote")
+		out, reason, err := replication.PrepareEntry(replication.Entry{Position: mtypes.Position{LedgerID: 9, EntryID: int64(i)}, Data: data}, "origin", "remote")
 		if err != nil || reason != replication.SkipNone {
 			t.Fatal(reason, err)
 		}
@@ -103,7 +104,7 @@ func TestClientFactoryAgainstRealBroker(t *testing.T) {
 		if md.GetReplicatedFrom() != "origin" || md.GetProducerName() != "app" || md.GetSequenceId() != uint64(100+i) {
 			t.Fatalf("message %d metadata: %v", i, md)
 		}
-		if o, pos, ok, err := replication.SourceOf(md); !ok || err != nil || o != "origin" || pos != (replication.Position{LedgerID: 9, EntryID: int64(i)}) {
+		if o, pos, ok, err := replication.SourceOf(md); !ok || err != nil || o != "origin" || pos != (mtypes.Position{LedgerID: 9, EntryID: int64(i)}) {
 			t.Fatalf("message %d source: %v %v %v %v", i, o, pos, ok, err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Cursor properties the replicator keeps on its cursor, so stats can say where it started even after
@@ -50,7 +52,7 @@ type Runner struct {
 	cursor Cursor
 	start  struct {
 		mode StartAt
-		pos  Position
+		pos  mtypes.Position
 	}
 
 	mu      sync.Mutex // guards m, current and pastReconnects (the loop and Stats both use them)
@@ -72,13 +74,13 @@ type Runner struct {
 	// is reused for the next one: the topic keeps a waiter until its next entry, so asking anew after
 	// every rewind of an idle replicator would pile them up.
 	waitCh   <-chan struct{}
-	waitFrom Position
+	waitFrom mtypes.Position
 	tailing  bool // the next read follows a new-entry notification (read inline)
 	timerSeq map[TimerKind]int64
 	timers   map[TimerKind]*time.Timer
 	lastErr  string
-	receipts []Position // receipts being batched into one EvReceipts
-	sendBuf  []Outbound // sends being batched into one SendBatch
+	receipts []mtypes.Position // receipts being batched into one EvReceipts
+	sendBuf  []Outbound        // sends being batched into one SendBatch
 	sendGen  int64
 	sendTo   batchSender
 	held     int64 // bytes of cfg.Budget this replicator holds (what its machine keeps; see trueUp)
@@ -129,7 +131,7 @@ func StartRunner(ctx context.Context, cfg RunnerConfig) (*Runner, error) {
 	r.cursor = cur
 	props := cur.Properties()
 	r.start.mode = StartAt(props[PropStartMode])
-	if p, err := parseMarkDelete(props[PropStartPosition]); err == nil {
+	if p, err := mtypes.ParseMarkDelete(props[PropStartPosition]); err == nil {
 		r.start.pos = p
 	} else if r.start.mode != "" {
 		r.log.Warn("replication cursor has an unreadable start position", "value", props[PropStartPosition], "err", err)
@@ -292,7 +294,7 @@ func (r *Runner) Stats() Stats {
 	return s
 }
 
-func (r *Runner) loop(ctx context.Context, markDelete Position) {
+func (r *Runner) loop(ctx context.Context, markDelete mtypes.Position) {
 	defer close(r.done)
 	ticker := time.NewTicker(r.cfg.TickInterval)
 	defer ticker.Stop()
@@ -333,7 +335,7 @@ type (
 	}
 	sendResult struct {
 		gen    int64
-		source Position
+		source mtypes.Position
 		err    error
 	}
 	timerFired struct {
@@ -486,7 +488,7 @@ func (r *Runner) flushSends() {
 		return
 	}
 	gen := r.sendGen
-	sources := make([]Position, len(r.sendBuf))
+	sources := make([]mtypes.Position, len(r.sendBuf))
 	for i, o := range r.sendBuf {
 		sources[i] = o.Source
 	}

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -34,7 +35,7 @@ func newPair(t *testing.T) pair {
 func (p pair) produce(t *testing.T, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		e := mkEntry(t, Position{}, fmt.Sprintf("m%d", i), nil)
+		e := mkEntry(t, mtypes.Position{}, fmt.Sprintf("m%d", i), nil)
 		p.local.append(e.Data, time.Now().UnixMilli())
 	}
 }
@@ -103,7 +104,7 @@ func TestRunnerOneWayEarliestAndLive(t *testing.T) {
 	poll.Until(t, 5*time.Second, "50 entries replicated", func() bool { return remoteCount(p) == 50 })
 	// Live traffic after catch-up (the runner waits for data, then wakes).
 	for i := 50; i < 80; i++ {
-		p.local.append(mkEntry(t, Position{}, fmt.Sprintf("m%d", i), nil).Data, time.Now().UnixMilli())
+		p.local.append(mkEntry(t, mtypes.Position{}, fmt.Sprintf("m%d", i), nil).Data, time.Now().UnixMilli())
 	}
 	poll.Until(t, 5*time.Second, "80 entries replicated", func() bool { return remoteCount(p) == 80 })
 	checkRemote(t, p, payloads(0, 80))
@@ -126,10 +127,10 @@ func TestRunnerLatestSkipsExistingData(t *testing.T) {
 	p := newPair(t)
 	p.produce(t, 10)
 	r := p.start(t, StartLatest, nil)
-	if s := r.Stats(); s.StartMode != StartLatest || s.StartPosition != (Position{7, 9}) {
+	if s := r.Stats(); s.StartMode != StartLatest || s.StartPosition != (mtypes.Position{LedgerID: 7, EntryID: 9}) {
 		t.Fatalf("start %v %v", s.StartMode, s.StartPosition)
 	}
-	p.local.append(mkEntry(t, Position{}, "new", nil).Data, time.Now().UnixMilli())
+	p.local.append(mkEntry(t, mtypes.Position{}, "new", nil).Data, time.Now().UnixMilli())
 	poll.Until(t, 5*time.Second, "1 entry replicated", func() bool { return remoteCount(p) == 1 })
 	checkRemote(t, p, []string{"new"})
 }
@@ -209,8 +210,8 @@ func contains(s, sub string) bool {
 
 func TestRunnerReplicatedEntriesAreNotForwarded(t *testing.T) {
 	p := newPair(t)
-	p.local.append(mkEntry(t, Position{}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }).Data, 1)
-	p.local.append(mkEntry(t, Position{}, "mine", nil).Data, 1)
+	p.local.append(mkEntry(t, mtypes.Position{}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }).Data, 1)
+	p.local.append(mkEntry(t, mtypes.Position{}, "mine", nil).Data, 1)
 	r := p.start(t, StartEarliest, nil)
 	poll.Until(t, 5*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
 	checkRemote(t, p, []string{"mine"})
@@ -246,7 +247,7 @@ func TestRunnerEmptyTopicStartAndFirstSecondRate(t *testing.T) {
 		p := newPair(t)
 		r := p.start(t, startAt, func(c *RunnerConfig) { c.TickInterval = time.Hour })
 		s := r.Stats()
-		if s.StartPosition != (Position{7, -1}) || s.Admin().StartPosition != "7:-1" {
+		if s.StartPosition != (mtypes.Position{LedgerID: 7, EntryID: -1}) || s.Admin().StartPosition != "7:-1" {
 			t.Fatalf("%s: start position %v (%q)", startAt, s.StartPosition, s.Admin().StartPosition)
 		}
 		p.produce(t, 5)
@@ -263,24 +264,24 @@ func TestRunnerEmptyTopicStartAndFirstSecondRate(t *testing.T) {
 }
 
 func TestParseMarkDelete(t *testing.T) {
-	for s, want := range map[string]Position{"1:-1": {1, -1}, "-1:-1": {-1, -1}, "3:4": {3, 4}} {
-		if got, err := parseMarkDelete(s); err != nil || got != want {
+	for s, want := range map[string]mtypes.Position{"1:-1": {LedgerID: 1, EntryID: -1}, "-1:-1": {LedgerID: -1, EntryID: -1}, "3:4": {LedgerID: 3, EntryID: 4}} {
+		if got, err := mtypes.ParseMarkDelete(s); err != nil || got != want {
 			t.Errorf("%q: %v %v", s, got, err)
 		}
 	}
 	for _, s := range []string{"", "1", "1:-2", "x:1", "1:x"} {
-		if _, err := parseMarkDelete(s); err == nil {
+		if _, err := mtypes.ParseMarkDelete(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}
 	}
-	if _, err := ParsePosition("1:-1"); err == nil {
+	if _, err := mtypes.ParsePosition("1:-1"); err == nil {
 		t.Error("ParsePosition accepts a negative entry id (source positions are never negative)")
 	}
 }
 
 func TestParsePositionBytes(t *testing.T) {
 	for _, s := range []string{"0:0", "12:345", "9223372036854775807:1", "1:9223372036854775807", "", ":", "1:", ":1", "1:2:3", "-1:2", "1:-2", "a:1", "99999999999999999999:1", "1:2x"} {
-		want, werr := ParsePosition(s)
+		want, werr := mtypes.ParsePosition(s)
 		got, gerr := parsePositionBytes([]byte(s))
 		if got != want || (werr == nil) != (gerr == nil) {
 			t.Errorf("%q: bytes %v %v, string %v %v", s, got, gerr, want, werr)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Stats is a snapshot of one replicator (outbound, this cluster -> Remote) merged, where known,
@@ -26,8 +27,8 @@ type Stats struct {
 	ReplicationBacklog        int64 // entries after the cursor's mark-delete position
 	ReplicationDelayInSeconds int64 // age of the oldest entry not yet acknowledged by the remote
 	StartMode                 StartAt
-	StartPosition             Position // cursor mark-delete position when the cursor was created
-	MarkDeletePosition        Position
+	StartPosition             mtypes.Position // cursor mark-delete position when the cursor was created
+	MarkDeletePosition        mtypes.Position
 	LastProgress              time.Time // last remote receipt or cursor advance
 	LastError                 string    // empty once the replicator made progress again
 	LastErrorTime             time.Time
@@ -91,7 +92,7 @@ func (s Stats) Admin() adminapi.ReplicatorStats {
 		}
 		a.Skipped[string(reason)] = n
 	}
-	if s.StartMode != "" || s.MarkDeletePosition != (Position{}) {
+	if s.StartMode != "" || s.MarkDeletePosition != (mtypes.Position{}) {
 		a.MarkDeletePosition = s.MarkDeletePosition.String()
 	}
 	if !s.OutboundConnectedSince.IsZero() {

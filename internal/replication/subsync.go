@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // The replicated-subscription sync of one broker (docs/replication-design.md, "Replicated
@@ -24,30 +25,22 @@ import (
 // SyncTopic is what the sync needs of a loaded local topic; internal/node implements it over the
 // broker.
 type SyncTopic interface {
-	// AckState returns a subscription's acknowledgement state (an error when it does not exist).
-	AckState(sub string, maxRanges, maxBatches int) (LocalAckState, error)
+	// SubscriptionAckState returns a subscription's acknowledgement state with at most maxRanges
+	// ranges and maxBatches partial batches (an error when it does not exist).
+	SubscriptionAckState(sub string, maxRanges, maxBatches int) (mtypes.SubscriptionAckState, error)
 	// AppendMarker appends a marker entry the broker writes itself and returns its position.
-	AppendMarker(ctx context.Context, entry []byte) (Position, error)
-	// ApplyState applies a translated state to a subscription, creating it if needed; created
-	// says whether it did, truncated whether a bound on the entries acknowledged one by one left
-	// some of it unapplied.
-	ApplyState(ctx context.Context, sub string, st AppliedState) (created, truncated bool, err error)
+	AppendMarker(ctx context.Context, entry []byte) (mtypes.Position, error)
+	// ApplyReplicatedState applies a translated state to a subscription, creating it if needed;
+	// the result says whether it did, and whether a bound on the entries acknowledged one by one
+	// left some of it unapplied. A subscription that exists and is not replicated answers
+	// mtypes.ErrSubscriptionNotReplicated.
+	ApplyReplicatedState(ctx context.Context, sub string, st mtypes.ReplicatedState) (mtypes.ReplicatedApplyResult, error)
 	// IncarnationOf names the storage incarnation of a ledger of this topic;
 	// IncarnationsThrough the incarnations of its stored ledgers up to and including ledger.
 	IncarnationOf(ledger int64) uint64
 	IncarnationsThrough(ledger int64) []uint64
 	// FlushSubscription makes a subscription's state durable now.
 	FlushSubscription(ctx context.Context, sub string) error
-}
-
-// AppliedState is a state translated to local positions, as SyncTopic.ApplyState applies it.
-type AppliedState struct {
-	Type       int32
-	Properties map[string]string
-	Ranges     []PosRange
-	Batches    []BatchAck
-	// SyncRecord, when not empty, is persisted with the subscription (meridian.sync).
-	SyncRecord string
 }
 
 // SyncTopicSource opens loaded topics for the sync.
@@ -77,14 +70,14 @@ type outState struct {
 	lastWrite    time.Time
 	gap          time.Duration // least time until the next state: the interval, longer for large states
 	seq          uint64
-	through      map[OriginKey]Position
+	through      map[OriginKey]mtypes.Position
 	written      []writtenMarker // oldest first, at most maxTrackedMarkers
 	remotes      map[string]*outRemote
 	lastTakenMs  int64
 }
 
 type writtenMarker struct {
-	pos     Position
+	pos     mtypes.Position
 	seq     uint64
 	takenMs int64
 }
@@ -98,7 +91,7 @@ type outRemote struct {
 // inState is the receiver side of one subscription.
 type inState struct {
 	sources map[string]*inSource
-	applied map[OriginKey]Position // from-the-first-entry coverage applied completely
+	applied map[OriginKey]mtypes.Position // from-the-first-entry coverage applied completely
 	// refusedLogged: the subscription exists here and is not replicated, and that was logged.
 	refusedLogged bool
 }
@@ -115,7 +108,7 @@ type inSource struct {
 
 type storedMarker struct {
 	topic string
-	pos   Position
+	pos   mtypes.Position
 	data  []byte
 }
 
@@ -149,16 +142,19 @@ type subSync struct {
 	done    chan struct{}
 }
 
-func newSubSync(local string, topics SyncTopicSource, m *Manager, interval time.Duration, log *slog.Logger) *subSync {
+func newSubSync(local string, m *Manager, interval time.Duration, log *slog.Logger) *subSync {
 	if interval <= 0 {
 		interval = DefaultSubscriptionSyncInterval
 	}
-	return &subSync{local: local, topics: topics, m: m, interval: interval, log: log, now: time.Now,
+	return &subSync{local: local, m: m, interval: interval, log: log, now: time.Now,
 		out: map[subKey]*outState{}, in: map[subKey]*inState{}, unflushed: map[subKey]bool{}, marks: map[string]*topicMarks{}, kick: make(chan struct{}, 1),
 		stepped: make(chan struct{})}
 }
 
-func (s *subSync) start(ctx context.Context) {
+// start runs the sync's loop over topics; it is called once, before the loop's first read of
+// s.topics.
+func (s *subSync) start(ctx context.Context, topics SyncTopicSource) {
+	s.topics = topics
 	ctx, cancel := context.WithCancel(ctx)
 	s.cancel, s.done = cancel, make(chan struct{})
 	go s.loop(ctx)
@@ -209,7 +205,7 @@ func (s *subSync) remoteAdded(topic string) {
 }
 
 // markerStored queues a marker a replicator stored here (data is copied).
-func (s *subSync) markerStored(topic string, pos Position, data []byte) {
+func (s *subSync) markerStored(topic string, pos mtypes.Position, data []byte) {
 	s.mu.Lock()
 	if len(s.queue) >= maxQueuedMarkers {
 		s.dropped++
@@ -415,10 +411,10 @@ func (s *subSync) write(ctx context.Context, k subKey) {
 	// A state beyond the marker's size bound (huge batches, long ranges) is written with fewer
 	// ranges and batches: the lowest are kept, the others are delivered again after a move.
 	var entry []byte
-	var newThrough map[OriginKey]Position
+	var newThrough map[OriginKey]mtypes.Position
 	var taken int64
 	for shift := 0; entry == nil; shift++ {
-		st, err := t.AckState(k.sub, maxStateRanges>>shift, maxStateBatches>>shift)
+		st, err := t.SubscriptionAckState(k.sub, maxStateRanges>>shift, maxStateBatches>>shift)
 		if err != nil || !st.Replicated {
 			// Deleted, or no longer replicated: forget it (a later change starts afresh).
 			s.mu.Lock()
@@ -478,7 +474,7 @@ func (s *subSync) trackDelivery(now time.Time) (youngest time.Time, outstanding 
 		}
 	}
 	s.mu.Unlock()
-	acked := map[string]map[string]Position{}
+	acked := map[string]map[string]mtypes.Position{}
 	for _, it := range items {
 		rem, ok := acked[it.k.topic]
 		if !ok {
@@ -543,7 +539,7 @@ func (s *subSync) receive(ctx context.Context, mk storedMarker) {
 	s.mu.Lock()
 	is := s.in[k]
 	if is == nil {
-		is = &inState{sources: map[string]*inSource{}, applied: map[OriginKey]Position{}}
+		is = &inState{sources: map[string]*inSource{}, applied: map[OriginKey]mtypes.Position{}}
 		s.in[k] = is
 	}
 	src := is.sources[st.Source]
@@ -560,7 +556,7 @@ func (s *subSync) receive(ctx context.Context, mk storedMarker) {
 }
 
 // apply translates and applies st; a state waiting for other origins stays pending.
-func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState, pos Position) {
+func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState, pos mtypes.Position) {
 	t, err := s.topics.SyncTopic(ctx, k.topic)
 	if err != nil {
 		s.log.Warn("replicated subscription state not applied: topic not available", "topic", k.topic, "err", err)
@@ -582,12 +578,14 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState, po
 		record = s.recordLocked(is, st.Source, st.Seq, st.TakenMs)
 	}
 	s.mu.Unlock()
-	created, truncated, err := t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+	res, err := t.ApplyReplicatedState(ctx, k.sub, mtypes.ReplicatedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+	created, truncated := res.Created, res.Truncated
 	if err == nil && created && len(applied) > 0 {
 		// The subscription was deleted here and is created anew: what earlier states covered is
 		// not acknowledged on it. Translate the whole state again.
 		tr = TranslateState(*st, TranslateInput{Local: s.local, Index: x})
-		_, truncated, err = t.ApplyState(ctx, k.sub, AppliedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+		res, err = t.ApplyReplicatedState(ctx, k.sub, mtypes.ReplicatedState{Type: st.Type, Properties: st.Properties, Ranges: tr.Ranges, Batches: tr.Batches, SyncRecord: record})
+		truncated = res.Truncated
 	}
 	if created || truncated {
 		s.mu.Lock()
@@ -608,10 +606,10 @@ func (s *subSync) apply(ctx context.Context, k subKey, st *SubscriptionState, po
 
 // applied records the outcome of applying st; it reports whether the subscription is to be made
 // durable at once.
-func (s *subSync) applied(k subKey, is *inState, src *inSource, st *SubscriptionState, tr Translation, x *Index, now time.Time, pos Position, err error) bool {
+func (s *subSync) applied(k subKey, is *inState, src *inSource, st *SubscriptionState, tr Translation, x *Index, now time.Time, pos mtypes.Position, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if errors.Is(err, ErrSubscriptionNotReplicated) {
+	if errors.Is(err, mtypes.ErrSubscriptionNotReplicated) {
 		if !is.refusedLogged {
 			is.refusedLogged = true
 			s.log.Warn("replicated subscription state not applied: a subscription of that name exists here and is not replicated "+
@@ -696,7 +694,7 @@ func (s *subSync) retryPending(ctx context.Context, now time.Time) bool {
 	}
 	s.mu.Unlock()
 	for _, it := range items {
-		s.apply(ctx, it.k, it.st, Position{})
+		s.apply(ctx, it.k, it.st, mtypes.Position{})
 	}
 	return pending
 }
@@ -770,58 +768,39 @@ func (s *subSync) stats(topic string) map[string]*adminapi.ReplicatedSubscriptio
 	return out
 }
 
-// ErrSubscriptionNotReplicated is what SyncTopic.ApplyState answers for a subscription that exists
-// here and is not replicated: another cluster's state never changes it.
-var ErrSubscriptionNotReplicated = errors.New("replication: subscription exists here and is not replicated")
-
-// errNoSync is returned by the Manager's sync entry points when it was built without SyncTopics.
-var errNoSync = errors.New("replication: replicated subscriptions are not wired")
-
 // SubscriptionStateChanged tells the sync that a replicated subscription's acknowledgements
 // changed (final: its last consumer left or it just became replicated: write the state at once).
 // It does not block.
 func (m *Manager) SubscriptionStateChanged(topic, sub string, final bool) {
-	if m.subsync != nil {
-		m.subsync.stateChanged(topic, sub, final)
-	}
+	m.subsync.stateChanged(topic, sub, final)
 }
 
 // MarkerStored hands the sync a marker entry a replicator producer stored at pos (data is copied).
 // It does not block.
-func (m *Manager) MarkerStored(topic string, pos Position, data []byte) {
-	if m.subsync != nil {
-		m.subsync.markerStored(topic, pos, data)
-	}
+func (m *Manager) MarkerStored(topic string, pos mtypes.Position, data []byte) {
+	m.subsync.markerStored(topic, pos, data)
 }
 
 // SettleSubscription blocks, at most about a second, while a state of a replicated subscription
 // from another cluster is probably on its way (a consumer that just left there); the broker calls
 // it before the subscription's first dispatch.
 func (m *Manager) SettleSubscription(ctx context.Context, topic, sub string) {
-	if m.subsync != nil {
-		m.subsync.settle(ctx, topic, sub)
-	}
+	m.subsync.settle(ctx, topic, sub)
 }
 
 // SyncedTopics lists the topics with replicated-subscription sync state, sorted.
 func (m *Manager) SyncedTopics() []string {
-	if m.subsync == nil {
-		return nil
-	}
 	return m.subsync.syncedTopics()
 }
 
 // SubscriptionSyncStats returns the replicated-subscription sync stats of a topic's subscriptions.
-func (m *Manager) SubscriptionSyncStats(topic string) (map[string]*adminapi.ReplicatedSubscriptionSync, error) {
-	if m.subsync == nil {
-		return nil, errNoSync
-	}
-	return m.subsync.stats(topic), nil
+func (m *Manager) SubscriptionSyncStats(topic string) map[string]*adminapi.ReplicatedSubscriptionSync {
+	return m.subsync.stats(topic)
 }
 
 // remotesOf returns, per remote the topic replicates to, the position through which the remote
 // has acknowledged the topic's entries.
-func (m *Manager) remotesOf(topic string) map[string]Position {
+func (m *Manager) remotesOf(topic string) map[string]mtypes.Position {
 	m.mu.Lock()
 	var runners []*Runner
 	for k, mg := range m.running {
@@ -830,7 +809,7 @@ func (m *Manager) remotesOf(topic string) map[string]Position {
 		}
 	}
 	m.mu.Unlock()
-	out := make(map[string]Position, len(runners))
+	out := make(map[string]mtypes.Position, len(runners))
 	for _, r := range runners {
 		out[r.Remote()] = r.cursor.MarkDeletePosition()
 	}

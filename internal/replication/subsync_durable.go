@@ -3,6 +3,8 @@ package replication
 import (
 	"context"
 	"slices"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // How far a receiving topic's state markers are applied durably (docs/replication-design.md,
@@ -24,21 +26,21 @@ const maxRescanEntries = 200_000
 type topicMarks struct {
 	cursor  Cursor // nil until the first marker of the topic is applied
 	lt      LocalTopic
-	applied Position // the newest marker applied, not yet covered by the cursor
-	lcPrev  Position // the log's end at the previous flush
-	pending map[subKey]Position
+	applied mtypes.Position // the newest marker applied, not yet covered by the cursor
+	lcPrev  mtypes.Position // the log's end at the previous flush
+	pending map[subKey]mtypes.Position
 }
 
 // noteAppliedLocked records the outcome for the marker at pos of topic (pending: a state waiting
 // for other origins or failed; pos is zero for a retry of a pending state); the caller holds s.mu.
-func (s *subSync) noteAppliedLocked(k subKey, pos Position, pending bool) {
+func (s *subSync) noteAppliedLocked(k subKey, pos mtypes.Position, pending bool) {
 	tm := s.marks[k.topic]
 	if tm == nil {
-		tm = &topicMarks{pending: map[subKey]Position{}, lcPrev: Earliest}
+		tm = &topicMarks{pending: map[subKey]mtypes.Position{}, lcPrev: mtypes.Earliest}
 		s.marks[k.topic] = tm
 	}
 	if pending {
-		if _, ok := tm.pending[k]; !ok && pos != (Position{}) {
+		if _, ok := tm.pending[k]; !ok && pos != (mtypes.Position{}) {
 			tm.pending[k] = pos // the oldest marker of the subscription not applied yet
 		}
 		return
@@ -61,7 +63,7 @@ func (s *subSync) advanceMarks(ctx context.Context) {
 	type job struct {
 		topic string
 		tm    *topicMarks
-		to    Position
+		to    mtypes.Position
 	}
 	var jobs []job
 	s.mu.Lock()
@@ -74,8 +76,8 @@ func (s *subSync) advanceMarks(ctx context.Context) {
 	for topic, tm := range s.marks {
 		to := tm.applied
 		if len(tm.pending) > 0 {
-			oldest := slices.MinFunc(slicesOf(tm.pending), func(a, b Position) int { return a.Compare(b) })
-			to = Position{oldest.LedgerID, oldest.EntryID - 1}
+			oldest := slices.MinFunc(slicesOf(tm.pending), func(a, b mtypes.Position) int { return a.Compare(b) })
+			to = mtypes.Position{LedgerID: oldest.LedgerID, EntryID: oldest.EntryID - 1}
 		} else if !busy[topic] && tm.lcPrev.Compare(to) > 0 {
 			to = tm.lcPrev
 		}
@@ -88,7 +90,7 @@ func (s *subSync) advanceMarks(ctx context.Context) {
 			continue
 		}
 		if j.tm.cursor == nil {
-			lt, err := s.m.opts.Topics.OpenTopic(ctx, j.topic)
+			lt, err := s.m.topics.OpenTopic(ctx, j.topic)
 			if err != nil || lt == nil {
 				continue
 			}
@@ -113,8 +115,8 @@ func (s *subSync) advanceMarks(ctx context.Context) {
 	}
 }
 
-func slicesOf(m map[subKey]Position) []Position {
-	out := make([]Position, 0, len(m))
+func slicesOf(m map[subKey]mtypes.Position) []mtypes.Position {
+	out := make([]mtypes.Position, 0, len(m))
 	for _, p := range m {
 		out = append(out, p)
 	}
@@ -132,11 +134,11 @@ func (s *subSync) topicLoaded(topic string) {
 // rescan reads the state markers a topic stored after its applied-states cursor and queues them
 // (at topic load; a topic without the cursor never received a state).
 func (s *subSync) rescan(ctx context.Context, topic string) {
-	lt, err := s.m.opts.Topics.OpenTopic(ctx, topic)
+	lt, err := s.m.topics.OpenTopic(ctx, topic)
 	if err != nil || lt == nil || !slices.Contains(lt.CursorNames(), AppliedStatesCursorName) {
 		return
 	}
-	c, _, err := lt.OpenCursor(ctx, AppliedStatesCursorName, Earliest)
+	c, _, err := lt.OpenCursor(ctx, AppliedStatesCursorName, mtypes.Earliest)
 	if err != nil {
 		s.log.Warn("replicated subscriptions: applied-states cursor not opened", "topic", topic, "err", err)
 		return
@@ -144,7 +146,7 @@ func (s *subSync) rescan(ctx context.Context, topic string) {
 	s.mu.Lock()
 	tm := s.marks[topic]
 	if tm == nil {
-		tm = &topicMarks{pending: map[subKey]Position{}, lcPrev: Earliest}
+		tm = &topicMarks{pending: map[subKey]mtypes.Position{}, lcPrev: mtypes.Earliest}
 		s.marks[topic] = tm
 	}
 	tm.cursor, tm.lt = c, lt

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -32,29 +33,18 @@ const (
 	maxStateBatchWords = (wire.MaxBatchMessages + 63) / 64
 )
 
-// PosRange is a closed range of positions [From, To]; From == Earliest means "from the first
-// entry".
-type PosRange struct{ From, To Position }
-
-// BatchAck is a partially acknowledged batch entry: bit i of Acked set = index i acknowledged.
-type BatchAck struct {
-	Pos   Position
-	Size  int
-	Acked []uint64
-}
-
 // OriginAcks are the acknowledged entries of one origin key: sorted, disjoint ranges and partial
 // batches, in that origin's positions.
 type OriginAcks struct {
 	Key     OriginKey
-	Ranges  []PosRange
-	Batches []BatchAck
+	Ranges  []mtypes.PositionRange
+	Batches []mtypes.BatchAck
 }
 
 // SubscriptionState is the body of a state marker.
 type SubscriptionState struct {
 	Subscription string
-	Type         int32 // Pulsar's SubType
+	Type         mtypes.SubType
 	Properties   map[string]string
 	Source       string // the cluster that took the state
 	TakenMs      int64  // the source's clock when it took the state
@@ -140,9 +130,9 @@ func EncodeSubscriptionState(st SubscriptionState) ([]byte, error) {
 		for _, ba := range o.Batches {
 			var bb []byte
 			bb = protowire.AppendTag(bb, fbLedger, protowire.VarintType)
-			bb = protowire.AppendVarint(bb, uint64(ba.Pos.LedgerID))
+			bb = protowire.AppendVarint(bb, uint64(ba.Position.LedgerID))
 			bb = protowire.AppendTag(bb, fbEntry, protowire.VarintType)
-			bb = protowire.AppendVarint(bb, uint64(ba.Pos.EntryID))
+			bb = protowire.AppendVarint(bb, uint64(ba.Position.EntryID))
 			bb = protowire.AppendTag(bb, fbSize, protowire.VarintType)
 			bb = protowire.AppendVarint(bb, uint64(ba.Size))
 			var words []byte
@@ -165,7 +155,7 @@ func EncodeSubscriptionState(st SubscriptionState) ([]byte, error) {
 
 // checkStateBounds checks what a reader refuses.
 func checkStateBounds(st SubscriptionState) error {
-	if st.Type < 0 || st.Type > 3 {
+	if !st.Type.Valid() {
 		return fmt.Errorf("%w: subscription type %d", errStateMarker, st.Type)
 	}
 	if len(st.Origins) > maxStateOrigins {
@@ -176,7 +166,7 @@ func checkStateBounds(st SubscriptionState) error {
 		ranges += len(o.Ranges)
 		batches += len(o.Batches)
 		for i, r := range o.Ranges {
-			if r.From.Compare(r.To) > 0 || (r.From != Earliest && (r.From.LedgerID < 0 || r.From.EntryID < 0)) || r.To.LedgerID < 0 || r.To.EntryID < 0 {
+			if r.From.Compare(r.To) > 0 || (r.From != mtypes.Earliest && (r.From.LedgerID < 0 || r.From.EntryID < 0)) || r.To.LedgerID < 0 || r.To.EntryID < 0 {
 				return fmt.Errorf("%w: range %v..%v", errStateMarker, r.From, r.To)
 			}
 			if i > 0 && r.From.Compare(o.Ranges[i-1].To) <= 0 {
@@ -184,8 +174,8 @@ func checkStateBounds(st SubscriptionState) error {
 			}
 		}
 		for _, ba := range o.Batches {
-			if ba.Size <= 0 || ba.Size > wire.MaxBatchMessages || len(ba.Acked) > (ba.Size+63)/64 || ba.Pos.LedgerID < 0 || ba.Pos.EntryID < 0 {
-				return fmt.Errorf("%w: batch at %v of size %d with %d words", errStateMarker, ba.Pos, ba.Size, len(ba.Acked))
+			if ba.Size <= 0 || ba.Size > wire.MaxBatchMessages || len(ba.Acked) > (ba.Size+63)/64 || ba.Position.LedgerID < 0 || ba.Position.EntryID < 0 {
+				return fmt.Errorf("%w: batch at %v of size %d with %d words", errStateMarker, ba.Position, ba.Size, len(ba.Acked))
 			}
 		}
 	}
@@ -199,9 +189,9 @@ func checkStateBounds(st SubscriptionState) error {
 }
 
 // encodeRanges writes 4 zigzag varints per range, as deltas (docs/replication-design.md).
-func encodeRanges(rs []PosRange) []byte {
+func encodeRanges(rs []mtypes.PositionRange) []byte {
 	var b []byte
-	prev := Position{}
+	prev := mtypes.Position{}
 	for _, r := range rs {
 		fe := r.From.EntryID
 		if r.From.LedgerID == prev.LedgerID {
@@ -220,9 +210,9 @@ func encodeRanges(rs []PosRange) []byte {
 	return b
 }
 
-func decodeRanges(b []byte) ([]PosRange, error) {
-	var out []PosRange
-	prev := Position{}
+func decodeRanges(b []byte) ([]mtypes.PositionRange, error) {
+	var out []mtypes.PositionRange
+	prev := mtypes.Position{}
 	next := func() (int64, error) {
 		v, n := protowire.ConsumeVarint(b)
 		if n < 0 {
@@ -243,7 +233,7 @@ func decodeRanges(b []byte) ([]PosRange, error) {
 			}
 			v[i] = x
 		}
-		var r PosRange
+		var r mtypes.PositionRange
 		r.From.LedgerID = prev.LedgerID + v[0]
 		r.From.EntryID = v[1]
 		if r.From.LedgerID == prev.LedgerID {
@@ -275,7 +265,7 @@ func DecodeSubscriptionState(b []byte) (SubscriptionState, error) {
 		case num == fsSubscription && typ == protowire.BytesType:
 			st.Subscription = string(bs)
 		case num == fsType && typ == protowire.VarintType:
-			st.Type = int32(v)
+			st.Type = mtypes.SubType(v)
 		case num == fsProperty && typ == protowire.BytesType:
 			var k, val string
 			if err := eachField(bs, func(n protowire.Number, t protowire.Type, _ uint64, s []byte) error {
@@ -345,13 +335,13 @@ func decodeOrigin(b []byte) (OriginAcks, error) {
 			if len(o.Batches) == maxStateBatches {
 				return fmt.Errorf("%w: more than %d batches", errStateMarker, maxStateBatches)
 			}
-			var ba BatchAck
+			var ba mtypes.BatchAck
 			if err := eachField(bs, func(n protowire.Number, t protowire.Type, x uint64, s []byte) error {
 				switch {
 				case n == fbLedger && t == protowire.VarintType:
-					ba.Pos.LedgerID = int64(x)
+					ba.Position.LedgerID = int64(x)
 				case n == fbEntry && t == protowire.VarintType:
-					ba.Pos.EntryID = int64(x)
+					ba.Position.EntryID = int64(x)
 				case n == fbSize && t == protowire.VarintType:
 					if x > wire.MaxBatchMessages {
 						return fmt.Errorf("%w: batch of %d messages", errStateMarker, x)

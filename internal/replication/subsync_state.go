@@ -3,29 +3,13 @@ package replication
 import (
 	"math"
 	"slices"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // The decisions of replicated subscriptions, without I/O: expressing a subscription's local
 // acknowledgement state in origin coordinates (source) and translating a state back to local
 // positions (receiver). docs/replication-design.md, "Source and receiver".
-
-// LocalRange is a run of acknowledged entries From..To (inclusive) of one ledger.
-type LocalRange struct {
-	LedgerID int64
-	From, To int64
-}
-
-// LocalAckState is a subscription's acknowledgement state in local positions (a cursor's).
-type LocalAckState struct {
-	MarkDelete Position
-	Ranges     []LocalRange // acknowledged runs after MarkDelete, sorted
-	Batches    []BatchAck   // partially acknowledged batches, sorted
-	Version    uint64       // changes with every change of the state
-	Type       int32
-	Properties map[string]string
-	Replicated bool
-	Consumers  int // consumers attached when the state was taken
-}
 
 // ExportInput is what ExportState needs besides the state.
 type ExportInput struct {
@@ -38,11 +22,13 @@ type ExportInput struct {
 	Index *Index
 	// Through are the origin positions of other clusters' entries known covered by an earlier
 	// export of this subscription (ExportState's second result); nil at first.
-	Through map[OriginKey]Position
+	Through map[OriginKey]mtypes.Position
 }
 
 // beforeLedger is the position just before every entry of ledger l (l > 0), as a range end.
-func beforeLedger(l int64) Position { return Position{l - 1, math.MaxInt64} }
+func beforeLedger(l int64) mtypes.Position {
+	return mtypes.Position{LedgerID: l - 1, EntryID: math.MaxInt64}
+}
 
 // ExportState expresses st in origin coordinates: this cluster's own entries under its name and the
 // incarnation of their ledger ([first .. mark-delete] and every acknowledged range above it, with
@@ -52,7 +38,7 @@ func beforeLedger(l int64) Position { return Position{l - 1, math.MaxInt64} }
 // the lowest ranges and batches within the marker's bounds (what is left out is delivered again
 // after a move, never skipped). The second result is the per-origin coverage to pass as Through
 // next time.
-func ExportState(st LocalAckState, in ExportInput) ([]OriginAcks, map[OriginKey]Position) {
+func ExportState(st mtypes.SubscriptionAckState, in ExportInput) ([]OriginAcks, map[OriginKey]mtypes.Position) {
 	byKey := map[OriginKey]*OriginAcks{}
 	var order []OriginKey
 	get := func(k OriginKey) *OriginAcks {
@@ -72,7 +58,7 @@ func ExportState(st LocalAckState, in ExportInput) ([]OriginAcks, map[OriginKey]
 	if hasPrefix {
 		for _, inc := range in.IncarnationsThrough(md.LedgerID) {
 			o := get(OriginKey{in.Local, inc})
-			o.Ranges = append(o.Ranges, PosRange{Earliest, prefixEnd})
+			o.Ranges = append(o.Ranges, mtypes.PositionRange{From: mtypes.Earliest, To: prefixEnd})
 		}
 	}
 	budget := maxStateRanges - len(order)
@@ -81,7 +67,7 @@ func ExportState(st LocalAckState, in ExportInput) ([]OriginAcks, map[OriginKey]
 			break
 		}
 		o := get(OriginKey{in.Local, in.IncarnationOf(r.LedgerID)})
-		rr := PosRange{Position{r.LedgerID, r.From}, Position{r.LedgerID, r.To}}
+		rr := mtypes.PositionRange{From: mtypes.Position{LedgerID: r.LedgerID, EntryID: r.From}, To: mtypes.Position{LedgerID: r.LedgerID, EntryID: r.To}}
 		if n := len(o.Ranges); n > 0 && o.Ranges[n-1].To.Compare(rr.From) >= 0 {
 			continue // overlaps the prefix (not expected: ranges lie above the mark-delete position)
 		}
@@ -92,10 +78,10 @@ func ExportState(st LocalAckState, in ExportInput) ([]OriginAcks, map[OriginKey]
 		if i == maxStateBatches {
 			break
 		}
-		o := get(OriginKey{in.Local, in.IncarnationOf(b.Pos.LedgerID)})
+		o := get(OriginKey{in.Local, in.IncarnationOf(b.Position.LedgerID)})
 		o.Batches = append(o.Batches, b)
 	}
-	var through map[OriginKey]Position
+	var through map[OriginKey]mtypes.Position
 	if in.Index != nil {
 		if hasPrefix {
 			through = in.Index.OriginThrough(prefixEnd, in.Local, in.Through)
@@ -105,9 +91,9 @@ func ExportState(st LocalAckState, in ExportInput) ([]OriginAcks, map[OriginKey]
 			keys = append(keys, k)
 		}
 		slices.SortFunc(keys, compareKeys)
-		above := make([]PosRange, len(st.Ranges))
+		above := make([]mtypes.PositionRange, len(st.Ranges))
 		for i, r := range st.Ranges {
-			above[i] = PosRange{Position{r.LedgerID, r.From}, Position{r.LedgerID, r.To}}
+			above[i] = mtypes.PositionRange{From: mtypes.Position{LedgerID: r.LedgerID, EntryID: r.From}, To: mtypes.Position{LedgerID: r.LedgerID, EntryID: r.To}}
 		}
 		extra := in.Index.OriginAcksAbove(above, st.Batches, in.Local, through)
 		for k := range extra {
@@ -122,7 +108,7 @@ func ExportState(st LocalAckState, in ExportInput) ([]OriginAcks, map[OriginKey]
 				break
 			}
 			if t, ok := through[k]; ok && budget > 0 {
-				get(k).Ranges = append(get(k).Ranges, PosRange{Earliest, t})
+				get(k).Ranges = append(get(k).Ranges, mtypes.PositionRange{From: mtypes.Earliest, To: t})
 				budget--
 			}
 			if e := extra[k]; e != nil {
@@ -165,8 +151,8 @@ func compareKeys(a, b OriginKey) int {
 
 // Translation is a state translated to local positions.
 type Translation struct {
-	Ranges  []PosRange // local ranges to acknowledge, sorted by their start
-	Batches []BatchAck // local batch-index acknowledgements
+	Ranges  []mtypes.PositionRange // local ranges to acknowledge, sorted by their start
+	Batches []mtypes.BatchAck      // local batch-index acknowledgements
 	// Waiting names the origin clusters whose entries the state names but that have not all
 	// arrived here yet: the state is applied again once they have.
 	Waiting []string
@@ -174,7 +160,7 @@ type Translation struct {
 	Untranslated int
 	// Through is, per origin key, the end of the state's range from the first entry (what the
 	// subscription has consumed of that origin from its start), for pins and the sync record.
-	Through map[OriginKey]Position
+	Through map[OriginKey]mtypes.Position
 }
 
 // TranslateInput is what TranslateState needs besides the state.
@@ -183,7 +169,7 @@ type TranslateInput struct {
 	Index *Index // this topic's inbound index (nil: nothing was replicated here)
 	// Applied are, per origin key, origin positions through which an earlier application of a
 	// state from the first entry on is complete: runs at or before them are not walked again.
-	Applied map[OriginKey]Position
+	Applied map[OriginKey]mtypes.Position
 }
 
 // TranslateState translates st's origin ranges into this topic's local positions through the
@@ -196,9 +182,9 @@ func TranslateState(st SubscriptionState, in TranslateInput) Translation {
 	waiting := map[string]bool{}
 	for _, o := range st.Origins {
 		for _, r := range o.Ranges {
-			if r.From == Earliest {
+			if r.From == mtypes.Earliest {
 				if tr.Through == nil {
-					tr.Through = map[OriginKey]Position{}
+					tr.Through = map[OriginKey]mtypes.Position{}
 				}
 				tr.Through[o.Key] = r.To
 			}
@@ -213,14 +199,14 @@ func TranslateState(st SubscriptionState, in TranslateInput) Translation {
 				continue
 			}
 			from := r.From
-			if a, ok := in.Applied[o.Key]; ok && r.From == Earliest && a.Compare(Earliest) > 0 {
+			if a, ok := in.Applied[o.Key]; ok && r.From == mtypes.Earliest && a.Compare(mtypes.Earliest) > 0 {
 				if a.Compare(r.To) >= 0 {
 					continue
 				}
-				from = Position{a.LedgerID, a.EntryID + 1}
+				from = mtypes.Position{LedgerID: a.LedgerID, EntryID: a.EntryID + 1}
 			}
-			last := in.Index.LocalRuns(o.Key, from, r.To, func(lf, lt Position) bool {
-				tr.Ranges = append(tr.Ranges, PosRange{lf, lt})
+			last := in.Index.LocalRuns(o.Key, from, r.To, func(lf, lt mtypes.Position) bool {
+				tr.Ranges = append(tr.Ranges, mtypes.PositionRange{From: lf, To: lt})
 				return true
 			})
 			if last.Compare(r.To) < 0 && o.Key.Cluster != st.Source {
@@ -228,21 +214,21 @@ func TranslateState(st SubscriptionState, in TranslateInput) Translation {
 			}
 		}
 		for _, b := range o.Batches {
-			var local Position
+			var local mtypes.Position
 			ok := false
 			if o.Key.Cluster == in.Local {
-				local, ok = b.Pos, true
+				local, ok = b.Position, true
 			} else if in.Index != nil {
-				local, ok = in.Index.Lookup(o.Key, b.Pos)
+				local, ok = in.Index.Lookup(o.Key, b.Position)
 			}
 			if !ok {
 				tr.Untranslated++
 				continue
 			}
-			tr.Batches = append(tr.Batches, BatchAck{Pos: local, Size: b.Size, Acked: b.Acked})
+			tr.Batches = append(tr.Batches, mtypes.BatchAck{Position: local, Size: b.Size, Acked: b.Acked})
 		}
 	}
-	slices.SortFunc(tr.Ranges, func(a, b PosRange) int { return a.From.Compare(b.From) })
+	slices.SortFunc(tr.Ranges, func(a, b mtypes.PositionRange) int { return a.From.Compare(b.From) })
 	tr.Ranges = mergeLocal(tr.Ranges)
 	for c := range waiting {
 		tr.Waiting = append(tr.Waiting, c)
@@ -253,34 +239,34 @@ func TranslateState(st SubscriptionState, in TranslateInput) Translation {
 
 // identityRanges is r (this cluster's own positions) minus the local positions holding replicated
 // entries.
-func identityRanges(x *Index, r PosRange) []PosRange {
+func identityRanges(x *Index, r mtypes.PositionRange) []mtypes.PositionRange {
 	if x == nil {
-		return []PosRange{r}
+		return []mtypes.PositionRange{r}
 	}
-	var out []PosRange
+	var out []mtypes.PositionRange
 	cur := r.From
 	for _, rep := range x.ReplicatedLocal(r.From, r.To) {
 		if rep.From.Compare(cur) > 0 {
-			end := Position{rep.From.LedgerID, rep.From.EntryID - 1}
+			end := mtypes.Position{LedgerID: rep.From.LedgerID, EntryID: rep.From.EntryID - 1}
 			if rep.From.EntryID == 0 {
 				end = beforeLedger(rep.From.LedgerID)
 			}
 			if cur.Compare(end) <= 0 {
-				out = append(out, PosRange{cur, end})
+				out = append(out, mtypes.PositionRange{From: cur, To: end})
 			}
 		}
-		if next := (Position{rep.To.LedgerID, rep.To.EntryID + 1}); next.Compare(cur) > 0 {
+		if next := (mtypes.Position{LedgerID: rep.To.LedgerID, EntryID: rep.To.EntryID + 1}); next.Compare(cur) > 0 {
 			cur = next
 		}
 	}
 	if cur.Compare(r.To) <= 0 {
-		out = append(out, PosRange{cur, r.To})
+		out = append(out, mtypes.PositionRange{From: cur, To: r.To})
 	}
 	return out
 }
 
 // mergeLocal merges sorted ranges that touch within a ledger or overlap.
-func mergeLocal(rs []PosRange) []PosRange {
+func mergeLocal(rs []mtypes.PositionRange) []mtypes.PositionRange {
 	out := rs[:0]
 	for _, r := range rs {
 		if n := len(out); n > 0 {

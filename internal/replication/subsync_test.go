@@ -14,6 +14,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -25,9 +26,9 @@ func TestSubscriptionStateRoundTrip(t *testing.T) {
 		Subscription: "orders", Type: 3, Properties: map[string]string{"team": "a", "x": ""},
 		Source: "a", TakenMs: 1_700_000_000_123, Seq: 42,
 		Origins: []OriginAcks{
-			{Key: OriginKey{"a", 0xdeadbeefcafef00d}, Ranges: []PosRange{{Earliest, Position{7, 99}}, {Position{7, 101}, Position{9, 3}}, {Position{9, 5}, Position{9, 5}}},
-				Batches: []BatchAck{{Pos: Position{9, 7}, Size: 70, Acked: []uint64{0b1011, 1 << 5}}}},
-			{Key: OriginKey{"b", 0}, Ranges: []PosRange{{Earliest, Position{3, math.MaxInt64}}}},
+			{Key: OriginKey{"a", 0xdeadbeefcafef00d}, Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 7, EntryID: 99}}, {From: mtypes.Position{LedgerID: 7, EntryID: 101}, To: mtypes.Position{LedgerID: 9, EntryID: 3}}, {From: mtypes.Position{LedgerID: 9, EntryID: 5}, To: mtypes.Position{LedgerID: 9, EntryID: 5}}},
+				Batches: []mtypes.BatchAck{{Position: mtypes.Position{LedgerID: 9, EntryID: 7}, Size: 70, Acked: []uint64{0b1011, 1 << 5}}}},
+			{Key: OriginKey{"b", 0}, Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 3, EntryID: math.MaxInt64}}}},
 		},
 	}
 	body, err := EncodeSubscriptionState(st)
@@ -50,7 +51,7 @@ func TestSubscriptionStateRoundTrip(t *testing.T) {
 		t.Fatalf("marker entry: ok %v err %v from %q", ok, err, from)
 	}
 	// Forwarded by replicators, with replicated_from set on the way.
-	out, reason, err := PrepareEntry(Entry{Position: Position{9, 8}, Data: entry}, "a", "b")
+	out, reason, err := PrepareEntry(Entry{Position: mtypes.Position{LedgerID: 9, EntryID: 8}, Data: entry}, "a", "b")
 	if err != nil || reason != SkipNone || !out.Marker {
 		t.Fatalf("prepare: %v %v marker %v", reason, err, out.Marker)
 	}
@@ -58,7 +59,7 @@ func TestSubscriptionStateRoundTrip(t *testing.T) {
 		t.Fatalf("forwarded marker: ok %v err %v from %q", ok, err, from)
 	}
 	// Another entry is not a state marker.
-	if _, _, ok, err := DecodeStateMarkerEntry(mkEntry(t, Position{1, 1}, "x", nil).Data); ok || err != nil {
+	if _, _, ok, err := DecodeStateMarkerEntry(mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 1}, "x", nil).Data); ok || err != nil {
 		t.Fatalf("plain entry: ok %v err %v", ok, err)
 	}
 }
@@ -68,9 +69,9 @@ func TestSubscriptionStateRoundTrip(t *testing.T) {
 // error, and never panics on mutated bytes.
 func TestSubscriptionStateRefusesHostileInput(t *testing.T) {
 	bad := []SubscriptionState{
-		{Origins: []OriginAcks{{Ranges: []PosRange{{Position{1, 5}, Position{1, 4}}}}}},
-		{Origins: []OriginAcks{{Ranges: []PosRange{{Position{1, 1}, Position{1, 4}}, {Position{1, 3}, Position{1, 9}}}}}},
-		{Origins: []OriginAcks{{Batches: []BatchAck{{Pos: Position{1, 1}, Size: 2, Acked: []uint64{1, 2}}}}}},
+		{Origins: []OriginAcks{{Ranges: []mtypes.PositionRange{{From: mtypes.Position{LedgerID: 1, EntryID: 5}, To: mtypes.Position{LedgerID: 1, EntryID: 4}}}}}},
+		{Origins: []OriginAcks{{Ranges: []mtypes.PositionRange{{From: mtypes.Position{LedgerID: 1, EntryID: 1}, To: mtypes.Position{LedgerID: 1, EntryID: 4}}, {From: mtypes.Position{LedgerID: 1, EntryID: 3}, To: mtypes.Position{LedgerID: 1, EntryID: 9}}}}}},
+		{Origins: []OriginAcks{{Batches: []mtypes.BatchAck{{Position: mtypes.Position{LedgerID: 1, EntryID: 1}, Size: 2, Acked: []uint64{1, 2}}}}}},
 		{Origins: make([]OriginAcks, maxStateOrigins+1)},
 	}
 	for i, st := range bad {
@@ -79,7 +80,7 @@ func TestSubscriptionStateRefusesHostileInput(t *testing.T) {
 		}
 	}
 	good := SubscriptionState{Subscription: "s", Source: "a", Origins: []OriginAcks{{Key: OriginKey{"a", 1},
-		Ranges: []PosRange{{Earliest, Position{2, 3}}, {Position{2, 5}, Position{2, 8}}}, Batches: []BatchAck{{Pos: Position{2, 10}, Size: 3, Acked: []uint64{2}}}}}}
+		Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 2, EntryID: 3}}, {From: mtypes.Position{LedgerID: 2, EntryID: 5}, To: mtypes.Position{LedgerID: 2, EntryID: 8}}}, Batches: []mtypes.BatchAck{{Position: mtypes.Position{LedgerID: 2, EntryID: 10}, Size: 3, Acked: []uint64{2}}}}}}
 	body, err := EncodeSubscriptionState(good)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestSubscriptionStateRefusesHostileInput(t *testing.T) {
 	}
 	// Ranges out of order: the range codec does not sort, the state check refuses them.
 	st := good
-	st.Origins = []OriginAcks{{Key: OriginKey{"a", 1}, Ranges: []PosRange{{Position{2, 5}, Position{2, 8}}, {Position{2, 1}, Position{2, 2}}}}}
+	st.Origins = []OriginAcks{{Key: OriginKey{"a", 1}, Ranges: []mtypes.PositionRange{{From: mtypes.Position{LedgerID: 2, EntryID: 5}, To: mtypes.Position{LedgerID: 2, EntryID: 8}}, {From: mtypes.Position{LedgerID: 2, EntryID: 1}, To: mtypes.Position{LedgerID: 2, EntryID: 2}}}}}
 	if err := checkStateBounds(st); err == nil {
 		t.Fatal("unsorted ranges accepted")
 	}
@@ -120,7 +121,7 @@ func TestSubscriptionStateRefusesHostileInput(t *testing.T) {
 }
 
 // indexWith builds an index holding origin's entries at the given local positions.
-func indexWith(t *testing.T, x *Index, origin string, maps [][2]Position) *Index {
+func indexWith(t *testing.T, x *Index, origin string, maps [][2]mtypes.Position) *Index {
 	t.Helper()
 	if x == nil {
 		x = NewIndex(IndexOptions{})
@@ -140,37 +141,37 @@ func indexWith(t *testing.T, x *Index, origin string, maps [][2]Position) *Index
 // acknowledged entries are acknowledged there, and the receiver's own entries are not.
 func TestExportTranslateOneWay(t *testing.T) {
 	// Source "a": entries (1,0..9); acknowledged 0..4, 6..7, indexes 0 and 2 of the batch at 9.
-	src := LocalAckState{MarkDelete: Position{1, 4}, Ranges: []LocalRange{{1, 6, 7}}, Type: 1,
-		Batches: []BatchAck{{Pos: Position{1, 9}, Size: 3, Acked: []uint64{0b101}}}}
+	src := mtypes.SubscriptionAckState{Type: mtypes.SubShared, AckState: mtypes.AckState{MarkDelete: mtypes.Position{LedgerID: 1, EntryID: 4}, Ranges: []mtypes.AckRange{{LedgerID: 1, From: 6, To: 7}},
+		Batches: []mtypes.BatchAck{{Position: mtypes.Position{LedgerID: 1, EntryID: 9}, Size: 3, Acked: []uint64{0b101}}}}}
 	origins, _ := ExportState(src, ExportInput{Local: "a", IncarnationOf: func(int64) uint64 { return 0 },
 		IncarnationsThrough: func(int64) []uint64 { return []uint64{0} }})
-	want := []OriginAcks{{Key: OriginKey{"a", 0}, Ranges: []PosRange{{Earliest, Position{1, 4}}, {Position{1, 6}, Position{1, 7}}},
-		Batches: []BatchAck{{Pos: Position{1, 9}, Size: 3, Acked: []uint64{0b101}}}}}
+	want := []OriginAcks{{Key: OriginKey{"a", 0}, Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 1, EntryID: 4}}, {From: mtypes.Position{LedgerID: 1, EntryID: 6}, To: mtypes.Position{LedgerID: 1, EntryID: 7}}},
+		Batches: []mtypes.BatchAck{{Position: mtypes.Position{LedgerID: 1, EntryID: 9}, Size: 3, Acked: []uint64{0b101}}}}}
 	if !reflect.DeepEqual(origins, want) {
 		t.Fatalf("export %+v", origins)
 	}
 	// Receiver "b": its own entry at (5,3) between a's (1,0..2) at (5,0..2) and a's (1,3..9) at (5,4..10).
-	var m [][2]Position
+	var m [][2]mtypes.Position
 	for e := int64(0); e < 10; e++ {
-		local := Position{5, e}
+		local := mtypes.Position{LedgerID: 5, EntryID: e}
 		if e >= 3 {
 			local.EntryID++
 		}
-		m = append(m, [2]Position{{1, e}, local})
+		m = append(m, [2]mtypes.Position{{LedgerID: 1, EntryID: e}, local})
 	}
 	x := indexWith(t, nil, "a", m)
 	tr := TranslateState(SubscriptionState{Source: "a", Origins: origins}, TranslateInput{Local: "b", Index: x})
-	wantRanges := []PosRange{{Position{5, 0}, Position{5, 2}}, {Position{5, 4}, Position{5, 5}}, {Position{5, 7}, Position{5, 8}}}
-	if !reflect.DeepEqual(tr.Ranges, wantRanges) || len(tr.Waiting) != 0 || tr.Through[OriginKey{"a", 0}] != (Position{1, 4}) {
+	wantRanges := []mtypes.PositionRange{{From: mtypes.Position{LedgerID: 5, EntryID: 0}, To: mtypes.Position{LedgerID: 5, EntryID: 2}}, {From: mtypes.Position{LedgerID: 5, EntryID: 4}, To: mtypes.Position{LedgerID: 5, EntryID: 5}}, {From: mtypes.Position{LedgerID: 5, EntryID: 7}, To: mtypes.Position{LedgerID: 5, EntryID: 8}}}
+	if !reflect.DeepEqual(tr.Ranges, wantRanges) || len(tr.Waiting) != 0 || tr.Through[OriginKey{"a", 0}] != (mtypes.Position{LedgerID: 1, EntryID: 4}) {
 		t.Fatalf("translation %+v", tr)
 	}
-	if len(tr.Batches) != 1 || tr.Batches[0].Pos != (Position{5, 10}) || tr.Untranslated != 0 {
+	if len(tr.Batches) != 1 || tr.Batches[0].Position != (mtypes.Position{LedgerID: 5, EntryID: 10}) || tr.Untranslated != 0 {
 		t.Fatalf("batches %+v untranslated %d", tr.Batches, tr.Untranslated)
 	}
 	// Applied coverage skips runs already walked; an entry that has not arrived is not translated.
-	tr = TranslateState(SubscriptionState{Source: "a", Origins: []OriginAcks{{Key: OriginKey{"a", 0}, Ranges: []PosRange{{Earliest, Position{1, 12}}}}}},
-		TranslateInput{Local: "b", Index: x, Applied: map[OriginKey]Position{{"a", 0}: {1, 4}}})
-	if want := []PosRange{{Position{5, 6}, Position{5, 10}}}; !reflect.DeepEqual(tr.Ranges, want) {
+	tr = TranslateState(SubscriptionState{Source: "a", Origins: []OriginAcks{{Key: OriginKey{"a", 0}, Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 1, EntryID: 12}}}}}},
+		TranslateInput{Local: "b", Index: x, Applied: map[OriginKey]mtypes.Position{{"a", 0}: {LedgerID: 1, EntryID: 4}}})
+	if want := []mtypes.PositionRange{{From: mtypes.Position{LedgerID: 5, EntryID: 6}, To: mtypes.Position{LedgerID: 5, EntryID: 10}}}; !reflect.DeepEqual(tr.Ranges, want) {
 		t.Fatalf("translation after applied coverage %+v", tr.Ranges)
 	}
 }
@@ -179,30 +180,30 @@ func TestExportTranslateOneWay(t *testing.T) {
 // cluster's coordinates; a receiver that has not received them all yet waits for that cluster.
 func TestExportTranslateThirdOrigin(t *testing.T) {
 	// On source "a": c's entries (3,0..4) at a's (2,5..9).
-	var ma [][2]Position
+	var ma [][2]mtypes.Position
 	for e := int64(0); e < 5; e++ {
-		ma = append(ma, [2]Position{{3, e}, {2, 5 + e}})
+		ma = append(ma, [2]mtypes.Position{{LedgerID: 3, EntryID: e}, {LedgerID: 2, EntryID: 5 + e}})
 	}
 	xa := indexWith(t, nil, "c", ma)
-	origins, through := ExportState(LocalAckState{MarkDelete: Position{2, 7}}, ExportInput{Local: "a", Index: xa,
+	origins, through := ExportState(mtypes.SubscriptionAckState{AckState: mtypes.AckState{MarkDelete: mtypes.Position{LedgerID: 2, EntryID: 7}}}, ExportInput{Local: "a", Index: xa,
 		IncarnationOf: func(int64) uint64 { return 7 }, IncarnationsThrough: func(int64) []uint64 { return []uint64{7} }})
 	want := []OriginAcks{
-		{Key: OriginKey{"a", 7}, Ranges: []PosRange{{Earliest, Position{2, 7}}}},
-		{Key: OriginKey{"c", 0}, Ranges: []PosRange{{Earliest, Position{3, 2}}}},
+		{Key: OriginKey{"a", 7}, Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 2, EntryID: 7}}}},
+		{Key: OriginKey{"c", 0}, Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 3, EntryID: 2}}}},
 	}
-	if !reflect.DeepEqual(origins, want) || through[OriginKey{"c", 0}] != (Position{3, 2}) {
+	if !reflect.DeepEqual(origins, want) || through[OriginKey{"c", 0}] != (mtypes.Position{LedgerID: 3, EntryID: 2}) {
 		t.Fatalf("export %+v through %v", origins, through)
 	}
 	// Receiver "b" has c's (3,0..1) only, at (8,0..1).
-	xb := indexWith(t, nil, "c", [][2]Position{{{3, 0}, {8, 0}}, {{3, 1}, {8, 1}}})
+	xb := indexWith(t, nil, "c", [][2]mtypes.Position{{{LedgerID: 3, EntryID: 0}, {LedgerID: 8, EntryID: 0}}, {{LedgerID: 3, EntryID: 1}, {LedgerID: 8, EntryID: 1}}})
 	tr := TranslateState(SubscriptionState{Source: "a", Origins: origins}, TranslateInput{Local: "b", Index: xb})
-	if !reflect.DeepEqual(tr.Ranges, []PosRange{{Position{8, 0}, Position{8, 1}}}) || !reflect.DeepEqual(tr.Waiting, []string{"c"}) {
+	if !reflect.DeepEqual(tr.Ranges, []mtypes.PositionRange{{From: mtypes.Position{LedgerID: 8, EntryID: 0}, To: mtypes.Position{LedgerID: 8, EntryID: 1}}}) || !reflect.DeepEqual(tr.Waiting, []string{"c"}) {
 		t.Fatalf("translation %+v", tr)
 	}
 	// Once c's (3,2) arrived, nothing waits.
-	indexWith(t, xb, "c", [][2]Position{{{3, 2}, {8, 5}}})
+	indexWith(t, xb, "c", [][2]mtypes.Position{{{LedgerID: 3, EntryID: 2}, {LedgerID: 8, EntryID: 5}}})
 	tr = TranslateState(SubscriptionState{Source: "a", Origins: origins}, TranslateInput{Local: "b", Index: xb})
-	if !reflect.DeepEqual(tr.Ranges, []PosRange{{Position{8, 0}, Position{8, 1}}, {Position{8, 5}, Position{8, 5}}}) || len(tr.Waiting) != 0 {
+	if !reflect.DeepEqual(tr.Ranges, []mtypes.PositionRange{{From: mtypes.Position{LedgerID: 8, EntryID: 0}, To: mtypes.Position{LedgerID: 8, EntryID: 1}}, {From: mtypes.Position{LedgerID: 8, EntryID: 5}, To: mtypes.Position{LedgerID: 8, EntryID: 5}}}) || len(tr.Waiting) != 0 {
 		t.Fatalf("translation %+v", tr)
 	}
 }
@@ -211,10 +212,10 @@ func TestExportTranslateThirdOrigin(t *testing.T) {
 // identity, leaving out the local positions that hold replicated entries.
 func TestTranslateReceiversOwnEntries(t *testing.T) {
 	// Receiver "b": a's entries at (5,0..2) and (5,4..6); its own at (5,3), (5,7), (5,8).
-	x := indexWith(t, nil, "a", [][2]Position{{{1, 0}, {5, 0}}, {{1, 1}, {5, 1}}, {{1, 2}, {5, 2}}, {{1, 3}, {5, 4}}, {{1, 4}, {5, 5}}, {{1, 5}, {5, 6}}})
-	st := SubscriptionState{Source: "a", Origins: []OriginAcks{{Key: OriginKey{"b", 0}, Ranges: []PosRange{{Earliest, Position{5, 7}}}}}}
+	x := indexWith(t, nil, "a", [][2]mtypes.Position{{{LedgerID: 1, EntryID: 0}, {LedgerID: 5, EntryID: 0}}, {{LedgerID: 1, EntryID: 1}, {LedgerID: 5, EntryID: 1}}, {{LedgerID: 1, EntryID: 2}, {LedgerID: 5, EntryID: 2}}, {{LedgerID: 1, EntryID: 3}, {LedgerID: 5, EntryID: 4}}, {{LedgerID: 1, EntryID: 4}, {LedgerID: 5, EntryID: 5}}, {{LedgerID: 1, EntryID: 5}, {LedgerID: 5, EntryID: 6}}})
+	st := SubscriptionState{Source: "a", Origins: []OriginAcks{{Key: OriginKey{"b", 0}, Ranges: []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 5, EntryID: 7}}}}}}
 	tr := TranslateState(st, TranslateInput{Local: "b", Index: x})
-	want := []PosRange{{Earliest, beforeLedger(5)}, {Position{5, 3}, Position{5, 3}}, {Position{5, 7}, Position{5, 7}}}
+	want := []mtypes.PositionRange{{From: mtypes.Earliest, To: beforeLedger(5)}, {From: mtypes.Position{LedgerID: 5, EntryID: 3}, To: mtypes.Position{LedgerID: 5, EntryID: 3}}, {From: mtypes.Position{LedgerID: 5, EntryID: 7}, To: mtypes.Position{LedgerID: 5, EntryID: 7}}}
 	if !reflect.DeepEqual(tr.Ranges, want) {
 		t.Fatalf("identity translation %+v", tr.Ranges)
 	}
@@ -226,7 +227,7 @@ func TestTranslateReceiversOwnEntries(t *testing.T) {
 // step that applies the final state releases a waiting settle.
 func TestSettle(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
-	s := newSubSync("b", nil, nil, 0, slog.Default())
+	s := newSubSync("b", nil, 0, slog.Default())
 	s.now = func() time.Time { return now }
 	k := subKey{"t", "app"}
 	nowMs := now.UnixMilli()
@@ -275,14 +276,14 @@ func TestSettle(t *testing.T) {
 // and the receiver acknowledges exactly them.
 func TestExportOtherOriginHoles(t *testing.T) {
 	// On source "a": c's entries (3,0..5) at a's (2,10..15); a's own at (2,0..9).
-	var ma [][2]Position
+	var ma [][2]mtypes.Position
 	for e := int64(0); e < 6; e++ {
-		ma = append(ma, [2]Position{{3, e}, {2, 10 + e}})
+		ma = append(ma, [2]mtypes.Position{{LedgerID: 3, EntryID: e}, {LedgerID: 2, EntryID: 10 + e}})
 	}
 	xa := indexWith(t, nil, "c", ma)
 	// Acknowledged: up to (2,11) (c's 0..1), then (2,13..14) (c's 3..4), and indexes of (2,15) (c's 5).
-	st := LocalAckState{MarkDelete: Position{2, 11}, Ranges: []LocalRange{{2, 13, 14}},
-		Batches: []BatchAck{{Pos: Position{2, 15}, Size: 4, Acked: []uint64{0b1001}}}}
+	st := mtypes.SubscriptionAckState{AckState: mtypes.AckState{MarkDelete: mtypes.Position{LedgerID: 2, EntryID: 11}, Ranges: []mtypes.AckRange{{LedgerID: 2, From: 13, To: 14}},
+		Batches: []mtypes.BatchAck{{Position: mtypes.Position{LedgerID: 2, EntryID: 15}, Size: 4, Acked: []uint64{0b1001}}}}}
 	origins, _ := ExportState(st, ExportInput{Local: "a", Index: xa,
 		IncarnationOf: func(int64) uint64 { return 7 }, IncarnationsThrough: func(int64) []uint64 { return []uint64{7} }})
 	var c *OriginAcks
@@ -291,22 +292,22 @@ func TestExportOtherOriginHoles(t *testing.T) {
 			c = &origins[i]
 		}
 	}
-	if c == nil || !reflect.DeepEqual(c.Ranges, []PosRange{{Earliest, Position{3, 1}}, {Position{3, 3}, Position{3, 4}}}) ||
-		len(c.Batches) != 1 || c.Batches[0].Pos != (Position{3, 5}) || c.Batches[0].Acked[0] != 0b1001 {
+	if c == nil || !reflect.DeepEqual(c.Ranges, []mtypes.PositionRange{{From: mtypes.Earliest, To: mtypes.Position{LedgerID: 3, EntryID: 1}}, {From: mtypes.Position{LedgerID: 3, EntryID: 3}, To: mtypes.Position{LedgerID: 3, EntryID: 4}}}) ||
+		len(c.Batches) != 1 || c.Batches[0].Position != (mtypes.Position{LedgerID: 3, EntryID: 5}) || c.Batches[0].Acked[0] != 0b1001 {
 		t.Fatalf("c's acknowledgements exported as %+v", origins)
 	}
 	if _, err := EncodeSubscriptionState(SubscriptionState{Source: "a", Origins: origins}); err != nil {
 		t.Fatalf("exported state does not encode: %v", err)
 	}
 	// Receiver "b" holds c's entries at (9,0..5).
-	var mb [][2]Position
+	var mb [][2]mtypes.Position
 	for e := int64(0); e < 6; e++ {
-		mb = append(mb, [2]Position{{3, e}, {9, e}})
+		mb = append(mb, [2]mtypes.Position{{LedgerID: 3, EntryID: e}, {LedgerID: 9, EntryID: e}})
 	}
 	xb := indexWith(t, nil, "c", mb)
 	tr := TranslateState(SubscriptionState{Source: "a", Origins: []OriginAcks{*c}}, TranslateInput{Local: "b", Index: xb})
-	if !reflect.DeepEqual(tr.Ranges, []PosRange{{Position{9, 0}, Position{9, 1}}, {Position{9, 3}, Position{9, 4}}}) ||
-		len(tr.Batches) != 1 || tr.Batches[0].Pos != (Position{9, 5}) || len(tr.Waiting) != 0 {
+	if !reflect.DeepEqual(tr.Ranges, []mtypes.PositionRange{{From: mtypes.Position{LedgerID: 9, EntryID: 0}, To: mtypes.Position{LedgerID: 9, EntryID: 1}}, {From: mtypes.Position{LedgerID: 9, EntryID: 3}, To: mtypes.Position{LedgerID: 9, EntryID: 4}}}) ||
+		len(tr.Batches) != 1 || tr.Batches[0].Position != (mtypes.Position{LedgerID: 9, EntryID: 5}) || len(tr.Waiting) != 0 {
 		t.Fatalf("translation %+v", tr)
 	}
 }
@@ -332,17 +333,17 @@ type fakeSyncTopic struct {
 	topic string
 }
 
-func (t fakeSyncTopic) AckState(string, int, int) (LocalAckState, error) {
-	return LocalAckState{}, errors.New("not a source")
+func (t fakeSyncTopic) SubscriptionAckState(string, int, int) (mtypes.SubscriptionAckState, error) {
+	return mtypes.SubscriptionAckState{}, errors.New("not a source")
 }
-func (t fakeSyncTopic) AppendMarker(context.Context, []byte) (Position, error) {
-	return Position{}, errors.New("not a source")
+func (t fakeSyncTopic) AppendMarker(context.Context, []byte) (mtypes.Position, error) {
+	return mtypes.Position{}, errors.New("not a source")
 }
-func (t fakeSyncTopic) ApplyState(_ context.Context, sub string, _ AppliedState) (bool, bool, error) {
+func (t fakeSyncTopic) ApplyReplicatedState(_ context.Context, sub string, _ mtypes.ReplicatedState) (mtypes.ReplicatedApplyResult, error) {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
 	t.f.applied = append(t.f.applied, t.topic+"/"+sub)
-	return false, false, nil
+	return mtypes.ReplicatedApplyResult{}, nil
 }
 func (t fakeSyncTopic) IncarnationOf(int64) uint64                      { return 0 }
 func (t fakeSyncTopic) IncarnationsThrough(int64) []uint64              { return nil }
@@ -362,7 +363,7 @@ func TestAppliedStatesAreReadAgainAtLoad(t *testing.T) {
 	defer cat.Close()
 	const topic = "persistent://public/default/t"
 	lt := newMemTopic(topic, 3)
-	lt.append(mkEntry(t, Position{}, "data", nil).Data, 1)
+	lt.append(mkEntry(t, mtypes.Position{}, "data", nil).Data, 1)
 	body, err := EncodeSubscriptionState(SubscriptionState{Subscription: "moved", Source: "a", TakenMs: 5, Seq: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -376,19 +377,18 @@ func TestAppliedStatesAreReadAgainAtLoad(t *testing.T) {
 	}
 	at := lt.append(marker, 2)
 	// The cursor says everything before the data entry is applied: the marker is after it.
-	if _, _, err := lt.OpenCursor(context.Background(), AppliedStatesCursorName, Earliest); err != nil {
+	if _, _, err := lt.OpenCursor(context.Background(), AppliedStatesCursorName, mtypes.Earliest); err != nil {
 		t.Fatal(err)
 	}
 	fake := &fakeSyncTopics{}
-	m, err := NewManager(ManagerOptions{Local: "b", Policies: cat, Topics: &memTopics{topics: map[string]*memTopic{topic: lt}},
-		Producers: &memRemotes{m: map[string]*memRemote{}}, SyncTopics: fake, Logger: quietLogger()})
+	m, err := NewManager(ManagerOptions{Local: "b", Policies: cat, Producers: &memRemotes{m: map[string]*memRemote{}}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Start(context.Background())
+	mustStart(t, m, context.Background(), LocalTopics{Topics: &memTopics{topics: map[string]*memTopic{topic: lt}}, Sync: fake})
 	defer m.Close(context.Background())
 	m.TopicLoaded(topic)
-	c, _, _ := lt.OpenCursor(context.Background(), AppliedStatesCursorName, Earliest)
+	c, _, _ := lt.OpenCursor(context.Background(), AppliedStatesCursorName, mtypes.Earliest)
 	deadline := time.Now().Add(10 * time.Second)
 	for len(fake.calls()) == 0 || c.MarkDeletePosition().Compare(at) < 0 {
 		if time.Now().After(deadline) {

@@ -1,12 +1,14 @@
 package replication
 
+import "github.com/meridian-mq/meridian/internal/mtypes"
+
 // PositionMapping is a position of another cluster mapped to this cluster (Manager.TranslateFrom).
 type PositionMapping struct {
 	// Local is this cluster's position.
-	Local Position
+	Local mtypes.Position
 	// Origin is the origin position that was mapped: the one asked for when Exact, else the
 	// greatest one below it that arrived here.
-	Origin Position
+	Origin mtypes.Position
 	Exact  bool
 }
 
@@ -16,7 +18,7 @@ type PositionMapping struct {
 // subscription's mark-delete position, an entry not replicated) maps to the greatest position of
 // cluster below it that was. ok is false when the topic is not loaded here, has no index, or
 // holds no mapping that answers.
-func (m *Manager) TranslateFrom(topic, cluster string, pos Position, atOrBefore bool) (t PositionMapping, ok bool) {
+func (m *Manager) TranslateFrom(topic, cluster string, pos mtypes.Position, atOrBefore bool) (t PositionMapping, ok bool) {
 	m.mu.Lock()
 	x := m.indexes[topic]
 	m.mu.Unlock()

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/schema"
-	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -197,9 +197,9 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 
 	opts := broker.SubscribeOptions{
 		Subscription:               cmd.GetSubscription(),
-		Type:                       broker.SubType(cmd.GetSubType()),
+		Type:                       mtypes.SubType(cmd.GetSubType()),
 		Durable:                    cmd.GetDurable(),
-		InitialPosition:            broker.InitialPosition(cmd.GetInitialPosition()),
+		InitialPosition:            mtypes.InitialPosition(cmd.GetInitialPosition()),
 		ConsumerID:                 id,
 		ConsumerName:               cmd.GetConsumerName(),
 		PriorityLevel:              cmd.GetPriorityLevel(),
@@ -215,7 +215,7 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 	}
 	if ks := cmd.GetKeySharedMeta(); ks != nil {
 		opts.KeyShared = &broker.KeySharedOptions{
-			Mode:                    broker.KeySharedMode(ks.GetKeySharedMode()),
+			Mode:                    mtypes.KeySharedMode(ks.GetKeySharedMode()),
 			AllowOutOfOrderDelivery: ks.GetAllowOutOfOrderDelivery(),
 		}
 		for _, r := range ks.GetHashRanges() {
@@ -362,7 +362,7 @@ func (c *conn) handleRedeliver(cmd *pulsarpb.CommandRedeliverUnacknowledgedMessa
 	if h == nil {
 		return
 	}
-	var positions []storage.Position
+	var positions []mtypes.Position
 	for _, m := range cmd.GetMessageIds() {
 		positions = append(positions, position(m))
 	}
@@ -485,6 +485,6 @@ func (c *conn) handleConsumerStats(cmd *pulsarpb.CommandConsumerStats) {
 
 // position converts a wire message id to a storage position (uint64 reinterpreted as int64, so the
 // wire sentinels become storage.Earliest and storage.Latest).
-func position(m *pulsarpb.MessageIdData) storage.Position {
-	return storage.Position{LedgerID: int64(m.GetLedgerId()), EntryID: int64(m.GetEntryId())}
+func position(m *pulsarpb.MessageIdData) mtypes.Position {
+	return mtypes.Position{LedgerID: int64(m.GetLedgerId()), EntryID: int64(m.GetEntryId())}
 }

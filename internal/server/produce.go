@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/schema"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -80,7 +81,7 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 		ProducerID:       id,
 		Name:             cmd.GetProducerName(),
 		UserProvidedName: cmd.GetUserProvidedProducerName(),
-		AccessMode:       broker.AccessMode(cmd.GetProducerAccessMode()),
+		AccessMode:       mtypes.AccessMode(cmd.GetProducerAccessMode()),
 		Epoch:            cmd.GetEpoch(),
 		Properties:       keyValues(cmd.GetMetadata()),
 		Address:          c.remote,
@@ -172,7 +173,7 @@ func (c *conn) createProducer(ctx context.Context, topic naming.TopicName, opts 
 		// PRODUCER.initial_subscription_name (the Go client's DLQ producer): a durable subscription
 		// that exists before the first message, so a consumer that comes later misses nothing. An
 		// existing subscription is left as it is.
-		err := t.CreateSubscription(ctx, initialSub, broker.EarliestPosition, false)
+		err := t.CreateSubscription(ctx, initialSub, mtypes.Earliest, false)
 		if err != nil && !errors.Is(err, broker.ErrNotAllowed) {
 			return nil, nil, fmt.Errorf("initial subscription %q: %w", initialSub, err)
 		}

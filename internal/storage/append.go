@@ -4,29 +4,31 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Append stores data and returns once it is durable (SyncAlways) or written (SyncInterval).
-func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (Position, error) {
+func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (mtypes.Position, error) {
 	type result struct {
-		p   Position
+		p   mtypes.Position
 		err error
 	}
 	ch := make(chan result, 1)
-	l.AppendAsync(data, publishTime, func(p Position, err error) { ch <- result{p, err} })
+	l.AppendAsync(data, publishTime, func(p mtypes.Position, err error) { ch <- result{p, err} })
 	select {
 	case r := <-ch:
 		return r.p, r.err
 	case <-ctx.Done():
 		// The append may still complete; the caller only stops waiting.
-		return Position{}, ctx.Err()
+		return mtypes.Position{}, ctx.Err()
 	}
 }
 
 // AppendAsync stores data and calls done exactly once, in append order per ledger, from a storage
 // goroutine, once durable or failed. done must not block, nor read the ledger (the applier writes
 // the entry to its segment file after calling done: Engine.apply). data is copied.
-func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(Position, error)) {
+func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(mtypes.Position, error)) {
 	e := l.e
 	var rollTo int64 = -1
 	if len(data) > e.opts.MaxEntrySize {

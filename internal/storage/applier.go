@@ -1,5 +1,7 @@
 package storage
 
+import "github.com/meridian-mq/meridian/internal/mtypes"
+
 // applyJob is one batch (or a bare journal rotation) handed from the sync loop to the applier.
 type applyJob struct {
 	b      *batch
@@ -84,10 +86,10 @@ func (e *Engine) apply(b *batch) {
 		}
 		switch it.kind {
 		case kFail:
-			it.done(Position{}, it.err)
+			it.done(mtypes.Position{}, it.err)
 		case kBarrier:
 			if it.done != nil {
-				it.done(Position{}, nil)
+				it.done(mtypes.Position{}, nil)
 			}
 		case kEntry:
 			p, err := l.applyEntry(it, b.cacheArena, &slab)
@@ -107,17 +109,17 @@ func (e *Engine) apply(b *batch) {
 			}
 			e.m.cursorFlushes.Add(1)
 			if it.done != nil {
-				it.done(Position{}, err)
+				it.done(mtypes.Position{}, err)
 			}
 		case kTrim:
 			l.applyTrim(it.ledgerID)
 			if it.done != nil {
-				it.done(Position{}, nil)
+				it.done(mtypes.Position{}, nil)
 			}
 		case kSeal:
 			l.applySeal(it.ledgerID)
 			if it.done != nil {
-				it.done(Position{}, nil)
+				it.done(mtypes.Position{}, nil)
 			}
 		case kCreate:
 			var err error
@@ -127,16 +129,16 @@ func (e *Engine) apply(b *batch) {
 				}
 			}
 			if it.done != nil {
-				it.done(Position{}, err)
+				it.done(mtypes.Position{}, err)
 			}
 		case kDelLedger:
 			err := l.applyDelete()
 			if it.done != nil {
-				it.done(Position{}, err)
+				it.done(mtypes.Position{}, err)
 			}
 		case kRepair:
 			e.runRepairs()
-			it.done(Position{}, nil)
+			it.done(mtypes.Position{}, nil)
 		}
 	}
 	if len(b.writes) > 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -94,7 +95,7 @@ type readResult struct {
 // ackedWithWriteHeld appends entry 1 to a new ledger of e while the applier's segment writes are
 // held at g's gate, and returns the ledger and the entry's position once it is acknowledged (its
 // segment write waiting at the gate), with a reader of it already waiting for that write.
-func ackedWithWriteHeld(t *testing.T, e *Engine, g *segWriteGateFS, name string) (*Ledger, Position, chan readResult) {
+func ackedWithWriteHeld(t *testing.T, e *Engine, g *segWriteGateFS, name string) (*Ledger, mtypes.Position, chan readResult) {
 	t.Helper()
 	ctx := context.Background()
 	l, err := e.OpenLedger(ctx, name)
@@ -105,11 +106,11 @@ func ackedWithWriteHeld(t *testing.T, e *Engine, g *segWriteGateFS, name string)
 	poll.Until(t, 10*time.Second, "the first entry's segment write", func() bool { return segmentWrittenEntries(l) == 1 })
 	g.hold()
 	type ack struct {
-		p   Position
+		p   mtypes.Position
 		err error
 	}
 	acked := make(chan ack, 1)
-	l.AppendAsync(payload(1), 1, func(p Position, err error) { acked <- ack{p, err} })
+	l.AppendAsync(payload(1), 1, func(p mtypes.Position, err error) { acked <- ack{p, err} })
 	a := <-acked
 	if a.err != nil {
 		t.Fatalf("append: %v, want it acknowledged before its segment write", a.err)
@@ -186,7 +187,7 @@ func TestSegmentWriteFailureAfterAck(t *testing.T) {
 	}
 	check := func(l *Ledger, when string) {
 		t.Helper()
-		es, err := l.Read(ctx, Earliest, 0, 0)
+		es, err := l.Read(ctx, mtypes.Earliest, 0, 0)
 		if err != nil || len(es) < 2 || es[1].Position != p || string(es[1].Data) != string(payload(1)) {
 			t.Fatalf("%s: %+v, %v; want both entries, %v rewritten", when, es, err, p)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -47,7 +48,7 @@ func TestAppendReadReopen(t *testing.T) {
 	if lc := l.LastConfirmed(); lc.EntryID != -1 {
 		t.Fatalf("empty LastConfirmed = %v", lc)
 	}
-	var ps []Position
+	var ps []mtypes.Position
 	for i := 0; i < 100; i++ {
 		p, err := l.Append(ctx, payload(i), int64(1000+i))
 		if err != nil {
@@ -58,7 +59,7 @@ func TestAppendReadReopen(t *testing.T) {
 	if l.Entries() != 100 || l.LastConfirmed() != ps[99] {
 		t.Fatalf("entries %d lc %v", l.Entries(), l.LastConfirmed())
 	}
-	es, err := l.Read(ctx, Earliest, 0, 0)
+	es, err := l.Read(ctx, mtypes.Earliest, 0, 0)
 	if err != nil || len(es) != 100 {
 		t.Fatalf("read %d %v", len(es), err)
 	}
@@ -67,7 +68,7 @@ func TestAppendReadReopen(t *testing.T) {
 			t.Fatalf("entry %d mismatch: %v", i, en.Position)
 		}
 	}
-	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestCrashReplay(t *testing.T) {
 	fs := vfs.NewMem()
 	e := openMem(t, fs, nil)
 	l, _ := e.OpenLedger(ctx, "a")
-	var ps []Position
+	var ps []mtypes.Position
 	for i := 0; i < 50; i++ {
 		p, err := l.Append(ctx, payload(i), int64(i))
 		if err != nil {
@@ -142,7 +143,7 @@ func TestCrashReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, err := l2.Read(ctx, Earliest, 0, 0)
+	es, err := l2.Read(ctx, mtypes.Earliest, 0, 0)
 	if err != nil || len(es) != 50 {
 		t.Fatalf("after crash: %d entries, %v", len(es), err)
 	}

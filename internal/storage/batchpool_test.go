@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -81,7 +82,7 @@ func TestIdleBatchesReleased(t *testing.T) {
 			errs := make(chan error, 16)
 			for i := range 16 {
 				wg.Add(1)
-				l.AppendAsync(data(i), int64(i), func(_ Position, err error) {
+				l.AppendAsync(data(i), int64(i), func(_ mtypes.Position, err error) {
 					if err != nil {
 						errs <- err
 					}
@@ -129,7 +130,7 @@ func TestIdleBatchesReleased(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			es, err := l.Read(ctx, Earliest, 0, 0)
+			es, err := l.Read(ctx, mtypes.Earliest, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +178,7 @@ func TestDirectBufferReusedNotCached(t *testing.T) {
 		var failed atomic.Int64
 		for i := first; i < first+8; i++ {
 			wg.Add(1)
-			l.AppendAsync(data(l, i), int64(i), func(_ Position, err error) {
+			l.AppendAsync(data(l, i), int64(i), func(_ mtypes.Position, err error) {
 				if err != nil {
 					failed.Add(1)
 				}
@@ -207,7 +208,7 @@ func TestDirectBufferReusedNotCached(t *testing.T) {
 		l *Ledger
 		n int
 	}{{a, na}, {b, nb}} {
-		es, err := c.l.Read(context.Background(), Earliest, 0, 0)
+		es, err := c.l.Read(context.Background(), mtypes.Earliest, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // BenchmarkPublishWhileDeleting1GiB: topic A takes 1 KiB appends at 5,000/s (open loop, every
@@ -38,7 +40,7 @@ func BenchmarkPublishWhileDeleting1GiB(b *testing.B) {
 	for range (1 << 30) / len(data) {
 		sem <- struct{}{}
 		wg.Add(1)
-		big.AppendAsync(data, time.Now().UnixMilli(), func(_ Position, err error) {
+		big.AppendAsync(data, time.Now().UnixMilli(), func(_ mtypes.Position, err error) {
 			if err != nil {
 				panic(err)
 			}
@@ -89,7 +91,7 @@ func BenchmarkPublishWhileDeleting1GiB(b *testing.B) {
 			}
 			for range 5 {
 				start := time.Now()
-				a.AppendAsync(msg, start.UnixMilli(), func(_ Position, err error) {
+				a.AppendAsync(msg, start.UnixMilli(), func(_ mtypes.Position, err error) {
 					if err != nil {
 						panic(err)
 					}

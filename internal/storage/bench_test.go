@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // BenchmarkAppend measures durable appends (SyncAlways: acknowledged after fsync, group commit)
@@ -113,7 +115,7 @@ func BenchmarkRead(b *testing.B) {
 				var wg sync.WaitGroup
 				for i := 0; i < total/size; i++ {
 					wg.Add(1)
-					l.AppendAsync(data, int64(i), func(_ Position, err error) {
+					l.AppendAsync(data, int64(i), func(_ mtypes.Position, err error) {
 						if err != nil {
 							b.Error(err)
 						}
@@ -141,7 +143,7 @@ func BenchmarkRead(b *testing.B) {
 					for _, en := range es {
 						n += int64(len(en.Data))
 					}
-					from = Position{es[len(es)-1].Position.LedgerID, es[len(es)-1].Position.EntryID + 1}
+					from = mtypes.Position{LedgerID: es[len(es)-1].Position.LedgerID, EntryID: es[len(es)-1].Position.EntryID + 1}
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(n)/b.Elapsed().Seconds()/1e6, "MB/s")
@@ -170,7 +172,7 @@ func runRecoveryWriter(dir string) {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	c, _ := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	c, _ := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	data := make([]byte, 64<<10)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
@@ -178,7 +180,7 @@ func runRecoveryWriter(dir string) {
 	for i := 0; i < (1<<30)/len(data); i++ {
 		sem <- struct{}{}
 		wg.Add(1)
-		l.AppendAsync(data, time.Now().UnixMilli(), func(p Position, err error) {
+		l.AppendAsync(data, time.Now().UnixMilli(), func(p mtypes.Position, err error) {
 			if err != nil {
 				fmt.Println("error", err)
 				os.Exit(2)
@@ -188,11 +190,11 @@ func runRecoveryWriter(dir string) {
 			wg.Done()
 		})
 		if i%1000 == 999 {
-			_ = c.MarkDelete(ctx, last.Load().(Position))
+			_ = c.MarkDelete(ctx, last.Load().(mtypes.Position))
 		}
 	}
 	wg.Wait()
-	p := last.Load().(Position)
+	p := last.Load().(mtypes.Position)
 	fmt.Printf("done %d %d\n", p.LedgerID, p.EntryID)
 	time.Sleep(time.Hour)
 }
@@ -220,7 +222,7 @@ func BenchmarkRecovery1GiB(b *testing.B) {
 		b.Fatal(err)
 	}
 	sc := bufio.NewScanner(out)
-	var last Position
+	var last mtypes.Position
 	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "done ") {
 		_ = cmd.Process.Kill()
 		b.Fatalf("writer: %q", sc.Text())
@@ -360,7 +362,7 @@ func appendWindowed(b *testing.B, ledgers []*Ledger, size, window int, build tim
 		for t := time.Now(); time.Since(t) < build; {
 		}
 		wg.Add(1)
-		ledgers[i%len(ledgers)].AppendAsync(data, int64(i), func(_ Position, err error) {
+		ledgers[i%len(ledgers)].AppendAsync(data, int64(i), func(_ mtypes.Position, err error) {
 			if err != nil {
 				b.Error(err)
 			}

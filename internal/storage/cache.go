@@ -3,6 +3,8 @@ package storage
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // entryCache is the broker-wide, byte-bounded cache of recently appended entries, keyed by
@@ -41,7 +43,7 @@ type cachedEntry struct {
 }
 
 type cacheKey struct {
-	p    Position
+	p    mtypes.Position
 	size int64
 }
 
@@ -52,7 +54,7 @@ func newEntryCache(limit int64) *entryCache {
 	return &entryCache{limit: limit, runs: map[int64]*cacheRun{}}
 }
 
-func (c *entryCache) put(p Position, publishTime int64, data []byte) {
+func (c *entryCache) put(p mtypes.Position, publishTime int64, data []byte) {
 	if c.limit <= 0 {
 		return
 	}
@@ -88,7 +90,7 @@ func (c *entryCache) put(p Position, publishTime int64, data []byte) {
 	c.mu.Unlock()
 }
 
-func (c *entryCache) get(p Position) (cachedEntry, bool) {
+func (c *entryCache) get(p mtypes.Position) (cachedEntry, bool) {
 	if c.limit <= 0 {
 		c.misses.Add(1)
 		return cachedEntry{}, false

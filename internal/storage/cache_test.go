@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // TestEntryCacheModel drives the cache with random puts (in entry order per ledger id, with
@@ -14,10 +16,10 @@ func TestEntryCacheModel(t *testing.T) {
 		limit := int64(2000 + rng.IntN(4000))
 		c := newEntryCache(limit)
 		type slot struct {
-			p    Position
+			p    mtypes.Position
 			size int64
 		}
-		model := map[Position][]byte{}
+		model := map[mtypes.Position][]byte{}
 		var fifo []slot
 		var bytes int64
 		sizeOf := func(d []byte) int64 { return int64(len(d)) + cacheEntryOverhead }
@@ -41,12 +43,12 @@ func TestEntryCacheModel(t *testing.T) {
 				}
 				next[id] = e + 1
 				data := []byte(fmt.Sprintf("%d:%d:%s", id, e, make([]byte, rng.IntN(300))))
-				c.put(Position{id, e}, e, data)
+				c.put(mtypes.Position{LedgerID: id, EntryID: e}, e, data)
 				if gap {
 					forget(id) // a put that does not continue its run starts a new one
 				}
-				model[Position{id, e}] = data
-				fifo = append(fifo, slot{Position{id, e}, sizeOf(data)})
+				model[mtypes.Position{LedgerID: id, EntryID: e}] = data
+				fifo = append(fifo, slot{mtypes.Position{LedgerID: id, EntryID: e}, sizeOf(data)})
 				bytes += sizeOf(data)
 				for bytes > limit && len(fifo) > 0 {
 					k := fifo[0]
@@ -58,7 +60,7 @@ func TestEntryCacheModel(t *testing.T) {
 				if next[id] == 0 {
 					continue
 				}
-				p := Position{id, rng.Int64N(next[id])}
+				p := mtypes.Position{LedgerID: id, EntryID: rng.Int64N(next[id])}
 				got, ok := c.get(p)
 				want, wok := model[p]
 				if ok != wok || (ok && string(got.data) != string(want)) {
@@ -119,7 +121,7 @@ func BenchmarkEntryCachePut(b *testing.B) {
 	id := int64(0)
 	b.ReportAllocs()
 	for b.Loop() {
-		c.put(Position{7, id}, id, data)
+		c.put(mtypes.Position{LedgerID: 7, EntryID: id}, id, data)
 		id++
 	}
 }

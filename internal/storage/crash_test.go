@@ -13,17 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
 // crashModel is what the test knows about one ledger.
 type crashModel struct {
 	name      string
-	acked     map[Position][]byte // acknowledged appends
-	attempted map[string]bool     // data of every append ever issued
-	trimBound Position            // entries <= this may have been trimmed
-	lastMD    Position            // the highest cursor mark-delete ever held in memory (acknowledged)
-	flushedMD Position            // cursor mark-delete at the last successful Flush
+	acked     map[mtypes.Position][]byte // acknowledged appends
+	attempted map[string]bool            // data of every append ever issued
+	trimBound mtypes.Position            // entries <= this may have been trimmed
+	lastMD    mtypes.Position            // the highest cursor mark-delete ever held in memory (acknowledged)
+	flushedMD mtypes.Position            // cursor mark-delete at the last successful Flush
 	hasCursor bool
 }
 
@@ -82,7 +83,7 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 	models := map[string]*crashModel{}
 	names := []string{"t/a", "t/b", "persistent://p/ns/c-partition-0"}
 	for _, n := range names {
-		models[n] = &crashModel{name: n, acked: map[Position][]byte{}, attempted: map[string]bool{}, trimBound: Position{-1, -1}}
+		models[n] = &crashModel{name: n, acked: map[mtypes.Position][]byte{}, attempted: map[string]bool{}, trimBound: mtypes.Position{LedgerID: -1, EntryID: -1}}
 	}
 	ledgers := map[string]*Ledger{}
 	getLedger := func(n string) *Ledger {
@@ -104,7 +105,7 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 				m.lastMD = md
 			}
 		} else if !m.hasCursor {
-			if c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true}); err == nil {
+			if c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true}); err == nil {
 				m.hasCursor = true
 				m.lastMD = c.MarkDeletePosition()
 				m.flushedMD = m.lastMD
@@ -134,7 +135,7 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 				seq++
 				data := []byte(fmt.Sprintf("%s#%d#%s", n, seq, strings.Repeat("z", rng.IntN(size))))
 				m.attempted[string(data)] = true
-				l.AppendAsync(data, time.Now().UnixMilli(), func(p Position, err error) {
+				l.AppendAsync(data, time.Now().UnixMilli(), func(p mtypes.Position, err error) {
 					if err == nil {
 						ackMu.Lock()
 						m.acked[p] = data
@@ -164,7 +165,7 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 				break
 			}
 			ackMu.Lock()
-			var ps []Position
+			var ps []mtypes.Position
 			for p := range m.acked {
 				ps = append(ps, p)
 			}
@@ -246,10 +247,10 @@ func dbg(t *testing.T, f string, args ...any) {
 	}
 }
 
-func cloneAcked(models map[string]*crashModel) map[string]map[Position][]byte {
-	out := map[string]map[Position][]byte{}
+func cloneAcked(models map[string]*crashModel) map[string]map[mtypes.Position][]byte {
+	out := map[string]map[mtypes.Position][]byte{}
 	for n, m := range models {
-		c := make(map[Position][]byte, len(m.acked))
+		c := make(map[mtypes.Position][]byte, len(m.acked))
 		for p, d := range m.acked {
 			c[p] = d
 		}
@@ -258,7 +259,7 @@ func cloneAcked(models map[string]*crashModel) map[string]map[Position][]byte {
 	return out
 }
 
-func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[string]*crashModel, acked map[string]map[Position][]byte) *Engine {
+func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[string]*crashModel, acked map[string]map[mtypes.Position][]byte) *Engine {
 	t.Helper()
 	ctx := context.Background()
 	before := ""
@@ -285,12 +286,12 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 			}
 			t.Fatalf("ledger %s fenced after a plain crash: %v", n, err)
 		}
-		es, err := l.Read(ctx, Earliest, 0, 0)
+		es, err := l.Read(ctx, mtypes.Earliest, 0, 0)
 		if err != nil {
 			t.Fatalf("read %s: %v", n, err)
 		}
-		present := map[Position][]byte{}
-		prev := Position{-1, -1}
+		present := map[mtypes.Position][]byte{}
+		prev := mtypes.Position{LedgerID: -1, EntryID: -1}
 		for _, en := range es {
 			if en.Position.Compare(prev) <= 0 {
 				t.Fatalf("%s: positions out of order: %v after %v", n, en.Position, prev)
@@ -314,7 +315,7 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 			}
 		}
 		// The model forgets what is not acknowledged-before-crash or present now.
-		m.acked = map[Position][]byte{}
+		m.acked = map[mtypes.Position][]byte{}
 		for p, d := range acked[n] {
 			if _, ok := present[p]; ok {
 				m.acked[p] = d

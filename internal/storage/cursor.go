@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -42,7 +43,7 @@ func (c *Cursor) Name() string { return c.name }
 func (c *Cursor) Durable() bool { return c.durable }
 
 // MarkDeletePosition: every entry <= it is acknowledged.
-func (c *Cursor) MarkDeletePosition() Position {
+func (c *Cursor) MarkDeletePosition() mtypes.Position {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.st.markDelete
@@ -56,7 +57,7 @@ func (c *Cursor) check() error {
 }
 
 func (c *Cursor) next() nextFunc {
-	return func(p Position) (Position, bool) {
+	return func(p mtypes.Position) (mtypes.Position, bool) {
 		c.l.mu.RLock()
 		defer c.l.mu.RUnlock()
 		return c.l.nextStoredLocked(p)
@@ -65,7 +66,7 @@ func (c *Cursor) next() nextFunc {
 
 // MarkDelete acknowledges every entry <= p (cumulative); a no-op if p is behind. A position
 // after the last confirmed entry is clamped to it.
-func (c *Cursor) MarkDelete(ctx context.Context, p Position) error {
+func (c *Cursor) MarkDelete(ctx context.Context, p mtypes.Position) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.check(); err != nil {
@@ -88,7 +89,7 @@ func (c *Cursor) MarkDelete(ctx context.Context, p Position) error {
 
 // Delete acknowledges individual entries; a contiguous prefix moves the mark-delete position.
 // Positions that are not stored (trimmed, not yet written) are ignored.
-func (c *Cursor) Delete(ctx context.Context, ps ...Position) error {
+func (c *Cursor) Delete(ctx context.Context, ps ...mtypes.Position) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.check(); err != nil {
@@ -116,7 +117,7 @@ func (c *Cursor) Delete(ctx context.Context, ps ...Position) error {
 //
 // A batchSize over MaxAckBatchSize (or below 0) is refused with ErrCursorStateTooLarge before
 // anything is allocated for it.
-func (c *Cursor) AckBatchIndexes(ctx context.Context, p Position, batchSize int, indexes []int) error {
+func (c *Cursor) AckBatchIndexes(ctx context.Context, p mtypes.Position, batchSize int, indexes []int) error {
 	if err := checkAckBatchSize(batchSize); err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func (c *Cursor) AckBatchIndexes(ctx context.Context, p Position, batchSize int,
 
 // AckedBatchIndexes returns the bitset of acknowledged indexes (bit i = index i) of a partially
 // acknowledged batch, or nil if none of its indexes is individually acknowledged.
-func (c *Cursor) AckedBatchIndexes(p Position) []uint64 {
+func (c *Cursor) AckedBatchIndexes(p mtypes.Position) []uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b := c.st.batches[p]; b != nil {
@@ -162,7 +163,7 @@ func (c *Cursor) AckedBatchIndexes(p Position) []uint64 {
 }
 
 // IsAcknowledged reports whether the entry at p is acknowledged.
-func (c *Cursor) IsAcknowledged(p Position) bool {
+func (c *Cursor) IsAcknowledged(p mtypes.Position) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.st.isAcked(p)
@@ -170,7 +171,7 @@ func (c *Cursor) IsAcknowledged(p Position) bool {
 
 // ResetTo moves the cursor so that the next entry to deliver is p (Earliest and Latest allowed);
 // it clears individual acknowledgements.
-func (c *Cursor) ResetTo(ctx context.Context, p Position) error {
+func (c *Cursor) ResetTo(ctx context.Context, p mtypes.Position) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.check(); err != nil {
@@ -182,12 +183,12 @@ func (c *Cursor) ResetTo(ctx context.Context, p Position) error {
 }
 
 // initialMarkDelete converts "the next entry to deliver is p" into a mark-delete position.
-func (l *Ledger) initialMarkDelete(p Position) Position {
+func (l *Ledger) initialMarkDelete(p mtypes.Position) mtypes.Position {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	lc := l.lastConfirmedLocked()
 	switch {
-	case p == Earliest:
+	case p == mtypes.Earliest:
 		p = l.firstPositionLocked()
 	case p.Compare(lc) > 0:
 		return lc
@@ -195,7 +196,7 @@ func (l *Ledger) initialMarkDelete(p Position) Position {
 	if first := l.firstPositionLocked(); p.Compare(first) < 0 {
 		p = first
 	}
-	return Position{p.LedgerID, p.EntryID - 1}
+	return mtypes.Position{LedgerID: p.LedgerID, EntryID: p.EntryID - 1}
 }
 
 // Backlog is exact: stored entries after the mark-delete position minus individually
@@ -246,10 +247,10 @@ func (c *Cursor) Flush(ctx context.Context) error {
 }
 
 // skipTrimmed moves a cursor whose mark-delete position fell before the first stored entry.
-func (c *Cursor) skipTrimmed(first Position) {
+func (c *Cursor) skipTrimmed(first mtypes.Position) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if md := (Position{first.LedgerID, first.EntryID - 1}); c.st.markDelete.Compare(md) < 0 {
+	if md := (mtypes.Position{LedgerID: first.LedgerID, EntryID: first.EntryID - 1}); c.st.markDelete.Compare(md) < 0 {
 		c.st.setMarkDelete(md)
 		c.version++
 	}
@@ -299,7 +300,7 @@ func (l *Ledger) OpenCursor(ctx context.Context, name string, opts CursorOptions
 	l.mu.Unlock()
 	md := l.initialMarkDelete(opts.Initial)
 	c := &Cursor{l: l, name: name, durable: opts.Durable, st: cursorState{name: name, markDelete: md},
-		persisted: persistedMarks{md: Earliest}} // not durable yet: holds back every trim
+		persisted: persistedMarks{md: mtypes.Earliest}} // not durable yet: holds back every trim
 	l.mu.Lock()
 	if prev, ok := l.cursors[name]; ok {
 		l.mu.Unlock()
@@ -366,7 +367,7 @@ func (l *Ledger) DeleteCursor(ctx context.Context, name string) error {
 	l.e.enqueue(l, func(b *batch) item {
 		var off int
 		b.buf, off = appendJournalBody(b.buf, jDelCursor, l.slot, body)
-		return item{kind: kDelCursor, off: off, n: len(body), done: func(_ Position, err error) { ch <- err }}
+		return item{kind: kDelCursor, off: off, n: len(body), done: func(_ mtypes.Position, err error) { ch <- err }}
 	})
 	c.flushMu.Unlock()
 	select {
@@ -594,14 +595,14 @@ func (l *Ledger) reconcile(st *cursorState) {
 		st.markDelete = lc
 	}
 	first := l.firstPositionLocked()
-	if md := (Position{first.LedgerID, first.EntryID - 1}); st.markDelete.Compare(md) < 0 {
+	if md := (mtypes.Position{LedgerID: first.LedgerID, EntryID: first.EntryID - 1}); st.markDelete.Compare(md) < 0 {
 		st.markDelete = md
 	}
 	kept := st.acked[:0]
 	st.ackedCount = 0
 	for _, r := range st.acked {
 		s := l.segByIDLocked(r.ledger)
-		if s == nil || (Position{r.ledger, r.to}).Compare(st.markDelete) <= 0 {
+		if s == nil || (mtypes.Position{LedgerID: r.ledger, EntryID: r.to}).Compare(st.markDelete) <= 0 {
 			continue
 		}
 		if r.from <= st.markDelete.EntryID && r.ledger == st.markDelete.LedgerID {

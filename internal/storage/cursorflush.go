@@ -3,6 +3,8 @@ package storage
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Cursor flushes: a cursor's records reach the journal in the order their states were taken.
@@ -54,7 +56,7 @@ func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
 	}
 	var errMu sync.Mutex
 	var firstErr error
-	recordDone := func(_ Position, err error) {
+	recordDone := func(_ mtypes.Position, err error) {
 		if err != nil {
 			errMu.Lock()
 			if firstErr == nil {
@@ -91,7 +93,7 @@ func (l *Ledger) flushCursors(cs []*Cursor, done chan error) {
 	}
 	if done != nil {
 		l.e.enqueue(nil, func(*batch) item {
-			return item{kind: kBarrier, done: func(_ Position, err error) {
+			return item{kind: kBarrier, done: func(_ mtypes.Position, err error) {
 				errMu.Lock()
 				if err == nil {
 					err = firstErr

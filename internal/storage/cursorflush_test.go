@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -63,7 +64,7 @@ func TestCloseQueuesAStateTakenBeforeIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestFlushOrderFollowsStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}

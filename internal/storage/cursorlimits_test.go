@@ -11,12 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
 // tryAckBatch and trySetProperties go through the checks the Cursor methods apply before they
 // change a state; they report whether the change was accepted.
-func tryAckBatch(s *cursorState, p Position, size int, indexes []int) bool {
+func tryAckBatch(s *cursorState, p mtypes.Position, size int, indexes []int) bool {
 	_, err := s.ackBatch(p, size, indexes)
 	return err == nil
 }
@@ -29,10 +30,10 @@ func trySetProperties(s *cursorState, props map[string]string) bool {
 // persisted-range cap), mark-delete moves, batch acks with sizes up to twice the decoder's limit,
 // property sets up to beyond the properties bound, resets.
 func randomCursorOps(rng *rand.Rand, s *cursorState, n int) {
-	pos := func() Position {
-		p := Position{s.markDelete.LedgerID + rng.Int64N(3), rng.Int64N(40_000)}
+	pos := func() mtypes.Position {
+		p := mtypes.Position{LedgerID: s.markDelete.LedgerID + rng.Int64N(3), EntryID: rng.Int64N(40_000)}
 		if p.Compare(s.markDelete) <= 0 {
-			p = Position{s.markDelete.LedgerID, s.markDelete.EntryID + 1 + rng.Int64N(1000)}
+			p = mtypes.Position{LedgerID: s.markDelete.LedgerID, EntryID: s.markDelete.EntryID + 1 + rng.Int64N(1000)}
 		}
 		return p
 	}
@@ -45,9 +46,9 @@ func randomCursorOps(rng *rand.Rand, s *cursorState, n int) {
 			s.ack(p)
 		case op < 60:
 			// A run of every other entry after the last range: many ranges at little cost.
-			p := Position{s.markDelete.LedgerID + 3, 0}
+			p := mtypes.Position{LedgerID: s.markDelete.LedgerID + 3, EntryID: 0}
 			if n := len(s.acked); n > 0 {
-				p = Position{s.acked[n-1].ledger, s.acked[n-1].to + 2}
+				p = mtypes.Position{LedgerID: s.acked[n-1].ledger, EntryID: s.acked[n-1].to + 2}
 			}
 			for range rng.IntN(4000) {
 				s.ack(p)
@@ -58,7 +59,7 @@ func randomCursorOps(rng *rand.Rand, s *cursorState, n int) {
 		case op < 64:
 			// A run of partially acknowledged batches: past the count or the bitset cap.
 			size := []int{2, 64, 1 << 20}[rng.IntN(3)]
-			p := Position{s.markDelete.LedgerID + 4, rng.Int64N(1000)}
+			p := mtypes.Position{LedgerID: s.markDelete.LedgerID + 4, EntryID: rng.Int64N(1000)}
 			for range 1 + rng.IntN(min(12_000, 40<<20/size)) {
 				tryAckBatch(s, p, size, []int{0})
 				p.EntryID++
@@ -100,7 +101,7 @@ func TestCursorStateRoundTrip(t *testing.T) {
 	var rangesCapped, batchesCapped bool
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		s := &cursorState{name: "sub", markDelete: Position{3, -1}}
+		s := &cursorState{name: "sub", markDelete: mtypes.Position{LedgerID: 3, EntryID: -1}}
 		for round := range 12 {
 			randomCursorOps(rng, s, 1+rng.IntN(300))
 			r, b := checkCursorStateRoundTrip(t, fmt.Sprintf("seed %d round %d", seed, round), s)
@@ -158,7 +159,7 @@ func TestAckBatchSizeOverLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := appendN(t, l, 3)
-	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestSetPropertiesOverLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := l.OpenCursor(ctx, "pulsar.dedup", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "pulsar.dedup", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +253,7 @@ func FuzzCursorStateRoundTrip(f *testing.F) {
 	f.Add(uint64(99), uint16(2000))
 	f.Fuzz(func(t *testing.T, seed uint64, n uint16) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		s := &cursorState{name: "sub", markDelete: Position{3, -1}}
+		s := &cursorState{name: "sub", markDelete: mtypes.Position{LedgerID: 3, EntryID: -1}}
 		randomCursorOps(rng, s, int(n)%500)
 		checkCursorStateRoundTrip(t, fmt.Sprintf("seed %d", seed), s)
 	})
@@ -262,17 +263,17 @@ func FuzzCursorStateRoundTrip(f *testing.F) {
 // maxCursorStateBytes (which the compiler checks against maxRecordBody).
 func TestCursorStateBound(t *testing.T) {
 	const far = 1 << 62 // ledger and entry ids that take the longest varints
-	s := &cursorState{name: strings.Repeat("n", MaxCursorNameBytes), markDelete: Position{far, far}}
+	s := &cursorState{name: strings.Repeat("n", MaxCursorNameBytes), markDelete: mtypes.Position{LedgerID: far, EntryID: far}}
 	for i := range int64(maxPersistedRanges + 10) {
 		s.acked = append(s.acked, ackRange{far + 1 + i, far, far + far/2})
 	}
-	s.batches = map[Position]*batchAck{}
+	s.batches = map[mtypes.Position]*batchAck{}
 	for i := range int64(maxPersistedBatches + 10) {
 		size := 64
 		if i < 30 {
 			size = MaxAckBatchSize
 		}
-		s.batches[Position{far + 1 + i, far}] = &batchAck{size: size, acked: make([]uint64, (size+63)/64)}
+		s.batches[mtypes.Position{LedgerID: far + 1 + i, EntryID: far}] = &batchAck{size: size, acked: make([]uint64, (size+63)/64)}
 	}
 	s.props = map[string]string{}
 	for i := 0; PropertiesSize(s.props) < MaxCursorPropertiesBytes-300; i++ {

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"math/bits"
 	"sort"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // ackRange is a run of individually acknowledged entries from..to (inclusive) of one ledger id.
@@ -22,10 +24,10 @@ type batchAck struct {
 // function, so it is testable without any I/O.
 type cursorState struct {
 	name       string
-	markDelete Position
+	markDelete mtypes.Position
 	acked      []ackRange // sorted, disjoint, non-adjacent, all after markDelete
 	ackedCount int64
-	batches    map[Position]*batchAck
+	batches    map[mtypes.Position]*batchAck
 	props      map[string]string
 }
 
@@ -35,9 +37,9 @@ type cursorState struct {
 const maxPersistedRanges = 10000
 
 // nextFunc returns the first stored entry after p, if any is stored (up to LastConfirmed).
-type nextFunc func(p Position) (Position, bool)
+type nextFunc func(p mtypes.Position) (mtypes.Position, bool)
 
-func (s *cursorState) isAcked(p Position) bool {
+func (s *cursorState) isAcked(p mtypes.Position) bool {
 	if p.Compare(s.markDelete) <= 0 {
 		return true
 	}
@@ -46,15 +48,15 @@ func (s *cursorState) isAcked(p Position) bool {
 }
 
 // search returns the index of the first range whose end is >= p.
-func (s *cursorState) search(p Position) int {
+func (s *cursorState) search(p mtypes.Position) int {
 	return sort.Search(len(s.acked), func(i int) bool {
 		r := s.acked[i]
-		return Position{r.ledger, r.to}.Compare(p) >= 0
+		return mtypes.Position{LedgerID: r.ledger, EntryID: r.to}.Compare(p) >= 0
 	})
 }
 
 // ack records p as individually acknowledged; p must be a stored position after markDelete.
-func (s *cursorState) ack(p Position) {
+func (s *cursorState) ack(p mtypes.Position) {
 	if s.isAcked(p) {
 		return
 	}
@@ -79,12 +81,12 @@ func (s *cursorState) ack(p Position) {
 }
 
 // setMarkDelete moves markDelete forward to p (p > markDelete), dropping acks it covers.
-func (s *cursorState) setMarkDelete(p Position) {
+func (s *cursorState) setMarkDelete(p mtypes.Position) {
 	s.markDelete = p
 	i := 0
 	for ; i < len(s.acked); i++ {
 		r := &s.acked[i]
-		if (Position{r.ledger, r.to}).Compare(p) <= 0 {
+		if (mtypes.Position{LedgerID: r.ledger, EntryID: r.to}).Compare(p) <= 0 {
 			s.ackedCount -= r.to - r.from + 1
 			continue
 		}
@@ -113,12 +115,12 @@ func (s *cursorState) normalize(next nextFunc) {
 		if r.ledger != n.LedgerID || r.from != n.EntryID {
 			return
 		}
-		s.setMarkDelete(Position{r.ledger, r.to})
+		s.setMarkDelete(mtypes.Position{LedgerID: r.ledger, EntryID: r.to})
 	}
 }
 
 // reset moves the cursor so that p is the next entry; clears acks.
-func (s *cursorState) reset(markDelete Position) {
+func (s *cursorState) reset(markDelete mtypes.Position) {
 	s.markDelete = markDelete
 	s.acked = nil
 	s.ackedCount = 0
@@ -127,7 +129,7 @@ func (s *cursorState) reset(markDelete Position) {
 
 // ackBatch acknowledges some indexes of the batch at p; it reports true once all are acknowledged.
 // A size the reader would refuse (checkAckBatchSize) leaves the state as it was.
-func (s *cursorState) ackBatch(p Position, size int, indexes []int) (bool, error) {
+func (s *cursorState) ackBatch(p mtypes.Position, size int, indexes []int) (bool, error) {
 	if err := checkAckBatchSize(size); err != nil {
 		return false, err
 	}
@@ -152,7 +154,7 @@ func (s *cursorState) ackBatch(p Position, size int, indexes []int) (bool, error
 		return true, nil
 	}
 	if s.batches == nil {
-		s.batches = map[Position]*batchAck{}
+		s.batches = map[mtypes.Position]*batchAck{}
 	}
 	s.batches[p] = b
 	return false, nil
@@ -192,7 +194,7 @@ func encodeCursorState(b []byte, s *cursorState) []byte {
 		b = binary.AppendVarint(b, r.from)
 		b = binary.AppendUvarint(b, uint64(r.to-r.from))
 	}
-	keys := make([]Position, 0, len(s.batches))
+	keys := make([]mtypes.Position, 0, len(s.batches))
 	for k := range s.batches {
 		keys = append(keys, k)
 	}
@@ -292,7 +294,7 @@ func decodeCursorState(b []byte) (*cursorState, error) {
 	d := &decoder{b: b[1:]}
 	s := &cursorState{}
 	s.name = string(d.bytes("name"))
-	s.markDelete = Position{d.varint("mark-delete ledger"), d.varint("mark-delete entry")}
+	s.markDelete = mtypes.Position{LedgerID: d.varint("mark-delete ledger"), EntryID: d.varint("mark-delete entry")}
 	n := d.count("range count", 3)
 	if n > 0 {
 		s.acked = make([]ackRange, 0, n)
@@ -305,8 +307,8 @@ func decodeCursorState(b []byte) (*cursorState, error) {
 			break
 		}
 		r.to = r.from + int64(l)
-		if p := len(s.acked); (p > 0 && (Position{s.acked[p-1].ledger, s.acked[p-1].to + 1}).Compare(Position{r.ledger, r.from}) >= 0) ||
-			(Position{r.ledger, r.from}).Compare(s.markDelete) <= 0 {
+		if p := len(s.acked); (p > 0 && (mtypes.Position{LedgerID: s.acked[p-1].ledger, EntryID: s.acked[p-1].to + 1}).Compare(mtypes.Position{LedgerID: r.ledger, EntryID: r.from}) >= 0) ||
+			(mtypes.Position{LedgerID: r.ledger, EntryID: r.from}).Compare(s.markDelete) <= 0 {
 			d.fail("range order")
 			break
 		}
@@ -315,7 +317,7 @@ func decodeCursorState(b []byte) (*cursorState, error) {
 	}
 	nb := d.count("batch count", 4)
 	for i := 0; i < nb && d.err == nil; i++ {
-		p := Position{d.varint("batch ledger"), d.varint("batch entry")}
+		p := mtypes.Position{LedgerID: d.varint("batch ledger"), EntryID: d.varint("batch entry")}
 		size := d.uvarint("batch size")
 		nw := d.count("batch words", 8)
 		if d.err != nil {
@@ -331,7 +333,7 @@ func decodeCursorState(b []byte) (*cursorState, error) {
 			d.b = d.b[8:]
 		}
 		if s.batches == nil {
-			s.batches = map[Position]*batchAck{}
+			s.batches = map[mtypes.Position]*batchAck{}
 		}
 		s.batches[p] = ba
 	}

@@ -3,52 +3,27 @@ package storage
 import (
 	"context"
 	"sort"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Reading a cursor's whole acknowledgement state, and acknowledging ranges of entries: what a
 // replicated subscription needs to carry its state to another cluster and to apply it there.
 
-// AckRange is a run of acknowledged entries From..To (inclusive) of one ledger id.
-type AckRange struct {
-	LedgerID int64
-	From, To int64
-}
-
-// BatchAcks is a partially acknowledged batch entry: bit i of Acked set = index i acknowledged.
-type BatchAcks struct {
-	Position Position
-	Size     int
-	Acked    []uint64
-}
-
-// AckState is a copy of a cursor's acknowledgement state.
-type AckState struct {
-	MarkDelete Position
-	// Ranges are the acknowledged runs after MarkDelete, sorted; at most the maxRanges first.
-	Ranges []AckRange
-	// Batches are the partially acknowledged batches, sorted by position; at most the maxBatches first.
-	Batches []BatchAcks
-	// Truncated says that ranges or batches beyond the limits were left out.
-	Truncated bool
-	// Version changes with every change of the cursor's state (acknowledgements, properties,
-	// resets): equal versions mean an equal state.
-	Version uint64
-}
-
 // AckState returns a copy of the cursor's acknowledgement state, with at most maxRanges ranges and
 // maxBatches partial batches (the lowest ones).
-func (c *Cursor) AckState(maxRanges, maxBatches int) AckState {
+func (c *Cursor) AckState(maxRanges, maxBatches int) mtypes.AckState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := AckState{MarkDelete: c.st.markDelete, Version: c.version}
+	st := mtypes.AckState{MarkDelete: c.st.markDelete, Version: c.version}
 	n := min(len(c.st.acked), max(maxRanges, 0))
 	st.Truncated = n < len(c.st.acked)
-	st.Ranges = make([]AckRange, n)
+	st.Ranges = make([]mtypes.AckRange, n)
 	for i, r := range c.st.acked[:n] {
-		st.Ranges[i] = AckRange{LedgerID: r.ledger, From: r.from, To: r.to}
+		st.Ranges[i] = mtypes.AckRange{LedgerID: r.ledger, From: r.from, To: r.to}
 	}
 	if len(c.st.batches) > 0 {
-		keys := make([]Position, 0, len(c.st.batches))
+		keys := make([]mtypes.Position, 0, len(c.st.batches))
 		for k := range c.st.batches {
 			keys = append(keys, k)
 		}
@@ -56,10 +31,10 @@ func (c *Cursor) AckState(maxRanges, maxBatches int) AckState {
 		if len(keys) > max(maxBatches, 0) {
 			keys, st.Truncated = keys[:max(maxBatches, 0)], true
 		}
-		st.Batches = make([]BatchAcks, len(keys))
+		st.Batches = make([]mtypes.BatchAck, len(keys))
 		for i, k := range keys {
 			b := c.st.batches[k]
-			st.Batches[i] = BatchAcks{Position: k, Size: b.size, Acked: append([]uint64(nil), b.acked...)}
+			st.Batches[i] = mtypes.BatchAck{Position: k, Size: b.size, Acked: append([]uint64(nil), b.acked...)}
 		}
 	}
 	return st
@@ -76,7 +51,7 @@ func (c *Cursor) Version() uint64 {
 // limit of them (the lowest); it returns how many it acknowledged that were not acknowledged
 // before and whether it stopped at the limit. A range that begins at or before the entry after the
 // mark-delete position moves the mark-delete position (MarkDelete), whatever its length.
-func (c *Cursor) DeleteRange(ctx context.Context, from, to Position, limit int) (acked int64, truncated bool, err error) {
+func (c *Cursor) DeleteRange(ctx context.Context, from, to mtypes.Position, limit int) (acked int64, truncated bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.check(); err != nil {
@@ -114,7 +89,7 @@ func (c *Cursor) DeleteRange(ctx context.Context, from, to Position, limit int) 
 	p := from
 	if !c.l.isStoredLocked(p) {
 		var found bool
-		p, found = c.l.nextStoredLocked(Position{from.LedgerID, from.EntryID - 1})
+		p, found = c.l.nextStoredLocked(mtypes.Position{LedgerID: from.LedgerID, EntryID: from.EntryID - 1})
 		if !found {
 			c.l.mu.RUnlock()
 			return 0, false, nil
@@ -143,10 +118,10 @@ func (c *Cursor) DeleteRange(ctx context.Context, from, to Position, limit int) 
 }
 
 // ackedBetween counts the individually acknowledged entries after lo and at or before hi.
-func (s *cursorState) ackedBetween(lo, hi Position) int64 {
+func (s *cursorState) ackedBetween(lo, hi mtypes.Position) int64 {
 	var n int64
 	for _, r := range s.acked {
-		from, to := Position{r.ledger, r.from}, Position{r.ledger, r.to}
+		from, to := mtypes.Position{LedgerID: r.ledger, EntryID: r.from}, mtypes.Position{LedgerID: r.ledger, EntryID: r.to}
 		if to.Compare(lo) <= 0 {
 			continue
 		}
@@ -154,10 +129,10 @@ func (s *cursorState) ackedBetween(lo, hi Position) int64 {
 			break
 		}
 		if from.Compare(lo) <= 0 {
-			from = Position{r.ledger, lo.EntryID + 1}
+			from = mtypes.Position{LedgerID: r.ledger, EntryID: lo.EntryID + 1}
 		}
 		if to.Compare(hi) > 0 {
-			to = Position{r.ledger, hi.EntryID}
+			to = mtypes.Position{LedgerID: r.ledger, EntryID: hi.EntryID}
 		}
 		if to.EntryID >= from.EntryID {
 			n += to.EntryID - from.EntryID + 1
@@ -167,8 +142,8 @@ func (s *cursorState) ackedBetween(lo, hi Position) int64 {
 }
 
 // lastStoredAtOrBeforeLocked returns the last stored entry at or before p.
-func (l *Ledger) lastStoredAtOrBeforeLocked(p Position) (Position, bool) {
-	var best Position
+func (l *Ledger) lastStoredAtOrBeforeLocked(p mtypes.Position) (mtypes.Position, bool) {
+	var best mtypes.Position
 	found := false
 	for _, s := range l.segs {
 		if s.entries == 0 || s.id > p.LedgerID {
@@ -181,7 +156,7 @@ func (l *Ledger) lastStoredAtOrBeforeLocked(p Position) (Position, bool) {
 		if e < 0 {
 			continue
 		}
-		best, found = Position{s.id, e}, true
+		best, found = mtypes.Position{LedgerID: s.id, EntryID: e}, true
 	}
 	return best, found
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -21,11 +22,11 @@ func TestCursorAckStateAndDeleteRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The cursor exists before the roll: a ledger no cursor needs is trimmed at once.
-	c, err := l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "s", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ps []Position
+	var ps []mtypes.Position
 	for i := 0; i < 20; i++ {
 		if i == 10 {
 			if err := l.Roll(ctx); err != nil {
@@ -49,8 +50,8 @@ func TestCursorAckStateAndDeleteRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := c.AckState(10, 10)
-	if st.MarkDelete != ps[0] || len(st.Ranges) != 2 || st.Ranges[0] != (AckRange{ps[2].LedgerID, ps[2].EntryID, ps[3].EntryID}) ||
-		st.Ranges[1] != (AckRange{ps[5].LedgerID, ps[5].EntryID, ps[5].EntryID}) || st.Truncated || st.Version == v0 {
+	if st.MarkDelete != ps[0] || len(st.Ranges) != 2 || st.Ranges[0] != (mtypes.AckRange{LedgerID: ps[2].LedgerID, From: ps[2].EntryID, To: ps[3].EntryID}) ||
+		st.Ranges[1] != (mtypes.AckRange{LedgerID: ps[5].LedgerID, From: ps[5].EntryID, To: ps[5].EntryID}) || st.Truncated || st.Version == v0 {
 		t.Fatalf("ack state %+v", st)
 	}
 	if len(st.Batches) != 1 || st.Batches[0].Position != ps[7] || st.Batches[0].Size != 4 || st.Batches[0].Acked[0] != 0b110 {
@@ -80,7 +81,7 @@ func TestCursorAckStateAndDeleteRange(t *testing.T) {
 	}
 	// From the first entry after the mark-delete position: the mark-delete position moves, and
 	// the count excludes what was acknowledged already.
-	n, trunc, err = c.DeleteRange(ctx, Earliest, ps[16], 1)
+	n, trunc, err = c.DeleteRange(ctx, mtypes.Earliest, ps[16], 1)
 	if err != nil || trunc || c.MarkDeletePosition() != ps[16] {
 		t.Fatalf("DeleteRange from the first entry: %d %v %v, mark-delete %v", n, trunc, err, c.MarkDeletePosition())
 	}
@@ -127,11 +128,11 @@ func TestDeleteRangeEndingBetweenLedgers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "s", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ps []Position
+	var ps []mtypes.Position
 	for i := 0; i < 6; i++ {
 		if i == 3 {
 			if err := l.Roll(ctx); err != nil {
@@ -144,7 +145,7 @@ func TestDeleteRangeEndingBetweenLedgers(t *testing.T) {
 		}
 		ps = append(ps, p)
 	}
-	n, _, err := c.DeleteRange(ctx, Earliest, Position{ps[3].LedgerID - 1, math.MaxInt64}, 100)
+	n, _, err := c.DeleteRange(ctx, mtypes.Earliest, mtypes.Position{LedgerID: ps[3].LedgerID - 1, EntryID: math.MaxInt64}, 100)
 	if err != nil || n != 3 || c.MarkDeletePosition() != ps[2] {
 		t.Fatalf("DeleteRange to before ledger %d: %d %v, mark-delete %v, want %v", ps[3].LedgerID, n, err, c.MarkDeletePosition(), ps[2])
 	}

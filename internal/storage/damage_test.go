@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -17,7 +18,7 @@ const damageLedger = "damage/t"
 
 // cursorHistory builds a ledger with three durable cursors whose log holds five records:
 // a, b created; a and b moved; c created. It returns the positions of the ledger's entries.
-func cursorHistory(t *testing.T, mem *vfs.Mem) []Position {
+func cursorHistory(t *testing.T, mem *vfs.Mem) []mtypes.Position {
 	t.Helper()
 	ctx := context.Background()
 	e := openMem(t, mem, nil)
@@ -52,7 +53,7 @@ func cursorHistory(t *testing.T, mem *vfs.Mem) []Position {
 
 func openCursorT(t *testing.T, l *Ledger, name string) *Cursor {
 	t.Helper()
-	c, err := l.OpenCursor(context.Background(), name, CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(context.Background(), name, CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func wantLedgerStopped(t *testing.T, fs vfs.FS) {
 }
 
 // wantCursors opens the ledger and checks the cursors' mark-delete positions.
-func wantCursors(t *testing.T, fs vfs.FS, want map[string]Position) {
+func wantCursors(t *testing.T, fs vfs.FS, want map[string]mtypes.Position) {
 	t.Helper()
 	e := openMem(t, fs, nil)
 	defer e.Close()
@@ -87,7 +88,7 @@ func wantCursors(t *testing.T, fs vfs.FS, want map[string]Position) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]Position{}
+	got := map[string]mtypes.Position{}
 	for _, c := range l.Cursors() {
 		got[c.Name()] = c.MarkDeletePosition()
 	}
@@ -132,13 +133,13 @@ func TestCursorLogTornTailIsCut(t *testing.T) {
 	p := cursorLogFile(t)
 	b := readFileForTest(t, mem, p)
 	writeFileForTest(t, mem, p, append(b, 200, 0, 0, 0, 9, 9, 9, 9, cState, 1, 2))
-	wantCursors(t, mem, map[string]Position{"a": ps[3], "b": ps[5], "c": ps[1]})
+	wantCursors(t, mem, map[string]mtypes.Position{"a": ps[3], "b": ps[5], "c": ps[1]})
 }
 
 // journalAfterCheckpoint reopens the data dir, moves cursor a and flushes it (a journal record;
 // its cursor-log append is not fsynced) and returns what a crash then leaves, with a's new
 // position and the cursor-log body the journal holds.
-func journalAfterCheckpoint(t *testing.T, mem *vfs.Mem, ps []Position) (*vfs.Mem, Position, []byte) {
+func journalAfterCheckpoint(t *testing.T, mem *vfs.Mem, ps []mtypes.Position) (*vfs.Mem, mtypes.Position, []byte) {
 	t.Helper()
 	ctx := context.Background()
 	e := openMem(t, mem, nil)
@@ -189,7 +190,7 @@ func TestCursorLogHoleAtReplay(t *testing.T) {
 		b := readFileForTest(t, crashed, p)
 		b = append(b, make([]byte, 300)...)
 		writeFileForTest(t, crashed, p, appendPlainRecord(b, body))
-		wantCursors(t, crashed, map[string]Position{"a": aPos, "b": ps[5], "c": ps[1]})
+		wantCursors(t, crashed, map[string]mtypes.Position{"a": aPos, "b": ps[5], "c": ps[1]})
 	})
 	t.Run("journal does not hold the record", func(t *testing.T) {
 		mem := vfs.NewMem()
@@ -221,7 +222,7 @@ func TestMissingStateFileRefused(t *testing.T) {
 // past the bound, whether records follow is unknown, which counts as damage.
 func TestCursorLogResyncBounded(t *testing.T) {
 	data := appendHeader(nil, magicCursors, 0)
-	data = appendPlainRecord(data, encodeCursorState([]byte{cState}, &cursorState{name: "a", markDelete: Position{1, 2}}))
+	data = appendPlainRecord(data, encodeCursorState([]byte{cState}, &cursorState{name: "a", markDelete: mtypes.Position{LedgerID: 1, EntryID: 2}}))
 	// A torn record: its header claims more than is there, its body is crafted.
 	crafted := make([]byte, 4<<20)
 	for i := 0; i+16 <= len(crafted); i += 16 {

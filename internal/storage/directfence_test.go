@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -26,8 +27,8 @@ func oneGroup(t *testing.T, fs *stallFS, l *Ledger, first, n int, onAck func(i i
 	acked = map[int]bool{}
 	var wg sync.WaitGroup
 	wg.Add(n + 1)
-	cb := func(i int) func(Position, error) {
-		return func(_ Position, err error) {
+	cb := func(i int) func(mtypes.Position, error) {
+		return func(_ mtypes.Position, err error) {
 			if onAck != nil {
 				onAck(i)
 			}

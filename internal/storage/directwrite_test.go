@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -27,14 +28,14 @@ func directPayload(i int) []byte {
 
 // burst appends entries first..first+n-1 concurrently and waits for all of them; it returns the
 // acknowledged positions by entry number and the number of failures.
-func burst(l *Ledger, first, n int) (map[int]Position, int) {
+func burst(l *Ledger, first, n int) (map[int]mtypes.Position, int) {
 	var mu sync.Mutex
-	acked := map[int]Position{}
+	acked := map[int]mtypes.Position{}
 	failed := 0
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := first; i < first+n; i++ {
-		l.AppendAsync(directPayload(i), int64(i), func(p Position, err error) {
+		l.AppendAsync(directPayload(i), int64(i), func(p mtypes.Position, err error) {
 			mu.Lock()
 			if err == nil {
 				acked[i] = p
@@ -72,7 +73,7 @@ func intoDirectMode(t *testing.T, e *Engine, l *Ledger) int {
 // checkEntries reads the whole ledger and checks it holds exactly entries 0..n-1 in order.
 func checkEntries(t *testing.T, l *Ledger, n int) {
 	t.Helper()
-	es, err := l.Read(context.Background(), Earliest, 0, 0)
+	es, err := l.Read(context.Background(), mtypes.Earliest, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestDirectWriteCrashBeforeSegmentFsync(t *testing.T) {
 	before := fs.journalSynced.Load()
 	var acked atomic.Int32
 	for i := n; i < n+64; i++ {
-		l.AppendAsync(directPayload(i), int64(i), func(_ Position, err error) {
+		l.AppendAsync(directPayload(i), int64(i), func(_ mtypes.Position, err error) {
 			if err == nil {
 				acked.Add(1)
 			}

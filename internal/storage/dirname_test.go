@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -151,7 +152,7 @@ func TestLegacyHashedDirOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := appendN(t, l, 5)
-	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}

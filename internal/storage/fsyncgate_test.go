@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -24,12 +25,12 @@ type ownerLedger struct {
 	e     *Engine
 	name  string
 	l     *Ledger
-	acked map[Position]string
+	acked map[mtypes.Position]string
 	seq   int
 }
 
 func newOwnerLedger(t *testing.T, e *Engine, name string) *ownerLedger {
-	o := &ownerLedger{t: t, e: e, name: name, acked: map[Position]string{}}
+	o := &ownerLedger{t: t, e: e, name: name, acked: map[mtypes.Position]string{}}
 	o.reopen()
 	if o.l == nil {
 		t.Fatalf("open %s failed", name)
@@ -68,7 +69,7 @@ func (o *ownerLedger) appendSome(n, size int) {
 }
 
 // verifyAcked opens the ledger in e and checks that every acknowledged entry reads back intact.
-func verifyAcked(t *testing.T, e *Engine, name string, acked map[Position]string) {
+func verifyAcked(t *testing.T, e *Engine, name string, acked map[mtypes.Position]string) {
 	t.Helper()
 	ctx := context.Background()
 	l, err := e.OpenLedger(ctx, name)
@@ -78,11 +79,11 @@ func verifyAcked(t *testing.T, e *Engine, name string, acked map[Position]string
 	if err := l.Err(); err != nil {
 		t.Fatalf("%s fenced: %v", name, err)
 	}
-	es, err := l.Read(ctx, Earliest, 0, 0)
+	es, err := l.Read(ctx, mtypes.Earliest, 0, 0)
 	if err != nil {
 		t.Fatalf("read %s: %v", name, err)
 	}
-	present := map[Position]string{}
+	present := map[mtypes.Position]string{}
 	for _, en := range es {
 		present[en.Position] = string(en.Data)
 	}
@@ -246,7 +247,7 @@ func TestCursorLogFsyncFailureRewritesItFromMemory(t *testing.T) {
 	e := openMem(t, mem, mod)
 	o := newOwnerLedger(t, e, "cursors")
 	o.appendSome(20, 100)
-	c, err := o.l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := o.l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -49,13 +50,13 @@ func FuzzDecodeIndex(f *testing.F) {
 }
 
 func FuzzDecodeCursorState(f *testing.F) {
-	st := &cursorState{name: "sub", markDelete: Position{3, 7}, props: map[string]string{"k": "v"}}
-	st.ack(Position{3, 9})
-	st.ack(Position{3, 10})
-	st.ack(Position{5, 0})
-	_, _ = st.ackBatch(Position{3, 12}, 10, []int{1, 3})
+	st := &cursorState{name: "sub", markDelete: mtypes.Position{LedgerID: 3, EntryID: 7}, props: map[string]string{"k": "v"}}
+	st.ack(mtypes.Position{LedgerID: 3, EntryID: 9})
+	st.ack(mtypes.Position{LedgerID: 3, EntryID: 10})
+	st.ack(mtypes.Position{LedgerID: 5, EntryID: 0})
+	_, _ = st.ackBatch(mtypes.Position{LedgerID: 3, EntryID: 12}, 10, []int{1, 3})
 	f.Add(encodeCursorState(nil, st))
-	f.Add(encodeCursorState(nil, &cursorState{name: "x", markDelete: Position{-1, -1}}))
+	f.Add(encodeCursorState(nil, &cursorState{name: "x", markDelete: mtypes.Position{LedgerID: -1, EntryID: -1}}))
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := decodeCursorState(b)
@@ -123,7 +124,7 @@ func fuzzJournalRecords(seed []byte) []byte {
 	finishJournalRecord(rec, start)
 	rec, start = beginJournalRecord(rec, jCursor, 1)
 	rec = append(rec, cState)
-	rec = encodeCursorState(rec, &cursorState{name: "c", markDelete: Position{5, 0}})
+	rec = encodeCursorState(rec, &cursorState{name: "c", markDelete: mtypes.Position{LedgerID: 5, EntryID: 0}})
 	finishJournalRecord(rec, start)
 	sealJournalRecords(rec, seed)
 	return rec
@@ -152,7 +153,7 @@ func recoverJournalTail(t *testing.T, version uint32, tail []byte) {
 		if err != nil {
 			continue
 		}
-		_, _ = l.Read(context.Background(), Earliest, 0, 0)
+		_, _ = l.Read(context.Background(), mtypes.Earliest, 0, 0)
 		for _, c := range l.Cursors() {
 			_ = c.Backlog()
 		}
@@ -165,7 +166,7 @@ func FuzzLoadSegment(f *testing.F) {
 	seg = appendSegRecord(seg, 0, 1, []byte("a"))
 	seg = appendSegRecord(seg, 1, 2, []byte("bb"))
 	cl := appendHeader(nil, magicCursors, 0)
-	cl = appendPlainRecord(cl, encodeCursorState([]byte{cState}, &cursorState{name: "c", markDelete: Position{7, 0}}))
+	cl = appendPlainRecord(cl, encodeCursorState([]byte{cState}, &cursorState{name: "c", markDelete: mtypes.Position{LedgerID: 7, EntryID: 0}}))
 	f.Add(seg, cl)
 	f.Add(seg[:len(seg)-1], cl[:len(cl)-2])
 	f.Fuzz(func(t *testing.T, segBytes, cursorBytes []byte) {
@@ -188,14 +189,14 @@ func FuzzLoadSegment(f *testing.F) {
 			return
 		}
 		for _, batch := range []int{1, 3} {
-			from := Earliest
+			from := mtypes.Earliest
 			for i := 0; i < 100; i++ {
 				es, err := l.Read(context.Background(), from, batch, 10)
 				if err != nil || len(es) == 0 {
 					break
 				}
 				last := es[len(es)-1].Position
-				from = Position{last.LedgerID, last.EntryID + 1}
+				from = mtypes.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
 			}
 		}
 		_, _ = l.FindByTime(context.Background(), 1)
@@ -284,7 +285,7 @@ func openRecovered(t *testing.T, e *Engine, name string) (*Ledger, []Entry) {
 	if err != nil {
 		return nil, nil
 	}
-	es, _ := l.Read(context.Background(), Earliest, 0, 0)
+	es, _ := l.Read(context.Background(), mtypes.Earliest, 0, 0)
 	if int64(len(es)) > l.Entries() {
 		t.Fatalf("read %d entries, ledger says %d", len(es), l.Entries())
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Failing closed on I/O errors, and coming back by itself.
@@ -190,7 +192,7 @@ func (e *Engine) probeJournal() {
 	done := make(chan struct{})
 	e.enqueue(nil, func(b *batch) item {
 		b.buf = appendAnnounce(b.buf, 0, "")
-		return item{kind: kBarrier, done: func(Position, error) { close(done) }}
+		return item{kind: kBarrier, done: func(mtypes.Position, error) { close(done) }}
 	})
 	<-done
 }

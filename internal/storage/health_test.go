@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -45,7 +46,7 @@ func TestJournalBacklogBoundRefusesAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	failing.Store(true)
-	acked := map[Position]string{}
+	acked := map[mtypes.Position]string{}
 	var refused error
 	poll.Until(t, 10*time.Second, "an append refused at the backlog bound", func() bool {
 		data := strings.Repeat("b", 1000) + itoaTest(len(acked))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -84,7 +85,7 @@ func (f *gateFile) Sync() error {
 func receiptWithin(t *testing.T, l *Ledger, what string) {
 	t.Helper()
 	done := make(chan error, 1)
-	l.AppendAsync([]byte("a"), time.Now().UnixMilli(), func(_ Position, err error) { done <- err })
+	l.AppendAsync([]byte("a"), time.Now().UnixMilli(), func(_ mtypes.Position, err error) { done <- err })
 	select {
 	case err := <-done:
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -170,7 +171,7 @@ func TestJournalTailReplay(t *testing.T) {
 			}
 			defer e.Close()
 			l := openUnfenced(t, e, "t")
-			es, err := l.Read(context.Background(), Earliest, 0, 0)
+			es, err := l.Read(context.Background(), mtypes.Earliest, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func TestJournalTailReplay(t *testing.T) {
 				t.Fatalf("%d entries, want %d", len(es), tc.entries)
 			}
 			for i, en := range es {
-				if en.Position != (Position{5, int64(i)}) || string(en.Data) != string(payload(i)) {
+				if en.Position != (mtypes.Position{LedgerID: 5, EntryID: int64(i)}) || string(en.Data) != string(payload(i)) {
 					t.Fatalf("entry %d: %v %q", i, en.Position, en.Data)
 				}
 			}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 const killWriterEnv = "MERIDIAN_STORAGE_KILL_WRITER"
@@ -79,7 +81,7 @@ func TestKillNine(t *testing.T) {
 	}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
-	acked := map[string]map[Position]int{} // ledger -> position -> seq
+	acked := map[string]map[mtypes.Position]int{} // ledger -> position -> seq
 	for rep := 0; rep < reps; rep++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), killWriterEnv+"="+dir)
@@ -123,7 +125,7 @@ func TestKillNine(t *testing.T) {
 	}
 }
 
-func recordAck(t *testing.T, line string, acked map[string]map[Position]int) int {
+func recordAck(t *testing.T, line string, acked map[string]map[mtypes.Position]int) int {
 	f := strings.Fields(line)
 	if len(f) != 5 || f[0] != "ack" {
 		t.Fatalf("writer said %q", line)
@@ -138,13 +140,13 @@ func recordAck(t *testing.T, line string, acked map[string]map[Position]int) int
 	}
 	name := fmt.Sprintf("kill/topic-%d", v[0])
 	if acked[name] == nil {
-		acked[name] = map[Position]int{}
+		acked[name] = map[mtypes.Position]int{}
 	}
-	acked[name][Position{v[2], v[3]}] = int(v[1])
+	acked[name][mtypes.Position{LedgerID: v[2], EntryID: v[3]}] = int(v[1])
 	return 1
 }
 
-func verifyKillDir(t *testing.T, dir string, acked map[string]map[Position]int) {
+func verifyKillDir(t *testing.T, dir string, acked map[string]map[mtypes.Position]int) {
 	t.Helper()
 	ctx := context.Background()
 	e, err := Open(ctx, Options{Dir: dir, Logger: testLogger()})
@@ -160,11 +162,11 @@ func verifyKillDir(t *testing.T, dir string, acked map[string]map[Position]int) 
 		if err := l.Err(); err != nil {
 			t.Fatalf("%s fenced after kill: %v", name, err)
 		}
-		es, err := l.Read(ctx, Earliest, 0, 0)
+		es, err := l.Read(ctx, mtypes.Earliest, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(map[Position][]byte, len(es))
+		got := make(map[mtypes.Position][]byte, len(es))
 		for _, en := range es {
 			got[en.Position] = en.Data
 		}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Ledger is one topic's (or partition's) log: a sequence of segments, one per ledger id, each
@@ -101,19 +103,19 @@ func (l *Ledger) dirPath() string { return l.e.ledgerDir(l.name) }
 // ---- positions and counts ----
 
 // LastConfirmed is the last durable entry, or {currentLedgerID, -1} when the ledger is empty.
-func (l *Ledger) LastConfirmed() Position {
+func (l *Ledger) LastConfirmed() mtypes.Position {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.lastConfirmedLocked()
 }
 
-func (l *Ledger) lastConfirmedLocked() Position {
+func (l *Ledger) lastConfirmedLocked() mtypes.Position {
 	for i := len(l.segs) - 1; i >= 0; i-- {
 		if s := l.segs[i]; s.entries > 0 {
-			return Position{s.id, s.entries - 1}
+			return mtypes.Position{LedgerID: s.id, EntryID: s.entries - 1}
 		}
 	}
-	return Position{l.segs[len(l.segs)-1].id, -1}
+	return mtypes.Position{LedgerID: l.segs[len(l.segs)-1].id, EntryID: -1}
 }
 
 // SegmentInfo describes one segment of a ledger: what Pulsar's internal stats call a ledger.
@@ -136,45 +138,45 @@ func (l *Ledger) Segments() []SegmentInfo {
 }
 
 // FirstPosition is the first stored entry, or the next position to be written if empty.
-func (l *Ledger) FirstPosition() Position {
+func (l *Ledger) FirstPosition() mtypes.Position {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.firstPositionLocked()
 }
 
-func (l *Ledger) firstPositionLocked() Position {
+func (l *Ledger) firstPositionLocked() mtypes.Position {
 	for _, s := range l.segs {
 		if s.entries > 0 {
-			return Position{s.id, 0}
+			return mtypes.Position{LedgerID: s.id, EntryID: 0}
 		}
 	}
 	return l.nextPositionLocked()
 }
 
 // nextPositionLocked is where the next confirmed entry will be (in the current segment).
-func (l *Ledger) nextPositionLocked() Position {
+func (l *Ledger) nextPositionLocked() mtypes.Position {
 	s := l.segs[len(l.segs)-1]
-	return Position{s.id, s.entries}
+	return mtypes.Position{LedgerID: s.id, EntryID: s.entries}
 }
 
 // nextStoredLocked returns the first stored (confirmed) entry after p.
-func (l *Ledger) nextStoredLocked(p Position) (Position, bool) {
+func (l *Ledger) nextStoredLocked(p mtypes.Position) (mtypes.Position, bool) {
 	for _, s := range l.segs {
 		if s.entries == 0 || s.id < p.LedgerID {
 			continue
 		}
 		if s.id == p.LedgerID {
 			if p.EntryID+1 < s.entries {
-				return Position{s.id, max(p.EntryID+1, 0)}, true
+				return mtypes.Position{LedgerID: s.id, EntryID: max(p.EntryID+1, 0)}, true
 			}
 			continue
 		}
-		return Position{s.id, 0}, true
+		return mtypes.Position{LedgerID: s.id, EntryID: 0}, true
 	}
-	return Position{}, false
+	return mtypes.Position{}, false
 }
 
-func (l *Ledger) isStoredLocked(p Position) bool {
+func (l *Ledger) isStoredLocked(p mtypes.Position) bool {
 	s := l.segByIDLocked(p.LedgerID)
 	return s != nil && p.EntryID >= 0 && p.EntryID < s.entries
 }
@@ -194,13 +196,13 @@ func (l *Ledger) Bytes() int64 {
 }
 
 // CountEntries counts stored entries in (from, to].
-func (l *Ledger) CountEntries(from, to Position) int64 {
+func (l *Ledger) CountEntries(from, to mtypes.Position) int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.countLocked(from, to)
 }
 
-func (l *Ledger) countLocked(from, to Position) int64 {
+func (l *Ledger) countLocked(from, to mtypes.Position) int64 {
 	var n int64
 	for _, s := range l.segs {
 		if s.entries == 0 || s.id < from.LedgerID || s.id > to.LedgerID {
@@ -231,7 +233,7 @@ func (l *Ledger) Close() error {
 		l.e.enqueue(nil, func(b *batch) item {
 			l.flags.Or(flagQueueClosed)
 			b.items = append(b.items, item{kind: kSeal, l: l, ledgerID: l.queue.curID})
-			return item{kind: kBarrier, done: func(_ Position, err error) { ch <- err }}
+			return item{kind: kBarrier, done: func(_ mtypes.Position, err error) { ch <- err }}
 		})
 		err := <-ch
 		if errors.Is(err, ErrClosed) {

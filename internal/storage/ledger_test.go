@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-func appendN(t *testing.T, l *Ledger, n int) []Position {
+func appendN(t *testing.T, l *Ledger, n int) []mtypes.Position {
 	t.Helper()
-	var ps []Position
+	var ps []mtypes.Position
 	for i := 0; i < n; i++ {
 		p, err := l.Append(context.Background(), payload(i), time.Now().UnixMilli())
 		if err != nil {
@@ -27,50 +28,50 @@ func appendN(t *testing.T, l *Ledger, n int) []Position {
 func TestCursorStateTable(t *testing.T) {
 	// Two segments: ledger 5 with entries 0..3, ledger 9 with entries 0..2.
 	entries := map[int64]int64{5: 4, 9: 3}
-	next := func(p Position) (Position, bool) {
+	next := func(p mtypes.Position) (mtypes.Position, bool) {
 		for _, id := range []int64{5, 9} {
 			if id < p.LedgerID {
 				continue
 			}
 			if id == p.LedgerID {
 				if p.EntryID+1 < entries[id] {
-					return Position{id, p.EntryID + 1}, true
+					return mtypes.Position{LedgerID: id, EntryID: p.EntryID + 1}, true
 				}
 				continue
 			}
-			return Position{id, 0}, true
+			return mtypes.Position{LedgerID: id, EntryID: 0}, true
 		}
-		return Position{}, false
+		return mtypes.Position{}, false
 	}
-	s := &cursorState{markDelete: Position{5, -1}}
-	s.ack(Position{5, 2})
-	s.ack(Position{9, 0})
-	s.ack(Position{5, 3})
+	s := &cursorState{markDelete: mtypes.Position{LedgerID: 5, EntryID: -1}}
+	s.ack(mtypes.Position{LedgerID: 5, EntryID: 2})
+	s.ack(mtypes.Position{LedgerID: 9, EntryID: 0})
+	s.ack(mtypes.Position{LedgerID: 5, EntryID: 3})
 	s.normalize(next)
-	if s.markDelete != (Position{5, -1}) || len(s.acked) != 2 || s.ackedCount != 3 {
+	if s.markDelete != (mtypes.Position{LedgerID: 5, EntryID: -1}) || len(s.acked) != 2 || s.ackedCount != 3 {
 		t.Fatalf("after holes: %+v", s)
 	}
-	s.ack(Position{5, 1})
-	s.ack(Position{5, 0})
+	s.ack(mtypes.Position{LedgerID: 5, EntryID: 1})
+	s.ack(mtypes.Position{LedgerID: 5, EntryID: 0})
 	s.normalize(next)
 	// 5:0..3 and 9:0 are contiguous across the segment boundary.
-	if s.markDelete != (Position{9, 0}) || len(s.acked) != 0 || s.ackedCount != 0 {
+	if s.markDelete != (mtypes.Position{LedgerID: 9, EntryID: 0}) || len(s.acked) != 0 || s.ackedCount != 0 {
 		t.Fatalf("after filling: %+v", s)
 	}
-	s.ack(Position{9, 2})
-	s.setMarkDelete(Position{9, 1})
+	s.ack(mtypes.Position{LedgerID: 9, EntryID: 2})
+	s.setMarkDelete(mtypes.Position{LedgerID: 9, EntryID: 1})
 	s.normalize(next)
-	if s.markDelete != (Position{9, 2}) || s.ackedCount != 0 {
+	if s.markDelete != (mtypes.Position{LedgerID: 9, EntryID: 2}) || s.ackedCount != 0 {
 		t.Fatalf("mark-delete over an ack: %+v", s)
 	}
-	if all, err := s.ackBatch(Position{10, 0}, 3, []int{0, 1, 2}); err != nil || !all {
+	if all, err := s.ackBatch(mtypes.Position{LedgerID: 10, EntryID: 0}, 3, []int{0, 1, 2}); err != nil || !all {
 		t.Fatal("full batch not complete")
 	}
-	if all, err := s.ackBatch(Position{10, 1}, 3, []int{0, 2}); err != nil || all || s.batches[Position{10, 1}].acked[0] != 0b101 {
+	if all, err := s.ackBatch(mtypes.Position{LedgerID: 10, EntryID: 1}, 3, []int{0, 2}); err != nil || all || s.batches[mtypes.Position{LedgerID: 10, EntryID: 1}].acked[0] != 0b101 {
 		t.Fatal("partial batch")
 	}
 	st, err := decodeCursorState(encodeCursorState(nil, s))
-	if err != nil || st.markDelete != s.markDelete || st.batches[Position{10, 1}].acked[0] != 0b101 {
+	if err != nil || st.markDelete != s.markDelete || st.batches[mtypes.Position{LedgerID: 10, EntryID: 1}].acked[0] != 0b101 {
 		t.Fatalf("round trip: %v %+v", err, st)
 	}
 }
@@ -80,7 +81,7 @@ func TestCursorAcksAndReset(t *testing.T) {
 	e := openMem(t, vfs.NewMem(), nil)
 	defer e.Close()
 	l, _ := e.OpenLedger(ctx, "c")
-	c, _ := l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
+	c, _ := l.OpenCursor(ctx, "s", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	ps := appendN(t, l, 5)
 	if err := l.Roll(ctx); err != nil {
 		t.Fatal(err)
@@ -103,10 +104,10 @@ func TestCursorAcksAndReset(t *testing.T) {
 		t.Fatalf("batch completion: md %v", c.MarkDeletePosition())
 	}
 	_ = c.ResetTo(ctx, ps[2])
-	if c.MarkDeletePosition() != (Position{ps[2].LedgerID, 1}) || c.Backlog() != 8 {
+	if c.MarkDeletePosition() != (mtypes.Position{LedgerID: ps[2].LedgerID, EntryID: 1}) || c.Backlog() != 8 {
 		t.Fatalf("reset: md %v backlog %d", c.MarkDeletePosition(), c.Backlog())
 	}
-	_ = c.ResetTo(ctx, Latest)
+	_ = c.ResetTo(ctx, mtypes.Latest)
 	if c.Backlog() != 0 {
 		t.Fatalf("reset to latest: backlog %d", c.Backlog())
 	}
@@ -114,7 +115,7 @@ func TestCursorAcksAndReset(t *testing.T) {
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	latest, _ := l.OpenCursor(ctx, "late", CursorOptions{Initial: Latest})
+	latest, _ := l.OpenCursor(ctx, "late", CursorOptions{Initial: mtypes.Latest})
 	if latest.Backlog() != 0 || latest.Durable() {
 		t.Fatal("non-durable latest cursor")
 	}
@@ -135,8 +136,8 @@ func TestTrimAndRetention(t *testing.T) {
 	fs := vfs.NewMem()
 	e := openMem(t, fs, nil)
 	l, _ := e.OpenLedger(ctx, "r")
-	c, _ := l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
-	var all []Position
+	c, _ := l.OpenCursor(ctx, "s", CursorOptions{Initial: mtypes.Earliest, Durable: true})
+	var all []mtypes.Position
 	for i := 0; i < 4; i++ {
 		all = append(all, appendN(t, l, 10)...)
 		_ = l.Roll(ctx)
@@ -185,7 +186,7 @@ func TestDeleteLedgerNeverReusesIDs(t *testing.T) {
 	name := "persistent://t/ns/" + strings.Repeat("long-name-", 40)
 	l, _ := e.OpenLedger(ctx, name)
 	ps := appendN(t, l, 3)
-	_, _ = l.OpenCursor(ctx, "s", CursorOptions{Initial: Earliest, Durable: true})
+	_, _ = l.OpenCursor(ctx, "s", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if names, _ := e.ListLedgers(ctx, "persistent://t/"); len(names) != 1 || names[0] != name {
 		t.Fatalf("list %v", names)
 	}
@@ -318,7 +319,7 @@ func TestReadChunkBoundaries(t *testing.T) {
 	for _, batch := range []int{0, 1, 2, 3, 7, 64, 299} {
 		for _, maxBytes := range []int64{0, 1, 5000, 1 << 20} {
 			var got []Entry
-			from := Earliest
+			from := mtypes.Earliest
 			for {
 				es, err := l.Read(ctx, from, batch, maxBytes)
 				if err != nil {
@@ -329,7 +330,7 @@ func TestReadChunkBoundaries(t *testing.T) {
 				}
 				got = append(got, es...)
 				last := es[len(es)-1].Position
-				from = Position{last.LedgerID, last.EntryID + 1}
+				from = mtypes.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
 			}
 			if len(got) != len(want) {
 				t.Fatalf("batch %d maxBytes %d: %d entries", batch, maxBytes, len(got))
@@ -408,13 +409,13 @@ func TestReadHints(t *testing.T) {
 		stored += int64(len(d) + segRecordOverhead)
 	}
 	type reader struct {
-		from  Position
+		from  mtypes.Position
 		n     int
 		batch int
 		bytes int64
 	}
-	readers := []*reader{{from: Earliest, batch: 100}, {from: Earliest, batch: 37}, {from: Earliest, batch: 250, bytes: 100 << 10},
-		{from: Earliest, batch: 1}, {from: Earliest, batch: 64}, {from: Earliest, batch: 100}}
+	readers := []*reader{{from: mtypes.Earliest, batch: 100}, {from: mtypes.Earliest, batch: 37}, {from: mtypes.Earliest, batch: 250, bytes: 100 << 10},
+		{from: mtypes.Earliest, batch: 1}, {from: mtypes.Earliest, batch: 64}, {from: mtypes.Earliest, batch: 100}}
 	for round := 0; ; round++ {
 		active := 0
 		for i, r := range readers {
@@ -434,7 +435,7 @@ func TestReadHints(t *testing.T) {
 				r.n++
 			}
 			last := es[len(es)-1].Position
-			r.from = Position{last.LedgerID, last.EntryID + 1}
+			r.from = mtypes.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
 		}
 		if active == 0 {
 			break
@@ -442,7 +443,7 @@ func TestReadHints(t *testing.T) {
 	}
 	// One reader alone, 100 entries per read: each byte is read about once.
 	read.Store(0)
-	from := Earliest
+	from := mtypes.Earliest
 	for n := 0; n < len(want); {
 		es, err := l.Read(ctx, from, 100, 0)
 		if err != nil || len(es) == 0 {
@@ -450,7 +451,7 @@ func TestReadHints(t *testing.T) {
 		}
 		n += len(es)
 		last := es[len(es)-1].Position
-		from = Position{last.LedgerID, last.EntryID + 1}
+		from = mtypes.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
 	}
 	if got := read.Load(); got > stored*11/10 {
 		t.Errorf("read %d bytes of segment files for %d stored: sequential reads start before their entries", got, stored)

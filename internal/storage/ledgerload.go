@@ -8,6 +8,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -89,7 +90,7 @@ func (l *Ledger) persistCreation(ctx context.Context) error {
 		var start int
 		b.buf, start = beginJournalRecord(b.buf, jCreate, l.slot)
 		finishJournalRecord(b.buf, start)
-		return item{kind: kCreate, done: func(_ Position, err error) { ch <- err }}
+		return item{kind: kCreate, done: func(_ mtypes.Position, err error) { ch <- err }}
 	})
 	select {
 	case err := <-ch:

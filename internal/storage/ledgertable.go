@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -175,7 +176,7 @@ func (e *Engine) DeleteLedger(ctx context.Context, name string) error {
 		var start int
 		b.buf, start = beginJournalRecord(b.buf, jDelLedger, l.slot)
 		finishJournalRecord(b.buf, start)
-		return item{kind: kDelLedger, done: func(_ Position, err error) { ch <- err }}
+		return item{kind: kDelLedger, done: func(_ mtypes.Position, err error) { ch <- err }}
 	})
 	select {
 	case err = <-ch:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -58,7 +59,7 @@ func TestRepairCursorLogHeader(t *testing.T) {
 	writeFileForTest(t, mem, p, b)
 	wantLedgerStopped(t, mem)
 	wantRepaired(t, mem, damageLedger, "cursors.log")
-	wantCursors(t, mem, map[string]Position{"a": ps[3], "b": ps[5], "c": ps[1]})
+	wantCursors(t, mem, map[string]mtypes.Position{"a": ps[3], "b": ps[5], "c": ps[1]})
 }
 
 func TestRepairCursorLogMiddle(t *testing.T) {
@@ -70,7 +71,7 @@ func TestRepairCursorLogMiddle(t *testing.T) {
 	b[scan.prefix[1].off+recHeaderSize+3] ^= 0xff
 	writeFileForTest(t, mem, p, b)
 	wantRepaired(t, mem, "", "cursors.log")
-	wantCursors(t, mem, map[string]Position{"a": ps[3], "b": ps[5], "c": ps[1]})
+	wantCursors(t, mem, map[string]mtypes.Position{"a": ps[3], "b": ps[5], "c": ps[1]})
 }
 
 // TestRepairCursorLogAfterReplay: the replay appended the journal's state of a after the damage;
@@ -85,7 +86,7 @@ func TestRepairCursorLogAfterReplay(t *testing.T) {
 	writeFileForTest(t, crashed, p, b)
 	wantLedgerStopped(t, crashed)
 	wantRepaired(t, crashed, damageLedger, "cursors.log")
-	wantCursors(t, crashed, map[string]Position{"a": aPos, "b": ps[5], "c": ps[1]})
+	wantCursors(t, crashed, map[string]mtypes.Position{"a": aPos, "b": ps[5], "c": ps[1]})
 }
 
 // TestRepairCursorLogBeforeReplay: repaired before the journal was replayed (the broker was not
@@ -99,7 +100,7 @@ func TestRepairCursorLogBeforeReplay(t *testing.T) {
 	b[3] ^= 0xff
 	writeFileForTest(t, crashed, p, b)
 	wantRepaired(t, crashed, damageLedger, "cursors.log")
-	wantCursors(t, crashed, map[string]Position{"a": aPos, "b": ps[5], "c": ps[1]})
+	wantCursors(t, crashed, map[string]mtypes.Position{"a": aPos, "b": ps[5], "c": ps[1]})
 }
 
 // TestRepairMissingState: the state file is rebuilt from the ids on disk; new ledger ids are

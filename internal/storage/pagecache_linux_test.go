@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -127,7 +128,7 @@ func testUnbufferedSegmentWrites(t *testing.T, directWriteBytes int) {
 		}
 		return b
 	}
-	var pos []Position
+	var pos []mtypes.Position
 	for i := range n {
 		p, err := l.Append(ctx, data(i), int64(i))
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -87,18 +88,18 @@ func TestPipelinedFsyncErrorNotHiddenBySharedDescriptor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acked := map[Position]string{}
+	acked := map[mtypes.Position]string{}
 	for i, p := range appendN(t, l, 3) { // the journal file is open: the next batches are pipelined
 		acked[p] = string(payload(i))
 	}
 	type result struct {
-		p   Position
+		p   mtypes.Position
 		err error
 	}
 	results := make([]chan result, 2)
 	appendAsync := func(i int) {
 		results[i] = make(chan result, 1)
-		l.AppendAsync([]byte("batch-"+string(rune('A'+i))), 1, func(p Position, err error) { results[i] <- result{p, err} })
+		l.AppendAsync([]byte("batch-"+string(rune('A'+i))), 1, func(p mtypes.Position, err error) { results[i] <- result{p, err} })
 	}
 	fs.armed.Store(true)
 	appendAsync(0) // batch A: its fsync waits at the gate
@@ -131,11 +132,11 @@ func TestPipelinedFsyncErrorNotHiddenBySharedDescriptor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	es, err := l2.Read(ctx, Earliest, 0, 0)
+	es, err := l2.Read(ctx, mtypes.Earliest, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	present := map[Position]string{}
+	present := map[mtypes.Position]string{}
 	for _, en := range es {
 		present[en.Position] = string(en.Data)
 	}

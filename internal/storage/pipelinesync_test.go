@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -15,11 +16,11 @@ type appendResult struct {
 	mu    sync.Mutex
 	order []int
 	errs  map[int]error
-	pos   map[int]Position
+	pos   map[int]mtypes.Position
 }
 
-func (r *appendResult) done(i int) func(Position, error) {
-	return func(p Position, err error) {
+func (r *appendResult) done(i int) func(mtypes.Position, error) {
+	return func(p mtypes.Position, err error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.order = append(r.order, i)
@@ -47,7 +48,7 @@ func twoCommitsInFlight(t *testing.T, name string, failFirst bool) (*Engine, *st
 		t.Fatal(err)
 	}
 	appendN(t, l, 3) // the journal file exists and holds records
-	res := &appendResult{errs: map[int]error{}, pos: map[int]Position{}}
+	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
 	if failFirst {
 		fs.failFirst.Store(1)
 	}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // appendQueue is where appenders meet the sync loop and the applier: the pending batch all
@@ -79,7 +81,7 @@ type item struct {
 	publishTime int64
 	off, n      int // the segment record (kEntry) or cursor-log body (kCursor, kDelCursor) in buf
 	err         error
-	done        func(Position, error)
+	done        func(mtypes.Position, error)
 	cursor      *Cursor   // kCursor: clears its in-flight flag
 	version     uint64    // kCursor: state version written
 	fileOff     int64     // kEntry: where its record went in the segment file
@@ -96,7 +98,7 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 		it := fill(&batch{seq: b.seq})
 		if it.done != nil {
 			// Never call back on the caller's goroutine (it may hold locks done needs).
-			go it.done(Position{}, ErrClosed)
+			go it.done(mtypes.Position{}, ErrClosed)
 		}
 		return
 	}

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
 // Read returns stored entries with position >= from, in order, up to LastConfirmed: at most
 // maxEntries entries (<= 0: no limit) and at most maxBytes of data (<= 0: no limit), but at least
 // one entry if any is stored. Empty slice if none.
-func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxBytes int64) ([]Entry, error) {
+func (l *Ledger) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]Entry, error) {
 	rb := &readBatch{out: []Entry{}, maxEntries: maxEntries, maxBytes: maxBytes}
 	if maxEntries > 0 {
 		rb.out = make([]Entry, 0, min(maxEntries, 1024))
@@ -39,7 +40,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 			}
 			sc = segmentScan{id: s.id, want: start, limit: s.entries, written: s.written,
 				avgRec: max((s.size-headerSize)/s.entries, segRecordOverhead)}
-			from = Position{s.id, start}
+			from = mtypes.Position{LedgerID: s.id, EntryID: start}
 			sc.at, sc.off = l.hintLocked(s, start)
 			break
 		}
@@ -50,7 +51,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 		if err := l.readSegment(ctx, sc, rb); err != nil {
 			if vfs.IsNotExist(err) {
 				// Trimmed while reading: continue with what is still stored.
-				from = Position{seg.id + 1, 0}
+				from = mtypes.Position{LedgerID: seg.id + 1, EntryID: 0}
 				continue
 			}
 			return rb.out, err
@@ -58,7 +59,7 @@ func (l *Ledger) Read(ctx context.Context, from Position, maxEntries int, maxByt
 		if (maxEntries > 0 && len(rb.out) >= maxEntries) || (maxBytes > 0 && rb.total >= maxBytes) {
 			return rb.out, nil
 		}
-		from = Position{seg.id + 1, 0}
+		from = mtypes.Position{LedgerID: seg.id + 1, EntryID: 0}
 	}
 }
 
@@ -94,7 +95,7 @@ func (l *Ledger) readSegment(ctx context.Context, sc segmentScan, rb *readBatch)
 	at, off, want := sc.at, sc.off, sc.want
 	// Fast path: the cache has the wanted entries (caught-up readers).
 	for want < limit && !rb.full() {
-		ce, ok := e.cache.get(Position{id, want})
+		ce, ok := e.cache.get(mtypes.Position{LedgerID: id, EntryID: want})
 		if !ok {
 			break
 		}
@@ -102,7 +103,7 @@ func (l *Ledger) readSegment(ctx context.Context, sc segmentScan, rb *readBatch)
 			rb.total = rb.maxBytes
 			return nil
 		}
-		rb.out = append(rb.out, Entry{Position: Position{id, want}, PublishTime: ce.publishTime, Data: ce.data})
+		rb.out = append(rb.out, Entry{Position: mtypes.Position{LedgerID: id, EntryID: want}, PublishTime: ce.publishTime, Data: ce.data})
 		rb.total += int64(len(ce.data))
 		want++
 	}
@@ -199,7 +200,7 @@ func (l *Ledger) readSegment(ctx context.Context, sc segmentScan, rb *readBatch)
 					rb.total = rb.maxBytes
 					return nil
 				}
-				rb.out = append(rb.out, Entry{Position: Position{id, at}, PublishTime: pt, Data: data[:len(data):len(data)]})
+				rb.out = append(rb.out, Entry{Position: mtypes.Position{LedgerID: id, EntryID: at}, PublishTime: pt, Data: data[:len(data):len(data)]})
 				inUse = true
 				rb.total += int64(len(data))
 			}
@@ -272,7 +273,7 @@ func (l *Ledger) waitWritten(ctx context.Context, id, end int64) error {
 }
 
 // ReadEntry reads the entry at p.
-func (l *Ledger) ReadEntry(ctx context.Context, p Position) (Entry, error) {
+func (l *Ledger) ReadEntry(ctx context.Context, p mtypes.Position) (Entry, error) {
 	es, err := l.Read(ctx, p, 1, 0)
 	if err != nil {
 		return Entry{}, err
@@ -288,7 +289,7 @@ func (l *Ledger) ReadEntry(ctx context.Context, p Position) (Entry, error) {
 
 // FindByTime returns the first position with publishTime >= ts, or the next position to be
 // written if there is none. It reads at most one index block of entries per segment it checks.
-func (l *Ledger) FindByTime(ctx context.Context, ts int64) (Position, error) {
+func (l *Ledger) FindByTime(ctx context.Context, ts int64) (mtypes.Position, error) {
 	l.mu.RLock()
 	type cand struct{ id, entry, end int64 }
 	var cands []cand
@@ -310,9 +311,9 @@ func (l *Ledger) FindByTime(ctx context.Context, ts int64) (Position, error) {
 	next := l.nextPositionLocked()
 	l.mu.RUnlock()
 	for _, c := range cands {
-		es, err := l.Read(ctx, Position{c.id, c.entry}, int(c.end-c.entry), 0)
+		es, err := l.Read(ctx, mtypes.Position{LedgerID: c.id, EntryID: c.entry}, int(c.end-c.entry), 0)
 		if err != nil {
-			return Position{}, err
+			return mtypes.Position{}, err
 		}
 		for _, en := range es {
 			if en.Position.LedgerID == c.id && en.PublishTime >= ts {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
@@ -50,15 +51,15 @@ func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
 	// batch: entry 1 of the first segment, then (the segment is full) entries 0 and 1 of a new one.
 	fs.stall()
 	otherDone := make(chan error, 1)
-	other.AppendAsync([]byte("held"), 1, func(_ Position, err error) { otherDone <- err })
+	other.AppendAsync([]byte("held"), 1, func(_ mtypes.Position, err error) { otherDone <- err })
 	poll.Until(t, 10*time.Second, "the journal fsync to stall", func() bool { return fs.stalled.Load() == 1 })
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed int
-	var acked []Position
+	var acked []mtypes.Position
 	wg.Add(3)
 	for i := 1; i <= 3; i++ {
-		l.AppendAsync(payload(i), int64(i), func(p Position, err error) {
+		l.AppendAsync(payload(i), int64(i), func(p mtypes.Position, err error) {
 			mu.Lock()
 			if err != nil {
 				failed++
@@ -83,7 +84,7 @@ func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem.SetInjector(nil)
-	acknowledged := Position{first.LedgerID, first.EntryID + 1}
+	acknowledged := mtypes.Position{LedgerID: first.LedgerID, EntryID: first.EntryID + 1}
 	if failed != 2 || len(acked) != 1 || acked[0] != acknowledged || l.Err() == nil {
 		t.Fatalf("%d of 3 appends failed (acked %v), ledger error %v: want %v acknowledged, the rest failed and the ledger fenced", failed, acked, acknowledged, l.Err())
 	}
@@ -130,7 +131,7 @@ func TestRecoveryTruncatesVoidedTornSegment(t *testing.T) {
 	e = openMem(t, crashed, mod)
 	defer e.Close()
 	l = openUnfenced(t, e, "void/torn")
-	es, err := l.Read(ctx, Earliest, 0, 0)
+	es, err := l.Read(ctx, mtypes.Earliest, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true})
+	c, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestRecoveryReplaysTrimmedSegment(t *testing.T) {
 		return e.queue.pendingSeq
 	}
 	big := make([]byte, 1000)
-	var last Position
+	var last mtypes.Position
 	for i := 0; jseq() == 1; i++ {
 		if i == 100 {
 			t.Fatal("journal file 1 not rotated after 100 KB")

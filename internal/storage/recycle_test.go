@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -46,7 +47,7 @@ func TestJournalRecycling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var acked []Position
+	var acked []mtypes.Position
 	for round := 0; round < 6; round++ {
 		if round < 3 {
 			// Another ledger's records fill the files that get recycled; it is deleted before
@@ -168,7 +169,7 @@ func replayOldJournal(t *testing.T, version uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	en, err := l.ReadEntry(context.Background(), Position{5, 0})
+	en, err := l.ReadEntry(context.Background(), mtypes.Position{LedgerID: 5, EntryID: 0})
 	if err != nil || string(en.Data) != "from version 1" { // the same bytes in both versions
 		t.Fatalf("entry %q, %v", en.Data, err)
 	}

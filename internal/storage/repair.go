@@ -8,6 +8,7 @@ import (
 	"path"
 	"sort"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -228,7 +229,7 @@ func (e *Engine) repairPendingFor(name string) error {
 func (e *Engine) requestRepairs() {
 	done := make(chan struct{})
 	e.enqueue(nil, func(*batch) item {
-		return item{kind: kRepair, done: func(Position, error) { close(done) }}
+		return item{kind: kRepair, done: func(mtypes.Position, error) { close(done) }}
 	})
 	<-done
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 // Roll seals the current ledger id and starts a new one.
@@ -20,12 +22,12 @@ func (l *Ledger) Roll(ctx context.Context) error {
 	ch := make(chan error, 1)
 	l.e.enqueue(nil, func(b *batch) item {
 		if l.flags.Load()&flagQueueClosed != 0 {
-			return item{kind: kFail, err: ErrClosed, done: func(_ Position, err error) { ch <- err }}
+			return item{kind: kFail, err: ErrClosed, done: func(_ mtypes.Position, err error) { ch <- err }}
 		}
 		if id > l.queue.curID {
 			l.switchSegmentLocked(b, id)
 		}
-		return item{kind: kBarrier, done: func(_ Position, err error) { ch <- err }}
+		return item{kind: kBarrier, done: func(_ mtypes.Position, err error) { ch <- err }}
 	})
 	select {
 	case err = <-ch:
@@ -62,7 +64,7 @@ func (l *Ledger) Trim(ctx context.Context) error {
 		}
 	}
 	l.mu.RUnlock()
-	slowest := Latest
+	slowest := mtypes.Latest
 	for _, c := range cursors {
 		if md := c.trimPosition(); md.Compare(slowest) < 0 {
 			slowest = md
@@ -77,7 +79,7 @@ func (l *Ledger) Trim(ctx context.Context) error {
 		if infinite || i == len(l.segs)-1 || !s.sealed || s.entries == 0 {
 			break
 		}
-		if (Position{s.id, s.entries - 1}).Compare(slowest) > 0 {
+		if (mtypes.Position{LedgerID: s.id, EntryID: s.entries - 1}).Compare(slowest) > 0 {
 			break
 		}
 		expired := l.maxAge >= 0 && (l.maxAge == 0 || nowMs-s.maxTime > l.maxAge.Milliseconds())
@@ -99,7 +101,7 @@ func (l *Ledger) Trim(ctx context.Context) error {
 			b.buf, start = beginJournalRecord(b.buf, jTrim, l.slot)
 			b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(id))
 			finishJournalRecord(b.buf, start)
-			return item{kind: kTrim, ledgerID: id, done: func(_ Position, err error) { ch <- err }}
+			return item{kind: kTrim, ledgerID: id, done: func(_ mtypes.Position, err error) { ch <- err }}
 		})
 	}
 	var errs []error

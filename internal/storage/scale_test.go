@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
 func openFDs(t *testing.T) int {
@@ -70,7 +72,7 @@ func TestTenThousandTopics(t *testing.T) {
 	}
 	for _, l := range written {
 		wg.Add(1)
-		l.AppendAsync([]byte("hello, idle topic"), 1, func(_ Position, err error) {
+		l.AppendAsync([]byte("hello, idle topic"), 1, func(_ mtypes.Position, err error) {
 			if err != nil {
 				errMu.Lock()
 				firstErr = err
@@ -90,7 +92,7 @@ func TestTenThousandTopics(t *testing.T) {
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				if _, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: Earliest, Durable: true}); err != nil {
+				if _, err := l.OpenCursor(ctx, "sub", CursorOptions{Initial: mtypes.Earliest, Durable: true}); err != nil {
 					errMu.Lock()
 					firstErr = err
 					errMu.Unlock()

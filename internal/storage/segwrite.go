@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -219,14 +220,14 @@ func (e *Engine) paceWriteback(f vfs.File, seg *segment, end int64) {
 
 // applyEntry makes a written entry visible and returns its position (phase two). With shared, the
 // entry cache keeps a slice of the batch's arena; else it copies into slab.
-func (l *Ledger) applyEntry(it *item, shared bool, slab *[]byte) (Position, error) {
+func (l *Ledger) applyEntry(it *item, shared bool, slab *[]byte) (mtypes.Position, error) {
 	e := l.e
 	if it.err != nil {
-		return Position{}, it.err
+		return mtypes.Position{}, it.err
 	}
 	if it.w.err != nil {
 		l.fence(it.w.err)
-		return Position{}, it.w.err
+		return mtypes.Position{}, it.w.err
 	}
 	if it.w.direct {
 		shared = it.w.shareable
@@ -234,7 +235,7 @@ func (l *Ledger) applyEntry(it *item, shared bool, slab *[]byte) (Position, erro
 	seg := it.w.seg
 	rec := it.w.buf[it.fileOff-it.w.off:][:it.n]
 	data := rec[segRecordOverhead:]
-	pos := Position{seg.id, it.entryID}
+	pos := mtypes.Position{LedgerID: seg.id, EntryID: it.entryID}
 	l.mu.Lock()
 	if l.closed || l.err != nil {
 		err := l.err
@@ -243,7 +244,7 @@ func (l *Ledger) applyEntry(it *item, shared bool, slab *[]byte) (Position, erro
 		}
 		l.mu.Unlock()
 		e.noteUnconfirmed(it.w) // its bytes may be in the file already (unconfirmed.go)
-		return Position{}, err
+		return mtypes.Position{}, err
 	}
 	seg.created = true
 	seg.addEntry(it.fileOff, int64(len(rec)), it.publishTime, int64(len(data)))

@@ -4,43 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
-)
-
-// Position identifies an entry; positions are ordered by (LedgerID, EntryID).
-type Position struct{ LedgerID, EntryID int64 }
-
-// Compare returns -1, 0 or +1 as p is before, equal to or after q.
-func (p Position) Compare(q Position) int {
-	switch {
-	case p.LedgerID < q.LedgerID:
-		return -1
-	case p.LedgerID > q.LedgerID:
-		return 1
-	case p.EntryID < q.EntryID:
-		return -1
-	case p.EntryID > q.EntryID:
-		return 1
-	}
-	return 0
-}
-
-// String formats the position as "ledgerId:entryId".
-func (p Position) String() string { return fmt.Sprintf("%d:%d", p.LedgerID, p.EntryID) }
-
-var (
-	// Earliest as a cursor's initial position means "the first stored entry".
-	Earliest = Position{-1, -1}
-	// Latest as a cursor's initial position means "after the last entry".
-	Latest = Position{math.MaxInt64, math.MaxInt64}
 )
 
 // Entry is one stored entry.
 type Entry struct {
-	Position    Position
+	Position    mtypes.Position
 	PublishTime int64  // unix ms, given at append
 	Data        []byte // read-only to callers: may be shared with the cache and with other entries of one Read
 }
@@ -109,7 +81,7 @@ type Options struct {
 // CursorOptions configure a new cursor.
 type CursorOptions struct {
 	// Initial is where a new cursor starts: Earliest, Latest or a position (the first entry to deliver).
-	Initial Position
+	Initial mtypes.Position
 	// Durable cursors are persisted; non-durable ones live in memory only.
 	Durable bool
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -53,7 +54,7 @@ func TestTrimWaitsForPersistedMarkDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := l.Cursor("dedup").MarkDeletePosition()
-	if next := (Position{md.LedgerID, md.EntryID + 1}); next.Compare(l.FirstPosition()) < 0 && md.Compare(Position{l.FirstPosition().LedgerID, l.FirstPosition().EntryID - 1}) != 0 {
+	if next := (mtypes.Position{LedgerID: md.LedgerID, EntryID: md.EntryID + 1}); next.Compare(l.FirstPosition()) < 0 && md.Compare(mtypes.Position{LedgerID: l.FirstPosition().LedgerID, EntryID: l.FirstPosition().EntryID - 1}) != 0 {
 		t.Fatalf("cursor at %v, first stored entry %v: entries after the cursor were trimmed", md, l.FirstPosition())
 	}
 	if l.Entries() != 25 {

@@ -1,5 +1,7 @@
 package storage
 
+import "github.com/meridian-mq/meridian/internal/mtypes"
+
 // Trimming by persisted positions.
 //
 // A durable cursor's in-memory mark-delete position runs up to a flush interval (plus a group
@@ -13,17 +15,17 @@ package storage
 
 // persistedMarks tracks a durable cursor's persisted mark-delete position (under the cursor's mu).
 type persistedMarks struct {
-	md       Position      // the mark-delete position of the newest durable state
-	inFlight []versionMark // states handed to the journal and not durable yet, oldest first
+	md       mtypes.Position // the mark-delete position of the newest durable state
+	inFlight []versionMark   // states handed to the journal and not durable yet, oldest first
 }
 
 type versionMark struct {
 	v  uint64
-	md Position
+	md mtypes.Position
 }
 
 // queued notes that the state of version v, at mark-delete position md, was handed to the journal.
-func (m *persistedMarks) queued(v uint64, md Position) {
+func (m *persistedMarks) queued(v uint64, md mtypes.Position) {
 	m.inFlight = append(m.inFlight, versionMark{v, md})
 }
 
@@ -40,7 +42,7 @@ func (m *persistedMarks) durable(v uint64) {
 func (m *persistedMarks) failed() { m.inFlight = nil }
 
 // trimPosition is the position up to which this cursor lets Trim remove entries.
-func (c *Cursor) trimPosition() Position {
+func (c *Cursor) trimPosition() mtypes.Position {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.persisted.md.Compare(c.st.markDelete) < 0 {

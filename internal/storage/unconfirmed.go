@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -38,7 +39,7 @@ func (e *Engine) failBatch(b *batch, err error) {
 	}
 	for _, it := range b.items {
 		if it.kind == kFail {
-			it.done(Position{}, it.err)
+			it.done(mtypes.Position{}, it.err)
 			continue
 		}
 		if it.l != nil && it.kind != kBarrier {
@@ -48,7 +49,7 @@ func (e *Engine) failBatch(b *batch, err error) {
 			it.cursor.flushFailed()
 		}
 		if it.done != nil {
-			it.done(Position{}, err)
+			it.done(mtypes.Position{}, err)
 		}
 	}
 }

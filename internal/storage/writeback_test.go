@@ -5,6 +5,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -32,7 +33,7 @@ func TestPacedWriteback(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, l = openDirect(t, fs, nil, "pace/l") // read back from the files
-	got, err := l.Read(context.Background(), Earliest, 0, 0)
+	got, err := l.Read(context.Background(), mtypes.Earliest, 0, 0)
 	if err != nil || len(got) != n {
 		t.Fatalf("read back %d entries, err %v", len(got), err)
 	}
