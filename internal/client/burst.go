@@ -8,8 +8,6 @@ import (
 	"net"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -178,27 +176,6 @@ func sendFieldsOf(info RawInfo) sendFields {
 		isChunk: info.Chunked, marker: info.Marker}
 }
 
-// Field numbers of BaseCommand and CommandSend (PulsarApi.proto), read from the generated
-// descriptors so they cannot drift.
-var (
-	baseTypeField = fieldNumber(&pulsarpb.BaseCommand{}, "type")
-	baseSendField = fieldNumber(&pulsarpb.BaseCommand{}, "send")
-	sendProducer  = fieldNumber(&pulsarpb.CommandSend{}, "producer_id")
-	sendSequence  = fieldNumber(&pulsarpb.CommandSend{}, "sequence_id")
-	sendNumMsgs   = fieldNumber(&pulsarpb.CommandSend{}, "num_messages")
-	sendHighest   = fieldNumber(&pulsarpb.CommandSend{}, "highest_sequence_id")
-	sendIsChunk   = fieldNumber(&pulsarpb.CommandSend{}, "is_chunk")
-	sendMarker    = fieldNumber(&pulsarpb.CommandSend{}, "marker")
-)
-
-func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
-	fd := m.ProtoReflect().Descriptor().Fields().ByName(name)
-	if fd == nil {
-		panic(fmt.Sprintf("client: no field %s", name))
-	}
-	return fd.Number()
-}
-
 // sendHeadCap holds any head appendSendHead encodes (8 + 2 + 2 + 5 varints of at most 10 bytes and
 // their tags), so one allocation suffices.
 const sendHeadCap = 80
@@ -207,33 +184,34 @@ const sendHeadCap = 80
 // equal wire.AppendFrameHeader of the same command (fields in number order, as protobuf-go
 // encodes them); a test checks this.
 func appendSendHead(dst []byte, s sendFields, payloadSize int) ([]byte, error) {
+	send, base := &wire.SendField, &wire.BaseCommandField
 	var inner [64]byte
 	in := inner[:0]
-	in = protowire.AppendTag(in, sendProducer, protowire.VarintType)
+	in = protowire.AppendTag(in, send.ProducerID, protowire.VarintType)
 	in = protowire.AppendVarint(in, s.producerID)
-	in = protowire.AppendTag(in, sendSequence, protowire.VarintType)
+	in = protowire.AppendTag(in, send.SequenceID, protowire.VarintType)
 	in = protowire.AppendVarint(in, s.sequenceID)
 	if s.hasNumMessages {
-		in = protowire.AppendTag(in, sendNumMsgs, protowire.VarintType)
+		in = protowire.AppendTag(in, send.NumMessages, protowire.VarintType)
 		in = protowire.AppendVarint(in, uint64(int64(s.numMessages)))
 	}
 	if s.hasHighestSequenceID {
-		in = protowire.AppendTag(in, sendHighest, protowire.VarintType)
+		in = protowire.AppendTag(in, send.HighestSequenceID, protowire.VarintType)
 		in = protowire.AppendVarint(in, s.highestSequenceID)
 	}
 	if s.isChunk {
-		in = protowire.AppendTag(in, sendIsChunk, protowire.VarintType)
+		in = protowire.AppendTag(in, send.IsChunk, protowire.VarintType)
 		in = protowire.AppendVarint(in, 1)
 	}
 	if s.marker {
-		in = protowire.AppendTag(in, sendMarker, protowire.VarintType)
+		in = protowire.AppendTag(in, send.Marker, protowire.VarintType)
 		in = protowire.AppendVarint(in, 1)
 	}
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
-	dst = protowire.AppendTag(dst, baseTypeField, protowire.VarintType)
+	dst = protowire.AppendTag(dst, base.Type, protowire.VarintType)
 	dst = protowire.AppendVarint(dst, uint64(pulsarpb.BaseCommand_SEND))
-	dst = protowire.AppendTag(dst, baseSendField, protowire.BytesType)
+	dst = protowire.AppendTag(dst, base.Send, protowire.BytesType)
 	dst = protowire.AppendBytes(dst, in)
 	cmdSize := len(dst) - start - 8
 	total := uint64(cmdSize) + 4 + uint64(payloadSize)
@@ -244,14 +222,6 @@ func appendSendHead(dst []byte, s sendFields, payloadSize int) ([]byte, error) {
 	binary.BigEndian.PutUint32(dst[start+4:], uint32(cmdSize))
 	return dst, nil
 }
-
-// MessageMetadata fields a forwarded entry's SEND depends on.
-var (
-	mdNumMessages = fieldNumber(&pulsarpb.MessageMetadata{}, "num_messages_in_batch")
-	mdHighestSeq  = fieldNumber(&pulsarpb.MessageMetadata{}, "highest_sequence_id")
-	mdNumChunks   = fieldNumber(&pulsarpb.MessageMetadata{}, "num_chunks_from_msg")
-	mdMarkerType  = fieldNumber(&pulsarpb.MessageMetadata{}, "marker_type")
-)
 
 // scanSendFields reads what the SEND of an encoded entry must say about it from the entry's
 // metadata, without decoding the metadata into a message: num_messages (num_messages_in_batch when
@@ -264,9 +234,9 @@ func scanSendFields(entry []byte) (sendFields, error) {
 	if err != nil {
 		return f, err
 	}
-	b := parts.Metadata
+	b, md := parts.Metadata, &wire.MetadataField
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return f, fmt.Errorf("%w: metadata: %v", wire.ErrMalformedPayload, protowire.ParseError(n))
 		}
@@ -274,25 +244,25 @@ func scanSendFields(entry []byte) (sendFields, error) {
 			return f, fmt.Errorf("%w: metadata: field number %d out of range", wire.ErrMalformedPayload, num)
 		}
 		b = b[n:]
-		if typ == protowire.VarintType && (num == mdNumMessages || num == mdHighestSeq || num == mdNumChunks || num == mdMarkerType) {
-			v, n := protowire.ConsumeVarint(b)
+		if typ == protowire.VarintType && (num == md.NumMessagesInBatch || num == md.HighestSequenceID || num == md.NumChunksFromMsg || num == md.MarkerType) {
+			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
 				return f, fmt.Errorf("%w: metadata: %v", wire.ErrMalformedPayload, protowire.ParseError(n))
 			}
 			b = b[n:]
 			switch num {
-			case mdNumMessages:
+			case md.NumMessagesInBatch:
 				f.numMessages, f.hasNumMessages = int32(v), true
-			case mdHighestSeq:
+			case md.HighestSequenceID:
 				f.highestSequenceID, f.hasHighestSequenceID = v, true
-			case mdNumChunks:
+			case md.NumChunksFromMsg:
 				f.isChunk = int32(v) > 1
-			case mdMarkerType:
+			case md.MarkerType:
 				f.marker = true
 			}
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
+		n = wire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
 			return f, fmt.Errorf("%w: metadata: %v", wire.ErrMalformedPayload, protowire.ParseError(n))
 		}

@@ -193,3 +193,65 @@ func BenchmarkScanRawInfo(b *testing.B) {
 		}
 	}
 }
+
+// FuzzScanSendFields: the client's metadata scan reads what the generic decoder reads.
+func FuzzScanSendFields(f *testing.F) {
+	for _, md := range []*pulsarpb.MessageMetadata{
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2)},
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2), NumMessagesInBatch: proto.Int32(10), HighestSequenceId: proto.Uint64(10)},
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2), NumChunksFromMsg: proto.Int32(3), ChunkId: proto.Int32(1)},
+		{ProducerName: proto.String("pulsar.marker"), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(2), MarkerType: proto.Int32(10), ReplicateTo: []string{"b"}},
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(2), Properties: []*pulsarpb.KeyValue{{Key: proto.String("k"), Value: proto.String("v")}}},
+	} {
+		b, err := proto.Marshal(md)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, metadata []byte) {
+		entry := wire.AppendRawEntry(nil, metadata, []byte("body"))
+		got, gotErr := scanSendFields(entry)
+		md, wantErr := wire.DecodeMetadata(entry)
+		// The scan never refuses what the decoder reads; it need not refuse all the decoder does
+		// (missing required fields, malformed nested messages it skips over).
+		if gotErr != nil && wantErr == nil {
+			t.Fatalf("scan error %v for metadata the decoder reads", gotErr)
+		}
+		if wantErr != nil {
+			return
+		}
+		want := sendFields{isChunk: md.GetNumChunksFromMsg() > 1, marker: wire.IsMarker(md)}
+		if md.NumMessagesInBatch != nil {
+			want.numMessages, want.hasNumMessages = md.GetNumMessagesInBatch(), true
+		}
+		if md.HighestSequenceId != nil {
+			want.highestSequenceID, want.hasHighestSequenceID = md.GetHighestSequenceId(), true
+		}
+		if got != want {
+			t.Fatalf("scan %+v, decoder %+v", got, want)
+		}
+	})
+}
+
+// FuzzAppendSendHead: the hand-encoded SEND head is protobuf's encoding of the same command.
+func FuzzAppendSendHead(f *testing.F) {
+	f.Add(uint64(1), uint64(0), int32(0), false, uint64(0), false, false, false, 0)
+	f.Add(uint64(1<<40), uint64(1<<63+5), int32(-1), true, uint64(108), true, true, true, 1<<20)
+	f.Fuzz(func(t *testing.T, pid, seq uint64, num int32, hasNum bool, highest uint64, hasHighest, chunk, marker bool, size int) {
+		s := sendFields{producerID: pid, sequenceID: seq, numMessages: num, hasNumMessages: hasNum,
+			highestSequenceID: highest, hasHighestSequenceID: hasHighest, isChunk: chunk, marker: marker}
+		size = max(size, 0) % (64 << 20)
+		got, err := appendSendHead(nil, s, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := wire.AppendFrameHeader(nil, wire.Command(s.command()), size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%+v size %d:\n got %x\nwant %x", s, size, got, want)
+		}
+	})
+}

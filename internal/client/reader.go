@@ -136,17 +136,6 @@ func truncated(err error, where string) error {
 	return err
 }
 
-// Field numbers of the receipt, from the generated descriptors.
-var (
-	baseReceiptField = fieldNumber(&pulsarpb.BaseCommand{}, "send_receipt")
-	rcptProducer     = fieldNumber(&pulsarpb.CommandSendReceipt{}, "producer_id")
-	rcptSequence     = fieldNumber(&pulsarpb.CommandSendReceipt{}, "sequence_id")
-	rcptMessageID    = fieldNumber(&pulsarpb.CommandSendReceipt{}, "message_id")
-	rcptHighest      = fieldNumber(&pulsarpb.CommandSendReceipt{}, "highest_sequence_id")
-	msgIDLedger      = fieldNumber(&pulsarpb.MessageIdData{}, "ledgerId")
-	msgIDEntry       = fieldNumber(&pulsarpb.MessageIdData{}, "entryId")
-)
-
 // decodeReceipt decodes cmd if it is a SEND_RECEIPT made only of the fields a broker sends
 // (type, producer_id, sequence_id, message_id{ledgerId, entryId, ...}, highest_sequence_id); it
 // reports false for anything else, which the generic decoder then handles.
@@ -154,21 +143,21 @@ func decodeReceipt(cmd []byte, rc *receipt) bool {
 	*rc = receipt{}
 	var isReceipt, hasBody bool
 	for len(cmd) > 0 {
-		num, typ, n := protowire.ConsumeTag(cmd)
+		num, typ, n := wire.ConsumeTag(cmd)
 		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return false
 		}
 		cmd = cmd[n:]
 		switch {
-		case num == baseTypeField && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(cmd)
+		case num == wire.BaseCommandField.Type && typ == protowire.VarintType:
+			v, n := wire.ConsumeVarint(cmd)
 			if n < 0 {
 				return false
 			}
 			cmd = cmd[n:]
 			isReceipt = v == uint64(pulsarpb.BaseCommand_SEND_RECEIPT)
-		case num == baseReceiptField && typ == protowire.BytesType && !hasBody:
-			v, n := protowire.ConsumeBytes(cmd)
+		case num == wire.BaseCommandField.SendReceipt && typ == protowire.BytesType && !hasBody:
+			v, n := wire.ConsumeBytes(cmd)
 			if n < 0 || !decodeReceiptBody(v, rc) {
 				return false
 			}
@@ -183,27 +172,28 @@ func decodeReceipt(cmd []byte, rc *receipt) bool {
 
 func decodeReceiptBody(b []byte, rc *receipt) bool {
 	var hasProducer, hasSequence bool
+	f := &wire.SendReceiptField
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return false
 		}
 		b = b[n:]
 		switch {
-		case typ == protowire.VarintType && (num == rcptProducer || num == rcptSequence || num == rcptHighest):
-			v, n := protowire.ConsumeVarint(b)
+		case typ == protowire.VarintType && (num == f.ProducerID || num == f.SequenceID || num == f.HighestSequenceID):
+			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
 				return false
 			}
 			b = b[n:]
 			switch num {
-			case rcptProducer:
+			case f.ProducerID:
 				rc.producerID, hasProducer = v, true
-			case rcptSequence:
+			case f.SequenceID:
 				rc.sequenceID, hasSequence = v, true
 			}
-		case num == rcptMessageID && typ == protowire.BytesType && !rc.hasMessageID:
-			v, n := protowire.ConsumeBytes(b)
+		case num == f.MessageID && typ == protowire.BytesType && !rc.hasMessageID:
+			v, n := wire.ConsumeBytes(b)
 			if n < 0 || !decodeMessageID(v, rc) {
 				return false
 			}
@@ -221,18 +211,18 @@ func decodeReceiptBody(b []byte, rc *receipt) bool {
 func decodeMessageID(b []byte, rc *receipt) bool {
 	var hasLedger, hasEntry bool
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return false
 		}
 		b = b[n:]
-		if typ == protowire.VarintType && (num == msgIDLedger || num == msgIDEntry) {
-			v, n := protowire.ConsumeVarint(b)
+		if typ == protowire.VarintType && (num == wire.MessageIDField.LedgerID || num == wire.MessageIDField.EntryID) {
+			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
 				return false
 			}
 			b = b[n:]
-			if num == msgIDLedger {
+			if num == wire.MessageIDField.LedgerID {
 				rc.ledgerID, hasLedger = v, true
 			} else {
 				rc.entryID, hasEntry = v, true
@@ -242,7 +232,7 @@ func decodeMessageID(b []byte, rc *receipt) bool {
 		if typ != protowire.VarintType {
 			return false // a nested message (chunk id) or anything odd: the generic decoder checks it
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
+		n = wire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
 			return false
 		}

@@ -17,21 +17,8 @@ import (
 // a repeated field's elements to be split, so both can be appended to the encoded metadata as it is,
 // without decoding it into a message and encoding it again. mdScan reads just the fields the skip
 // rules need; anything unusual (transaction ids to clear, an existing source-position property,
-// malformed input) takes the general path, PrepareEntry's decode-edit-encode.
-
-// MessageMetadata field numbers (PulsarApi.proto).
-const (
-	fieldProperties         = 4
-	fieldReplicatedFrom     = 5
-	fieldReplicateTo        = 7
-	fieldNumMessagesInBatch = 11
-	fieldMarkerType         = 20
-	fieldTxnidLeastBits     = 22
-	fieldTxnidMostBits      = 23
-	fieldHighestSequenceID  = 24
-	fieldNumChunksFromMsg   = 27
-	fieldChunkID            = 29
-)
+// malformed input) takes the general path, PrepareEntry's decode-edit-encode. Field numbers come
+// from the descriptors (wire.MetadataField); FuzzPrepareFastMatchesGeneral compares both paths.
 
 type mdScan struct {
 	hasReplicatedFrom bool
@@ -62,6 +49,7 @@ var errScan = errors.New("metadata scan")
 // the cluster replicate_to is checked against). It allocates nothing: byte fields alias b.
 func scanMetadata(b []byte, remote string) (mdScan, error) {
 	s := mdScan{numMessages: 1}
+	md := &wire.MetadataField
 	for len(b) > 0 {
 		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
@@ -69,21 +57,21 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 		}
 		b = b[n:]
 		switch {
-		case typ == protowire.BytesType && (num == fieldReplicatedFrom || num == fieldReplicateTo || num == fieldProperties):
+		case typ == protowire.BytesType && (num == md.ReplicatedFrom || num == md.ReplicateTo || num == md.Properties):
 			v, n := wire.ConsumeBytes(b)
 			if n < 0 {
 				return s, errScan
 			}
 			b = b[n:]
 			switch num {
-			case fieldReplicatedFrom:
+			case md.ReplicatedFrom:
 				s.hasReplicatedFrom, s.replicatedFrom = true, v
-			case fieldReplicateTo:
+			case md.ReplicateTo:
 				s.replicateTo++
 				if string(v) == remote {
 					s.replicateToRemote = true
 				}
-			case fieldProperties:
+			case md.Properties:
 				k, val, ok := wire.ScanKeyValue(v)
 				if !ok {
 					return s, errScan
@@ -95,25 +83,25 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 					s.hasIncarnation, s.sourceIncarnation = true, val
 				}
 			}
-		case typ == protowire.VarintType && (num == fieldNumMessagesInBatch || num == fieldMarkerType || num == fieldTxnidLeastBits || num == fieldTxnidMostBits || num == fieldChunkID ||
-			num == fieldHighestSequenceID || num == fieldNumChunksFromMsg):
+		case typ == protowire.VarintType && (num == md.NumMessagesInBatch || num == md.MarkerType || num == md.TxnidLeastBits || num == md.TxnidMostBits || num == md.ChunkID ||
+			num == md.HighestSequenceID || num == md.NumChunksFromMsg):
 			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
 				return s, errScan
 			}
 			b = b[n:]
 			switch num {
-			case fieldNumMessagesInBatch:
+			case md.NumMessagesInBatch:
 				s.numMessages, s.hasNumMessages = int32(v), true
-			case fieldMarkerType:
+			case md.MarkerType:
 				s.hasMarker, s.markerType = true, int32(v)
-			case fieldTxnidLeastBits, fieldTxnidMostBits:
+			case md.TxnidLeastBits, md.TxnidMostBits:
 				s.hasTxn = true
-			case fieldChunkID:
+			case md.ChunkID:
 				s.chunkID = int32(v)
-			case fieldHighestSequenceID:
+			case md.HighestSequenceID:
 				s.highestSeq, s.hasHighestSeq = v, true
-			case fieldNumChunksFromMsg:
+			case md.NumChunksFromMsg:
 				s.numChunks = int32(v)
 			}
 		default:
@@ -172,8 +160,8 @@ func prepareFast(e Entry, local, remote string, headroom *[]byte, shifts *crc32c
 	if s.hasTxn || s.hasSourcePosition || s.hasIncarnation {
 		return Outbound{}, "", false // needs editing, not only appending
 	}
-	// Appended fields: replicated_from (5) and one more properties (4) element {key, value} for
-	// the source position, another for the source incarnation when it is known.
+	// Appended fields: replicated_from and one more properties element {key, value} for the
+	// source position, another for the source incarnation when it is known.
 	var posBuf [48]byte
 	pos := e.Position.AppendTo(posBuf[:0])
 	var incBuf [16]byte
@@ -181,14 +169,14 @@ func prepareFast(e Entry, local, remote string, headroom *[]byte, shifts *crc32c
 	if e.Incarnation != 0 {
 		inc = wire.AppendIncarnation(incBuf[:0], e.Incarnation)
 	}
-	extra := protowire.SizeTag(fieldReplicatedFrom) + protowire.SizeBytes(len(local)) + propertySize(SourcePositionProperty, pos)
+	extra := protowire.SizeTag(wire.MetadataField.ReplicatedFrom) + protowire.SizeBytes(len(local)) + propertySize(SourcePositionProperty, pos)
 	if inc != nil {
 		extra += propertySize(SourceIncarnationProperty, inc)
 	}
 	mdLen := len(parts.Metadata) + extra
 	buf := carve(headroom, 10+mdLen)[:10]
 	buf = append(buf, parts.Metadata...)
-	buf = protowire.AppendTag(buf, fieldReplicatedFrom, protowire.BytesType)
+	buf = protowire.AppendTag(buf, wire.MetadataField.ReplicatedFrom, protowire.BytesType)
 	buf = protowire.AppendString(buf, local)
 	buf = appendProperty(buf, SourcePositionProperty, pos)
 	if inc != nil {
@@ -212,20 +200,25 @@ func prepareFast(e Entry, local, remote string, headroom *[]byte, shifts *crc32c
 	return out, SkipNone, true
 }
 
-// propertySize is the encoded size of a properties (4) element {key, value}.
+// propertySize is the encoded size of a properties element {key, value}.
 func propertySize(key string, value []byte) int {
-	kv := protowire.SizeTag(1) + protowire.SizeBytes(len(key)) + protowire.SizeTag(2) + protowire.SizeBytes(len(value))
-	return protowire.SizeTag(fieldProperties) + protowire.SizeBytes(kv)
+	return protowire.SizeTag(wire.MetadataField.Properties) + protowire.SizeBytes(keyValueSize(key, value))
 }
 
-// appendProperty appends a properties (4) element {key, value} to encoded metadata.
+// keyValueSize is the encoded size of a KeyValue {key, value}.
+func keyValueSize(key string, value []byte) int {
+	kv := &wire.KeyValueField
+	return protowire.SizeTag(kv.Key) + protowire.SizeBytes(len(key)) + protowire.SizeTag(kv.Value) + protowire.SizeBytes(len(value))
+}
+
+// appendProperty appends a properties element {key, value} to encoded metadata.
 func appendProperty(b []byte, key string, value []byte) []byte {
-	kv := protowire.SizeTag(1) + protowire.SizeBytes(len(key)) + protowire.SizeTag(2) + protowire.SizeBytes(len(value))
-	b = protowire.AppendTag(b, fieldProperties, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kv))
-	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	kv := &wire.KeyValueField
+	b = protowire.AppendTag(b, wire.MetadataField.Properties, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(keyValueSize(key, value)))
+	b = protowire.AppendTag(b, kv.Key, protowire.BytesType)
 	b = protowire.AppendString(b, key)
-	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendTag(b, kv.Value, protowire.BytesType)
 	return protowire.AppendBytes(b, value)
 }
 

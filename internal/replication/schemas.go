@@ -30,9 +30,6 @@ type SchemaTranslator interface {
 	TranslateSchema(ctx context.Context, remote, topic string, localVersion []byte) ([]byte, error)
 }
 
-// fieldSchemaVersion is MessageMetadata.schema_version.
-const fieldSchemaVersion = 16
-
 // translateSchemas rewrites the schema_version of every entry that will be sent to remote. Entries
 // that are skipped anyway are left alone. es is read-only: the result is a copy when an entry
 // changes, es itself otherwise (most topics have no schema).
@@ -90,7 +87,7 @@ func scanSchemaVersion(md []byte) ([]byte, bool, error) {
 			return nil, false, errScan
 		}
 		md = md[n:]
-		if num == fieldSchemaVersion && typ == protowire.BytesType {
+		if num == wire.MetadataField.SchemaVersion && typ == protowire.BytesType {
 			v, n := wire.ConsumeBytes(md)
 			if n < 0 {
 				return nil, false, errScan
@@ -111,11 +108,11 @@ func scanSchemaVersion(md []byte) ([]byte, bool, error) {
 // withSchemaVersion returns new entry bytes whose metadata ends with schema_version = v (which
 // overrides an earlier occurrence) and a fresh checksum.
 func withSchemaVersion(parts wire.EntryParts, v []byte) []byte {
-	extra := protowire.SizeTag(fieldSchemaVersion) + protowire.SizeBytes(len(v))
+	extra := protowire.SizeTag(wire.MetadataField.SchemaVersion) + protowire.SizeBytes(len(v))
 	mdLen := len(parts.Metadata) + extra
 	buf := make([]byte, 10, 10+mdLen+len(parts.Body))
 	buf = append(buf, parts.Metadata...)
-	buf = protowire.AppendTag(buf, fieldSchemaVersion, protowire.BytesType)
+	buf = protowire.AppendTag(buf, wire.MetadataField.SchemaVersion, protowire.BytesType)
 	buf = protowire.AppendBytes(buf, v)
 	buf = append(buf, parts.Body...)
 	binary.BigEndian.PutUint16(buf, wire.MagicCRC32C)

@@ -12,8 +12,9 @@ import (
 // command, read a few fields of the message metadata, encode the SEND_RECEIPT. Generic protobuf
 // (reflection-driven) cost about a quarter of the broker's CPU per single-message SEND. Each
 // function gives exactly what the generic path gives; anything it does not handle (unusual
-// fields, nested messages) falls back to the generic path, so behaviour never differs. The
-// fuzz targets FuzzDecodeSendFast and FuzzScanMetadata compare both paths.
+// fields, nested messages) falls back to the generic path, so behaviour never differs. Field
+// numbers come from the descriptors (fields.go). The fuzz targets FuzzDecodeSendFast,
+// FuzzScanPublishMetadata and FuzzSendReceiptFrame compare them with the generic path.
 
 // sendCommand holds a decoded SEND in one allocation: the messages and their optional fields.
 type sendCommand struct {
@@ -27,8 +28,8 @@ type sendCommand struct {
 	isChunk, marke bool
 }
 
-// decodeSendFast decodes a BaseCommand holding only type = SEND and a CommandSend with fields
-// 1, 2, 3, 6, 7, 8 (what clients send). It reports false for anything else, and the caller
+// decodeSendFast decodes a BaseCommand holding only type = SEND and a CommandSend with the fields
+// of SendField (what clients send). It reports false for anything else, and the caller
 // decodes generically.
 func decodeSendFast(b []byte) (*pulsarpb.BaseCommand, bool) {
 	return decodeSendFastInto(b, nil)
@@ -46,13 +47,13 @@ func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) 
 		}
 		b = b[n:]
 		switch {
-		case num == 1 && wt == protowire.VarintType:
+		case num == BaseCommandField.Type && wt == protowire.VarintType:
 			v, n := ConsumeVarint(b)
 			if n < 0 {
 				return nil, false
 			}
 			typ, haveType, b = v, true, b[n:]
-		case num == 6 && wt == protowire.BytesType && !haveBody:
+		case num == BaseCommandField.Send && wt == protowire.BytesType && !haveBody:
 			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return nil, false
@@ -84,22 +85,22 @@ func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) 
 		}
 		body = body[n:]
 		switch num {
-		case 1:
+		case SendField.ProducerID:
 			c.producerID, havePID = v, true
 			c.send.ProducerId = &c.producerID
-		case 2:
+		case SendField.SequenceID:
 			c.sequenceID, haveSeq = v, true
 			c.send.SequenceId = &c.sequenceID
-		case 3:
+		case SendField.NumMessages:
 			c.numMessages = int32(v)
 			c.send.NumMessages = &c.numMessages
-		case 6:
+		case SendField.HighestSequenceID:
 			c.highestSeq = v
 			c.send.HighestSequenceId = &c.highestSeq
-		case 7:
+		case SendField.IsChunk:
 			c.isChunk = v != 0
 			c.send.IsChunk = &c.isChunk
-		case 8:
+		case SendField.Marker:
 			c.marke = v != 0
 			c.send.Marker = &c.marke
 		default:
@@ -118,33 +119,34 @@ func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) 
 // id ledger:entry and, when highestSeq > 0, highest_sequence_id): the same bytes as AppendFrame of
 // the equivalent CommandSendReceipt, without protobuf's reflection.
 func AppendSendReceiptFrame(dst []byte, producerID, sequenceID uint64, ledgerID, entryID uint64, highestSeq uint64) []byte {
-	msgID := protowire.SizeTag(1) + protowire.SizeVarint(ledgerID) + protowire.SizeTag(2) + protowire.SizeVarint(entryID)
-	receipt := protowire.SizeTag(1) + protowire.SizeVarint(producerID) +
-		protowire.SizeTag(2) + protowire.SizeVarint(sequenceID) +
-		protowire.SizeTag(3) + protowire.SizeBytes(msgID)
+	base, rcpt, id := &BaseCommandField, &SendReceiptField, &MessageIDField
+	msgID := protowire.SizeTag(id.LedgerID) + protowire.SizeVarint(ledgerID) + protowire.SizeTag(id.EntryID) + protowire.SizeVarint(entryID)
+	receipt := protowire.SizeTag(rcpt.ProducerID) + protowire.SizeVarint(producerID) +
+		protowire.SizeTag(rcpt.SequenceID) + protowire.SizeVarint(sequenceID) +
+		protowire.SizeTag(rcpt.MessageID) + protowire.SizeBytes(msgID)
 	if highestSeq > 0 {
-		receipt += protowire.SizeTag(4) + protowire.SizeVarint(highestSeq)
+		receipt += protowire.SizeTag(rcpt.HighestSequenceID) + protowire.SizeVarint(highestSeq)
 	}
-	cmd := protowire.SizeTag(1) + protowire.SizeVarint(uint64(pulsarpb.BaseCommand_SEND_RECEIPT)) +
-		protowire.SizeTag(7) + protowire.SizeBytes(receipt)
+	cmd := protowire.SizeTag(base.Type) + protowire.SizeVarint(uint64(pulsarpb.BaseCommand_SEND_RECEIPT)) +
+		protowire.SizeTag(base.SendReceipt) + protowire.SizeBytes(receipt)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(4+cmd))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(cmd))
-	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendTag(dst, base.Type, protowire.VarintType)
 	dst = protowire.AppendVarint(dst, uint64(pulsarpb.BaseCommand_SEND_RECEIPT))
-	dst = protowire.AppendTag(dst, 7, protowire.BytesType)
+	dst = protowire.AppendTag(dst, base.SendReceipt, protowire.BytesType)
 	dst = protowire.AppendVarint(dst, uint64(receipt))
-	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendTag(dst, rcpt.ProducerID, protowire.VarintType)
 	dst = protowire.AppendVarint(dst, producerID)
-	dst = protowire.AppendTag(dst, 2, protowire.VarintType)
+	dst = protowire.AppendTag(dst, rcpt.SequenceID, protowire.VarintType)
 	dst = protowire.AppendVarint(dst, sequenceID)
-	dst = protowire.AppendTag(dst, 3, protowire.BytesType)
+	dst = protowire.AppendTag(dst, rcpt.MessageID, protowire.BytesType)
 	dst = protowire.AppendVarint(dst, uint64(msgID))
-	dst = protowire.AppendTag(dst, 1, protowire.VarintType)
+	dst = protowire.AppendTag(dst, id.LedgerID, protowire.VarintType)
 	dst = protowire.AppendVarint(dst, ledgerID)
-	dst = protowire.AppendTag(dst, 2, protowire.VarintType)
+	dst = protowire.AppendTag(dst, id.EntryID, protowire.VarintType)
 	dst = protowire.AppendVarint(dst, entryID)
 	if highestSeq > 0 {
-		dst = protowire.AppendTag(dst, 4, protowire.VarintType)
+		dst = protowire.AppendTag(dst, rcpt.HighestSequenceID, protowire.VarintType)
 		dst = protowire.AppendVarint(dst, highestSeq)
 	}
 	return dst
@@ -191,8 +193,8 @@ func ScanPublishMetadataReusing(entry []byte, name string) (PublishMetadata, err
 }
 
 // ReplicatedOrigin is what the replication index reads of a replicated entry's metadata, as its
-// own scan reads it: replicated_from (field 5), the values of the ReplSourcePositionProperty and
-// ReplSourceIncarnationProperty properties and num_messages_in_batch (field 11); the last
+// own scan reads it: replicated_from, the values of the ReplSourcePositionProperty and
+// ReplSourceIncarnationProperty properties and num_messages_in_batch; the last
 // occurrence of each counts. The slices alias the entry.
 type ReplicatedOrigin struct {
 	From, Position       []byte
@@ -242,6 +244,7 @@ func publishMetadataOf(md *pulsarpb.MessageMetadata) PublishMetadata {
 // reuseName when the bytes are equal. With origin != nil it also collects the ReplicatedOrigin.
 func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (PublishMetadata, bool) {
 	var pm PublishMetadata
+	md := &MetadataField
 	for len(b) > 0 {
 		num, wt, n := ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber {
@@ -249,7 +252,7 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 		}
 		b = b[n:]
 		switch {
-		case num == 1 && wt == protowire.BytesType:
+		case num == md.ProducerName && wt == protowire.BytesType:
 			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return pm, false
@@ -261,7 +264,7 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 			}
 			b = b[n:]
 			continue
-		case num == 4 && wt == protowire.BytesType:
+		case num == md.Properties && wt == protowire.BytesType:
 			// properties (KeyValue: two strings): the generic decoder only checks that the
 			// element is well-formed, which validFlatMessage checks too.
 			v, n := ConsumeBytes(b)
@@ -278,7 +281,7 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 				}
 			}
 			continue
-		case num == 5 && wt == protowire.BytesType && origin != nil:
+		case num == md.ReplicatedFrom && wt == protowire.BytesType && origin != nil:
 			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return pm, false
@@ -286,27 +289,28 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 			b = b[n:]
 			origin.From, origin.HasFrom = v, true
 			continue
-		case num == 13 && wt == protowire.BytesType:
+		case num == md.EncryptionKeys && wt == protowire.BytesType:
 			return pm, false // encryption keys: nested messages with nested messages
-		case wt == protowire.VarintType && (num == 3 || num == 11 || num == 20 || num == 27 || num == 29):
+		case wt == protowire.VarintType && (num == md.PublishTime || num == md.NumMessagesInBatch || num == md.MarkerType ||
+			num == md.NumChunksFromMsg || num == md.ChunkID):
 			v, n := ConsumeVarint(b)
 			if n < 0 {
 				return pm, false
 			}
 			b = b[n:]
 			switch num {
-			case 3:
+			case md.PublishTime:
 				pm.PublishTime = v
-			case 11:
+			case md.NumMessagesInBatch:
 				pm.NumMessagesInBatch, pm.HasNumMessages = int32(v), true
 				if origin != nil {
 					origin.NumMessages, origin.HasNumMessages = int32(v), true
 				}
-			case 20:
+			case md.MarkerType:
 				pm.Marker = true
-			case 27:
+			case md.NumChunksFromMsg:
 				pm.NumChunksFromMsg = int32(v)
-			case 29:
+			case md.ChunkID:
 				pm.HasChunkID, pm.ChunkID = true, int32(v)
 			}
 			continue
@@ -323,7 +327,7 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 	return pm, true
 }
 
-// ScanKeyValue returns the last key (field 1) and value (field 2) of an encoded KeyValue, skipping
+// ScanKeyValue returns the last key and value of an encoded KeyValue, skipping
 // fields of other numbers or wire types as protobuf does; ok is false if b is not well-formed (a bad
 // tag, a field number protobuf refuses, or a truncated field). The replication index's metadata
 // scan and ScanPublishMetadataOrigin both read the source-position property with it.
@@ -334,13 +338,13 @@ func ScanKeyValue(b []byte) (key, value []byte, ok bool) {
 			return nil, nil, false
 		}
 		b = b[n:]
-		if wt == protowire.BytesType && (num == 1 || num == 2) {
+		if wt == protowire.BytesType && (num == KeyValueField.Key || num == KeyValueField.Value) {
 			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return nil, nil, false
 			}
 			b = b[n:]
-			if num == 1 {
+			if num == KeyValueField.Key {
 				key = v
 			} else {
 				value = v

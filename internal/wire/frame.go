@@ -266,7 +266,7 @@ func decodeCommandInto(b []byte, send *sendCommand) (*pulsarpb.BaseCommand, erro
 	return cmd, nil
 }
 
-// unknownType finds field 1 (type, varint) among unknown-field bytes.
+// unknownType finds BaseCommand's type (a varint) among unknown-field bytes.
 func unknownType(raw []byte) (uint64, bool) {
 	for len(raw) > 0 {
 		tag, n := binary.Uvarint(raw)
@@ -281,7 +281,7 @@ func unknownType(raw []byte) (uint64, bool) {
 			if n <= 0 {
 				return 0, false
 			}
-			if num == 1 {
+			if num == uint64(BaseCommandField.Type) {
 				return v, true
 			}
 			raw = raw[n:]
