@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/meridian-mq/meridian/internal/mtypes"
-	"github.com/meridian-mq/meridian/internal/storage"
 )
 
 // Admin operations that walk a subscription's backlog (peek, skip) read it in bounded chunks and
@@ -22,7 +21,7 @@ const (
 // walkBacklog calls fn with each unacknowledged entry of subscription s from position from on, in
 // order, until fn returns false or the log ends. An entry handed to fn is valid during the call
 // only (its bytes belong to the read's buffer).
-func (t *topicState) walkBacklog(ctx context.Context, s *subscriptionState, from mtypes.Position, fn func(storage.Entry) bool) error {
+func (t *topicState) walkBacklog(ctx context.Context, s *subscriptionState, from mtypes.Position, fn func(mtypes.Entry) bool) error {
 	for {
 		entries, err := t.ledger.Read(ctx, from, adminReadEntries, adminReadBytes)
 		if err != nil {
@@ -46,19 +45,19 @@ func (t *topicState) walkBacklog(ctx context.Context, s *subscriptionState, from
 // peekEntry returns the n-th (1-based) unacknowledged entry of a subscription's backlog; found is
 // false when the backlog holds fewer. The entry's bytes are its own (a copy), so the read buffers
 // it came from are not kept alive.
-func (t *topicState) peekEntry(ctx context.Context, name string, n int) (e storage.Entry, found bool, err error) {
+func (t *topicState) peekEntry(ctx context.Context, name string, n int) (e mtypes.Entry, found bool, err error) {
 	if err := t.needStorage(); err != nil {
-		return storage.Entry{}, false, err
+		return mtypes.Entry{}, false, err
 	}
 	s, err := t.subscription(name)
 	if err != nil {
-		return storage.Entry{}, false, err
+		return mtypes.Entry{}, false, err
 	}
 	if n < 1 {
-		return storage.Entry{}, false, fmt.Errorf("peek position %d, want 1 or more: %w", n, ErrInvalidRequest)
+		return mtypes.Entry{}, false, fmt.Errorf("peek position %d, want 1 or more: %w", n, ErrInvalidRequest)
 	}
 	seen := 0
-	err = t.walkBacklog(ctx, s, next(s.cursor.MarkDeletePosition()), func(got storage.Entry) bool {
+	err = t.walkBacklog(ctx, s, next(s.cursor.MarkDeletePosition()), func(got mtypes.Entry) bool {
 		if seen++; seen < n {
 			return true
 		}
@@ -67,7 +66,7 @@ func (t *topicState) peekEntry(ctx context.Context, name string, n int) (e stora
 		return false
 	})
 	if err != nil {
-		return storage.Entry{}, false, fmt.Errorf("peek on %q: %w", name, err)
+		return mtypes.Entry{}, false, fmt.Errorf("peek on %q: %w", name, err)
 	}
 	return e, found, nil
 }
@@ -84,7 +83,7 @@ func (t *topicState) skip(ctx context.Context, name string, n int) error {
 	from := next(s.cursor.MarkDeletePosition())
 	for n > 0 {
 		ps := make([]mtypes.Position, 0, min(n, adminReadEntries))
-		err := t.walkBacklog(ctx, s, from, func(e storage.Entry) bool {
+		err := t.walkBacklog(ctx, s, from, func(e mtypes.Entry) bool {
 			ps = append(ps, e.Position)
 			return len(ps) < cap(ps)
 		})

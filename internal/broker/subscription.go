@@ -742,7 +742,7 @@ var errStoragePanic = errors.New("storage read panicked")
 
 // read performs a read plan. A panic inside storage is turned into an error (with its stack in the
 // log), so that one damaged ledger cannot take the whole broker down.
-func (s *subscriptionState) read(ctx context.Context, p readPlan) (entries []storage.Entry, err error) {
+func (s *subscriptionState) read(ctx context.Context, p readPlan) (entries []mtypes.Entry, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.topic.b.log.Error("storage read panicked", slog.String("topic", s.topic.name.String()),
@@ -753,7 +753,7 @@ func (s *subscriptionState) read(ctx context.Context, p readPlan) (entries []sto
 	if p.seq {
 		return s.topic.ledger.Read(ctx, p.from, p.max, s.topic.readBytesHint(p.max))
 	}
-	out := make([]storage.Entry, 0, len(p.replay))
+	out := make([]mtypes.Entry, 0, len(p.replay))
 	for _, pos := range p.replay {
 		e, err := s.topic.ledger.ReadEntry(ctx, pos)
 		if err != nil {
@@ -787,7 +787,7 @@ func (s *subscriptionState) handleReadError(p readPlan, err error) bool {
 
 // entryInfoOf extracts what dispatch needs from an entry's metadata. An entry whose metadata does
 // not parse is dispatched as one message (the client validates and discards it), as Pulsar does.
-func entryInfoOf(e storage.Entry, log *slog.Logger) entryInfo {
+func entryInfoOf(e mtypes.Entry, log *slog.Logger) entryInfo {
 	info := entryInfo{pos: e.Position, data: e.Data, numMessages: 1, publishTime: e.PublishTime}
 	md, err := wire.DecodeMetadata(e.Data)
 	if err != nil {

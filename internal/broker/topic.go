@@ -112,14 +112,14 @@ func (t *Topic) Skip(ctx context.Context, name string, n int) error { return t.t
 // PeekEntry returns the n-th (1-based) unacknowledged entry of a subscription's backlog (admin
 // peek-messages), without changing the subscription; found is false when the backlog holds fewer.
 // It walks the backlog in bounded reads and keeps only the entry it returns.
-func (t *Topic) PeekEntry(ctx context.Context, name string, n int) (e storage.Entry, found bool, err error) {
+func (t *Topic) PeekEntry(ctx context.Context, name string, n int) (e mtypes.Entry, found bool, err error) {
 	return t.t.peekEntry(ctx, name, n)
 }
 
 // ReadEntry reads the entry at p (admin get-message-by-id).
-func (t *Topic) ReadEntry(ctx context.Context, p mtypes.Position) (storage.Entry, error) {
+func (t *Topic) ReadEntry(ctx context.Context, p mtypes.Position) (mtypes.Entry, error) {
 	if err := t.t.needStorage(); err != nil {
-		return storage.Entry{}, err
+		return mtypes.Entry{}, err
 	}
 	return t.t.ledger.ReadEntry(ctx, p)
 }

@@ -638,7 +638,7 @@ func (t *topicState) dispatchNonPersistent(data []byte, marker bool) {
 	if marker {
 		return
 	}
-	info := entryInfoOf(storage.Entry{Data: data}, t.b.log)
+	info := entryInfoOf(mtypes.Entry{Data: data}, t.b.log)
 	if info.marker {
 		return
 	}

@@ -81,3 +81,15 @@ func parsePosition(s string, least int64) (Position, error) {
 	}
 	return Position{lid, eid}, nil
 }
+
+// Entry is one stored entry as storage reads it.
+type Entry struct {
+	Position    Position
+	PublishTime int64 // unix milliseconds, given at append
+	// Data is the stored bytes: [magic+checksum] metadata size, metadata, payload. Read-only to
+	// callers: it may be shared with storage's cache and with other entries of one read.
+	Data []byte
+	// Incarnation is the storage incarnation the entry's ledger belongs to (0: unknown, a ledger
+	// from before incarnations); a replicator sends it with the entry as its source incarnation.
+	Incarnation uint64
+}

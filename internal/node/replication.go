@@ -18,15 +18,11 @@ import (
 // replicationTopics is what the replication Manager reads the broker's topics through, given to
 // its Start once the broker exists.
 func replicationTopics(b *broker.Broker, engine *storage.Engine) replication.LocalTopics {
-	return replication.LocalTopics{Topics: replTopics{broker: b, engine: engine}, Sync: syncTopics{broker: b, engine: engine}}
+	return replication.LocalTopics{Topics: replTopics{broker: b}, Sync: syncTopics{broker: b, engine: engine}}
 }
 
-// replTopics adapts the broker to replication.TopicSource; engine tells the incarnation of every
-// entry a replicator reads.
-type replTopics struct {
-	broker *broker.Broker
-	engine *storage.Engine
-}
+// replTopics adapts the broker to replication.TopicSource.
+type replTopics struct{ broker *broker.Broker }
 
 func (s replTopics) ListTopics(ctx context.Context, ns string) ([]string, error) {
 	name, err := naming.ParseNamespace(ns)
@@ -57,17 +53,15 @@ func (s replTopics) OpenTopic(ctx context.Context, topic string) (replication.Lo
 	if err != nil {
 		return nil, err
 	}
-	return replTopic{name: topic, ledger: t.Ledger(), topic: t, engine: s.engine}, nil
+	return replTopic{name: topic, ledger: t.Ledger(), topic: t}, nil
 }
 
 // replTopic adapts a topic's ledger (and, for replicators, the broker topic) to
-// replication.LocalTopic. topic is nil for the inbound index, which does not wait for entries;
-// engine is nil there too (the index reads the incarnations its entries carry, not its own).
+// replication.LocalTopic. topic is nil for the inbound index, which does not wait for entries.
 type replTopic struct {
 	name   string
 	ledger *storage.Ledger
 	topic  *broker.Topic
-	engine *storage.Engine
 }
 
 func (r replTopic) Name() string { return r.name }
@@ -97,21 +91,12 @@ func (r replTopic) CursorNames() []string {
 	return out
 }
 
-func (r replTopic) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]replication.Entry, error) {
+func (r replTopic) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]mtypes.Entry, error) {
 	es, err := r.ledger.Read(ctx, from, maxEntries, maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, err // a partial read is not handed on
 	}
-	out := make([]replication.Entry, len(es))
-	var incLedger int64 = -1
-	var inc uint64
-	for i, e := range es {
-		if r.engine != nil && e.Position.LedgerID != incLedger {
-			incLedger, inc = e.Position.LedgerID, r.engine.IncarnationOf(e.Position.LedgerID)
-		}
-		out[i] = replication.Entry{Position: e.Position, PublishTime: e.PublishTime, Data: e.Data, Incarnation: inc}
-	}
-	return out, nil
+	return es, nil
 }
 
 func (r replTopic) WaitForEntries(from mtypes.Position) <-chan struct{} {

@@ -329,16 +329,16 @@ func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int)
 
 // nthEntry returns the n-th (1-based) stored entry, reading in bounded chunks so that peeking far
 // into a topic of large messages never holds more than one chunk.
-func nthEntry(ctx context.Context, l *storage.Ledger, n int) (storage.Entry, bool, error) {
+func nthEntry(ctx context.Context, l *storage.Ledger, n int) (mtypes.Entry, bool, error) {
 	const chunkEntries, chunkBytes = 64, 8 << 20
 	from := l.FirstPosition()
 	for n > 0 {
 		es, err := l.Read(ctx, from, min(n, chunkEntries), chunkBytes)
 		if err != nil {
-			return storage.Entry{}, false, err
+			return mtypes.Entry{}, false, err
 		}
 		if len(es) == 0 {
-			return storage.Entry{}, false, nil
+			return mtypes.Entry{}, false, nil
 		}
 		if len(es) >= n {
 			return es[n-1], true, nil
@@ -347,7 +347,7 @@ func nthEntry(ctx context.Context, l *storage.Ledger, n int) (storage.Entry, boo
 		last := es[len(es)-1].Position
 		from = mtypes.Position{LedgerID: last.LedgerID, EntryID: last.EntryID + 1}
 	}
-	return storage.Entry{}, false, nil
+	return mtypes.Entry{}, false, nil
 }
 
 func (s topicService) GetMessageByID(ctx context.Context, topic string, ledgerID, entryID int64) (adminapi.RawMessage, error) {
@@ -366,7 +366,7 @@ func (s topicService) GetMessageByID(ctx context.Context, topic string, ledgerID
 }
 
 // rawMessage decodes a stored entry for the admin API.
-func rawMessage(e storage.Entry, name naming.TopicName) (adminapi.RawMessage, error) {
+func rawMessage(e mtypes.Entry, name naming.TopicName) (adminapi.RawMessage, error) {
 	parts, err := wire.ParseEntry(e.Data)
 	if err != nil {
 		return adminapi.RawMessage{}, fmt.Errorf("entry %s: %w", e.Position, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
-func benchEntry(b *testing.B, size int) Entry {
+func benchEntry(b *testing.B, size int) mtypes.Entry {
 	payload := make([]byte, size)
 	return mkEntry(b, mtypes.Position{LedgerID: 5, EntryID: 1}, string(payload), nil)
 }
@@ -49,9 +49,9 @@ func BenchmarkMachineEntry(b *testing.B) {
 			for _, a := range acts {
 				switch a := a.(type) {
 				case ActRead:
-					es := make([]Entry, a.MaxEntries)
+					es := make([]mtypes.Entry, a.MaxEntries)
 					for i := range es {
-						es[i] = Entry{Position: mtypes.Position{LedgerID: 1, EntryID: next}, Data: e.Data}
+						es[i] = mtypes.Entry{Position: mtypes.Position{LedgerID: 1, EntryID: next}, Data: e.Data}
 						next++
 					}
 					queue = append(queue, EvReadDone{Now: t0, Epoch: a.Epoch, Entries: es})

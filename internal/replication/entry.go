@@ -154,13 +154,13 @@ var forwardedMarkers = map[int32]bool{10: true, 11: true, 13: true, Subscription
 // id, publish time and properties unchanged) with replicated_from = local, the source position in
 // SourcePositionProperty, the source incarnation (when known) in SourceIncarnationProperty,
 // transaction ids cleared and the checksum recomputed.
-func PrepareEntry(e Entry, local, remote string) (Outbound, SkipReason, error) {
+func PrepareEntry(e mtypes.Entry, local, remote string) (Outbound, SkipReason, error) {
 	return prepareEntry(e, local, remote, nil, nil)
 }
 
 // prepareEntry is PrepareEntry carving the new metadata head from *headroom (nil: its own
 // allocation).
-func prepareEntry(e Entry, local, remote string, headroom *[]byte, shifts *crc32c.ShiftCache) (Outbound, SkipReason, error) {
+func prepareEntry(e mtypes.Entry, local, remote string, headroom *[]byte, shifts *crc32c.ShiftCache) (Outbound, SkipReason, error) {
 	if out, reason, ok := prepareFast(e, local, remote, headroom, shifts); ok {
 		return out, reason, nil
 	}
@@ -168,7 +168,7 @@ func prepareEntry(e Entry, local, remote string, headroom *[]byte, shifts *crc32
 }
 
 // prepareGeneral decodes the metadata, edits it and encodes it again.
-func prepareGeneral(e Entry, local, remote string) (Outbound, SkipReason, error) {
+func prepareGeneral(e mtypes.Entry, local, remote string) (Outbound, SkipReason, error) {
 	pe, err := ParseEntry(e.Data)
 	if err != nil {
 		return Outbound{}, SkipCorrupt, err

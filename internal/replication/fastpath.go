@@ -9,6 +9,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/crc32c"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -116,7 +117,7 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 }
 
 // prepareFast is PrepareEntry for the common case; ok is false when the general path must decide.
-func prepareFast(e Entry, local, remote string, headroom *[]byte, shifts *crc32c.ShiftCache) (out Outbound, reason SkipReason, ok bool) {
+func prepareFast(e mtypes.Entry, local, remote string, headroom *[]byte, shifts *crc32c.ShiftCache) (out Outbound, reason SkipReason, ok bool) {
 	parts, err := wire.ParseEntry(e.Data)
 	if err != nil {
 		return Outbound{}, "", false

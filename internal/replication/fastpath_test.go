@@ -16,7 +16,7 @@ import (
 
 // checkFastMatchesGeneral asserts that the append-only fast path and the decode-edit-encode path
 // agree on the decision and on the resulting message.
-func checkFastMatchesGeneral(t *testing.T, e Entry) {
+func checkFastMatchesGeneral(t *testing.T, e mtypes.Entry) {
 	t.Helper()
 	fast, fr, ok := prepareFast(e, "a", "b", nil, nil)
 	gen, gr, gerr := prepareGeneral(e, "a", "b")
@@ -172,7 +172,7 @@ func FuzzPrepareFastMatchesGeneral(f *testing.F) {
 	f.Add(mkEntry(f, mtypes.Position{LedgerID: 1, EntryID: 1}, "x", func(md *pulsarpb.MessageMetadata) { md.NumMessagesInBatch = proto.Int32(4) }).Data)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, incarnation := range []uint64{0, 0xabc} {
-			checkFastMatchesGeneral(t, Entry{Position: mtypes.Position{LedgerID: 7, EntryID: 9}, Data: b, Incarnation: incarnation})
+			checkFastMatchesGeneral(t, mtypes.Entry{Position: mtypes.Position{LedgerID: 7, EntryID: 9}, Data: b, Incarnation: incarnation})
 		}
 	})
 }

@@ -210,7 +210,7 @@ func FuzzPrepareEntry(f *testing.F) {
 	f.Add(mkEntry(f, mtypes.Position{LedgerID: 1, EntryID: 1}, "x", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }).Data)
 	f.Add([]byte{0x0e, 0x01, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out, reason, err := PrepareEntry(Entry{Position: mtypes.Position{LedgerID: 1, EntryID: 2}, Data: b}, "a", "b")
+		out, reason, err := PrepareEntry(mtypes.Entry{Position: mtypes.Position{LedgerID: 1, EntryID: 2}, Data: b}, "a", "b")
 		if reason == SkipNone && err == nil {
 			pe, err := ParseEntry(out.Bytes())
 			if err != nil {

@@ -20,7 +20,7 @@ type LocalTopic interface {
 	CursorNames() []string
 	// Read returns stored entries at or after from, in order, at most maxEntries and about maxBytes
 	// (at least one if any). An empty slice means there is nothing at or after from yet.
-	Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]Entry, error)
+	Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]mtypes.Entry, error)
 	// WaitForEntries returns a channel that is closed once an entry at or after from is stored
 	// (immediately if one is). It must not leak when nobody waits: one pending notification per
 	// caller is kept at most.

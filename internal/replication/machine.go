@@ -43,7 +43,7 @@ type MachineConfig struct {
 	// Rate is the replicatorDispatchRate; zero fields mean unlimited.
 	Rate Rate
 	// Prepare turns a stored entry into what is sent (nil = PrepareEntry). Tests may substitute it.
-	Prepare func(e Entry, local, remote string) (Outbound, SkipReason, error)
+	Prepare func(e mtypes.Entry, local, remote string) (Outbound, SkipReason, error)
 }
 
 // DefaultMaxInflightEntries is MachineConfig.MaxInflightEntries' default; the replication producer's
@@ -145,7 +145,7 @@ type (
 	EvReadDone struct {
 		Now     time.Time
 		Epoch   int64
-		Entries []Entry
+		Entries []mtypes.Entry
 		Err     error
 	}
 	// EvReceipt: the remote persisted the entry with source position Source.
@@ -539,7 +539,7 @@ func (m *Machine) setError(now time.Time, err error) {
 	m.c.LastErrorTime = now
 }
 
-func (m *Machine) addEntries(acts []Action, now time.Time, entries []Entry) []Action {
+func (m *Machine) addEntries(acts []Action, now time.Time, entries []mtypes.Entry) []Action {
 	m.reserve(len(entries))
 	for _, e := range entries {
 		if e.Position.Compare(m.readFrom) < 0 {
@@ -660,7 +660,7 @@ func (m *Machine) pump(acts []Action, now time.Time) []Action {
 
 // wholeBatch reports whether a read returned all it was allowed to (MaxEntries entries, or close
 // to MaxBytes: the next entry would not have fitted), so the log likely holds more.
-func wholeBatch(es []Entry, maxEntries int, maxBytes int64) bool {
+func wholeBatch(es []mtypes.Entry, maxEntries int, maxBytes int64) bool {
 	if len(es) >= maxEntries {
 		return true
 	}

@@ -18,7 +18,7 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // mkEntry builds a stored entry with the given metadata tweaks.
-func mkEntry(t testing.TB, pos mtypes.Position, payload string, tweak func(md *pulsarpb.MessageMetadata)) Entry {
+func mkEntry(t testing.TB, pos mtypes.Position, payload string, tweak func(md *pulsarpb.MessageMetadata)) mtypes.Entry {
 	t.Helper()
 	md := &pulsarpb.MessageMetadata{
 		ProducerName: proto.String("app-producer"),
@@ -33,7 +33,7 @@ func mkEntry(t testing.TB, pos mtypes.Position, payload string, tweak func(md *p
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Entry{Position: pos, PublishTime: t0.UnixMilli(), Data: data}
+	return mtypes.Entry{Position: pos, PublishTime: t0.UnixMilli(), Data: data}
 }
 
 func cfgAB() MachineConfig { return MachineConfig{Local: "a", Remote: "b"} }
@@ -97,7 +97,7 @@ func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
 	if rd.From != (mtypes.Position{LedgerID: 7, EntryID: 0}) {
 		t.Fatalf("first read from %v", rd.From)
 	}
-	entries := []Entry{
+	entries := []mtypes.Entry{
 		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 0}, "one", nil),
 		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 1}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }),
 		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 2}, "local-only", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{LocalOnly} }),
@@ -179,7 +179,7 @@ func TestMachineBackoffDoublesToFiveSecondsAndNeverStops(t *testing.T) {
 	c := mustAct[ActConnect](t, acts)
 	acts = m.Handle(EvConnected{Now: now, Gen: c.Gen})
 	rd := mustAct[ActRead](t, acts)
-	acts = m.Handle(EvReadDone{Now: now, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)}})
+	acts = m.Handle(EvReadDone{Now: now, Epoch: rd.Epoch, Entries: []mtypes.Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)}})
 	mustAct[ActSend](t, acts)
 	m.Handle(EvReceipt{Now: now, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
 	if m.Counters().LastError != "" {
@@ -196,7 +196,7 @@ func TestMachineRewindsAndIgnoresStaleGenerations(t *testing.T) {
 	m := NewMachine(cfgAB())
 	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	var es []Entry
+	var es []mtypes.Entry
 	for i := range 5 {
 		es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: int64(i)}, fmt.Sprint(i), nil))
 	}
@@ -240,7 +240,7 @@ func TestMachineReceiptTimeout(t *testing.T) {
 	m := NewMachine(cfgAB())
 	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)}})
+	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []mtypes.Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)}})
 	if acts := m.Handle(EvTick{Now: t0.Add(29 * time.Second)}); len(acts) != 0 {
 		t.Fatalf("early timeout %v", acts)
 	}
@@ -262,7 +262,7 @@ func TestMachineInflightBound(t *testing.T) {
 	if rd.MaxEntries != 5 {
 		t.Fatalf("read batch %d", rd.MaxEntries)
 	}
-	var es []Entry
+	var es []mtypes.Entry
 	for i := range 5 {
 		es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: int64(i)}, "x", nil))
 	}
@@ -326,7 +326,7 @@ func TestMachineNoReadAheadAtTheTail(t *testing.T) {
 	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
 	read := func(from, n int64) []Action {
-		var es []Entry
+		var es []mtypes.Entry
 		for i := from; i < from+n; i++ {
 			es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: i}, "x", nil))
 		}
@@ -372,7 +372,7 @@ func TestMachineReadAheadBoundedByBytes(t *testing.T) {
 	next := int64(0)
 	reads := 0
 	for reads < 10 {
-		var es []Entry
+		var es []mtypes.Entry
 		for range 3 {
 			es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: next}, big, nil))
 			next++
@@ -394,7 +394,7 @@ func TestMachineMarkDeleteFailureRetries(t *testing.T) {
 	m := NewMachine(cfgAB())
 	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
 	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil), mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 1}, "y", nil)}})
+	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []mtypes.Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil), mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 1}, "y", nil)}})
 	acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
 	mustAct[ActMarkDelete](t, acts)
 	// A second receipt while the first mark-delete is busy queues the newest position.
@@ -438,7 +438,7 @@ func TestMachineCorruptEntryIsSkippedLoudly(t *testing.T) {
 	bad := mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)
 	bad.Data = slices.Clone(bad.Data)
 	bad.Data[len(bad.Data)-1] ^= 0xff // checksum mismatch
-	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []Entry{bad}})
+	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []mtypes.Entry{bad}})
 	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 1, EntryID: 0}) {
 		t.Fatalf("mark-delete %v", md)
 	}
@@ -463,7 +463,7 @@ func TestMachineRateLimit(t *testing.T) {
 		for _, a := range expand(acts) {
 			switch a := a.(type) {
 			case ActRead:
-				var es []Entry
+				var es []mtypes.Entry
 				for range a.MaxEntries {
 					es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: next}, "x", nil))
 					next++
@@ -504,7 +504,7 @@ func TestMachineReceiptsBatch(t *testing.T) {
 		m := NewMachine(cfgAB())
 		c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 7, EntryID: -1}}))
 		rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-		var es []Entry
+		var es []mtypes.Entry
 		for i := range 6 {
 			es = append(es, mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: int64(i)}, fmt.Sprint(i), nil))
 		}
@@ -548,7 +548,7 @@ func simulate(t *testing.T, seed int64) {
 	m := NewMachine(cfg)
 
 	// The local log: 300 entries over 3 ledgers, some to be skipped.
-	var log []Entry
+	var log []mtypes.Entry
 	want := []mtypes.Position{}
 	for i := 0; i < 300; i++ {
 		pos := mtypes.Position{LedgerID: int64(10 + i/100), EntryID: int64(i % 100)}
@@ -596,7 +596,7 @@ func simulate(t *testing.T, seed int64) {
 					push(time.Millisecond, EvReadDone{Epoch: a.Epoch, Err: errors.New("read failed")})
 					continue
 				}
-				var es []Entry
+				var es []mtypes.Entry
 				for _, e := range log[:available] {
 					if e.Position.Compare(a.From) >= 0 && len(es) < a.MaxEntries {
 						es = append(es, e)
@@ -743,7 +743,7 @@ func TestMachineWindowSlidesWithoutGrowing(t *testing.T) {
 		for _, a := range expand(acts) {
 			switch a := a.(type) {
 			case ActRead:
-				var es []Entry
+				var es []mtypes.Entry
 				for range a.MaxEntries {
 					es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: next}, "x", nil))
 					next++

@@ -18,7 +18,7 @@ type memTopic struct {
 	mu   sync.Mutex
 	// ledger is fixed: entries are (ledger, 0..n-1).
 	ledger  int64
-	entries []Entry
+	entries []mtypes.Entry
 	cursors map[string]*memCursor
 	waiters []memWaiter
 	readErr error
@@ -43,7 +43,7 @@ func (t *memTopic) append(data []byte, publishTime int64) mtypes.Position {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := mtypes.Position{LedgerID: t.ledger, EntryID: int64(len(t.entries))}
-	t.entries = append(t.entries, Entry{Position: p, PublishTime: publishTime, Data: data})
+	t.entries = append(t.entries, mtypes.Entry{Position: p, PublishTime: publishTime, Data: data})
 	keep := t.waiters[:0]
 	for _, w := range t.waiters {
 		if p.Compare(w.from) >= 0 {
@@ -101,14 +101,14 @@ func (t *memTopic) CursorNames() []string {
 	return slices.Sorted(maps.Keys(t.cursors))
 }
 
-func (t *memTopic) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]Entry, error) {
+func (t *memTopic) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]mtypes.Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.readErr != nil {
 		return nil, t.readErr
 	}
 	// As storage does: up to maxEntries and maxBytes, but always at least one entry.
-	var out []Entry
+	var out []mtypes.Entry
 	var bytes int64
 	for _, e := range t.entries {
 		if e.Position.Compare(from) < 0 || len(out) >= maxEntries {

@@ -8,16 +8,6 @@ import (
 	"github.com/meridian-mq/meridian/internal/mtypes"
 )
 
-// Entry is one stored entry as the local topic returns it.
-type Entry struct {
-	Position    mtypes.Position
-	PublishTime int64  // unix milliseconds, as stored
-	Data        []byte // the stored bytes: [magic+checksum] metadata size, metadata, payload; read-only
-	// Incarnation is the storage incarnation the entry's ledger belongs to (0: unknown, a ledger
-	// from before incarnations); it travels with the entry as SourceIncarnationProperty.
-	Incarnation uint64
-}
-
 // StartAt says where a new replicator starts on a topic that already has data
 // (--replication-start-at and the namespace policy).
 type StartAt string

@@ -78,7 +78,7 @@ func TestClientFactoryAgainstRealBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, reason, err := replication.PrepareEntry(replication.Entry{Position: mtypes.Position{LedgerID: 9, EntryID: int64(i)}, Data: data}, "origin", "remote")
+		out, reason, err := replication.PrepareEntry(mtypes.Entry{Position: mtypes.Position{LedgerID: 9, EntryID: int64(i)}, Data: data}, "origin", "remote")
 		if err != nil || reason != replication.SkipNone {
 			t.Fatal(reason, err)
 		}

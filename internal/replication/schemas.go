@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/schema"
 	"github.com/meridian-mq/meridian/internal/wire"
@@ -33,7 +34,7 @@ type SchemaTranslator interface {
 // translateSchemas rewrites the schema_version of every entry that will be sent to remote. Entries
 // that are skipped anyway are left alone. es is read-only: the result is a copy when an entry
 // changes, es itself otherwise (most topics have no schema).
-func translateSchemas(ctx context.Context, tr SchemaTranslator, local, remote, topic string, es []Entry) ([]Entry, error) {
+func translateSchemas(ctx context.Context, tr SchemaTranslator, local, remote, topic string, es []mtypes.Entry) ([]mtypes.Entry, error) {
 	copied := false
 	for i, e := range es {
 		parts, err := wire.ParseEntry(e.Data)

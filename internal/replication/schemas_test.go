@@ -33,7 +33,7 @@ func TestTranslateSchemas(t *testing.T) {
 			}
 		}
 	}
-	es := []Entry{
+	es := []mtypes.Entry{
 		mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "plain", nil),
 		mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 1}, "v1", withSchema(1, nil)),
 		mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 2}, "not-for-b", withSchema(2, func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"c"} })),
@@ -49,7 +49,7 @@ func TestTranslateSchemas(t *testing.T) {
 		t.Fatal("the read-only input slice was edited")
 	}
 	// Nothing to translate: the input comes back as it is, no copy.
-	plain := []Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "plain", nil)}
+	plain := []mtypes.Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "plain", nil)}
 	if got, err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", plain); err != nil || &got[0] != &plain[0] {
 		t.Fatal("entries without schema copied", err)
 	}
@@ -76,7 +76,7 @@ func TestTranslateSchemas(t *testing.T) {
 		t.Fatalf("prepared %v", pe.Metadata)
 	}
 	tr.err = errors.New("incompatible schema")
-	es = []Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 3}, "v1", withSchema(1, nil))}
+	es = []mtypes.Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 3}, "v1", withSchema(1, nil))}
 	if _, err := translateSchemas(context.Background(), tr, "a", "b", "persistent://t/n/x", es); err == nil {
 		t.Fatal("translation failure not reported")
 	}

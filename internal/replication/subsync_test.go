@@ -51,7 +51,7 @@ func TestSubscriptionStateRoundTrip(t *testing.T) {
 		t.Fatalf("marker entry: ok %v err %v from %q", ok, err, from)
 	}
 	// Forwarded by replicators, with replicated_from set on the way.
-	out, reason, err := PrepareEntry(Entry{Position: mtypes.Position{LedgerID: 9, EntryID: 8}, Data: entry}, "a", "b")
+	out, reason, err := PrepareEntry(mtypes.Entry{Position: mtypes.Position{LedgerID: 9, EntryID: 8}, Data: entry}, "a", "b")
 	if err != nil || reason != SkipNone || !out.Marker {
 		t.Fatalf("prepare: %v %v marker %v", reason, err, out.Marker)
 	}

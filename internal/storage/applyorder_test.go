@@ -88,7 +88,7 @@ func segmentWrittenEntries(l *Ledger) int64 {
 }
 
 type readResult struct {
-	es  []Entry
+	es  []mtypes.Entry
 	err error
 }
 

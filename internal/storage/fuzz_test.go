@@ -279,7 +279,7 @@ func fuzzDirectRecords(length int64) []byte {
 
 // openRecovered opens ledger name of a recovered engine and reads all of it: never more entries
 // than the ledger counts. A ledger that does not open (recovery fenced or dropped it) gives nil.
-func openRecovered(t *testing.T, e *Engine, name string) (*Ledger, []Entry) {
+func openRecovered(t *testing.T, e *Engine, name string) (*Ledger, []mtypes.Entry) {
 	t.Helper()
 	l, err := e.OpenLedger(context.Background(), name)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -271,4 +272,44 @@ func encodeEngineStateV1(s engineState) []byte {
 	body := binary.LittleEndian.AppendUint64(nil, s.ledgerIDLimit)
 	body = binary.LittleEndian.AppendUint64(body, s.firstJournal)
 	return appendPlainRecord(b, body)
+}
+
+// Every entry a read returns carries the incarnation of the open that wrote its ledger, from the
+// segment file and from the cache alike: a replicator sends it on as the source incarnation.
+func TestReadEntriesCarryIncarnation(t *testing.T) {
+	mem := vfs.NewMem()
+	ctx := context.Background()
+	e := openMem(t, mem, nil)
+	inc1 := e.Incarnation()
+	l, err := e.OpenLedger(ctx, "inc/read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openMem(t, mem, nil)
+	defer e.Close()
+	inc2 := e.Incarnation()
+	l, err = e.OpenLedger(ctx, "inc/read") // a new ledger id, of the second open
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 2)
+	for _, pass := range []string{"first read", "second read"} {
+		es, err := l.Read(ctx, mtypes.Earliest, 100, 0)
+		if err != nil || len(es) != 5 {
+			t.Fatalf("%s: %d entries, %v", pass, len(es), err)
+		}
+		for i, en := range es {
+			want := inc1
+			if i >= 3 {
+				want = inc2
+			}
+			if en.Incarnation != want || want != e.IncarnationOf(en.Position.LedgerID) {
+				t.Fatalf("%s: entry %s has incarnation %x, want %x", pass, en.Position, en.Incarnation, want)
+			}
+		}
+	}
 }

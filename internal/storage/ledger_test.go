@@ -318,7 +318,7 @@ func TestReadChunkBoundaries(t *testing.T) {
 	}
 	for _, batch := range []int{0, 1, 2, 3, 7, 64, 299} {
 		for _, maxBytes := range []int64{0, 1, 5000, 1 << 20} {
-			var got []Entry
+			var got []mtypes.Entry
 			from := mtypes.Earliest
 			for {
 				es, err := l.Read(ctx, from, batch, maxBytes)

@@ -13,10 +13,10 @@ import (
 // Read returns stored entries with position >= from, in order, up to LastConfirmed: at most
 // maxEntries entries (<= 0: no limit) and at most maxBytes of data (<= 0: no limit), but at least
 // one entry if any is stored. Empty slice if none.
-func (l *Ledger) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]Entry, error) {
-	rb := &readBatch{out: []Entry{}, maxEntries: maxEntries, maxBytes: maxBytes}
+func (l *Ledger) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]mtypes.Entry, error) {
+	rb := &readBatch{out: []mtypes.Entry{}, maxEntries: maxEntries, maxBytes: maxBytes}
 	if maxEntries > 0 {
-		rb.out = make([]Entry, 0, min(maxEntries, 1024))
+		rb.out = make([]mtypes.Entry, 0, min(maxEntries, 1024))
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -75,7 +75,7 @@ type segmentScan struct {
 
 // readBatch collects the entries of one Read within its limits.
 type readBatch struct {
-	out        []Entry
+	out        []mtypes.Entry
 	total      int64 // data bytes in out (set to maxBytes when the next entry would pass it)
 	maxEntries int   // <= 0: no limit
 	maxBytes   int64 // <= 0: no limit
@@ -92,6 +92,7 @@ func (rb *readBatch) full() bool {
 func (l *Ledger) readSegment(ctx context.Context, sc segmentScan, rb *readBatch) error {
 	e := l.e
 	id, limit, written, avgRec := sc.id, sc.limit, sc.written, sc.avgRec
+	inc := e.IncarnationOf(id)
 	at, off, want := sc.at, sc.off, sc.want
 	// Fast path: the cache has the wanted entries (caught-up readers).
 	for want < limit && !rb.full() {
@@ -103,7 +104,7 @@ func (l *Ledger) readSegment(ctx context.Context, sc segmentScan, rb *readBatch)
 			rb.total = rb.maxBytes
 			return nil
 		}
-		rb.out = append(rb.out, Entry{Position: mtypes.Position{LedgerID: id, EntryID: want}, PublishTime: ce.publishTime, Data: ce.data})
+		rb.out = append(rb.out, mtypes.Entry{Position: mtypes.Position{LedgerID: id, EntryID: want}, PublishTime: ce.publishTime, Data: ce.data, Incarnation: inc})
 		rb.total += int64(len(ce.data))
 		want++
 	}
@@ -200,7 +201,7 @@ func (l *Ledger) readSegment(ctx context.Context, sc segmentScan, rb *readBatch)
 					rb.total = rb.maxBytes
 					return nil
 				}
-				rb.out = append(rb.out, Entry{Position: mtypes.Position{LedgerID: id, EntryID: at}, PublishTime: pt, Data: data[:len(data):len(data)]})
+				rb.out = append(rb.out, mtypes.Entry{Position: mtypes.Position{LedgerID: id, EntryID: at}, PublishTime: pt, Data: data[:len(data):len(data)], Incarnation: inc})
 				inUse = true
 				rb.total += int64(len(data))
 			}
@@ -273,16 +274,16 @@ func (l *Ledger) waitWritten(ctx context.Context, id, end int64) error {
 }
 
 // ReadEntry reads the entry at p.
-func (l *Ledger) ReadEntry(ctx context.Context, p mtypes.Position) (Entry, error) {
+func (l *Ledger) ReadEntry(ctx context.Context, p mtypes.Position) (mtypes.Entry, error) {
 	es, err := l.Read(ctx, p, 1, 0)
 	if err != nil {
-		return Entry{}, err
+		return mtypes.Entry{}, err
 	}
 	if len(es) == 0 || es[0].Position != p {
 		if p.Compare(l.FirstPosition()) < 0 {
-			return Entry{}, fmt.Errorf("%w: entry %s: %w", ErrNotFound, p, ErrTrimmed)
+			return mtypes.Entry{}, fmt.Errorf("%w: entry %s: %w", ErrNotFound, p, ErrTrimmed)
 		}
-		return Entry{}, fmt.Errorf("%w: entry %s", ErrNotFound, p)
+		return mtypes.Entry{}, fmt.Errorf("%w: entry %s", ErrNotFound, p)
 	}
 	return es[0], nil
 }

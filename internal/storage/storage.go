@@ -10,13 +10,6 @@ import (
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-// Entry is one stored entry.
-type Entry struct {
-	Position    mtypes.Position
-	PublishTime int64  // unix ms, given at append
-	Data        []byte // read-only to callers: may be shared with the cache and with other entries of one Read
-}
-
 // SyncMode says when an append is acknowledged.
 type SyncMode int
 
