@@ -174,7 +174,11 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
-	if err := checkSubscribeCommand(cmd); err != nil {
+	err = checkSubscribeCommand(cmd)
+	if err == nil {
+		err = c.checkServedHere(topic)
+	}
+	if err != nil {
 		c.log.Debug("subscribe refused", "topic", topic.String(), "consumerId", id, "err", err)
 		c.sendError(reqID, err)
 		return
