@@ -18,6 +18,8 @@ type Ownership interface {
 	TopicOwner(ctx context.Context, topic naming.TopicName) (TopicOwner, error)
 	// BundleRange is the name of the topic's bundle range ("0x00000000_0x40000000").
 	BundleRange(topic naming.TopicName) string
+	// BundleOwner says who serves a namespace bundle ("0x00000000_0x40000000"), like TopicOwner.
+	BundleOwner(ctx context.Context, ns naming.NamespaceName, bundle string) (TopicOwner, error)
 }
 
 // TopicOwner is a topic's broker: this one (Self) or another, with its advertised URLs.
@@ -34,7 +36,13 @@ var clusterWideRoutes = []string{"/partitions", "/partitioned-stats", "/partitio
 // ownerOnly wraps a topic route of a cluster of several brokers: a broker that does not own the
 // topic answers 307 to the same path on the owner, as Pulsar does; the owner serves it.
 func (h *Handler) ownerOnly(pattern string, next http.Handler) http.Handler {
-	if h.cfg.Ownership == nil || !strings.Contains(pattern, "{topic}") {
+	if h.cfg.Ownership == nil {
+		return next
+	}
+	if strings.Contains(pattern, "{bundle}") {
+		return h.bundleOwnerOnly(next)
+	}
+	if !strings.Contains(pattern, "{topic}") {
 		return next
 	}
 	for _, suffix := range clusterWideRoutes {
@@ -54,22 +62,46 @@ func (h *Handler) ownerOnly(pattern string, next http.Handler) http.Handler {
 			writeError(w, status, reason)
 			return
 		}
-		if owner.Self {
+		h.serveOrRedirect(w, r, owner, next)
+	})
+}
+
+// bundleOwnerOnly is ownerOnly for a bundle route (.../{bundle}/unload): the bundle's owner serves it.
+func (h *Handler) bundleOwnerOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ns, err := h.namespaceFromPath(r)
+		if err != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		base := owner.URLs.HTTPURL
-		if r.TLS != nil && owner.URLs.HTTPURLTLS != "" {
-			base = owner.URLs.HTTPURLTLS
-		}
-		if base == "" {
-			base = owner.URLs.HTTPURLTLS
-		}
-		if base == "" {
-			writeError(w, http.StatusServiceUnavailable, "the topic's owner has no web listener")
+		owner, err := h.cfg.Ownership.BundleOwner(r.Context(), ns, r.PathValue("bundle"))
+		if err != nil {
+			status, reason := h.classify(err)
+			writeError(w, status, reason)
 			return
 		}
-		w.Header().Set("Location", strings.TrimSuffix(base, "/")+r.URL.RequestURI())
-		w.WriteHeader(http.StatusTemporaryRedirect)
+		h.serveOrRedirect(w, r, owner, next)
 	})
+}
+
+// serveOrRedirect serves the request when this broker is the owner, else answers 307 to the same
+// path and query on the owner (its https:// URL for a request that came over TLS).
+func (h *Handler) serveOrRedirect(w http.ResponseWriter, r *http.Request, owner TopicOwner, next http.Handler) {
+	if owner.Self {
+		next.ServeHTTP(w, r)
+		return
+	}
+	base := owner.URLs.HTTPURL
+	if r.TLS != nil && owner.URLs.HTTPURLTLS != "" {
+		base = owner.URLs.HTTPURLTLS
+	}
+	if base == "" {
+		base = owner.URLs.HTTPURLTLS
+	}
+	if base == "" {
+		writeError(w, http.StatusServiceUnavailable, "the topic's owner has no web listener")
+		return
+	}
+	w.Header().Set("Location", strings.TrimSuffix(base, "/")+r.URL.RequestURI())
+	w.WriteHeader(http.StatusTemporaryRedirect)
 }

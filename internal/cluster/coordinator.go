@@ -325,8 +325,8 @@ func (c *Coordinator) Close(ctx context.Context) {
 // Self is this broker's registration.
 func (c *Coordinator) Self() BrokerInfo { return c.opts.Self }
 
-// BundleOf is the bundle that holds a topic (full name) of a namespace ("tenant/ns").
-func (c *Coordinator) BundleOf(namespace, topic string) Bundle {
+// Ranges are a namespace's bundle ranges.
+func (c *Coordinator) Ranges(namespace string) []Range {
 	var ranges []Range
 	if c.opts.BundleRanges != nil {
 		ranges = c.opts.BundleRanges(namespace)
@@ -334,14 +334,23 @@ func (c *Coordinator) BundleOf(namespace, topic string) Bundle {
 	if len(ranges) == 0 {
 		ranges = EvenRanges(DefaultBundleCount)
 	}
-	return Bundle{Namespace: namespace, Range: Find(ranges, topic)}
+	return ranges
+}
+
+// BundleOf is the bundle that holds a topic (full name) of a namespace ("tenant/ns").
+func (c *Coordinator) BundleOf(namespace, topic string) Bundle {
+	return Bundle{Namespace: namespace, Range: Find(c.Ranges(namespace), topic)}
 }
 
 // Lookup decides who serves a topic: Connect (this broker) or Redirect (another live broker). An
 // unassigned bundle is assigned to the least-loaded live broker first; a bundle without a live
 // owner is held until one appears or the hold deadline passes (ErrNotReady).
 func (c *Coordinator) Lookup(ctx context.Context, namespace, topic string) (Decision, error) {
-	b := c.BundleOf(namespace, topic)
+	return c.LookupBundle(ctx, c.BundleOf(namespace, topic))
+}
+
+// LookupBundle is Lookup of a bundle named directly (an admin call on a bundle).
+func (c *Coordinator) LookupBundle(ctx context.Context, b Bundle) (Decision, error) {
 	hold := time.NewTimer(c.opts.HoldTimeout)
 	defer hold.Stop()
 	for {

@@ -202,7 +202,25 @@ func (c *components) adminOwnership() admin.Ownership {
 type adminMember struct{ m *clusterMember }
 
 func (a adminMember) TopicOwner(ctx context.Context, topic naming.TopicName) (admin.TopicOwner, error) {
-	d, err := a.m.coord.Lookup(ctx, topic.NamespaceName().String(), topic.String())
+	return a.owner(a.m.coord.Lookup(ctx, topic.NamespaceName().String(), topic.String()))
+}
+
+func (a adminMember) BundleOwner(ctx context.Context, ns naming.NamespaceName, bundle string) (admin.TopicOwner, error) {
+	r, err := cluster.ParseRange(bundle)
+	if err != nil {
+		return admin.TopicOwner{}, fmt.Errorf("%w: %v", admin.ErrInvalidArgument, err)
+	}
+	known := false
+	for _, have := range a.m.coord.Ranges(ns.String()) {
+		known = known || have == r
+	}
+	if !known {
+		return admin.TopicOwner{}, fmt.Errorf("%w: namespace %s has no bundle %s", admin.ErrInvalidArgument, ns, bundle)
+	}
+	return a.owner(a.m.coord.LookupBundle(ctx, cluster.Bundle{Namespace: ns.String(), Range: r}))
+}
+
+func (a adminMember) owner(d cluster.Decision, err error) (admin.TopicOwner, error) {
 	if err != nil {
 		if errors.Is(err, cluster.ErrNotReady) {
 			return admin.TopicOwner{}, fmt.Errorf("%w: %v", admin.ErrNotReady, err)

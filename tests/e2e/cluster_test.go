@@ -171,3 +171,91 @@ func TestClusterLookup(t *testing.T) {
 		}
 	}
 }
+
+// topicOwnedBy finds a topic name (persistent://public/default/<prefix>-N) whose owner is broker b.
+func topicOwnedBy(t *testing.T, via, b *harness.Process, prefix string) string {
+	t.Helper()
+	for i := range 200 {
+		local := fmt.Sprintf("%s-%d", prefix, i)
+		if httpLookup(t, via, local) == b.ServiceURL() {
+			return "persistent://public/default/" + local
+		}
+	}
+	t.Fatalf("no topic of %s is owned by %s", prefix, b.ServiceURL())
+	return ""
+}
+
+// TestClusterOwnerKillAndUnload: a producer and a consumer, connected through broker 1, on a topic
+// broker 2 owns. Broker 2 is killed (kill -9) and restarted with the same id and data dir, then the
+// topic's bundle is unloaded through broker 1: the producer never sees a send fail and the consumer
+// receives every message that was acknowledged.
+func TestClusterOwnerKillAndUnload(t *testing.T) {
+	cl := harness.StartBrokerCluster(t, 3, harness.Options{})
+	b1, b2 := cl.Brokers[0], cl.Brokers[1]
+	topic := topicOwnedBy(t, b1, b2, fmt.Sprintf("cl-kill-%d", time.Now().UnixNano()%1_000_000))
+	client := harness.NewClient(t, b1, nil)
+	cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	acked := map[string]bool{}
+	send := func(n int, tag string) {
+		t.Helper()
+		for i := range n {
+			payload := fmt.Sprintf("%s-%d", tag, i)
+			if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(payload)}); err != nil {
+				t.Fatalf("send %s: %v", payload, err)
+			}
+			acked[payload] = true
+		}
+	}
+	send(100, "before")
+	cl.Brokers[1].Restart() // SIGKILL, then start again on the same ports and data dir
+	send(100, "after-restart")
+
+	// Unload the topic's bundle through broker 1 (307 to its owner, broker 2).
+	resp, err := http.Get(b1.WebURL() + "/lookup/v2/topic/persistent/" + topic[len("persistent://"):] + "/bundle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bundle [64]byte
+	n, _ := resp.Body.Read(bundle[:])
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodPut, b1.WebURL()+"/admin/v2/namespaces/public/default/"+string(bundle[:n])+"/unload", nil)
+	uresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uresp.Body.Close()
+	if uresp.StatusCode != http.StatusNoContent {
+		t.Fatalf("unload of bundle %s: HTTP %d", bundle[:n], uresp.StatusCode)
+	}
+	send(100, "after-unload")
+
+	got := map[string]bool{}
+	for len(got) < len(acked) {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive after %d of %d: %v", len(got), len(acked), err)
+		}
+		got[string(m.Payload())] = true
+		_ = cons.Ack(m)
+	}
+	for p := range acked {
+		if !got[p] {
+			t.Fatalf("acknowledged message %s never arrived", p)
+		}
+	}
+	if httpLookup(t, b1, topic[len("persistent://public/default/"):]) != b2.ServiceURL() {
+		t.Fatal("the topic moved away from the broker that holds its messages")
+	}
+}
