@@ -20,6 +20,8 @@ type Ownership interface {
 	BundleRange(topic naming.TopicName) string
 	// BundleOwner says who serves a namespace bundle ("0x00000000_0x40000000"), like TopicOwner.
 	BundleOwner(ctx context.Context, ns naming.NamespaceName, bundle string) (TopicOwner, error)
+	// Brokers lists the cluster's live brokers by web host:port, sorted.
+	Brokers() []string
 }
 
 // TopicOwner is a topic's broker: this one (Self) or another, with its advertised URLs.

@@ -235,3 +235,17 @@ func (a adminMember) owner(d cluster.Decision, err error) (admin.TopicOwner, err
 func (a adminMember) BundleRange(topic naming.TopicName) string {
 	return a.m.coord.BundleOf(topic.NamespaceName().String(), topic.String()).Range.String()
 }
+
+func (a adminMember) Brokers() []string {
+	var out []string
+	for _, b := range a.m.coord.Brokers() {
+		u := b.WebURL
+		if u == "" {
+			u = b.WebURLTLS
+		}
+		if _, host, ok := strings.Cut(u, "://"); ok {
+			out = append(out, host)
+		}
+	}
+	return out
+}

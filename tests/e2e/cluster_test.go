@@ -149,6 +149,14 @@ func TestClusterLookup(t *testing.T) {
 		}
 	}
 
+	// Every broker lists the cluster's three brokers.
+	for _, b := range cl.Brokers {
+		brokers, err := harness.NewAdmin(t, b).Brokers().GetActiveBrokers("standalone")
+		if err != nil || len(brokers) != 3 {
+			t.Fatalf("active brokers through %s: %v, %v", b.WebURL(), brokers, err)
+		}
+	}
+
 	// A schema registered through the owner is read through every broker.
 	type rec struct {
 		ID int `json:"id"`
