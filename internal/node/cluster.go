@@ -159,7 +159,13 @@ func (m *clusterMember) Topics(ctx context.Context, ns naming.NamespaceName) ([]
 	}
 	out := make([]string, 0, len(kvs))
 	for _, kv := range kvs {
-		out = append(out, string(kv.Value))
+		// Only a valid name of this namespace is listed: the store is shared, and a damaged
+		// value must not reach clients.
+		if t, err := naming.ParseTopic(string(kv.Value)); err == nil && t.NamespaceName() == ns && topicRegistryKey(t) == kv.Key {
+			out = append(out, t.String())
+		} else {
+			m.log.Warn("ignoring a malformed topic registry entry", "key", kv.Key)
+		}
 	}
 	return out, nil
 }
