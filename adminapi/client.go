@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,29 +38,51 @@ const MaxResponseBytes = 64 << 20
 
 // Client is a typed client of the admin REST API. The zero value is not usable; use NewClient.
 type Client struct {
-	base *url.URL
+	base *url.URL   // the first host
+	all  []*url.URL // every host of a multi-host URL (http://h1:8080,h2:8080), base first
+	next atomic.Uint32
 	http *http.Client
 	// UserAgent is sent on every request.
 	UserAgent string
 }
 
-// NewClient returns a client for the admin API at baseURL (e.g. "http://127.0.0.1:8080"). A nil
-// httpClient uses one with a 30 s timeout.
+// NewClient returns a client for the admin API at baseURL (e.g. "http://127.0.0.1:8080"). A URL
+// may name several brokers of one cluster, "http://h1:8080,h2:8080": requests go to them in turn,
+// and one whose connection is refused is skipped. A nil httpClient uses one with a 30 s timeout.
 func NewClient(baseURL string, httpClient *http.Client) (*Client, error) {
-	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
-	if err != nil {
-		return nil, fmt.Errorf("admin URL %q: %w", baseURL, err)
+	scheme, rest, _ := strings.Cut(strings.TrimRight(baseURL, "/"), "://")
+	hosts, path := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		hosts, path = rest[:i], rest[i:]
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("admin URL %q: want http:// or https://", baseURL)
+	var all []*url.URL
+	for _, h := range strings.Split(hosts, ",") {
+		u, err := url.Parse(scheme + "://" + strings.TrimSpace(h) + path)
+		if err != nil {
+			return nil, fmt.Errorf("admin URL %q: %w", baseURL, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return nil, fmt.Errorf("admin URL %q: want http:// or https://", baseURL)
+		}
+		if u.Host == "" {
+			return nil, fmt.Errorf("admin URL %q: no host", baseURL)
+		}
+		all = append(all, u)
 	}
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: 30 * time.Second}
 	}
-	return &Client{base: u, http: httpClient, UserAgent: "meridianctl"}, nil
+	return &Client{base: all[0], all: all, http: httpClient, UserAgent: "meridianctl"}, nil
 }
 
-// BaseURL returns the admin URL the client talks to.
+// refused reports whether a request failed before it reached a broker (nothing listening), so
+// another broker may be asked without doing the request twice.
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// BaseURL returns the admin URL the client talks to (its first host).
 func (c *Client) BaseURL() string { return c.base.String() }
 
 // Do sends one request. path is relative to the base URL and already escaped ("/admin/v2/..."). in is
@@ -82,8 +106,21 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 
 // DoRaw sends one request and returns the raw body and headers of a 2xx answer.
 func (c *Client) DoRaw(ctx context.Context, method, path string, query url.Values, in any) ([]byte, http.Header, error) {
-	u := *c.base
-	u.RawPath = c.base.EscapedPath() + path
+	start := int(c.next.Add(1))
+	for i := range c.all {
+		base := c.all[(start+i)%len(c.all)]
+		body, hdr, err := c.doRawAt(ctx, base, method, path, query, in)
+		if err != nil && refused(err) && i < len(c.all)-1 && ctx.Err() == nil {
+			continue
+		}
+		return body, hdr, err
+	}
+	return nil, nil, errors.New("admin client: no host") // unreachable: NewClient needs one
+}
+
+func (c *Client) doRawAt(ctx context.Context, base *url.URL, method, path string, query url.Values, in any) ([]byte, http.Header, error) {
+	u := *base
+	u.RawPath = base.EscapedPath() + path
 	p, err := url.PathUnescape(u.RawPath)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bad path %q: %w", path, err)

@@ -181,15 +181,30 @@ func (a *AuthPolicies) normalize() {
 	}
 }
 
-// BundlesData is a namespace's bundle split (one bundle covering the whole hash range here).
+// BundlesData is a namespace's bundle split: the boundaries of its hash ranges, 0x00000000 first
+// and 0xffffffff last (docs/cluster.md).
 type BundlesData struct {
 	Boundaries []string `json:"boundaries"`
 	NumBundles int      `json:"numBundles"`
 }
 
-// DefaultBundles is one bundle covering the whole hash range (Meridian has one broker per cluster).
-func DefaultBundles() *BundlesData {
-	return &BundlesData{Boundaries: []string{"0x00000000", "0xffffffff"}, NumBundles: 1}
+// DefaultBundleCount is Pulsar's defaultNumberOfNamespaceBundles.
+const DefaultBundleCount = 4
+
+// DefaultBundles is the split of a namespace created without one: DefaultBundleCount equal ranges.
+func DefaultBundles() *BundlesData { return EvenBundles(DefaultBundleCount) }
+
+// EvenBundles splits the hash range into n equal bundles, as Pulsar does for numBundles: boundary
+// i is i * (2^32 / n), the last is 0xffffffff.
+func EvenBundles(n int) *BundlesData {
+	n = max(n, 1)
+	seg := (uint64(1) << 32) / uint64(n)
+	bounds := make([]string, n+1)
+	for i := range n {
+		bounds[i] = fmt.Sprintf("0x%08x", uint64(i)*seg)
+	}
+	bounds[n] = "0xffffffff"
+	return &BundlesData{Boundaries: bounds, NumBundles: n}
 }
 
 // RetentionPolicies: keep acknowledged data for this long / up to this size (-1 = unlimited, 0 = none).

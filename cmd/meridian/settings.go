@@ -84,6 +84,7 @@ func defaultSettings() config.Settings {
 		LogFormat:               logFormatText,
 		KeepAliveInterval:       node.DefaultKeepAliveInterval,
 		ShutdownTimeout:         node.DefaultShutdownTimeout,
+		Brokers:                 1,
 		TLS:                     config.DefaultTLS(),
 		Auth:                    config.DefaultAuth(),
 		BrokerClient:            config.DefaultBrokerClient(),

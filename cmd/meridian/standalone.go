@@ -89,6 +89,7 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	base.Auth = s.Auth
 	base.AdvertisedAddress = s.AdvertisedAddress
 	base.ConfigStore = s.ConfigStore
+	base.MetadataStore, base.BrokerID = s.MetadataStore, s.BrokerID
 	base.ReplicationStartAt = node.ReplicationStartAt(s.ReplicationStartAt)
 	base.MaxMessageSize = s.MaxMessageSize
 	base.MaxConnectionsPerIP = s.MaxConnectionsPerIP
@@ -124,6 +125,12 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	base.ShutdownTimeout = s.ShutdownTimeout
 	base.Logger = log
 
+	if s.Brokers != 1 {
+		if len(s.Clusters) > 0 {
+			return nil, errors.New("--brokers cannot be combined with --clusters")
+		}
+		return brokersOfOneCluster(base, s)
+	}
 	if len(s.Clusters) == 0 {
 		if err := base.Validate(); err != nil {
 			return nil, err
@@ -211,8 +218,11 @@ func shiftPort(addr string, delta int) (string, error) {
 // runNodes starts the nodes, reports their URLs and runs until ctx ends (SIGTERM or interrupt),
 // then shuts them down gracefully.
 func runNodes(ctx context.Context, log *slog.Logger, configs []node.Options) error {
-	if len(configs) == 1 {
+	switch {
+	case len(configs) == 1:
 		return runStandalone(ctx, configs[0])
+	case configs[0].Cluster == configs[1].Cluster:
+		return runBrokers(ctx, log, configs)
 	}
 	return runClusters(ctx, log, configs)
 }

@@ -191,7 +191,16 @@ func (h *Handler) brokerID() string {
 }
 
 func (h *Handler) brokersList(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, []string{h.brokerID()})
+	return ok(w, h.activeBrokers())
+}
+
+// activeBrokers lists the cluster's live brokers by their web host:port, as Pulsar does: every
+// registered broker of a cluster of several, else this one.
+func (h *Handler) activeBrokers() []string {
+	if h.cfg.Ownership != nil {
+		return h.cfg.Ownership.Brokers()
+	}
+	return []string{h.brokerID()}
 }
 
 func (h *Handler) brokersOfCluster(w http.ResponseWriter, r *http.Request) error {
@@ -203,7 +212,7 @@ func (h *Handler) brokersOfCluster(w http.ResponseWriter, r *http.Request) error
 		// Brokers of another cluster are not known here (Pulsar redirects to that cluster).
 		return ok(w, []string{})
 	}
-	return ok(w, []string{h.brokerID()})
+	return ok(w, h.activeBrokers())
 }
 
 func (h *Handler) leaderBroker(w http.ResponseWriter, r *http.Request) error {

@@ -80,6 +80,9 @@ type Config struct {
 	// Authorizer, if set, checks every route against routePermissions (authz.go) with the role of
 	// the request's identity (auth.IdentityFrom). nil: every request is served (authorization off).
 	Authorizer *auth.Authorizer
+	// Ownership, if set, makes this broker one of several serving its cluster: topic routes are
+	// served by the topic's owner, others answer 307 to it (ownership.go).
+	Ownership Ownership
 }
 
 // Handler is the admin API. Create with NewHandler.
@@ -139,7 +142,7 @@ type apiFunc func(w http.ResponseWriter, r *http.Request) error
 // requires to be empty.
 func (h *Handler) handle(pattern string, fn apiFunc) {
 	h.patterns = append(h.patterns, pattern)
-	h.mux.Handle(pattern, h.guard(pattern, h.wrap(fn)))
+	h.mux.Handle(pattern, h.guard(pattern, h.ownerOnly(pattern, h.wrap(fn))))
 }
 
 func (h *Handler) wrap(fn apiFunc) http.Handler {

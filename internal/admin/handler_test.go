@@ -203,7 +203,7 @@ func TestNamespacesAndPolicies(t *testing.T) {
 		// No body: replication_clusters = [this cluster].
 		e.expect("PUT", "/admin/v2/namespaces/public/ns1", "", 204, "")
 		p, err := e.client.GetPolicies(ctx, "public/ns1")
-		if err != nil || !slices.Equal(p.ReplicationClusters, []string{"standalone"}) || p.Bundles == nil || p.Bundles.NumBundles != 1 {
+		if err != nil || !slices.Equal(p.ReplicationClusters, []string{"standalone"}) || p.Bundles == nil || p.Bundles.NumBundles != 4 || len(p.Bundles.Boundaries) != 5 {
 			t.Fatalf("policies = %+v %v", p, err)
 		}
 		e.expect("PUT", "/admin/v2/namespaces/public/ns1", "", 409, "Namespace already exists")

@@ -13,8 +13,12 @@ func (h *Handler) lookupRoutes() {
 			base := prefix + domain + "/{tenant}/{namespace}/{topic}"
 			h.handle("GET "+base, h.lookup)
 			h.handle("GET "+base+"/bundle", func(w http.ResponseWriter, r *http.Request) error {
-				if _, err := h.topicInExistingNamespace(r); err != nil {
+				t, err := h.topicInExistingNamespace(r)
+				if err != nil {
 					return err
+				}
+				if h.cfg.Ownership != nil {
+					return okText(w, h.cfg.Ownership.BundleRange(t))
 				}
 				return okText(w, "0x00000000_0xffffffff")
 			})
@@ -22,10 +26,21 @@ func (h *Handler) lookupRoutes() {
 	}
 }
 
-// lookup answers where a topic is served: this broker (one broker per cluster in this release).
+// lookup answers where a topic is served: this broker. In a cluster of several brokers only the
+// owner gets here (ownerOnly redirects the others) and answers with its own URLs.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request) error {
-	if _, err := h.topicInExistingNamespace(r); err != nil {
+	t, err := h.topicInExistingNamespace(r)
+	if err != nil {
 		return err
+	}
+	if h.cfg.Ownership != nil {
+		owner, err := h.cfg.Ownership.TopicOwner(r.Context(), t)
+		if err != nil {
+			return err
+		}
+		d := owner.URLs
+		d.NativeURL = d.BrokerURL
+		return ok(w, d)
 	}
 	d, found := h.cat.Cluster(h.cfg.Cluster)
 	if !found {

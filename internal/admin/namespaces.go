@@ -461,7 +461,14 @@ func (h *Handler) namespaceUnload(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	bundle := r.PathValue("bundle")
 	for _, t := range topics {
+		if bundle != "" && h.cfg.Ownership != nil {
+			// A bundle's unload closes that bundle's topics only.
+			if name, err := naming.ParseTopic(t); err != nil || h.cfg.Ownership.BundleRange(name) != bundle {
+				continue
+			}
+		}
 		if err := h.cfg.Topics.Unload(r.Context(), t); err != nil && !errors.Is(err, ErrTopicNotFound) {
 			return err
 		}

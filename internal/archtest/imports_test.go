@@ -51,6 +51,7 @@ var rules = []rule{
 		"internal/catalog", "internal/broker", "internal/client", "internal/replication", "internal/server", "internal/admin",
 		"internal/node", "internal/schema", "internal/tlsreload", "internal/console", "internal/buildinfo", "adminapi", "cmd/", "brokertest"}},
 	{from: "internal/metadata", forbidden: without(internalAll, "internal/metadata")},
+	{from: "internal/cluster", forbidden: without(internalAll, "internal/metadata")}, // bundles, ownership and lookup decisions over the metadata store
 	{from: "internal/storage", forbidden: without(internalAll, "internal/storage")},
 	{from: "adminapi", forbidden: without(internalAll, "adminapi")},
 	{from: "internal/client", forbidden: without(internalAll, "internal/client", "internal/wire", "internal/naming")},

@@ -74,6 +74,11 @@ type Deps struct {
 	// SubscriptionSync syncs replicated subscriptions (internal/replication's Manager, wired by the
 	// node); nil = replicated subscriptions are flagged and persisted but not synced.
 	SubscriptionSync SubscriptionSync
+	// Owns says whether this broker serves a topic, in a cluster of several brokers where each
+	// topic belongs to the owner of its bundle (docs/cluster.md). A topic it does not own is
+	// never loaded or created here (ErrNotServedHere), whoever asks: a client, the admin API or a
+	// replicator. nil = this broker serves every topic.
+	Owns func(naming.TopicName) bool
 }
 
 // ReplicatedEntryIndex deduplicates entries arriving from replicator producers (producer names with

@@ -26,6 +26,7 @@ type brokerState struct {
 	publishLimiter  *MemoryLimiter
 	publishLatency  storage.LatencyRecorder // every publish, from taken to answered
 	replicatedIndex func(ctx context.Context, topic naming.TopicName, ledger *storage.Ledger) (ReplicatedEntryIndex, error)
+	owns            func(naming.TopicName) bool // nil: every topic is served here
 	subSync         SubscriptionSync
 
 	producerSeq atomic.Uint64
@@ -100,6 +101,7 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 		clock:           deps.Clock,
 		publishLimiter:  NewMemoryLimiter(max(cfg.MaxPublishBytesInFlight, 0), 0, nil),
 		replicatedIndex: deps.ReplicatedIndex,
+		owns:            deps.Owns,
 		subSync:         deps.SubscriptionSync,
 		topics:          make(map[string]*topicState),
 		loading:         make(map[string]*topicLoad),
@@ -210,6 +212,9 @@ func (b *brokerState) getTopic(ctx context.Context, name naming.TopicName, creat
 
 // loadTopic opens (or creates) a topic's ledger and recovers its state.
 func (b *brokerState) loadTopic(ctx context.Context, name naming.TopicName, create bool) (*topicState, error) {
+	if err := b.checkServedHere(name); err != nil {
+		return nil, err
+	}
 	pol, err := b.topicPolicies(ctx, name)
 	if err != nil {
 		return nil, err
@@ -346,7 +351,18 @@ func (b *brokerState) listTopics(ctx context.Context, ns naming.NamespaceName) (
 	return out, nil
 }
 
+// checkServedHere refuses a topic another broker of the cluster owns.
+func (b *brokerState) checkServedHere(name naming.TopicName) error {
+	if b.owns != nil && !b.owns(name) {
+		return fmt.Errorf("topic %s: %w", name, ErrNotServedHere)
+	}
+	return nil
+}
+
 func (b *brokerState) createTopic(ctx context.Context, name naming.TopicName) error {
+	if err := b.checkServedHere(name); err != nil {
+		return err
+	}
 	exists, err := b.topicExists(ctx, name)
 	if err != nil {
 		return err
@@ -427,6 +443,9 @@ func (b *brokerState) detach(ctx context.Context, t *topicState) error {
 }
 
 func (b *brokerState) deleteTopic(ctx context.Context, name naming.TopicName, force bool) error {
+	if err := b.checkServedHere(name); err != nil {
+		return err
+	}
 	// The whole deletion (unload, then deleting the ledger) holds the topic's closing slot, so a
 	// concurrent GetTopic waits for it and then finds no ledger: a load that slipped in between the
 	// unload and the ledger deletion would serve a topic whose storage is being deleted under it.

@@ -59,6 +59,9 @@ var (
 	// ErrConsumerAssign: a Key_Shared sticky consumer's hash ranges are invalid or overlap another
 	// consumer's. ConsumerAssignError.
 	ErrConsumerAssign = wire.ErrConsumerAssign
+	// ErrNotServedHere: another broker of the cluster owns the topic's bundle. ServiceNotReady,
+	// which clients answer with a new lookup.
+	ErrNotServedHere = fmt.Errorf("not served by this broker, whose cluster gives its bundle to another: %w", wire.ErrServiceNotReady)
 	// ErrBrokerClosed: the broker was closed. ServiceNotReady.
 	ErrBrokerClosed = fmt.Errorf("broker closed: %w", wire.ErrServiceNotReady)
 )

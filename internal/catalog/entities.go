@@ -485,6 +485,9 @@ func (c *Catalog) ValidateReplicationClusters(tenant string, clusters []string) 
 	return out, nil
 }
 
+// maxBundles bounds a namespace's bundles: each is an ownership record in a multi-broker cluster.
+const maxBundles = 1024
+
 // CreateNamespace creates a namespace with policies (already defaulted by the caller: an empty
 // replication list is refused here). The tenant must exist and the replication clusters be valid.
 func (c *Catalog) CreateNamespace(ctx context.Context, ns string, policies adminapi.Policies) error {
@@ -496,8 +499,13 @@ func (c *Catalog) CreateNamespace(ctx context.Context, ns string, policies admin
 		return refuse(ErrNotFound, "Tenant does not exist")
 	}
 	policies.Normalize()
-	if policies.Bundles == nil || (policies.Bundles.NumBundles <= 0 && len(policies.Bundles.Boundaries) < 2) {
+	switch b := policies.Bundles; {
+	case b == nil || (b.NumBundles <= 0 && len(b.Boundaries) < 2):
 		policies.Bundles = adminapi.DefaultBundles()
+	case b.NumBundles > maxBundles || len(b.Boundaries) > maxBundles+1:
+		return refuse(ErrInvalid, "Invalid number of bundles: at most %d", maxBundles)
+	case len(b.Boundaries) < 2:
+		policies.Bundles = adminapi.EvenBundles(b.NumBundles)
 	}
 	clusters, err := c.ValidateReplicationClusters(name.Tenant, policies.ReplicationClusters)
 	if err != nil {

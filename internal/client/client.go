@@ -40,7 +40,8 @@ var ErrClosed = errors.New("client: closed")
 // Options configure a Client. Zero values take the defaults in the comments.
 type Options struct {
 	// ServiceURL is the broker to look topics up on: pulsar://host:port (or host:port), or
-	// pulsar+ssl://host:port for TLS (port 6651 by default).
+	// pulsar+ssl://host:port for TLS (port 6651 by default); several brokers of one cluster as
+	// pulsar://h1:6650,h2:6650, asked in turn.
 	ServiceURL string
 	// TLS configures connections to a pulsar+ssl:// ServiceURL (and to the brokerServiceUrlTls
 	// lookups answer with). nil: TLS 1.2 or later, verified against the system's roots. An empty
@@ -92,8 +93,11 @@ func (o *Options) setDefaults() {
 
 // Client holds connections (one per broker address) and the client-wide id counters.
 type Client struct {
-	opts        Options
-	serviceAddr string
+	opts Options
+	// serviceAddrs are the service URL's hosts (pulsar://h1:6650,h2:6650 names several brokers of
+	// one cluster); requests go to them in turn, skipping one that cannot be reached.
+	serviceAddrs []string
+	nextService  atomic.Uint32
 
 	reqID, producerID, consumerID atomic.Uint64
 
@@ -112,7 +116,7 @@ type poolEntry struct {
 // New returns a client for opts.ServiceURL. It does not connect until first used.
 func New(opts Options) (*Client, error) {
 	opts.setDefaults()
-	addr, useTLS, err := serviceAddr(opts.ServiceURL)
+	addrs, useTLS, err := serviceAddrs(opts.ServiceURL)
 	if err != nil {
 		return nil, err
 	}
@@ -123,11 +127,11 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("client: TLS is configured but the service URL %q is not pulsar+ssl://", opts.ServiceURL)
 	}
 	return &Client{
-		opts:        opts,
-		serviceAddr: addr,
-		pool:        make(map[string]*poolEntry),
-		producers:   make(map[*Producer]struct{}),
-		consumers:   make(map[*Consumer]struct{}),
+		opts:         opts,
+		serviceAddrs: addrs,
+		pool:         make(map[string]*poolEntry),
+		producers:    make(map[*Producer]struct{}),
+		consumers:    make(map[*Consumer]struct{}),
 	}, nil
 }
 
@@ -159,6 +163,45 @@ func serviceAddr(s string) (addr string, useTLS bool, err error) {
 		return net.JoinHostPort(u.Hostname(), port), useTLS, nil
 	}
 	return u.Host, useTLS, nil
+}
+
+// serviceAddrs is serviceAddr for a service URL that may name several hosts of one scheme,
+// "pulsar://h1:6650,h2:6650" (each host without a port gets the scheme's default).
+func serviceAddrs(s string) (addrs []string, useTLS bool, err error) {
+	scheme, hosts, found := strings.Cut(s, "://")
+	if !found {
+		scheme, hosts = "pulsar", s
+	}
+	for i, h := range strings.Split(hosts, ",") {
+		addr, tls, err := serviceAddr(scheme + "://" + strings.TrimSpace(h))
+		if err != nil {
+			return nil, false, err
+		}
+		if i > 0 && tls != useTLS {
+			return nil, false, fmt.Errorf("client: service URL %q mixes schemes", s)
+		}
+		addrs, useTLS = append(addrs, addr), tls
+	}
+	return addrs, useTLS, nil
+}
+
+// serviceConn connects to one of the service URL's hosts, starting with the next in turn and
+// trying the others when one cannot be reached.
+func (c *Client) serviceConn(ctx context.Context) (*conn, string, error) {
+	start := int(c.nextService.Add(1))
+	var errs []error
+	for i := range c.serviceAddrs {
+		addr := c.serviceAddrs[(start+i)%len(c.serviceAddrs)]
+		cn, err := c.connTo(ctx, addr)
+		if err == nil {
+			return cn, addr, nil
+		}
+		if ctx.Err() != nil {
+			return nil, "", err
+		}
+		errs = append(errs, err)
+	}
+	return nil, "", errors.Join(errs...)
 }
 
 // hostPort is serviceAddr for a URL of the scheme the client uses.
@@ -263,10 +306,16 @@ func (c *Client) Lookup(ctx context.Context, topic string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	addr := c.serviceAddr
+	addr := ""
 	authoritative := false
 	for hop := 0; hop < 20; hop++ {
-		cn, err := c.connTo(ctx, addr)
+		var cn *conn
+		var err error
+		if addr == "" {
+			cn, _, err = c.serviceConn(ctx)
+		} else {
+			cn, err = c.connTo(ctx, addr)
+		}
 		if err != nil {
 			return "", err
 		}
@@ -314,7 +363,7 @@ func (c *Client) PartitionedMetadata(ctx context.Context, topic string) (int, er
 	if err != nil {
 		return 0, err
 	}
-	cn, err := c.connTo(ctx, c.serviceAddr)
+	cn, _, err := c.serviceConn(ctx)
 	if err != nil {
 		return 0, err
 	}

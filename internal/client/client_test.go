@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -742,5 +743,34 @@ func TestSlotPool(t *testing.T) {
 	cancel()
 	if err := s.take(cctx, make(chan struct{}), 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("take with ended context: %v", err)
+	}
+}
+
+// TestMultiHostServiceURL: a service URL naming several brokers is used host by host, and a host
+// that cannot be reached is skipped.
+func TestMultiHostServiceURL(t *testing.T) {
+	addrs, useTLS, err := serviceAddrs("pulsar+ssl://a:1,b,c:3")
+	if err != nil || !useTLS || fmt.Sprint(addrs) != "[a:1 b:6651 c:3]" {
+		t.Fatalf("serviceAddrs = %v %v %v", addrs, useTLS, err)
+	}
+	if _, _, err := serviceAddrs("pulsar://a:1,"); err == nil {
+		t.Fatal("an empty host was accepted")
+	}
+	b := newFakeBroker(t)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	_ = dead.Close() // nothing listens there now
+	c := newTestClient(t, deadAddr+","+b.addr())
+	ctx := testCtx(t)
+	for range 4 { // every turn, whichever host comes first
+		if _, err := c.Lookup(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PartitionedMetadata(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -18,8 +18,12 @@ type Settings struct {
 	BrokerAddr, WebAddr, BrokerTLSAddr, WebTLSAddr string
 	AdvertisedAddress                              string
 	ConfigStore                                    string
-	ReplicationStartAt                             string
-	MaxMessageSize                                 int
+	// MetadataStore is the cluster-local store shared by the cluster's brokers; BrokerID names
+	// this broker there; Brokers > 1 runs that many brokers in one process.
+	MetadataStore, BrokerID string
+	Brokers                 int
+	ReplicationStartAt      string
+	MaxMessageSize          int
 	// MaxConnectionsPerIP bounds binary-protocol connections from one source address (0: off).
 	MaxConnectionsPerIP                int
 	Fsync                              string

@@ -27,7 +27,7 @@ func (n *Node) mountAdmin() error {
 	h, err := admin.NewHandler(admin.Config{
 		Cluster:           n.opts.Cluster,
 		Catalog:           c.catalog,
-		Topics:            topicService{broker: c.broker, cat: c.catalog, repl: c.replication, schema: c.schemas},
+		Topics:            topicService{broker: c.broker, cat: c.catalog, repl: c.replication, schema: c.schemas, member: c.member},
 		Schemas:           c.schemas,
 		Ready:             n.Healthy,
 		Registry:          reg,
@@ -36,6 +36,7 @@ func (n *Node) mountAdmin() error {
 		// Replicators follow replication changes before the admin call answers (not only by watch).
 		ReplicationApplied: replicationApplied,
 		Authorizer:         n.authz,
+		Ownership:          c.adminOwnership(),
 		// Pulsar's exposeTopicLevelMetricsInPrometheus=false.
 		HideTopicLevelMetrics: n.opts.HideTopicLevelMetrics,
 	})

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/catalog"
+	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/console"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/metadata/stores"
@@ -31,6 +33,8 @@ type components struct {
 	localStore  metadata.Store
 	configStore metadata.Store // == localStore without --config-store
 	ownsConfig  bool           // configStore is ours to close
+	ownsLocal   bool           // localStore is ours to close (not the in-process store of --brokers N)
+	member      *clusterMember // nil for a cluster of one broker (cluster.go)
 	catalog     *catalog.Catalog
 	broker      *broker.Broker
 	server      *server.Server
@@ -41,6 +45,42 @@ type components struct {
 
 	watchStop func()         // ends the catalog subscription that feeds the broker
 	bg        sync.WaitGroup // background goroutines: server accept loop, policy watcher
+}
+
+// ledgerIDTimeout bounds one reservation of ledger ids from the cluster's store.
+const ledgerIDTimeout = 10 * time.Second
+
+// openLocalStore opens the cluster-local store: the shared one of a cluster of several brokers,
+// else a bbolt file with an exclusive lock (one instance then serves both roles unless a
+// configuration store is given).
+func (n *Node) openLocalStore(ctx context.Context) error {
+	c := &n.components
+	if n.opts.SharedMetadataStore != nil {
+		c.localStore = n.opts.SharedMetadataStore
+		return nil
+	}
+	store, err := stores.Open(ctx, n.opts.MetadataStore, n.opts.DataDir)
+	if err != nil {
+		return fmt.Errorf("open local metadata store %s: %w", n.opts.MetadataStore, err)
+	}
+	c.localStore, c.ownsLocal = store, true
+	return nil
+}
+
+// ownership is the server's view of the cluster: nil for a cluster of one broker.
+func (c *components) ownership() server.Ownership {
+	if c.member == nil {
+		return nil
+	}
+	return c.member
+}
+
+// ownsTopic is the broker's ownership check: nil (every topic) for a cluster of one broker.
+func (c *components) ownsTopic() func(naming.TopicName) bool {
+	if c.member == nil {
+		return nil
+	}
+	return c.member.Serves
 }
 
 // storageDir is where the storage engine keeps its files inside the data dir.
@@ -58,6 +98,20 @@ func (n *Node) compose(ctx context.Context) error {
 		sync = storage.SyncInterval
 	}
 	var err error
+	// A cluster of several brokers shares its local store; its ledger ids come from there, so it
+	// is opened before the storage engine.
+	var ledgerIDs func(floor, size int64) (int64, error)
+	if n.opts.clustered() {
+		if err := n.openLocalStore(ctx); err != nil {
+			return err
+		}
+		store := c.localStore
+		ledgerIDs = func(floor, size int64) (int64, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), ledgerIDTimeout)
+			defer cancel()
+			return cluster.AllocateLedgerIDs(ctx, store, floor, size)
+		}
+	}
 	c.engine, err = storage.Open(ctx, storage.Options{
 		Dir:               storageDir(n.opts.DataDir),
 		Sync:              sync,
@@ -67,17 +121,16 @@ func (n *Node) compose(ctx context.Context) error {
 		JournalFileBytes:  n.opts.JournalFileBytes,
 		MaxJournalBacklog: n.opts.MaxJournalBacklog,
 		MaxEntrySize:      n.opts.MaxMessageSize + server.FramePadding,
+		LedgerIDBlock:     ledgerIDs,
 		Logger:            log,
 	})
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)
 	}
-
-	// The local store is a bbolt file with an exclusive lock: one instance serves both roles unless
-	// a configuration store is given.
-	c.localStore, err = stores.Open(ctx, "", n.opts.DataDir)
-	if err != nil {
-		return fmt.Errorf("open local metadata store: %w", err)
+	if c.localStore == nil {
+		if err := n.openLocalStore(ctx); err != nil {
+			return err
+		}
 	}
 	switch {
 	case n.opts.SharedConfigStore != nil:
@@ -103,6 +156,12 @@ func (n *Node) compose(ctx context.Context) error {
 		BrokerServiceURLTLS: n.tls.serviceURL,
 	}, log); err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
+	}
+
+	if n.opts.clustered() {
+		if err := n.joinCluster(ctx); err != nil {
+			return err
+		}
 	}
 
 	// The replication manager exists before the broker: the broker's topic loads call it (the
@@ -135,6 +194,7 @@ func (n *Node) compose(ctx context.Context) error {
 		Logger:           log,
 		ReplicatedIndex:  replicatedIndexHook(c.replication),
 		SubscriptionSync: subscriptionSync{m: c.replication},
+		Owns:             c.ownsTopic(),
 	})
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
@@ -158,7 +218,8 @@ func (n *Node) compose(ctx context.Context) error {
 		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
 		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, serviceURLTLS: n.tls.serviceURL, cat: c.catalog,
 			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}},
-		Logger: log,
+		Ownership: c.ownership(),
+		Logger:    log,
 	})
 	if err != nil {
 		return err
@@ -229,6 +290,9 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 	if c.console != nil {
 		c.console.Close()
 	}
+	if c.member != nil {
+		c.member.coord.Close(ctx)
+	}
 	if c.watchStop != nil {
 		c.watchStop()
 	}
@@ -258,7 +322,7 @@ func (c *components) close(ctx context.Context, log *slog.Logger) error {
 			errs = append(errs, fmt.Errorf("close configuration store: %w", err))
 		}
 	}
-	if c.localStore != nil {
+	if c.localStore != nil && c.ownsLocal {
 		if err := c.localStore.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close local metadata store: %w", err))
 		}

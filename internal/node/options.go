@@ -100,6 +100,22 @@ type Options struct {
 	// in-process store shared by the clusters of `--clusters` mode and brokertest). The node does
 	// not close it.
 	SharedConfigStore metadata.Store
+	// MetadataStore is the cluster-local metadata store URL ("etcd://h1:2379/prefix"), shared by
+	// the brokers of one cluster (docs/cluster.md); empty means this broker's own bbolt file and a
+	// cluster of one broker.
+	MetadataStore string
+	// SharedMetadataStore, when set, is used as the cluster-local store instead of MetadataStore
+	// (the in-process store shared by the brokers of `--brokers N`). The node does not close it.
+	SharedMetadataStore metadata.Store
+	// BrokerID names this broker in its cluster (it owns bundles under this name). Empty: the id
+	// recorded in the data dir, or on the first start the advertised binary address.
+	BrokerID string
+	// LookupHoldTimeout bounds how long a lookup of a bundle without a live owner waits before
+	// ServiceNotReady (default cluster.DefaultHoldTimeout).
+	LookupHoldTimeout time.Duration
+	// ClusterSessionTTL is how long this broker's registration outlives it (default
+	// cluster.DefaultSessionTTL).
+	ClusterSessionTTL time.Duration
 	// ReplicationStartAt: where a new replicator starts on a topic that already has data.
 	ReplicationStartAt ReplicationStartAt
 	// MaxMessageSize is advertised in CONNECTED and enforced on SEND.
@@ -199,6 +215,12 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.validateListeners()...)
 	if o.ConfigStore != "" && !strings.HasPrefix(o.ConfigStore, "etcd://") {
 		errs = append(errs, fmt.Errorf("--config-store %q: only etcd://host:port[,host:port...][/prefix] is supported", o.ConfigStore))
+	}
+	if o.MetadataStore != "" && !strings.HasPrefix(o.MetadataStore, "etcd://") {
+		errs = append(errs, fmt.Errorf("--metadata-store %q: only etcd://host:port[,host:port...][/prefix] is supported", o.MetadataStore))
+	}
+	if o.BrokerID != "" && (strings.ContainsAny(o.BrokerID, "/ \t\n") || len(o.BrokerID) > 200) {
+		errs = append(errs, fmt.Errorf("--broker-id %q: no '/', spaces or control characters, at most 200 bytes", o.BrokerID))
 	}
 	switch o.ReplicationStartAt {
 	case ReplicationStartEarliest, ReplicationStartLatest:

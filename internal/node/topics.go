@@ -26,6 +26,7 @@ type topicService struct {
 	cat    *catalog.Catalog
 	repl   *replication.Manager // nil: no replication stats
 	schema *schema.Registry     // nil: no schemas to delete with their topic
+	member *clusterMember       // nil: a cluster of one broker (no topic registry to update)
 }
 
 var _ admin.TopicService = topicService{}
@@ -105,6 +106,11 @@ func (s topicService) CreateTopic(ctx context.Context, topic string, properties 
 	if err != nil {
 		return err
 	}
+	if s.member != nil && name.IsPartition() && !s.member.Serves(name) {
+		// A partition another broker owns is created there, on its first use: creating it here
+		// would put its data on the wrong broker (docs/cluster.md).
+		return nil
+	}
 	if err := s.broker.CreateTopic(ctx, name); err != nil {
 		return adminErr(err, admin.ErrTopicExists)
 	}
@@ -124,6 +130,9 @@ func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool)
 	}
 	if err := s.broker.DeleteTopic(ctx, name, force); err != nil {
 		return adminErr(err, admin.ErrTopicBusy)
+	}
+	if s.member != nil {
+		s.member.forget(ctx, name)
 	}
 	// As Pulsar, a deleted topic takes its schema with it. A partition's schema belongs to its
 	// partitioned topic, which the admin layer deletes as a whole.

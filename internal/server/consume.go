@@ -174,7 +174,11 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 		c.sendError(reqID, err)
 		return
 	}
-	if err := checkSubscribeCommand(cmd); err != nil {
+	err = checkSubscribeCommand(cmd)
+	if err == nil {
+		err = c.checkServedHere(topic)
+	}
+	if err != nil {
 		c.log.Debug("subscribe refused", "topic", topic.String(), "consumerId", id, "err", err)
 		c.sendError(reqID, err)
 		return
@@ -484,7 +488,7 @@ func (c *conn) handleConsumerStats(cmd *pulsarpb.CommandConsumerStats) {
 }
 
 // position converts a wire message id to a storage position (uint64 reinterpreted as int64, so the
-// wire sentinels become storage.Earliest and storage.Latest).
+// wire sentinels become mtypes.Earliest and mtypes.Latest).
 func position(m *pulsarpb.MessageIdData) mtypes.Position {
 	return mtypes.Position{LedgerID: int64(m.GetLedgerId()), EntryID: int64(m.GetEntryId())}
 }

@@ -39,14 +39,17 @@ func parseTopic(s string) (naming.TopicName, error) {
 	return naming.ParseTopic(s)
 }
 
-// handleLookup answers LOOKUP: this broker serves every topic, so the answer is always Connect to
-// our own advertised URLs, authoritative: brokerServiceUrl (pulsar://) and brokerServiceUrlTls
-// (pulsar+ssl://), each when that listener is on; the client takes the one of its own scheme, as it
-// does with Pulsar. Invalid names get Failed with the reason.
+// handleLookup answers LOOKUP. A topic that has moved to another cluster gets Redirect there
+// (switchover.go). In a cluster of several brokers the topic's owner answers (ownership.go).
+// Otherwise this broker serves every topic: Connect to our own advertised URLs, authoritative:
+// brokerServiceUrl (pulsar://) and brokerServiceUrlTls (pulsar+ssl://), each when that listener is
+// on; the client takes the one of its own scheme, as it does with Pulsar. Invalid names get Failed
+// with the reason.
 func (c *conn) handleLookup(cmd *pulsarpb.CommandLookupTopic) {
 	reqID := cmd.GetRequestId()
 	resp := &pulsarpb.CommandLookupTopicResponse{RequestId: proto.Uint64(reqID)}
-	if _, err := parseTopic(cmd.GetTopic()); err != nil {
+	topic, err := parseTopic(cmd.GetTopic())
+	if err != nil {
 		code, msg := toServerError(err)
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Failed.Enum()
 		resp.Error = code.Enum()
@@ -62,14 +65,12 @@ func (c *conn) handleLookup(cmd *pulsarpb.CommandLookupTopic) {
 		}
 		resp.Authoritative = proto.Bool(false)
 		resp.ProxyThroughServiceUrl = proto.Bool(false)
+	} else if c.s.opts.Ownership != nil {
+		c.lookupOwner(cmd, topic)
+		return
 	} else {
 		resp.Response = pulsarpb.CommandLookupTopicResponse_Connect.Enum()
-		if u := c.s.opts.ServiceURL; u != "" {
-			resp.BrokerServiceUrl = proto.String(u)
-		}
-		if u := c.s.opts.ServiceURLTLS; u != "" {
-			resp.BrokerServiceUrlTls = proto.String(u)
-		}
+		c.setOwnURLs(resp)
 		resp.Authoritative = proto.Bool(true)
 		resp.ProxyThroughServiceUrl = proto.Bool(false)
 	}
@@ -153,6 +154,16 @@ func (c *conn) handleGetTopicsOfNamespace(cmd *pulsarpb.CommandGetTopicsOfNamesp
 
 func (c *conn) listPersistentTopics(ctx context.Context, ns naming.NamespaceName) ([]string, error) {
 	seen := map[string]struct{}{}
+	if o := c.s.opts.Ownership; o != nil {
+		// Every broker's topics: regex consumers see the whole cluster from any broker.
+		names, err := o.Topics(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			seen[n] = struct{}{}
+		}
+	}
 	topics, err := c.s.opts.Broker.ListTopics(ctx, ns)
 	if err != nil && !errors.Is(err, broker.ErrNamespaceNotFound) {
 		return nil, err

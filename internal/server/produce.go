@@ -55,6 +55,9 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 	if err == nil {
 		err = checkProducerCommand(cmd)
 	}
+	if err == nil {
+		err = c.checkServedHere(topic)
+	}
 	if err != nil {
 		c.log.Debug("producer refused", "topic", cmd.GetTopic(), "producerId", id, "err", err)
 		c.sendError(reqID, err)

@@ -13,6 +13,7 @@
 //	authrefresh.go  expiring credentials: AUTH_CHALLENGE / AUTH_RESPONSE
 //	connect.go    command dispatch, CONNECT/CONNECTED, PING/PONG
 //	lookup.go     LOOKUP, PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE, topic name normalisation
+//	ownership.go  several brokers per cluster: LOOKUP names the owner, non-owners refuse clients
 //	produce.go    PRODUCER, SEND, SEND_RECEIPT/SEND_ERROR, CLOSE_PRODUCER
 //	consume.go    SUBSCRIBE, FLOW, MESSAGE, ACK/ACK_RESPONSE, REDELIVER, SEEK, GET_LAST_MESSAGE_ID,
 //	              UNSUBSCRIBE, CLOSE_CONSUMER, CONSUMER_STATS, ACTIVE_CONSUMER_CHANGE
@@ -31,7 +32,9 @@
 //	PING / PONG                  answered; the server pings idle connections itself
 //	LOOKUP                       Connect, authoritative, brokerServiceUrl and brokerServiceUrlTls =
 //	                             the advertised URLs of the listeners there are;
-//	                             Failed + InvalidTopicName for bad names
+//	                             Failed + InvalidTopicName for bad names; with Options.Ownership,
+//	                             Redirect (authoritative) to another broker that owns the topic,
+//	                             or Failed + ServiceNotReady when it has no live owner in time
 //	PARTITIONED_METADATA         partition count from the catalog (0: not partitioned, a partition,
 //	                             or not created yet); missing namespace: TopicNotFound
 //	GET_TOPICS_OF_NAMESPACE      topics of the mode's domains, partitions individually, pattern and
@@ -41,7 +44,8 @@
 //	                             schema_version}; producer_ready=false first for a queued
 //	                             WaitForExclusive producer; initial_subscription_name creates that
 //	                             durable subscription first; replicator producers ("pulsar.repl.")
-//	                             pass Options.AdmitReplicator
+//	                             pass Options.AdmitReplicator; with Options.Ownership, a topic
+//	                             this broker does not own gets ServiceNotReady (also SUBSCRIBE)
 //	SEND                         checksum verified; SEND_RECEIPT in order per producer, or SEND_ERROR
 //	CLOSE_PRODUCER/CONSUMER      SUCCESS (also for unknown ids); sent by the server when the broker
 //	                             closes one (unload, seek, fencing) and on shutdown
@@ -156,6 +160,9 @@ type Options struct {
 	// Migration, if set, moves the clients of topics whose cluster or namespace is marked migrated
 	// to the target cluster (switchover.go); nil: no topic ever migrates.
 	Migration Migration
+	// Ownership, if set, makes this broker one of several serving the cluster (ownership.go):
+	// LOOKUP names each topic's owner, and only the owner serves its producers and consumers.
+	Ownership Ownership
 	// SwitchoverInterval is how often migrating topics are checked (DefaultSwitchoverInterval).
 	SwitchoverInterval time.Duration
 	// Logger; nil means slog.Default().

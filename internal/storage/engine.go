@@ -218,10 +218,20 @@ func (e *Engine) newLedgerID() (int64, error) {
 	e.stateMu.Lock()
 	defer e.stateMu.Unlock()
 	if e.nextLedgerID >= e.ledgerIDLimit {
-		old := e.ledgerIDLimit
+		next, old := e.nextLedgerID, e.ledgerIDLimit
+		if e.opts.LedgerIDBlock != nil {
+			first, err := e.opts.LedgerIDBlock(e.nextLedgerID, ledgerIDBlock)
+			if err != nil {
+				return 0, fmt.Errorf("storage: reserve ledger ids: %w", err)
+			}
+			if first < e.nextLedgerID {
+				return 0, fmt.Errorf("storage: reserved ledger ids start at %d, below %d already used here", first, e.nextLedgerID)
+			}
+			e.nextLedgerID = first
+		}
 		e.ledgerIDLimit = e.nextLedgerID + ledgerIDBlock
 		if err := e.writeState(); err != nil {
-			e.ledgerIDLimit = old
+			e.nextLedgerID, e.ledgerIDLimit = next, old
 			return 0, err
 		}
 	}

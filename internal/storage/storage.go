@@ -69,6 +69,12 @@ type Options struct {
 	// filling the disk, until a checkpoint succeeds again (counted in whole journal files, at
 	// least 3; default 8 journal files; see health.go).
 	MaxJournalBacklog int64
+	// LedgerIDBlock, when set, reserves ledger ids from outside this engine: the brokers of one
+	// cluster draw blocks from their shared store, so a ledger id is unique in the whole cluster
+	// (docs/cluster.md). It is given the first id this engine may use (ids below it are used here)
+	// and the block size, and returns the block's first id, at least floor. Nil: ids come from
+	// this engine's own counter.
+	LedgerIDBlock func(floor, size int64) (int64, error)
 }
 
 // CursorOptions configure a new cursor.

@@ -1,0 +1,329 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/poll"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestEvenRangesMatchPulsarBoundaries(t *testing.T) {
+	got := EvenRanges(4)
+	want := []string{"0x00000000_0x40000000", "0x40000000_0x80000000", "0x80000000_0xc0000000", "0xc0000000_0xffffffff"}
+	for i, r := range got {
+		if r.String() != want[i] {
+			t.Fatalf("range %d = %s, want %s", i, r, want[i])
+		}
+		back, err := ParseRange(r.String())
+		if err != nil || back != r {
+			t.Fatalf("ParseRange(%s) = %v, %v", r, back, err)
+		}
+	}
+	if one := EvenRanges(1); len(one) != 1 || one[0].String() != "0x00000000_0xffffffff" {
+		t.Fatalf("one bundle = %v", one)
+	}
+}
+
+func TestFindCoversTheHashSpace(t *testing.T) {
+	for _, n := range []int{1, 3, 4, 16} {
+		ranges := EvenRanges(n)
+		for i := range 2000 {
+			name := fmt.Sprintf("persistent://public/default/t-%d", i)
+			r := Find(ranges, name)
+			if !r.Contains(Hash(name)) {
+				t.Fatalf("n=%d: %s (hash %#x) placed in %s", n, name, Hash(name), r)
+			}
+		}
+		if r := ranges[len(ranges)-1]; !r.Contains(0xffffffff) {
+			t.Fatalf("n=%d: the last range %s does not hold 0xffffffff", n, r)
+		}
+	}
+}
+
+func TestHashIsCRC32OfTheFullName(t *testing.T) {
+	// Pulsar's bundle factory hashes the full topic name with CRC-32 (IEEE); its check value is
+	// 0xcbf43926.
+	if got := Hash("123456789"); got != 0xcbf43926 {
+		t.Fatalf("hash = %#x, want CRC-32/IEEE", got)
+	}
+	if Hash("persistent://a/b/c-partition-0") == Hash("persistent://a/b/c-partition-1") {
+		t.Fatal("partitions must hash apart")
+	}
+}
+
+func TestRangesFromBoundaries(t *testing.T) {
+	rs, err := RangesFromBoundaries([]string{"0x00000000", "0x80000000", "0xffffffff"})
+	if err != nil || len(rs) != 2 || rs[1].String() != "0x80000000_0xffffffff" {
+		t.Fatalf("ranges = %v, %v", rs, err)
+	}
+	for _, bad := range [][]string{{"0x00000000"}, {"0x00000001", "0xffffffff"}, {"0x00000000", "0x10", "0x08", "0xffffffff"}, {"0", "0xffffffff"}} {
+		if _, err := RangesFromBoundaries(bad); err == nil {
+			t.Fatalf("boundaries %v accepted", bad)
+		}
+	}
+}
+
+// TestDecide is the lookup rule as a table: who owns, who is live, what the answer is.
+func TestDecide(t *testing.T) {
+	b1 := BrokerInfo{ID: "b1", ServiceURL: "pulsar://127.0.0.1:6650"}
+	b2 := BrokerInfo{ID: "b2", ServiceURL: "pulsar://127.0.0.2:6650"}
+	b3 := BrokerInfo{ID: "b3", ServiceURL: "pulsar://127.0.0.3:6650"}
+	live := func(bs ...BrokerInfo) map[string]BrokerInfo {
+		m := map[string]BrokerInfo{}
+		for _, b := range bs {
+			m[b.ID] = b
+		}
+		return m
+	}
+	loaded := func(b BrokerInfo, n int) BrokerInfo { b.OwnedBundles = n; return b }
+	for _, tc := range []struct {
+		name   string
+		view   View
+		action Action
+		broker string
+	}{
+		{"owner is self", View{Self: "b1", Record: &Ownership{Broker: "b1", Epoch: 3}, Live: live(b1, b2)}, Connect, "b1"},
+		{"owner is another live broker", View{Self: "b1", Record: &Ownership{Broker: "b2", Epoch: 1}, Live: live(b1, b2)}, Redirect, "b2"},
+		{"owner is down: hold, never reassign its data", View{Self: "b1", Record: &Ownership{Broker: "b3", Epoch: 1}, Live: live(b1, b2)}, Wait, ""},
+		{"self owns but is unregistered: hold", View{Self: "b1", Record: &Ownership{Broker: "b1", Epoch: 1}, Live: live(b2)}, Wait, ""},
+		{"unassigned: least loaded", View{Self: "b1", Live: live(loaded(b1, 2), loaded(b2, 1), loaded(b3, 1))}, Assign, "b2"},
+		{"unassigned: ties by rendezvous rank", View{Self: "b3", Bundle: "public/default/0x00000000_0x40000000", Live: live(b1, b2, b3)}, Assign, rendezvousWinner("public/default/0x00000000_0x40000000", "b1", "b2", "b3")},
+		{"unassigned, nobody live", View{Self: "b1", Live: live()}, Wait, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.view)
+			if d.Action != tc.action || d.Broker.ID != tc.broker {
+				t.Fatalf("Decide = %s %q, want %s %q", d.Action, d.Broker.ID, tc.action, tc.broker)
+			}
+		})
+	}
+}
+
+func rendezvousWinner(bundle string, ids ...string) string {
+	best, rank := "", uint32(0)
+	for _, id := range ids {
+		if r := crc32.ChecksumIEEE([]byte(bundle + "\x00" + id)); best == "" || r > rank {
+			best, rank = id, r
+		}
+	}
+	return best
+}
+
+// TestConcurrentAssignmentsSpread: bundles assigned at once, each decider seeing every broker
+// unloaded, still land on different brokers.
+func TestConcurrentAssignmentsSpread(t *testing.T) {
+	live := map[string]BrokerInfo{"b1": {ID: "b1"}, "b2": {ID: "b2"}, "b3": {ID: "b3"}}
+	per := map[string]int{}
+	for _, r := range EvenRanges(12) {
+		d := Decide(View{Self: "b1", Bundle: Bundle{Namespace: "public/default", Range: r}.String(), Live: live})
+		per[d.Broker.ID]++
+	}
+	if len(per) != 3 {
+		t.Fatalf("12 bundles decided at once went to %v", per)
+	}
+}
+
+func startCoordinators(t *testing.T, n int, hold time.Duration) ([]*Coordinator, *memstore.Store) {
+	t.Helper()
+	store := memstore.New()
+	t.Cleanup(func() { _ = store.Close() })
+	var cs []*Coordinator
+	for i := 1; i <= n; i++ {
+		c, err := Start(context.Background(), Options{
+			Store:       store,
+			Self:        BrokerInfo{ID: fmt.Sprintf("b%d", i), ServiceURL: fmt.Sprintf("pulsar://127.0.0.%d:6650", i)},
+			HoldTimeout: hold,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		cs = append(cs, c)
+	}
+	return cs, store
+}
+
+// waitBrokers polls until every coordinator sees n live brokers.
+func waitBrokers(t *testing.T, cs []*Coordinator, n int) {
+	t.Helper()
+	for _, c := range cs {
+		poll.Until(t, 5*time.Second, fmt.Sprintf("%s to see %d brokers", c.Self().ID, n), func() bool { return len(c.Brokers()) == n })
+	}
+}
+
+// TestLookupSpreadsBundlesAndAgrees: concurrent lookups from every broker of every bundle end with
+// one owner per bundle, the same answer everywhere, and bundles spread over the brokers.
+func TestLookupSpreadsBundlesAndAgrees(t *testing.T) {
+	cs, _ := startCoordinators(t, 3, 2*time.Second)
+	waitBrokers(t, cs, 3)
+	const topics = 48
+	owners := make([][]string, len(cs))
+	var wg sync.WaitGroup
+	for ci, c := range cs {
+		owners[ci] = make([]string, topics)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range topics {
+				ns := fmt.Sprintf("public/ns%d", i%12)
+				d, err := c.Lookup(context.Background(), ns, fmt.Sprintf("persistent://%s/t-%d", ns, i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if (d.Action == Connect) != (d.Broker.ID == c.Self().ID) || (d.Action != Connect && d.Action != Redirect) {
+					t.Errorf("%s: %s to %s", c.Self().ID, d.Action, d.Broker.ID)
+				}
+				owners[ci][i] = d.Broker.ID
+			}
+		}()
+	}
+	wg.Wait()
+	perBroker := map[string]int{}
+	for i := range topics {
+		for ci := range cs {
+			if owners[ci][i] != owners[0][i] {
+				t.Fatalf("topic %d: %s says %s, %s says %s", i, cs[0].Self().ID, owners[0][i], cs[ci].Self().ID, owners[ci][i])
+			}
+		}
+	}
+	for _, c := range cs {
+		perBroker[c.Self().ID] = len(c.OwnedBundles())
+	}
+	for id, n := range perBroker {
+		if n < 8 { // 12 namespaces x 4 bundles = 48 bundles over 3 brokers
+			t.Fatalf("broker %s owns %d bundles: %v", id, n, perBroker)
+		}
+	}
+	for _, c := range cs {
+		for i := range topics {
+			ns := fmt.Sprintf("public/ns%d", i%12)
+			if got := c.Owns(ns, fmt.Sprintf("persistent://%s/t-%d", ns, i)); got != (owners[0][i] == c.Self().ID) {
+				t.Fatalf("%s Owns(t-%d) = %v, owner %s", c.Self().ID, i, got, owners[0][i])
+			}
+		}
+	}
+}
+
+// TestLookupHoldsForADeadOwner: a bundle whose owner is gone is not reassigned (its messages are on
+// the owner's disk); lookups hold and then fail with ErrNotReady, and succeed as soon as the owner
+// registers again.
+func TestLookupHoldsForADeadOwner(t *testing.T) {
+	cs, store := startCoordinators(t, 2, 300*time.Millisecond)
+	waitBrokers(t, cs, 2)
+	ns, topic := "public/default", "persistent://public/default/held"
+	var d Decision
+	var err error
+	// Find a topic that b2 owns.
+	for i := 0; ; i++ {
+		topic = fmt.Sprintf("persistent://public/default/held-%d", i)
+		if d, err = cs[0].Lookup(context.Background(), ns, topic); err != nil {
+			t.Fatal(err)
+		}
+		if d.Broker.ID == "b2" {
+			break
+		}
+	}
+	cs[1].Close(context.Background())
+	waitBrokers(t, cs[:1], 1)
+	if _, err := cs[0].Lookup(context.Background(), ns, topic); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("lookup with the owner down = %v, want ErrNotReady", err)
+	}
+	if cs[0].Owns(ns, topic) {
+		t.Fatal("the bundle moved to b1")
+	}
+	// b2 comes back: a held lookup returns as soon as it registers.
+	held := make(chan error, 1)
+	slow, err := Start(context.Background(), Options{Store: store, Self: cs[1].Self(), HoldTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close(context.Background())
+	go func() {
+		d, err := cs[0].Lookup(context.Background(), ns, topic)
+		if err == nil && (d.Action != Redirect || d.Broker.ID != "b2") {
+			err = fmt.Errorf("got %s to %s", d.Action, d.Broker.ID)
+		}
+		held <- err
+	}()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReleaseLetsTheNextLookupAssign(t *testing.T) {
+	cs, _ := startCoordinators(t, 1, time.Second)
+	ns, topic := "public/default", "persistent://public/default/r"
+	if _, err := cs[0].Lookup(context.Background(), ns, topic); err != nil {
+		t.Fatal(err)
+	}
+	b := cs[0].BundleOf(ns, topic)
+	if err := cs[0].Release(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if cs[0].Owns(ns, topic) {
+		t.Fatal("still owned after release")
+	}
+	if err := cs[0].Release(context.Background(), b); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("second release = %v", err)
+	}
+	if _, err := cs[0].Lookup(context.Background(), ns, topic); err != nil || !cs[0].Owns(ns, topic) {
+		t.Fatalf("lookup after release = %v, owns %v", err, cs[0].Owns(ns, topic))
+	}
+}
+
+func TestSecondBrokerWithTheSameIDIsRefused(t *testing.T) {
+	cs, store := startCoordinators(t, 1, time.Second)
+	_, err := Start(context.Background(), Options{Store: store, SessionTTL: time.Second,
+		Self: BrokerInfo{ID: cs[0].Self().ID, ServiceURL: "pulsar://127.0.0.9:6650"}})
+	if err == nil {
+		t.Fatal("a second live broker with the same id was accepted")
+	}
+}
+
+func TestAllocateLedgerIDsNeverOverlap(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				first, err := AllocateLedgerIDs(context.Background(), store, 0, 10)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for id := first; id < first+10; id++ {
+					if seen[id] {
+						t.Errorf("ledger id %d handed out twice", id)
+					}
+					seen[id] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	first, err := AllocateLedgerIDs(context.Background(), store, 5000, 10)
+	if err != nil || first != 5000 {
+		t.Fatalf("with a floor above the counter: %d, %v", first, err)
+	}
+	if next, _ := AllocateLedgerIDs(context.Background(), store, 0, 1); next != 5010 {
+		t.Fatalf("after the floor: %d", next)
+	}
+}

@@ -1,0 +1,114 @@
+package cluster
+
+import "hash/crc32"
+
+// BrokerInfo is what a broker registers about itself (registry.go) and what lookups answer with.
+type BrokerInfo struct {
+	ID            string `json:"id"`
+	ServiceURL    string `json:"brokerServiceUrl,omitempty"`
+	ServiceURLTLS string `json:"brokerServiceUrlTls,omitempty"`
+	WebURL        string `json:"webServiceUrl,omitempty"`
+	WebURLTLS     string `json:"webServiceUrlTls,omitempty"`
+	// OwnedBundles is the broker's load as assignment sees it: the bundles it owns when it last
+	// reported.
+	OwnedBundles int `json:"ownedBundles"`
+}
+
+// Ownership is a bundle's ownership record: the broker that serves it and an epoch that grows with
+// every assignment, so a stale owner's release or write can be told apart from the current one's.
+type Ownership struct {
+	Broker string `json:"broker"`
+	Epoch  int64  `json:"epoch"`
+}
+
+// Action is what a lookup decision asks the caller to do.
+type Action int
+
+const (
+	// Connect: this broker owns the bundle; the client connects here.
+	Connect Action = iota + 1
+	// Redirect: another live broker owns it; the client asks that broker, authoritatively.
+	Redirect
+	// Assign: nobody owns it; the caller records Candidate as owner (compare-and-swap) and decides
+	// again.
+	Assign
+	// Wait: the owner is not live, or no broker is; the caller waits for a change (a broker
+	// registering, the record changing) up to its hold deadline, then answers ServiceNotReady.
+	Wait
+)
+
+func (a Action) String() string {
+	switch a {
+	case Connect:
+		return "Connect"
+	case Redirect:
+		return "Redirect"
+	case Assign:
+		return "Assign"
+	case Wait:
+		return "Wait"
+	}
+	return "Action(?)"
+}
+
+// View is what one lookup decision sees: this broker, the bundle's ownership record (nil when the
+// bundle is unassigned) and the live brokers.
+type View struct {
+	Self   string
+	Bundle string // the bundle's name, which spreads ties between equally loaded brokers
+	Record *Ownership
+	Live   map[string]BrokerInfo
+}
+
+// Decision is a lookup decision: the action and the broker it names (the owner for Connect and
+// Redirect, the candidate for Assign).
+type Decision struct {
+	Action Action
+	Broker BrokerInfo
+}
+
+// Decide is the lookup rule (docs/cluster.md, "Lookup"):
+//
+//   - the owner is this broker and this broker is live: Connect;
+//   - the owner is another live broker: Redirect to it (authoritative, so it never redirects again);
+//   - the owner is not live: Wait. Its bundles stay with it, because in this release the bundle's
+//     messages are on the owner's disk; they are served again when it comes back;
+//   - no owner: Assign the least-loaded live broker, or Wait when no broker is live. Ties go to
+//     the broker that ranks highest for this bundle (rendezvous hashing of bundle and broker id):
+//     deciders that agree on the loads agree on the broker, and bundles assigned at the same
+//     moment, each seeing the same loads, still spread over the brokers.
+func Decide(v View) Decision {
+	if v.Record != nil {
+		owner, live := v.Live[v.Record.Broker]
+		switch {
+		case !live:
+			return Decision{Action: Wait}
+		case owner.ID == v.Self:
+			return Decision{Action: Connect, Broker: owner}
+		default:
+			return Decision{Action: Redirect, Broker: owner}
+		}
+	}
+	cand, ok := LeastLoaded(v.Live, v.Bundle)
+	if !ok {
+		return Decision{Action: Wait}
+	}
+	return Decision{Action: Assign, Broker: cand}
+}
+
+// LeastLoaded picks the live broker with the fewest owned bundles; ties go to the broker with the
+// highest rendezvous hash for bundle.
+func LeastLoaded(live map[string]BrokerInfo, bundle string) (BrokerInfo, bool) {
+	var best BrokerInfo
+	var bestRank uint32
+	found := false
+	for id, b := range live {
+		rank := crc32.ChecksumIEEE([]byte(bundle + "\x00" + id))
+		switch {
+		case !found, b.OwnedBundles < best.OwnedBundles,
+			b.OwnedBundles == best.OwnedBundles && (rank > bestRank || rank == bestRank && id < best.ID):
+			best, bestRank, found = b, rank, true
+		}
+	}
+	return best, found
+}

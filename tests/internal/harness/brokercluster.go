@@ -1,0 +1,43 @@
+package harness
+
+import (
+	"fmt"
+	"testing"
+)
+
+// BrokerCluster is one Meridian cluster of several broker processes sharing an etcd as their
+// cluster-local store (docs/cluster.md): broker i listens on 127.0.0.i.
+type BrokerCluster struct {
+	Etcd    *Etcd
+	Brokers []*Process
+}
+
+// StartBrokerCluster starts an embedded etcd and n `meridian standalone --metadata-store` processes
+// (broker i is "b<i>" on 127.0.0.i, free ports), each ready before the next starts. base sets the
+// options every broker shares (its addresses, data dir and ExtraArgs are filled per broker; the
+// given ExtraArgs are kept).
+func StartBrokerCluster(t testing.TB, n int, base Options) *BrokerCluster {
+	t.Helper()
+	etcd := StartEtcd(t)
+	c := &BrokerCluster{Etcd: etcd}
+	for i := 1; i <= n; i++ {
+		o := base
+		o.BrokerAddr = fmt.Sprintf("127.0.0.%d:%d", i, FreePort(t))
+		o.WebAddr = fmt.Sprintf("127.0.0.%d:%d", i, FreePort(t))
+		o.ExtraArgs = append([]string{"--metadata-store", etcd.ConfigStoreURL("cluster"), "--broker-id", fmt.Sprintf("b%d", i)}, base.ExtraArgs...)
+		c.Brokers = append(c.Brokers, StartStandalone(t, o))
+	}
+	return c
+}
+
+// ServiceURL is a multi-host service URL naming every broker.
+func (c *BrokerCluster) ServiceURL() string {
+	u := "pulsar://"
+	for i, b := range c.Brokers {
+		if i > 0 {
+			u += ","
+		}
+		u += b.opts.BrokerAddr
+	}
+	return u
+}
