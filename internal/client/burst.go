@@ -234,7 +234,7 @@ func scanSendFields(entry []byte) (sendFields, error) {
 	if err != nil {
 		return f, err
 	}
-	b, md := parts.Metadata, &wire.MetadataField
+	b := parts.Metadata
 	for len(b) > 0 {
 		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
@@ -244,20 +244,20 @@ func scanSendFields(entry []byte) (sendFields, error) {
 			return f, fmt.Errorf("%w: metadata: field number %d out of range", wire.ErrMalformedPayload, num)
 		}
 		b = b[n:]
-		if typ == protowire.VarintType && (num == md.NumMessagesInBatch || num == md.HighestSequenceID || num == md.NumChunksFromMsg || num == md.MarkerType) {
+		if code := sendScanCodes.Code(num); code != 0 && typ == protowire.VarintType {
 			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
 				return f, fmt.Errorf("%w: metadata: %v", wire.ErrMalformedPayload, protowire.ParseError(n))
 			}
 			b = b[n:]
-			switch num {
-			case md.NumMessagesInBatch:
+			switch code {
+			case scanNumMessages:
 				f.numMessages, f.hasNumMessages = int32(v), true
-			case md.HighestSequenceID:
+			case scanHighestSeq:
 				f.highestSequenceID, f.hasHighestSequenceID = v, true
-			case md.NumChunksFromMsg:
+			case scanNumChunks:
 				f.isChunk = int32(v) > 1
-			case md.MarkerType:
+			case scanMarkerType:
 				f.marker = true
 			}
 			continue
@@ -270,6 +270,21 @@ func scanSendFields(entry []byte) (sendFields, error) {
 	}
 	return f, nil
 }
+
+// The MessageMetadata fields scanSendFields reads (all varints).
+const (
+	scanNumMessages = 1 + iota
+	scanHighestSeq
+	scanNumChunks
+	scanMarkerType
+)
+
+var sendScanCodes = wire.NewFieldCodes(map[protowire.Number]uint8{
+	wire.MetadataField.NumMessagesInBatch: scanNumMessages,
+	wire.MetadataField.HighestSequenceID:  scanHighestSeq,
+	wire.MetadataField.NumChunksFromMsg:   scanNumChunks,
+	wire.MetadataField.MarkerType:         scanMarkerType,
+})
 
 // command is the SEND as a protobuf message (for the rare SENDs that carry more than
 // appendSendHead encodes).

@@ -23,19 +23,9 @@ const (
 	AccessExclusiveWithFencing AccessMode = 3
 )
 
-func (m AccessMode) String() string {
-	switch m {
-	case AccessShared:
-		return "Shared"
-	case AccessExclusive:
-		return "Exclusive"
-	case AccessWaitForExclusive:
-		return "WaitForExclusive"
-	case AccessExclusiveWithFencing:
-		return "ExclusiveWithFencing"
-	}
-	return fmt.Sprintf("AccessMode(%d)", int32(m))
-}
+var accessModeNames = []string{"Shared", "Exclusive", "WaitForExclusive", "ExclusiveWithFencing"}
+
+func (m AccessMode) String() string { return enumName(accessModeNames, "AccessMode", int32(m)) }
 
 // SubType is a subscription type (CommandSubscribe.SubType).
 type SubType int32
@@ -50,19 +40,9 @@ const (
 // Valid reports whether s is one of the four subscription types.
 func (s SubType) Valid() bool { return s >= SubExclusive && s <= SubKeyShared }
 
-func (s SubType) String() string {
-	switch s {
-	case SubExclusive:
-		return "Exclusive"
-	case SubShared:
-		return "Shared"
-	case SubFailover:
-		return "Failover"
-	case SubKeyShared:
-		return "Key_Shared"
-	}
-	return fmt.Sprintf("SubType(%d)", int32(s))
-}
+var subTypeNames = []string{"Exclusive", "Shared", "Failover", "Key_Shared"}
+
+func (s SubType) String() string { return enumName(subTypeNames, "SubType", int32(s)) }
 
 // InitialPosition is where a new durable subscription starts (CommandSubscribe.InitialPosition).
 type InitialPosition int32
@@ -83,3 +63,11 @@ const (
 // ErrSubscriptionNotReplicated: a replicated state names a subscription that exists here and is
 // not replicated; another cluster's state never changes it, and it is not applied.
 var ErrSubscriptionNotReplicated = errors.New("subscription exists here and is not replicated")
+
+// enumName is names[v], the protocol's name of value v, or "typ(v)" for a value it does not name.
+func enumName(names []string, typ string, v int32) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", typ, v)
+}

@@ -50,29 +50,28 @@ var errScan = errors.New("metadata scan")
 // the cluster replicate_to is checked against). It allocates nothing: byte fields alias b.
 func scanMetadata(b []byte, remote string) (mdScan, error) {
 	s := mdScan{numMessages: 1}
-	md := &wire.MetadataField
 	for len(b) > 0 {
 		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber { // protobuf refuses larger field numbers
 			return s, errScan
 		}
 		b = b[n:]
-		switch {
-		case typ == protowire.BytesType && (num == md.ReplicatedFrom || num == md.ReplicateTo || num == md.Properties):
+		switch code := scanCodes.Code(num); {
+		case typ == protowire.BytesType && code >= scanReplicatedFrom && code <= scanProperties:
 			v, n := wire.ConsumeBytes(b)
 			if n < 0 {
 				return s, errScan
 			}
 			b = b[n:]
-			switch num {
-			case md.ReplicatedFrom:
+			switch code {
+			case scanReplicatedFrom:
 				s.hasReplicatedFrom, s.replicatedFrom = true, v
-			case md.ReplicateTo:
+			case scanReplicateTo:
 				s.replicateTo++
 				if string(v) == remote {
 					s.replicateToRemote = true
 				}
-			case md.Properties:
+			case scanProperties:
 				k, val, ok := wire.ScanKeyValue(v)
 				if !ok {
 					return s, errScan
@@ -84,25 +83,24 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 					s.hasIncarnation, s.sourceIncarnation = true, val
 				}
 			}
-		case typ == protowire.VarintType && (num == md.NumMessagesInBatch || num == md.MarkerType || num == md.TxnidLeastBits || num == md.TxnidMostBits || num == md.ChunkID ||
-			num == md.HighestSequenceID || num == md.NumChunksFromMsg):
+		case typ == protowire.VarintType && code >= scanNumMessages:
 			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
 				return s, errScan
 			}
 			b = b[n:]
-			switch num {
-			case md.NumMessagesInBatch:
+			switch code {
+			case scanNumMessages:
 				s.numMessages, s.hasNumMessages = int32(v), true
-			case md.MarkerType:
+			case scanMarkerType:
 				s.hasMarker, s.markerType = true, int32(v)
-			case md.TxnidLeastBits, md.TxnidMostBits:
+			case scanTxnid:
 				s.hasTxn = true
-			case md.ChunkID:
+			case scanChunkID:
 				s.chunkID = int32(v)
-			case md.HighestSequenceID:
+			case scanHighestSeq:
 				s.highestSeq, s.hasHighestSeq = v, true
-			case md.NumChunksFromMsg:
+			case scanNumChunks:
 				s.numChunks = int32(v)
 			}
 		default:
@@ -115,6 +113,32 @@ func scanMetadata(b []byte, remote string) (mdScan, error) {
 	}
 	return s, nil
 }
+
+// The MessageMetadata fields scanMetadata reads: byte fields first, then varints.
+const (
+	scanReplicatedFrom = 1 + iota
+	scanReplicateTo
+	scanProperties
+	scanNumMessages
+	scanMarkerType
+	scanTxnid
+	scanChunkID
+	scanHighestSeq
+	scanNumChunks
+)
+
+var scanCodes = wire.NewFieldCodes(map[protowire.Number]uint8{
+	wire.MetadataField.ReplicatedFrom:     scanReplicatedFrom,
+	wire.MetadataField.ReplicateTo:        scanReplicateTo,
+	wire.MetadataField.Properties:         scanProperties,
+	wire.MetadataField.NumMessagesInBatch: scanNumMessages,
+	wire.MetadataField.MarkerType:         scanMarkerType,
+	wire.MetadataField.TxnidLeastBits:     scanTxnid,
+	wire.MetadataField.TxnidMostBits:      scanTxnid,
+	wire.MetadataField.ChunkID:            scanChunkID,
+	wire.MetadataField.HighestSequenceID:  scanHighestSeq,
+	wire.MetadataField.NumChunksFromMsg:   scanNumChunks,
+})
 
 // prepareFast is PrepareEntry for the common case; ok is false when the general path must decide.
 func prepareFast(e mtypes.Entry, local, remote string, headroom *[]byte, shifts *crc32c.ShiftCache) (out Outbound, reason SkipReason, ok bool) {

@@ -1,8 +1,10 @@
 package replication
 
 import (
+	"cmp"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/meridian-mq/meridian/internal/mtypes"
 )
@@ -136,17 +138,7 @@ func ExportState(st mtypes.SubscriptionAckState, in ExportInput) ([]OriginAcks, 
 }
 
 func compareKeys(a, b OriginKey) int {
-	switch {
-	case a.Cluster < b.Cluster:
-		return -1
-	case a.Cluster > b.Cluster:
-		return 1
-	case a.Incarnation < b.Incarnation:
-		return -1
-	case a.Incarnation > b.Incarnation:
-		return 1
-	}
-	return 0
+	return cmp.Or(strings.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Incarnation, b.Incarnation))
 }
 
 // Translation is a state translated to local positions.

@@ -244,15 +244,14 @@ func publishMetadataOf(md *pulsarpb.MessageMetadata) PublishMetadata {
 // reuseName when the bytes are equal. With origin != nil it also collects the ReplicatedOrigin.
 func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (PublishMetadata, bool) {
 	var pm PublishMetadata
-	md := &MetadataField
 	for len(b) > 0 {
 		num, wt, n := ConsumeTag(b)
 		if n < 0 || num > protowire.MaxValidNumber {
 			return pm, false
 		}
 		b = b[n:]
-		switch {
-		case num == md.ProducerName && wt == protowire.BytesType:
+		switch code := publishScanCodes.Code(num); {
+		case code == pubProducerName && wt == protowire.BytesType:
 			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return pm, false
@@ -264,7 +263,7 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 			}
 			b = b[n:]
 			continue
-		case num == md.Properties && wt == protowire.BytesType:
+		case code == pubProperties && wt == protowire.BytesType:
 			// properties (KeyValue: two strings): the generic decoder only checks that the
 			// element is well-formed, which validFlatMessage checks too.
 			v, n := ConsumeBytes(b)
@@ -281,7 +280,7 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 				}
 			}
 			continue
-		case num == md.ReplicatedFrom && wt == protowire.BytesType && origin != nil:
+		case code == pubReplicatedFrom && wt == protowire.BytesType && origin != nil:
 			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return pm, false
@@ -289,28 +288,27 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 			b = b[n:]
 			origin.From, origin.HasFrom = v, true
 			continue
-		case num == md.EncryptionKeys && wt == protowire.BytesType:
+		case code == pubEncryptionKeys && wt == protowire.BytesType:
 			return pm, false // encryption keys: nested messages with nested messages
-		case wt == protowire.VarintType && (num == md.PublishTime || num == md.NumMessagesInBatch || num == md.MarkerType ||
-			num == md.NumChunksFromMsg || num == md.ChunkID):
+		case code >= pubPublishTime && wt == protowire.VarintType:
 			v, n := ConsumeVarint(b)
 			if n < 0 {
 				return pm, false
 			}
 			b = b[n:]
-			switch num {
-			case md.PublishTime:
+			switch code {
+			case pubPublishTime:
 				pm.PublishTime = v
-			case md.NumMessagesInBatch:
+			case pubNumMessages:
 				pm.NumMessagesInBatch, pm.HasNumMessages = int32(v), true
 				if origin != nil {
 					origin.NumMessages, origin.HasNumMessages = int32(v), true
 				}
-			case md.MarkerType:
+			case pubMarkerType:
 				pm.Marker = true
-			case md.NumChunksFromMsg:
+			case pubNumChunks:
 				pm.NumChunksFromMsg = int32(v)
-			case md.ChunkID:
+			case pubChunkID:
 				pm.HasChunkID, pm.ChunkID = true, int32(v)
 			}
 			continue
@@ -326,6 +324,31 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 	}
 	return pm, true
 }
+
+// The MessageMetadata fields scanPublishMetadata reads: byte fields first, then varints.
+const (
+	pubProducerName = 1 + iota
+	pubProperties
+	pubReplicatedFrom
+	pubEncryptionKeys
+	pubPublishTime
+	pubNumMessages
+	pubMarkerType
+	pubNumChunks
+	pubChunkID
+)
+
+var publishScanCodes = NewFieldCodes(map[protowire.Number]uint8{
+	MetadataField.ProducerName:       pubProducerName,
+	MetadataField.Properties:         pubProperties,
+	MetadataField.ReplicatedFrom:     pubReplicatedFrom,
+	MetadataField.EncryptionKeys:     pubEncryptionKeys,
+	MetadataField.PublishTime:        pubPublishTime,
+	MetadataField.NumMessagesInBatch: pubNumMessages,
+	MetadataField.MarkerType:         pubMarkerType,
+	MetadataField.NumChunksFromMsg:   pubNumChunks,
+	MetadataField.ChunkID:            pubChunkID,
+})
 
 // ScanKeyValue returns the last key and value of an encoded KeyValue, skipping
 // fields of other numbers or wire types as protobuf does; ok is false if b is not well-formed (a bad
