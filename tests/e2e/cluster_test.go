@@ -149,11 +149,39 @@ func TestClusterLookup(t *testing.T) {
 		}
 	}
 
+	// A partitioned topic's stats through any broker sum every partition's, wherever it lives.
+	for _, b := range cl.Brokers {
+		st, err := harness.NewAdmin(t, b).Topics().GetPartitionedStats(*ptn, true)
+		if err != nil {
+			t.Fatalf("partitioned stats through %s: %v", b.WebURL(), err)
+		}
+		var in int64
+		for _, p := range st.Partitions {
+			in += p.MsgCounterIn
+		}
+		if in != int64(perTopic) || len(st.Partitions) != 12 {
+			t.Fatalf("partitioned stats through %s: msgInCounter %d over %d partitions, want %d over 12",
+				b.WebURL(), in, len(st.Partitions), perTopic)
+		}
+	}
+
 	// Every broker lists the cluster's three brokers.
 	for _, b := range cl.Brokers {
 		brokers, err := harness.NewAdmin(t, b).Brokers().GetActiveBrokers("standalone")
 		if err != nil || len(brokers) != 3 {
 			t.Fatalf("active brokers through %s: %v, %v", b.WebURL(), brokers, err)
+		}
+	}
+
+	// Deleting the partitioned topic through broker 3 deletes every partition on its owner.
+	consumers[topics[0]].Close()
+	if err := harness.NewAdmin(t, cl.Brokers[2]).Topics().Delete(*ptn, true, false); err != nil {
+		t.Fatalf("delete the partitioned topic through broker 3: %v", err)
+	}
+	for i := range 12 {
+		part, _ := utils.GetTopicName(fmt.Sprintf("%s-partition-%d", ptn.String(), i))
+		if _, err := adm.Topics().GetStats(*part); err == nil {
+			t.Fatalf("partition %d still exists after the delete", i)
 		}
 	}
 
