@@ -295,3 +295,82 @@ func TestClusterOwnerKillAndUnload(t *testing.T) {
 		t.Fatal("the topic moved away from the broker that holds its messages")
 	}
 }
+
+// TestClusterReplicates: cluster a is two broker processes, cluster b one. Topics of a namespace
+// replicated between them land on both brokers of a; each owner's replicators send its topics to b,
+// and b's replicators, registered with broker 1's URL, reach each topic's owner in a by lookup.
+func TestClusterReplicates(t *testing.T) {
+	cl := harness.StartBrokerCluster(t, 2, harness.Options{Cluster: "a"})
+	pb := harness.StartStandalone(t, harness.Options{Cluster: "b"})
+	ca, cb := harness.NewCluster(t, "a", cl.Brokers[0]), harness.NewCluster(t, "b", pb)
+	harness.RegisterEachOther(t, ca, cb)
+	for _, c := range []*harness.Cluster{ca, cb} {
+		c.SetTenant(t, "acme", "a", "b")
+		c.CreateNamespace(t, "acme/geo", "a", "b")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 30
+	run := time.Now().UnixNano() % 1_000_000
+	clientA, clientB := ca.Client(t), cb.Client(t)
+	owners := map[string]bool{}
+	for i := range 8 {
+		local := fmt.Sprintf("geo-%d-%d", run, i)
+		aTopic := "persistent://acme/geo/" + local
+		resp, err := http.Get(cl.Brokers[0].WebURL() + "/lookup/v2/topic/persistent/acme/geo/" + local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			BrokerURL string `json:"brokerUrl"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&d)
+		resp.Body.Close()
+		owners[d.BrokerURL] = true
+		// a -> b
+		consB, err := clientB.Subscribe(pulsar.ConsumerOptions{Topic: aTopic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prodA, err := clientA.CreateProducer(pulsar.ProducerOptions{Topic: aTopic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		consA, err := clientA.Subscribe(pulsar.ConsumerOptions{Topic: aTopic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prodB, err := clientB.CreateProducer(pulsar.ProducerOptions{Topic: aTopic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range n {
+			if _, err := prodA.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "from-a-%d", j)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := prodB.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "from-b-%d", j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			cons pulsar.Consumer
+			side string
+		}{{consB, "b"}, {consA, "a"}} {
+			seen := map[string]bool{}
+			for len(seen) < 2*n {
+				m, err := c.cons.Receive(ctx)
+				if err != nil {
+					t.Fatalf("%s on %s after %d of %d: %v", aTopic, c.side, len(seen), 2*n, err)
+				}
+				seen[string(m.Payload())] = true
+				_ = c.cons.Ack(m)
+			}
+			c.cons.Close()
+		}
+		prodA.Close()
+		prodB.Close()
+	}
+	if len(owners) != 2 {
+		t.Fatalf("the topics are owned by %v, want both brokers of a", owners)
+	}
+}
