@@ -26,19 +26,12 @@ type ClusterMigration struct {
 func (h *Handler) migrationRoutes() {
 	h.handle("GET /admin/v2/clusters/{cluster}/migrate", h.clusterMigrationGet)
 	h.handle("POST /admin/v2/clusters/{cluster}/migrate", h.clusterMigrationSet)
-	h.registerNamespacePolicy(nsPolicy{
-		path:       "migration",
-		setMethods: []string{http.MethodPost},
-		get:        func(p *adminapi.Policies) (any, bool) { return p.Migrated, true },
-		set: func(p *adminapi.Policies, body []byte) error {
-			v, err := decodeLenientBool(body)
-			if err != nil {
-				return err
-			}
-			p.Migrated = v
-			return nil
-		},
-	})
+}
+
+// namespaceMigrationPolicy is `.../namespaces/{t}/{ns}/migration`: the namespace's switch (true or
+// false, also as a JSON string).
+func namespaceMigrationPolicy() nsPolicy {
+	return fieldPolicy("migration", post, func(p *adminapi.Policies) *bool { return &p.Migrated }, decodeLenientBool, nil)
 }
 
 func (h *Handler) clusterMigrationGet(w http.ResponseWriter, r *http.Request) error {

@@ -23,91 +23,11 @@ func (h *Handler) namespaceRoutes() {
 	h.handle("PUT "+nsBase, h.namespaceCreate)
 	h.handle("DELETE "+nsBase, h.namespaceDelete)
 	h.handle("GET "+nsBase+"/topics", h.namespaceTopics)
-	h.handle("GET "+nsBase+"/bundles", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.Bundles)
-	})
 	h.handle("PUT "+nsBase+"/unload", h.namespaceUnload)
 	h.handle("PUT "+nsBase+"/{bundle}/unload", h.namespaceUnload)
 	h.handle("POST "+nsBase+"/clearBacklog", h.namespaceClearBacklog)
 	h.handle("POST "+nsBase+"/clearBacklog/{subscription}", h.namespaceClearBacklog)
 	h.handle("POST "+nsBase+"/unsubscribe/{subscription}", h.namespaceUnsubscribe)
-
-	// replication: validated against registered and allowed clusters
-	h.handle("GET "+nsBase+"/replication", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.ReplicationClusters)
-	})
-	h.handle("POST "+nsBase+"/replication", func(w http.ResponseWriter, r *http.Request) error {
-		var clusters []string
-		if err := decodeBody(r, &clusters); err != nil {
-			return err
-		}
-		ns, err := h.existingNamespace(r)
-		if err != nil {
-			return err
-		}
-		if _, err := h.cat.ValidateReplicationClusters(ns.Tenant, clusters); err != nil {
-			return err
-		}
-		if err := h.cat.UpdateNamespace(r.Context(), ns.String(), func(p *adminapi.Policies) error {
-			p.ReplicationClusters = clusters
-			return nil
-		}); err != nil {
-			return err
-		}
-		h.replicationApplied(r, ns.String())
-		return noContent(w)
-	})
-
-	// backlog quotas: keyed by ?backlogQuotaType
-	h.handle("GET "+nsBase+"/backlogQuotaMap", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.BacklogQuotaMap)
-	})
-	h.handle("POST "+nsBase+"/backlogQuota", func(w http.ResponseWriter, r *http.Request) error {
-		typ, err := backlogQuotaType(r)
-		if err != nil {
-			return err
-		}
-		var q adminapi.BacklogQuota
-		if err := decodeBody(r, &q); err != nil {
-			return err
-		}
-		q.Normalize()
-		if q.Policy == "" {
-			q.Policy = adminapi.BacklogPolicyProducerRequestHold
-		}
-		if err := catalog.ValidateBacklogQuota(q); err != nil {
-			return err
-		}
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			if p.RetentionPolicies != nil && typ == adminapi.BacklogQuotaDestinationStorage && !retentionCovers(*p.RetentionPolicies, q) {
-				return fail(http.StatusPreconditionFailed, "Backlog Quota exceeds configured retention quota for namespace. Please increase retention quota and retry")
-			}
-			p.BacklogQuotaMap[typ] = q
-			return nil
-		})
-	})
-	h.handle("DELETE "+nsBase+"/backlogQuota", func(w http.ResponseWriter, r *http.Request) error {
-		typ, err := backlogQuotaType(r)
-		if err != nil {
-			return err
-		}
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			delete(p.BacklogQuotaMap, typ)
-			return nil
-		})
-	})
 
 	// permissions: grants enforced by the Authorizer (authz.go) when authorization is on
 	h.handle("GET "+nsBase+"/permissions", func(w http.ResponseWriter, r *http.Request) error {
@@ -170,32 +90,6 @@ func (h *Handler) namespaceRoutes() {
 		})
 	})
 
-	// properties: PUT merges, DELETE clears
-	h.handle("GET "+nsBase+"/properties", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.Properties)
-	})
-	h.handle("PUT "+nsBase+"/properties", func(w http.ResponseWriter, r *http.Request) error {
-		var props map[string]string
-		if err := decodeBody(r, &props); err != nil {
-			return err
-		}
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			for k, v := range props {
-				p.Properties[k] = v
-			}
-			return nil
-		})
-	})
-	h.handle("DELETE "+nsBase+"/properties", func(w http.ResponseWriter, r *http.Request) error {
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			p.Properties = map[string]string{}
-			return nil
-		})
-	})
 	h.handle("GET "+nsBase+"/property/{key}", func(w http.ResponseWriter, r *http.Request) error {
 		p, err := h.policiesOf(r)
 		if err != nil {
@@ -241,17 +135,6 @@ func retentionCovers(ret adminapi.RetentionPolicies, q adminapi.BacklogQuota) bo
 		return true
 	}
 	return ret.RetentionSizeInMB*1024*1024 >= q.LimitSize
-}
-
-func backlogQuotaType(r *http.Request) (string, error) {
-	typ := r.URL.Query().Get("backlogQuotaType")
-	if typ == "" {
-		typ = adminapi.BacklogQuotaDestinationStorage
-	}
-	if typ != adminapi.BacklogQuotaDestinationStorage && typ != adminapi.BacklogQuotaMessageAge {
-		return "", fail(http.StatusBadRequest, "Invalid backlogQuotaType %q: want destination_storage or message_age", typ)
-	}
-	return typ, nil
 }
 
 // existingNamespace parses the path's namespace and checks that tenant and namespace exist, with

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/url"
 
 	"github.com/meridian-mq/meridian/adminapi"
 )
@@ -61,64 +60,24 @@ func replicatedStatusSet(r *http.Request, op optionalOp[ReplicatedSubscriptions]
 // isJSONNull reports a body of null: PIP-398's way to remove the policy with a POST.
 func isJSONNull(body []byte) bool { return bytes.Equal(bytes.TrimSpace(body), []byte("null")) }
 
-// replicateSubscriptionStateNamespacePolicy is `.../namespaces/{t}/{ns}/replicateSubscriptionState`:
-// POST true, false or null (null removes it, as DELETE does).
-func replicateSubscriptionStateNamespacePolicy() nsPolicy {
-	return nsPolicy{
-		path:       "replicateSubscriptionState",
-		setMethods: post,
-		get: func(p *adminapi.Policies) (any, bool) {
-			if p.ReplicateSubscriptionState == nil {
-				return nil, false
+// replicateSubscriptionStatePolicy is `.../replicateSubscriptionState` of a namespace or topic: POST
+// true, false or null (null removes it, as DELETE does).
+func replicateSubscriptionStatePolicy[D any](field func(*D) **bool) policy[D] {
+	return policy[D]{
+		path: "replicateSubscriptionState", setMethods: post, get: nullable(field),
+		set: func(in *policyRequest) (func(*D) error, error) {
+			body, err := in.Body()
+			if err != nil {
+				return nil, err
 			}
-			return *p.ReplicateSubscriptionState, true
-		},
-		set: func(p *adminapi.Policies, body []byte) error {
 			if isJSONNull(body) {
-				p.ReplicateSubscriptionState = nil
-				return nil
+				return assign(field, nil), nil
 			}
 			v, err := decodeLenientBool(body)
-			if err != nil {
-				return err
-			}
-			p.ReplicateSubscriptionState = &v
-			return nil
+			return assign(field, &v), err
 		},
-		remove: func(p *adminapi.Policies) { p.ReplicateSubscriptionState = nil },
+		remove: clearTo(field, nil),
 	}
 }
 
-// replicateSubscriptionStateTopicPolicy is `.../{topic}/replicateSubscriptionState` (GET with
-// ?applied=true falls back to the namespace's).
-func replicateSubscriptionStateTopicPolicy() tpPolicy {
-	return tpPolicy{
-		path:       "replicateSubscriptionState",
-		setMethods: post,
-		get: func(tp *adminapi.TopicPolicies) (any, bool) {
-			if tp.ReplicateSubscriptionState == nil {
-				return nil, false
-			}
-			return *tp.ReplicateSubscriptionState, true
-		},
-		applied: func(p *adminapi.Policies) (any, bool) {
-			if p.ReplicateSubscriptionState == nil {
-				return nil, false
-			}
-			return *p.ReplicateSubscriptionState, true
-		},
-		set: func(tp *adminapi.TopicPolicies, body []byte, _ url.Values) error {
-			if isJSONNull(body) {
-				tp.ReplicateSubscriptionState = nil
-				return nil
-			}
-			v, err := decodeLenientBool(body)
-			if err != nil {
-				return err
-			}
-			tp.ReplicateSubscriptionState = &v
-			return nil
-		},
-		remove: func(tp *adminapi.TopicPolicies) { tp.ReplicateSubscriptionState = nil },
-	}
-}
+func nsReplicateSubscriptionState(p *adminapi.Policies) **bool { return &p.ReplicateSubscriptionState }
