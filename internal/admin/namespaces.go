@@ -19,38 +19,33 @@ const nsBase = "/admin/v2/namespaces/{tenant}/{namespace}"
 
 func (h *Handler) namespaceRoutes() {
 	h.handle("GET /admin/v2/namespaces/{tenant}", h.namespacesList)
-	h.handle("GET "+nsBase, h.namespaceGet)
-	h.handle("PUT "+nsBase, h.namespaceCreate)
-	h.handle("DELETE "+nsBase, h.namespaceDelete)
-	h.handle("GET "+nsBase+"/topics", h.namespaceTopics)
-	h.handle("PUT "+nsBase+"/unload", h.namespaceUnload)
-	h.handle("PUT "+nsBase+"/{bundle}/unload", h.namespaceUnload)
-	h.handle("POST "+nsBase+"/clearBacklog", h.namespaceClearBacklog)
-	h.handle("POST "+nsBase+"/clearBacklog/{subscription}", h.namespaceClearBacklog)
-	h.handle("POST "+nsBase+"/unsubscribe/{subscription}", h.namespaceUnsubscribe)
+	h.handle("GET "+nsBase, readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (adminapi.Policies, error) { return p, nil }))
+	h.handle("PUT "+nsBase, writeEndpoint(h.namespaceFromPath, h.namespaceCreate))
+	h.handle("DELETE "+nsBase, writeEndpoint(h.existingNamespace, h.namespaceDelete))
+	h.handle("GET "+nsBase+"/topics", readEndpoint(h.existingNamespace, h.namespaceTopics))
+	h.handle("PUT "+nsBase+"/unload", writeEndpoint(h.existingNamespace, h.namespaceUnload))
+	h.handle("PUT "+nsBase+"/{bundle}/unload", writeEndpoint(h.existingNamespace, h.namespaceUnload))
+	clearBacklog := writeEndpoint(h.existingNamespace, h.forEachSubscriptionInNamespace(func(ctx context.Context, topic, sub string) error {
+		return h.cfg.Topics.ClearBacklog(ctx, topic, sub)
+	}))
+	h.handle("POST "+nsBase+"/clearBacklog", clearBacklog)
+	h.handle("POST "+nsBase+"/clearBacklog/{subscription}", clearBacklog)
+	h.handle("POST "+nsBase+"/unsubscribe/{subscription}", writeEndpoint(h.existingNamespace, h.forEachSubscriptionInNamespace(func(ctx context.Context, topic, sub string) error {
+		return h.cfg.Topics.DeleteSubscription(ctx, topic, sub, false)
+	})))
 
 	// permissions: grants enforced by the Authorizer (authz.go) when authorization is on
-	h.handle("GET "+nsBase+"/permissions", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.AuthPolicies.NamespaceAuth)
-	})
-	h.handle("POST "+nsBase+"/permissions/{role}", func(w http.ResponseWriter, r *http.Request) error {
-		var actions []string
-		if err := decodeBody(r, &actions); err != nil {
-			return err
-		}
-		if err := validActions(actions); err != nil {
-			return err
-		}
-		role := r.PathValue("role")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+	h.handle("GET "+nsBase+"/permissions", readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (map[string][]string, error) {
+		return p.AuthPolicies.NamespaceAuth, nil
+	}))
+	h.handle("POST "+nsBase+"/permissions/{role}", h.namespacePolicyWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+		actions, err := decodeChecked(in, decodeValue[[]string], validActions)
+		role := in.r.PathValue("role")
+		return func(p *adminapi.Policies) error {
 			p.AuthPolicies.NamespaceAuth[role] = mergeActions(nil, actions)
 			return nil
-		})
-	})
+		}, err
+	}))
 	h.handle("DELETE "+nsBase+"/permissions/{role}", func(w http.ResponseWriter, r *http.Request) error {
 		role := r.PathValue("role")
 		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
@@ -58,24 +53,17 @@ func (h *Handler) namespaceRoutes() {
 			return nil
 		})
 	})
-	h.handle("GET "+nsBase+"/permissions/subscription", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.AuthPolicies.SubscriptionAuthRoles)
-	})
-	h.handle("POST "+nsBase+"/permissions/subscription/{subscription}", func(w http.ResponseWriter, r *http.Request) error {
-		var roles []string
-		if err := decodeBody(r, &roles); err != nil {
-			return err
-		}
-		sub := r.PathValue("subscription")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+	h.handle("GET "+nsBase+"/permissions/subscription", readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (map[string][]string, error) {
+		return p.AuthPolicies.SubscriptionAuthRoles, nil
+	}))
+	h.handle("POST "+nsBase+"/permissions/subscription/{subscription}", h.namespacePolicyWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+		roles, err := decodeInput[[]string](in)
+		sub := in.r.PathValue("subscription")
+		return func(p *adminapi.Policies) error {
 			p.AuthPolicies.SubscriptionAuthRoles[sub] = roles
 			return nil
-		})
-	})
+		}, err
+	}))
 	h.handle("DELETE "+nsBase+"/permissions/{subscription}/{role}", func(w http.ResponseWriter, r *http.Request) error {
 		sub, role := r.PathValue("subscription"), r.PathValue("role")
 		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
@@ -90,17 +78,12 @@ func (h *Handler) namespaceRoutes() {
 		})
 	})
 
-	h.handle("GET "+nsBase+"/property/{key}", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
+	h.handle("GET "+nsBase+"/property/{key}", endpoint(h.policiesOf, func(r *http.Request, p adminapi.Policies) (*string, error) {
+		if v, found := p.Properties[r.PathValue("key")]; found {
+			return &v, nil
 		}
-		v, found := p.Properties[r.PathValue("key")]
-		if !found {
-			return noContent(w)
-		}
-		return okText(w, v)
-	})
+		return nil, nil
+	}, okTextOrNoContent))
 	h.handle("PUT "+nsBase+"/property/{key}/{value}", func(w http.ResponseWriter, r *http.Request) error {
 		k, v := r.PathValue("key"), r.PathValue("value")
 		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
@@ -119,6 +102,14 @@ func (h *Handler) namespaceRoutes() {
 	for _, pol := range namespacePolicies(h.cfg.Cluster) {
 		h.registerNamespacePolicy(pol)
 	}
+}
+
+// okTextOrNoContent answers a value as text, or 204 without one.
+func okTextOrNoContent(w http.ResponseWriter, s *string) error {
+	if s == nil {
+		return noContent(w)
+	}
+	return okText(w, *s)
 }
 
 func okText(w http.ResponseWriter, s string) error {
@@ -194,19 +185,7 @@ func (h *Handler) namespacesList(w http.ResponseWriter, r *http.Request) error {
 	return ok(w, list)
 }
 
-func (h *Handler) namespaceGet(w http.ResponseWriter, r *http.Request) error {
-	p, err := h.policiesOf(r)
-	if err != nil {
-		return err
-	}
-	return ok(w, p)
-}
-
-func (h *Handler) namespaceCreate(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.namespaceFromPath(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) namespaceCreate(r *http.Request, ns naming.NamespaceName) error {
 	b, err := readBody(r)
 	if err != nil {
 		return err
@@ -231,17 +210,10 @@ func (h *Handler) namespaceCreate(w http.ResponseWriter, r *http.Request) error 
 	if _, found := h.cat.Tenant(ns.Tenant); !found {
 		return fail(http.StatusNotFound, "Tenant does not exist")
 	}
-	if err := h.cat.CreateNamespace(r.Context(), ns.String(), p); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.cat.CreateNamespace(r.Context(), ns.String(), p)
 }
 
-func (h *Handler) namespaceDelete(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) namespaceDelete(r *http.Request, ns naming.NamespaceName) error {
 	force := queryBool(r, "force")
 	topics, err := h.topicsOfNamespace(r.Context(), ns.String())
 	if err != nil {
@@ -261,10 +233,7 @@ func (h *Handler) namespaceDelete(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
-	if err := h.cat.DeleteNamespace(r.Context(), ns.String()); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.cat.DeleteNamespace(r.Context(), ns.String())
 }
 
 // topicsOfNamespace lists the broker's topics of ns (empty without a TopicService).
@@ -276,11 +245,7 @@ func (h *Handler) topicsOfNamespace(ctx context.Context, ns string) ([]string, e
 }
 
 // namespaceTopics lists topics and partitions (?mode=PERSISTENT (default), NON_PERSISTENT or ALL).
-func (h *Handler) namespaceTopics(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) namespaceTopics(r *http.Request, ns naming.NamespaceName) ([]string, error) {
 	var domains []naming.Domain
 	switch strings.ToUpper(r.URL.Query().Get("mode")) {
 	case "", "PERSISTENT":
@@ -290,13 +255,9 @@ func (h *Handler) namespaceTopics(w http.ResponseWriter, r *http.Request) error 
 	case "ALL":
 		domains = []naming.Domain{naming.Persistent, naming.NonPersistent}
 	default:
-		return fail(http.StatusBadRequest, "Invalid mode %q: want PERSISTENT, NON_PERSISTENT or ALL", r.URL.Query().Get("mode"))
+		return nil, fail(http.StatusBadRequest, "Invalid mode %q: want PERSISTENT, NON_PERSISTENT or ALL", r.URL.Query().Get("mode"))
 	}
-	list, err := h.listTopics(r.Context(), ns.String(), domains...)
-	if err != nil {
-		return err
-	}
-	return ok(w, list)
+	return h.listTopics(r.Context(), ns.String(), domains...)
 }
 
 // listTopics returns the non-partitioned topics and the partitions of partitioned topics of a
@@ -332,13 +293,9 @@ func (h *Handler) listTopics(ctx context.Context, ns string, domains ...naming.D
 	return out, nil
 }
 
-func (h *Handler) namespaceUnload(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) namespaceUnload(r *http.Request, ns naming.NamespaceName) error {
 	if h.cfg.Topics == nil {
-		return noContent(w)
+		return nil
 	}
 	topics, err := h.cfg.Topics.ListTopics(r.Context(), ns.String())
 	if err != nil {
@@ -349,52 +306,40 @@ func (h *Handler) namespaceUnload(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
-	return noContent(w)
+	return nil
 }
 
-func (h *Handler) namespaceClearBacklog(w http.ResponseWriter, r *http.Request) error {
-	return h.forEachSubscriptionInNamespace(w, r, func(ctx context.Context, topic, sub string) error {
-		return h.cfg.Topics.ClearBacklog(ctx, topic, sub)
-	})
-}
-
-func (h *Handler) namespaceUnsubscribe(w http.ResponseWriter, r *http.Request) error {
-	return h.forEachSubscriptionInNamespace(w, r, func(ctx context.Context, topic, sub string) error {
-		return h.cfg.Topics.DeleteSubscription(ctx, topic, sub, false)
-	})
-}
-
-func (h *Handler) forEachSubscriptionInNamespace(w http.ResponseWriter, r *http.Request, fn func(ctx context.Context, topic, sub string) error) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
-	if h.cfg.Topics == nil {
-		return fail(http.StatusServiceUnavailable, "Topic service not available")
-	}
-	only := r.PathValue("subscription")
-	topics, err := h.cfg.Topics.ListTopics(r.Context(), ns.String())
-	if err != nil {
-		return err
-	}
-	for _, t := range topics {
-		subs, err := h.cfg.Topics.Subscriptions(r.Context(), t)
+// forEachSubscriptionInNamespace runs fn on every subscription of the namespace's topics (only the
+// path's {subscription}, if it names one).
+func (h *Handler) forEachSubscriptionInNamespace(fn func(ctx context.Context, topic, sub string) error) func(*http.Request, naming.NamespaceName) error {
+	return func(r *http.Request, ns naming.NamespaceName) error {
+		if h.cfg.Topics == nil {
+			return fail(http.StatusServiceUnavailable, "Topic service not available")
+		}
+		only := r.PathValue("subscription")
+		topics, err := h.cfg.Topics.ListTopics(r.Context(), ns.String())
 		if err != nil {
-			if errors.Is(err, ErrTopicNotFound) {
-				continue
-			}
 			return err
 		}
-		for _, s := range subs {
-			if only != "" && s != only {
-				continue
-			}
-			if err := fn(r.Context(), t, s); err != nil && !errors.Is(err, ErrSubscriptionNotFound) {
+		for _, t := range topics {
+			subs, err := h.cfg.Topics.Subscriptions(r.Context(), t)
+			if err != nil {
+				if errors.Is(err, ErrTopicNotFound) {
+					continue
+				}
 				return err
 			}
+			for _, s := range subs {
+				if only != "" && s != only {
+					continue
+				}
+				if err := fn(r.Context(), t, s); err != nil && !errors.Is(err, ErrSubscriptionNotFound) {
+					return err
+				}
+			}
 		}
+		return nil
 	}
-	return noContent(w)
 }
 
 func queryBool(r *http.Request, name string) bool {

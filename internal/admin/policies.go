@@ -120,15 +120,16 @@ func (h *Handler) registerNamespacePolicy(pol policy[adminapi.Policies]) {
 				return ok(w, v)
 			})
 		case http.MethodDelete:
-			h.handle(pattern, h.namespacePolicyWrite(pol, pol.remove))
+			h.handle(pattern, h.namespacePolicyWrite(pol.replication, pol.remove))
 		default:
-			h.handle(pattern, h.namespacePolicyWrite(pol, pol.set))
+			h.handle(pattern, h.namespacePolicyWrite(pol.replication, pol.set))
 		}
 	}
 }
 
-// namespacePolicyWrite reads the request, then checks the namespace and applies the change.
-func (h *Handler) namespacePolicyWrite(pol policy[adminapi.Policies], change policyChange[adminapi.Policies]) apiFunc {
+// namespacePolicyWrite reads the request, then checks the namespace and applies the change (and
+// with replication, brings the replicators in step).
+func (h *Handler) namespacePolicyWrite(replication bool, change policyChange[adminapi.Policies]) apiFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		apply, err := change(&policyRequest{h: h, r: r})
 		if err != nil {
@@ -141,7 +142,7 @@ func (h *Handler) namespacePolicyWrite(pol policy[adminapi.Policies], change pol
 		if err := h.cat.UpdateNamespace(r.Context(), ns.String(), apply); err != nil {
 			return err
 		}
-		if pol.replication {
+		if replication {
 			h.replicationApplied(r, ns.String())
 		}
 		return noContent(w)
