@@ -43,7 +43,7 @@ func (h *Handler) topicRoutes() {
 		}))
 		h.handle("GET "+base+"/partitioned-stats", readEndpoint(h.topicInExistingNamespace, h.partitionedStats))
 		h.handle("GET "+base+"/internalStats", readEndpoint(h.topicCallOf, topicInternalStats))
-		h.handle("GET "+base+"/internal-info", h.topicInternalInfo)
+		h.handle("GET "+base+"/internal-info", readEndpoint(h.topicCallOf, topicInternalInfo))
 		h.handle("GET "+base+"/lastMessageId", readEndpoint(h.topicCallOf, func(r *http.Request, c topicCall) (adminapi.MessageID, error) {
 			return c.svc.LastMessageID(r.Context(), c.topic.String())
 		}))
