@@ -37,6 +37,7 @@ type env struct {
 	store  metadata.Store
 	cat    *catalog.Catalog
 	topics *fakeTopics
+	h      *admin.Handler
 	srv    *httptest.Server
 	client *adminapi.Client
 }
@@ -60,6 +61,12 @@ func stores(t *testing.T, fn func(t *testing.T, s metadata.Store)) {
 
 func newEnv(t testing.TB, s metadata.Store) *env {
 	t.Helper()
+	return newEnvWith(t, s, nil)
+}
+
+// newEnvWith is newEnv with the handler's configuration changed by configure first.
+func newEnvWith(t testing.TB, s metadata.Store, configure func(*admin.Config)) *env {
+	t.Helper()
 	ctx := context.Background()
 	cat, err := catalog.New(ctx, s, nil)
 	if err != nil {
@@ -81,7 +88,11 @@ func newEnv(t testing.TB, s metadata.Store) *env {
 		t.Fatal(err)
 	}
 	topics := newFakeTopics()
-	h, err := admin.NewHandler(admin.Config{Cluster: "standalone", Catalog: cat, Topics: topics, Registry: prometheus.NewRegistry(), MaxBodyBytes: 64 << 10})
+	cfg := admin.Config{Cluster: "standalone", Catalog: cat, Topics: topics, Registry: prometheus.NewRegistry(), MaxBodyBytes: 64 << 10}
+	if configure != nil {
+		configure(&cfg)
+	}
+	h, err := admin.NewHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +102,7 @@ func newEnv(t testing.TB, s metadata.Store) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, store: s, cat: cat, topics: topics, srv: srv, client: client}
+	return &env{t: t, store: s, cat: cat, topics: topics, h: h, srv: srv, client: client}
 }
 
 // call sends a raw request and returns status and body.

@@ -52,26 +52,13 @@ func namespacePolicies(cluster string) []nsPolicy {
 			set: replicationChange(func(p *adminapi.Policies, sent, _ []string) { p.ReplicationClusters = sent }),
 		},
 		{path: "backlogQuotaMap", get: always(func(p *adminapi.Policies) *map[string]adminapi.BacklogQuota { return &p.BacklogQuotaMap })},
-		{
-			path: "backlogQuota", setMethods: post,
-			set: func(in *policyRequest) (func(*adminapi.Policies) error, error) {
-				typ, q, err := backlogQuotaChange(in, true)
-				return func(p *adminapi.Policies) error {
-					if p.RetentionPolicies != nil && typ == adminapi.BacklogQuotaDestinationStorage && !retentionCovers(*p.RetentionPolicies, q) {
-						return fail(http.StatusPreconditionFailed, "Backlog Quota exceeds configured retention quota for namespace. Please increase retention quota and retry")
-					}
-					p.BacklogQuotaMap[typ] = q
-					return nil
-				}, err
-			},
-			remove: func(in *policyRequest) (func(*adminapi.Policies) error, error) {
-				typ, _, err := backlogQuotaChange(in, false)
-				return func(p *adminapi.Policies) error {
-					delete(p.BacklogQuotaMap, typ)
-					return nil
-				}, err
-			},
-		},
+		backlogQuotaPolicy(func(p *adminapi.Policies) *map[string]adminapi.BacklogQuota { return &p.BacklogQuotaMap },
+			func(p *adminapi.Policies, typ string, q adminapi.BacklogQuota) error {
+				if p.RetentionPolicies != nil && typ == adminapi.BacklogQuotaDestinationStorage && !retentionCovers(*p.RetentionPolicies, q) {
+					return fail(http.StatusPreconditionFailed, "Backlog Quota exceeds configured retention quota for namespace. Please increase retention quota and retry")
+				}
+				return nil
+			}),
 		{
 			// PUT merges, DELETE clears.
 			path: "properties", get: always(func(p *adminapi.Policies) *map[string]string { return &p.Properties }),

@@ -100,31 +100,40 @@ func policyRouteKeys() []string {
 	return keys
 }
 
-func (h *Handler) registerNamespacePolicy(pol policy[adminapi.Policies]) {
+// registerPolicy registers a row's routes under base: read serves its GET, write makes the handler
+// of a change (set for POST or PUT, remove for DELETE).
+func registerPolicy[D any](h *Handler, base string, pol policy[D], read apiFunc, write func(policyChange[D]) apiFunc) {
 	for _, m := range pol.methods() {
-		pattern := m + " " + nsBase + "/" + pol.path
+		fn := read
 		switch m {
 		case http.MethodGet:
-			h.handle(pattern, func(w http.ResponseWriter, r *http.Request) error {
-				p, err := h.policiesOf(r)
-				if err != nil {
-					return err
-				}
-				v, set := pol.get(&p)
-				switch {
-				case !set:
-					return noContent(w)
-				case pol.plainText:
-					return okText(w, v.(string))
-				}
-				return ok(w, v)
-			})
 		case http.MethodDelete:
-			h.handle(pattern, h.namespacePolicyWrite(pol.replication, pol.remove))
+			fn = write(pol.remove)
 		default:
-			h.handle(pattern, h.namespacePolicyWrite(pol.replication, pol.set))
+			fn = write(pol.set)
 		}
+		h.handle(m+" "+base+"/"+pol.path, fn)
 	}
+}
+
+func (h *Handler) registerNamespacePolicy(pol policy[adminapi.Policies]) {
+	read := func(w http.ResponseWriter, r *http.Request) error {
+		p, err := h.policiesOf(r)
+		if err != nil {
+			return err
+		}
+		v, set := pol.get(&p)
+		switch {
+		case !set:
+			return noContent(w)
+		case pol.plainText:
+			return okText(w, v.(string))
+		}
+		return ok(w, v)
+	}
+	registerPolicy(h, nsBase, pol, read, func(change policyChange[adminapi.Policies]) apiFunc {
+		return h.namespacePolicyWrite(pol.replication, change)
+	})
 }
 
 // namespacePolicyWrite reads the request, then checks the namespace and applies the change (and
@@ -152,38 +161,31 @@ func (h *Handler) namespacePolicyWrite(replication bool, change policyChange[adm
 // registerTopicPolicy registers a topic policy's routes under base. GET answers the topic-level
 // value, or with ?applied=true the value in force (topic, else namespace).
 func (h *Handler) registerTopicPolicy(base string, pol policy[adminapi.TopicPolicies]) {
-	for _, m := range pol.methods() {
-		pattern := m + " " + base + "/" + pol.path
-		switch m {
-		case http.MethodGet:
-			h.handle(pattern, func(w http.ResponseWriter, r *http.Request) error {
-				t, err := h.topicInExistingNamespace(r)
-				if err != nil {
-					return err
-				}
-				tp, _ := h.cat.TopicPolicies(t.String())
-				if v, set := pol.get(&tp); set {
-					return ok(w, v)
-				}
-				if queryBool(r, "applied") && pol.applied != nil {
-					p, _ := h.cat.Namespace(t.NamespaceName().String())
-					if v, set := pol.applied(&p); set {
-						return ok(w, v)
-					}
-				}
-				return noContent(w)
-			})
-		case http.MethodDelete:
-			h.handle(pattern, writeEndpoint(h.topicFromPath, h.topicPolicyWrite(pol, pol.remove)))
-		default:
-			h.handle(pattern, writeEndpoint(h.topicFromPath, h.topicPolicyWrite(pol, pol.set)))
+	read := func(w http.ResponseWriter, r *http.Request) error {
+		t, err := h.topicInExistingNamespace(r)
+		if err != nil {
+			return err
 		}
+		tp, _ := h.cat.TopicPolicies(t.String())
+		if v, set := pol.get(&tp); set {
+			return ok(w, v)
+		}
+		if queryBool(r, "applied") && pol.applied != nil {
+			p, _ := h.cat.Namespace(t.NamespaceName().String())
+			if v, set := pol.applied(&p); set {
+				return ok(w, v)
+			}
+		}
+		return noContent(w)
 	}
+	registerPolicy(h, base, pol, read, func(change policyChange[adminapi.TopicPolicies]) apiFunc {
+		return writeEndpoint(h.topicFromPath, h.topicPolicyWrite(pol.replication, change))
+	})
 }
 
 // topicPolicyWrite reads the request, then checks that the topic exists and applies the change to
 // the policies of its partitioned (base) name.
-func (h *Handler) topicPolicyWrite(pol policy[adminapi.TopicPolicies], change policyChange[adminapi.TopicPolicies]) func(*http.Request, naming.TopicName) error {
+func (h *Handler) topicPolicyWrite(replication bool, change policyChange[adminapi.TopicPolicies]) func(*http.Request, naming.TopicName) error {
 	return func(r *http.Request, t naming.TopicName) error {
 		apply, err := change(&policyRequest{h: h, r: r})
 		if err != nil {
@@ -195,7 +197,7 @@ func (h *Handler) topicPolicyWrite(pol policy[adminapi.TopicPolicies], change po
 		if err := h.cat.UpdateTopicPolicies(r.Context(), t.Base().String(), apply); err != nil {
 			return err
 		}
-		if pol.replication {
+		if replication {
 			h.replicationApplied(r, t.NamespaceName().String())
 		}
 		return nil
@@ -350,6 +352,40 @@ var (
 	put      = []string{http.MethodPut}
 	noWrites []string
 )
+
+// backlogQuotaPolicy is `.../backlogQuota?backlogQuotaType=` (destination_storage by default): POST
+// sets the type's quota, DELETE removes it. check, if set, sees the document and the new quota
+// first.
+func backlogQuotaPolicy[D any](quotas func(*D) *map[string]adminapi.BacklogQuota, check func(d *D, typ string, q adminapi.BacklogQuota) error) policy[D] {
+	return policy[D]{
+		path: "backlogQuota", setMethods: post,
+		set: func(in *policyRequest) (func(*D) error, error) {
+			typ, q, err := backlogQuotaChange(in, true)
+			return func(d *D) error {
+				if check != nil {
+					if err := check(d, typ, q); err != nil {
+						return err
+					}
+				}
+				if *quotas(d) == nil {
+					*quotas(d) = map[string]adminapi.BacklogQuota{}
+				}
+				(*quotas(d))[typ] = q
+				return nil
+			}, err
+		},
+		remove: func(in *policyRequest) (func(*D) error, error) {
+			typ, _, err := backlogQuotaChange(in, false)
+			return func(d *D) error {
+				delete(*quotas(d), typ)
+				if len(*quotas(d)) == 0 {
+					*quotas(d) = nil // a namespace's document fills it in again
+				}
+				return nil
+			}, err
+		},
+	}
+}
 
 // backlogQuotaChange reads `POST .../backlogQuota?backlogQuotaType=...` (the type first, then the
 // body); with the type alone (body=false) it is DELETE's.

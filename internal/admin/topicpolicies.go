@@ -45,29 +45,7 @@ func topicPolicies(cluster string) []tpPolicy {
 			// nil: the namespace's clusters apply again.
 			remove: clearTo(func(tp *adminapi.TopicPolicies) *[]string { return &tp.ReplicationClusters }, nil),
 		},
-		{
-			path: "backlogQuota", setMethods: post,
-			set: func(in *policyRequest) (func(*adminapi.TopicPolicies) error, error) {
-				typ, q, err := backlogQuotaChange(in, true)
-				return func(tp *adminapi.TopicPolicies) error {
-					if tp.BacklogQuotaMap == nil {
-						tp.BacklogQuotaMap = map[string]adminapi.BacklogQuota{}
-					}
-					tp.BacklogQuotaMap[typ] = q
-					return nil
-				}, err
-			},
-			remove: func(in *policyRequest) (func(*adminapi.TopicPolicies) error, error) {
-				typ, _, err := backlogQuotaChange(in, false)
-				return func(tp *adminapi.TopicPolicies) error {
-					delete(tp.BacklogQuotaMap, typ)
-					if len(tp.BacklogQuotaMap) == 0 {
-						tp.BacklogQuotaMap = nil
-					}
-					return nil
-				}, err
-			},
-		},
+		backlogQuotaPolicy(func(tp *adminapi.TopicPolicies) *map[string]adminapi.BacklogQuota { return &tp.BacklogQuotaMap }, nil),
 		{
 			// Pulsar takes the TTL as a query parameter on POST, or else as the body.
 			path: "messageTTL", setMethods: post,

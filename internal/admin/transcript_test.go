@@ -2,13 +2,10 @@ package admin_test
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -16,11 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/admin"
-	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/schema"
 )
@@ -69,58 +62,34 @@ func TestRouteTranscript(t *testing.T) {
 	}
 }
 
-// transcriptEnv is the admin API over a memstore, with a fake topic service and the real schema
-// registry; routes lists the patterns the script covers.
+// transcriptEnv is newEnv's admin API (the fake topic service, with the real schema registry, or
+// with neither); routes lists the patterns the script covers.
 type transcriptEnv struct {
-	t      *testing.T
-	srv    *httptest.Server
+	*env
 	routes []string
 	out    io.Writer
 }
 
 func newTranscriptEnv(t *testing.T, out io.Writer, withServices bool) *transcriptEnv {
 	t.Helper()
-	ctx := context.Background()
 	s := memstore.New()
 	t.Cleanup(func() { s.Close() })
-	cat, err := catalog.New(ctx, s, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
+	e := newEnvWith(t, s, func(cfg *admin.Config) {
+		if withServices {
+			cfg.Schemas = schema.New(s, schema.Options{})
+		} else {
+			cfg.Topics = nil
 		}
-	}
-	must(cat.EnsureCluster(ctx, "standalone", adminapi.ClusterData{ServiceURL: "http://127.0.0.1:8080", BrokerServiceURL: "pulsar://127.0.0.1:6650"}))
-	must(cat.EnsureCluster(ctx, "west", adminapi.ClusterData{ServiceURL: "http://127.0.0.2:8080", BrokerServiceURL: "pulsar://127.0.0.2:6650"}))
-	must(cat.EnsureCluster(ctx, "east", adminapi.ClusterData{ServiceURL: "http://127.0.0.3:8080", BrokerServiceURL: "pulsar://127.0.0.3:6650"}))
-	must(cat.EnsureTenant(ctx, "public", adminapi.TenantInfo{AllowedClusters: []string{"standalone", "west"}}))
-	p := adminapi.NewPolicies()
-	p.ReplicationClusters = []string{"standalone"}
-	must(cat.EnsureNamespace(ctx, "public/default", p))
-	cfg := admin.Config{Cluster: "standalone", Catalog: cat, Registry: prometheus.NewRegistry(), MaxBodyBytes: 4 << 10}
-	if withServices {
-		cfg.Topics = newFakeTopics()
-		cfg.Schemas = schema.New(s, schema.Options{})
-	}
-	h, err := admin.NewHandler(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	})
 	var routes []string
-	for _, p := range h.Patterns() {
+	for _, p := range e.h.Patterns() {
 		if strings.Contains(p, "/admin/v2/namespaces/{tenant}/") || strings.Contains(p, "/admin/v2/persistent/") ||
 			strings.Contains(p, "/admin/v2/non-persistent/") || strings.Contains(p, "/admin/v2/schemas/") {
 			routes = append(routes, p)
 		}
 	}
 	sort.Strings(routes)
-	return &transcriptEnv{t: t, srv: srv, routes: routes, out: out}
+	return &transcriptEnv{env: e, routes: routes, out: out}
 }
 
 // volatile hides what changes from run to run (creation times).
@@ -129,25 +98,11 @@ var volatile = regexp.MustCompile(`("(?:creationTimestamp|timestamp|topicCreatio
 // send makes one request and writes one transcript line: request, status, Content-Type, body.
 func (e *transcriptEnv) send(method, path, body string) int {
 	e.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	shown := strings.ReplaceAll(volatile.ReplaceAllString(string(b), "${1}T"), "\n", `\n`)
-	ct := strings.TrimPrefix(resp.Header.Get("Content-Type"), "application/")
-	fmt.Fprintf(e.out, "%s %s %s -> %d %s %s\n", method, strings.TrimPrefix(path, "/admin/v2/"), body, resp.StatusCode, ct, shown)
-	return resp.StatusCode
+	status, b, hdr := e.call(method, path, body)
+	shown := strings.ReplaceAll(volatile.ReplaceAllString(b, "${1}T"), "\n", `\n`)
+	ct := strings.TrimPrefix(hdr.Get("Content-Type"), "application/")
+	fmt.Fprintf(e.out, "%s %s %s -> %d %s %s\n", method, strings.TrimPrefix(path, "/admin/v2/"), body, status, ct, shown)
+	return status
 }
 
 // pathValues fills a pattern's wildcards other than tenant, namespace and topic.
@@ -341,7 +296,7 @@ func recordTranscript(t *testing.T, out io.Writer) {
 	e.send("PUT", "/admin/v2/namespaces/public/scratch", "")
 	e.send("PUT", "/admin/v2/namespaces/public/scratch", "")
 	e.send("PUT", "/admin/v2/namespaces/public/scratch2", `{"numBundles":8}`)
-	e.send("PUT", "/admin/v2/namespaces/public/scratch3", `{"replication_clusters":["east"]}`)
+	e.send("PUT", "/admin/v2/namespaces/public/scratch3", `{"replication_clusters":["mars"]}`)
 	e.send("PUT", "/admin/v2/namespaces/public/scratch4", `{`)
 	e.send("GET", "/admin/v2/namespaces/public/scratch", "")
 	e.send("GET", "/admin/v2/namespaces/public/default", "")
