@@ -736,3 +736,28 @@ func TestReplicationAppliedBeforeAnswer(t *testing.T) {
 		t.Fatalf("refused change: status %d, hook calls %q", rec.Code, applied)
 	}
 }
+
+// A topic's replication clusters, set and removed, reach the replicators (Config.ReplicationApplied)
+// before the answer, seeing the new clusters; a refused change does not call it.
+func TestTopicReplicationAppliedBeforeAnswer(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	var applied []string
+	var e *env
+	e = newEnvWith(t, s, func(cfg *admin.Config) {
+		cfg.ReplicationApplied = func(_ context.Context, ns string) error {
+			clusters, _ := e.cat.ReplicationClusters("persistent://public/default/t")
+			applied = append(applied, ns+"="+strings.Join(clusters, ","))
+			return nil
+		}
+	})
+	e.expect("PUT", "/admin/v2/persistent/public/default/t", "", 204, "")
+	e.expect("POST", "/admin/v2/persistent/public/default/t/replication", `["standalone","west"]`, 204, "")
+	e.expect("POST", "/admin/v2/persistent/public/default/t/replication", `["nowhere"]`, 403, "Invalid cluster id")
+	e.expect("POST", "/admin/v2/persistent/public/default/nope/replication", `["west"]`, 404, "Topic not found")
+	e.expect("DELETE", "/admin/v2/persistent/public/default/t/replication", "", 204, "")
+	want := []string{"public/default=standalone,west", "public/default=standalone"}
+	if !slices.Equal(applied, want) {
+		t.Fatalf("hook calls = %q, want %q", applied, want)
+	}
+}
