@@ -44,33 +44,28 @@ type policyChange[D any] func(in *policyRequest) (change func(doc *D) error, err
 type policyRequest struct {
 	h    *Handler
 	r    *http.Request
-	body []byte
+	raw  []byte
 	read bool
 }
 
-// Body returns the request body.
-func (in *policyRequest) Body() ([]byte, error) {
+// body returns the request body.
+func (in *policyRequest) body() ([]byte, error) {
 	if !in.read {
 		b, err := readBody(in.r)
 		if err != nil {
 			return nil, err
 		}
-		in.body, in.read = b, true
+		in.raw, in.read = b, true
 	}
-	return in.body, nil
+	return in.raw, nil
 }
 
 // decodeInput strictly decodes the body into T; an empty body is refused.
 func decodeInput[T any](in *policyRequest) (T, error) {
-	var v T
-	b, err := in.Body()
-	if err != nil {
-		return v, err
-	}
-	return decodeValue[T](b)
+	return decodeChecked(in, decodeValue[T], nil)
 }
 
-// routes returns the methods the row serves.
+// methods returns the methods the row serves.
 func (p policy[D]) methods() []string {
 	var out []string
 	if p.get != nil {
@@ -94,7 +89,7 @@ func policyRouteKeys() []string {
 	}
 	for _, p := range topicPolicies("") {
 		for _, m := range p.methods() {
-			keys = append(keys, m+" /admin/v2/{domain}/{tenant}/{namespace}/{topic}/"+p.path)
+			keys = append(keys, m+" /admin/v2/{domain}/{tenant}/{namespace}/{topic}/"+p.path) // RouteKey of both domains
 		}
 	}
 	return keys
@@ -105,11 +100,9 @@ func policyRouteKeys() []string {
 func registerPolicy[D any](h *Handler, base string, pol policy[D], read apiFunc, write func(policyChange[D]) apiFunc) {
 	for _, m := range pol.methods() {
 		fn := read
-		switch m {
-		case http.MethodGet:
-		case http.MethodDelete:
+		if m == http.MethodDelete {
 			fn = write(pol.remove)
-		default:
+		} else if m != http.MethodGet {
 			fn = write(pol.set)
 		}
 		h.handle(m+" "+base+"/"+pol.path, fn)
@@ -232,7 +225,7 @@ func assign[D, T any](field func(*D) *T, v T) func(*D) error {
 
 // decodeChecked is a write's value: the body decoded with decode, then checked (check may be nil).
 func decodeChecked[T any](in *policyRequest, decode func([]byte) (T, error), check func(T) error) (T, error) {
-	b, err := in.Body()
+	b, err := in.body()
 	if err != nil {
 		var zero T
 		return zero, err

@@ -66,7 +66,7 @@ func replicateSubscriptionStatePolicy[D any](field func(*D) **bool) policy[D] {
 	return policy[D]{
 		path: "replicateSubscriptionState", setMethods: post, get: nullable(field),
 		set: func(in *policyRequest) (func(*D) error, error) {
-			body, err := in.Body()
+			body, err := in.body()
 			if err != nil {
 				return nil, err
 			}

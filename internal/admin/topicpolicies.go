@@ -148,7 +148,7 @@ func validAsNamespacePolicy(set func(p *adminapi.Policies)) error {
 
 // topicMessageTTL reads a topic's TTL from ?messageTTL=, else from the body (read either way).
 func topicMessageTTL(in *policyRequest) (int, error) {
-	body, err := in.Body()
+	body, err := in.body()
 	if err != nil {
 		return 0, err
 	}
