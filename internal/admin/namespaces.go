@@ -38,7 +38,7 @@ func (h *Handler) namespaceRoutes() {
 	h.handle("GET "+nsBase+"/permissions", readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (map[string][]string, error) {
 		return p.AuthPolicies.NamespaceAuth, nil
 	}))
-	h.handle("POST "+nsBase+"/permissions/{role}", h.namespacePolicyWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+	h.handle("POST "+nsBase+"/permissions/{role}", h.namespaceWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
 		actions, err := decodeChecked(in, decodeValue[[]string], validActions)
 		role := in.r.PathValue("role")
 		return func(p *adminapi.Policies) error {
@@ -46,17 +46,14 @@ func (h *Handler) namespaceRoutes() {
 			return nil
 		}, err
 	}))
-	h.handle("DELETE "+nsBase+"/permissions/{role}", func(w http.ResponseWriter, r *http.Request) error {
-		role := r.PathValue("role")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			delete(p.AuthPolicies.NamespaceAuth, role)
-			return nil
-		})
-	})
+	h.handle("DELETE "+nsBase+"/permissions/{role}", h.namespaceEdit(func(r *http.Request, p *adminapi.Policies) error {
+		delete(p.AuthPolicies.NamespaceAuth, r.PathValue("role"))
+		return nil
+	}))
 	h.handle("GET "+nsBase+"/permissions/subscription", readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (map[string][]string, error) {
 		return p.AuthPolicies.SubscriptionAuthRoles, nil
 	}))
-	h.handle("POST "+nsBase+"/permissions/subscription/{subscription}", h.namespacePolicyWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+	h.handle("POST "+nsBase+"/permissions/subscription/{subscription}", h.namespaceWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
 		roles, err := decodeInput[[]string](in)
 		sub := in.r.PathValue("subscription")
 		return func(p *adminapi.Policies) error {
@@ -64,19 +61,16 @@ func (h *Handler) namespaceRoutes() {
 			return nil
 		}, err
 	}))
-	h.handle("DELETE "+nsBase+"/permissions/{subscription}/{role}", func(w http.ResponseWriter, r *http.Request) error {
+	h.handle("DELETE "+nsBase+"/permissions/{subscription}/{role}", h.namespaceEdit(func(r *http.Request, p *adminapi.Policies) error {
 		sub, role := r.PathValue("subscription"), r.PathValue("role")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			roles := p.AuthPolicies.SubscriptionAuthRoles[sub]
-			roles = slices.DeleteFunc(slices.Clone(roles), func(x string) bool { return x == role })
-			if len(roles) == 0 {
-				delete(p.AuthPolicies.SubscriptionAuthRoles, sub)
-			} else {
-				p.AuthPolicies.SubscriptionAuthRoles[sub] = roles
-			}
-			return nil
-		})
-	})
+		roles := slices.DeleteFunc(slices.Clone(p.AuthPolicies.SubscriptionAuthRoles[sub]), func(x string) bool { return x == role })
+		if len(roles) == 0 {
+			delete(p.AuthPolicies.SubscriptionAuthRoles, sub)
+		} else {
+			p.AuthPolicies.SubscriptionAuthRoles[sub] = roles
+		}
+		return nil
+	}))
 
 	h.handle("GET "+nsBase+"/property/{key}", endpoint(h.policiesOf, func(r *http.Request, p adminapi.Policies) (*string, error) {
 		if v, found := p.Properties[r.PathValue("key")]; found {
@@ -84,20 +78,14 @@ func (h *Handler) namespaceRoutes() {
 		}
 		return nil, nil
 	}, okTextOrNoContent))
-	h.handle("PUT "+nsBase+"/property/{key}/{value}", func(w http.ResponseWriter, r *http.Request) error {
-		k, v := r.PathValue("key"), r.PathValue("value")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			p.Properties[k] = v
-			return nil
-		})
-	})
-	h.handle("DELETE "+nsBase+"/property/{key}", func(w http.ResponseWriter, r *http.Request) error {
-		k := r.PathValue("key")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			delete(p.Properties, k)
-			return nil
-		})
-	})
+	h.handle("PUT "+nsBase+"/property/{key}/{value}", h.namespaceEdit(func(r *http.Request, p *adminapi.Policies) error {
+		p.Properties[r.PathValue("key")] = r.PathValue("value")
+		return nil
+	}))
+	h.handle("DELETE "+nsBase+"/property/{key}", h.namespaceEdit(func(r *http.Request, p *adminapi.Policies) error {
+		delete(p.Properties, r.PathValue("key"))
+		return nil
+	}))
 
 	for _, pol := range namespacePolicies(h.cfg.Cluster) {
 		h.registerNamespacePolicy(pol)
@@ -161,16 +149,20 @@ func (h *Handler) policiesOf(r *http.Request) (adminapi.Policies, error) {
 	return p, nil
 }
 
-// updateNamespace applies fn to the path's namespace and answers 204.
-func (h *Handler) updateNamespace(w http.ResponseWriter, r *http.Request, fn func(p *adminapi.Policies) error) error {
+// changeNamespace applies fn to the path's namespace, which must exist, and names it.
+func (h *Handler) changeNamespace(r *http.Request, fn func(p *adminapi.Policies) error) (naming.NamespaceName, error) {
 	ns, err := h.existingNamespace(r)
 	if err != nil {
-		return err
+		return ns, err
 	}
-	if err := h.cat.UpdateNamespace(r.Context(), ns.String(), fn); err != nil {
-		return err
-	}
-	return noContent(w)
+	return ns, h.cat.UpdateNamespace(r.Context(), ns.String(), fn)
+}
+
+// namespaceEdit is a namespace write that needs no body: edit changes the freshest policies.
+func (h *Handler) namespaceEdit(edit func(r *http.Request, p *adminapi.Policies) error) apiFunc {
+	return h.namespaceWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+		return func(p *adminapi.Policies) error { return edit(in.r, p) }, nil
+	})
 }
 
 func (h *Handler) namespacesList(w http.ResponseWriter, r *http.Request) error {

@@ -125,23 +125,20 @@ func (h *Handler) registerNamespacePolicy(pol policy[adminapi.Policies]) {
 		return ok(w, v)
 	}
 	registerPolicy(h, nsBase, pol, read, func(change policyChange[adminapi.Policies]) apiFunc {
-		return h.namespacePolicyWrite(pol.replication, change)
+		return h.namespaceWrite(pol.replication, change)
 	})
 }
 
-// namespacePolicyWrite reads the request, then checks the namespace and applies the change (and
-// with replication, brings the replicators in step).
-func (h *Handler) namespacePolicyWrite(replication bool, change policyChange[adminapi.Policies]) apiFunc {
+// namespaceWrite reads the request, then checks the namespace and applies the change (and with
+// replication, brings the replicators in step).
+func (h *Handler) namespaceWrite(replication bool, change policyChange[adminapi.Policies]) apiFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		apply, err := change(&policyRequest{h: h, r: r})
 		if err != nil {
 			return err
 		}
-		ns, err := h.existingNamespace(r)
+		ns, err := h.changeNamespace(r, apply)
 		if err != nil {
-			return err
-		}
-		if err := h.cat.UpdateNamespace(r.Context(), ns.String(), apply); err != nil {
 			return err
 		}
 		if replication {
