@@ -110,10 +110,11 @@ var pathValues = strings.NewReplacer("{subscription}", "sub1", "{role}", "role1"
 	"{bundle}", "0x00000000_0xffffffff", "{timestamp}", "1000", "{n}", "1", "{seconds}", "10", "{ledger}", "0",
 	"{entry}", "0", "{version}", "0")
 
-// fill makes a request path from a pattern for tenant/namespace (and topic).
+// fill makes a request path from a pattern for tenant/namespace (and topic); on cluster routes,
+// tenant names the cluster.
 func fill(pattern, tenant, namespace, topic string) (method, path string) {
 	method, path, _ = strings.Cut(pattern, " ")
-	path = strings.NewReplacer("{tenant}", tenant, "{namespace}", namespace, "{topic}", topic).Replace(path)
+	path = strings.NewReplacer("{tenant}", tenant, "{cluster}", tenant, "{namespace}", namespace, "{topic}", topic).Replace(path)
 	return method, pathValues.Replace(path)
 }
 
@@ -158,6 +159,12 @@ var sampleBodies = map[string]string{
 	"sub1":                                  `["role1","role2"]`,
 	"role1":                                 `["produce","consume"]`,
 	"migration":                             `true`,
+	"c1":                                    `{"serviceUrl":"http://c1:8080","brokerServiceUrl":"pulsar://c1:6650"}`,
+	"nope":                                  `{"serviceUrl":"http://c1:8080","brokerServiceUrl":"pulsar://c1:6650"}`,
+	"t1":                                    `{"adminRoles":["ops"],"allowedClusters":["c1"]}`,
+	"peers":                                 `["west"]`,
+	"replicatorRoles":                       `["repl1","repl2"]`,
+	"migrate":                               `{"serviceUrl":"http://west:8080"}`,
 	"bundles":                               `{"numBundles":4}`,
 }
 
@@ -219,6 +226,7 @@ var queryVariants = map[string][]string{
 	"partitions":        {"?checkAllowAutoCreation=true"},
 	"sub1":              {"?replicated=true"},
 	"schema":            {"?force=true"},
+	"migrate":           {"?migrated=true", "?migrated=false"},
 }
 
 func variants(path string) []string {
@@ -358,6 +366,31 @@ func recordTranscript(t *testing.T, out io.Writer) {
 	e.exercise(nsPattern, []string{"DELETE"}, "public", "default", "", false)
 	e.send("DELETE", "/admin/v2/namespaces/public/default?force=true", "")
 	e.exercise(nsPattern, []string{"DELETE"}, "public", "scratch", "", false)
+
+	fmt.Fprintln(out, "# clusters and tenants")
+	var clusterRoutes []string
+	for _, p := range e.h.Patterns() {
+		if strings.Contains(p, " /admin/v2/clusters/") || strings.Contains(p, " /admin/v2/tenants/") || strings.HasSuffix(p, " /admin/v2/brokers/{cluster}") {
+			clusterRoutes = append(clusterRoutes, p)
+		}
+	}
+	paths, methods = byPath(clusterRoutes)
+	for _, p := range paths {
+		ms := methods[p]
+		if strings.HasSuffix(p, "/{cluster}") || strings.HasSuffix(p, "/{tenant}") {
+			ms = slices.DeleteFunc(slices.Clone(ms), func(m string) bool { return m == "DELETE" })
+		}
+		name := "c1"
+		if strings.Contains(p, "/tenants/") {
+			name = "t1"
+		}
+		e.exercise(p, ms, name, "", "", true)
+		e.exercise(p, ms, "nope", "", "", false)
+		e.exercise(p, ms, "bad%2Fname", "", "", false)
+	}
+	for _, target := range []string{"tenants/t1", "clusters/c1", "clusters/west", "tenants/public", "tenants/nope", "clusters/nope", "tenants/bad%2Fname", "clusters/bad%2Fname"} {
+		e.send("DELETE", "/admin/v2/"+target, "")
+	}
 
 	fmt.Fprintln(out, "# no topic service, no schema registry")
 	bare := newTranscriptEnv(t, out, false)
