@@ -43,6 +43,19 @@ func writeEndpoint[X any](resolve func(*http.Request) (X, error), call func(*htt
 		func(w http.ResponseWriter, _ struct{}) error { return noContent(w) })
 }
 
+// okOrNoContent answers a value as JSON, or 204 when it is nil (Pulsar's answer to an unset value).
+func okOrNoContent[T any](w http.ResponseWriter, v []T) error {
+	if v == nil {
+		return noContent(w)
+	}
+	return ok(w, v)
+}
+
+// pathValue resolves the path value name (for targets the call checks itself).
+func pathValue(name string) func(*http.Request) (string, error) {
+	return func(r *http.Request) (string, error) { return r.PathValue(name), nil }
+}
+
 // topicCall is a request's topic, in an existing namespace, with the topic service.
 type topicCall struct {
 	topic naming.TopicName

@@ -18,7 +18,12 @@ import (
 const nsBase = "/admin/v2/namespaces/{tenant}/{namespace}"
 
 func (h *Handler) namespaceRoutes() {
-	h.handle("GET /admin/v2/namespaces/{tenant}", h.namespacesList)
+	h.handle("GET /admin/v2/namespaces/{tenant}", readEndpoint(h.existingTenant, func(r *http.Request, _ adminapi.TenantInfo) ([]string, error) {
+		if list := h.cat.Namespaces(r.PathValue("tenant")); list != nil {
+			return list, nil
+		}
+		return []string{}, nil
+	}))
 	h.handle("GET "+nsBase, readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (adminapi.Policies, error) { return p, nil }))
 	h.handle("PUT "+nsBase, writeEndpoint(h.namespaceFromPath, h.namespaceCreate))
 	h.handle("DELETE "+nsBase, writeEndpoint(h.existingNamespace, h.namespaceDelete))
@@ -163,18 +168,6 @@ func (h *Handler) namespaceEdit(edit func(r *http.Request, p *adminapi.Policies)
 	return h.namespaceWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
 		return func(p *adminapi.Policies) error { return edit(in.r, p) }, nil
 	})
-}
-
-func (h *Handler) namespacesList(w http.ResponseWriter, r *http.Request) error {
-	tenant := r.PathValue("tenant")
-	if _, found := h.cat.Tenant(tenant); !found {
-		return fail(http.StatusNotFound, "Tenant does not exist")
-	}
-	list := h.cat.Namespaces(tenant)
-	if list == nil {
-		list = []string{}
-	}
-	return ok(w, list)
 }
 
 func (h *Handler) namespaceCreate(r *http.Request, ns naming.NamespaceName) error {

@@ -105,20 +105,15 @@ func mergeActions(a, b []string) []string {
 
 // replicatorRolesGet answers the roles allowed to publish entries replicated from the cluster
 // (Meridian's; superusers always may).
-func (h *Handler) replicatorRolesGet(w http.ResponseWriter, r *http.Request) error {
-	d, found := h.cat.Cluster(r.PathValue("cluster"))
-	if !found {
-		return fail(http.StatusNotFound, "Cluster does not exist")
+func replicatorRolesGet(_ *http.Request, d adminapi.ClusterData) ([]string, error) {
+	if d.ReplicatorRoles == nil {
+		return []string{}, nil
 	}
-	roles := d.ReplicatorRoles
-	if roles == nil {
-		roles = []string{}
-	}
-	return ok(w, roles)
+	return d.ReplicatorRoles, nil
 }
 
 // replicatorRolesSet replaces the cluster's replicator roles (a JSON list; [] removes them all).
-func (h *Handler) replicatorRolesSet(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) replicatorRolesSet(r *http.Request, name string) error {
 	var roles []string
 	if err := decodeBody(r, &roles); err != nil {
 		return err
@@ -129,15 +124,11 @@ func (h *Handler) replicatorRolesSet(w http.ResponseWriter, r *http.Request) err
 		}
 	}
 	roles = mergeActions(nil, roles)
-	err := h.cat.UpdateClusterWith(r.Context(), r.PathValue("cluster"), func(v *adminapi.ClusterData) error {
+	return h.cat.UpdateClusterWith(r.Context(), name, func(v *adminapi.ClusterData) error {
 		v.ReplicatorRoles = roles
 		if len(roles) == 0 {
 			v.ReplicatorRoles = nil
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return noContent(w)
 }
