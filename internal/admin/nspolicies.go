@@ -167,12 +167,9 @@ func enumPolicy(path string, methods []string, field func(p *adminapi.Policies) 
 	return nsPolicy{
 		path: path, setMethods: methods, get: always(field),
 		set: func(in *policyRequest) (func(*adminapi.Policies) error, error) {
-			check := func(v string) error {
-				probe := adminapi.NewPolicies()
-				*field(&probe) = v
-				return catalog.ValidatePolicies(&probe)
-			}
-			v, err := decodeChecked(in, decodeLenientString, check)
+			v, err := decodeChecked(in, decodeLenientString, func(v string) error {
+				return validAsNamespacePolicy(func(p *adminapi.Policies) { *field(p) = v })
+			})
 			return func(p *adminapi.Policies) error {
 				*field(p) = v
 				return catalog.ValidatePolicies(p)

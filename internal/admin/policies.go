@@ -266,6 +266,14 @@ func ptrPolicy[D, T any](path string, methods []string, field func(*D) **T, chec
 	}
 }
 
+// validAsNamespacePolicy checks a policy value by the namespace policies' rules (the enums and
+// subscription types) before any document is read: set puts it into a default namespace document.
+func validAsNamespacePolicy(set func(p *adminapi.Policies)) error {
+	probe := adminapi.NewPolicies()
+	set(&probe)
+	return catalog.ValidatePolicies(&probe)
+}
+
 // decodeValue strictly decodes a policy body into T; an empty body is refused.
 func decodeValue[T any](body []byte) (T, error) {
 	var v T

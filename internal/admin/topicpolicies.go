@@ -138,14 +138,6 @@ func withApplied[T any](pol tpPolicy, ns func(p *adminapi.Policies) **T) tpPolic
 	return pol
 }
 
-// validAsNamespacePolicy checks a topic policy value by the namespace policies' rules (the enums
-// and subscription types): set puts it into a default namespace document.
-func validAsNamespacePolicy(set func(p *adminapi.Policies)) error {
-	probe := adminapi.NewPolicies()
-	set(&probe)
-	return catalog.ValidatePolicies(&probe)
-}
-
 // topicMessageTTL reads a topic's TTL from ?messageTTL=, else from the body (read either way).
 func topicMessageTTL(in *policyRequest) (int, error) {
 	body, err := in.body()
