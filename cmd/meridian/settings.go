@@ -148,6 +148,9 @@ func (f *standaloneFlags) settings(environ []string, logTo io.Writer) (s config.
 	if len(rep.Ignored) > 0 {
 		log.Info("configuration keys Meridian does not use; ignored", "count", len(rep.Ignored), "keys", strings.Join(rep.Ignored, ","))
 	}
+	if len(rep.Unknown) > 0 {
+		log.Warn("configuration keys that are neither Meridian's nor Pulsar keys it knows to ignore (misspelt?)", "keys", strings.Join(rep.Unknown, ","))
+	}
 	for _, w := range rep.Warnings {
 		log.Warn("configuration", "warning", w)
 	}

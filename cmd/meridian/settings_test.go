@@ -95,6 +95,7 @@ managedLedgerDefaultEnsembleSize=1
 loadBalancerEnabled=false
 zookeeperServers=zk2:2181
 tokenSecretKey=data:;base64,dG9wLXNlY3JldC12YWx1ZQ==
+brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
 brokerClientAuthenticationParameters=token:top-secret-value
 `)
 	_, logs, err := parseWithEnv(t, nil, "--config", conf)
@@ -125,8 +126,9 @@ func TestConfigRefusesWhatItCannotHonour(t *testing.T) {
 		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken\n", nil, "needs tokenSecretKey or tokenPublicKey"},
 		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderTls\n", nil, "AuthenticationProviderTls needs a TLS listener"},
 		{"authorizationEnabled=true\n", nil, "authorizationEnabled=true"},
-		{"brokerClientTlsEnabled=true\n", nil, "brokerClientTlsEnabled=true"},
-		{"brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\n", nil, "brokerClientAuthenticationPlugin"},
+		{"brokerClientTlsEnabled=true\nbrokerClientTrustCertsFilePath=/nonexistent/ca.pem\n", nil, "brokerClientTrustCertsFilePath"},
+		{"brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\n", nil, "needs authenticationParameters"},
+		{"brokerClientAuthenticationPlugin=com.example.Custom\nbrokerClientAuthenticationParameters=x\n", nil, "brokerClientAuthenticationPlugin"},
 		{"authenticationProviders=com.example.Custom\n", nil, "not an authentication provider Meridian implements"},
 		{"tlsProtocols=TLSv1.1\n", nil, "TLS 1.2 is the minimum"},
 		{"brokerServicePortTls=6651\n", nil, "--tls-cert-file"},

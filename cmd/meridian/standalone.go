@@ -87,6 +87,7 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	base.BrokerTLSAddr, base.WebTLSAddr = s.BrokerTLSAddr, s.WebTLSAddr
 	base.TLS = s.TLS
 	base.Auth = s.Auth
+	base.BrokerClient = s.BrokerClient
 	base.AdvertisedAddress = s.AdvertisedAddress
 	base.ConfigStore = s.ConfigStore
 	base.ReplicationStartAt = node.ReplicationStartAt(s.ReplicationStartAt)

@@ -165,13 +165,15 @@ func init() {
 		boolKey("authenticateMetricsEndpoint", "", "/metrics needs credentials", func(s *Settings) *bool { return &s.Auth.AuthenticateMetricsEndpoint }),
 		durationKey("authenticationRefreshCheckSeconds", "", time.Second, "how often connections' credentials are checked for expiry (AUTH_CHALLENGE)", func(s *Settings) *time.Duration { return &s.Auth.RefreshCheckInterval }),
 
-		// Outgoing links to other brokers (replication).
-		boolKey("brokerClientTlsEnabled", "", "replication links use TLS (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.BrokerClient.TLSEnabled }),
-		strKey("brokerClientTrustCertsFilePath", "", "PEM CA certificates remote brokers are verified against", func(s *Settings) *string { return &s.BrokerClient.TrustCertsFile }),
-		strKey("brokerClientCertificateFilePath", "", "PEM client certificate of replication links", func(s *Settings) *string { return &s.BrokerClient.CertificateFile }),
+		// Outgoing links to other brokers (replication): defaults that a remote cluster's own
+		// data overrides (brokerClientTlsEnabled and its files as one set, the plugin and its
+		// parameters as another).
+		boolKey("brokerClientTlsEnabled", "", "default for outgoing links: TLS to a remote cluster whose data does not enable it (its brokerServiceUrlTls), always verified", func(s *Settings) *bool { return &s.BrokerClient.TLSEnabled }),
+		strKey("brokerClientTrustCertsFilePath", "", "default for outgoing links: PEM CA certificates remote brokers are verified against (empty: the system's roots)", func(s *Settings) *string { return &s.BrokerClient.TrustCertsFile }),
+		strKey("brokerClientCertificateFilePath", "", "default for outgoing links: PEM client certificate presented to remote brokers", func(s *Settings) *string { return &s.BrokerClient.CertificateFile }),
 		strKey("brokerClientKeyFilePath", "", "PEM private key of brokerClientCertificateFilePath", func(s *Settings) *string { return &s.BrokerClient.KeyFile }),
-		strKey("brokerClientAuthenticationPlugin", "", "Pulsar client authentication class of replication links (not implemented by this build: any is refused)", func(s *Settings) *string { return &s.BrokerClient.AuthenticationPlugin }),
-		secretKey(strKey("brokerClientAuthenticationParameters", "", "parameters of brokerClientAuthenticationPlugin", func(s *Settings) *string { return &s.BrokerClient.AuthenticationParameters })),
+		strKey("brokerClientAuthenticationPlugin", "", "default for outgoing links: Pulsar client authentication class (AuthenticationToken, AuthenticationTls, AuthenticationBasic) for a remote cluster whose data names none", func(s *Settings) *string { return &s.BrokerClient.AuthenticationPlugin }),
+		secretKey(strKey("brokerClientAuthenticationParameters", "", "parameters of brokerClientAuthenticationPlugin (token:..., file:///path, {\"tlsCertFile\":...,\"tlsKeyFile\":...}, {\"userId\":...,\"password\":...})", func(s *Settings) *string { return &s.BrokerClient.AuthenticationParameters })),
 		boolKey("tlsHostnameVerificationEnabled", "", "Meridian's replication links verify host names whatever this says", func(s *Settings) *bool { return &s.BrokerClient.HostnameVerification }),
 		boolKey("brokerClientTlsEnabledWithKeyStore", "", "key stores are not supported: true is refused", func(s *Settings) *bool { return &s.BrokerClient.tlsEnabledWithKeyStore }),
 	}

@@ -130,7 +130,8 @@ func DefaultAuth() Auth {
 }
 
 // BrokerClient is how this broker connects to other brokers (replication links): Pulsar's
-// brokerClient* keys.
+// brokerClient* keys. They are defaults: a remote cluster's data that enables TLS or names an
+// authentication plugin overrides them (internal/replication, LinkDefaults).
 type BrokerClient struct {
 	TLSEnabled                                     bool
 	TrustCertsFile, CertificateFile, KeyFile       string

@@ -119,6 +119,7 @@ func (n *Node) compose(ctx context.Context) error {
 		MemoryBytes:  n.opts.ReplicationMemoryBytes,
 		SyncTopics:   syncTopics{broker: &c.broker, engine: c.engine},
 		Logger:       log.With("component", "replication"),
+		LinkDefaults: n.opts.linkDefaults(),
 		// --replication-stall-timeout.
 		StallTimeout: n.opts.ReplicationStallTimeout,
 	})

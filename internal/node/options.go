@@ -90,6 +90,10 @@ type Options struct {
 	// Auth is authentication (authn.go): providers, their keys, the anonymous role. Authorization
 	// settings are not acted on.
 	Auth config.Auth
+	// BrokerClient is the broker's own TLS and credentials for outgoing links (Pulsar's
+	// brokerClient* keys): a replication link uses them where the remote cluster's data has none
+	// (replication.LinkDefaults).
+	BrokerClient config.BrokerClient
 	// AdvertisedAddress is the host put into the cluster's URLs and LOOKUP answers. Empty means the
 	// listener's host (which must then not be a wildcard address).
 	AdvertisedAddress string
@@ -280,6 +284,9 @@ func (o *Options) validateListeners() []error {
 		errs = append(errs, fmt.Errorf("%s listens on every interface: set --advertised-address to the host clients should use", wildcard))
 	}
 	errs = append(errs, o.validateTLS()...)
+	if err := o.linkDefaults().Check(); err != nil {
+		errs = append(errs, err)
+	}
 	return append(errs, o.validateAuth()...)
 }
 

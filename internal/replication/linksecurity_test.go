@@ -27,7 +27,7 @@ func TestLinkConfigOf(t *testing.T) {
 	base := adminapi.ClusterData{ServiceURL: "http://west:8080", BrokerServiceURL: "pulsar://west:6650",
 		ServiceURLTLS: "https://west:8443", BrokerServiceURLTLS: "pulsar+ssl://west:6651"}
 
-	plain, err := linkConfigOf("west", base)
+	plain, err := linkConfigOf("west", base, LinkDefaults{})
 	if err != nil || plain.brokerURL != "pulsar://west:6650" || plain.tls != nil || plain.creds != nil || plain.adminURL != "http://west:8080" {
 		t.Fatalf("plaintext link: %+v %v", plain, err)
 	}
@@ -37,7 +37,7 @@ func TestLinkConfigOf(t *testing.T) {
 	secured.BrokerClientTrustCertsFilePath = caFile
 	secured.AuthenticationPlugin = pluginToken
 	secured.AuthenticationParameters = "token:secret-token-value"
-	lc, err := linkConfigOf("west", secured)
+	lc, err := linkConfigOf("west", secured, LinkDefaults{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestLinkConfigOf(t *testing.T) {
 
 	insecure := secured
 	insecure.TLSAllowInsecureConnection = true
-	if lc, err := linkConfigOf("west", insecure); err != nil || !lc.tls.InsecureSkipVerify {
+	if lc, err := linkConfigOf("west", insecure, LinkDefaults{}); err != nil || !lc.tls.InsecureSkipVerify {
 		t.Fatalf("tlsAllowInsecureConnection: %+v %v", lc, err)
 	}
 
@@ -91,7 +91,7 @@ func TestLinkConfigOf(t *testing.T) {
 	} {
 		d := secured
 		tc.edit(&d)
-		_, err := linkConfigOf("west", d)
+		_, err := linkConfigOf("west", d, LinkDefaults{})
 		if !errors.Is(err, ErrLinkSecurity) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want ErrLinkSecurity naming %q", name, err, tc.want)
 		}
