@@ -36,9 +36,10 @@ var routePermissions = map[string]auth.Need{
 	"GET /admin/v2/broker-stats/metrics":                       auth.NeedSuperUser,
 	"GET /admin/v2/broker-stats/topics":                        auth.NeedSuperUser,
 	"GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces": auth.NeedSuperUser,
-	// Advertised positions: written by another cluster's replication manager (superuser links), read
-	// by the namespace's admins after a failover.
-	"POST /admin/v2/replication/advertisements":                         auth.NeedSuperUser,
+	// Advertised positions: written by another cluster's replication manager (a superuser link, or
+	// the source cluster's replicator role for its own advertisements: the handler checks the
+	// source the body names, advertisements_authz.go), read by the namespace's admins after a failover.
+	"POST /admin/v2/replication/advertisements":                         auth.NeedSomeReplicator,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}/replicationSources":  auth.NeedTenantAdmin,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/internal-info": auth.NeedLookup,
 	// Position translation reads positions, as message-id-by-time does.
