@@ -32,6 +32,13 @@ var routePermissions = map[string]auth.Need{
 	"POST /admin/v2/clusters/{cluster}/migrate":                auth.NeedSuperUser,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}/migration":  auth.NeedTenantAdmin,
 	"POST /admin/v2/namespaces/{tenant}/{namespace}/migration": auth.NeedTenantAdmin,
+	// Go's profiles of the process (profiling.go): superusers.
+	"GET /debug/pprof/":        auth.NeedSuperUser,
+	"GET /debug/pprof/cmdline": auth.NeedSuperUser,
+	"GET /debug/pprof/profile": auth.NeedSuperUser,
+	"GET /debug/pprof/symbol":  auth.NeedSuperUser,
+	"POST /debug/pprof/symbol": auth.NeedSuperUser,
+	"GET /debug/pprof/trace":   auth.NeedSuperUser,
 	// Broker-wide figures (every tenant's topics): superusers.
 	"GET /admin/v2/broker-stats/metrics":                       auth.NeedSuperUser,
 	"GET /admin/v2/broker-stats/topics":                        auth.NeedSuperUser,

@@ -52,3 +52,28 @@ func TestOperationsDocListsEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOperationsDocListsIgnoredKeys: the section of docs/operations.md on Pulsar keys Meridian
+// knows and ignores names every one of them (a family by its prefix and "*").
+func TestOperationsDocListsIgnoredKeys(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const section = "## Pulsar keys Meridian knows and ignores"
+	_, text, ok := strings.Cut(string(doc), "\n"+section+"\n")
+	if !ok {
+		t.Fatalf("docs/operations.md has no section %q", section)
+	}
+	text, _, _ = strings.Cut(text, "\n## ")
+	for key := range ignoredKeys {
+		if !strings.Contains(text, "`"+key+"`") {
+			t.Errorf("docs/operations.md, %q, does not name `%s`", section, key)
+		}
+	}
+	for _, f := range ignoredFamilies {
+		if !strings.Contains(text, "`"+f.prefix+"*`") {
+			t.Errorf("docs/operations.md, %q, does not name `%s*`", section, f.prefix)
+		}
+	}
+}
