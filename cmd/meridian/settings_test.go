@@ -241,3 +241,29 @@ func TestMaxConnectionsPerIPFromFileAndFlag(t *testing.T) {
 		t.Fatalf("negative: %v", err)
 	}
 }
+
+// TestConnectionBoundsSettings: the per-connection bounds are on by default, set by the file
+// (Pulsar's maxPendingPublishRequestsPerConnection) and flags, and a bytes bound of 0 leaves only
+// the broker-wide budget.
+func TestConnectionBoundsSettings(t *testing.T) {
+	opts, _, err := parseWithEnv(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := opts[0]; o.MaxPendingPublishRequests != 4000 || o.MaxPendingPublishBytes != 32<<20 || o.MaxOutboundBytes != 64<<20 {
+		t.Fatalf("defaults: %d requests, %d bytes, %d outbound", o.MaxPendingPublishRequests, o.MaxPendingPublishBytes, o.MaxOutboundBytes)
+	}
+	opts, _, err = parseWithEnv(t, nil, "--config", writeConf(t, "maxPendingPublishRequestsPerConnection=1000\n"),
+		"--max-pending-publish-bytes", "0", "--max-outbound-bytes", "1048576")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := opts[0]; o.MaxPendingPublishRequests != 1000 || o.MaxPendingPublishBytes != -1 || o.MaxOutboundBytes != 1<<20 {
+		t.Fatalf("set: %d requests, %d bytes, %d outbound", o.MaxPendingPublishRequests, o.MaxPendingPublishBytes, o.MaxOutboundBytes)
+	}
+	for _, args := range [][]string{{"--max-pending-publish-requests", "0"}, {"--max-pending-publish-bytes", "-1"}, {"--max-outbound-bytes", "1000"}} {
+		if _, _, err := parseWithEnv(t, nil, args...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

@@ -20,6 +20,9 @@ type Settings struct {
 	ConfigStore                                    string
 	ReplicationStartAt                             string
 	MaxMessageSize                                 int
+	// MaxPendingPublishRequests and MaxPendingPublishBytes bound one connection's publishes in
+	// flight (bytes 0: only the broker-wide budget); MaxOutboundBytes what is queued to one client.
+	MaxPendingPublishRequests, MaxPendingPublishBytes, MaxOutboundBytes int
 	// MaxConnectionsPerIP bounds binary-protocol connections from one source address (0: off).
 	MaxConnectionsPerIP                int
 	Fsync                              string

@@ -154,6 +154,10 @@ func (n *Node) compose(ctx context.Context) error {
 		AdmitReplicator:   n.admitReplicator,
 		Authenticator:     n.authn,
 		Authorizer:        n.authz,
+		// Per-connection bounds (0: the server's defaults).
+		MaxPendingSends:     n.opts.MaxPendingPublishRequests,
+		MaxPendingSendBytes: n.opts.MaxPendingPublishBytes,
+		MaxOutboundBytes:    n.opts.MaxOutboundBytes,
 		// Pulsar's brokerMaxConnectionsPerIp (0: off).
 		MaxConnectionsPerAddress: n.opts.MaxConnectionsPerIP,
 		// Pulsar's authenticationRefreshCheckSeconds.
