@@ -127,6 +127,11 @@ type PolicySource interface {
 // ErrForbidden is the class of every authorization refusal (errors.Is).
 var ErrForbidden = errors.New("not authorized")
 
+// ErrTenantNotFound: an operation that needs a tenant's admin names a tenant that does not exist.
+// Pulsar answers it as "Tenant does not exist" (404) to every role, rather than as a permission
+// no role could have; superusers are not refused (the operation reports it).
+var ErrTenantNotFound = errors.New("Tenant does not exist")
+
 type forbidden struct{ reason string }
 
 func (f *forbidden) Error() string        { return f.reason }
@@ -193,6 +198,11 @@ func (a *Authorizer) Authorize(role string, need Need, res Resource) error {
 	}
 	if a.IsTenantAdmin(role, res.Tenant) {
 		return nil
+	}
+	if need == NeedTenantAdmin && res.Tenant != "" {
+		if _, exists := a.src.TenantAdminRoles(res.Tenant); !exists {
+			return ErrTenantNotFound
+		}
 	}
 	deny := func(what string) error {
 		return &forbidden{fmt.Sprintf("role %q is not authorized to %s on %s", role, what, res)}
