@@ -10,16 +10,7 @@ import (
 // every setting, starting with its file key and its flag ("| `key` | `--flag` |", "—" for a missing
 // one; the flag cell may go on with its argument), and no row for a setting that does not exist.
 func TestOperationsDocListsEveryKey(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const section = "## Settings: flags, configuration file, environment"
-	_, text, ok := strings.Cut(string(doc), "\n"+section+"\n")
-	if !ok {
-		t.Fatalf("docs/operations.md has no section %q", section)
-	}
-	text, _, _ = strings.Cut(text, "\n## ")
+	text := operationsSection(t, "## Settings: flags, configuration file, environment")
 	rows := map[string]bool{}
 	for _, line := range strings.Split(text, "\n") {
 		cells := strings.Split(line, "|")
@@ -56,16 +47,8 @@ func TestOperationsDocListsEveryKey(t *testing.T) {
 // TestOperationsDocListsIgnoredKeys: the section of docs/operations.md on Pulsar keys Meridian
 // knows and ignores names every one of them (a family by its prefix and "*").
 func TestOperationsDocListsIgnoredKeys(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const section = "## Pulsar keys Meridian knows and ignores"
-	_, text, ok := strings.Cut(string(doc), "\n"+section+"\n")
-	if !ok {
-		t.Fatalf("docs/operations.md has no section %q", section)
-	}
-	text, _, _ = strings.Cut(text, "\n## ")
+	text := operationsSection(t, section)
 	for key := range ignoredKeys {
 		if !strings.Contains(text, "`"+key+"`") {
 			t.Errorf("docs/operations.md, %q, does not name `%s`", section, key)
@@ -76,4 +59,19 @@ func TestOperationsDocListsIgnoredKeys(t *testing.T) {
 			t.Errorf("docs/operations.md, %q, does not name `%s*`", section, f.prefix)
 		}
 	}
+}
+
+// operationsSection returns the text of a "## " section of docs/operations.md.
+func operationsSection(t *testing.T, section string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, ok := strings.Cut(string(doc), "\n"+section+"\n")
+	if !ok {
+		t.Fatalf("docs/operations.md has no section %q", section)
+	}
+	text, _, _ = strings.Cut(text, "\n## ")
+	return text
 }

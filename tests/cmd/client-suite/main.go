@@ -181,6 +181,9 @@ func main() {
 		log.Fatal(err)
 	}
 	summary := summarize(cases)
+	if *secured {
+		summary += securityGroups(cases)
+	}
 	if err := os.WriteFile(filepath.Join(*out, "summary.md"), []byte(summary), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -518,4 +521,48 @@ func summarize(cases []*testCase) string {
 		}
 	}
 	return b.String()
+}
+
+// securityGroupPatterns are the client's TLS, authentication and HTTP-lookup tests, by name (the first
+// group that matches counts): what -secured brings into scope.
+var securityGroupPatterns = []struct {
+	name string
+	re   *regexp.Regexp
+}{
+	{"OAuth2", regexp.MustCompile(`(?i)oauth`)},
+	{"basic", regexp.MustCompile(`BasicAuth`)},
+	{"token", regexp.MustCompile(`Token`)},
+	{"TLS client certificate", regexp.MustCompile(`TLSAuth|HTTPSAuth`)},
+	{"TLS transport", regexp.MustCompile(`TLS|HTTPS`)},
+	{"HTTP lookup", regexp.MustCompile(`HTTP|WebURL|HttpHosts`)},
+}
+
+// securityGroups tallies the tests of securityGroupPatterns.
+func securityGroups(cases []*testCase) string {
+	var b strings.Builder
+	b.WriteString("\n## TLS, authentication and HTTP lookup (by test name)\n\n| group | passed | failed | skipped | total | tests |\n|---|---|---|---|---|---|\n")
+	var tot tally
+	for _, g := range securityGroupPatterns {
+		var t tally
+		var names []string
+		for _, c := range cases {
+			if groupOf(c.Name) == g.name {
+				t.add(c)
+				tot.add(c)
+				names = append(names, c.Name)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s |\n", g.name, t.pass, t.fail, t.skip, t.total, strings.Join(names, ", "))
+	}
+	fmt.Fprintf(&b, "| **total** | %d | %d | %d | %d | |\n", tot.pass, tot.fail, tot.skip, tot.total)
+	return b.String()
+}
+
+func groupOf(name string) string {
+	for _, g := range securityGroupPatterns {
+		if g.re.MatchString(name) {
+			return g.name
+		}
+	}
+	return ""
 }
