@@ -163,7 +163,7 @@ func (n *Node) compose(ctx context.Context) error {
 		// Pulsar's authenticationRefreshCheckSeconds.
 		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
 		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, serviceURLTLS: n.tls.serviceURL, cat: c.catalog,
-			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}, repl: &c.replication},
+			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}, repl: &c.replication, linkDefaults: n.opts.linkDefaults()},
 		Logger: log,
 	})
 	if err != nil {

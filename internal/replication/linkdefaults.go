@@ -2,6 +2,8 @@ package replication
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
 
 	"github.com/meridian-mq/meridian/adminapi"
 )
@@ -81,4 +83,18 @@ func (d LinkDefaults) Check() error {
 	}
 	_, err := linkConfigOf("", probe, d)
 	return err
+}
+
+// LinkAdminClient is a client of a registered remote cluster's admin API over its link's TLS and
+// credentials (the cluster's data, else the defaults): for the broker's calls to another cluster
+// outside replication (switchover asks the target for partition counts).
+func LinkAdminClient(name string, cd adminapi.ClusterData, defaults LinkDefaults, base *http.Client) (*adminapi.Client, error) {
+	lc, err := linkConfigOf(name, cd, defaults)
+	if err != nil {
+		return nil, err
+	}
+	if lc.adminURL == "" {
+		return nil, fmt.Errorf("%w: %q has no serviceUrl", ErrClusterNotRegistered, name)
+	}
+	return adminapi.NewClient(lc.adminURL, lc.httpClient(base))
 }

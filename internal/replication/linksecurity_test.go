@@ -1,11 +1,15 @@
 package replication
 
 import (
+	"encoding/pem"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/client"
@@ -191,5 +195,41 @@ func TestLinkDefaultsCheck(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "secret-value") {
 			t.Errorf("%s: the error shows the credential: %v", name, err)
 		}
+	}
+}
+
+// TestLinkAdminClientUsesTheDefaults: the broker's other calls to a remote cluster's admin API
+// (switchover's partition question) go over the link's TLS and credentials, the broker's defaults
+// included, through real HTTPS: the remote sees the default token, and its certificate is verified
+// against the default CA.
+func TestLinkAdminClientUsesTheDefaults(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer default-token" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"partitions":3}`))
+	}))
+	defer srv.Close()
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(srv.URL, "https://")
+	cd := adminapi.ClusterData{ServiceURL: "http://" + host, ServiceURLTLS: srv.URL, BrokerServiceURL: "pulsar://" + host, BrokerServiceURLTLS: "pulsar+ssl://" + host}
+	defaults := LinkDefaults{TLSEnabled: true, TrustCertsFile: caFile, AuthenticationPlugin: pluginToken, AuthenticationParameters: "token:default-token"}
+	c, err := LinkAdminClient("west", cd, defaults, &http.Client{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := c.GetPartitionedMetadata(t.Context(), "persistent://public/default/t")
+	if err != nil || md.Partitions != 3 {
+		t.Fatalf("partitions through the link's admin client: %+v %v", md, err)
+	}
+	// Without the defaults the plaintext URL is used, and the remote refuses.
+	if c, err := LinkAdminClient("west", cd, LinkDefaults{}, &http.Client{Timeout: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	} else if _, err := c.GetPartitionedMetadata(t.Context(), "persistent://public/default/t"); err == nil {
+		t.Fatal("a plaintext call without credentials succeeded")
 	}
 }
