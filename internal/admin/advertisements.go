@@ -36,10 +36,13 @@ func (h *Handler) advertisements() (AdvertisementService, error) {
 }
 
 // advertisementReceive takes a source cluster's advertisement. The source must be a registered
-// cluster.
+// cluster, and the poster a superuser or the source's replicator role.
 func (h *Handler) advertisementReceive(w http.ResponseWriter, r *http.Request) error {
 	var adv adminapi.ReplicationAdvertisement
 	if err := decodeBody(r, &adv); err != nil {
+		return err
+	}
+	if err := h.authorizeAdvertisement(r, adv); err != nil {
 		return err
 	}
 	if _, found := h.cat.Cluster(adv.Source); !found {

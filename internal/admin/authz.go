@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -90,6 +91,10 @@ func authorizeRoute(a *auth.Authorizer, need auth.Need, domain string, next http
 		err := a.Authorize(id.Role, need, res)
 		if err == nil {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if errors.Is(err, auth.ErrTenantNotFound) {
+			writeError(w, http.StatusNotFound, err.Error())
 			return
 		}
 		anonymous := !authenticated || id.Method == auth.MethodAnonymous

@@ -125,6 +125,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPromLogger{h.log}})
 	h.gatherer = reg
 	h.routes()
+	h.profilingRoutes()
 	return h, nil
 }
 

@@ -38,13 +38,21 @@ var routePermissions = map[string]auth.Need{
 	// Blue-green switchover (docs/geo-replication.md §7): superusers, as in Pulsar.
 	"GET /admin/v2/clusters/{cluster}/migrate":  auth.NeedSuperUser,
 	"POST /admin/v2/clusters/{cluster}/migrate": auth.NeedSuperUser,
+	// Go's profiles of the process (profiling.go): superusers.
+	"GET /debug/pprof/":        auth.NeedSuperUser,
+	"GET /debug/pprof/cmdline": auth.NeedSuperUser,
+	"GET /debug/pprof/profile": auth.NeedSuperUser,
+	"GET /debug/pprof/symbol":  auth.NeedSuperUser,
+	"POST /debug/pprof/symbol": auth.NeedSuperUser,
+	"GET /debug/pprof/trace":   auth.NeedSuperUser,
 	// Broker-wide figures (every tenant's topics): superusers.
 	"GET /admin/v2/broker-stats/metrics":                       auth.NeedSuperUser,
 	"GET /admin/v2/broker-stats/topics":                        auth.NeedSuperUser,
 	"GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces": auth.NeedSuperUser,
-	// Advertised positions: written by another cluster's replication manager (superuser links), read
-	// by the namespace's admins after a failover.
-	"POST /admin/v2/replication/advertisements":                         auth.NeedSuperUser,
+	// Advertised positions: written by another cluster's replication manager (a superuser link, or
+	// the source cluster's replicator role for its own advertisements: the handler checks the
+	// source the body names, advertisements_authz.go), read by the namespace's admins after a failover.
+	"POST /admin/v2/replication/advertisements":                         auth.NeedSomeReplicator,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}/replicationSources":  auth.NeedTenantAdmin,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/internal-info": auth.NeedLookup,
 	// Position translation reads positions, as message-id-by-time does.

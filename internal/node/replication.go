@@ -13,6 +13,13 @@ import (
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
+// linkDefaults are the brokerClient* settings as replication's defaults for outgoing links.
+func (o *Options) linkDefaults() replication.LinkDefaults {
+	b := o.BrokerClient
+	return replication.LinkDefaults{TLSEnabled: b.TLSEnabled, TrustCertsFile: b.TrustCertsFile, CertificateFile: b.CertificateFile,
+		KeyFile: b.KeyFile, AuthenticationPlugin: b.AuthenticationPlugin, AuthenticationParameters: b.AuthenticationParameters}
+}
+
 // replTopics adapts the broker to replication.TopicSource. It reads the broker through a pointer so
 // the Manager can be built before the broker (the broker's ReplicatedIndex hook needs the Manager).
 // engine tells the incarnation of every entry a replicator reads.
