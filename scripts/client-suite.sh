@@ -24,10 +24,13 @@
 #        JOBS=n         tests run concurrently against the one broker (default 1)
 #        TIMEOUT=dur    per-test timeout (default 3m)
 #        SECURED=1      as --secured
+#        BROKERS=n      run the suite against a cluster of n brokers in one process (--brokers n: broker
+#                       i on 127.0.0.i, localhost:6650 and :8080 being broker 1; docs/cluster.md)
 # Needs ports 6650 and 8080 (and with --secured 6651 and 8443) on 127.0.0.1 free; refuses to start
 # otherwise.
 set -euo pipefail
 SECURED=${SECURED:-0}
+BROKERS=${BROKERS:-1}
 if [ "${1:-}" = "--secured" ]; then SECURED=1; shift; fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TMP=${TMPDIR:-/tmp}
@@ -77,7 +80,7 @@ if [ "$SECURED" = 1 ]; then
   "$BIN" standalone --config "$WORK/standalone.conf" --data-dir "$WORK/data" >"$OUT/broker.log" 2>&1 &
 else
   "$BIN" standalone --data-dir "$WORK/data" --broker-addr 127.0.0.1:6650 --web-addr 127.0.0.1:8080 \
-    --max-message-size 1048576 >"$OUT/broker.log" 2>&1 &
+    --max-message-size 1048576 --brokers "$BROKERS" >"$OUT/broker.log" 2>&1 &
 fi
 BROKER_PID=$!
 for _ in $(seq 1 300); do
@@ -86,6 +89,13 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 curl -fsS -o /dev/null http://127.0.0.1:8080/admin/v2/brokers/ready || { echo "broker not ready in 30s" >&2; exit 1; }
+if [ "$BROKERS" -gt 1 ]; then
+  # Every broker of the cluster registered (broker i on 127.0.0.i), so bundles spread over all.
+  for _ in $(seq 1 300); do
+    [ "$(curl -fsS http://127.0.0.1:8080/admin/v2/brokers/standalone | tr ',' '\n' | grep -c :)" = "$BROKERS" ] && break
+    sleep 0.1
+  done
+fi
 
 echo "== state the suite expects (scripts/pulsar-test-service-start.sh of the client)"
 if [ "$SECURED" = 1 ]; then
