@@ -15,11 +15,13 @@ import (
 // by a switchover still holds messages of its old cluster and acknowledges them on the new one
 // (docs/geo-replication.md §7.3); a retention trim removes entries a client still holds; a hostile
 // client names anything. Ledger ids start at random per data directory (internal/storage,
-// firstledgerid.go), so a position of another cluster names no ledger of this topic. Such an
-// acknowledgement is not applied: a cumulative one would otherwise acknowledge every entry before
-// the position (a ledger id between two of the topic's ledgers, or an entry id past a ledger's
-// end, sorts after all entries of the earlier ledger). It is counted (Broker.IgnoredAcks) and
-// logged, at most once per ignoredAckLogInterval for the broker.
+// firstledgerid.go), so a position of another cluster practically never names a ledger of this
+// topic (an exact match, which would name an entry stored here, cannot be told apart from a local
+// position). An acknowledgement of a position where no entry is stored is not applied: a
+// cumulative one would otherwise acknowledge every entry before the position (a ledger id between
+// two of the topic's ledgers, or an entry id past a ledger's end, sorts after all entries of the
+// earlier ledger). It is counted (Broker.IgnoredAcks) and logged, at most once per
+// ignoredAckLogInterval for the broker.
 
 // ignoredAckLogInterval is the least time between two log lines about ignored acknowledgements.
 const ignoredAckLogInterval = 10_000 // ms
