@@ -174,6 +174,14 @@ func (l *Ledger) nextStoredLocked(p Position) (Position, bool) {
 	return Position{}, false
 }
 
+// IsStored reports whether an entry is stored at p: not one trimmed, not yet written, nor a
+// position of a ledger id or entry id this ledger never had (such as another data directory's).
+func (l *Ledger) IsStored(p Position) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.isStoredLocked(p)
+}
+
 func (l *Ledger) isStoredLocked(p Position) bool {
 	s := l.segByIDLocked(p.LedgerID)
 	return s != nil && p.EntryID >= 0 && p.EntryID < s.entries
