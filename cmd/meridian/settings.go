@@ -65,29 +65,32 @@ func (f *settingFlag) Type() string { return f.typ }
 func defaultSettings() config.Settings {
 	d := node.DefaultOptions()
 	return config.Settings{
-		Cluster:                 d.Cluster,
-		DataDir:                 d.DataDir,
-		BrokerAddr:              d.BrokerAddr,
-		WebAddr:                 d.WebAddr,
-		ReplicationStartAt:      string(d.ReplicationStartAt),
-		MaxMessageSize:          d.MaxMessageSize,
-		Fsync:                   string(d.Fsync),
-		FsyncPipeline:           d.FsyncPipeline,
-		DirectWriteBytes:        d.DirectWriteBytes,
-		BypassCacheBytes:        d.BypassCacheBytes,
-		ReplicationMemoryBytes:  int(d.ReplicationMemoryBytes),
-		Dedup:                   d.Dedup,
-		TopicLevelMetrics:       !d.HideTopicLevelMetrics,
-		ReplicationStallTimeout: node.DefaultReplicationStallTimeout,
-		ConsoleHistoryBytes:     console.DefaultHistoryBytes,
-		AutoTopicCreation:       d.AutoTopicCreation,
-		LogFormat:               logFormatText,
-		KeepAliveInterval:       node.DefaultKeepAliveInterval,
-		ShutdownTimeout:         node.DefaultShutdownTimeout,
-		Brokers:                 1,
-		TLS:                     config.DefaultTLS(),
-		Auth:                    config.DefaultAuth(),
-		BrokerClient:            config.DefaultBrokerClient(),
+		Cluster:                   d.Cluster,
+		DataDir:                   d.DataDir,
+		BrokerAddr:                d.BrokerAddr,
+		WebAddr:                   d.WebAddr,
+		ReplicationStartAt:        string(d.ReplicationStartAt),
+		MaxMessageSize:            d.MaxMessageSize,
+		MaxPendingPublishRequests: d.MaxPendingPublishRequests,
+		MaxPendingPublishBytes:    int(d.MaxPendingPublishBytes),
+		MaxOutboundBytes:          d.MaxOutboundBytes,
+		Fsync:                     string(d.Fsync),
+		FsyncPipeline:             d.FsyncPipeline,
+		DirectWriteBytes:          d.DirectWriteBytes,
+		BypassCacheBytes:          d.BypassCacheBytes,
+		ReplicationMemoryBytes:    int(d.ReplicationMemoryBytes),
+		Dedup:                     d.Dedup,
+		TopicLevelMetrics:         !d.HideTopicLevelMetrics,
+		ReplicationStallTimeout:   node.DefaultReplicationStallTimeout,
+		ConsoleHistoryBytes:       console.DefaultHistoryBytes,
+		AutoTopicCreation:         d.AutoTopicCreation,
+		LogFormat:                 logFormatText,
+		KeepAliveInterval:         node.DefaultKeepAliveInterval,
+		ShutdownTimeout:           node.DefaultShutdownTimeout,
+		Brokers:                   1,
+		TLS:                       config.DefaultTLS(),
+		Auth:                      config.DefaultAuth(),
+		BrokerClient:              config.DefaultBrokerClient(),
 	}
 }
 
@@ -148,6 +151,9 @@ func (f *standaloneFlags) settings(environ []string, logTo io.Writer) (s config.
 	log := f.logger
 	if len(rep.Ignored) > 0 {
 		log.Info("configuration keys Meridian does not use; ignored", "count", len(rep.Ignored), "keys", strings.Join(rep.Ignored, ","))
+	}
+	if len(rep.Unknown) > 0 {
+		log.Warn("configuration keys that are neither Meridian's nor Pulsar keys it knows to ignore (misspelt?)", "keys", strings.Join(rep.Unknown, ","))
 	}
 	for _, w := range rep.Warnings {
 		log.Warn("configuration", "warning", w)

@@ -95,6 +95,7 @@ managedLedgerDefaultEnsembleSize=1
 loadBalancerEnabled=false
 zookeeperServers=zk2:2181
 tokenSecretKey=data:;base64,dG9wLXNlY3JldC12YWx1ZQ==
+brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
 brokerClientAuthenticationParameters=token:top-secret-value
 `)
 	_, logs, err := parseWithEnv(t, nil, "--config", conf)
@@ -125,8 +126,9 @@ func TestConfigRefusesWhatItCannotHonour(t *testing.T) {
 		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken\n", nil, "needs tokenSecretKey or tokenPublicKey"},
 		{"authenticationEnabled=true\nauthenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderTls\n", nil, "AuthenticationProviderTls needs a TLS listener"},
 		{"authorizationEnabled=true\n", nil, "authorizationEnabled=true"},
-		{"brokerClientTlsEnabled=true\n", nil, "brokerClientTlsEnabled=true"},
-		{"brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\n", nil, "brokerClientAuthenticationPlugin"},
+		{"brokerClientTlsEnabled=true\nbrokerClientTrustCertsFilePath=/nonexistent/ca.pem\n", nil, "brokerClientTrustCertsFilePath"},
+		{"brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\n", nil, "needs authenticationParameters"},
+		{"brokerClientAuthenticationPlugin=com.example.Custom\nbrokerClientAuthenticationParameters=x\n", nil, "brokerClientAuthenticationPlugin"},
 		{"authenticationProviders=com.example.Custom\n", nil, "not an authentication provider Meridian implements"},
 		{"tlsProtocols=TLSv1.1\n", nil, "TLS 1.2 is the minimum"},
 		{"brokerServicePortTls=6651\n", nil, "--tls-cert-file"},
@@ -237,5 +239,31 @@ func TestMaxConnectionsPerIPFromFileAndFlag(t *testing.T) {
 	}
 	if _, _, err := parseWithEnv(t, nil, "--max-connections-per-ip", "-1"); err == nil || !strings.Contains(err.Error(), "max-connections-per-ip") {
 		t.Fatalf("negative: %v", err)
+	}
+}
+
+// TestConnectionBoundsSettings: the per-connection bounds are on by default, set by the file
+// (Pulsar's maxPendingPublishRequestsPerConnection) and flags, and a bytes bound of 0 leaves only
+// the broker-wide budget.
+func TestConnectionBoundsSettings(t *testing.T) {
+	opts, _, err := parseWithEnv(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := opts[0]; o.MaxPendingPublishRequests != 4000 || o.MaxPendingPublishBytes != 32<<20 || o.MaxOutboundBytes != 64<<20 {
+		t.Fatalf("defaults: %d requests, %d bytes, %d outbound", o.MaxPendingPublishRequests, o.MaxPendingPublishBytes, o.MaxOutboundBytes)
+	}
+	opts, _, err = parseWithEnv(t, nil, "--config", writeConf(t, "maxPendingPublishRequestsPerConnection=1000\n"),
+		"--max-pending-publish-bytes", "0", "--max-outbound-bytes", "1048576")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := opts[0]; o.MaxPendingPublishRequests != 1000 || o.MaxPendingPublishBytes != -1 || o.MaxOutboundBytes != 1<<20 {
+		t.Fatalf("set: %d requests, %d bytes, %d outbound", o.MaxPendingPublishRequests, o.MaxPendingPublishBytes, o.MaxOutboundBytes)
+	}
+	for _, args := range [][]string{{"--max-pending-publish-requests", "0"}, {"--max-pending-publish-bytes", "-1"}, {"--max-outbound-bytes", "1000"}} {
+		if _, _, err := parseWithEnv(t, nil, args...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
 	}
 }

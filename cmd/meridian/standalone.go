@@ -87,12 +87,27 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	base.BrokerTLSAddr, base.WebTLSAddr = s.BrokerTLSAddr, s.WebTLSAddr
 	base.TLS = s.TLS
 	base.Auth = s.Auth
+	base.BrokerClient = s.BrokerClient
 	base.AdvertisedAddress = s.AdvertisedAddress
 	base.ConfigStore = s.ConfigStore
 	base.MetadataStore, base.BrokerID = s.MetadataStore, s.BrokerID
 	base.ReplicationStartAt = node.ReplicationStartAt(s.ReplicationStartAt)
 	base.MaxMessageSize = s.MaxMessageSize
 	base.MaxConnectionsPerIP = s.MaxConnectionsPerIP
+	if s.MaxPendingPublishRequests < 1 { // node.Options reads 0 as "the default"; in settings it is a mistake
+		return nil, fmt.Errorf("--max-pending-publish-requests %d: want at least 1", s.MaxPendingPublishRequests)
+	}
+	base.MaxPendingPublishRequests = s.MaxPendingPublishRequests
+	if s.MaxPendingPublishBytes < 0 {
+		return nil, fmt.Errorf("--max-pending-publish-bytes %d is negative (0: only the broker-wide budget)", s.MaxPendingPublishBytes)
+	}
+	if base.MaxPendingPublishBytes = int64(s.MaxPendingPublishBytes); s.MaxPendingPublishBytes == 0 {
+		base.MaxPendingPublishBytes = -1 // 0 in the settings means no per-connection bound
+	}
+	if s.MaxOutboundBytes < 1 {
+		return nil, fmt.Errorf("--max-outbound-bytes %d: want at least %d", s.MaxOutboundBytes, node.MinOutboundBytes)
+	}
+	base.MaxOutboundBytes = s.MaxOutboundBytes
 	base.Fsync = node.FsyncMode(s.Fsync)
 	base.FsyncPipeline = s.FsyncPipeline
 	if s.FsyncPipeline < 1 { // node.Options reads 0 as "the default"; in settings it is a mistake

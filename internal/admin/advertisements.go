@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/naming"
 )
 
 // AdvertisementService is optionally implemented by a TopicService: it keeps what source clusters
@@ -19,7 +20,7 @@ type AdvertisementService interface {
 
 func (h *Handler) advertisementRoutes() {
 	h.handle("POST /admin/v2/replication/advertisements", h.advertisementReceive)
-	h.handle("GET /admin/v2/namespaces/{tenant}/{namespace}/replicationSources", h.replicationSources)
+	h.handle("GET /admin/v2/namespaces/{tenant}/{namespace}/replicationSources", readEndpoint(h.existingNamespace, h.replicationSources))
 }
 
 func (h *Handler) advertisements() (AdvertisementService, error) {
@@ -35,10 +36,13 @@ func (h *Handler) advertisements() (AdvertisementService, error) {
 }
 
 // advertisementReceive takes a source cluster's advertisement. The source must be a registered
-// cluster.
+// cluster, and the poster a superuser or the source's replicator role.
 func (h *Handler) advertisementReceive(w http.ResponseWriter, r *http.Request) error {
 	var adv adminapi.ReplicationAdvertisement
 	if err := decodeBody(r, &adv); err != nil {
+		return err
+	}
+	if err := h.authorizeAdvertisement(r, adv); err != nil {
 		return err
 	}
 	if _, found := h.cat.Cluster(adv.Source); !found {
@@ -56,18 +60,14 @@ func (h *Handler) advertisementReceive(w http.ResponseWriter, r *http.Request) e
 
 // replicationSources lists what sources advertised for the namespace's topics and how much of it
 // arrived: after an unplanned failover, what the lost source held that this cluster never received.
-func (h *Handler) replicationSources(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) replicationSources(r *http.Request, ns naming.NamespaceName) ([]adminapi.SourceTopicState, error) {
 	as, err := h.advertisements()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	states, err := as.SourceStates(r.Context(), ns.String())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if source := r.URL.Query().Get("source"); source != "" {
 		states = slices.DeleteFunc(states, func(s adminapi.SourceTopicState) bool { return s.Source != source })
@@ -81,5 +81,5 @@ func (h *Handler) replicationSources(w http.ResponseWriter, r *http.Request) err
 	if states == nil {
 		states = []adminapi.SourceTopicState{}
 	}
-	return ok(w, states)
+	return states, nil
 }

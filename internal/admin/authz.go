@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -52,11 +53,13 @@ func Guard(a *auth.Authorizer, pattern string, next http.Handler, log *slog.Logg
 }
 
 // RoutePermission returns what pattern needs, and the topic domain its path names ("persistent"
-// when it names none), from routePermissions. The two topic domains share entries: a pattern's
-// "/persistent/{tenant}" or "/non-persistent/{tenant}" is looked up as "/{domain}/{tenant}".
+// when it names none), from the permission table (routePermissions and the policy tables). The two
+// topic domains share entries: a pattern's "/persistent/{tenant}" or "/non-persistent/{tenant}" is
+// looked up as "/{domain}/{tenant}".
 func RoutePermission(pattern string) (need auth.Need, domain string, ok bool) {
 	key, domain := RouteKey(pattern)
-	need, ok = routePermissions[key]
+	table, _ := permissionTable()
+	need, ok = table[key]
 	return need, domain, ok
 }
 
@@ -71,8 +74,12 @@ func RouteKey(pattern string) (key, domain string) {
 	return pattern, string(naming.Persistent)
 }
 
-// PermissionTable returns a copy of the table (for documentation and tests).
-func PermissionTable() map[string]auth.Need { return maps.Clone(routePermissions) }
+// PermissionTable returns a copy of the permission table, policy routes included (for
+// documentation and tests).
+func PermissionTable() map[string]auth.Need {
+	table, _ := permissionTable()
+	return maps.Clone(table)
+}
 
 // authorizeRoute answers 401 to a request without credentials whose role may not do it (the
 // anonymous role included: credentials could help), 403 to an authenticated role without the
@@ -84,6 +91,10 @@ func authorizeRoute(a *auth.Authorizer, need auth.Need, domain string, next http
 		err := a.Authorize(id.Role, need, res)
 		if err == nil {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if errors.Is(err, auth.ErrTenantNotFound) {
+			writeError(w, http.StatusNotFound, err.Error())
 			return
 		}
 		anonymous := !authenticated || id.Method == auth.MethodAnonymous

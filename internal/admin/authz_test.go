@@ -59,8 +59,9 @@ type authzEnv struct {
 }
 
 // newAuthzEnv serves the admin API behind authorization; the role of a request is its
-// X-Test-Role header (an absent header: no identity, as on a public path).
-func newAuthzEnv(t *testing.T) *authzEnv {
+// X-Test-Role header (an absent header: no identity, as on a public path). topics replaces the
+// fake topic service.
+func newAuthzEnv(t *testing.T, topics ...admin.TopicService) *authzEnv {
 	t.Helper()
 	ctx := context.Background()
 	s := memstore.New()
@@ -83,7 +84,11 @@ func newAuthzEnv(t *testing.T) *authzEnv {
 	p.ReplicationClusters = []string{"standalone"}
 	must(cat.EnsureNamespace(ctx, "acme/app", p))
 	authz := auth.NewAuthorizer([]string{"root"}, admin.CatalogPolicies{Catalog: cat})
-	h, err := admin.NewHandler(admin.Config{Cluster: "standalone", Catalog: cat, Topics: newFakeTopics(), Registry: prometheus.NewRegistry(), Authorizer: authz})
+	var svc admin.TopicService = newFakeTopics()
+	if len(topics) > 0 {
+		svc = topics[0]
+	}
+	h, err := admin.NewHandler(admin.Config{Cluster: "standalone", Catalog: cat, Topics: svc, Registry: prometheus.NewRegistry(), Authorizer: authz})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,25 +157,17 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 
 // topicInternalInfo answers Pulsar's ManagedLedgerInfo of a topic: its ledgers (segments here)
 // and cursors with their mark-delete positions.
-func (h *Handler) topicInternalInfo(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
+func topicInternalInfo(r *http.Request, c topicCall) (adminapi.ManagedLedgerInfo, error) {
+	st, err := c.svc.InternalStats(r.Context(), c.topic.String())
 	if err != nil {
-		return err
-	}
-	svc, err := h.topics()
-	if err != nil {
-		return err
-	}
-	st, err := svc.InternalStats(r.Context(), t.String())
-	if err != nil {
-		return err
+		return adminapi.ManagedLedgerInfo{}, err
 	}
 	info := adminapi.ManagedLedgerInfo{
 		Ledgers:    make([]adminapi.ManagedLedgerLedgerInfo, 0, len(st.Ledgers)),
 		Cursors:    make(map[string]adminapi.ManagedCursorInfo, len(st.Cursors)),
 		Properties: map[string]string{},
 	}
-	if ts, err := svc.TopicStats(r.Context(), t.String(), adminapi.GetStatsOptions{ExcludePublishers: true, ExcludeConsumers: true}); err == nil && ts.TopicCreationTimeStamp > 0 {
+	if ts, err := c.svc.TopicStats(r.Context(), c.topic.String(), adminapi.GetStatsOptions{ExcludePublishers: true, ExcludeConsumers: true}); err == nil && ts.TopicCreationTimeStamp > 0 {
 		info.CreationDate = time.UnixMilli(ts.TopicCreationTimeStamp).UTC().Format(time.RFC3339Nano)
 	}
 	for _, l := range st.Ledgers {
@@ -189,7 +181,7 @@ func (h *Handler) topicInternalInfo(w http.ResponseWriter, r *http.Request) erro
 		}
 		info.Cursors[name] = ci
 	}
-	return ok(w, info)
+	return info, nil
 }
 
 // parsePositionInfo reads "ledgerId:entryId".

@@ -25,7 +25,7 @@ func (h *Handler) routes() {
 	h.handle("GET /admin/v2/brokers/ready", h.brokersReady)
 	h.handle("GET /admin/v2/brokers/health", h.brokersHealth)
 	h.handle("GET /admin/v2/brokers", h.brokersList)
-	h.handle("GET /admin/v2/brokers/{cluster}", h.brokersOfCluster)
+	h.handle("GET /admin/v2/brokers/{cluster}", readEndpoint(h.existingCluster, h.brokersOfCluster))
 	h.handle("GET /admin/v2/brokers/leaderBroker", h.leaderBroker)
 	h.handle("GET /admin/v2/brokers/configuration", h.dynamicConfigNames)
 	h.handle("GET /admin/v2/brokers/configuration/values", func(w http.ResponseWriter, r *http.Request) error {
@@ -63,28 +63,41 @@ func (h *Handler) routes() {
 
 	// clusters
 	h.handle("GET /admin/v2/clusters", h.clustersList)
-	h.handle("GET /admin/v2/clusters/{cluster}", h.clusterGet)
-	h.handle("PUT /admin/v2/clusters/{cluster}", h.clusterCreate)
-	h.handle("POST /admin/v2/clusters/{cluster}", h.clusterUpdate)
-	h.handle("DELETE /admin/v2/clusters/{cluster}", h.clusterDelete)
-	h.handle("GET /admin/v2/clusters/{cluster}/peers", h.clusterPeersGet)
-	h.handle("GET /admin/v2/clusters/{cluster}/replicatorRoles", h.replicatorRolesGet)
-	h.handle("POST /admin/v2/clusters/{cluster}/replicatorRoles", h.replicatorRolesSet)
-	h.handle("POST /admin/v2/clusters/{cluster}/peers", h.clusterPeersSet)
+	h.handle("GET /admin/v2/clusters/{cluster}", readEndpoint(h.existingCluster, func(_ *http.Request, d adminapi.ClusterData) (adminapi.ClusterData, error) {
+		return d, nil
+	}))
+	h.handle("PUT /admin/v2/clusters/{cluster}", writeEndpoint(pathValue("cluster"), h.clusterCreate))
+	h.handle("POST /admin/v2/clusters/{cluster}", writeEndpoint(pathValue("cluster"), h.clusterUpdate))
+	h.handle("DELETE /admin/v2/clusters/{cluster}", writeEndpoint(pathValue("cluster"), func(r *http.Request, name string) error {
+		return h.cat.DeleteCluster(r.Context(), name)
+	}))
+	h.handle("GET /admin/v2/clusters/{cluster}/peers", endpoint(h.existingCluster, func(_ *http.Request, d adminapi.ClusterData) ([]string, error) {
+		return d.PeerClusterNames, nil
+	}, okOrNoContent))
+	h.handle("GET /admin/v2/clusters/{cluster}/replicatorRoles", readEndpoint(h.existingCluster, replicatorRolesGet))
+	h.handle("POST /admin/v2/clusters/{cluster}/replicatorRoles", writeEndpoint(pathValue("cluster"), h.replicatorRolesSet))
+	h.handle("POST /admin/v2/clusters/{cluster}/peers", writeEndpoint(pathValue("cluster"), h.clusterPeersSet))
 	h.migrationRoutes()
-	h.handle("GET /admin/v2/clusters/{cluster}/failureDomains", func(w http.ResponseWriter, r *http.Request) error {
-		if _, found := h.cat.Cluster(r.PathValue("cluster")); !found {
-			return fail(http.StatusNotFound, "Cluster does not exist")
-		}
-		return ok(w, map[string]any{})
-	})
+	h.handle("GET /admin/v2/clusters/{cluster}/failureDomains", readEndpoint(h.existingCluster, func(*http.Request, adminapi.ClusterData) (map[string]any, error) {
+		return map[string]any{}, nil
+	}))
 
 	// tenants
 	h.handle("GET /admin/v2/tenants", h.tenantsList)
-	h.handle("GET /admin/v2/tenants/{tenant}", h.tenantGet)
-	h.handle("PUT /admin/v2/tenants/{tenant}", h.tenantCreate)
-	h.handle("POST /admin/v2/tenants/{tenant}", h.tenantUpdate)
-	h.handle("DELETE /admin/v2/tenants/{tenant}", h.tenantDelete)
+	h.handle("GET /admin/v2/tenants/{tenant}", readEndpoint(h.existingTenant, func(_ *http.Request, t adminapi.TenantInfo) (adminapi.TenantInfo, error) {
+		return t, nil
+	}))
+	h.handle("PUT /admin/v2/tenants/{tenant}", writeEndpoint(pathValue("tenant"), h.tenantCreate))
+	h.handle("POST /admin/v2/tenants/{tenant}", writeEndpoint(pathValue("tenant"), func(r *http.Request, name string) error {
+		t, err := decodeTenant(r)
+		if err != nil {
+			return err
+		}
+		return h.cat.UpdateTenant(r.Context(), name, t)
+	}))
+	h.handle("DELETE /admin/v2/tenants/{tenant}", writeEndpoint(pathValue("tenant"), func(r *http.Request, name string) error {
+		return h.cat.DeleteTenant(r.Context(), name)
+	}))
 
 	h.namespaceRoutes()
 	h.topicRoutes()
@@ -203,16 +216,12 @@ func (h *Handler) activeBrokers() []string {
 	return []string{h.brokerID()}
 }
 
-func (h *Handler) brokersOfCluster(w http.ResponseWriter, r *http.Request) error {
-	c := r.PathValue("cluster")
-	if _, found := h.cat.Cluster(c); !found {
-		return fail(http.StatusNotFound, "Cluster does not exist")
-	}
-	if c != h.cfg.Cluster {
+func (h *Handler) brokersOfCluster(r *http.Request, _ adminapi.ClusterData) ([]string, error) {
+	if r.PathValue("cluster") != h.cfg.Cluster {
 		// Brokers of another cluster are not known here (Pulsar redirects to that cluster).
-		return ok(w, []string{})
+		return []string{}, nil
 	}
-	return ok(w, h.activeBrokers())
+	return h.activeBrokers(), nil
 }
 
 func (h *Handler) leaderBroker(w http.ResponseWriter, r *http.Request) error {
@@ -226,12 +235,13 @@ func (h *Handler) clustersList(w http.ResponseWriter, r *http.Request) error {
 	return ok(w, h.cat.Clusters())
 }
 
-func (h *Handler) clusterGet(w http.ResponseWriter, r *http.Request) error {
+// existingCluster is the path's cluster, which must exist.
+func (h *Handler) existingCluster(r *http.Request) (adminapi.ClusterData, error) {
 	d, found := h.cat.Cluster(r.PathValue("cluster"))
 	if !found {
-		return fail(http.StatusNotFound, "Cluster does not exist")
+		return d, fail(http.StatusNotFound, "Cluster does not exist")
 	}
-	return ok(w, d)
+	return d, nil
 }
 
 func decodeCluster(r *http.Request) (adminapi.ClusterData, error) {
@@ -247,8 +257,7 @@ func decodeCluster(r *http.Request) (adminapi.ClusterData, error) {
 	return d, decodeBytes(b, &d)
 }
 
-func (h *Handler) clusterCreate(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("cluster")
+func (h *Handler) clusterCreate(r *http.Request, name string) error {
 	if err := naming.ValidateCluster(name); err != nil {
 		return fail(http.StatusPreconditionFailed, "Cluster name is not valid: %v", err)
 	}
@@ -256,20 +265,17 @@ func (h *Handler) clusterCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.cat.CreateCluster(r.Context(), name, d); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.cat.CreateCluster(r.Context(), name, d)
 }
 
-func (h *Handler) clusterUpdate(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) clusterUpdate(r *http.Request, name string) error {
 	d, err := decodeCluster(r)
 	if err != nil {
 		return err
 	}
 	// replicatorRoles and the migration state have their own endpoints: an update keeps them
 	// (replicatorRoles unless the body names it).
-	err = h.cat.UpdateClusterWith(r.Context(), r.PathValue("cluster"), func(v *adminapi.ClusterData) error {
+	return h.cat.UpdateClusterWith(r.Context(), name, func(v *adminapi.ClusterData) error {
 		roles, migrated, target := v.ReplicatorRoles, v.Migrated, v.MigratedClusterURL
 		*v = d
 		if v.ReplicatorRoles == nil {
@@ -278,32 +284,9 @@ func (h *Handler) clusterUpdate(w http.ResponseWriter, r *http.Request) error {
 		v.Migrated, v.MigratedClusterURL = migrated, target
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return noContent(w)
 }
 
-func (h *Handler) clusterDelete(w http.ResponseWriter, r *http.Request) error {
-	if err := h.cat.DeleteCluster(r.Context(), r.PathValue("cluster")); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (h *Handler) clusterPeersGet(w http.ResponseWriter, r *http.Request) error {
-	d, found := h.cat.Cluster(r.PathValue("cluster"))
-	if !found {
-		return fail(http.StatusNotFound, "Cluster does not exist")
-	}
-	if d.PeerClusterNames == nil {
-		return noContent(w)
-	}
-	return ok(w, d.PeerClusterNames)
-}
-
-func (h *Handler) clusterPeersSet(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("cluster")
+func (h *Handler) clusterPeersSet(r *http.Request, name string) error {
 	var peers []string
 	if err := decodeBody(r, &peers); err != nil {
 		return err
@@ -316,14 +299,10 @@ func (h *Handler) clusterPeersSet(w http.ResponseWriter, r *http.Request) error 
 			return fail(http.StatusPreconditionFailed, "Peer cluster %s does not exist", p)
 		}
 	}
-	err := h.cat.UpdateClusterWith(r.Context(), name, func(d *adminapi.ClusterData) error {
+	return h.cat.UpdateClusterWith(r.Context(), name, func(d *adminapi.ClusterData) error {
 		d.PeerClusterNames = peers
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return noContent(w)
 }
 
 // ---- tenants ----
@@ -332,12 +311,13 @@ func (h *Handler) tenantsList(w http.ResponseWriter, r *http.Request) error {
 	return ok(w, h.cat.Tenants())
 }
 
-func (h *Handler) tenantGet(w http.ResponseWriter, r *http.Request) error {
+// existingTenant is the path's tenant, which must exist.
+func (h *Handler) existingTenant(r *http.Request) (adminapi.TenantInfo, error) {
 	t, found := h.cat.Tenant(r.PathValue("tenant"))
 	if !found {
-		return fail(http.StatusNotFound, "Tenant does not exist")
+		return t, fail(http.StatusNotFound, "Tenant does not exist")
 	}
-	return ok(w, t)
+	return t, nil
 }
 
 func decodeTenant(r *http.Request) (adminapi.TenantInfo, error) {
@@ -345,8 +325,7 @@ func decodeTenant(r *http.Request) (adminapi.TenantInfo, error) {
 	return t, decodeBody(r, &t)
 }
 
-func (h *Handler) tenantCreate(w http.ResponseWriter, r *http.Request) error {
-	name := r.PathValue("tenant")
+func (h *Handler) tenantCreate(r *http.Request, name string) error {
 	if err := naming.ValidateTenant(name); err != nil {
 		return fail(http.StatusPreconditionFailed, "Tenant name is not valid: %v", err)
 	}
@@ -354,26 +333,5 @@ func (h *Handler) tenantCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.cat.CreateTenant(r.Context(), name, t); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (h *Handler) tenantUpdate(w http.ResponseWriter, r *http.Request) error {
-	t, err := decodeTenant(r)
-	if err != nil {
-		return err
-	}
-	if err := h.cat.UpdateTenant(r.Context(), r.PathValue("tenant"), t); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (h *Handler) tenantDelete(w http.ResponseWriter, r *http.Request) error {
-	if err := h.cat.DeleteTenant(r.Context(), r.PathValue("tenant")); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.cat.CreateTenant(r.Context(), name, t)
 }

@@ -105,6 +105,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Catalog == nil {
 		return nil, errors.New("admin: Config.Catalog is required")
 	}
+	if _, err := permissionTable(); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -122,6 +125,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPromLogger{h.log}})
 	h.gatherer = reg
 	h.routes()
+	h.profilingRoutes()
 	return h, nil
 }
 
@@ -137,9 +141,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Pulsar's error answer.
 type apiFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle registers an endpoint. Its permission comes from routePermissions (authz.go); a pattern
-// without an entry is served to superusers only and listed by UnlistedRoutes, which a test
-// requires to be empty.
+// handle registers an endpoint. Its permission comes from the permission table (routes_authz.go);
+// a pattern without an entry is served to superusers only and listed by UnlistedRoutes, which a
+// test requires to be empty.
 func (h *Handler) handle(pattern string, fn apiFunc) {
 	h.patterns = append(h.patterns, pattern)
 	h.mux.Handle(pattern, h.guard(pattern, h.ownerOnly(pattern, h.wrap(fn))))

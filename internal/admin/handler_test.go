@@ -37,6 +37,7 @@ type env struct {
 	store  metadata.Store
 	cat    *catalog.Catalog
 	topics *fakeTopics
+	h      *admin.Handler
 	srv    *httptest.Server
 	client *adminapi.Client
 }
@@ -60,6 +61,12 @@ func stores(t *testing.T, fn func(t *testing.T, s metadata.Store)) {
 
 func newEnv(t testing.TB, s metadata.Store) *env {
 	t.Helper()
+	return newEnvWith(t, s, nil)
+}
+
+// newEnvWith is newEnv with the handler's configuration changed by configure first.
+func newEnvWith(t testing.TB, s metadata.Store, configure func(*admin.Config)) *env {
+	t.Helper()
 	ctx := context.Background()
 	cat, err := catalog.New(ctx, s, nil)
 	if err != nil {
@@ -81,7 +88,11 @@ func newEnv(t testing.TB, s metadata.Store) *env {
 		t.Fatal(err)
 	}
 	topics := newFakeTopics()
-	h, err := admin.NewHandler(admin.Config{Cluster: "standalone", Catalog: cat, Topics: topics, Registry: prometheus.NewRegistry(), MaxBodyBytes: 64 << 10})
+	cfg := admin.Config{Cluster: "standalone", Catalog: cat, Topics: topics, Registry: prometheus.NewRegistry(), MaxBodyBytes: 64 << 10}
+	if configure != nil {
+		configure(&cfg)
+	}
+	h, err := admin.NewHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +102,7 @@ func newEnv(t testing.TB, s metadata.Store) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, store: s, cat: cat, topics: topics, srv: srv, client: client}
+	return &env{t: t, store: s, cat: cat, topics: topics, h: h, srv: srv, client: client}
 }
 
 // call sends a raw request and returns status and body.
@@ -723,5 +734,30 @@ func TestReplicationAppliedBeforeAnswer(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/admin/v2/namespaces/public/default/replication", strings.NewReader(`["nowhere"]`)))
 	if rec.Code < 400 || len(applied) != 1 {
 		t.Fatalf("refused change: status %d, hook calls %q", rec.Code, applied)
+	}
+}
+
+// A topic's replication clusters, set and removed, reach the replicators (Config.ReplicationApplied)
+// before the answer, seeing the new clusters; a refused change does not call it.
+func TestTopicReplicationAppliedBeforeAnswer(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	var applied []string
+	var e *env
+	e = newEnvWith(t, s, func(cfg *admin.Config) {
+		cfg.ReplicationApplied = func(_ context.Context, ns string) error {
+			clusters, _ := e.cat.ReplicationClusters("persistent://public/default/t")
+			applied = append(applied, ns+"="+strings.Join(clusters, ","))
+			return nil
+		}
+	})
+	e.expect("PUT", "/admin/v2/persistent/public/default/t", "", 204, "")
+	e.expect("POST", "/admin/v2/persistent/public/default/t/replication", `["standalone","west"]`, 204, "")
+	e.expect("POST", "/admin/v2/persistent/public/default/t/replication", `["nowhere"]`, 403, "Invalid cluster id")
+	e.expect("POST", "/admin/v2/persistent/public/default/nope/replication", `["west"]`, 404, "Topic not found")
+	e.expect("DELETE", "/admin/v2/persistent/public/default/t/replication", "", 204, "")
+	want := []string{"public/default=standalone,west", "public/default=standalone"}
+	if !slices.Equal(applied, want) {
+		t.Fatalf("hook calls = %q, want %q", applied, want)
 	}
 }

@@ -24,29 +24,16 @@ type ClusterMigration struct {
 }
 
 func (h *Handler) migrationRoutes() {
-	h.handle("GET /admin/v2/clusters/{cluster}/migrate", h.clusterMigrationGet)
+	h.handle("GET /admin/v2/clusters/{cluster}/migrate", readEndpoint(h.existingCluster, func(_ *http.Request, d adminapi.ClusterData) (ClusterMigration, error) {
+		return ClusterMigration{Migrated: d.Migrated, MigratedClusterURL: d.MigratedClusterURL}, nil
+	}))
 	h.handle("POST /admin/v2/clusters/{cluster}/migrate", h.clusterMigrationSet)
-	h.registerNamespacePolicy(nsPolicy{
-		path:       "migration",
-		setMethods: []string{http.MethodPost},
-		get:        func(p *adminapi.Policies) (any, bool) { return p.Migrated, true },
-		set: func(p *adminapi.Policies, body []byte) error {
-			v, err := decodeLenientBool(body)
-			if err != nil {
-				return err
-			}
-			p.Migrated = v
-			return nil
-		},
-	})
 }
 
-func (h *Handler) clusterMigrationGet(w http.ResponseWriter, r *http.Request) error {
-	d, found := h.cat.Cluster(r.PathValue("cluster"))
-	if !found {
-		return fail(http.StatusNotFound, "Cluster does not exist")
-	}
-	return ok(w, ClusterMigration{Migrated: d.Migrated, MigratedClusterURL: d.MigratedClusterURL})
+// namespaceMigrationPolicy is `.../namespaces/{t}/{ns}/migration`: the namespace's switch (true or
+// false, also as a JSON string).
+func namespaceMigrationPolicy() nsPolicy {
+	return fieldPolicy("migration", post, func(p *adminapi.Policies) *bool { return &p.Migrated }, decodeLenientBool, nil)
 }
 
 // clusterMigrationSet stores `migrated` and the target's URLs. migrated=true needs at least one

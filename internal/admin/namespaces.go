@@ -18,213 +18,91 @@ import (
 const nsBase = "/admin/v2/namespaces/{tenant}/{namespace}"
 
 func (h *Handler) namespaceRoutes() {
-	h.handle("GET /admin/v2/namespaces/{tenant}", h.namespacesList)
-	h.handle("GET "+nsBase, h.namespaceGet)
-	h.handle("PUT "+nsBase, h.namespaceCreate)
-	h.handle("DELETE "+nsBase, h.namespaceDelete)
-	h.handle("GET "+nsBase+"/topics", h.namespaceTopics)
-	h.handle("GET "+nsBase+"/bundles", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
+	h.handle("GET /admin/v2/namespaces/{tenant}", readEndpoint(h.existingTenant, func(r *http.Request, _ adminapi.TenantInfo) ([]string, error) {
+		if list := h.cat.Namespaces(r.PathValue("tenant")); list != nil {
+			return list, nil
 		}
-		return ok(w, p.Bundles)
-	})
-	h.handle("PUT "+nsBase+"/unload", h.namespaceUnload)
-	h.handle("PUT "+nsBase+"/{bundle}/unload", h.namespaceUnload)
-	h.handle("POST "+nsBase+"/clearBacklog", h.namespaceClearBacklog)
-	h.handle("POST "+nsBase+"/clearBacklog/{subscription}", h.namespaceClearBacklog)
-	h.handle("POST "+nsBase+"/unsubscribe/{subscription}", h.namespaceUnsubscribe)
-
-	// replication: validated against registered and allowed clusters
-	h.handle("GET "+nsBase+"/replication", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.ReplicationClusters)
-	})
-	h.handle("POST "+nsBase+"/replication", func(w http.ResponseWriter, r *http.Request) error {
-		var clusters []string
-		if err := decodeBody(r, &clusters); err != nil {
-			return err
-		}
-		ns, err := h.existingNamespace(r)
-		if err != nil {
-			return err
-		}
-		if _, err := h.cat.ValidateReplicationClusters(ns.Tenant, clusters); err != nil {
-			return err
-		}
-		if err := h.cat.UpdateNamespace(r.Context(), ns.String(), func(p *adminapi.Policies) error {
-			p.ReplicationClusters = clusters
-			return nil
-		}); err != nil {
-			return err
-		}
-		h.replicationApplied(r, ns.String())
-		return noContent(w)
-	})
-
-	// backlog quotas: keyed by ?backlogQuotaType
-	h.handle("GET "+nsBase+"/backlogQuotaMap", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.BacklogQuotaMap)
-	})
-	h.handle("POST "+nsBase+"/backlogQuota", func(w http.ResponseWriter, r *http.Request) error {
-		typ, err := backlogQuotaType(r)
-		if err != nil {
-			return err
-		}
-		var q adminapi.BacklogQuota
-		if err := decodeBody(r, &q); err != nil {
-			return err
-		}
-		q.Normalize()
-		if q.Policy == "" {
-			q.Policy = adminapi.BacklogPolicyProducerRequestHold
-		}
-		if err := catalog.ValidateBacklogQuota(q); err != nil {
-			return err
-		}
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			if p.RetentionPolicies != nil && typ == adminapi.BacklogQuotaDestinationStorage && !retentionCovers(*p.RetentionPolicies, q) {
-				return fail(http.StatusPreconditionFailed, "Backlog Quota exceeds configured retention quota for namespace. Please increase retention quota and retry")
-			}
-			p.BacklogQuotaMap[typ] = q
-			return nil
-		})
-	})
-	h.handle("DELETE "+nsBase+"/backlogQuota", func(w http.ResponseWriter, r *http.Request) error {
-		typ, err := backlogQuotaType(r)
-		if err != nil {
-			return err
-		}
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			delete(p.BacklogQuotaMap, typ)
-			return nil
-		})
-	})
+		return []string{}, nil
+	}))
+	h.handle("GET "+nsBase, readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (adminapi.Policies, error) { return p, nil }))
+	h.handle("PUT "+nsBase, writeEndpoint(h.namespaceFromPath, h.namespaceCreate))
+	h.handle("DELETE "+nsBase, writeEndpoint(h.existingNamespace, h.namespaceDelete))
+	h.handle("GET "+nsBase+"/topics", readEndpoint(h.existingNamespace, h.namespaceTopics))
+	h.handle("PUT "+nsBase+"/unload", writeEndpoint(h.existingNamespace, h.namespaceUnload))
+	h.handle("PUT "+nsBase+"/{bundle}/unload", writeEndpoint(h.existingNamespace, h.namespaceUnload))
+	clearBacklog := writeEndpoint(h.existingNamespace, h.forEachSubscriptionInNamespace(func(ctx context.Context, topic, sub string) error {
+		return h.cfg.Topics.ClearBacklog(ctx, topic, sub)
+	}))
+	h.handle("POST "+nsBase+"/clearBacklog", clearBacklog)
+	h.handle("POST "+nsBase+"/clearBacklog/{subscription}", clearBacklog)
+	h.handle("POST "+nsBase+"/unsubscribe/{subscription}", writeEndpoint(h.existingNamespace, h.forEachSubscriptionInNamespace(func(ctx context.Context, topic, sub string) error {
+		return h.cfg.Topics.DeleteSubscription(ctx, topic, sub, false)
+	})))
 
 	// permissions: grants enforced by the Authorizer (authz.go) when authorization is on
-	h.handle("GET "+nsBase+"/permissions", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.AuthPolicies.NamespaceAuth)
-	})
-	h.handle("POST "+nsBase+"/permissions/{role}", func(w http.ResponseWriter, r *http.Request) error {
-		var actions []string
-		if err := decodeBody(r, &actions); err != nil {
-			return err
-		}
-		if err := validActions(actions); err != nil {
-			return err
-		}
-		role := r.PathValue("role")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+	h.handle("GET "+nsBase+"/permissions", readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (map[string][]string, error) {
+		return p.AuthPolicies.NamespaceAuth, nil
+	}))
+	h.handle("POST "+nsBase+"/permissions/{role}", h.namespaceWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+		actions, err := decodeChecked(in, decodeValue[[]string], validActions)
+		role := in.r.PathValue("role")
+		return func(p *adminapi.Policies) error {
 			p.AuthPolicies.NamespaceAuth[role] = mergeActions(nil, actions)
 			return nil
-		})
-	})
-	h.handle("DELETE "+nsBase+"/permissions/{role}", func(w http.ResponseWriter, r *http.Request) error {
-		role := r.PathValue("role")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			delete(p.AuthPolicies.NamespaceAuth, role)
-			return nil
-		})
-	})
-	h.handle("GET "+nsBase+"/permissions/subscription", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		return ok(w, p.AuthPolicies.SubscriptionAuthRoles)
-	})
-	h.handle("POST "+nsBase+"/permissions/subscription/{subscription}", func(w http.ResponseWriter, r *http.Request) error {
-		var roles []string
-		if err := decodeBody(r, &roles); err != nil {
-			return err
-		}
-		sub := r.PathValue("subscription")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+		}, err
+	}))
+	h.handle("DELETE "+nsBase+"/permissions/{role}", h.namespaceEdit(func(r *http.Request, p *adminapi.Policies) error {
+		delete(p.AuthPolicies.NamespaceAuth, r.PathValue("role"))
+		return nil
+	}))
+	h.handle("GET "+nsBase+"/permissions/subscription", readEndpoint(h.policiesOf, func(_ *http.Request, p adminapi.Policies) (map[string][]string, error) {
+		return p.AuthPolicies.SubscriptionAuthRoles, nil
+	}))
+	h.handle("POST "+nsBase+"/permissions/subscription/{subscription}", h.namespaceWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+		roles, err := decodeInput[[]string](in)
+		sub := in.r.PathValue("subscription")
+		return func(p *adminapi.Policies) error {
 			p.AuthPolicies.SubscriptionAuthRoles[sub] = roles
 			return nil
-		})
-	})
-	h.handle("DELETE "+nsBase+"/permissions/{subscription}/{role}", func(w http.ResponseWriter, r *http.Request) error {
+		}, err
+	}))
+	h.handle("DELETE "+nsBase+"/permissions/{subscription}/{role}", h.namespaceEdit(func(r *http.Request, p *adminapi.Policies) error {
 		sub, role := r.PathValue("subscription"), r.PathValue("role")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			roles := p.AuthPolicies.SubscriptionAuthRoles[sub]
-			roles = slices.DeleteFunc(slices.Clone(roles), func(x string) bool { return x == role })
-			if len(roles) == 0 {
-				delete(p.AuthPolicies.SubscriptionAuthRoles, sub)
-			} else {
-				p.AuthPolicies.SubscriptionAuthRoles[sub] = roles
-			}
-			return nil
-		})
-	})
+		roles := slices.DeleteFunc(slices.Clone(p.AuthPolicies.SubscriptionAuthRoles[sub]), func(x string) bool { return x == role })
+		if len(roles) == 0 {
+			delete(p.AuthPolicies.SubscriptionAuthRoles, sub)
+		} else {
+			p.AuthPolicies.SubscriptionAuthRoles[sub] = roles
+		}
+		return nil
+	}))
 
-	// properties: PUT merges, DELETE clears
-	h.handle("GET "+nsBase+"/properties", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
+	h.handle("GET "+nsBase+"/property/{key}", endpoint(h.policiesOf, func(r *http.Request, p adminapi.Policies) (*string, error) {
+		if v, found := p.Properties[r.PathValue("key")]; found {
+			return &v, nil
 		}
-		return ok(w, p.Properties)
-	})
-	h.handle("PUT "+nsBase+"/properties", func(w http.ResponseWriter, r *http.Request) error {
-		var props map[string]string
-		if err := decodeBody(r, &props); err != nil {
-			return err
-		}
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			for k, v := range props {
-				p.Properties[k] = v
-			}
-			return nil
-		})
-	})
-	h.handle("DELETE "+nsBase+"/properties", func(w http.ResponseWriter, r *http.Request) error {
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			p.Properties = map[string]string{}
-			return nil
-		})
-	})
-	h.handle("GET "+nsBase+"/property/{key}", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		v, found := p.Properties[r.PathValue("key")]
-		if !found {
-			return noContent(w)
-		}
-		return okText(w, v)
-	})
-	h.handle("PUT "+nsBase+"/property/{key}/{value}", func(w http.ResponseWriter, r *http.Request) error {
-		k, v := r.PathValue("key"), r.PathValue("value")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			p.Properties[k] = v
-			return nil
-		})
-	})
-	h.handle("DELETE "+nsBase+"/property/{key}", func(w http.ResponseWriter, r *http.Request) error {
-		k := r.PathValue("key")
-		return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-			delete(p.Properties, k)
-			return nil
-		})
-	})
+		return nil, nil
+	}, okTextOrNoContent))
+	h.handle("PUT "+nsBase+"/property/{key}/{value}", h.namespaceEdit(func(r *http.Request, p *adminapi.Policies) error {
+		p.Properties[r.PathValue("key")] = r.PathValue("value")
+		return nil
+	}))
+	h.handle("DELETE "+nsBase+"/property/{key}", h.namespaceEdit(func(r *http.Request, p *adminapi.Policies) error {
+		delete(p.Properties, r.PathValue("key"))
+		return nil
+	}))
 
 	for _, pol := range namespacePolicies(h.cfg.Cluster) {
 		h.registerNamespacePolicy(pol)
 	}
+}
+
+// okTextOrNoContent answers a value as text, or 204 without one.
+func okTextOrNoContent(w http.ResponseWriter, s *string) error {
+	if s == nil {
+		return noContent(w)
+	}
+	return okText(w, *s)
 }
 
 func okText(w http.ResponseWriter, s string) error {
@@ -241,17 +119,6 @@ func retentionCovers(ret adminapi.RetentionPolicies, q adminapi.BacklogQuota) bo
 		return true
 	}
 	return ret.RetentionSizeInMB*1024*1024 >= q.LimitSize
-}
-
-func backlogQuotaType(r *http.Request) (string, error) {
-	typ := r.URL.Query().Get("backlogQuotaType")
-	if typ == "" {
-		typ = adminapi.BacklogQuotaDestinationStorage
-	}
-	if typ != adminapi.BacklogQuotaDestinationStorage && typ != adminapi.BacklogQuotaMessageAge {
-		return "", fail(http.StatusBadRequest, "Invalid backlogQuotaType %q: want destination_storage or message_age", typ)
-	}
-	return typ, nil
 }
 
 // existingNamespace parses the path's namespace and checks that tenant and namespace exist, with
@@ -287,43 +154,23 @@ func (h *Handler) policiesOf(r *http.Request) (adminapi.Policies, error) {
 	return p, nil
 }
 
-// updateNamespace applies fn to the path's namespace and answers 204.
-func (h *Handler) updateNamespace(w http.ResponseWriter, r *http.Request, fn func(p *adminapi.Policies) error) error {
+// changeNamespace applies fn to the path's namespace, which must exist, and names it.
+func (h *Handler) changeNamespace(r *http.Request, fn func(p *adminapi.Policies) error) (naming.NamespaceName, error) {
 	ns, err := h.existingNamespace(r)
 	if err != nil {
-		return err
+		return ns, err
 	}
-	if err := h.cat.UpdateNamespace(r.Context(), ns.String(), fn); err != nil {
-		return err
-	}
-	return noContent(w)
+	return ns, h.cat.UpdateNamespace(r.Context(), ns.String(), fn)
 }
 
-func (h *Handler) namespacesList(w http.ResponseWriter, r *http.Request) error {
-	tenant := r.PathValue("tenant")
-	if _, found := h.cat.Tenant(tenant); !found {
-		return fail(http.StatusNotFound, "Tenant does not exist")
-	}
-	list := h.cat.Namespaces(tenant)
-	if list == nil {
-		list = []string{}
-	}
-	return ok(w, list)
+// namespaceEdit is a namespace write that needs no body: edit changes the freshest policies.
+func (h *Handler) namespaceEdit(edit func(r *http.Request, p *adminapi.Policies) error) apiFunc {
+	return h.namespaceWrite(false, func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+		return func(p *adminapi.Policies) error { return edit(in.r, p) }, nil
+	})
 }
 
-func (h *Handler) namespaceGet(w http.ResponseWriter, r *http.Request) error {
-	p, err := h.policiesOf(r)
-	if err != nil {
-		return err
-	}
-	return ok(w, p)
-}
-
-func (h *Handler) namespaceCreate(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.namespaceFromPath(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) namespaceCreate(r *http.Request, ns naming.NamespaceName) error {
 	b, err := readBody(r)
 	if err != nil {
 		return err
@@ -348,17 +195,10 @@ func (h *Handler) namespaceCreate(w http.ResponseWriter, r *http.Request) error 
 	if _, found := h.cat.Tenant(ns.Tenant); !found {
 		return fail(http.StatusNotFound, "Tenant does not exist")
 	}
-	if err := h.cat.CreateNamespace(r.Context(), ns.String(), p); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.cat.CreateNamespace(r.Context(), ns.String(), p)
 }
 
-func (h *Handler) namespaceDelete(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) namespaceDelete(r *http.Request, ns naming.NamespaceName) error {
 	force := queryBool(r, "force")
 	topics, err := h.topicsOfNamespace(r.Context(), ns.String())
 	if err != nil {
@@ -378,10 +218,7 @@ func (h *Handler) namespaceDelete(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
-	if err := h.cat.DeleteNamespace(r.Context(), ns.String()); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.cat.DeleteNamespace(r.Context(), ns.String())
 }
 
 // topicsOfNamespace lists the broker's topics of ns (empty without a TopicService).
@@ -393,11 +230,7 @@ func (h *Handler) topicsOfNamespace(ctx context.Context, ns string) ([]string, e
 }
 
 // namespaceTopics lists topics and partitions (?mode=PERSISTENT (default), NON_PERSISTENT or ALL).
-func (h *Handler) namespaceTopics(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) namespaceTopics(r *http.Request, ns naming.NamespaceName) ([]string, error) {
 	var domains []naming.Domain
 	switch strings.ToUpper(r.URL.Query().Get("mode")) {
 	case "", "PERSISTENT":
@@ -407,13 +240,9 @@ func (h *Handler) namespaceTopics(w http.ResponseWriter, r *http.Request) error 
 	case "ALL":
 		domains = []naming.Domain{naming.Persistent, naming.NonPersistent}
 	default:
-		return fail(http.StatusBadRequest, "Invalid mode %q: want PERSISTENT, NON_PERSISTENT or ALL", r.URL.Query().Get("mode"))
+		return nil, fail(http.StatusBadRequest, "Invalid mode %q: want PERSISTENT, NON_PERSISTENT or ALL", r.URL.Query().Get("mode"))
 	}
-	list, err := h.listTopics(r.Context(), ns.String(), domains...)
-	if err != nil {
-		return err
-	}
-	return ok(w, list)
+	return h.listTopics(r.Context(), ns.String(), domains...)
 }
 
 // listTopics returns the non-partitioned topics and the partitions of partitioned topics of a
@@ -449,13 +278,9 @@ func (h *Handler) listTopics(ctx context.Context, ns string, domains ...naming.D
 	return out, nil
 }
 
-func (h *Handler) namespaceUnload(w http.ResponseWriter, r *http.Request) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) namespaceUnload(r *http.Request, ns naming.NamespaceName) error {
 	if h.cfg.Topics == nil {
-		return noContent(w)
+		return nil
 	}
 	topics, err := h.cfg.Topics.ListTopics(r.Context(), ns.String())
 	if err != nil {
@@ -473,52 +298,40 @@ func (h *Handler) namespaceUnload(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
-	return noContent(w)
+	return nil
 }
 
-func (h *Handler) namespaceClearBacklog(w http.ResponseWriter, r *http.Request) error {
-	return h.forEachSubscriptionInNamespace(w, r, func(ctx context.Context, topic, sub string) error {
-		return h.cfg.Topics.ClearBacklog(ctx, topic, sub)
-	})
-}
-
-func (h *Handler) namespaceUnsubscribe(w http.ResponseWriter, r *http.Request) error {
-	return h.forEachSubscriptionInNamespace(w, r, func(ctx context.Context, topic, sub string) error {
-		return h.cfg.Topics.DeleteSubscription(ctx, topic, sub, false)
-	})
-}
-
-func (h *Handler) forEachSubscriptionInNamespace(w http.ResponseWriter, r *http.Request, fn func(ctx context.Context, topic, sub string) error) error {
-	ns, err := h.existingNamespace(r)
-	if err != nil {
-		return err
-	}
-	if h.cfg.Topics == nil {
-		return fail(http.StatusServiceUnavailable, "Topic service not available")
-	}
-	only := r.PathValue("subscription")
-	topics, err := h.cfg.Topics.ListTopics(r.Context(), ns.String())
-	if err != nil {
-		return err
-	}
-	for _, t := range topics {
-		subs, err := h.cfg.Topics.Subscriptions(r.Context(), t)
+// forEachSubscriptionInNamespace runs fn on every subscription of the namespace's topics (only the
+// path's {subscription}, if it names one).
+func (h *Handler) forEachSubscriptionInNamespace(fn func(ctx context.Context, topic, sub string) error) func(*http.Request, naming.NamespaceName) error {
+	return func(r *http.Request, ns naming.NamespaceName) error {
+		if h.cfg.Topics == nil {
+			return fail(http.StatusServiceUnavailable, "Topic service not available")
+		}
+		only := r.PathValue("subscription")
+		topics, err := h.cfg.Topics.ListTopics(r.Context(), ns.String())
 		if err != nil {
-			if errors.Is(err, ErrTopicNotFound) {
-				continue
-			}
 			return err
 		}
-		for _, s := range subs {
-			if only != "" && s != only {
-				continue
-			}
-			if err := fn(r.Context(), t, s); err != nil && !errors.Is(err, ErrSubscriptionNotFound) {
+		for _, t := range topics {
+			subs, err := h.cfg.Topics.Subscriptions(r.Context(), t)
+			if err != nil {
+				if errors.Is(err, ErrTopicNotFound) {
+					continue
+				}
 				return err
 			}
+			for _, s := range subs {
+				if only != "" && s != only {
+					continue
+				}
+				if err := fn(r.Context(), t, s); err != nil && !errors.Is(err, ErrSubscriptionNotFound) {
+					return err
+				}
+			}
 		}
+		return nil
 	}
-	return noContent(w)
 }
 
 func queryBool(r *http.Request, name string) bool {

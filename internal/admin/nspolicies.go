@@ -1,189 +1,78 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 )
 
-// nsPolicy is one `/admin/v2/namespaces/{tenant}/{ns}/<path>` policy endpoint: how to read the value
-// from the policies (set=false answers 204), how to write it from a request body, how to remove it.
-type nsPolicy struct {
-	path       string
-	setMethods []string // methods that write (POST, PUT); empty = read-only
-	get        func(p *adminapi.Policies) (v any, set bool)
-	set        func(p *adminapi.Policies, body []byte) error
-	remove     func(p *adminapi.Policies) // nil = no DELETE
-	plainText  bool                       // GET answers the value as text (Pulsar answers some Strings unquoted)
-}
-
-func (h *Handler) registerNamespacePolicy(pol nsPolicy) {
-	h.handle("GET "+nsBase+"/"+pol.path, func(w http.ResponseWriter, r *http.Request) error {
-		p, err := h.policiesOf(r)
-		if err != nil {
-			return err
-		}
-		v, set := pol.get(&p)
-		if !set {
-			return noContent(w)
-		}
-		if pol.plainText {
-			return okText(w, v.(string))
-		}
-		return ok(w, v)
-	})
-	for _, m := range pol.setMethods {
-		h.handle(m+" "+nsBase+"/"+pol.path, func(w http.ResponseWriter, r *http.Request) error {
-			body, err := readBody(r)
-			if err != nil {
-				return err
-			}
-			// Decode and validate once before touching the store, so a bad body never reaches it; the
-			// CAS loop applies the same body to the freshest document.
-			probe := adminapi.NewPolicies()
-			if err := pol.set(&probe, body); err != nil {
-				return err
-			}
-			return h.updateNamespace(w, r, func(p *adminapi.Policies) error { return pol.set(p, body) })
-		})
-	}
-	if pol.remove != nil {
-		h.handle("DELETE "+nsBase+"/"+pol.path, func(w http.ResponseWriter, r *http.Request) error {
-			return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
-				pol.remove(p)
-				return nil
-			})
-		})
-	}
-}
-
-// decodeValue strictly decodes a policy body into T; an empty body is refused.
-func decodeValue[T any](body []byte) (T, error) {
-	var v T
-	return v, decodeBytes(body, &v)
-}
-
-// decodeLenientBool accepts true/false and "true"/"false" (pulsaradmin sends encryptionRequired as a
-// JSON string).
-func decodeLenientBool(body []byte) (bool, error) {
-	t := bytes.TrimSpace(body)
-	if len(t) > 0 && t[0] == '"' {
-		var s string
-		if err := json.Unmarshal(t, &s); err == nil {
-			if b, err := strconv.ParseBool(s); err == nil {
-				return b, nil
-			}
-		}
-		return false, fail(http.StatusBadRequest, "invalid JSON: want true or false")
-	}
-	return decodeValue[bool](body)
-}
-
-// decodeLenientString accepts a JSON string, or a bare word (Pulsar's String endpoints take both).
-func decodeLenientString(body []byte) (string, error) {
-	t := strings.TrimSpace(string(body))
-	if t == "" {
-		return "", fail(http.StatusBadRequest, "Request body is empty; a value is required")
-	}
-	if t[0] == '"' {
-		var s string
-		if err := json.Unmarshal([]byte(t), &s); err != nil {
-			return "", fail(http.StatusBadRequest, "invalid JSON string: %v", err)
-		}
-		return s, nil
-	}
-	return t, nil
-}
-
-// ptrPolicy is the common shape: a nullable field, GET/POST(or PUT)/DELETE.
-func ptrPolicy[T any](path string, methods []string, field func(p *adminapi.Policies) **T, check func(T) error) nsPolicy {
-	return nsPolicy{
-		path:       path,
-		setMethods: methods,
-		get: func(p *adminapi.Policies) (any, bool) {
-			v := *field(p)
-			if v == nil {
-				return nil, false
-			}
-			return *v, true
-		},
-		set: func(p *adminapi.Policies, body []byte) error {
-			v, err := decodeValue[T](body)
-			if err != nil {
-				return err
-			}
-			if check != nil {
-				if err := check(v); err != nil {
-					return err
-				}
-			}
-			*field(p) = &v
-			return nil
-		},
-		remove: func(p *adminapi.Policies) { *field(p) = nil },
-	}
-}
+// nsPolicy is a row of the namespace policy table.
+type nsPolicy = policy[adminapi.Policies]
 
 // clusterMapPolicy is a per-cluster rate map entry for the serving cluster.
 func clusterMapPolicy[T any](path, cluster string, field func(p *adminapi.Policies) map[string]T, check func(T) error) nsPolicy {
 	return nsPolicy{
 		path:       path,
-		setMethods: []string{http.MethodPost},
+		setMethods: post,
 		get: func(p *adminapi.Policies) (any, bool) {
 			v, found := field(p)[cluster]
 			return v, found
 		},
-		set: func(p *adminapi.Policies, body []byte) error {
-			v, err := decodeValue[T](body)
+		set: func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+			v, err := decodeChecked(in, decodeValue[T], check)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if check != nil {
-				if err := check(v); err != nil {
-					return err
-				}
-			}
-			field(p)[cluster] = v
-			return nil
+			return func(p *adminapi.Policies) error {
+				field(p)[cluster] = v
+				return nil
+			}, nil
 		},
-		remove: func(p *adminapi.Policies) { delete(field(p), cluster) },
+		remove: func(*policyRequest) (func(*adminapi.Policies) error, error) {
+			return func(p *adminapi.Policies) error {
+				delete(field(p), cluster)
+				return nil
+			}, nil
+		},
 	}
 }
 
-func nonNegative(msg string) func(int) error {
-	return func(v int) error {
-		if v < 0 {
-			return fail(http.StatusPreconditionFailed, "%s", msg)
-		}
-		return nil
-	}
-}
-
-func nonNegative64(msg string) func(int64) error {
-	return func(v int64) error {
-		if v < 0 {
-			return fail(http.StatusPreconditionFailed, "%s", msg)
-		}
-		return nil
-	}
-}
-
-var (
-	post     = []string{http.MethodPost}
-	put      = []string{http.MethodPut}
-	noWrites []string
-)
-
-// namespacePolicies lists the generic namespace policy endpoints (the ones with special behaviour —
-// replication, backlog quotas, permissions, properties — are registered in namespaces.go).
+// namespacePolicies is the namespace policy table (policies.go). Grants (permissions) and single
+// properties, whose paths carry a role or key, are registered in namespaces.go.
 func namespacePolicies(cluster string) []nsPolicy {
-	pols := []nsPolicy{
-		replicateSubscriptionStateNamespacePolicy(),
+	return []nsPolicy{
+		replicateSubscriptionStatePolicy(nsReplicateSubscriptionState),
+		namespaceMigrationPolicy(),
+		{
+			path: "replication", get: always(func(p *adminapi.Policies) *[]string { return &p.ReplicationClusters }),
+			setMethods: post, replication: true,
+			set: replicationChange(func(p *adminapi.Policies, sent, _ []string) { p.ReplicationClusters = sent }),
+		},
+		{path: "backlogQuotaMap", get: always(func(p *adminapi.Policies) *map[string]adminapi.BacklogQuota { return &p.BacklogQuotaMap })},
+		backlogQuotaPolicy(func(p *adminapi.Policies) *map[string]adminapi.BacklogQuota { return &p.BacklogQuotaMap },
+			func(p *adminapi.Policies, typ string, q adminapi.BacklogQuota) error {
+				if p.RetentionPolicies != nil && typ == adminapi.BacklogQuotaDestinationStorage && !retentionCovers(*p.RetentionPolicies, q) {
+					return fail(http.StatusPreconditionFailed, "Backlog Quota exceeds configured retention quota for namespace. Please increase retention quota and retry")
+				}
+				return nil
+			}),
+		{
+			// PUT merges, DELETE clears.
+			path: "properties", get: always(func(p *adminapi.Policies) *map[string]string { return &p.Properties }),
+			setMethods: put,
+			set: func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+				props, err := decodeInput[map[string]string](in)
+				return func(p *adminapi.Policies) error {
+					maps.Copy(p.Properties, props)
+					return nil
+				}, err
+			},
+			remove: clearTo(func(p *adminapi.Policies) *map[string]string { return &p.Properties }, map[string]string{}),
+		},
+		{path: "bundles", get: always(func(p *adminapi.Policies) **adminapi.BundlesData { return &p.Bundles })},
 		ptrPolicy("messageTTL", post, func(p *adminapi.Policies) **int { return &p.MessageTTLInSeconds }, nonNegative("Invalid value for message TTL")),
 		ptrPolicy("retention", post, func(p *adminapi.Policies) **adminapi.RetentionPolicies { return &p.RetentionPolicies }, func(v adminapi.RetentionPolicies) error {
 			return catalog.ValidateRetention(v)
@@ -230,99 +119,61 @@ func namespacePolicies(cluster string) []nsPolicy {
 		clusterMapPolicy("subscribeRate", cluster, func(p *adminapi.Policies) map[string]adminapi.SubscribeRate { return p.ClusterSubscribeRate }, nil),
 		clusterMapPolicy[adminapi.PublishRate]("publishRate", cluster, func(p *adminapi.Policies) map[string]adminapi.PublishRate { return p.PublishMaxMessageRate }, nil),
 
-		{
-			path: "offloadThreshold", setMethods: put,
-			get: func(p *adminapi.Policies) (any, bool) { return p.OffloadThreshold, true },
-			set: func(p *adminapi.Policies, body []byte) error {
-				v, err := decodeValue[int64](body)
-				p.OffloadThreshold = v
-				return err
-			},
-		},
-		{
-			path: "schemaValidationEnforced", setMethods: post,
-			get: func(p *adminapi.Policies) (any, bool) { return p.SchemaValidationEnforced, true },
-			set: func(p *adminapi.Policies, body []byte) error {
-				v, err := decodeLenientBool(body)
-				p.SchemaValidationEnforced = v
-				return err
-			},
-			remove: func(p *adminapi.Policies) { p.SchemaValidationEnforced = false },
-		},
-		{
-			path: "encryptionRequired", setMethods: post,
-			get: func(p *adminapi.Policies) (any, bool) { return p.EncryptionRequired, true },
-			set: func(p *adminapi.Policies, body []byte) error {
-				v, err := decodeLenientBool(body)
-				p.EncryptionRequired = v
-				return err
-			},
-		},
+		fieldPolicy("offloadThreshold", put, func(p *adminapi.Policies) *int64 { return &p.OffloadThreshold }, decodeValue[int64], nil),
+		fieldPolicy("schemaValidationEnforced", post, func(p *adminapi.Policies) *bool { return &p.SchemaValidationEnforced }, decodeLenientBool, new(bool)),
+		fieldPolicy("encryptionRequired", post, func(p *adminapi.Policies) *bool { return &p.EncryptionRequired }, decodeLenientBool, nil),
 		enumPolicy("schemaCompatibilityStrategy", put, func(p *adminapi.Policies) *string { return &p.SchemaCompatibilityStrategy }),
 		enumPolicy("schemaAutoUpdateCompatibilityStrategy", put, func(p *adminapi.Policies) *string { return &p.SchemaAutoUpdateCompatibilityStrategy }),
 		enumPolicy("subscriptionAuthMode", post, func(p *adminapi.Policies) *string { return &p.SubscriptionAuthMode }),
 		{
 			path: "antiAffinity", setMethods: post, plainText: true,
-			get: func(p *adminapi.Policies) (any, bool) { return p.AntiAffinityGroup, p.AntiAffinityGroup != "" },
-			set: func(p *adminapi.Policies, body []byte) error {
-				v, err := decodeLenientString(body)
-				p.AntiAffinityGroup = v
-				return err
-			},
-			remove: func(p *adminapi.Policies) { p.AntiAffinityGroup = "" },
+			get:    func(p *adminapi.Policies) (any, bool) { return p.AntiAffinityGroup, p.AntiAffinityGroup != "" },
+			set:    setWith(antiAffinity, decodeLenientString, nil),
+			remove: clearTo(antiAffinity, ""),
 		},
-		{
-			path: "subscriptionTypesEnabled", setMethods: post,
-			get: func(p *adminapi.Policies) (any, bool) { return p.SubscriptionTypesEnabled, true },
-			set: func(p *adminapi.Policies, body []byte) error {
-				v, err := decodeValue[[]string](body)
-				p.SubscriptionTypesEnabled = v
-				return err
-			},
-			remove: func(p *adminapi.Policies) { p.SubscriptionTypesEnabled = []string{} },
-		},
+		fieldPolicy("subscriptionTypesEnabled", post, func(p *adminapi.Policies) *[]string { return &p.SubscriptionTypesEnabled }, decodeValue[[]string], &[]string{}),
 		{
 			path: "offloadPolicies", setMethods: post,
-			get: func(p *adminapi.Policies) (any, bool) {
-				return p.OffloadPolicies, len(p.OffloadPolicies) > 0 && string(p.OffloadPolicies) != "null"
-			},
-			set: func(p *adminapi.Policies, body []byte) error {
-				var obj map[string]any
-				if err := decodeBytes(body, &obj); err != nil {
-					return err
-				}
-				p.OffloadPolicies = append(json.RawMessage(nil), bytes.TrimSpace(body)...)
-				return nil
-			},
-			remove: func(p *adminapi.Policies) { p.OffloadPolicies = nil },
+			get:    func(p *adminapi.Policies) (any, bool) { return rawObjectSet(p.OffloadPolicies) },
+			set:    setWith(nsOffloadPolicies, decodeJSONObject, nil),
+			remove: clearTo(nsOffloadPolicies, nil),
 		},
 		{
 			path: "resourcegroup", setMethods: noWrites,
-			get: func(p *adminapi.Policies) (any, bool) {
-				if p.ResourceGroupName == nil {
-					return nil, false
-				}
-				return *p.ResourceGroupName, true
-			},
-			remove: func(p *adminapi.Policies) { p.ResourceGroupName = nil },
+			get:    nullable(func(p *adminapi.Policies) **string { return &p.ResourceGroupName }),
+			remove: clearTo(func(p *adminapi.Policies) **string { return &p.ResourceGroupName }, nil),
 		},
 	}
-	return pols
+}
+
+func antiAffinity(p *adminapi.Policies) *string { return &p.AntiAffinityGroup }
+
+func nsOffloadPolicies(p *adminapi.Policies) *json.RawMessage { return &p.OffloadPolicies }
+
+// fieldPolicy is a field that always has a value, written from the body with decode; DELETE sets
+// it to *cleared (nil: no DELETE).
+func fieldPolicy[T any](path string, methods []string, field func(*adminapi.Policies) *T, decode func([]byte) (T, error), cleared *T) nsPolicy {
+	pol := nsPolicy{path: path, setMethods: methods, get: always(field), set: setWith(field, decode, nil)}
+	if cleared != nil {
+		pol.remove = clearTo(field, *cleared)
+	}
+	return pol
 }
 
 // enumPolicy is a string field written as a JSON string (PUT/POST) and read back as a JSON string;
-// the catalog validates the value against Pulsar's enum.
+// the value is checked against Pulsar's enum before the namespace is looked up, and the document
+// with it before it is stored.
 func enumPolicy(path string, methods []string, field func(p *adminapi.Policies) *string) nsPolicy {
 	return nsPolicy{
-		path: path, setMethods: methods,
-		get: func(p *adminapi.Policies) (any, bool) { return *field(p), true },
-		set: func(p *adminapi.Policies, body []byte) error {
-			v, err := decodeLenientString(body)
-			if err != nil {
-				return err
-			}
-			*field(p) = v
-			return catalog.ValidatePolicies(p)
+		path: path, setMethods: methods, get: always(field),
+		set: func(in *policyRequest) (func(*adminapi.Policies) error, error) {
+			v, err := decodeChecked(in, decodeLenientString, func(v string) error {
+				return validAsNamespacePolicy(func(p *adminapi.Policies) { *field(p) = v })
+			})
+			return func(p *adminapi.Policies) error {
+				*field(p) = v
+				return catalog.ValidatePolicies(p)
+			}, err
 		},
 	}
 }

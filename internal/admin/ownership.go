@@ -49,7 +49,7 @@ func (h *Handler) ownerOnly(pattern string, next http.Handler) http.Handler {
 	}
 	for _, suffix := range clusterWideRoutes {
 		if strings.HasSuffix(pattern, suffix) {
-			return next
+			return carryCredentials(next)
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -106,4 +106,26 @@ func (h *Handler) serveOrRedirect(w http.ResponseWriter, r *http.Request, owner 
 	}
 	w.Header().Set("Location", strings.TrimSuffix(base, "/")+r.URL.RequestURI())
 	w.WriteHeader(http.StatusTemporaryRedirect)
+}
+
+// credentialsKey carries a request's Authorization header in its context.
+type credentialsKey struct{}
+
+// carryCredentials puts the request's Authorization header into its context: a route served by
+// any broker (a partitioned topic's stats or deletion) asks each partition's owner with the
+// caller's own credentials, so the owner authorizes the same role (ForwardedCredentials).
+func carryCredentials(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("Authorization"); a != "" {
+			r = r.WithContext(context.WithValue(r.Context(), credentialsKey{}, a))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ForwardedCredentials is the Authorization header of the admin request ctx belongs to, for a call
+// to another broker of the cluster on the caller's behalf ("" when there is none).
+func ForwardedCredentials(ctx context.Context) string {
+	a, _ := ctx.Value(credentialsKey{}).(string)
+	return a
 }

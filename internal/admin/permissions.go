@@ -18,19 +18,15 @@ import (
 func (h *Handler) topicPermissionRoutes() {
 	for _, domain := range []string{string(naming.Persistent), string(naming.NonPersistent)} {
 		base := "/admin/v2/" + domain + "/{tenant}/{namespace}/{topic}/permissions"
-		h.handle("GET "+base, h.topicPermissionsGet)
-		h.handle("POST "+base+"/{role}", h.topicPermissionGrant)
-		h.handle("DELETE "+base+"/{role}", h.topicPermissionRevoke)
+		h.handle("GET "+base, readEndpoint(h.topicInExistingNamespace, h.topicPermissionsGet))
+		h.handle("POST "+base+"/{role}", writeEndpoint(h.grantableTopic, h.topicPermissionGrant))
+		h.handle("DELETE "+base+"/{role}", writeEndpoint(h.grantableTopic, h.topicPermissionRevoke))
 	}
 }
 
 // topicPermissionsGet answers Pulsar's map role -> actions in force on the topic: the namespace's
 // grants with the topic's own added.
-func (h *Handler) topicPermissionsGet(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) topicPermissionsGet(_ *http.Request, t naming.TopicName) (map[string][]string, error) {
 	p, _ := h.cat.Namespace(t.NamespaceName().String())
 	out := map[string][]string{}
 	for role, actions := range p.AuthPolicies.NamespaceAuth {
@@ -39,14 +35,10 @@ func (h *Handler) topicPermissionsGet(w http.ResponseWriter, r *http.Request) er
 	for role, actions := range p.AuthPolicies.DestinationAuth[t.Base().String()] {
 		out[role] = mergeActions(out[role], actions)
 	}
-	return ok(w, out)
+	return out, nil
 }
 
-func (h *Handler) topicPermissionGrant(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.grantableTopic(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) topicPermissionGrant(r *http.Request, t naming.TopicName) error {
 	var actions []string
 	if err := decodeBody(r, &actions); err != nil {
 		return err
@@ -55,22 +47,19 @@ func (h *Handler) topicPermissionGrant(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	role, name := r.PathValue("role"), t.String()
-	return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+	_, err := h.changeNamespace(r, func(p *adminapi.Policies) error {
 		if p.AuthPolicies.DestinationAuth[name] == nil {
 			p.AuthPolicies.DestinationAuth[name] = map[string][]string{}
 		}
 		p.AuthPolicies.DestinationAuth[name][role] = mergeActions(nil, actions)
 		return nil
 	})
+	return err
 }
 
-func (h *Handler) topicPermissionRevoke(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.grantableTopic(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) topicPermissionRevoke(r *http.Request, t naming.TopicName) error {
 	role, name := r.PathValue("role"), t.String()
-	return h.updateNamespace(w, r, func(p *adminapi.Policies) error {
+	_, err := h.changeNamespace(r, func(p *adminapi.Policies) error {
 		grants := p.AuthPolicies.DestinationAuth[name]
 		if _, found := grants[role]; !found {
 			return fail(http.StatusPreconditionFailed, "Permissions are not set at the topic level")
@@ -81,6 +70,7 @@ func (h *Handler) topicPermissionRevoke(w http.ResponseWriter, r *http.Request) 
 		}
 		return nil
 	})
+	return err
 }
 
 // grantableTopic is the path's topic when grants may name it: in an existing namespace, and not
@@ -115,20 +105,15 @@ func mergeActions(a, b []string) []string {
 
 // replicatorRolesGet answers the roles allowed to publish entries replicated from the cluster
 // (Meridian's; superusers always may).
-func (h *Handler) replicatorRolesGet(w http.ResponseWriter, r *http.Request) error {
-	d, found := h.cat.Cluster(r.PathValue("cluster"))
-	if !found {
-		return fail(http.StatusNotFound, "Cluster does not exist")
+func replicatorRolesGet(_ *http.Request, d adminapi.ClusterData) ([]string, error) {
+	if d.ReplicatorRoles == nil {
+		return []string{}, nil
 	}
-	roles := d.ReplicatorRoles
-	if roles == nil {
-		roles = []string{}
-	}
-	return ok(w, roles)
+	return d.ReplicatorRoles, nil
 }
 
 // replicatorRolesSet replaces the cluster's replicator roles (a JSON list; [] removes them all).
-func (h *Handler) replicatorRolesSet(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) replicatorRolesSet(r *http.Request, name string) error {
 	var roles []string
 	if err := decodeBody(r, &roles); err != nil {
 		return err
@@ -139,15 +124,11 @@ func (h *Handler) replicatorRolesSet(w http.ResponseWriter, r *http.Request) err
 		}
 	}
 	roles = mergeActions(nil, roles)
-	err := h.cat.UpdateClusterWith(r.Context(), r.PathValue("cluster"), func(v *adminapi.ClusterData) error {
+	return h.cat.UpdateClusterWith(r.Context(), name, func(v *adminapi.ClusterData) error {
 		v.ReplicatorRoles = roles
 		if len(roles) == 0 {
 			v.ReplicatorRoles = nil
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return noContent(w)
 }

@@ -3,9 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
-	"net/url"
 
 	"github.com/meridian-mq/meridian/adminapi"
 )
@@ -25,46 +23,27 @@ type ReplicatedSubscriptions interface {
 // replicatedSubscriptionRoutes registers Pulsar's replicatedSubscriptionStatus endpoints under
 // sub (".../{topic}/subscription/{subscription}").
 func (h *Handler) replicatedSubscriptionRoutes(sub string) {
-	h.handle("GET "+sub+"/replicatedSubscriptionStatus", h.replicatedStatusGet)
-	h.handle("POST "+sub+"/replicatedSubscriptionStatus", h.replicatedStatusSet)
-}
-
-// replicatedSubscriptionsService resolves the path's targets and the optional interface.
-func (h *Handler) replicatedSubscriptionsService(r *http.Request) (ReplicatedSubscriptions, []string, error) {
-	return optionalTopicService[ReplicatedSubscriptions](h, r, "replicated subscriptions")
+	resolve := optionalTopicService[ReplicatedSubscriptions](h, "replicated subscriptions")
+	h.handle("GET "+sub+"/replicatedSubscriptionStatus", readEndpoint(resolve, replicatedStatusGet))
+	h.handle("POST "+sub+"/replicatedSubscriptionStatus", writeEndpoint(resolve, replicatedStatusSet))
 }
 
 // replicatedStatusGet answers Pulsar's map of topic (or partition) name to replicated flag.
-func (h *Handler) replicatedStatusGet(w http.ResponseWriter, r *http.Request) error {
-	rs, topics, err := h.replicatedSubscriptionsService(r)
-	if err != nil {
-		return err
-	}
-	name := r.PathValue("subscription")
+func replicatedStatusGet(r *http.Request, op optionalOp[ReplicatedSubscriptions]) (map[string]bool, error) {
 	out := map[string]bool{}
-	for _, topic := range topics {
-		on, err := rs.SubscriptionReplicated(r.Context(), topic, name)
-		if len(topics) > 1 && (errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrSubscriptionNotFound)) {
-			continue
+	err := eachWithSubscription(op.topics, func(topic string) error {
+		on, err := op.svc.SubscriptionReplicated(r.Context(), topic, op.sub)
+		if err == nil {
+			out[topic] = on
 		}
-		if err != nil {
-			return err
-		}
-		out[topic] = on
-	}
-	if len(out) == 0 {
-		return fail(http.StatusNotFound, "Subscription not found")
-	}
-	return ok(w, out)
+		return err
+	})
+	return out, err
 }
 
 // replicatedStatusSet sets the flag from a body of true or false, on every partition that has the
 // subscription.
-func (h *Handler) replicatedStatusSet(w http.ResponseWriter, r *http.Request) error {
-	rs, topics, err := h.replicatedSubscriptionsService(r)
-	if err != nil {
-		return err
-	}
+func replicatedStatusSet(r *http.Request, op optionalOp[ReplicatedSubscriptions]) error {
 	body, err := readBody(r)
 	if err != nil {
 		return err
@@ -73,85 +52,32 @@ func (h *Handler) replicatedStatusSet(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	name := r.PathValue("subscription")
-	set := 0
-	for _, topic := range topics {
-		err := rs.SetSubscriptionReplicated(r.Context(), topic, name, enabled)
-		if len(topics) > 1 && (errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrSubscriptionNotFound)) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		set++
-	}
-	if set == 0 {
-		return fail(http.StatusNotFound, "Subscription not found")
-	}
-	return noContent(w)
+	return eachWithSubscription(op.topics, func(topic string) error {
+		return op.svc.SetSubscriptionReplicated(r.Context(), topic, op.sub, enabled)
+	})
 }
 
 // isJSONNull reports a body of null: PIP-398's way to remove the policy with a POST.
 func isJSONNull(body []byte) bool { return bytes.Equal(bytes.TrimSpace(body), []byte("null")) }
 
-// replicateSubscriptionStateNamespacePolicy is `.../namespaces/{t}/{ns}/replicateSubscriptionState`:
-// POST true, false or null (null removes it, as DELETE does).
-func replicateSubscriptionStateNamespacePolicy() nsPolicy {
-	return nsPolicy{
-		path:       "replicateSubscriptionState",
-		setMethods: post,
-		get: func(p *adminapi.Policies) (any, bool) {
-			if p.ReplicateSubscriptionState == nil {
-				return nil, false
+// replicateSubscriptionStatePolicy is `.../replicateSubscriptionState` of a namespace or topic: POST
+// true, false or null (null removes it, as DELETE does).
+func replicateSubscriptionStatePolicy[D any](field func(*D) **bool) policy[D] {
+	return policy[D]{
+		path: "replicateSubscriptionState", setMethods: post, get: nullable(field),
+		set: func(in *policyRequest) (func(*D) error, error) {
+			body, err := in.body()
+			if err != nil {
+				return nil, err
 			}
-			return *p.ReplicateSubscriptionState, true
-		},
-		set: func(p *adminapi.Policies, body []byte) error {
 			if isJSONNull(body) {
-				p.ReplicateSubscriptionState = nil
-				return nil
+				return assign(field, nil), nil
 			}
 			v, err := decodeLenientBool(body)
-			if err != nil {
-				return err
-			}
-			p.ReplicateSubscriptionState = &v
-			return nil
+			return assign(field, &v), err
 		},
-		remove: func(p *adminapi.Policies) { p.ReplicateSubscriptionState = nil },
+		remove: clearTo(field, nil),
 	}
 }
 
-// replicateSubscriptionStateTopicPolicy is `.../{topic}/replicateSubscriptionState` (GET with
-// ?applied=true falls back to the namespace's).
-func replicateSubscriptionStateTopicPolicy() tpPolicy {
-	return tpPolicy{
-		path:       "replicateSubscriptionState",
-		setMethods: post,
-		get: func(tp *adminapi.TopicPolicies) (any, bool) {
-			if tp.ReplicateSubscriptionState == nil {
-				return nil, false
-			}
-			return *tp.ReplicateSubscriptionState, true
-		},
-		applied: func(p *adminapi.Policies) (any, bool) {
-			if p.ReplicateSubscriptionState == nil {
-				return nil, false
-			}
-			return *p.ReplicateSubscriptionState, true
-		},
-		set: func(tp *adminapi.TopicPolicies, body []byte, _ url.Values) error {
-			if isJSONNull(body) {
-				tp.ReplicateSubscriptionState = nil
-				return nil
-			}
-			v, err := decodeLenientBool(body)
-			if err != nil {
-				return err
-			}
-			tp.ReplicateSubscriptionState = &v
-			return nil
-		},
-		remove: func(tp *adminapi.TopicPolicies) { tp.ReplicateSubscriptionState = nil },
-	}
-}
+func nsReplicateSubscriptionState(p *adminapi.Policies) **bool { return &p.ReplicateSubscriptionState }

@@ -1,12 +1,20 @@
 package admin
 
-import "github.com/meridian-mq/meridian/internal/auth"
+import (
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	"github.com/meridian-mq/meridian/internal/auth"
+)
 
 // routePermissions is what every route on the web listener needs (docs/security.md,
 // "Authorization"): the admin API's routes, registered through Handler.handle, and the routes the
-// node mounts beside it through Guard. Keys are the patterns as registered, with a topic domain
-// written "{domain}". TestEveryRouteHasAPermission fails, naming the route, when one is missing:
-// adding a route means adding its line here.
+// node mounts beside it through Guard, except the policy tables' routes (policyNeed). Keys are the
+// patterns as registered, with a topic domain written "{domain}". TestEveryRouteHasAPermission
+// fails, naming the route, when one is missing: adding a route means adding its line here, or its
+// row to a policy table.
 var routePermissions = map[string]auth.Need{
 	// Open, or any authenticated role.
 	"GET /metrics":                     auth.NeedNone,
@@ -28,17 +36,23 @@ var routePermissions = map[string]auth.Need{
 	"GET /admin/v2/brokers/internal-configuration":           auth.NeedSuperUser,
 	"GET /admin/v2/clusters/{cluster}":                       auth.NeedSuperUser,
 	// Blue-green switchover (docs/geo-replication.md §7): superusers, as in Pulsar.
-	"GET /admin/v2/clusters/{cluster}/migrate":                 auth.NeedSuperUser,
-	"POST /admin/v2/clusters/{cluster}/migrate":                auth.NeedSuperUser,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/migration":  auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/migration": auth.NeedTenantAdmin,
+	"GET /admin/v2/clusters/{cluster}/migrate":  auth.NeedSuperUser,
+	"POST /admin/v2/clusters/{cluster}/migrate": auth.NeedSuperUser,
+	// Go's profiles of the process (profiling.go): superusers.
+	"GET /debug/pprof/":        auth.NeedSuperUser,
+	"GET /debug/pprof/cmdline": auth.NeedSuperUser,
+	"GET /debug/pprof/profile": auth.NeedSuperUser,
+	"GET /debug/pprof/symbol":  auth.NeedSuperUser,
+	"POST /debug/pprof/symbol": auth.NeedSuperUser,
+	"GET /debug/pprof/trace":   auth.NeedSuperUser,
 	// Broker-wide figures (every tenant's topics): superusers.
 	"GET /admin/v2/broker-stats/metrics":                       auth.NeedSuperUser,
 	"GET /admin/v2/broker-stats/topics":                        auth.NeedSuperUser,
 	"GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces": auth.NeedSuperUser,
-	// Advertised positions: written by another cluster's replication manager (superuser links), read
-	// by the namespace's admins after a failover.
-	"POST /admin/v2/replication/advertisements":                         auth.NeedSuperUser,
+	// Advertised positions: written by another cluster's replication manager (a superuser link, or
+	// the source cluster's replicator role for its own advertisements: the handler checks the
+	// source the body names, advertisements_authz.go), read by the namespace's admins after a failover.
+	"POST /admin/v2/replication/advertisements":                         auth.NeedSomeReplicator,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}/replicationSources":  auth.NeedTenantAdmin,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/internal-info": auth.NeedLookup,
 	// Position translation reads positions, as message-id-by-time does.
@@ -58,149 +72,27 @@ var routePermissions = map[string]auth.Need{
 	"DELETE /admin/v2/tenants/{tenant}":                                     auth.NeedSuperUser,
 	"/console/":                                                             auth.NeedNone, // the page's assets: no data, and the login form
 	"/console/api/":                                                         auth.NeedSuperUser,
-	// Namespaces: their admins; listing topics needs produce or consume on the namespace.
+	// Namespaces: their admins; listing topics needs produce or consume on the namespace. Their
+	// policies (namespacePolicies) need policyNeed.
 	"GET /admin/v2/namespaces/{tenant}":                                                      auth.NeedTenantAdmin,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}":                                          auth.NeedTenantAdmin,
 	"PUT /admin/v2/namespaces/{tenant}/{namespace}":                                          auth.NeedTenantAdmin,
 	"DELETE /admin/v2/namespaces/{tenant}/{namespace}":                                       auth.NeedTenantAdmin,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}/topics":                                   auth.NeedNamespaceAccess,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/bundles":                                  auth.NeedTenantAdmin,
 	"PUT /admin/v2/namespaces/{tenant}/{namespace}/unload":                                   auth.NeedTenantAdmin,
 	"PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload":                          auth.NeedTenantAdmin,
 	"POST /admin/v2/namespaces/{tenant}/{namespace}/clearBacklog":                            auth.NeedTenantAdmin,
 	"POST /admin/v2/namespaces/{tenant}/{namespace}/clearBacklog/{subscription}":             auth.NeedTenantAdmin,
 	"POST /admin/v2/namespaces/{tenant}/{namespace}/unsubscribe/{subscription}":              auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/replication":                              auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/replication":                             auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/backlogQuotaMap":                          auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/backlogQuota":                            auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/backlogQuota":                          auth.NeedTenantAdmin,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}/permissions":                              auth.NeedTenantAdmin,
 	"POST /admin/v2/namespaces/{tenant}/{namespace}/permissions/{role}":                      auth.NeedTenantAdmin,
 	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/permissions/{role}":                    auth.NeedTenantAdmin,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}/permissions/subscription":                 auth.NeedTenantAdmin,
 	"POST /admin/v2/namespaces/{tenant}/{namespace}/permissions/subscription/{subscription}": auth.NeedTenantAdmin,
 	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/permissions/{subscription}/{role}":     auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/properties":                               auth.NeedTenantAdmin,
-	"PUT /admin/v2/namespaces/{tenant}/{namespace}/properties":                               auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/properties":                            auth.NeedTenantAdmin,
 	"GET /admin/v2/namespaces/{tenant}/{namespace}/property/{key}":                           auth.NeedTenantAdmin,
 	"PUT /admin/v2/namespaces/{tenant}/{namespace}/property/{key}/{value}":                   auth.NeedTenantAdmin,
 	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/property/{key}":                        auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/replicateSubscriptionState":               auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/replicateSubscriptionState":              auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/replicateSubscriptionState":            auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/messageTTL":                               auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/messageTTL":                              auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/messageTTL":                            auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/retention":                                auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/retention":                               auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/retention":                             auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/autoTopicCreation":                        auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/autoTopicCreation":                       auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/autoTopicCreation":                     auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/autoSubscriptionCreation":                 auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/autoSubscriptionCreation":                auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/autoSubscriptionCreation":              auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/deduplication":                            auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/deduplication":                           auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/deduplication":                         auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/offloadDeletionLagMs":                     auth.NeedTenantAdmin,
-	"PUT /admin/v2/namespaces/{tenant}/{namespace}/offloadDeletionLagMs":                     auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/offloadDeletionLagMs":                  auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/offloadThresholdInSeconds":                auth.NeedTenantAdmin,
-	"PUT /admin/v2/namespaces/{tenant}/{namespace}/offloadThresholdInSeconds":                auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/offloadThresholdInSeconds":             auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/compactionThreshold":                      auth.NeedTenantAdmin,
-	"PUT /admin/v2/namespaces/{tenant}/{namespace}/compactionThreshold":                      auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/compactionThreshold":                   auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/maxConsumersPerSubscription":              auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/maxConsumersPerSubscription":             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/maxConsumersPerSubscription":           auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/maxConsumersPerTopic":                     auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/maxConsumersPerTopic":                    auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/maxConsumersPerTopic":                  auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/maxProducersPerTopic":                     auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/maxProducersPerTopic":                    auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/maxProducersPerTopic":                  auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/maxUnackedMessagesPerConsumer":            auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/maxUnackedMessagesPerConsumer":           auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/maxUnackedMessagesPerConsumer":         auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/maxUnackedMessagesPerSubscription":        auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/maxUnackedMessagesPerSubscription":       auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/maxUnackedMessagesPerSubscription":     auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/maxSubscriptionsPerTopic":                 auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/maxSubscriptionsPerTopic":                auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/maxSubscriptionsPerTopic":              auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/maxTopicsPerNamespace":                    auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/maxTopicsPerNamespace":                   auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/maxTopicsPerNamespace":                 auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/subscriptionExpirationTime":               auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/subscriptionExpirationTime":              auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/subscriptionExpirationTime":            auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/deduplicationSnapshotInterval":            auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/deduplicationSnapshotInterval":           auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/deduplicationSnapshotInterval":         auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/persistence":                              auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/persistence":                             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/persistence":                           auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/persistence/bookieAffinity":               auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/persistence/bookieAffinity":              auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/persistence/bookieAffinity":            auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/inactiveTopicPolicies":                    auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/inactiveTopicPolicies":                   auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/inactiveTopicPolicies":                 auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/delayedDelivery":                          auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/delayedDelivery":                         auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/delayedDelivery":                       auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/isAllowAutoUpdateSchema":                  auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/isAllowAutoUpdateSchema":                 auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/isAllowAutoUpdateSchema":               auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/entryFilters":                             auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/entryFilters":                            auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/entryFilters":                          auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/dispatcherPauseOnAckStatePersistent":      auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/dispatcherPauseOnAckStatePersistent":     auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/dispatcherPauseOnAckStatePersistent":   auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/dispatchRate":                             auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/dispatchRate":                            auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/dispatchRate":                          auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/subscriptionDispatchRate":                 auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/subscriptionDispatchRate":                auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/subscriptionDispatchRate":              auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/replicatorDispatchRate":                   auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/replicatorDispatchRate":                  auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/replicatorDispatchRate":                auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/subscribeRate":                            auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/subscribeRate":                           auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/subscribeRate":                         auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/publishRate":                              auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/publishRate":                             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/publishRate":                           auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/offloadThreshold":                         auth.NeedTenantAdmin,
-	"PUT /admin/v2/namespaces/{tenant}/{namespace}/offloadThreshold":                         auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/schemaValidationEnforced":                 auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/schemaValidationEnforced":                auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/schemaValidationEnforced":              auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/encryptionRequired":                       auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/encryptionRequired":                      auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/schemaCompatibilityStrategy":              auth.NeedTenantAdmin,
-	"PUT /admin/v2/namespaces/{tenant}/{namespace}/schemaCompatibilityStrategy":              auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/schemaAutoUpdateCompatibilityStrategy":    auth.NeedTenantAdmin,
-	"PUT /admin/v2/namespaces/{tenant}/{namespace}/schemaAutoUpdateCompatibilityStrategy":    auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/subscriptionAuthMode":                     auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/subscriptionAuthMode":                    auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/antiAffinity":                             auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/antiAffinity":                            auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/antiAffinity":                          auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/subscriptionTypesEnabled":                 auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/subscriptionTypesEnabled":                auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/subscriptionTypesEnabled":              auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/offloadPolicies":                          auth.NeedTenantAdmin,
-	"POST /admin/v2/namespaces/{tenant}/{namespace}/offloadPolicies":                         auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/offloadPolicies":                       auth.NeedTenantAdmin,
-	"GET /admin/v2/namespaces/{tenant}/{namespace}/resourcegroup":                            auth.NeedTenantAdmin,
-	"DELETE /admin/v2/namespaces/{tenant}/{namespace}/resourcegroup":                         auth.NeedTenantAdmin,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}":                                            auth.NeedNamespaceAccess,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/partitioned":                                auth.NeedNamespaceAccess,
 	// Lookup and schemas.
@@ -215,7 +107,7 @@ var routePermissions = map[string]auth.Need{
 	"DELETE /admin/v2/schemas/{tenant}/{namespace}/{topic}/schema":            auth.NeedTenantAdmin,
 	"POST /admin/v2/schemas/{tenant}/{namespace}/{topic}/version":             auth.NeedLookup,
 	"POST /admin/v2/schemas/{tenant}/{namespace}/{topic}/compatibility":       auth.NeedLookup,
-	// Topics and subscriptions: reads need lookup, subscription operations consume (with the subscription's roles), the rest the tenant's admins.
+	// Topics and subscriptions: reads need lookup, subscription operations consume (with the subscription's roles), the rest the tenant's admins, as do their policies (topicPolicies).
 	"PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}":                                                           auth.NeedTenantAdmin,
 	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}":                                                        auth.NeedTenantAdmin,
 	"PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions":                                                auth.NeedTenantAdmin,
@@ -232,11 +124,6 @@ var routePermissions = map[string]auth.Need{
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/properties":                                                auth.NeedLookup,
 	"PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/properties":                                                auth.NeedTenantAdmin,
 	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/properties":                                             auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replication":                                               auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replication":                                              auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replication":                                            auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/backlogQuota":                                             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/backlogQuota":                                           auth.NeedTenantAdmin,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscriptions":                                             auth.NeedConsume,
 	"PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}":                               auth.NeedConsume,
 	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}":                            auth.NeedConsume,
@@ -252,89 +139,34 @@ var routePermissions = map[string]auth.Need{
 	"PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/properties":                    auth.NeedConsume,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/replicatedSubscriptionStatus":  auth.NeedConsume,
 	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/replicatedSubscriptionStatus": auth.NeedConsume,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replicateSubscriptionState":                                auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replicateSubscriptionState":                               auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replicateSubscriptionState":                             auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/messageTTL":                                                auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/messageTTL":                                               auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/messageTTL":                                             auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxProducers":                                              auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxProducers":                                             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxProducers":                                           auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxConsumers":                                              auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxConsumers":                                             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxConsumers":                                           auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxUnackedMessagesOnConsumer":                              auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxUnackedMessagesOnConsumer":                             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxUnackedMessagesOnConsumer":                           auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxUnackedMessagesOnSubscription":                          auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxUnackedMessagesOnSubscription":                         auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxUnackedMessagesOnSubscription":                       auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxConsumersPerSubscription":                               auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxConsumersPerSubscription":                              auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxConsumersPerSubscription":                            auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxSubscriptionsPerTopic":                                  auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxSubscriptionsPerTopic":                                 auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxSubscriptionsPerTopic":                               auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxMessageSize":                                            auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxMessageSize":                                           auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxMessageSize":                                         auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/deduplicationSnapshotInterval":                             auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/deduplicationSnapshotInterval":                            auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/deduplicationSnapshotInterval":                          auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/persistence":                                               auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/persistence":                                              auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/persistence":                                            auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/delayedDelivery":                                           auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/delayedDelivery":                                          auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/delayedDelivery":                                        auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/deduplicationEnabled":                                      auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/deduplicationEnabled":                                     auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/deduplicationEnabled":                                   auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/retention":                                                 auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/retention":                                                auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/retention":                                              auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/compactionThreshold":                                       auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/compactionThreshold":                                      auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/compactionThreshold":                                    auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/inactiveTopicPolicies":                                     auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/inactiveTopicPolicies":                                    auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/inactiveTopicPolicies":                                  auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/schemaValidationEnforced":                                  auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/schemaValidationEnforced":                                 auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/schemaValidationEnforced":                               auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/autoSubscriptionCreation":                                  auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/autoSubscriptionCreation":                                 auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/autoSubscriptionCreation":                               auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/entryFilters":                                              auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/entryFilters":                                             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/entryFilters":                                           auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/dispatchRate":                                              auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/dispatchRate":                                             auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/dispatchRate":                                           auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscriptionDispatchRate":                                  auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscriptionDispatchRate":                                 auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscriptionDispatchRate":                               auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replicatorDispatchRate":                                    auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replicatorDispatchRate":                                   auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/replicatorDispatchRate":                                 auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/publishRate":                                               auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/publishRate":                                              auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/publishRate":                                            auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscribeRate":                                             auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscribeRate":                                            auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscribeRate":                                          auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/schemaCompatibilityStrategy":                               auth.NeedTenantAdmin,
-	"PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/schemaCompatibilityStrategy":                               auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/schemaCompatibilityStrategy":                            auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscriptionTypesEnabled":                                  auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscriptionTypesEnabled":                                 auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscriptionTypesEnabled":                               auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/offloadPolicies":                                           auth.NeedTenantAdmin,
-	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/offloadPolicies":                                          auth.NeedTenantAdmin,
-	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/offloadPolicies":                                        auth.NeedTenantAdmin,
-	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/backlogQuotaMap":                                           auth.NeedTenantAdmin,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions":                                               auth.NeedTenantAdmin,
 	"POST /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions/{role}":                                       auth.NeedTenantAdmin,
 	"DELETE /admin/v2/{domain}/{tenant}/{namespace}/{topic}/permissions/{role}":                                     auth.NeedTenantAdmin,
+}
+
+// policyNeed is what every route of the policy tables (namespacePolicies, topicPolicies) needs:
+// the tenant's admin, as in Pulsar. The tables' rows are those routes' entries.
+const policyNeed = auth.NeedTenantAdmin
+
+// permissionTable is every route's need: routePermissions and the policy tables' routes. A route
+// with an entry in both is an error (NewHandler returns it), so each route has exactly one.
+var permissionTable = sync.OnceValues(func() (map[string]auth.Need, error) {
+	return mergePermissions(routePermissions, policyRouteKeys(), policyNeed)
+})
+
+// mergePermissions adds the keys with need to listed, naming any key already there.
+func mergePermissions(listed map[string]auth.Need, keys []string, need auth.Need) (map[string]auth.Need, error) {
+	out := maps.Clone(listed)
+	var twice []string
+	for _, k := range keys {
+		if _, found := out[k]; found {
+			twice = append(twice, k)
+			continue
+		}
+		out[k] = need
+	}
+	if len(twice) > 0 {
+		return out, fmt.Errorf("admin: routes with two permission entries (routePermissions and a policy table, or two rows): %s", strings.Join(twice, ", "))
+	}
+	return out, nil
 }

@@ -3,7 +3,6 @@ package admin
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/meridian-mq/meridian/internal/naming"
@@ -41,29 +40,45 @@ type getSchemaResponse struct {
 }
 
 func (h *Handler) schemaRoutes() {
-	h.handle("GET "+schemaBase+"/schema", h.schemaGetLatest)
-	h.handle("GET "+schemaBase+"/schema/{version}", h.schemaGetVersion)
-	h.handle("GET "+schemaBase+"/schemas", h.schemaGetAll)
-	h.handle("POST "+schemaBase+"/schema", h.schemaPost)
-	h.handle("DELETE "+schemaBase+"/schema", h.schemaDelete)
-	h.handle("POST "+schemaBase+"/version", h.schemaVersionOf)
-	h.handle("POST "+schemaBase+"/compatibility", h.schemaCompatibility)
+	h.handle("GET "+schemaBase+"/schema", readEndpoint(h.schemaTopic, func(r *http.Request, st schemaTarget) (getSchemaResponse, error) {
+		return schemaAnswer(st.reg.Latest(r.Context(), st.topic))
+	}))
+	h.handle("GET "+schemaBase+"/schema/{version}", readEndpoint(h.schemaTopic, schemaGetVersion))
+	h.handle("GET "+schemaBase+"/schemas", readEndpoint(h.schemaTopic, schemaGetAll))
+	h.handle("POST "+schemaBase+"/schema", readEndpoint(h.schemaTopic, schemaPost))
+	h.handle("DELETE "+schemaBase+"/schema", readEndpoint(h.schemaTopic, func(r *http.Request, st schemaTarget) (schemaVersion, error) {
+		return versionAnswer(st.reg.Delete(r.Context(), st.topic, queryBool(r, "force")))
+	}))
+	h.handle("POST "+schemaBase+"/version", readEndpoint(h.schemaTopic, func(r *http.Request, st schemaTarget) (schemaVersion, error) {
+		info, err := decodeSchemaPayload(r, st.topic.Local)
+		if err != nil {
+			return nil, err
+		}
+		return versionAnswer(st.reg.Find(r.Context(), st.topic, info))
+	}))
+	h.handle("POST "+schemaBase+"/compatibility", readEndpoint(h.schemaTopic, schemaCompatibility))
+}
+
+// schemaTarget is a schema request's topic (its base name) and the registry.
+type schemaTarget struct {
+	topic naming.TopicName
+	reg   *schema.Registry
 }
 
 // schemaTopic resolves the path's topic (persistent domain; the registry keys by base name) and
 // checks the namespace and that a registry is configured.
-func (h *Handler) schemaTopic(r *http.Request) (naming.TopicName, *schema.Registry, error) {
+func (h *Handler) schemaTopic(r *http.Request) (schemaTarget, error) {
 	t, err := naming.ParseTopic("persistent://" + r.PathValue("tenant") + "/" + r.PathValue("namespace") + "/" + r.PathValue("topic"))
 	if err != nil {
-		return t, nil, fail(http.StatusPreconditionFailed, "Topic name is not valid: %v", err)
+		return schemaTarget{}, fail(http.StatusPreconditionFailed, "Topic name is not valid: %v", err)
 	}
 	if err := h.requireTopicNamespace(t); err != nil {
-		return t, nil, err
+		return schemaTarget{}, err
 	}
 	if h.cfg.Schemas == nil {
-		return t, nil, fail(http.StatusServiceUnavailable, "Schema registry not available")
+		return schemaTarget{}, fail(http.StatusServiceUnavailable, "Schema registry not available")
 	}
-	return t.Base(), h.cfg.Schemas, nil
+	return schemaTarget{topic: t.Base(), reg: h.cfg.Schemas}, nil
 }
 
 // schemaError maps registry errors to Pulsar's statuses.
@@ -79,6 +94,25 @@ func schemaError(err error) error {
 	return err
 }
 
+// schemaVersion is Pulsar's {"version": n} answer.
+type schemaVersion = map[string]int64
+
+// versionAnswer is a registry call's version as the answer, or its error as Pulsar's.
+func versionAnswer(v int64, err error) (schemaVersion, error) {
+	if err != nil {
+		return nil, schemaError(err)
+	}
+	return schemaVersion{"version": v}, nil
+}
+
+// schemaAnswer is a registry call's schema as Pulsar's GetSchemaResponse, or its error as Pulsar's.
+func schemaAnswer(v schema.Version, err error) (getSchemaResponse, error) {
+	if err != nil {
+		return getSchemaResponse{}, schemaError(err)
+	}
+	return toSchemaResponse(v), nil
+}
+
 func toSchemaResponse(v schema.Version) getSchemaResponse {
 	props := v.Properties
 	if props == nil {
@@ -87,53 +121,33 @@ func toSchemaResponse(v schema.Version) getSchemaResponse {
 	return getSchemaResponse{Version: v.Version, Type: v.Type.String(), Timestamp: v.Timestamp, Data: string(v.Data), Properties: props}
 }
 
-func (h *Handler) schemaGetLatest(w http.ResponseWriter, r *http.Request) error {
-	t, reg, err := h.schemaTopic(r)
+func schemaGetVersion(r *http.Request, st schemaTarget) (getSchemaResponse, error) {
+	n, err := pathInt(r, "version", 0, http.StatusBadRequest, "Invalid schema version %q")
 	if err != nil {
-		return err
+		return getSchemaResponse{}, err
 	}
-	v, err := reg.Latest(r.Context(), t)
-	if err != nil {
-		return schemaError(err)
+	v, err := st.reg.Get(r.Context(), st.topic, n)
+	if err == nil && v.Deleted {
+		return getSchemaResponse{}, fail(http.StatusNotFound, "Schema not found")
 	}
-	return ok(w, toSchemaResponse(v))
+	return schemaAnswer(v, err)
 }
 
-func (h *Handler) schemaGetVersion(w http.ResponseWriter, r *http.Request) error {
-	t, reg, err := h.schemaTopic(r)
-	if err != nil {
-		return err
-	}
-	n, err := strconv.ParseInt(r.PathValue("version"), 10, 64)
-	if err != nil || n < 0 {
-		return fail(http.StatusBadRequest, "Invalid schema version %q", r.PathValue("version"))
-	}
-	v, err := reg.Get(r.Context(), t, n)
-	if err != nil {
-		return schemaError(err)
-	}
-	if v.Deleted {
-		return fail(http.StatusNotFound, "Schema not found")
-	}
-	return ok(w, toSchemaResponse(v))
+// schemaList is Pulsar's answer listing a topic's live schemas.
+type schemaList struct {
+	Schemas []getSchemaResponse `json:"getSchemaResponses"`
 }
 
-func (h *Handler) schemaGetAll(w http.ResponseWriter, r *http.Request) error {
-	t, reg, err := h.schemaTopic(r)
+func schemaGetAll(r *http.Request, st schemaTarget) (schemaList, error) {
+	live, err := st.reg.Live(r.Context(), st.topic)
 	if err != nil {
-		return err
+		return schemaList{}, schemaError(err)
 	}
-	live, err := reg.Live(r.Context(), t)
-	if err != nil {
-		return schemaError(err)
-	}
-	out := struct {
-		Schemas []getSchemaResponse `json:"getSchemaResponses"`
-	}{Schemas: []getSchemaResponse{}}
+	out := schemaList{Schemas: []getSchemaResponse{}}
 	for _, v := range live {
 		out.Schemas = append(out.Schemas, toSchemaResponse(v))
 	}
-	return ok(w, out)
+	return out, nil
 }
 
 // decodeSchemaPayload reads a POST body into the registry's Info.
@@ -149,69 +163,30 @@ func decodeSchemaPayload(r *http.Request, name string) (schema.Info, error) {
 	return schema.Info{Name: name, Type: typ, Data: []byte(p.Schema), Properties: p.Properties}, nil
 }
 
-func (h *Handler) schemaPost(w http.ResponseWriter, r *http.Request) error {
-	t, reg, err := h.schemaTopic(r)
+func schemaPost(r *http.Request, st schemaTarget) (schemaVersion, error) {
+	info, err := decodeSchemaPayload(r, st.topic.Local)
 	if err != nil {
-		return err
-	}
-	info, err := decodeSchemaPayload(r, t.Local)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	if info.IsNone() {
-		return fail(http.StatusUnprocessableEntity, "Schema type %s declares no schema; nothing to register", info.Type)
+		return nil, fail(http.StatusUnprocessableEntity, "Schema type %s declares no schema; nothing to register", info.Type)
 	}
-	v, err := reg.Put(r.Context(), t, info)
-	if err != nil {
-		return schemaError(err)
-	}
-	return ok(w, map[string]int64{"version": v})
+	return versionAnswer(st.reg.Put(r.Context(), st.topic, info))
 }
 
-func (h *Handler) schemaDelete(w http.ResponseWriter, r *http.Request) error {
-	t, reg, err := h.schemaTopic(r)
+// schemaCompatibility is Pulsar's {"compatibility": bool, "schemaCompatibilityStrategy": "FULL"}.
+func schemaCompatibility(r *http.Request, st schemaTarget) (map[string]any, error) {
+	info, err := decodeSchemaPayload(r, st.topic.Local)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	v, err := reg.Delete(r.Context(), t, queryBool(r, "force"))
-	if err != nil {
-		return schemaError(err)
-	}
-	return ok(w, map[string]int64{"version": v})
-}
-
-func (h *Handler) schemaVersionOf(w http.ResponseWriter, r *http.Request) error {
-	t, reg, err := h.schemaTopic(r)
-	if err != nil {
-		return err
-	}
-	info, err := decodeSchemaPayload(r, t.Local)
-	if err != nil {
-		return err
-	}
-	v, err := reg.Find(r.Context(), t, info)
-	if err != nil {
-		return schemaError(err)
-	}
-	return ok(w, map[string]int64{"version": v})
-}
-
-func (h *Handler) schemaCompatibility(w http.ResponseWriter, r *http.Request) error {
-	t, reg, err := h.schemaTopic(r)
-	if err != nil {
-		return err
-	}
-	info, err := decodeSchemaPayload(r, t.Local)
-	if err != nil {
-		return err
-	}
-	strategy, err := reg.Check(r.Context(), t, info)
+	strategy, err := st.reg.Check(r.Context(), st.topic, info)
 	compatible := err == nil
 	if err != nil && !errors.Is(err, schema.ErrIncompatible) {
-		return schemaError(err)
+		return nil, schemaError(err)
 	}
 	if strategy == schema.StrategyUndefined {
 		strategy = schema.DefaultStrategy
 	}
-	return ok(w, map[string]any{"compatibility": compatible, "schemaCompatibilityStrategy": strings.ToUpper(strategy.String())})
+	return map[string]any{"compatibility": compatible, "schemaCompatibilityStrategy": strings.ToUpper(strategy.String())}, nil
 }

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"net/http"
 )
@@ -19,89 +18,35 @@ type SubscriptionProperties interface {
 }
 
 func (h *Handler) subscriptionPropertiesRoutes(sub string) {
-	h.handle("GET "+sub+"/properties", h.subscriptionPropertiesGet)
-	h.handle("PUT "+sub+"/properties", h.subscriptionPropertiesSet)
-}
-
-// subscriptionPropertiesService resolves the path's targets and the optional interface.
-func (h *Handler) subscriptionPropertiesService(r *http.Request) (SubscriptionProperties, []string, error) {
-	return optionalTopicService[SubscriptionProperties](h, r, "subscription properties")
-}
-
-// optionalTopicService resolves the path's topic to the topics the operation applies to (the
-// partitions of a partitioned topic, or the topic) and the topic service as the optional interface
-// S, which it may not implement (501, naming what).
-func optionalTopicService[S any](h *Handler, r *http.Request, what string) (S, []string, error) {
-	var none S
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return none, nil, err
-	}
-	s, supported := svc.(S)
-	if !supported {
-		return none, nil, fail(http.StatusNotImplemented, "Operation not supported: %s", what)
-	}
-	names := make([]string, len(targets))
-	for i, t := range targets {
-		names[i] = t.String()
-	}
-	return s, names, nil
+	resolve := optionalTopicService[SubscriptionProperties](h, "subscription properties")
+	h.handle("GET "+sub+"/properties", readEndpoint(resolve, subscriptionPropertiesGet))
+	h.handle("PUT "+sub+"/properties", writeEndpoint(resolve, subscriptionPropertiesSet))
 }
 
 // subscriptionPropertiesGet answers the subscription's properties; on a partitioned topic, those
 // of its partitions merged (they are set on all of them together).
-func (h *Handler) subscriptionPropertiesGet(w http.ResponseWriter, r *http.Request) error {
-	sp, topics, err := h.subscriptionPropertiesService(r)
-	if err != nil {
-		return err
-	}
-	name := r.PathValue("subscription")
+func subscriptionPropertiesGet(r *http.Request, op optionalOp[SubscriptionProperties]) (map[string]string, error) {
 	out := map[string]string{}
-	found := false
-	for _, topic := range topics {
-		props, err := sp.SubscriptionProperties(r.Context(), topic, name)
-		if len(topics) > 1 && (errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrSubscriptionNotFound)) {
-			continue
+	err := eachWithSubscription(op.topics, func(topic string) error {
+		props, err := op.svc.SubscriptionProperties(r.Context(), topic, op.sub)
+		if err == nil {
+			maps.Copy(out, props)
 		}
-		if err != nil {
-			return err
-		}
-		found = true
-		maps.Copy(out, props)
-	}
-	if !found {
-		return fail(http.StatusNotFound, "Subscription not found")
-	}
-	return ok(w, out)
+		return err
+	})
+	return out, err
 }
 
 // subscriptionPropertiesSet replaces the subscription's properties (every partition's).
-func (h *Handler) subscriptionPropertiesSet(w http.ResponseWriter, r *http.Request) error {
-	sp, topics, err := h.subscriptionPropertiesService(r)
-	if err != nil {
-		return err
-	}
+func subscriptionPropertiesSet(r *http.Request, op optionalOp[SubscriptionProperties]) error {
 	var props map[string]string
 	if err := decodeBody(r, &props); err != nil {
 		return err
 	}
-	name := r.PathValue("subscription")
-	if err := checkSubscription(name, props); err != nil {
+	if err := checkSubscription(op.sub, props); err != nil {
 		return err
 	}
-	set := 0
-	for _, topic := range topics {
-		err := sp.SetSubscriptionProperties(r.Context(), topic, name, props)
-		if len(topics) > 1 && (errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrSubscriptionNotFound)) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		set++
-	}
-	if set == 0 {
-		return fail(http.StatusNotFound, "Subscription not found")
-	}
-	return noContent(w)
+	return eachWithSubscription(op.topics, func(topic string) error {
+		return op.svc.SetSubscriptionProperties(r.Context(), topic, op.sub, props)
+	})
 }

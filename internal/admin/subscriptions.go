@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"sort"
@@ -20,84 +21,85 @@ const MaxPeekPosition = 1000
 
 func (h *Handler) subscriptionRoutes(base string) {
 	sub := base + "/subscription/{subscription}"
-	h.handle("GET "+base+"/subscriptions", h.subscriptionsList)
-	h.handle("PUT "+sub, h.subscriptionCreate)
-	h.handle("DELETE "+sub, h.subscriptionDelete)
-	h.handle("POST "+sub+"/resetcursor", h.subscriptionResetToID)
-	h.handle("POST "+sub+"/resetcursor/{timestamp}", h.subscriptionResetToTime)
-	h.handle("POST "+sub+"/skip/{n}", h.subscriptionSkip)
-	h.handle("POST "+sub+"/skip_all", h.subscriptionSkipAll)
-	h.handle("POST "+sub+"/expireMessages/{seconds}", h.subscriptionExpire)
-	h.handle("POST "+base+"/all_subscription/expireMessages/{seconds}", h.subscriptionExpireAll)
-	h.handle("GET "+sub+"/position/{n}", h.subscriptionPeek)
-	h.handle("GET "+base+"/ledger/{ledger}/entry/{entry}", h.messageByID)
+	h.handle("GET "+base+"/subscriptions", readEndpoint(h.topicOpOf, subscriptionsList))
+	h.handle("PUT "+sub, writeEndpoint(h.topicOpOf, subscriptionCreate))
+	h.handle("DELETE "+sub, writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
+		force := queryBool(r, "force")
+		return eachWithSubscription(op.names(), func(topic string) error {
+			return op.svc.DeleteSubscription(r.Context(), topic, r.PathValue("subscription"), force)
+		})
+	}))
+	h.handle("POST "+sub+"/resetcursor", writeEndpoint(h.topicOpOf, subscriptionResetToID))
+	h.handle("POST "+sub+"/resetcursor/{timestamp}", writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
+		ts, err := pathInt(r, "timestamp", math.MinInt64, http.StatusBadRequest, "Invalid timestamp %q")
+		if err != nil {
+			return err
+		}
+		return op.each(r.Context(), func(ctx context.Context, topic string) error {
+			return op.svc.ResetCursorToTime(ctx, topic, r.PathValue("subscription"), ts)
+		})
+	}))
+	h.handle("POST "+sub+"/skip/{n}", writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
+		n, err := pathInt(r, "n", 0, http.StatusBadRequest, "Invalid number of messages %q")
+		if err != nil {
+			return err
+		}
+		if len(op.targets) > 1 {
+			return fail(http.StatusMethodNotAllowed, "Skip messages on a partitioned topic is not allowed")
+		}
+		return op.svc.SkipMessages(r.Context(), op.targets[0].String(), r.PathValue("subscription"), n)
+	}))
+	h.handle("POST "+sub+"/skip_all", writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
+		return op.each(r.Context(), func(ctx context.Context, topic string) error {
+			return op.svc.ClearBacklog(ctx, topic, r.PathValue("subscription"))
+		})
+	}))
+	h.handle("POST "+sub+"/expireMessages/{seconds}", writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
+		secs, err := pathInt(r, "seconds", 0, http.StatusBadRequest, "Invalid expiration time %q")
+		if err != nil {
+			return err
+		}
+		return op.each(r.Context(), func(ctx context.Context, topic string) error {
+			return op.svc.ExpireMessages(ctx, topic, r.PathValue("subscription"), secs)
+		})
+	}))
+	h.handle("POST "+base+"/all_subscription/expireMessages/{seconds}", writeEndpoint(h.topicOpOf, subscriptionExpireAll))
+	h.handle("GET "+sub+"/position/{n}", endpoint(h.topicOpOf, subscriptionPeek, writeRawMessage))
+	h.handle("GET "+base+"/ledger/{ledger}/entry/{entry}", endpoint(h.topicCallOf, h.messageByID, writeRawMessage))
 	h.subscriptionPropertiesRoutes(sub)
 	h.replicatedSubscriptionRoutes(sub)
 }
 
-// topicTargets resolves the path's topic to the topics an operation applies to: the partitions of a
-// partitioned topic, or the topic itself. It checks the namespace and the topic service.
-func (h *Handler) topicTargets(r *http.Request) (naming.TopicName, []naming.TopicName, TopicService, error) {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return t, nil, nil, err
-	}
-	if err := h.requireTopicNamespace(t); err != nil {
-		return t, nil, nil, err
-	}
-	svc, err := h.topics()
-	if err != nil {
-		return t, nil, nil, err
-	}
-	targets := h.partitionsOf(t)
-	if targets == nil {
-		targets = []naming.TopicName{t}
-	}
-	return t, targets, svc, nil
-}
-
-// eachTarget runs fn on every target; on a partitioned topic, partitions not created yet are skipped.
-func eachTarget(ctx context.Context, targets []naming.TopicName, fn func(ctx context.Context, topic string) error) error {
-	for _, p := range targets {
-		if err := fn(ctx, p.String()); err != nil {
-			if len(targets) > 1 && errors.Is(err, ErrTopicNotFound) {
-				continue
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-func (h *Handler) subscriptionsList(w http.ResponseWriter, r *http.Request) error {
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return err
-	}
+// subscriptionsList answers the subscriptions of the topic (of all its partitions), sorted.
+func subscriptionsList(r *http.Request, op topicOp) ([]string, error) {
 	set := map[string]struct{}{}
-	err = eachTarget(r.Context(), targets, func(ctx context.Context, topic string) error {
-		subs, err := svc.Subscriptions(ctx, topic)
+	err := op.each(r.Context(), func(ctx context.Context, topic string) error {
+		subs, err := op.svc.Subscriptions(ctx, topic)
 		for _, s := range subs {
 			set[s] = struct{}{}
 		}
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	out := make([]string, 0, len(set))
 	for s := range set {
 		out = append(out, s)
 	}
 	sort.Strings(out)
-	return ok(w, out)
+	return out, nil
 }
 
-func (h *Handler) subscriptionCreate(w http.ResponseWriter, r *http.Request) error {
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return err
-	}
+// resetCursorData is Pulsar's ResetCursorData: a message id with isExcluded, batchIndex and
+// properties. It stays an unnamed struct type: decoding errors name the type, and clients see them.
+type resetCursorData = struct {
+	adminapi.MessageID
+	IsExcluded bool              `json:"isExcluded"`
+	Properties map[string]string `json:"properties"`
+}
+
+func subscriptionCreate(r *http.Request, op topicOp) error {
 	start := adminapi.Latest
 	var props map[string]string
 	b, err := readBody(r)
@@ -105,12 +107,7 @@ func (h *Handler) subscriptionCreate(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	if s := strings.TrimSpace(string(b)); s != "" && s != "null" {
-		// Pulsar's ResetCursorData also carries isExcluded, batchIndex and properties.
-		var body struct {
-			adminapi.MessageID
-			IsExcluded bool              `json:"isExcluded"`
-			Properties map[string]string `json:"properties"`
-		}
+		var body resetCursorData
 		if err := decodeBytes(b, &body); err != nil {
 			return err
 		}
@@ -121,25 +118,22 @@ func (h *Handler) subscriptionCreate(w http.ResponseWriter, r *http.Request) err
 	if err := checkSubscription(name, props); err != nil {
 		return err
 	}
-	if len(targets) > 1 && start.PartitionIndex >= 0 && !start.IsLatest() && !start.IsEarliest() {
+	if len(op.targets) > 1 && start.PartitionIndex >= 0 && !start.IsLatest() && !start.IsEarliest() {
 		// A position names one partition; the others start at the latest message.
-		for _, p := range targets {
+		for _, p := range op.targets {
 			pos := adminapi.Latest
 			if p.PartitionIndex == start.PartitionIndex {
 				pos = start
 			}
-			if err := svc.CreateSubscription(r.Context(), p.String(), name, pos, replicated, props); err != nil && !errors.Is(err, ErrTopicNotFound) {
+			if err := op.svc.CreateSubscription(r.Context(), p.String(), name, pos, replicated, props); err != nil && !errors.Is(err, ErrTopicNotFound) {
 				return err
 			}
 		}
-		return noContent(w)
+		return nil
 	}
-	if err := eachTarget(r.Context(), targets, func(ctx context.Context, topic string) error {
-		return svc.CreateSubscription(ctx, topic, name, start, replicated, props)
-	}); err != nil {
-		return err
-	}
-	return noContent(w)
+	return op.each(r.Context(), func(ctx context.Context, topic string) error {
+		return op.svc.CreateSubscription(ctx, topic, name, start, replicated, props)
+	})
 }
 
 // checkSubscription applies the limits on subscription names and properties (docs/admin.md).
@@ -156,197 +150,65 @@ func checkSubscription(name string, props map[string]string) error {
 	return nil
 }
 
-func (h *Handler) subscriptionDelete(w http.ResponseWriter, r *http.Request) error {
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return err
-	}
-	name, force := r.PathValue("subscription"), queryBool(r, "force")
-	deleted := 0
-	err = eachTarget(r.Context(), targets, func(ctx context.Context, topic string) error {
-		err := svc.DeleteSubscription(ctx, topic, name, force)
-		if err == nil {
-			deleted++
-		}
-		if len(targets) > 1 && errors.Is(err, ErrSubscriptionNotFound) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if deleted == 0 {
-		return fail(http.StatusNotFound, "Subscription not found")
-	}
-	return noContent(w)
-}
-
-func (h *Handler) subscriptionResetToID(w http.ResponseWriter, r *http.Request) error {
-	t, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return err
-	}
-	var body struct {
-		adminapi.MessageID
-		IsExcluded bool              `json:"isExcluded"`
-		Properties map[string]string `json:"properties"`
-	}
+func subscriptionResetToID(r *http.Request, op topicOp) error {
+	var body resetCursorData
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
 	id := body.MessageID
-	name := r.PathValue("subscription")
-	if len(targets) > 1 || h.partitionsOf(t) != nil {
+	targets := op.targets
+	if len(targets) > 1 || op.partitioned {
 		if id.PartitionIndex < 0 || id.PartitionIndex >= len(targets) {
 			return fail(http.StatusPreconditionFailed, "Reset cursor on a partitioned topic needs the partitionIndex of the message id")
 		}
 		targets = []naming.TopicName{targets[id.PartitionIndex]}
 	}
-	if err := svc.ResetCursor(r.Context(), targets[0].String(), name, id); err != nil {
-		return err
-	}
-	return noContent(w)
+	return op.svc.ResetCursor(r.Context(), targets[0].String(), r.PathValue("subscription"), id)
 }
 
-func (h *Handler) subscriptionResetToTime(w http.ResponseWriter, r *http.Request) error {
-	_, targets, svc, err := h.topicTargets(r)
+func subscriptionExpireAll(r *http.Request, op topicOp) error {
+	secs, err := pathInt(r, "seconds", 0, http.StatusBadRequest, "Invalid expiration time %q")
 	if err != nil {
 		return err
 	}
-	ts, err := strconv.ParseInt(r.PathValue("timestamp"), 10, 64)
-	if err != nil {
-		return fail(http.StatusBadRequest, "Invalid timestamp %q", r.PathValue("timestamp"))
-	}
-	name := r.PathValue("subscription")
-	if err := eachTarget(r.Context(), targets, func(ctx context.Context, topic string) error {
-		return svc.ResetCursorToTime(ctx, topic, name, ts)
-	}); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (h *Handler) subscriptionSkip(w http.ResponseWriter, r *http.Request) error {
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return err
-	}
-	n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
-	if err != nil || n < 0 {
-		return fail(http.StatusBadRequest, "Invalid number of messages %q", r.PathValue("n"))
-	}
-	if len(targets) > 1 {
-		return fail(http.StatusMethodNotAllowed, "Skip messages on a partitioned topic is not allowed")
-	}
-	if err := svc.SkipMessages(r.Context(), targets[0].String(), r.PathValue("subscription"), n); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (h *Handler) subscriptionSkipAll(w http.ResponseWriter, r *http.Request) error {
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return err
-	}
-	name := r.PathValue("subscription")
-	if err := eachTarget(r.Context(), targets, func(ctx context.Context, topic string) error {
-		return svc.ClearBacklog(ctx, topic, name)
-	}); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (h *Handler) subscriptionExpire(w http.ResponseWriter, r *http.Request) error {
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return err
-	}
-	secs, err := strconv.ParseInt(r.PathValue("seconds"), 10, 64)
-	if err != nil || secs < 0 {
-		return fail(http.StatusBadRequest, "Invalid expiration time %q", r.PathValue("seconds"))
-	}
-	name := r.PathValue("subscription")
-	if err := eachTarget(r.Context(), targets, func(ctx context.Context, topic string) error {
-		return svc.ExpireMessages(ctx, topic, name, secs)
-	}); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (h *Handler) subscriptionExpireAll(w http.ResponseWriter, r *http.Request) error {
-	_, targets, svc, err := h.topicTargets(r)
-	if err != nil {
-		return err
-	}
-	secs, err := strconv.ParseInt(r.PathValue("seconds"), 10, 64)
-	if err != nil || secs < 0 {
-		return fail(http.StatusBadRequest, "Invalid expiration time %q", r.PathValue("seconds"))
-	}
-	if err := eachTarget(r.Context(), targets, func(ctx context.Context, topic string) error {
-		subs, err := svc.Subscriptions(ctx, topic)
+	return op.each(r.Context(), func(ctx context.Context, topic string) error {
+		subs, err := op.svc.Subscriptions(ctx, topic)
 		if err != nil {
 			return err
 		}
 		for _, s := range subs {
-			if err := svc.ExpireMessages(ctx, topic, s, secs); err != nil && !errors.Is(err, ErrSubscriptionNotFound) {
+			if err := op.svc.ExpireMessages(ctx, topic, s, secs); err != nil && !errors.Is(err, ErrSubscriptionNotFound) {
 				return err
 			}
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	return noContent(w)
+	})
 }
 
-func (h *Handler) subscriptionPeek(w http.ResponseWriter, r *http.Request) error {
-	t, targets, svc, err := h.topicTargets(r)
+func subscriptionPeek(r *http.Request, op topicOp) (adminapi.RawMessage, error) {
+	n, err := pathInt(r, "n", 1, http.StatusPreconditionFailed, "Invalid message position %q: positions start at 1")
 	if err != nil {
-		return err
-	}
-	n, err := strconv.Atoi(r.PathValue("n"))
-	if err != nil || n < 1 {
-		return fail(http.StatusPreconditionFailed, "Invalid message position %q: positions start at 1", r.PathValue("n"))
+		return adminapi.RawMessage{}, err
 	}
 	if n > MaxPeekPosition {
-		return fail(http.StatusPreconditionFailed, "Message position %d is beyond the peek limit of %d; reset a subscription or read by id instead", n, MaxPeekPosition)
+		return adminapi.RawMessage{}, fail(http.StatusPreconditionFailed, "Message position %d is beyond the peek limit of %d; reset a subscription or read by id instead", n, MaxPeekPosition)
 	}
-	if len(targets) > 1 || h.partitionsOf(t) != nil {
-		return fail(http.StatusMethodNotAllowed, "Peek messages on a partitioned topic is not allowed; peek its partitions")
+	if len(op.targets) > 1 || op.partitioned {
+		return adminapi.RawMessage{}, fail(http.StatusMethodNotAllowed, "Peek messages on a partitioned topic is not allowed; peek its partitions")
 	}
-	m, err := svc.PeekMessage(r.Context(), targets[0].String(), r.PathValue("subscription"), n)
-	if err != nil {
-		return err
-	}
-	return writeRawMessage(w, m)
+	return op.svc.PeekMessage(r.Context(), op.targets[0].String(), r.PathValue("subscription"), int(n))
 }
 
-func (h *Handler) messageByID(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
-	svc, err := h.topics()
-	if err != nil {
-		return err
-	}
+func (h *Handler) messageByID(r *http.Request, c topicCall) (adminapi.RawMessage, error) {
 	ledger, err1 := strconv.ParseInt(r.PathValue("ledger"), 10, 64)
 	entry, err2 := strconv.ParseInt(r.PathValue("entry"), 10, 64)
 	if err1 != nil || err2 != nil {
-		return fail(http.StatusBadRequest, "Invalid ledger or entry id")
+		return adminapi.RawMessage{}, fail(http.StatusBadRequest, "Invalid ledger or entry id")
 	}
-	if h.partitionsOf(t) != nil {
-		return fail(http.StatusMethodNotAllowed, "Get message by id on a partitioned topic is not allowed; use a partition")
+	if h.partitionsOf(c.topic) != nil {
+		return adminapi.RawMessage{}, fail(http.StatusMethodNotAllowed, "Get message by id on a partitioned topic is not allowed; use a partition")
 	}
-	m, err := svc.GetMessageByID(r.Context(), t.String(), ledger, entry)
-	if err != nil {
-		return err
-	}
-	return writeRawMessage(w, m)
+	return c.svc.GetMessageByID(r.Context(), c.topic.String(), ledger, entry)
 }
 
 // writeRawMessage answers a peeked message as Pulsar does: the payload as an octet stream and the

@@ -1,124 +1,23 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 )
 
-// tpPolicy is one topic-level policy endpoint (`.../{topic}/<path>`). GET answers the topic-level
-// value, or with ?applied=true the value in force (topic, else namespace); unset answers 204.
-type tpPolicy struct {
-	path       string
-	setMethods []string
-	get        func(tp *adminapi.TopicPolicies) (any, bool)
-	applied    func(p *adminapi.Policies) (any, bool) // namespace fallback; nil = none
-	set        func(tp *adminapi.TopicPolicies, body []byte, q url.Values) error
-	remove     func(tp *adminapi.TopicPolicies)
-}
+// tpPolicy is a row of the topic policy table.
+type tpPolicy = policy[adminapi.TopicPolicies]
 
-func (h *Handler) registerTopicPolicy(base string, pol tpPolicy) {
-	h.handle("GET "+base+"/"+pol.path, func(w http.ResponseWriter, r *http.Request) error {
-		t, err := h.topicInExistingNamespace(r)
-		if err != nil {
-			return err
-		}
-		tp, _ := h.cat.TopicPolicies(t.String())
-		if v, set := pol.get(&tp); set {
-			return ok(w, v)
-		}
-		if queryBool(r, "applied") && pol.applied != nil {
-			p, _ := h.cat.Namespace(t.NamespaceName().String())
-			if v, set := pol.applied(&p); set {
-				return ok(w, v)
-			}
-		}
-		return noContent(w)
-	})
-	for _, m := range pol.setMethods {
-		h.handle(m+" "+base+"/"+pol.path, func(w http.ResponseWriter, r *http.Request) error {
-			t, err := h.topicFromPath(r)
-			if err != nil {
-				return err
-			}
-			body, err := readBody(r)
-			if err != nil {
-				return err
-			}
-			var probe adminapi.TopicPolicies
-			if err := pol.set(&probe, body, r.URL.Query()); err != nil {
-				return err
-			}
-			if err := h.requireExistingTopic(r, t); err != nil {
-				return err
-			}
-			if err := h.cat.UpdateTopicPolicies(r.Context(), t.Base().String(), func(tp *adminapi.TopicPolicies) error {
-				return pol.set(tp, body, r.URL.Query())
-			}); err != nil {
-				return err
-			}
-			return noContent(w)
-		})
-	}
-	if pol.remove != nil {
-		h.handle("DELETE "+base+"/"+pol.path, func(w http.ResponseWriter, r *http.Request) error {
-			t, err := h.topicFromPath(r)
-			if err != nil {
-				return err
-			}
-			if err := h.requireExistingTopic(r, t); err != nil {
-				return err
-			}
-			if err := h.cat.UpdateTopicPolicies(r.Context(), t.Base().String(), func(tp *adminapi.TopicPolicies) error {
-				pol.remove(tp)
-				return nil
-			}); err != nil {
-				return err
-			}
-			return noContent(w)
-		})
-	}
-}
-
+// tpPtr is a nullable topic field written with POST; ns, if set, is the namespace's field that
+// ?applied=true falls back to.
 func tpPtr[T any](path string, field func(tp *adminapi.TopicPolicies) **T, ns func(p *adminapi.Policies) **T, check func(T) error) tpPolicy {
-	pol := tpPolicy{
-		path:       path,
-		setMethods: post,
-		get: func(tp *adminapi.TopicPolicies) (any, bool) {
-			v := *field(tp)
-			if v == nil {
-				return nil, false
-			}
-			return *v, true
-		},
-		set: func(tp *adminapi.TopicPolicies, body []byte, _ url.Values) error {
-			v, err := decodeValue[T](body)
-			if err != nil {
-				return err
-			}
-			if check != nil {
-				if err := check(v); err != nil {
-					return err
-				}
-			}
-			*field(tp) = &v
-			return nil
-		},
-		remove: func(tp *adminapi.TopicPolicies) { *field(tp) = nil },
-	}
+	pol := ptrPolicy(path, post, field, check)
 	if ns != nil {
-		pol.applied = func(p *adminapi.Policies) (any, bool) {
-			v := *ns(p)
-			if v == nil {
-				return nil, false
-			}
-			return *v, true
-		}
+		pol.applied = nullable(ns)
 	}
 	return pol
 }
@@ -132,46 +31,31 @@ func tpRate[T any](path, cluster string, field func(tp *adminapi.TopicPolicies) 
 	return pol
 }
 
+// topicPolicies is the topic policy table (policies.go).
 func topicPolicies(cluster string) []tpPolicy {
 	return []tpPolicy{
-		replicateSubscriptionStateTopicPolicy(),
+		withApplied(replicateSubscriptionStatePolicy(tpReplicateSubscriptionState), nsReplicateSubscriptionState),
 		{
-			// Pulsar takes the TTL as a query parameter on POST.
-			path: "messageTTL", setMethods: post,
+			path: "replication", setMethods: post, replication: true,
 			get: func(tp *adminapi.TopicPolicies) (any, bool) {
-				if tp.MessageTTLInSeconds == nil {
-					return nil, false
-				}
-				return *tp.MessageTTLInSeconds, true
+				return tp.ReplicationClusters, len(tp.ReplicationClusters) > 0
 			},
-			applied: func(p *adminapi.Policies) (any, bool) {
-				if p.MessageTTLInSeconds == nil {
-					return nil, false
-				}
-				return *p.MessageTTLInSeconds, true
+			applied: always(func(p *adminapi.Policies) *[]string { return &p.ReplicationClusters }),
+			set:     replicationChange(func(tp *adminapi.TopicPolicies, _, valid []string) { tp.ReplicationClusters = valid }),
+			// nil: the namespace's clusters apply again.
+			remove: clearTo(func(tp *adminapi.TopicPolicies) *[]string { return &tp.ReplicationClusters }, nil),
+		},
+		backlogQuotaPolicy(func(tp *adminapi.TopicPolicies) *map[string]adminapi.BacklogQuota { return &tp.BacklogQuotaMap }, nil),
+		{
+			// Pulsar takes the TTL as a query parameter on POST, or else as the body.
+			path: "messageTTL", setMethods: post,
+			get:     nullable(func(tp *adminapi.TopicPolicies) **int { return &tp.MessageTTLInSeconds }),
+			applied: nullable(func(p *adminapi.Policies) **int { return &p.MessageTTLInSeconds }),
+			set: func(in *policyRequest) (func(*adminapi.TopicPolicies) error, error) {
+				v, err := topicMessageTTL(in)
+				return assign(func(tp *adminapi.TopicPolicies) **int { return &tp.MessageTTLInSeconds }, &v), err
 			},
-			set: func(tp *adminapi.TopicPolicies, body []byte, q url.Values) error {
-				var v int
-				if s := q.Get("messageTTL"); s != "" {
-					n, err := strconv.Atoi(s)
-					if err != nil {
-						return fail(http.StatusBadRequest, "Invalid messageTTL %q", s)
-					}
-					v = n
-				} else {
-					n, err := decodeValue[int](body)
-					if err != nil {
-						return err
-					}
-					v = n
-				}
-				if v < 0 {
-					return fail(http.StatusPreconditionFailed, "Invalid value for message TTL")
-				}
-				tp.MessageTTLInSeconds = &v
-				return nil
-			},
-			remove: func(tp *adminapi.TopicPolicies) { tp.MessageTTLInSeconds = nil },
+			remove: clearTo(func(tp *adminapi.TopicPolicies) **int { return &tp.MessageTTLInSeconds }, nil),
 		},
 		tpPtr("maxProducers", func(tp *adminapi.TopicPolicies) **int { return &tp.MaxProducerPerTopic }, func(p *adminapi.Policies) **int { return &p.MaxProducersPerTopic }, nonNegative("maxProducers must be 0 or more")),
 		tpPtr("maxConsumers", func(tp *adminapi.TopicPolicies) **int { return &tp.MaxConsumerPerTopic }, func(p *adminapi.Policies) **int { return &p.MaxConsumersPerTopic }, nonNegative("maxConsumers must be 0 or more")),
@@ -201,72 +85,75 @@ func topicPolicies(cluster string) []tpPolicy {
 		tpRate[adminapi.SubscribeRate]("subscribeRate", cluster, func(tp *adminapi.TopicPolicies) **adminapi.SubscribeRate { return &tp.SubscribeRate }, func(p *adminapi.Policies) map[string]adminapi.SubscribeRate { return p.ClusterSubscribeRate }, nil),
 		{
 			path: "schemaCompatibilityStrategy", setMethods: put,
-			get: func(tp *adminapi.TopicPolicies) (any, bool) {
-				if tp.SchemaCompatibilityStrategy == nil {
-					return nil, false
-				}
-				return *tp.SchemaCompatibilityStrategy, true
+			get:     nullable(tpSchemaCompatibility),
+			applied: always(func(p *adminapi.Policies) *string { return &p.SchemaCompatibilityStrategy }),
+			set: func(in *policyRequest) (func(*adminapi.TopicPolicies) error, error) {
+				v, err := decodeChecked(in, decodeLenientString, func(v string) error {
+					return validAsNamespacePolicy(func(p *adminapi.Policies) { p.SchemaCompatibilityStrategy = v })
+				})
+				return assign(tpSchemaCompatibility, &v), err
 			},
-			applied: func(p *adminapi.Policies) (any, bool) { return p.SchemaCompatibilityStrategy, true },
-			set: func(tp *adminapi.TopicPolicies, body []byte, _ url.Values) error {
-				v, err := decodeLenientString(body)
-				if err != nil {
-					return err
-				}
-				probe := adminapi.NewPolicies()
-				probe.SchemaCompatibilityStrategy = v
-				if err := catalog.ValidatePolicies(&probe); err != nil {
-					return err
-				}
-				tp.SchemaCompatibilityStrategy = &v
-				return nil
-			},
-			remove: func(tp *adminapi.TopicPolicies) { tp.SchemaCompatibilityStrategy = nil },
+			remove: clearTo(tpSchemaCompatibility, nil),
 		},
 		{
 			path: "subscriptionTypesEnabled", setMethods: post,
 			get: func(tp *adminapi.TopicPolicies) (any, bool) {
 				return tp.SubscriptionTypesEnabled, tp.SubscriptionTypesEnabled != nil
 			},
-			set: func(tp *adminapi.TopicPolicies, body []byte, _ url.Values) error {
-				v, err := decodeValue[[]string](body)
-				if err != nil {
-					return err
-				}
-				probe := adminapi.NewPolicies()
-				probe.SubscriptionTypesEnabled = v
-				if err := catalog.ValidatePolicies(&probe); err != nil {
-					return err
-				}
-				tp.SubscriptionTypesEnabled = v
-				return nil
-			},
-			remove: func(tp *adminapi.TopicPolicies) { tp.SubscriptionTypesEnabled = nil },
+			set: setWith(tpSubscriptionTypes, decodeValue[[]string], func(v []string) error {
+				return validAsNamespacePolicy(func(p *adminapi.Policies) { p.SubscriptionTypesEnabled = v })
+			}),
+			remove: clearTo(tpSubscriptionTypes, nil),
 		},
 		{
 			path: "offloadPolicies", setMethods: post,
-			get: func(tp *adminapi.TopicPolicies) (any, bool) {
-				return tp.OffloadPolicies, len(tp.OffloadPolicies) > 0 && string(tp.OffloadPolicies) != "null"
-			},
-			applied: func(p *adminapi.Policies) (any, bool) {
-				return p.OffloadPolicies, len(p.OffloadPolicies) > 0 && string(p.OffloadPolicies) != "null"
-			},
-			set: func(tp *adminapi.TopicPolicies, body []byte, _ url.Values) error {
-				var obj map[string]any
-				if err := decodeBytes(body, &obj); err != nil {
-					return err
-				}
-				tp.OffloadPolicies = append(json.RawMessage(nil), bytes.TrimSpace(body)...)
-				return nil
-			},
-			remove: func(tp *adminapi.TopicPolicies) { tp.OffloadPolicies = nil },
+			get:     func(tp *adminapi.TopicPolicies) (any, bool) { return rawObjectSet(tp.OffloadPolicies) },
+			applied: func(p *adminapi.Policies) (any, bool) { return rawObjectSet(p.OffloadPolicies) },
+			set:     setWith(tpOffloadPolicies, decodeJSONObject, nil),
+			remove:  clearTo(tpOffloadPolicies, nil),
 		},
 		{
-			path: "backlogQuotaMap",
-			get: func(tp *adminapi.TopicPolicies) (any, bool) {
-				return tp.BacklogQuotaMap, len(tp.BacklogQuotaMap) > 0
-			},
-			applied: func(p *adminapi.Policies) (any, bool) { return p.BacklogQuotaMap, true },
+			path:    "backlogQuotaMap",
+			get:     func(tp *adminapi.TopicPolicies) (any, bool) { return tp.BacklogQuotaMap, len(tp.BacklogQuotaMap) > 0 },
+			applied: always(func(p *adminapi.Policies) *map[string]adminapi.BacklogQuota { return &p.BacklogQuotaMap }),
 		},
 	}
+}
+
+func tpReplicateSubscriptionState(tp *adminapi.TopicPolicies) **bool {
+	return &tp.ReplicateSubscriptionState
+}
+
+func tpSchemaCompatibility(tp *adminapi.TopicPolicies) **string {
+	return &tp.SchemaCompatibilityStrategy
+}
+
+func tpSubscriptionTypes(tp *adminapi.TopicPolicies) *[]string { return &tp.SubscriptionTypesEnabled }
+
+func tpOffloadPolicies(tp *adminapi.TopicPolicies) *json.RawMessage { return &tp.OffloadPolicies }
+
+// withApplied adds the namespace's nullable field as the value ?applied=true falls back to.
+func withApplied[T any](pol tpPolicy, ns func(p *adminapi.Policies) **T) tpPolicy {
+	pol.applied = nullable(ns)
+	return pol
+}
+
+// topicMessageTTL reads a topic's TTL from ?messageTTL=, else from the body (read either way).
+func topicMessageTTL(in *policyRequest) (int, error) {
+	body, err := in.body()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	if s := in.r.URL.Query().Get("messageTTL"); s != "" {
+		if v, err = strconv.Atoi(s); err != nil {
+			return 0, fail(http.StatusBadRequest, "Invalid messageTTL %q", s)
+		}
+	} else if v, err = decodeValue[int](body); err != nil {
+		return 0, err
+	}
+	if v < 0 {
+		return 0, fail(http.StatusPreconditionFailed, "Invalid value for message TTL")
+	}
+	return v, nil
 }

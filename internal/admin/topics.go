@@ -3,8 +3,9 @@ package admin
 import (
 	"context"
 	"errors"
+	"maps"
+	"math"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/meridian-mq/meridian/adminapi"
@@ -17,52 +18,43 @@ func (h *Handler) topicRoutes() {
 		nsPath := "/admin/v2/" + domain + "/{tenant}/{namespace}"
 		base := nsPath + "/{topic}"
 		dom := naming.Domain(domain)
-		h.handle("GET "+nsPath, func(w http.ResponseWriter, r *http.Request) error {
-			ns, err := h.existingNamespace(r)
-			if err != nil {
-				return err
-			}
-			list, err := h.listTopics(r.Context(), ns.String(), dom)
-			if err != nil {
-				return err
-			}
-			return ok(w, list)
-		})
-		h.handle("GET "+nsPath+"/partitioned", func(w http.ResponseWriter, r *http.Request) error {
-			ns, err := h.existingNamespace(r)
-			if err != nil {
-				return err
-			}
+		h.handle("GET "+nsPath, readEndpoint(h.existingNamespace, func(r *http.Request, ns naming.NamespaceName) ([]string, error) {
+			return h.listTopics(r.Context(), ns.String(), dom)
+		}))
+		h.handle("GET "+nsPath+"/partitioned", readEndpoint(h.existingNamespace, func(r *http.Request, ns naming.NamespaceName) ([]string, error) {
 			out := []string{}
 			for _, t := range h.cat.PartitionedTopics(ns.String()) {
 				if strings.HasPrefix(t, domain+"://") {
 					out = append(out, t)
 				}
 			}
-			return ok(w, out)
-		})
-		h.handle("PUT "+base, h.topicCreate)
-		h.handle("DELETE "+base, h.topicDelete)
-		h.handle("PUT "+base+"/partitions", h.partitionedCreate)
-		h.handle("POST "+base+"/partitions", h.partitionedUpdate)
-		h.handle("GET "+base+"/partitions", h.partitionedMetadata)
-		h.handle("DELETE "+base+"/partitions", h.partitionedDelete)
-		h.handle("GET "+base+"/stats", h.topicStats)
-		h.handle("GET "+base+"/partitioned-stats", h.partitionedStats)
-		h.handle("GET "+base+"/internalStats", h.topicInternalStats)
-		h.handle("GET "+base+"/internal-info", h.topicInternalInfo)
-		h.handle("GET "+base+"/lastMessageId", h.topicLastMessageID)
-		h.handle("GET "+base+"/messageid/{timestamp}", h.topicMessageIDByTime)
-		h.handle("PUT "+base+"/unload", h.topicUnload)
-		h.handle("POST "+base+"/terminate", h.topicTerminate)
-		h.handle("GET "+base+"/properties", h.topicPropertiesGet)
-		h.handle("PUT "+base+"/properties", h.topicPropertiesUpdate)
-		h.handle("DELETE "+base+"/properties", h.topicPropertiesRemove)
-		h.handle("GET "+base+"/replication", h.topicReplicationGet)
-		h.handle("POST "+base+"/replication", h.topicReplicationSet)
-		h.handle("DELETE "+base+"/replication", h.topicReplicationRemove)
-		h.handle("POST "+base+"/backlogQuota", h.topicBacklogQuotaSet)
-		h.handle("DELETE "+base+"/backlogQuota", h.topicBacklogQuotaRemove)
+			return out, nil
+		}))
+		h.handle("PUT "+base, writeEndpoint(h.topicFromPath, h.topicCreate))
+		h.handle("DELETE "+base, writeEndpoint(h.topicInExistingNamespace, h.topicDelete))
+		h.handle("PUT "+base+"/partitions", writeEndpoint(h.topicFromPath, h.partitionedCreate))
+		h.handle("POST "+base+"/partitions", writeEndpoint(h.topicFromPath, h.partitionedUpdate))
+		h.handle("GET "+base+"/partitions", readEndpoint(h.topicInExistingNamespace, h.partitionedMetadata))
+		h.handle("DELETE "+base+"/partitions", writeEndpoint(h.topicInExistingNamespace, h.partitionedDelete))
+		h.handle("GET "+base+"/stats", readEndpoint(h.topicCallOf, func(r *http.Request, c topicCall) (adminapi.TopicStats, error) {
+			st, err := c.svc.TopicStats(r.Context(), c.topic.String(), statsOptions(r))
+			normalizeStats(&st)
+			return st, err
+		}))
+		h.handle("GET "+base+"/partitioned-stats", readEndpoint(h.topicInExistingNamespace, h.partitionedStats))
+		h.handle("GET "+base+"/internalStats", readEndpoint(h.topicCallOf, topicInternalStats))
+		h.handle("GET "+base+"/internal-info", readEndpoint(h.topicCallOf, topicInternalInfo))
+		h.handle("GET "+base+"/lastMessageId", readEndpoint(h.topicCallOf, func(r *http.Request, c topicCall) (adminapi.MessageID, error) {
+			return c.svc.LastMessageID(r.Context(), c.topic.String())
+		}))
+		h.handle("GET "+base+"/messageid/{timestamp}", readEndpoint(h.topicFromPath, h.topicMessageIDByTime))
+		h.handle("PUT "+base+"/unload", writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
+			return op.each(r.Context(), op.svc.Unload)
+		}))
+		h.handle("POST "+base+"/terminate", readEndpoint(h.topicInExistingNamespace, h.topicTerminate))
+		h.handle("GET "+base+"/properties", readEndpoint(h.existingTopic, h.topicPropertiesGet))
+		h.handle("PUT "+base+"/properties", writeEndpoint(h.topicFromPath, h.topicPropertiesUpdate))
+		h.handle("DELETE "+base+"/properties", writeEndpoint(h.topicFromPath, h.topicPropertiesRemove))
 		h.subscriptionRoutes(base)
 		h.translateRoutes(base)
 		for _, pol := range topicPolicies(h.cfg.Cluster) {
@@ -164,11 +156,7 @@ func (h *Handler) partitionsOf(t naming.TopicName) []naming.TopicName {
 	return out
 }
 
-func (h *Handler) topicCreate(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) topicCreate(r *http.Request, t naming.TopicName) error {
 	var props map[string]string
 	b, err := readBody(r)
 	if err != nil {
@@ -192,22 +180,16 @@ func (h *Handler) topicCreate(w http.ResponseWriter, r *http.Request) error {
 	if err := svc.CreateTopic(r.Context(), t.String(), props); err != nil {
 		return err
 	}
-	if len(props) > 0 {
-		if err := h.cat.UpdateTopicPolicies(r.Context(), t.String(), func(tp *adminapi.TopicPolicies) error {
-			tp.Properties = props
-			return nil
-		}); err != nil {
-			return err
-		}
+	if len(props) == 0 {
+		return nil
 	}
-	return noContent(w)
+	return h.cat.UpdateTopicPolicies(r.Context(), t.String(), func(tp *adminapi.TopicPolicies) error {
+		tp.Properties = props
+		return nil
+	})
 }
 
-func (h *Handler) topicDelete(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) topicDelete(r *http.Request, t naming.TopicName) error {
 	if _, found := h.cat.PartitionedTopic(t.String()); found && !t.IsPartition() {
 		return fail(http.StatusConflict, "%s is a partitioned topic; delete it with DELETE .../partitions", t)
 	}
@@ -223,7 +205,7 @@ func (h *Handler) topicDelete(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	return noContent(w)
+	return nil
 }
 
 // decodePartitions accepts a bare integer (the client test suite, `POST .../partitions`) or
@@ -244,11 +226,7 @@ func decodePartitions(b []byte) (int, map[string]string, error) {
 	return n, nil, err
 }
 
-func (h *Handler) partitionedCreate(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) partitionedCreate(r *http.Request, t naming.TopicName) error {
 	b, err := readBody(r)
 	if err != nil {
 		return err
@@ -290,7 +268,7 @@ func (h *Handler) partitionedCreate(w http.ResponseWriter, r *http.Request) erro
 		}
 		return err
 	}
-	return noContent(w)
+	return nil
 }
 
 // checkPartitionNames refuses a partition count whose partition names would not be valid topic
@@ -330,11 +308,7 @@ func (h *Handler) createPartitions(ctx context.Context, t naming.TopicName, from
 	return nil
 }
 
-func (h *Handler) partitionedUpdate(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) partitionedUpdate(r *http.Request, t naming.TopicName) error {
 	b, err := readBody(r)
 	if err != nil {
 		return err
@@ -368,16 +342,12 @@ func (h *Handler) partitionedUpdate(w http.ResponseWriter, r *http.Request) erro
 		}
 		return err
 	}
-	return noContent(w)
+	return nil
 }
 
-func (h *Handler) partitionedMetadata(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) partitionedMetadata(r *http.Request, t naming.TopicName) (adminapi.PartitionedTopicMetadata, error) {
 	if meta, found := h.cat.PartitionedTopic(t.String()); found && !t.IsPartition() {
-		return ok(w, adminapi.PartitionedTopicMetadata{Partitions: meta.Partitions, Properties: meta.Properties})
+		return adminapi.PartitionedTopicMetadata{Partitions: meta.Partitions, Properties: meta.Properties}, nil
 	}
 	if queryBool(r, "checkAllowAutoCreation") && !t.IsPartition() {
 		// Pulsar creates the partitioned metadata on this lookup when the namespace auto-creates
@@ -386,26 +356,22 @@ func (h *Handler) partitionedMetadata(w http.ResponseWriter, r *http.Request) er
 		if o := p.AutoTopicCreationOverride; o != nil && o.AllowAutoTopicCreation && o.TopicType == adminapi.TopicTypePartitioned && o.DefaultNumPartitions != nil {
 			exists, err := h.topicExists(r.Context(), t)
 			if err != nil {
-				return err
+				return adminapi.PartitionedTopicMetadata{}, err
 			}
 			if !exists {
 				err := h.cat.CreatePartitionedTopic(r.Context(), t.String(), *o.DefaultNumPartitions, nil)
 				if err != nil && !catalog.IsKind(err, catalog.ErrAlreadyExists) {
-					return err
+					return adminapi.PartitionedTopicMetadata{}, err
 				}
 				meta, _ := h.cat.PartitionedTopic(t.String())
-				return ok(w, adminapi.PartitionedTopicMetadata{Partitions: meta.Partitions})
+				return adminapi.PartitionedTopicMetadata{Partitions: meta.Partitions}, nil
 			}
 		}
 	}
-	return ok(w, adminapi.PartitionedTopicMetadata{Partitions: 0})
+	return adminapi.PartitionedTopicMetadata{Partitions: 0}, nil
 }
 
-func (h *Handler) partitionedDelete(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) partitionedDelete(r *http.Request, t naming.TopicName) error {
 	parts := h.partitionsOf(t)
 	if parts == nil {
 		return fail(http.StatusNotFound, "Partitioned topic does not exist")
@@ -433,10 +399,7 @@ func (h *Handler) partitionedDelete(w http.ResponseWriter, r *http.Request) erro
 			}
 		}
 	}
-	if err := h.cat.DeletePartitionedTopic(r.Context(), t.String()); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.cat.DeletePartitionedTopic(r.Context(), t.String())
 }
 
 // inUse reports whether a topic has connected producers or consumers.
@@ -460,23 +423,6 @@ func statsOptions(r *http.Request) adminapi.GetStatsOptions {
 		ExcludePublishers:        queryBool(r, "excludePublishers"),
 		ExcludeConsumers:         queryBool(r, "excludeConsumers"),
 	}
-}
-
-func (h *Handler) topicStats(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
-	svc, err := h.topics()
-	if err != nil {
-		return err
-	}
-	st, err := svc.TopicStats(r.Context(), t.String(), statsOptions(r))
-	if err != nil {
-		return err
-	}
-	normalizeStats(&st)
-	return ok(w, st)
 }
 
 // normalizeStats turns absent lists and maps into empty ones, as Pulsar answers them (pulsaradmin's
@@ -515,18 +461,14 @@ func normalizeStats(st *adminapi.TopicStats) {
 	}
 }
 
-func (h *Handler) partitionedStats(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) partitionedStats(r *http.Request, t naming.TopicName) (adminapi.PartitionedTopicStats, error) {
 	meta, found := h.cat.PartitionedTopic(t.String())
 	if !found || t.IsPartition() {
-		return fail(http.StatusNotFound, "Partitioned Topic not found: %s", t)
+		return adminapi.PartitionedTopicStats{}, fail(http.StatusNotFound, "Partitioned Topic not found: %s", t)
 	}
 	svc, err := h.topics()
 	if err != nil {
-		return err
+		return adminapi.PartitionedTopicStats{}, err
 	}
 	perPartition := r.URL.Query().Get("perPartition") == "" || queryBool(r, "perPartition")
 	agg := adminapi.PartitionedTopicStats{
@@ -543,7 +485,7 @@ func (h *Handler) partitionedStats(w http.ResponseWriter, r *http.Request) error
 			continue
 		}
 		if err != nil {
-			return err
+			return adminapi.PartitionedTopicStats{}, err
 		}
 		normalizeStats(&st)
 		aggregate(&agg, st)
@@ -554,7 +496,7 @@ func (h *Handler) partitionedStats(w http.ResponseWriter, r *http.Request) error
 	if agg.MsgInCounter > 0 {
 		agg.AverageMsgSize = float64(agg.BytesInCounter) / float64(agg.MsgInCounter)
 	}
-	return ok(w, agg)
+	return agg, nil
 }
 
 // aggregate folds one partition's stats into a partitioned topic's: sums of rates, counters and
@@ -643,132 +585,70 @@ func aggregate(agg *adminapi.PartitionedTopicStats, st adminapi.TopicStats) {
 	}
 }
 
-func (h *Handler) topicInternalStats(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
-	svc, err := h.topics()
-	if err != nil {
-		return err
-	}
-	st, err := svc.InternalStats(r.Context(), t.String())
-	if err != nil {
-		return err
-	}
+func topicInternalStats(r *http.Request, c topicCall) (adminapi.PersistentTopicInternalStats, error) {
+	st, err := c.svc.InternalStats(r.Context(), c.topic.String())
 	if st.Ledgers == nil {
 		st.Ledgers = []adminapi.LedgerInfo{}
 	}
 	if st.Cursors == nil {
 		st.Cursors = map[string]adminapi.CursorStats{}
 	}
-	return ok(w, st)
+	return st, err
 }
 
-func (h *Handler) topicLastMessageID(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
+func (h *Handler) topicMessageIDByTime(r *http.Request, t naming.TopicName) (adminapi.MessageID, error) {
+	ts, err := pathInt(r, "timestamp", math.MinInt64, http.StatusBadRequest, "Invalid timestamp %q")
 	if err != nil {
-		return err
-	}
-	svc, err := h.topics()
-	if err != nil {
-		return err
-	}
-	id, err := svc.LastMessageID(r.Context(), t.String())
-	if err != nil {
-		return err
-	}
-	return ok(w, id)
-}
-
-func (h *Handler) topicMessageIDByTime(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
-	ts, err := strconv.ParseInt(r.PathValue("timestamp"), 10, 64)
-	if err != nil {
-		return fail(http.StatusBadRequest, "Invalid timestamp %q", r.PathValue("timestamp"))
+		return adminapi.MessageID{}, err
 	}
 	if err := h.requireTopicNamespace(t); err != nil {
-		return err
+		return adminapi.MessageID{}, err
 	}
 	svc, err := h.topics()
 	if err != nil {
-		return err
+		return adminapi.MessageID{}, err
 	}
-	id, err := svc.MessageIDByTimestamp(r.Context(), t.String(), ts)
-	if err != nil {
-		return err
-	}
-	return ok(w, id)
+	return svc.MessageIDByTimestamp(r.Context(), t.String(), ts)
 }
 
-func (h *Handler) topicUnload(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
-	svc, err := h.topics()
-	if err != nil {
-		return err
-	}
-	targets := h.partitionsOf(t)
-	if targets == nil {
-		targets = []naming.TopicName{t}
-	}
-	for _, p := range targets {
-		if err := svc.Unload(r.Context(), p.String()); err != nil && !(len(targets) > 1 && errors.Is(err, ErrTopicNotFound)) {
-			return err
-		}
-	}
-	return noContent(w)
-}
-
-func (h *Handler) topicTerminate(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) topicTerminate(r *http.Request, t naming.TopicName) (adminapi.MessageID, error) {
 	if h.partitionsOf(t) != nil {
-		return fail(http.StatusMethodNotAllowed, "Termination of a partitioned topic is not allowed")
+		return adminapi.MessageID{}, fail(http.StatusMethodNotAllowed, "Termination of a partitioned topic is not allowed")
 	}
 	svc, err := h.topics()
 	if err != nil {
-		return err
+		return adminapi.MessageID{}, err
 	}
 	term, supported := svc.(TopicTerminator)
 	if !supported {
-		return fail(http.StatusNotImplemented, "Operation not supported: terminate")
+		return adminapi.MessageID{}, fail(http.StatusNotImplemented, "Operation not supported: terminate")
 	}
-	id, err := term.Terminate(r.Context(), t.String())
-	if err != nil {
-		return err
-	}
-	return ok(w, id)
+	return term.Terminate(r.Context(), t.String())
 }
 
 // ---- properties: partitioned topics keep them in their metadata, others in the topic policies ----
 
-func (h *Handler) topicPropertiesGet(w http.ResponseWriter, r *http.Request) error {
+// existingTopic resolves the path's topic and checks that it (or its partitioned topic) exists.
+func (h *Handler) existingTopic(r *http.Request) (naming.TopicName, error) {
 	t, err := h.topicFromPath(r)
 	if err != nil {
-		return err
+		return t, err
 	}
-	if err := h.requireExistingTopic(r, t); err != nil {
-		return err
-	}
+	return t, h.requireExistingTopic(r, t)
+}
+
+func (h *Handler) topicPropertiesGet(_ *http.Request, t naming.TopicName) (map[string]string, error) {
+	props := map[string]string{}
 	if meta, found := h.cat.PartitionedTopic(t.Base().String()); found {
-		if meta.Properties == nil {
-			meta.Properties = map[string]string{}
+		if meta.Properties != nil {
+			props = meta.Properties
 		}
-		return ok(w, meta.Properties)
+		return props, nil
 	}
-	tp, _ := h.cat.TopicPolicies(t.String())
-	if tp.Properties == nil {
-		tp.Properties = map[string]string{}
+	if tp, _ := h.cat.TopicPolicies(t.String()); tp.Properties != nil {
+		props = tp.Properties
 	}
-	return ok(w, tp.Properties)
+	return props, nil
 }
 
 func (h *Handler) updateTopicProperties(r *http.Request, t naming.TopicName, fn func(map[string]string)) error {
@@ -793,11 +673,7 @@ func (h *Handler) updateTopicProperties(r *http.Request, t naming.TopicName, fn 
 	})
 }
 
-func (h *Handler) topicPropertiesUpdate(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) topicPropertiesUpdate(r *http.Request, t naming.TopicName) error {
 	var props map[string]string
 	if err := decodeBody(r, &props); err != nil {
 		return err
@@ -805,21 +681,10 @@ func (h *Handler) topicPropertiesUpdate(w http.ResponseWriter, r *http.Request) 
 	if err := h.requireExistingTopic(r, t); err != nil {
 		return err
 	}
-	if err := h.updateTopicProperties(r, t, func(m map[string]string) {
-		for k, v := range props {
-			m[k] = v
-		}
-	}); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.updateTopicProperties(r, t, func(m map[string]string) { maps.Copy(m, props) })
 }
 
-func (h *Handler) topicPropertiesRemove(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
+func (h *Handler) topicPropertiesRemove(r *http.Request, t naming.TopicName) error {
 	key := r.URL.Query().Get("key")
 	if key == "" {
 		return fail(http.StatusBadRequest, "Query parameter key is required")
@@ -827,128 +692,5 @@ func (h *Handler) topicPropertiesRemove(w http.ResponseWriter, r *http.Request) 
 	if err := h.requireExistingTopic(r, t); err != nil {
 		return err
 	}
-	if err := h.updateTopicProperties(r, t, func(m map[string]string) { delete(m, key) }); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-// ---- topic-level replication and backlog quotas (need the tenant and query parameters) ----
-
-func (h *Handler) topicReplicationGet(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicInExistingNamespace(r)
-	if err != nil {
-		return err
-	}
-	tp, _ := h.cat.TopicPolicies(t.String())
-	if len(tp.ReplicationClusters) > 0 {
-		return ok(w, tp.ReplicationClusters)
-	}
-	if queryBool(r, "applied") {
-		p, _ := h.cat.Namespace(t.NamespaceName().String())
-		return ok(w, p.ReplicationClusters)
-	}
-	return noContent(w)
-}
-
-func (h *Handler) topicReplicationSet(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
-	var clusters []string
-	if err := decodeBody(r, &clusters); err != nil {
-		return err
-	}
-	if err := h.requireExistingTopic(r, t); err != nil {
-		return err
-	}
-	clusters, err = h.cat.ValidateReplicationClusters(t.Tenant, clusters)
-	if err != nil {
-		return err
-	}
-	return h.storeTopicReplication(w, r, t, clusters)
-}
-
-func (h *Handler) topicReplicationRemove(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
-	if err := h.requireExistingTopic(r, t); err != nil {
-		return err
-	}
-	return h.storeTopicReplication(w, r, t, nil)
-}
-
-// storeTopicReplication stores a topic's replication clusters (nil: follow the namespace), brings the
-// replicators in step and answers 204.
-func (h *Handler) storeTopicReplication(w http.ResponseWriter, r *http.Request, t naming.TopicName, clusters []string) error {
-	if err := h.cat.UpdateTopicPolicies(r.Context(), t.Base().String(), func(tp *adminapi.TopicPolicies) error {
-		tp.ReplicationClusters = clusters
-		return nil
-	}); err != nil {
-		return err
-	}
-	h.replicationApplied(r, t.NamespaceName().String())
-	return noContent(w)
-}
-
-func (h *Handler) topicBacklogQuotaSet(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
-	typ, err := backlogQuotaType(r)
-	if err != nil {
-		return err
-	}
-	var q adminapi.BacklogQuota
-	if err := decodeBody(r, &q); err != nil {
-		return err
-	}
-	q.Normalize()
-	if q.Policy == "" {
-		q.Policy = adminapi.BacklogPolicyProducerRequestHold
-	}
-	if err := catalog.ValidateBacklogQuota(q); err != nil {
-		return err
-	}
-	if err := h.requireExistingTopic(r, t); err != nil {
-		return err
-	}
-	if err := h.cat.UpdateTopicPolicies(r.Context(), t.Base().String(), func(tp *adminapi.TopicPolicies) error {
-		if tp.BacklogQuotaMap == nil {
-			tp.BacklogQuotaMap = map[string]adminapi.BacklogQuota{}
-		}
-		tp.BacklogQuotaMap[typ] = q
-		return nil
-	}); err != nil {
-		return err
-	}
-	return noContent(w)
-}
-
-func (h *Handler) topicBacklogQuotaRemove(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.topicFromPath(r)
-	if err != nil {
-		return err
-	}
-	typ, err := backlogQuotaType(r)
-	if err != nil {
-		return err
-	}
-	if err := h.requireExistingTopic(r, t); err != nil {
-		return err
-	}
-	if err := h.cat.UpdateTopicPolicies(r.Context(), t.Base().String(), func(tp *adminapi.TopicPolicies) error {
-		delete(tp.BacklogQuotaMap, typ)
-		if len(tp.BacklogQuotaMap) == 0 {
-			tp.BacklogQuotaMap = nil
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	return noContent(w)
+	return h.updateTopicProperties(r, t, func(m map[string]string) { delete(m, key) })
 }

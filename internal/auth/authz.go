@@ -56,11 +56,16 @@ const (
 	// NeedReplicator: publishing entries replicated from Resource.Cluster: a superuser (as
 	// Pulsar's peers replicate) or a role registered as that cluster's replicator role.
 	NeedReplicator
+	// NeedSomeReplicator: a superuser or a role registered as some cluster's replicator role. It
+	// guards routes whose source cluster is named in the request body, which the route's guard
+	// does not read: the handler then checks NeedReplicator for that cluster.
+	NeedSomeReplicator
 )
 
 var needNames = map[Need]string{
 	NeedNone: "none", NeedAuthenticated: "authenticated", NeedLookup: "lookup", NeedProduce: "produce",
 	NeedConsume: "consume", NeedNamespaceAccess: "namespace-access", NeedTenantAdmin: "tenant-admin", NeedSuperUser: "superuser", NeedReplicator: "replicator",
+	NeedSomeReplicator: "some-replicator",
 }
 
 func (n Need) String() string {
@@ -122,6 +127,11 @@ type PolicySource interface {
 // ErrForbidden is the class of every authorization refusal (errors.Is).
 var ErrForbidden = errors.New("not authorized")
 
+// ErrTenantNotFound: an operation that needs a tenant's admin names a tenant that does not exist.
+// Pulsar answers it as "Tenant does not exist" (404) to every role, rather than as a permission
+// no role could have; superusers are not refused (the operation reports it).
+var ErrTenantNotFound = errors.New("Tenant does not exist")
+
 type forbidden struct{ reason string }
 
 func (f *forbidden) Error() string        { return f.reason }
@@ -177,12 +187,22 @@ func (a *Authorizer) Authorize(role string, need Need, res Resource) error {
 			return nil
 		}
 		return &forbidden{fmt.Sprintf("role %q may not replicate from cluster %q into %s: it is neither a superuser nor that cluster's replicator role", role, res.Cluster, res)}
+	case NeedSomeReplicator:
+		if a.IsSuperUser(role) || (role != "" && a.src.IsReplicatorRole(role)) {
+			return nil
+		}
+		return &forbidden{fmt.Sprintf("role %q is neither a superuser nor a cluster's replicator role", role)}
 	}
 	if role == "" {
 		return &forbidden{"credentials are required"}
 	}
 	if a.IsTenantAdmin(role, res.Tenant) {
 		return nil
+	}
+	if need == NeedTenantAdmin && res.Tenant != "" {
+		if _, exists := a.src.TenantAdminRoles(res.Tenant); !exists {
+			return ErrTenantNotFound
+		}
 	}
 	deny := func(what string) error {
 		return &forbidden{fmt.Sprintf("role %q is not authorized to %s on %s", role, what, res)}

@@ -243,3 +243,7 @@ func (b *Broker) Cluster() string { return b.b.cfg.Cluster }
 // Close unloads every topic (disconnecting producers and consumers, waiting for pending appends)
 // and stops the broker's goroutines. It does not close the storage engine (its owner does).
 func (b *Broker) Close(ctx context.Context) error { return b.b.close(ctx) }
+
+// IgnoredAcks is the number of acknowledgements not applied because they name no stored entry of
+// their topic (ackcheck.go).
+func (b *Broker) IgnoredAcks() int64 { return b.b.ignoredAcks.count.Load() }

@@ -28,6 +28,7 @@ type brokerState struct {
 	replicatedIndex func(ctx context.Context, topic naming.TopicName, ledger *storage.Ledger) (ReplicatedEntryIndex, error)
 	owns            func(naming.TopicName) bool // nil: every topic is served here
 	subSync         SubscriptionSync
+	ignoredAcks     ignoredAcks // acknowledgements naming no stored entry (ackcheck.go)
 
 	producerSeq atomic.Uint64
 	consumerSeq atomic.Uint64

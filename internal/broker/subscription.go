@@ -360,15 +360,9 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 		return nil // non-persistent: nothing to acknowledge
 	}
 	c.lastAcked.Store(s.topic.b.nowMs())
-	acks, invalid := s.validAcks(acks)
-	if invalid != nil {
-		defer func() {
-			s.topic.b.log.Warn("acknowledgement of entries that do not exist ignored", slog.String("topic", s.topic.name.String()),
-				slog.String("subscription", s.name), slog.Any("err", invalid))
-		}()
-		if len(acks) == 0 {
-			return invalid
-		}
+	acks, refused := s.checkAcks(c, acks) // ackcheck.go
+	if len(acks) == 0 {
+		return refused
 	}
 	s.mu.Lock()
 	subType := s.d.subType
@@ -427,25 +421,6 @@ func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ac
 	s.mu.Unlock()
 	c.msgAcked.Add(int64(len(whole)))
 	return batchErr
-}
-
-// validAcks drops acknowledgements of positions after the last stored entry: acknowledging an
-// entry before it exists would hide it from this subscription once written (Pulsar refuses them too).
-func (s *subscriptionState) validAcks(acks []Ack) ([]Ack, error) {
-	last := s.topic.ledger.LastConfirmed()
-	var bad []mtypes.Position
-	kept := acks[:0:0]
-	for _, a := range acks {
-		if a.Position.Compare(last) > 0 || a.Position.LedgerID < 0 {
-			bad = append(bad, a.Position)
-			continue
-		}
-		kept = append(kept, a)
-	}
-	if bad == nil {
-		return acks, nil
-	}
-	return kept, fmt.Errorf("ack of %v after the last entry %s: %w", bad, last, ErrInvalidRequest)
 }
 
 // ackBatch applies a batch-index acknowledgement (a.AckSet: bit set = still unacknowledged). The

@@ -319,11 +319,35 @@ func TestAllocateLedgerIDsNeverOverlap(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	first, err := AllocateLedgerIDs(context.Background(), store, 5000, 10)
-	if err != nil || first != 5000 {
-		t.Fatalf("with a floor above the counter: %d, %v", first, err)
+	last := int64(0)
+	for id := range seen {
+		last = max(last, id)
 	}
-	if next, _ := AllocateLedgerIDs(context.Background(), store, 0, 1); next != 5010 {
-		t.Fatalf("after the floor: %d", next)
+	floor := last + 5000
+	first, err := AllocateLedgerIDs(context.Background(), store, floor, 10)
+	if err != nil || first != floor {
+		t.Fatalf("with a floor above the counter: %d, %v (floor %d)", first, err, floor)
+	}
+	if next, _ := AllocateLedgerIDs(context.Background(), store, 0, 1); next != floor+10 {
+		t.Fatalf("after the floor: %d, want %d", next, floor+10)
+	}
+}
+
+// TestNewLedgerIDCounterStartsAtRandom: a new cluster's counter starts at its own random multiple
+// of the block in [2^32, 2^47), so two clusters' positions practically never name the same
+// ledger (a consumer moved by a switchover acknowledges positions of its old cluster).
+func TestNewLedgerIDCounterStartsAtRandom(t *testing.T) {
+	seen := map[int64]bool{}
+	for range 4 {
+		store := memstore.New()
+		first, err := AllocateLedgerIDs(context.Background(), store, 0, 10)
+		store.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first < 1<<32 || first >= 1<<47 || first%4096 != 0 || seen[first] {
+			t.Fatalf("a new counter starts at %d (seen: %v)", first, seen)
+		}
+		seen[first] = true
 	}
 }

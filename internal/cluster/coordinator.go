@@ -421,6 +421,11 @@ func (c *Coordinator) Owner(namespace, topic string) (BrokerInfo, bool) {
 	return c.view.broker(id)
 }
 
+// Assigned reports whether the topic's bundle has an owner (live or not).
+func (c *Coordinator) Assigned(namespace, topic string) bool {
+	return c.view.owner(c.BundleOf(namespace, topic)) != ""
+}
+
 // OwnedBundles lists this broker's bundles, sorted by name.
 func (c *Coordinator) OwnedBundles() []Bundle {
 	out := c.view.ownedBy(c.opts.Self.ID)

@@ -26,8 +26,11 @@ type Sources struct {
 // Report is what Apply did not use. It never holds a value.
 type Report struct {
 	// Ignored are the keys of the file and of PULSAR_PREFIX_ variables that Meridian does not
-	// know (Pulsar's settings of features it does not have), sorted, each once.
+	// use (Pulsar's settings of features it does not have), sorted, each once.
 	Ignored []string
+	// Unknown are those of Ignored that are not Pulsar keys Meridian knows to ignore
+	// (pulsarignored.go): a misspelt key lands here.
+	Unknown []string
 	// Warnings are things worth a log line: a key set twice, an unknown MERIDIAN_STANDALONE_
 	// variable.
 	Warnings []string
@@ -127,8 +130,12 @@ func (s *Settings) Apply(src Sources) (Report, error) {
 	}
 	for k := range ignored {
 		rep.Ignored = append(rep.Ignored, k)
+		if ignoredReason(k) == "" {
+			rep.Unknown = append(rep.Unknown, k)
+		}
 	}
 	sort.Strings(rep.Ignored)
+	sort.Strings(rep.Unknown)
 	return rep, errors.Join(errs...)
 }
 

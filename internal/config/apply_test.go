@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -333,29 +334,64 @@ func TestKeySource(t *testing.T) {
 	}
 }
 
-// TestPulsarClientSuiteConfigParses reads a configuration in the shape of the one pulsar-client-go's
-// CI starts Pulsar with (its integration-tests/conf/standalone.conf: TLS, three authentication
-// providers, many Pulsar-only keys): it parses, the Pulsar-only keys are reported as ignored, and
-// the security keys land in Settings.
+// TestPulsarClientSuiteConfigParses reads a configuration with every key of the one
+// pulsar-client-go's CI starts Pulsar with (its integration-tests/conf/standalone.conf: TLS, three
+// authentication providers, brokerClient* defaults for outgoing links, many Pulsar-only keys): it
+// parses and passes RefuseUnimplemented, the security keys land in Settings, and every key
+// Meridian does not use is a Pulsar key it knows to ignore (none is unknown).
 func TestPulsarClientSuiteConfigParses(t *testing.T) {
 	entries, err := os.ReadFile("testdata/pulsar-style-standalone.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, rep := apply(t, Sources{File: mustParse(t, string(entries))})
+	// The client's CI gives the basic provider its htpasswd file outside the file (a Java system
+	// property); here it comes from the environment.
+	s, rep := apply(t, Sources{File: mustParse(t, string(entries)), Environ: []string{"PULSAR_PREFIX_basicAuthConf=/pulsar/conf/.htpasswd"}})
 	if s.Cluster != "standalone" || s.BrokerAddr != "0.0.0.0:6650" || s.BrokerTLSAddr != "0.0.0.0:6651" || s.WebTLSAddr != "0.0.0.0:8443" ||
 		s.AdvertisedAddress != "localhost" || s.MaxMessageSize != 1048576 || s.TLS.CertificateFile != "/pulsar/certs/broker-cert.pem" ||
 		!s.Auth.AuthenticationEnabled || len(s.Auth.Providers) != 3 || s.Auth.TokenSecretKey.Path != "/pulsar/tokens/secret.key" ||
-		!s.BrokerClient.TLSEnabled || s.ShutdownTimeout != 3*time.Second {
+		s.ShutdownTimeout != 3*time.Second {
 		t.Fatalf("settings from the client suite's standalone.conf: %+v", s)
 	}
-	for _, k := range []string{"zookeeperServers", "managedLedgerDefaultEnsembleSize", "transactionCoordinatorEnabled"} {
-		found := false
-		for _, ig := range rep.Ignored {
-			found = found || ig == k
-		}
-		if !found {
+	want := BrokerClient{TLSEnabled: true, TrustCertsFile: "/pulsar/certs/cacert.pem",
+		AuthenticationPlugin:     "org.apache.pulsar.client.impl.auth.AuthenticationTls",
+		AuthenticationParameters: `{"tlsCertFile":"/pulsar/certs/client-cert.pem","tlsKeyFile":"/pulsar/certs/client-key.pem"}`}
+	if !reflect.DeepEqual(s.BrokerClient, want) {
+		t.Errorf("broker client = %+v, want %+v", s.BrokerClient, want)
+	}
+	if err := s.RefuseUnimplemented(); err != nil {
+		t.Errorf("RefuseUnimplemented: %v", err)
+	}
+	for _, k := range []string{"zookeeperServers", "managedLedgerDefaultEnsembleSize", "transactionCoordinatorEnabled", "bookkeeperClientAuthenticationPlugin"} {
+		if !slices.Contains(rep.Ignored, k) {
 			t.Errorf("%s not reported as ignored: %v", k, rep.Ignored)
 		}
+	}
+	if len(rep.Ignored) < 60 || len(rep.Unknown) != 0 {
+		t.Errorf("%d ignored keys, unknown ones: %v; want every ignored key known", len(rep.Ignored), rep.Unknown)
+	}
+}
+
+// TestUnknownKeysAreReportedApart: a key that is neither a setting nor a Pulsar key Meridian
+// knows to ignore (a misspelling) is ignored and also reported as unknown; known Pulsar keys are
+// not.
+func TestUnknownKeysAreReportedApart(t *testing.T) {
+	_, rep := apply(t, Sources{File: mustParse(t, "loadBalancerEnabled=false\nbackLogQuotaCheckEnabled=true\nsuperUserRole=admin\n")})
+	if !reflect.DeepEqual(rep.Ignored, []string{"backLogQuotaCheckEnabled", "loadBalancerEnabled", "superUserRole"}) ||
+		!reflect.DeepEqual(rep.Unknown, []string{"backLogQuotaCheckEnabled", "superUserRole"}) {
+		t.Errorf("ignored %v, unknown %v", rep.Ignored, rep.Unknown)
+	}
+}
+
+// TestBrokerClientDefaultsAccepted: the brokerClient* keys are defaults for outgoing links, not
+// refused; a plugin the links cannot present is.
+func TestBrokerClientDefaultsAccepted(t *testing.T) {
+	s, _ := apply(t, Sources{File: mustParse(t, "brokerClientTlsEnabled=true\nbrokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken\nbrokerClientAuthenticationParameters=token:x\n")})
+	if err := s.RefuseUnimplemented(); err != nil {
+		t.Errorf("brokerClient* defaults refused: %v", err)
+	}
+	s, _ = apply(t, Sources{File: mustParse(t, "brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2\n")})
+	if err := s.RefuseUnimplemented(); err == nil || !strings.Contains(err.Error(), "brokerClientAuthenticationPlugin") {
+		t.Errorf("an unimplemented client plugin: %v", err)
 	}
 }

@@ -10,16 +10,7 @@ import (
 // every setting, starting with its file key and its flag ("| `key` | `--flag` |", "—" for a missing
 // one; the flag cell may go on with its argument), and no row for a setting that does not exist.
 func TestOperationsDocListsEveryKey(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const section = "## Settings: flags, configuration file, environment"
-	_, text, ok := strings.Cut(string(doc), "\n"+section+"\n")
-	if !ok {
-		t.Fatalf("docs/operations.md has no section %q", section)
-	}
-	text, _, _ = strings.Cut(text, "\n## ")
+	text := operationsSection(t, "## Settings: flags, configuration file, environment")
 	rows := map[string]bool{}
 	for _, line := range strings.Split(text, "\n") {
 		cells := strings.Split(line, "|")
@@ -51,4 +42,36 @@ func TestOperationsDocListsEveryKey(t *testing.T) {
 			t.Errorf("docs/operations.md has a row for %s, which is not a setting", row)
 		}
 	}
+}
+
+// TestOperationsDocListsIgnoredKeys: the section of docs/operations.md on Pulsar keys Meridian
+// knows and ignores names every one of them (a family by its prefix and "*").
+func TestOperationsDocListsIgnoredKeys(t *testing.T) {
+	const section = "## Pulsar keys Meridian knows and ignores"
+	text := operationsSection(t, section)
+	for key := range ignoredKeys {
+		if !strings.Contains(text, "`"+key+"`") {
+			t.Errorf("docs/operations.md, %q, does not name `%s`", section, key)
+		}
+	}
+	for _, f := range ignoredFamilies {
+		if !strings.Contains(text, "`"+f.prefix+"*`") {
+			t.Errorf("docs/operations.md, %q, does not name `%s*`", section, f.prefix)
+		}
+	}
+}
+
+// operationsSection returns the text of a "## " section of docs/operations.md.
+func operationsSection(t *testing.T, section string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, ok := strings.Cut(string(doc), "\n"+section+"\n")
+	if !ok {
+		t.Fatalf("docs/operations.md has no section %q", section)
+	}
+	text, _, _ = strings.Cut(text, "\n## ")
+	return text
 }

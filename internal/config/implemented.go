@@ -9,10 +9,20 @@ import (
 // implementedProviders are the authentication providers this build has (internal/auth).
 var implementedProviders = []AuthProvider{AuthProviderToken, AuthProviderTLS, AuthProviderBasic}
 
+// implementedClientPlugins are the Pulsar client authentication plugins Meridian's outgoing links
+// present (brokerClientAuthenticationPlugin, and a cluster's authenticationPlugin): class names
+// and the short names Pulsar's clients also accept.
+var implementedClientPlugins = []string{
+	"org.apache.pulsar.client.impl.auth.AuthenticationToken", "token",
+	"org.apache.pulsar.client.impl.auth.AuthenticationTls", "tls",
+	"org.apache.pulsar.client.impl.auth.AuthenticationBasic", "basic",
+}
+
 // RefuseUnimplemented returns an error for every security setting whose value asks for something
 // this build reads but does not do, so that a broker never runs more open than its configuration
-// says: an authentication provider it does not have, TLS and credentials on
-// replication links. Settings that only matter once one of those is on (superUserRoles, ...) are
+// says: an authentication provider it does not have, or credentials for outgoing links
+// (brokerClientAuthenticationPlugin) in a form its links cannot present. Whether the brokerClient*
+// files and parameters can be used is checked when the node's options are validated. Settings that only matter once one of those is on (superUserRoles, ...) are
 // accepted and have no effect, as Pulsar treats them with the feature off.
 func (s *Settings) RefuseUnimplemented() error {
 	var errs []error
@@ -32,11 +42,8 @@ func (s *Settings) RefuseUnimplemented() error {
 			errs = append(errs, errors.New("AuthenticationProviderBasic needs basicAuthConf (an htpasswd file)"))
 		}
 	}
-	if s.BrokerClient.TLSEnabled {
-		errs = append(errs, errors.New("brokerClientTlsEnabled=true: this build takes a replication link's TLS from the remote cluster's data (brokerClientTlsEnabled, brokerServiceUrlTls, brokerClientTrustCertsFilePath in the cluster's registration), not from the broker's configuration"))
-	}
-	if s.BrokerClient.AuthenticationPlugin != "" {
-		errs = append(errs, errors.New("brokerClientAuthenticationPlugin is set: this build takes a replication link's credentials from the remote cluster's data (authenticationPlugin, authenticationParameters in the cluster's registration), not from the broker's configuration"))
+	if p := s.BrokerClient.AuthenticationPlugin; p != "" && !slices.Contains(implementedClientPlugins, p) {
+		errs = append(errs, fmt.Errorf("brokerClientAuthenticationPlugin: %s is not implemented by this build's outgoing links (AuthenticationToken, AuthenticationTls, AuthenticationBasic); links would replicate without the credentials the file names", p))
 	}
 	return errors.Join(errs...)
 }

@@ -97,6 +97,9 @@ func init() {
 		intKey("brokers", "brokers", "run a cluster of this many brokers in one process, broker i on 127.0.0.i with the same ports, for trying scale-out on one machine (1 = one broker)", func(s *Settings) *int { return &s.Brokers }),
 		strKey("replication-start-at", "replication-start-at", "where a new replicator starts on a topic that already has data: earliest|latest", func(s *Settings) *string { return &s.ReplicationStartAt }),
 		intKey("brokerMaxConnectionsPerIp", "max-connections-per-ip", "binary-protocol connections one source address may have open (0 = no limit)", func(s *Settings) *int { return &s.MaxConnectionsPerIP }),
+		intKey("maxPendingPublishRequestsPerConnection", "max-pending-publish-requests", "publishes one connection may have in flight (read, not yet stored) before it stops being read", func(s *Settings) *int { return &s.MaxPendingPublishRequests }),
+		intKey("max-pending-publish-bytes", "max-pending-publish-bytes", "bytes of publishes one connection may have in flight before it stops being read (0 = only the broker-wide budget)", func(s *Settings) *int { return &s.MaxPendingPublishBytes }),
+		intKey("max-outbound-bytes", "max-outbound-bytes", "bytes queued to one client before its connection stops being read; at 4x the connection is closed", func(s *Settings) *int { return &s.MaxOutboundBytes }),
 		intKey("maxMessageSize", "max-message-size", "largest message in bytes; advertised to clients and enforced", func(s *Settings) *int { return &s.MaxMessageSize }),
 		strKey("fsync", "fsync", "always: acknowledge after fsync; interval: acknowledge before fsync (a crash can lose acknowledged messages)", func(s *Settings) *string { return &s.Fsync }),
 		intKey("fsync-pipeline", "fsync-pipeline", "with --fsync always: group commits whose fsync may run at once (1 = one at a time)", func(s *Settings) *int { return &s.FsyncPipeline }),
@@ -168,13 +171,15 @@ func init() {
 		boolKey("authenticateMetricsEndpoint", "", "/metrics needs credentials", func(s *Settings) *bool { return &s.Auth.AuthenticateMetricsEndpoint }),
 		durationKey("authenticationRefreshCheckSeconds", "", time.Second, "how often connections' credentials are checked for expiry (AUTH_CHALLENGE)", func(s *Settings) *time.Duration { return &s.Auth.RefreshCheckInterval }),
 
-		// Outgoing links to other brokers (replication).
-		boolKey("brokerClientTlsEnabled", "", "replication links use TLS (not implemented by this build: true is refused)", func(s *Settings) *bool { return &s.BrokerClient.TLSEnabled }),
-		strKey("brokerClientTrustCertsFilePath", "", "PEM CA certificates remote brokers are verified against", func(s *Settings) *string { return &s.BrokerClient.TrustCertsFile }),
-		strKey("brokerClientCertificateFilePath", "", "PEM client certificate of replication links", func(s *Settings) *string { return &s.BrokerClient.CertificateFile }),
+		// Outgoing links to other brokers (replication): defaults that a remote cluster's own
+		// data overrides (brokerClientTlsEnabled and its files as one set, the plugin and its
+		// parameters as another).
+		boolKey("brokerClientTlsEnabled", "", "default for outgoing links: TLS to a remote cluster whose data does not enable it (its brokerServiceUrlTls), always verified", func(s *Settings) *bool { return &s.BrokerClient.TLSEnabled }),
+		strKey("brokerClientTrustCertsFilePath", "", "default for outgoing links: PEM CA certificates remote brokers are verified against (empty: the system's roots)", func(s *Settings) *string { return &s.BrokerClient.TrustCertsFile }),
+		strKey("brokerClientCertificateFilePath", "", "default for outgoing links: PEM client certificate presented to remote brokers", func(s *Settings) *string { return &s.BrokerClient.CertificateFile }),
 		strKey("brokerClientKeyFilePath", "", "PEM private key of brokerClientCertificateFilePath", func(s *Settings) *string { return &s.BrokerClient.KeyFile }),
-		strKey("brokerClientAuthenticationPlugin", "", "Pulsar client authentication class of replication links (not implemented by this build: any is refused)", func(s *Settings) *string { return &s.BrokerClient.AuthenticationPlugin }),
-		secretKey(strKey("brokerClientAuthenticationParameters", "", "parameters of brokerClientAuthenticationPlugin", func(s *Settings) *string { return &s.BrokerClient.AuthenticationParameters })),
+		strKey("brokerClientAuthenticationPlugin", "", "default for outgoing links: Pulsar client authentication class (AuthenticationToken, AuthenticationTls, AuthenticationBasic) for a remote cluster whose data names none", func(s *Settings) *string { return &s.BrokerClient.AuthenticationPlugin }),
+		secretKey(strKey("brokerClientAuthenticationParameters", "", "parameters of brokerClientAuthenticationPlugin (token:..., file:///path, {\"tlsCertFile\":...,\"tlsKeyFile\":...}, {\"userId\":...,\"password\":...})", func(s *Settings) *string { return &s.BrokerClient.AuthenticationParameters })),
 		boolKey("tlsHostnameVerificationEnabled", "", "Meridian's replication links verify host names whatever this says", func(s *Settings) *bool { return &s.BrokerClient.HostnameVerification }),
 		boolKey("brokerClientTlsEnabledWithKeyStore", "", "key stores are not supported: true is refused", func(s *Settings) *bool { return &s.BrokerClient.tlsEnabledWithKeyStore }),
 	}

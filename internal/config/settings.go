@@ -24,6 +24,9 @@ type Settings struct {
 	Brokers                 int
 	ReplicationStartAt      string
 	MaxMessageSize          int
+	// MaxPendingPublishRequests and MaxPendingPublishBytes bound one connection's publishes in
+	// flight (bytes 0: only the broker-wide budget); MaxOutboundBytes what is queued to one client.
+	MaxPendingPublishRequests, MaxPendingPublishBytes, MaxOutboundBytes int
 	// MaxConnectionsPerIP bounds binary-protocol connections from one source address (0: off).
 	MaxConnectionsPerIP                int
 	Fsync                              string
@@ -134,7 +137,8 @@ func DefaultAuth() Auth {
 }
 
 // BrokerClient is how this broker connects to other brokers (replication links): Pulsar's
-// brokerClient* keys.
+// brokerClient* keys. They are defaults: a remote cluster's data that enables TLS or names an
+// authentication plugin overrides them (internal/replication, LinkDefaults).
 type BrokerClient struct {
 	TLSEnabled                                     bool
 	TrustCertsFile, CertificateFile, KeyFile       string

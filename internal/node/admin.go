@@ -81,6 +81,7 @@ var (
 	descDirectBytes  = prometheus.NewDesc("meridian_storage_direct_bytes_total", "Bytes written straight to segment files instead of the journal (--direct-write-bytes).", nil, nil)
 	descSyncSeconds  = prometheus.NewDesc("meridian_storage_sync_seconds", "Duration of journal sync rounds (fdatasync).", nil, nil)
 	descCommitSecs   = prometheus.NewDesc("meridian_storage_commit_seconds", "Time from a group commit's first append until it can be acknowledged (with --fsync always: until it is durable).", nil, nil)
+	descIgnoredAcks  = prometheus.NewDesc("meridian_ignored_acks_total", "Acknowledgements not applied because they name no stored entry of their topic: positions of another cluster (a client moved by a switchover), of entries removed by retention, or after the last entry.", nil, nil)
 	descPublishSecs  = prometheus.NewDesc("meridian_publish_latency_seconds", "Time from the broker taking a publish (a SEND, replicated ones included) to its receipt or error being handed to the connection: the producer's earlier publishes, dedup and the group commit.", nil, nil)
 )
 
@@ -108,7 +109,7 @@ var (
 const maxErrorLabel = 1024
 
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs, descPublishSecs,
+	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs, descPublishSecs, descIgnoredAcks,
 		descStorageReady, descFsyncErrors, descFencedLedgers, descCheckpoints, descCheckpointFails, descCheckpointFailng, descCheckpointError, descJournalFailing,
 		descRepairsPending, descRepairs, descRepairFailures, descJournalBacklog, descJournalBacklogMx, descTornTails, descCacheBytes, descOpenFiles} {
 		ch <- d
@@ -146,6 +147,7 @@ func (nc *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if b := n.components.broker; b != nil {
 		ch <- latencyHistogramMetric(descPublishSecs, b.PublishLatency())
+		ch <- prometheus.MustNewConstMetric(descIgnoredAcks, prometheus.CounterValue, float64(b.IgnoredAcks()))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/server"
+	"github.com/meridian-mq/meridian/internal/tlsreload"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -69,6 +71,8 @@ type clusterMember struct {
 	store metadata.Store
 	cat   *catalog.Catalog
 	log   *slog.Logger
+
+	http *http.Client // calls to the other brokers' admin API (cluster_remote.go)
 
 	mu         sync.Mutex
 	registered map[string]bool // persistent topics this broker has recorded in the registry
@@ -191,7 +195,12 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("join the cluster: %w", err)
 	}
-	c.member = &clusterMember{coord: coord, store: c.localStore, cat: c.catalog, log: log, registered: map[string]bool{}}
+	peers, err := n.peerHTTPClient()
+	if err != nil {
+		coord.Close(ctx)
+		return err
+	}
+	c.member = &clusterMember{coord: coord, store: c.localStore, cat: c.catalog, log: log, http: peers, registered: map[string]bool{}}
 	log.Info("joined the cluster", "brokers", len(coord.Brokers()))
 	return nil
 }
@@ -254,4 +263,16 @@ func (a adminMember) Brokers() []string {
 		}
 	}
 	return out
+}
+
+// peerHTTPClient is the client for the other brokers' admin API: their https:// listeners are
+// verified against the CA this broker's TLS settings trust (the system's without one).
+func (n *Node) peerHTTPClient() (*http.Client, error) {
+	cfg, err := tlsreload.ClientConfig(tlsreload.Files{CAFile: n.opts.TLS.TrustCertsFile}, false)
+	if err != nil {
+		return nil, fmt.Errorf("peer TLS trust: %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	return &http.Client{Transport: tr, Timeout: remoteCallTimeout}, nil
 }

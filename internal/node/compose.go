@@ -177,6 +177,7 @@ func (n *Node) compose(ctx context.Context) error {
 		StartAt:      replication.StartAt(n.opts.ReplicationStartAt),
 		MemoryBytes:  n.opts.ReplicationMemoryBytes,
 		Logger:       log.With("component", "replication"),
+		LinkDefaults: n.opts.linkDefaults(),
 		// --replication-stall-timeout.
 		StallTimeout: n.opts.ReplicationStallTimeout,
 	})
@@ -212,12 +213,16 @@ func (n *Node) compose(ctx context.Context) error {
 		AdmitReplicator:   n.admitReplicator,
 		Authenticator:     n.authn,
 		Authorizer:        n.authz,
+		// Per-connection bounds (0: the server's defaults).
+		MaxPendingSends:     n.opts.MaxPendingPublishRequests,
+		MaxPendingSendBytes: n.opts.MaxPendingPublishBytes,
+		MaxOutboundBytes:    n.opts.MaxOutboundBytes,
 		// Pulsar's brokerMaxConnectionsPerIp (0: off).
 		MaxConnectionsPerAddress: n.opts.MaxConnectionsPerIP,
 		// Pulsar's authenticationRefreshCheckSeconds.
 		AuthRefreshInterval: n.opts.Auth.RefreshCheckInterval,
 		Migration: switchover{cluster: n.opts.Cluster, serviceURL: n.serviceURL, serviceURLTLS: n.tls.serviceURL, cat: c.catalog,
-			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}},
+			topics: topicService{broker: c.broker, cat: c.catalog, repl: c.replication}, linkDefaults: n.opts.linkDefaults()},
 		Ownership: c.ownership(),
 		Logger:    log,
 	})

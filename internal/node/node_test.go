@@ -100,7 +100,7 @@ func TestStartBootstrapsClusterTenantNamespaceAndIsReady(t *testing.T) {
 	// The broker's publish latency histogram is there from the start (no publish yet).
 	for _, want := range []string{`meridian_storage_sync_seconds_bucket{le="0.005"}`, `meridian_storage_sync_seconds_count`,
 		`meridian_storage_commit_seconds_bucket{le="+Inf"}`, `meridian_storage_commit_seconds_sum`,
-		`meridian_publish_latency_seconds_bucket{le="0.005"}`, `meridian_publish_latency_seconds_count`} {
+		`meridian_publish_latency_seconds_bucket{le="0.005"}`, `meridian_publish_latency_seconds_count`, "meridian_ignored_acks_total 0"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("GET metrics: %s missing", want)
 		}

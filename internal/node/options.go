@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
+	"github.com/meridian-mq/meridian/internal/server"
 )
 
 // Defaults of the command-line contract (docs/operations.md).
@@ -46,6 +47,9 @@ const (
 	// what the storage engine accepts as one entry.
 	MinMaxMessageSize = 1024
 	MaxMaxMessageSize = 128 * 1024 * 1024
+	// MinOutboundBytes bounds --max-outbound-bytes from below: a connection must be able to queue
+	// a few messages.
+	MinOutboundBytes = 64 << 10
 )
 
 // FsyncMode says when a SEND is acknowledged relative to fsync.
@@ -90,6 +94,10 @@ type Options struct {
 	// Auth is authentication (authn.go): providers, their keys, the anonymous role. Authorization
 	// settings are not acted on.
 	Auth config.Auth
+	// BrokerClient is the broker's own TLS and credentials for outgoing links (Pulsar's
+	// brokerClient* keys): a replication link uses them where the remote cluster's data has none
+	// (replication.LinkDefaults).
+	BrokerClient config.BrokerClient
 	// AdvertisedAddress is the host put into the cluster's URLs and LOOKUP answers. Empty means the
 	// listener's host (which must then not be a wildcard address).
 	AdvertisedAddress string
@@ -120,6 +128,16 @@ type Options struct {
 	ReplicationStartAt ReplicationStartAt
 	// MaxMessageSize is advertised in CONNECTED and enforced on SEND.
 	MaxMessageSize int
+	// MaxPendingPublishRequests and MaxPendingPublishBytes bound one connection's publishes in
+	// flight (read, not yet stored): beyond either the connection stops being read until storage
+	// catches up. Zero means the server's default (4000, 32 MiB); a negative MaxPendingPublishBytes
+	// leaves only the broker-wide publish budget.
+	MaxPendingPublishRequests int
+	MaxPendingPublishBytes    int64
+	// MaxOutboundBytes bounds what is queued to one client that does not read: beyond it the
+	// connection stops being read, at four times it the connection is closed. Zero means the
+	// server's default (64 MiB).
+	MaxOutboundBytes int
 	// MaxConnectionsPerIP bounds the binary-protocol connections open from one source address
 	// (Pulsar's brokerMaxConnectionsPerIp); 0 turns it off.
 	MaxConnectionsPerIP int
@@ -191,6 +209,10 @@ func DefaultOptions() Options {
 		BypassCacheBytes:       DefaultBypassCacheBytes,
 		AutoTopicCreation:      true,
 		ReplicationMemoryBytes: DefaultReplicationMemoryBytes,
+		// Per-connection bounds of the binary protocol (docs/operations.md, "Limits").
+		MaxPendingPublishRequests: server.DefaultMaxPendingSends,
+		MaxPendingPublishBytes:    server.DefaultMaxPendingSendBytes,
+		MaxOutboundBytes:          server.DefaultMaxOutboundBytes,
 	}
 }
 
@@ -244,6 +266,12 @@ func (o *Options) Validate() error {
 		o.FsyncPipeline = DefaultFsyncPipeline
 	case o.FsyncPipeline < 1 || o.FsyncPipeline > MaxFsyncPipeline:
 		errs = append(errs, fmt.Errorf("--fsync-pipeline %d: want 1 to %d", o.FsyncPipeline, MaxFsyncPipeline))
+	}
+	if o.MaxPendingPublishRequests < 0 {
+		errs = append(errs, fmt.Errorf("--max-pending-publish-requests %d is negative", o.MaxPendingPublishRequests))
+	}
+	if o.MaxOutboundBytes < 0 || (o.MaxOutboundBytes > 0 && o.MaxOutboundBytes < MinOutboundBytes) {
+		errs = append(errs, fmt.Errorf("--max-outbound-bytes %d: want at least %d", o.MaxOutboundBytes, MinOutboundBytes))
 	}
 	if o.MaxConnectionsPerIP < 0 {
 		errs = append(errs, fmt.Errorf("--max-connections-per-ip %d is negative (0 turns the limit off)", o.MaxConnectionsPerIP))
@@ -302,6 +330,9 @@ func (o *Options) validateListeners() []error {
 		errs = append(errs, fmt.Errorf("%s listens on every interface: set --advertised-address to the host clients should use", wildcard))
 	}
 	errs = append(errs, o.validateTLS()...)
+	if err := o.linkDefaults().Check(); err != nil {
+		errs = append(errs, err)
+	}
 	return append(errs, o.validateAuth()...)
 }
 

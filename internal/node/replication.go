@@ -15,6 +15,13 @@ import (
 	"github.com/meridian-mq/meridian/internal/storage"
 )
 
+// linkDefaults are the brokerClient* settings as replication's defaults for outgoing links.
+func (o *Options) linkDefaults() replication.LinkDefaults {
+	b := o.BrokerClient
+	return replication.LinkDefaults{TLSEnabled: b.TLSEnabled, TrustCertsFile: b.TrustCertsFile, CertificateFile: b.CertificateFile,
+		KeyFile: b.KeyFile, AuthenticationPlugin: b.AuthenticationPlugin, AuthenticationParameters: b.AuthenticationParameters}
+}
+
 // replicationTopics is what the replication Manager reads the broker's topics through, given to
 // its Start once the broker exists.
 func replicationTopics(b *broker.Broker, engine *storage.Engine) replication.LocalTopics {

@@ -9,6 +9,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/server"
 )
 
@@ -23,6 +24,9 @@ type switchover struct {
 	serviceURLTLS string
 	cat           *catalog.Catalog
 	topics        topicService // its repl is the Manager that syncs replicated subscriptions
+	// linkDefaults are the brokerClient* settings: the TLS and credentials of calls to a target
+	// cluster registered here without its own.
+	linkDefaults replication.LinkDefaults
 }
 
 var _ server.Migration = switchover{}
@@ -123,13 +127,25 @@ func (s switchover) SyncSubscription(topic naming.TopicName, sub string) {
 // targetPartitionsTimeout bounds the target's answer to a partition-count question.
 const targetPartitionsTimeout = 2 * time.Second
 
-// TargetPartitions asks the target's admin API (its serviceUrl) for the topic's partition count.
+// TargetPartitions asks the target's admin API for the topic's partition count: over the link's
+// TLS and credentials when the target is a registered cluster (its data, else the broker's
+// brokerClient* defaults), else at the migration URL's serviceUrl without credentials.
 func (s switchover) TargetPartitions(ctx context.Context, topic naming.TopicName) (int, bool) {
 	_, u, ok := s.target()
-	if !ok || u.ServiceURL == "" {
+	if !ok {
 		return 0, false
 	}
-	client, err := adminapi.NewClient(u.ServiceURL, &http.Client{Timeout: targetPartitionsTimeout})
+	httpClient := &http.Client{Timeout: targetPartitionsTimeout}
+	var client *adminapi.Client
+	var err error
+	if name := s.targetCluster(u); name != "" {
+		d, _ := s.cat.Cluster(name)
+		client, err = replication.LinkAdminClient(name, d, s.linkDefaults, httpClient)
+	} else if u.ServiceURL != "" {
+		client, err = adminapi.NewClient(u.ServiceURL, httpClient)
+	} else {
+		return 0, false
+	}
 	if err != nil {
 		return 0, false
 	}

@@ -128,6 +128,15 @@ func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool)
 	if err != nil {
 		return err
 	}
+	if s.member != nil {
+		// A partition another broker owns is deleted there (a partitioned topic deleted here).
+		if base, remote, err := s.member.remotePartition(name); remote {
+			if err != nil {
+				return err
+			}
+			return s.member.remoteDelete(ctx, base, name, force)
+		}
+	}
 	if err := s.broker.DeleteTopic(ctx, name, force); err != nil {
 		return adminErr(err, admin.ErrTopicBusy)
 	}
@@ -145,6 +154,17 @@ func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool)
 }
 
 func (s topicService) TopicStats(ctx context.Context, topic string, opts adminapi.GetStatsOptions) (adminapi.TopicStats, error) {
+	if s.member != nil {
+		// A partition another broker owns (a partitioned topic's stats asked here).
+		if name, err := parseAdminTopic(topic); err == nil {
+			if base, remote, err := s.member.remotePartition(name); remote {
+				if err != nil {
+					return adminapi.TopicStats{}, err
+				}
+				return s.member.remoteStats(ctx, base, name, opts)
+			}
+		}
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.TopicStats{}, err

@@ -128,13 +128,13 @@ func (m *Manager) replicatorViews() []replicatorView {
 }
 
 // advertise POSTs adv to remote's admin API, over the replication link's TLS and with its
-// credentials (the remote cluster's data, linksecurity.go), like the link's other admin calls.
+// credentials (the remote cluster's data, else the broker's defaults: linksecurity.go), like the link's other admin calls.
 func (m *Manager) advertise(ctx context.Context, base *http.Client, remote string, adv adminapi.ReplicationAdvertisement) error {
 	data, ok := m.opts.Policies.Cluster(remote)
 	if !ok {
 		return fmt.Errorf("%s is not registered", remote)
 	}
-	link, err := linkConfigOf(remote, data)
+	link, err := linkConfigOf(remote, data, m.opts.LinkDefaults)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,9 @@ type ClientFactoryOptions struct {
 	// LocalSchemas reads this cluster's schema versions in process; nil reads them through this
 	// cluster's admin API (its serviceUrl, without credentials).
 	LocalSchemas LocalSchemaReader
+	// LinkDefaults are the broker's brokerClient* settings: a link's TLS and credentials where the
+	// remote cluster's data has none.
+	LinkDefaults LinkDefaults
 	Logger       *slog.Logger
 }
 
@@ -83,7 +86,7 @@ func (f *ClientFactory) remote(name string) (*remoteClient, error) {
 	if cd.BrokerServiceURL == "" && cd.BrokerServiceURLTLS == "" {
 		return nil, fmt.Errorf("%w: %q has no brokerServiceUrl", ErrClusterNotRegistered, name)
 	}
-	link, err := linkConfigOf(name, cd)
+	link, err := linkConfigOf(name, cd, f.opts.LinkDefaults)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +178,7 @@ func (f *ClientFactory) forget(name string) {
 	var link linkConfig
 	if ok {
 		var err error
-		if link, err = linkConfigOf(name, cd); err != nil {
+		if link, err = linkConfigOf(name, cd, f.opts.LinkDefaults); err != nil {
 			ok = false // unusable now: drop the client; the next producer reports why
 		}
 	}

@@ -43,12 +43,17 @@ type linkConfig struct {
 	key string
 }
 
-// linkConfigOf derives the link's configuration from the cluster's data. Errors name the field,
+// linkConfigOf derives the link's configuration from the cluster's data, with the broker's
+// defaults where the data has none (LinkDefaults). Errors name the field and where it came from,
 // never a credential.
-func linkConfigOf(name string, cd adminapi.ClusterData) (linkConfig, error) {
+func linkConfigOf(name string, data adminapi.ClusterData, defaults LinkDefaults) (linkConfig, error) {
+	cd, src := defaults.withDefaults(data)
 	lc := linkConfig{brokerURL: cd.BrokerServiceURL, adminURL: cd.ServiceURL}
 	bad := func(format string, args ...any) (linkConfig, error) {
-		return linkConfig{}, fmt.Errorf("%w: cluster %q: %s", ErrLinkSecurity, name, fmt.Sprintf(format, args...))
+		if name == "" { // LinkDefaults.Check
+			return linkConfig{}, fmt.Errorf("%w: the broker's brokerClient* settings: %s", ErrLinkSecurity, fmt.Sprintf(format, args...))
+		}
+		return linkConfig{}, fmt.Errorf("%w: cluster %q: %s%s", ErrLinkSecurity, name, fmt.Sprintf(format, args...), src.describe())
 	}
 	if cd.BrokerClientTLSEnabled {
 		if cd.BrokerServiceURLTLS == "" {

@@ -83,7 +83,10 @@ type ManagerOptions struct {
 	// AdvertiseInterval is how often positions are advertised to the targets (advertise.go);
 	// 0 = DefaultAdvertiseInterval.
 	AdvertiseInterval time.Duration
-	Logger            *slog.Logger
+	// LinkDefaults are the broker's brokerClient* settings, used by links to clusters whose data
+	// has no TLS or credentials of its own (linkdefaults.go).
+	LinkDefaults LinkDefaults
+	Logger       *slog.Logger
 }
 
 // DefaultReplicationMemoryBytes is ManagerOptions.MemoryBytes' default: room for about six
@@ -172,7 +175,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	m.subsync = newSubSync(opts.Local, m, opts.SubscriptionSyncInterval, opts.Logger)
 	m.producers = opts.Producers
 	if m.producers == nil {
-		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, LocalSchemas: opts.LocalSchemas, Logger: opts.Logger})
+		f := NewClientFactory(ClientFactoryOptions{Local: opts.Local, Clusters: opts.Policies, LocalSchemas: opts.LocalSchemas, LinkDefaults: opts.LinkDefaults, Logger: opts.Logger})
 		m.producers, m.ownsProd = f, f
 	}
 	return m, nil

@@ -70,8 +70,8 @@
 //   - Stored entries are the client's bytes from the magic on (magic and checksum added for
 //     payloads without them); MESSAGE frames carry them unchanged, without copying.
 //   - Throttling pauses reading (TCP flow control), never drops: a connection stops reading when it
-//     has MaxPendingSends publishes in flight, when the broker-wide publish memory budget is
-//     exhausted, or when its own outbound queue exceeds MaxOutboundBytes. A client that granted
+//     has MaxPendingSends publishes or MaxPendingSendBytes bytes in flight, when the broker-wide
+//     publish memory budget is exhausted, or when its own outbound queue exceeds MaxOutboundBytes. A client that granted
 //     permits and stopped reading is disconnected at 4x MaxOutboundBytes queued.
 //   - Every command type sent is checked against the list pulsar-client-go v0.19.0 handles.
 //   - ACKs that report a corrupt message (validation_error) are not applied, so the message is
@@ -105,8 +105,14 @@ const (
 	// and at 1000 the limit, not the disk, set the catch-up rate of unbatched entries (152-162k
 	// against 191-211k msg/s at 4000, docs/performance.md). Memory stays bounded by the broker-wide
 	// publish budget and MaxPendingSendBytes.
-	DefaultMaxPendingSends  = 4000
-	DefaultMaxOutboundBytes = 64 * 1024 * 1024
+	DefaultMaxPendingSends = 4000
+	// DefaultMaxPendingSendBytes bounds one connection's publishes in flight (read, not yet
+	// stored) in bytes: an eighth of the broker-wide publish budget's default (256 MiB), so one
+	// connection that pipelines SENDs faster than storage takes cannot exhaust the budget and stall
+	// every other connection. A replication link, which carries a remote cluster's topics on one
+	// connection, needs far less in flight than this to keep the disk busy.
+	DefaultMaxPendingSendBytes = 32 * 1024 * 1024
+	DefaultMaxOutboundBytes    = 64 * 1024 * 1024
 	// FramePadding is what a frame may carry beyond the message: command, checksum, metadata.
 	// Pulsar's clients use the same 10 KiB.
 	FramePadding = 10 * 1024
@@ -132,8 +138,9 @@ type Options struct {
 	KeepAliveInterval time.Duration
 	// MaxPendingSends per connection: beyond it the connection stops reading until receipts go out.
 	MaxPendingSends int
-	// MaxPendingSendBytes per connection (0 = only the broker-wide budget,
-	// broker.Config.MaxPublishBytesInFlight, applies): beyond it the connection stops reading.
+	// MaxPendingSendBytes per connection: beyond it the connection stops reading until storage
+	// catches up. Zero means DefaultMaxPendingSendBytes; negative leaves only the broker-wide
+	// budget (broker.Config.MaxPublishBytesInFlight).
 	MaxPendingSendBytes int64
 	// MaxOutboundBytes per connection: beyond it the connection stops reading until the client
 	// drains its socket; at four times it the connection is closed (a client that granted permits
@@ -190,6 +197,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxPendingSends <= 0 {
 		o.MaxPendingSends = DefaultMaxPendingSends
+	}
+	switch {
+	case o.MaxPendingSendBytes == 0:
+		o.MaxPendingSendBytes = DefaultMaxPendingSendBytes
+	case o.MaxPendingSendBytes < 0:
+		o.MaxPendingSendBytes = 0 // the limiter's "no bound of its own"
 	}
 	if o.MaxOutboundBytes <= 0 {
 		o.MaxOutboundBytes = DefaultMaxOutboundBytes

@@ -176,6 +176,14 @@ func (l *Ledger) nextStoredLocked(p mtypes.Position) (mtypes.Position, bool) {
 	return mtypes.Position{}, false
 }
 
+// IsStored reports whether an entry is stored at p: not one trimmed, not yet written, nor a
+// position of a ledger id or entry id this ledger never had (such as another data directory's).
+func (l *Ledger) IsStored(p mtypes.Position) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.isStoredLocked(p)
+}
+
 func (l *Ledger) isStoredLocked(p mtypes.Position) bool {
 	s := l.segByIDLocked(p.LedgerID)
 	return s != nil && p.EntryID >= 0 && p.EntryID < s.entries

@@ -11,7 +11,8 @@ import (
 func TestLedgerIDsFromOutside(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
-	next := int64(1_000_000)
+	// Above where a new data directory's own counter starts (firstledgerid.go).
+	next := int64(1 << 50)
 	var floors []int64
 	block := func(floor, size int64) (int64, error) {
 		mu.Lock()
@@ -38,13 +39,13 @@ func TestLedgerIDsFromOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p1.LedgerID < 1_000_000 || p1.LedgerID >= 1_000_000+ledgerIDBlock {
+	if p1.LedgerID < 1<<50 || p1.LedgerID >= 1<<50+ledgerIDBlock {
 		t.Fatalf("first ledger id %d is not from the block", p1.LedgerID)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	next = 5_000_000 // other brokers drew blocks meanwhile
+	next = 1 << 51 // other brokers drew blocks meanwhile
 	e = open()
 	defer e.Close()
 	l, err = e.OpenLedger(ctx, "persistent://public/default/b")
@@ -55,7 +56,7 @@ func TestLedgerIDsFromOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p2.LedgerID < 5_000_000 {
+	if p2.LedgerID < 1<<51 {
 		t.Fatalf("after a restart the ledger id %d did not come from a new block", p2.LedgerID)
 	}
 	mu.Lock()

@@ -40,6 +40,13 @@ func (e *Engine) recover(ctx context.Context) error {
 		return fmt.Errorf("storage: read state: %w", err)
 	} else if err := e.refuseMissingState(); err != nil {
 		return err
+	} else {
+		// A new data directory: its ledger ids start at random (firstledgerid.go).
+		first, err := randomFirstLedgerID()
+		if err != nil {
+			return err
+		}
+		st.ledgerIDLimit = uint64(first)
 	}
 	e.nextLedgerID, e.ledgerIDLimit, e.firstJournal = int64(st.ledgerIDLimit), int64(st.ledgerIDLimit), st.firstJournal
 	e.inc.durable = st.incarnations

@@ -208,6 +208,15 @@ func TestAuthzReplicationOverTLSWithTokens(t *testing.T) {
 		}
 		_ = cons.Ack(m)
 	}
+	// East's position advertisements reach west over the same least-privilege link: the east-link
+	// role may post advertisements whose source is east.
+	harness.Eventually(t, 30*time.Second, "east's advertisements on west", func() error {
+		status, body := west.call(t, http.MethodGet, "/admin/v2/namespaces/public/default/replicationSources?source=east", "")
+		if status != http.StatusOK || !strings.Contains(string(body), good) {
+			return fmt.Errorf("replicationSources: %d %s", status, body)
+		}
+		return nil
+	})
 
 	refusedLink := func(what, topic, wantErr string) {
 		t.Helper()

@@ -149,11 +149,39 @@ func TestClusterLookup(t *testing.T) {
 		}
 	}
 
+	// A partitioned topic's stats through any broker sum every partition's, wherever it lives.
+	for _, b := range cl.Brokers {
+		st, err := harness.NewAdmin(t, b).Topics().GetPartitionedStats(*ptn, true)
+		if err != nil {
+			t.Fatalf("partitioned stats through %s: %v", b.WebURL(), err)
+		}
+		var in int64
+		for _, p := range st.Partitions {
+			in += p.MsgCounterIn
+		}
+		if in != int64(perTopic) || len(st.Partitions) != 12 {
+			t.Fatalf("partitioned stats through %s: msgInCounter %d over %d partitions, want %d over 12",
+				b.WebURL(), in, len(st.Partitions), perTopic)
+		}
+	}
+
 	// Every broker lists the cluster's three brokers.
 	for _, b := range cl.Brokers {
 		brokers, err := harness.NewAdmin(t, b).Brokers().GetActiveBrokers("standalone")
 		if err != nil || len(brokers) != 3 {
 			t.Fatalf("active brokers through %s: %v, %v", b.WebURL(), brokers, err)
+		}
+	}
+
+	// Deleting the partitioned topic through broker 3 deletes every partition on its owner.
+	consumers[topics[0]].Close()
+	if err := harness.NewAdmin(t, cl.Brokers[2]).Topics().Delete(*ptn, true, false); err != nil {
+		t.Fatalf("delete the partitioned topic through broker 3: %v", err)
+	}
+	for i := range 12 {
+		part, _ := utils.GetTopicName(fmt.Sprintf("%s-partition-%d", ptn.String(), i))
+		if _, err := adm.Topics().GetStats(*part); err == nil {
+			t.Fatalf("partition %d still exists after the delete", i)
 		}
 	}
 
@@ -265,5 +293,84 @@ func TestClusterOwnerKillAndUnload(t *testing.T) {
 	}
 	if httpLookup(t, b1, topic[len("persistent://public/default/"):]) != b2.ServiceURL() {
 		t.Fatal("the topic moved away from the broker that holds its messages")
+	}
+}
+
+// TestClusterReplicates: cluster a is two broker processes, cluster b one. Topics of a namespace
+// replicated between them land on both brokers of a; each owner's replicators send its topics to b,
+// and b's replicators, registered with broker 1's URL, reach each topic's owner in a by lookup.
+func TestClusterReplicates(t *testing.T) {
+	cl := harness.StartBrokerCluster(t, 2, harness.Options{Cluster: "a"})
+	pb := harness.StartStandalone(t, harness.Options{Cluster: "b"})
+	ca, cb := harness.NewCluster(t, "a", cl.Brokers[0]), harness.NewCluster(t, "b", pb)
+	harness.RegisterEachOther(t, ca, cb)
+	for _, c := range []*harness.Cluster{ca, cb} {
+		c.SetTenant(t, "acme", "a", "b")
+		c.CreateNamespace(t, "acme/geo", "a", "b")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 30
+	run := time.Now().UnixNano() % 1_000_000
+	clientA, clientB := ca.Client(t), cb.Client(t)
+	owners := map[string]bool{}
+	for i := range 8 {
+		local := fmt.Sprintf("geo-%d-%d", run, i)
+		aTopic := "persistent://acme/geo/" + local
+		resp, err := http.Get(cl.Brokers[0].WebURL() + "/lookup/v2/topic/persistent/acme/geo/" + local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			BrokerURL string `json:"brokerUrl"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&d)
+		resp.Body.Close()
+		owners[d.BrokerURL] = true
+		// a -> b
+		consB, err := clientB.Subscribe(pulsar.ConsumerOptions{Topic: aTopic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prodA, err := clientA.CreateProducer(pulsar.ProducerOptions{Topic: aTopic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		consA, err := clientA.Subscribe(pulsar.ConsumerOptions{Topic: aTopic, SubscriptionName: "s", SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prodB, err := clientB.CreateProducer(pulsar.ProducerOptions{Topic: aTopic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range n {
+			if _, err := prodA.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "from-a-%d", j)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := prodB.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "from-b-%d", j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			cons pulsar.Consumer
+			side string
+		}{{consB, "b"}, {consA, "a"}} {
+			seen := map[string]bool{}
+			for len(seen) < 2*n {
+				m, err := c.cons.Receive(ctx)
+				if err != nil {
+					t.Fatalf("%s on %s after %d of %d: %v", aTopic, c.side, len(seen), 2*n, err)
+				}
+				seen[string(m.Payload())] = true
+				_ = c.cons.Ack(m)
+			}
+			c.cons.Close()
+		}
+		prodA.Close()
+		prodB.Close()
+	}
+	if len(owners) != 2 {
+		t.Fatalf("the topics are owned by %v, want both brokers of a", owners)
 	}
 }

@@ -39,8 +39,9 @@ func TestSwitchoverMovesLiveClients(t *testing.T) {
 	// b replicates back to a: after the producer moved, its messages reach a too while the
 	// consumer may still be there.
 	t.Run("two-way", func(t *testing.T) { runSwitchover(t, switchoverCase{twoWay: true}) })
-	// The consumer is about 100 messages behind when the switch starts and slower than the
-	// producer: its replicated subscription moves without the backlog on a being drained.
+	// The consumer stops taking messages after the first 100 and goes on only once both clients
+	// are attached to b: it is 100 messages behind when the switch starts, its replicated
+	// subscription moves without the backlog on a being drained, and on b it receives the rest.
 	t.Run("consumer-behind", func(t *testing.T) { runSwitchover(t, switchoverCase{consumerBehind: true}) })
 	// Only the namespace moves (Pulsar's namespace switch, with the cluster's target URL): a
 	// producer in another namespace of a stays there and keeps publishing.
@@ -51,7 +52,7 @@ func TestSwitchoverMovesLiveClients(t *testing.T) {
 type switchoverCase struct {
 	partitions     int  // > 0: a partitioned topic
 	twoWay         bool // b's namespace replicates to a too
-	consumerBehind bool // the middle 100 are sent at once and the consumer takes 30 ms per message
+	consumerBehind bool // the consumer holds after message 100 until both clients are on b; the middle 100 are sent at once
 	byNamespace    bool // the namespace is marked migrated, not the cluster
 }
 
@@ -135,6 +136,10 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 	var phase sync.WaitGroup // both passed message 100
 	phase.Add(2)
 	moved := make(chan struct{}) // both clients are attached to b
+	// consumerBehind: the consumer takes nothing after message 100 until this closes, which the
+	// test does once both clients are attached to b. Holding it is what keeps the middle 100
+	// unread on a while its subscription moves; a slow consumer would race the switchover.
+	consumerGo := make(chan struct{})
 	var done sync.WaitGroup
 	done.Add(2)
 
@@ -176,6 +181,16 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 			if !passed && distinct >= switchoverBefore {
 				passed = true
 				phase.Done()
+				if sc.consumerBehind {
+					select {
+					case <-consumerGo:
+					case <-ctx.Done():
+						return
+					}
+					lg.mu.Lock()
+					lg.lastRecv = time.Now() // the hold is the application's pace, not a stall
+					lg.mu.Unlock()
+				}
 			}
 			if distinct >= switchoverMessages {
 				return
@@ -208,9 +223,6 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 			}
 			lg.lastRecv = now
 			lg.mu.Unlock()
-			if sc.consumerBehind {
-				time.Sleep(30 * time.Millisecond)
-			}
 			if err := cons.Ack(m); err == nil {
 				lg.mu.Lock()
 				lg.acked[seq] = true
@@ -221,7 +233,7 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 
 	phase.Wait()
 	if sc.consumerBehind {
-		// The middle 100 are on a before the switch, and the consumer is behind by about as many.
+		// The middle 100 are on a before the switch, and the consumer, held, has read none of them.
 		harness.Eventually(t, 30*time.Second, "the middle 100 sent", func() error {
 			lg.mu.Lock()
 			defer lg.mu.Unlock()
@@ -256,7 +268,9 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 	}
 	// As pulsar-client-go's test waits for green's lookup to show the topic: both clients are
 	// attached to b (and none to a) before the last 100 messages.
+	var backlogOnA int64 // the subscription's backlog on a when both clients were on b
 	harness.Eventually(t, 60*time.Second, "producer and consumer attached to b, none to a", func() error {
+		backlogOnA = 0
 		for _, dt := range dataTopics {
 			sb, err := b.MeridianStats(ctx, dt)
 			if err != nil {
@@ -282,6 +296,7 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 			if pubB != 1 || onB != 1 || pubA != 0 || onA != 0 {
 				return fmt.Errorf("%s: producers a=%d b=%d, consumers a=%d b=%d", dt, pubA, pubB, onA, onB)
 			}
+			backlogOnA += sa.Subscriptions["app"].MsgBacklog
 		}
 		return nil
 	})
@@ -300,6 +315,7 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 	lg.mu.Lock()
 	receivedWhenMoved := len(lg.received)
 	lg.mu.Unlock()
+	close(consumerGo)
 	close(moved)
 	finished := make(chan struct{})
 	go func() { done.Wait(); close(finished) }()
@@ -317,9 +333,9 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 			lost = append(lost, seq)
 		}
 	}
-	t.Logf("switchover a->b (%+v; consumer behind by %d messages when the switch began, %d received when both were on b): %d sent and acknowledged, %d send errors, %d lost, %d acknowledged messages redelivered (budget 100), "+
+	t.Logf("switchover a->b (%+v; consumer behind by %d messages when the switch began, %d received and a backlog of %d on a when both were on b): %d sent and acknowledged, %d send errors, %d lost, %d acknowledged messages redelivered (budget 100), "+
 		"longest send %v, longest wait for a message being sent %v (budget %v)",
-		sc, behind, receivedWhenMoved, len(lg.sentAt), len(lg.sendErrors), len(lost), lg.redelivery, lg.maxSend.Round(time.Millisecond), lg.maxWait.Round(time.Millisecond), switchoverStallBudget)
+		sc, behind, receivedWhenMoved, backlogOnA, len(lg.sentAt), len(lg.sendErrors), len(lost), lg.redelivery, lg.maxSend.Round(time.Millisecond), lg.maxWait.Round(time.Millisecond), switchoverStallBudget)
 	if len(lg.sendErrors) > 0 {
 		t.Errorf("%d send errors, first: %v", len(lg.sendErrors), lg.sendErrors[0])
 	}
@@ -335,11 +351,12 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 	if lg.maxSend > switchoverStallBudget || lg.maxWait > switchoverStallBudget {
 		t.Errorf("stall: longest send %v, longest wait for a message %v, budget %v", lg.maxSend, lg.maxWait, switchoverStallBudget)
 	}
-	if sc.consumerBehind && behind < 50 {
-		t.Errorf("the consumer was only %d messages behind when the switch began; the case needs a backlog", behind)
+	if sc.consumerBehind && (behind != switchoverBefore || receivedWhenMoved != switchoverBefore) {
+		t.Errorf("the held consumer was %d messages behind when the switch began and had received %d when both were on b; the case needs %d and %d",
+			behind, receivedWhenMoved, switchoverBefore, switchoverBefore)
 	}
-	if sc.consumerBehind && receivedWhenMoved >= 2*switchoverBefore {
-		t.Errorf("the consumer had received all %d messages sent before it moved: its backlog drained, the case needs it not to", receivedWhenMoved)
+	if sc.consumerBehind && backlogOnA < int64(switchoverBefore) {
+		t.Errorf("the subscription's backlog on a was %d when the consumer had moved; the case needs the %d unread messages there", backlogOnA, switchoverBefore)
 	}
 }
 

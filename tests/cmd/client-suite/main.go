@@ -11,7 +11,9 @@
 // (Seek, Batch, Compress/LZ4/ZLib/ZSTD/Snappy, Partition), otherwise to its file's area (producer,
 // consumer, reader, admin-<file>). "needs" lists what else the test's body uses (docker, tls, auth,
 // txn, schema, key_shared, dlq, chunking, ...); tests needing docker, tls, auth or txn are out of
-// scope for Meridian's first release and reported separately.
+// scope against a broker without security and reported separately. With -secured (the broker runs
+// with the client CI's standalone.conf: TLS, authentication, authorization) tls and auth tests are
+// in scope; docker and txn ones stay out.
 package main
 
 import (
@@ -73,8 +75,12 @@ func main() {
 	all := flag.Bool("all", false, "select every test file of the packages, not only the default areas")
 	listOnly := flag.Bool("list", false, "print the selection and exit")
 	inScopeOnly := flag.Bool("in-scope-only", false, "skip tests that need Docker, TLS, authentication or transactions (by source scan)")
+	secured := flag.Bool("secured", false, "the broker runs with TLS, authentication and authorization as the client's CI runs Pulsar: tests needing TLS or authentication are in scope")
 	retries := flag.Int("retries", 1, "runs of a failed test again (alone, after the others); one that then passes counts as passed and is listed as flaky with its first failure")
 	flag.Parse()
+	if *secured {
+		outOfScope = []string{"docker", "txn"}
+	}
 	if *src == "" || *out == "" {
 		flag.Usage()
 		os.Exit(2)
@@ -175,6 +181,9 @@ func main() {
 		log.Fatal(err)
 	}
 	summary := summarize(cases)
+	if *secured {
+		summary += securityGroups(cases)
+	}
 	if err := os.WriteFile(filepath.Join(*out, "summary.md"), []byte(summary), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -322,12 +331,14 @@ func markers(body string) []string {
 	return needs
 }
 
-// inScope: tests that need Docker, TLS, authentication or transactions are outside Meridian's first
-// release.
+// outOfScope are the needs that put a test out of scope: Docker and transactions always; TLS and
+// authentication unless -secured.
+var outOfScope = []string{"docker", "tls", "auth", "txn"}
+
+// inScope: a test needs nothing of outOfScope.
 func inScope(needs []string) bool {
 	for _, n := range needs {
-		switch n {
-		case "docker", "tls", "auth", "txn":
+		if contains(outOfScope, n) {
 			return false
 		}
 	}
@@ -484,7 +495,7 @@ func summarize(cases []*testCase) string {
 	}
 	sort.Strings(areas)
 	fmt.Fprintf(&b, "# pulsar-client-go v0.19.0 integration tests against Meridian (%s)\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	b.WriteString("In scope = not needing Docker, TLS, authentication or transactions. Pass rate = passed / (total - skipped).\n\n")
+	fmt.Fprintf(&b, "In scope = not needing %s. Pass rate = passed / (total - skipped).\n\n", strings.Join(outOfScope, ", "))
 	b.WriteString("| area | in scope: passed | failed | skipped | total | pass rate | all: passed | failed | skipped | total |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	row := func(name string, s, a *tally) {
@@ -510,4 +521,48 @@ func summarize(cases []*testCase) string {
 		}
 	}
 	return b.String()
+}
+
+// securityGroupPatterns are the client's TLS, authentication and HTTP-lookup tests, by name (the first
+// group that matches counts): what -secured brings into scope.
+var securityGroupPatterns = []struct {
+	name string
+	re   *regexp.Regexp
+}{
+	{"OAuth2", regexp.MustCompile(`(?i)oauth`)},
+	{"basic", regexp.MustCompile(`BasicAuth`)},
+	{"token", regexp.MustCompile(`Token`)},
+	{"TLS client certificate", regexp.MustCompile(`TLSAuth|HTTPSAuth`)},
+	{"TLS transport", regexp.MustCompile(`TLS|HTTPS`)},
+	{"HTTP lookup", regexp.MustCompile(`HTTP|WebURL|HttpHosts`)},
+}
+
+// securityGroups tallies the tests of securityGroupPatterns.
+func securityGroups(cases []*testCase) string {
+	var b strings.Builder
+	b.WriteString("\n## TLS, authentication and HTTP lookup (by test name)\n\n| group | passed | failed | skipped | total | tests |\n|---|---|---|---|---|---|\n")
+	var tot tally
+	for _, g := range securityGroupPatterns {
+		var t tally
+		var names []string
+		for _, c := range cases {
+			if groupOf(c.Name) == g.name {
+				t.add(c)
+				tot.add(c)
+				names = append(names, c.Name)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s |\n", g.name, t.pass, t.fail, t.skip, t.total, strings.Join(names, ", "))
+	}
+	fmt.Fprintf(&b, "| **total** | %d | %d | %d | %d | |\n", tot.pass, tot.fail, tot.skip, tot.total)
+	return b.String()
+}
+
+func groupOf(name string) string {
+	for _, g := range securityGroupPatterns {
+		if g.re.MatchString(name) {
+			return g.name
+		}
+	}
+	return ""
 }

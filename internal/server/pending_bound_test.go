@@ -1,0 +1,132 @@
+package server
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meridian-mq/meridian/internal/broker"
+	"github.com/meridian-mq/meridian/internal/poll"
+	"github.com/meridian-mq/meridian/internal/storage"
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+	"github.com/meridian-mq/meridian/internal/wire"
+	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
+)
+
+// TestPipeliningProducerIsBoundedPerConnection: a raw-protocol producer pipelines 1 MiB SENDs
+// while storage is stalled (every fsync blocks), without reading anything. With the server's
+// default options its connection stops being read once it has DefaultMaxPendingSendBytes (plus one
+// frame) in flight: it cannot take the broker-wide publish budget, so another client on the same
+// broker is still served (PING, LOOKUP) while storage is stalled, and publishes once it is back.
+func TestPipeliningProducerIsBoundedPerConnection(t *testing.T) {
+	mem := vfs.NewMem()
+	engine, err := storage.Open(t.Context(), storage.Options{Dir: "/data", FS: mem, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The broker-wide budget is twice the per-connection default: one connection alone must not
+	// exhaust it.
+	const brokerBudget = 2 * DefaultMaxPendingSendBytes
+	b, err := broker.New(broker.Config{Cluster: "test", AutoTopicCreation: true, MaxPublishBytesInFlight: brokerBudget},
+		broker.Deps{Storage: engine, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(gate) }) }
+	t.Cleanup(func() {
+		release()
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		defer cancel()
+		_ = b.Close(ctx)
+		_ = engine.Close()
+	})
+	s := startServer(t, Options{Broker: b})
+	t.Cleanup(release) // before the server closes: it waits for the publishes in flight
+
+	const topic = "persistent://public/default/flood"
+	hostile := dialRaw(t, s.addr)
+	hostile.connect()
+	name := hostile.createProducer(topic, 1, 1)
+	other := dialRaw(t, s.addr)
+	other.connect()
+	otherName := other.createProducer("persistent://public/default/other", 1, 1)
+
+	// Storage stalls: every fsync waits for the gate.
+	mem.SetInjector(func(op vfs.Op, _ string) error {
+		if op == vfs.OpSync {
+			<-gate
+		}
+		return nil
+	})
+	body := make([]byte, 1<<20)
+	frames := make([][]byte, 0, 3*brokerBudget>>20)
+	for seq := range uint64(cap(frames)) {
+		f, err := wire.EncodeFrame(wire.Command(&pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(seq)}), entry(t, name, seq, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, f)
+	}
+	// The flood: written until the server stops reading and TCP's buffers fill; the write then
+	// blocks until the connection is closed at the end of the test.
+	flooding := make(chan struct{})
+	go func() {
+		defer close(flooding)
+		for _, f := range frames {
+			if _, err := hostile.nc.Write(f); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = hostile.nc.Close()
+		<-flooding
+	})
+
+	limiter := b.PublishLimiter()
+	poll.Until(t, 20*time.Second, "the flooding connection to be throttled", func() bool { return s.Stats().Throttled > 0 })
+	// Throttled: give the reader no chance to read more, then look at what it holds.
+	inUse, _ := limiter.InUse()
+	const frameBound = DefaultMaxMessageSize + FramePadding
+	if inUse > DefaultMaxPendingSendBytes+frameBound {
+		t.Fatalf("one connection holds %d bytes of publishes in flight; the per-connection bound is %d (+ one frame)", inUse, DefaultMaxPendingSendBytes)
+	}
+	if limiter.Over() {
+		t.Fatalf("one connection exhausted the broker-wide publish budget (%d of %d bytes)", inUse, brokerBudget)
+	}
+
+	// Another client on the same broker is read and answered while storage is stalled.
+	other.send(&pulsarpb.CommandPing{})
+	other.expect(pulsarpb.BaseCommand_PONG)
+	other.send(&pulsarpb.CommandLookupTopic{Topic: proto.String(topic), RequestId: proto.Uint64(2)})
+	other.expect(pulsarpb.BaseCommand_LOOKUP_RESPONSE)
+	if after, _ := limiter.InUse(); after > DefaultMaxPendingSendBytes+frameBound {
+		t.Fatalf("the flooding connection holds %d bytes after more time", after)
+	}
+
+	// Storage back: the other client's publish is stored and receipted.
+	release()
+	other.sendMessage(1, 0, entry(t, otherName, 0, []byte("after the stall")))
+	for {
+		f := other.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
+		if f.Cmd.GetSendReceipt().GetSequenceId() == 0 {
+			break
+		}
+	}
+}
+
+// TestPendingSendBytesBoundedByDefault: a server built without the option bounds each connection's
+// publishes in flight, in bytes as in count.
+func TestPendingSendBytesBoundedByDefault(t *testing.T) {
+	o := Options{Broker: newTestBroker(t), ServiceURL: "pulsar://127.0.0.1:6650"}
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if o.MaxPendingSendBytes != DefaultMaxPendingSendBytes || o.MaxPendingSends != DefaultMaxPendingSends || o.MaxOutboundBytes != DefaultMaxOutboundBytes {
+		t.Fatalf("defaults: %d bytes, %d sends, %d outbound", o.MaxPendingSendBytes, o.MaxPendingSends, o.MaxOutboundBytes)
+	}
+}
