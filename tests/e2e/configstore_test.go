@@ -14,15 +14,15 @@ import (
 // TestSharedConfigurationStore starts two clusters, as real `meridian standalone` processes, on one
 // etcd configuration store (--config-store) and checks that a tenant and namespace created through
 // one cluster's admin API are visible through the other's within one second (docs/design.md, "Metadata and configuration": watches,
-// not polling). It runs against an embedded etcd 3.7 and against Debian's etcd-server 3.4 (installed
+// not polling). It runs against etcd 3.7 (the client's version) and against Debian's etcd-server 3.4 (installed
 // by .ci/run; skipped where no etcd binary is on PATH). The propagation time is logged.
 func TestSharedConfigurationStore(t *testing.T) {
 	stores := []struct {
 		name string
 		url  func(t *testing.T) string
 	}{
-		{"embedded-etcd", func(t *testing.T) string { return harness.StartEtcd(t).ConfigStoreURL("meridian-e2e") }},
-		{"etcd-binary", func(t *testing.T) string { return etcdtest.StartProcess(t).URL("/meridian-e2e") }},
+		{"etcd-built", func(t *testing.T) string { return harness.StartEtcd(t).ConfigStoreURL("meridian-e2e") }},
+		{"etcd-installed", func(t *testing.T) string { return etcdtest.StartInstalled(t).URL("/meridian-e2e") }},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {

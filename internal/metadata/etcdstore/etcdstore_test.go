@@ -22,7 +22,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata/storetest"
 )
 
-// shared is one embedded etcd for the package; each test store gets its own key prefix.
+// shared is one etcd (the client's version, etcdtest.StartIn) for the package; each test store gets its own key prefix.
 var shared *etcdtest.Server
 
 func TestMain(m *testing.M) {
@@ -31,9 +31,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	shared, err = etcdtest.StartEmbedded(dir)
+	shared, err = etcdtest.StartIn(dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting embedded etcd:", err)
+		fmt.Fprintln(os.Stderr, "starting etcd:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -72,17 +72,18 @@ func open(t *testing.T, endpoints []string, prefix string) *etcdstore.Store {
 	return s
 }
 
-func TestConformanceEmbedded(t *testing.T) {
+// TestConformance runs the suite against the etcd server of the client's version.
+func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) metadata.Store { return open(t, shared.Endpoints(), newPrefix()) })
 }
 
-// TestConformanceEtcdProcess runs the suite against the `etcd` binary on PATH (Debian's etcd-server
+// TestConformanceInstalledEtcd runs the suite against the `etcd` binary on PATH (Debian's etcd-server
 // 3.4 in CI), proving the 3.7 client and our use of it work with that server.
-func TestConformanceEtcdProcess(t *testing.T) {
-	if testing.Short() && etcdtest.BinaryPath() == "" {
+func TestConformanceInstalledEtcd(t *testing.T) {
+	if testing.Short() && etcdtest.InstalledPath() == "" {
 		t.Skip("no etcd binary on PATH")
 	}
-	srv := etcdtest.StartProcess(t)
+	srv := etcdtest.StartInstalled(t)
 	t.Logf("etcd binary: %s", srv.Version())
 	storetest.Run(t, func(t *testing.T) metadata.Store { return open(t, srv.Endpoints(), newPrefix()) })
 	t.Run("WatchResumesAfterRestart", func(t *testing.T) { testWatchResumesAfterRestart(t, srv) })
@@ -244,7 +245,7 @@ func testWatchResumesAfterRestart(t *testing.T, srv *etcdtest.Server) {
 	}
 }
 
-func TestWatchResumesAfterEmbeddedRestart(t *testing.T) {
+func TestWatchResumesAfterRestart(t *testing.T) {
 	srv := etcdtest.Start(t)
 	testWatchResumesAfterRestart(t, srv)
 }
@@ -369,16 +370,16 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-// BenchmarkStore runs against the shared embedded etcd (which runs with fsync off, so this measures
+// BenchmarkStore runs against the shared etcd of the client's version (which runs with fsync off, so this measures
 // the client, gRPC and etcd's request path, not the disk) and, when the `etcd` binary is on PATH,
 // against that process (also fsync off).
 func BenchmarkStore(b *testing.B) {
-	b.Run("embedded", func(b *testing.B) {
+	b.Run("built", func(b *testing.B) {
 		storetest.Bench(b, func(b *testing.B) metadata.Store { return openB(b, shared.Endpoints()) })
 	})
-	if etcdtest.BinaryPath() != "" {
-		b.Run("process", func(b *testing.B) {
-			srv := etcdtest.StartProcess(b)
+	if etcdtest.InstalledPath() != "" {
+		b.Run("installed", func(b *testing.B) {
+			srv := etcdtest.StartInstalled(b)
 			storetest.Bench(b, func(b *testing.B) metadata.Store { return openB(b, srv.Endpoints()) })
 		})
 	}
