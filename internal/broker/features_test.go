@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -446,27 +447,29 @@ func TestLastMessageIDSkipsTrailingMarkers(t *testing.T) {
 
 // Exclusive redelivery rewinds to after the mark-delete position and skips what was acknowledged.
 func TestExclusiveRewindSkipsAcked(t *testing.T) {
-	e := newEnv(t, Config{AutoTopicCreation: true})
-	top := e.topic("rewind")
-	p := addProducer(t, top, ProducerOptions{})
-	for i := 0; i < 5; i++ {
-		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
-	}
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "x", Durable: true, InitialPosition: InitialEarliest})
-	c.Flow(100)
-	got := s.waitMessages(t, 5)
-	if err := c.Ack(context.Background(), []Ack{{Position: got[1].Position}, {Position: got[3].Position}}, false); err != nil {
-		t.Fatal(err)
-	}
-	c.RedeliverUnacknowledged([]storage.Position{got[2].Position})
-	again := s.waitMessages(t, 8)[5:]
-	for i, want := range []string{"0", "2", "4"} {
-		if payloadOf(t, again[i]) != want || again[i].RedeliveryCount != 1 {
-			t.Fatalf("redelivery %d: %q count %d", i, payloadOf(t, again[i]), again[i].RedeliveryCount)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{AutoTopicCreation: true})
+		top := e.topic("rewind")
+		p := addProducer(t, top, ProducerOptions{})
+		for i := 0; i < 5; i++ {
+			publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
 		}
-	}
-	s.quiet(t, 8)
-	c.Close()
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "x", Durable: true, InitialPosition: InitialEarliest})
+		c.Flow(100)
+		got := s.waitMessages(t, 5)
+		if err := c.Ack(context.Background(), []Ack{{Position: got[1].Position}, {Position: got[3].Position}}, false); err != nil {
+			t.Fatal(err)
+		}
+		c.RedeliverUnacknowledged([]storage.Position{got[2].Position})
+		again := s.waitMessages(t, 8)[5:]
+		for i, want := range []string{"0", "2", "4"} {
+			if payloadOf(t, again[i]) != want || again[i].RedeliveryCount != 1 {
+				t.Fatalf("redelivery %d: %q count %d", i, payloadOf(t, again[i]), again[i].RedeliveryCount)
+			}
+		}
+		s.quiet(t, 8)
+		c.Close()
+	})
 }
 
 func TestSubscriptionExpiration(t *testing.T) {

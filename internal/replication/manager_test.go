@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -203,46 +204,49 @@ func TestManagerCollector(t *testing.T) {
 
 // TestManagerStartFailureIsShownAndRetried: a replicator whose cursor cannot be opened is not silently
 // missing: the topic's stats show why, and it starts once the cause is gone.
+// It runs in a synctest bubble: the retry's backoff passes in fake time.
 func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New()
-	defer store.Close()
-	cat, err := catalog.New(ctx, store, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	for _, c := range []string{"a", "b"} {
-		if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := memstore.New()
+		defer store.Close()
+		cat, err := catalog.New(ctx, store, quietLogger())
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a", "b"}}); err != nil {
-		t.Fatal(err)
-	}
-	const topic = "persistent://t/ns/broken"
-	lt := newMemTopic(topic, 1)
-	lt.openErr = errors.New("disk full")
-	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: &memTopics{topics: map[string]*memTopic{topic: lt}},
-		Producers: &memRemotes{m: map[string]*memRemote{}}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Start(ctx)
-	defer m.Close(ctx)
-	poll.Until(t, 5*time.Second, "start failure in stats", func() bool {
-		s, ok := m.Stats(topic)["b"]
-		return ok && strings.Contains(s.LastError, "disk full") && !s.Connected
-	})
-	lt.mu.Lock()
-	lt.openErr = nil
-	lt.mu.Unlock()
-	poll.Until(t, 5*time.Second, "started after the cause is gone", func() bool {
-		s := m.Stats(topic)["b"]
-		return len(m.Running()) == 1 && s.LastError == ""
+		defer cat.Close()
+		for _, c := range []string{"a", "b"} {
+			if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a", "b"}}); err != nil {
+			t.Fatal(err)
+		}
+		const topic = "persistent://t/ns/broken"
+		lt := newMemTopic(topic, 1)
+		lt.openErr = errors.New("disk full")
+		m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Topics: &memTopics{topics: map[string]*memTopic{topic: lt}},
+			Producers: &memRemotes{m: map[string]*memRemote{}}, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Start(ctx)
+		defer m.Close(ctx)
+		poll.Until(t, 5*time.Second, "start failure in stats", func() bool {
+			s, ok := m.Stats(topic)["b"]
+			return ok && strings.Contains(s.LastError, "disk full") && !s.Connected
+		})
+		lt.mu.Lock()
+		lt.openErr = nil
+		lt.mu.Unlock()
+		poll.Until(t, 5*time.Second, "started after the cause is gone", func() bool {
+			s := m.Stats(topic)["b"]
+			return len(m.Running()) == 1 && s.LastError == ""
+		})
 	})
 }
 
