@@ -10,6 +10,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
 	metastores "github.com/meridian-mq/meridian/internal/metadata/stores"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // TestSharedConfigurationStoreOverEtcd: two clusters with their own connections to one etcd (full
@@ -108,13 +109,7 @@ func TestStoreOutageIsReported(t *testing.T) {
 	if err := proxy.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for check() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("store never reported healthy again")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.UntilNil(t, 15*time.Second, "the store healthy again", check)
 	if err := c.CreateCluster(ctx, "west", adminapi.ClusterData{}); err != nil {
 		t.Fatal(err)
 	}

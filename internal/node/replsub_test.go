@@ -12,6 +12,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -104,17 +105,13 @@ func TestReplicatedSubscriptionStateFromReplicator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "subscription moved on the receiver", func() error {
 		sub, ok := tp.Stats().Subscriptions["moved"]
 		if ok && sub.Type == "Shared" && sub.IsReplicated && maps.Equal(sub.SubscriptionProperties, map[string]string{"team": "x"}) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("subscription moved on the receiver: %+v (present %v)", sub, ok)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("%+v (present %v)", sub, ok)
+	})
 	if _, ok := tp.Stats().Subscriptions["forged"]; ok {
 		t.Fatal("a state whose source is not the cluster it was replicated from created a subscription")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore"
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
 	"github.com/meridian-mq/meridian/internal/metadata/storetest"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // shared is one etcd (the client's version, etcdtest.StartIn) for the package; each test store gets its own key prefix.
@@ -190,13 +191,7 @@ func TestWatchResumesAfterConnectionCut(t *testing.T) {
 		write(i)
 	}
 	receive(45)
-	deadline := time.Now().Add(30 * time.Second)
-	for watched.Health(ctx) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("Health still failing after the connection came back: %v", watched.Health(ctx))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.UntilNil(t, 30*time.Second, "Health after the connection came back", func() error { return watched.Health(ctx) })
 }
 
 // The server restarts (same data) mid-watch; writes after the restart arrive, nothing is repeated.
@@ -224,17 +219,13 @@ func testWatchResumesAfterRestart(t *testing.T, srv *etcdtest.Server) {
 		t.Fatal(err)
 	}
 	var second metadata.KV
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "a put after the restart", func() error {
 		second, err = s.Put(ctx, "/r/a", []byte("2"), first.Version)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) || errors.Is(err, metadata.ErrBadVersion) {
+		if errors.Is(err, metadata.ErrBadVersion) {
 			t.Fatalf("put after restart: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	select {
 	case ev := <-ch:
 		if ev.Err != nil || ev.Revision != second.ModRevision || string(ev.KV.Value) != "2" {
