@@ -87,19 +87,13 @@ func createPartitioned(t *testing.T, c *harness.Cluster, topic utils.TopicName, 
 	// The conflicting create may be one a replicator is still running: its metadata becomes
 	// visible to GetMetadata (the broker's catalog view, updated by watch) a moment after the
 	// store refused this one, so poll rather than read once.
-	var meta utils.PartitionedTopicMetadata
-	var merr error
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		meta, merr = c.Admin.Topics().GetMetadata(topic)
-		if merr == nil && meta.Partitions == partitions {
-			break
+	harness.Eventually(t, 10*time.Second, fmt.Sprintf("%s: %s with %d partitions (its create answered %v)", c.Name, topic.String(), partitions, err), func() error {
+		meta, merr := c.Admin.Topics().GetMetadata(topic)
+		if merr == nil && meta.Partitions != partitions {
+			merr = fmt.Errorf("it exists with %d partitions", meta.Partitions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: create %s with %d partitions: %v; it exists with %d partitions (%v)", c.Name, topic.String(), partitions, err, meta.Partitions, merr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return merr
+	})
 	t.Logf("%s: %s exists already with %d partitions (%v)", c.Name, topic.String(), partitions, err)
 }
 
