@@ -28,8 +28,11 @@ import (
 // more than 5 s (send latency, and send-acknowledged to received). Non-partitioned and partitioned.
 
 const (
-	switchoverMessages    = 300
-	switchoverBefore      = 100
+	switchoverMessages = 300
+	switchoverBefore   = 100
+	// switchoverBehindHold: with consumerBehind, the consumer receives this many messages, then
+	// waits until both clients are on b (the middle 100 are all sent before the switch).
+	switchoverBehindHold  = 2*switchoverBefore - 60
 	switchoverStallBudget = 5 * time.Second
 )
 
@@ -168,7 +171,7 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 	}()
 	go func() { // consumer: receive and acknowledge until every message arrived
 		defer done.Done()
-		passed := false
+		passed, held := false, false
 		for {
 			lg.mu.Lock()
 			distinct := len(lg.received)
@@ -179,6 +182,19 @@ func runSwitchover(t *testing.T, sc switchoverCase) {
 			}
 			if distinct >= switchoverMessages {
 				return
+			}
+			if sc.consumerBehind && !held && distinct >= switchoverBehindHold {
+				// Behind by design: the consumer stops here until both clients are on b, so it
+				// moves with a backlog however long the switch takes.
+				held = true
+				select {
+				case <-moved:
+				case <-ctx.Done():
+					return
+				}
+				lg.mu.Lock()
+				lg.lastRecv = time.Now() // the hold is the application's pace, not a stall
+				lg.mu.Unlock()
 			}
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
 			m, err := cons.Receive(rctx)
