@@ -314,23 +314,16 @@ func joinPositions(ps []storage.Position) string {
 
 // parseEntries reads one ENTRY word: a position or range with /attributes.
 func (dr *dispatchDriver) parseEntries(t *testing.T, c transcript.Command, w string) []entryInfo {
-	spec, attrs, _ := strings.Cut(w, "/")
-	from, to := spec, spec
-	if a, b, ok := strings.Cut(spec, ".."); ok {
-		from, to = a, b
-	}
-	first, last := parsePos(t, c, from), parsePos(t, c, to)
-	if first.LedgerID != last.LedgerID || first.EntryID > last.EntryID {
-		t.Fatalf("%s: range %s", c.Pos, spec)
+	ledger, ids, attrs, err := transcript.Entries(w)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Pos, err)
 	}
 	var out []entryInfo
-	for e := first.EntryID; e <= last.EntryID; e++ {
-		ei := entryInfo{pos: storage.Position{LedgerID: first.LedgerID, EntryID: e}, numMessages: 1}
-		for _, a := range strings.Split(attrs, "/") {
-			k, v, _ := strings.Cut(a, "=")
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch k {
-			case "":
+	for _, e := range ids {
+		ei := entryInfo{pos: storage.Position{LedgerID: ledger, EntryID: e}, numMessages: 1}
+		for _, a := range attrs {
+			n, _ := strconv.ParseInt(a.Value, 10, 64)
+			switch a.Key {
 			case "msgs":
 				ei.numMessages = int(n)
 			case "marker":
@@ -341,9 +334,9 @@ func (dr *dispatchDriver) parseEntries(t *testing.T, c transcript.Command, w str
 				}
 				dr.acked[ei.pos] = true
 			case "acked-bits":
-				bits, err := strconv.ParseUint(v, 2, 64)
+				bits, err := strconv.ParseUint(a.Value, 2, 64)
 				if err != nil {
-					t.Fatalf("%s: acked-bits %q", c.Pos, v)
+					t.Fatalf("%s: acked-bits %q", c.Pos, a.Value)
 				}
 				ei.acked = []uint64{bits}
 			case "key":
@@ -351,11 +344,11 @@ func (dr *dispatchDriver) parseEntries(t *testing.T, c transcript.Command, w str
 			case "deliver-at":
 				ei.deliverAt = n
 			case "chunk":
-				ei.chunkUUID = v
+				ei.chunkUUID = a.Value
 			case "last":
 				ei.lastChunk = true
 			default:
-				t.Fatalf("%s: entry attribute %q", c.Pos, a)
+				t.Fatalf("%s: entry attribute %q", c.Pos, a.Key)
 			}
 		}
 		out = append(out, ei)
@@ -365,11 +358,11 @@ func (dr *dispatchDriver) parseEntries(t *testing.T, c transcript.Command, w str
 
 func parsePos(t *testing.T, c transcript.Command, s string) storage.Position {
 	t.Helper()
-	var p storage.Position
-	if _, err := fmt.Sscanf(s, "%d:%d", &p.LedgerID, &p.EntryID); err != nil {
-		t.Fatalf("%s: position %q: %v", c.Pos, s, err)
+	l, e, err := transcript.Position(s)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Pos, err)
 	}
-	return p
+	return storage.Position{LedgerID: l, EntryID: e}
 }
 
 func (dr *dispatchDriver) arg(t *testing.T, c transcript.Command, i int) string {

@@ -210,21 +210,14 @@ func (md *machineDriver) state() string {
 
 // entries reads one ENTRY word: a position or range with /attributes.
 func (md *machineDriver) entries(t *testing.T, c transcript.Command, w string) []Entry {
-	spec, attrs, _ := strings.Cut(w, "/")
-	from, to := spec, spec
-	if a, b, ok := strings.Cut(spec, ".."); ok {
-		from, to = a, b
-	}
-	first, last := md.pos(t, c, from), md.pos(t, c, to)
-	if first.LedgerID != last.LedgerID || first.EntryID > last.EntryID {
-		t.Fatalf("%s: range %s", c.Pos, spec)
+	ledger, ids, attrs, err := transcript.Entries(w)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Pos, err)
 	}
 	var tweaks []func(*pulsarpb.MessageMetadata)
 	payload, corrupt := "", false
-	for _, a := range strings.Split(attrs, "/") {
-		k, v, _ := strings.Cut(a, "=")
-		switch k {
-		case "":
+	for _, a := range attrs {
+		switch v := a.Value; a.Key {
 		case "from":
 			tweaks = append(tweaks, func(m *pulsarpb.MessageMetadata) { m.ReplicatedFrom = proto.String(v) })
 		case "local-only":
@@ -239,12 +232,12 @@ func (md *machineDriver) entries(t *testing.T, c transcript.Command, w string) [
 		case "bytes":
 			payload = strings.Repeat("x", md.atoi(t, c, v))
 		default:
-			t.Fatalf("%s: entry attribute %q", c.Pos, a)
+			t.Fatalf("%s: entry attribute %q", c.Pos, a.Key)
 		}
 	}
 	var out []Entry
-	for e := first.EntryID; e <= last.EntryID; e++ {
-		p := Position{first.LedgerID, e}
+	for _, e := range ids {
+		p := Position{ledger, e}
 		body := payload
 		if body == "" {
 			body = p.String()
@@ -265,11 +258,11 @@ func (md *machineDriver) entries(t *testing.T, c transcript.Command, w string) [
 
 func (md *machineDriver) pos(t *testing.T, c transcript.Command, s string) Position {
 	t.Helper()
-	var p Position
-	if _, err := fmt.Sscanf(s, "%d:%d", &p.LedgerID, &p.EntryID); err != nil {
-		t.Fatalf("%s: position %q: %v", c.Pos, s, err)
+	l, e, err := transcript.Position(s)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Pos, err)
 	}
-	return p
+	return Position{l, e}
 }
 
 func (md *machineDriver) plain(t *testing.T, c transcript.Command) []string {

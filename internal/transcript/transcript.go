@@ -16,10 +16,12 @@
 package transcript
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -131,4 +133,51 @@ func indent(s string) string {
 		return "  (nothing)"
 	}
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// Attr is one attribute of an Entries word: "msgs=10" (Key msgs, Value 10) or "marker" (no value).
+type Attr struct{ Key, Value string }
+
+// Entries reads a word that names log entries the way transcripts write them: a position "L:E" or a
+// range "L:E..L:E" within one ledger, followed by attributes after slashes ("1:0..1:9/msgs=10",
+// "7:1/from=c"). It returns the ledger, the entry ids in order and the attributes.
+func Entries(w string) (ledger int64, ids []int64, attrs []Attr, err error) {
+	spec, rest, _ := strings.Cut(w, "/")
+	from, to := spec, spec
+	if a, b, ok := strings.Cut(spec, ".."); ok {
+		from, to = a, b
+	}
+	l1, first, err1 := Position(from)
+	l2, last, err2 := Position(to)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, nil, nil, err
+	}
+	if l1 != l2 || first > last {
+		return 0, nil, nil, fmt.Errorf("range %q: not within one ledger, in order", spec)
+	}
+	for e := first; e <= last; e++ {
+		ids = append(ids, e)
+	}
+	if rest != "" {
+		for _, a := range strings.Split(rest, "/") {
+			k, v, _ := strings.Cut(a, "=")
+			attrs = append(attrs, Attr{Key: k, Value: v})
+		}
+	}
+	return l1, ids, attrs, nil
+}
+
+// Position parses a position "L:E" (ledger and entry id).
+func Position(s string) (ledger, entry int64, err error) {
+	l, e, ok := strings.Cut(s, ":")
+	if ok {
+		ledger, err = strconv.ParseInt(l, 10, 64)
+		if err == nil {
+			entry, err = strconv.ParseInt(e, 10, 64)
+		}
+	}
+	if !ok || err != nil {
+		return 0, 0, fmt.Errorf("position %q: want ledger:entry", s)
+	}
+	return ledger, entry, nil
 }

@@ -73,3 +73,19 @@ func TestRewrite(t *testing.T) {
 		t.Fatalf("rewritten:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+func TestEntries(t *testing.T) {
+	l, ids, attrs, err := Entries("1:3..1:5/msgs=10/marker")
+	if err != nil || l != 1 || len(ids) != 3 || ids[0] != 3 || ids[2] != 5 ||
+		len(attrs) != 2 || attrs[0] != (Attr{"msgs", "10"}) || attrs[1] != (Attr{Key: "marker"}) {
+		t.Fatalf("Entries = %d %v %v %v", l, ids, attrs, err)
+	}
+	if l, ids, attrs, err := Entries("7:-1"); err != nil || l != 7 || len(ids) != 1 || ids[0] != -1 || attrs != nil {
+		t.Fatalf("Entries(7:-1) = %d %v %v %v", l, ids, attrs, err)
+	}
+	for _, bad := range []string{"1:5..1:3", "1:0..2:0", "x", "1:", "1:0..", "a:b"} {
+		if _, _, _, err := Entries(bad); err == nil {
+			t.Errorf("Entries(%q) accepted", bad)
+		}
+	}
+}
