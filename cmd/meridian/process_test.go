@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -135,39 +136,41 @@ func startProcess(t *testing.T, args ...string) *process {
 // waitReady polls the readiness endpoint until it answers 200.
 func (p *process) waitReady(t *testing.T, webAddr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	client := &http.Client{Timeout: time.Second}
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := poll.Wait(ctx, func(context.Context) error {
 		select {
 		case <-p.exited:
 			t.Fatalf("meridian exited before it was ready: %v\n%s", p.err, p.out.String())
 		default:
 		}
 		resp, err := client.Get("http://" + webAddr + "/admin/v2/brokers/ready")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready after 30 s (last error %v)\n%s", err, p.out.String())
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("ready: %s", resp.Status)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("not ready after 30 s: %v\n%s", err, p.out.String())
 	}
 }
 
 // waitOutput polls the process's output for s until d passes; it reports whether s appeared.
 func (p *process) waitOutput(s string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for !strings.Contains(p.out.String(), s) {
-		if time.Now().After(deadline) {
-			return false
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return poll.Wait(ctx, func(context.Context) error {
+		if !strings.Contains(p.out.String(), s) {
+			return fmt.Errorf("no %q in the output", s)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+		return nil
+	}) == nil
 }
 
 func (p *process) wait(t *testing.T, d time.Duration) error {

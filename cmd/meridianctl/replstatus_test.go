@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/brokertest"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 func TestAssessReplication(t *testing.T) {
@@ -111,16 +113,16 @@ func TestReplicationStatusOnReceivingCluster(t *testing.T) {
 
 	// b's stats show a's link while a's replicator producer is connected to b.
 	var stats adminapi.TopicStats
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "a's link in b's stats", func() error {
+		stats = adminapi.TopicStats{}
 		if err := json.Unmarshal([]byte(mustBroker(t, b, "-o", "json", "topics", "stats", "orders")), &stats); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := stats.InboundReplication["a"]; ok || time.Now().After(deadline) {
-			break
+		if _, ok := stats.InboundReplication["a"]; !ok {
+			return fmt.Errorf("inbound replication %+v", stats.InboundReplication)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, ok := stats.Replication["a"]; ok {
 		t.Fatalf("b lists a as an outbound replicator: %+v", stats.Replication)
 	}

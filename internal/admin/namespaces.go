@@ -221,12 +221,34 @@ func (h *Handler) namespaceDelete(r *http.Request, ns naming.NamespaceName) erro
 	return h.cat.DeleteNamespace(r.Context(), ns.String())
 }
 
-// topicsOfNamespace lists the broker's topics of ns (empty without a TopicService).
+// topicsOfNamespace lists the topics of ns: the broker's, and in a cluster of several brokers every
+// broker's (empty without a TopicService).
 func (h *Handler) topicsOfNamespace(ctx context.Context, ns string) ([]string, error) {
 	if h.cfg.Topics == nil {
 		return nil, nil
 	}
-	return h.cfg.Topics.ListTopics(ctx, ns)
+	local, err := h.cfg.Topics.ListTopics(ctx, ns)
+	if err != nil || h.cfg.Ownership == nil {
+		return local, err
+	}
+	name, err := naming.ParseNamespace(ns)
+	if err != nil {
+		return local, nil
+	}
+	others, err := h.cfg.Ownership.Topics(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(local)+len(others))
+	out := make([]string, 0, len(local)+len(others))
+	for _, t := range append(local, others...) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // namespaceTopics lists topics and partitions (?mode=PERSISTENT (default), NON_PERSISTENT or ALL).

@@ -22,6 +22,8 @@ type Ownership interface {
 	BundleOwner(ctx context.Context, ns naming.NamespaceName, bundle string) (TopicOwner, error)
 	// Brokers lists the cluster's live brokers by web host:port, sorted.
 	Brokers() []string
+	// Topics lists the persistent topics of a namespace on every broker of the cluster.
+	Topics(ctx context.Context, ns naming.NamespaceName) ([]string, error)
 }
 
 // TopicOwner is a topic's broker: this one (Self) or another, with its advertised URLs.

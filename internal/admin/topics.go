@@ -113,7 +113,7 @@ func (h *Handler) topicExists(ctx context.Context, t naming.TopicName) (bool, er
 	if h.cfg.Topics == nil {
 		return false, nil
 	}
-	list, err := h.cfg.Topics.ListTopics(ctx, t.NamespaceName().String())
+	list, err := h.topicsOfNamespace(ctx, t.NamespaceName().String())
 	if err != nil {
 		return false, err
 	}
@@ -248,7 +248,7 @@ func (h *Handler) partitionedCreate(r *http.Request, t naming.TopicName) error {
 		return fail(http.StatusPreconditionFailed, "Partitioned Topic Name should not contain '-partition-'")
 	}
 	if h.cfg.Topics != nil {
-		list, err := h.cfg.Topics.ListTopics(r.Context(), t.NamespaceName().String())
+		list, err := h.topicsOfNamespace(r.Context(), t.NamespaceName().String())
 		if err != nil {
 			return err
 		}

@@ -42,6 +42,7 @@ var rules = []rule{
 	{from: "internal/crc32c", forbidden: internalAll},                                    // a leaf any layer may use (storage, replication)
 	{from: "internal/console", forbidden: internalAll},                                   // the page and its history; node adapts the data to it
 	{from: "internal/poll", forbidden: internalAll},                                      // tests' one way to wait for a condition
+	{from: "internal/transcript", forbidden: internalAll},                                // tests' runner of state-machine transcripts
 	{from: "internal/failover", forbidden: []string{"internal/", "brokertest", "cmd/"}},  // the failover checklist over the public admin API (meridianctl and the console)
 	{from: "internal/buildinfo", forbidden: []string{"internal/", "brokertest", "cmd/"}}, // a leaf over the public types (adminapi)
 	{from: "internal/config", forbidden: internalAll},                                    // settings and their sources; node and cmd read them

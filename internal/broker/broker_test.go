@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/mtypes"
@@ -15,66 +16,68 @@ import (
 )
 
 func TestProduceConsumeExclusive(t *testing.T) {
-	e := newEnv(t, Config{AutoTopicCreation: true})
-	top := e.topic("t1")
-	p := addProducer(t, top, ProducerOptions{})
-	if p.Name() == "" || p.LastSequenceID() != -1 {
-		t.Fatalf("producer name %q last seq %d", p.Name(), p.LastSequenceID())
-	}
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "sub", Type: mtypes.SubExclusive, Durable: true, InitialPosition: mtypes.InitialEarliest})
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{AutoTopicCreation: true})
+		top := e.topic("t1")
+		p := addProducer(t, top, ProducerOptions{})
+		if p.Name() == "" || p.LastSequenceID() != -1 {
+			t.Fatalf("producer name %q last seq %d", p.Name(), p.LastSequenceID())
+		}
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "sub", Type: mtypes.SubExclusive, Durable: true, InitialPosition: mtypes.InitialEarliest})
 
-	// Receipts come back in order with increasing positions.
-	results := make(chan PublishResult, 20)
-	for i := 0; i < 20; i++ {
-		p.Publish(PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint("m", i)), SequenceID: int64(i)},
-			func(r PublishResult) { results <- r })
-	}
-	var last mtypes.Position
-	for i := 0; i < 20; i++ {
-		r := <-results
-		if r.Err != nil || r.SequenceID != int64(i) {
-			t.Fatalf("result %d: %+v", i, r)
+		// Receipts come back in order with increasing positions.
+		results := make(chan PublishResult, 20)
+		for i := 0; i < 20; i++ {
+			p.Publish(PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint("m", i)), SequenceID: int64(i)},
+				func(r PublishResult) { results <- r })
 		}
-		if i > 0 && r.Position.Compare(last) <= 0 {
-			t.Fatalf("positions not increasing: %v after %v", r.Position, last)
+		var last mtypes.Position
+		for i := 0; i < 20; i++ {
+			r := <-results
+			if r.Err != nil || r.SequenceID != int64(i) {
+				t.Fatalf("result %d: %+v", i, r)
+			}
+			if i > 0 && r.Position.Compare(last) <= 0 {
+				t.Fatalf("positions not increasing: %v after %v", r.Position, last)
+			}
+			last = r.Position
 		}
-		last = r.Position
-	}
-	c.Flow(15)
-	s.waitMessages(t, 15)
-	s.quiet(t, 15)
-	c.Flow(100)
-	got := s.waitMessages(t, 20)
-	for i, d := range got {
-		if payloadOf(t, d) != fmt.Sprint("m", i) || d.RedeliveryCount != 0 || d.NumMessages != 1 {
-			t.Fatalf("delivery %d: %+v", i, d)
+		c.Flow(15)
+		s.waitMessages(t, 15)
+		s.quiet(t, 15)
+		c.Flow(100)
+		got := s.waitMessages(t, 20)
+		for i, d := range got {
+			if payloadOf(t, d) != fmt.Sprint("m", i) || d.RedeliveryCount != 0 || d.NumMessages != 1 {
+				t.Fatalf("delivery %d: %+v", i, d)
+			}
 		}
-	}
-	if st := top.Stats(); st.Subscriptions["sub"].MsgBacklog != 20 || st.Subscriptions["sub"].UnackedMessages != 20 {
-		t.Fatalf("stats before ack: %+v", st.Subscriptions["sub"])
-	}
-	if err := c.Ack(context.Background(), []Ack{{Position: got[19].Position}}, true); err != nil {
-		t.Fatal(err)
-	}
-	if st := top.Stats(); st.Subscriptions["sub"].MsgBacklog != 0 || st.Subscriptions["sub"].UnackedMessages != 0 {
-		t.Fatalf("stats after ack: %+v", st.Subscriptions["sub"])
-	}
-	// A second consumer on the exclusive subscription is refused.
-	if _, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "sub", Type: mtypes.SubExclusive, Durable: true}, newSink()); !errors.Is(err, ErrConsumerBusy) {
-		t.Fatalf("second exclusive consumer: %v", err)
-	}
-	// And a different type while connected.
-	if _, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "sub", Type: mtypes.SubShared, Durable: true}, newSink()); !errors.Is(err, ErrConsumerBusy) {
-		t.Fatalf("other type: %v", err)
-	}
-	lm, err := c.LastMessageID(context.Background())
-	if err != nil || lm.Position != last || lm.BatchIndex != -1 || lm.MarkDelete != last {
-		t.Fatalf("LastMessageID = %+v, %v (last %v)", lm, err, last)
-	}
-	c.Close()
-	if err := p.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+		if st := top.Stats(); st.Subscriptions["sub"].MsgBacklog != 20 || st.Subscriptions["sub"].UnackedMessages != 20 {
+			t.Fatalf("stats before ack: %+v", st.Subscriptions["sub"])
+		}
+		if err := c.Ack(context.Background(), []Ack{{Position: got[19].Position}}, true); err != nil {
+			t.Fatal(err)
+		}
+		if st := top.Stats(); st.Subscriptions["sub"].MsgBacklog != 0 || st.Subscriptions["sub"].UnackedMessages != 0 {
+			t.Fatalf("stats after ack: %+v", st.Subscriptions["sub"])
+		}
+		// A second consumer on the exclusive subscription is refused.
+		if _, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "sub", Type: mtypes.SubExclusive, Durable: true}, newSink()); !errors.Is(err, ErrConsumerBusy) {
+			t.Fatalf("second exclusive consumer: %v", err)
+		}
+		// And a different type while connected.
+		if _, err := top.Subscribe(context.Background(), SubscribeOptions{Subscription: "sub", Type: mtypes.SubShared, Durable: true}, newSink()); !errors.Is(err, ErrConsumerBusy) {
+			t.Fatalf("other type: %v", err)
+		}
+		lm, err := c.LastMessageID(context.Background())
+		if err != nil || lm.Position != last || lm.BatchIndex != -1 || lm.MarkDelete != last {
+			t.Fatalf("LastMessageID = %+v, %v (last %v)", lm, err, last)
+		}
+		c.Close()
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestTopicCreationRules(t *testing.T) {
@@ -149,60 +152,62 @@ func TestDeleteTopicRacingLoads(t *testing.T) {
 }
 
 func TestDedupSurvivesRestartAndCrash(t *testing.T) {
-	e := newEnv(t, Config{AutoTopicCreation: true, DedupDefault: true, DedupSnapshotInterval: 1000})
-	top := e.topic("dedup")
-	p := addProducer(t, top, ProducerOptions{Name: "prod"})
-	for i := 0; i < 5; i++ {
-		r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", uint64(i), 1, "x"), SequenceID: int64(i)})
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{AutoTopicCreation: true, DedupDefault: true, DedupSnapshotInterval: 1000})
+		top := e.topic("dedup")
+		p := addProducer(t, top, ProducerOptions{Name: "prod"})
+		for i := 0; i < 5; i++ {
+			r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", uint64(i), 1, "x"), SequenceID: int64(i)})
+			if r.Err != nil || r.Duplicate {
+				t.Fatalf("publish %d: %+v", i, r)
+			}
+		}
+		r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", 2, 1, "x"), SequenceID: 2})
+		if !r.Duplicate || r.Position != (mtypes.Position{LedgerID: -1, EntryID: -1}) {
+			t.Fatalf("duplicate: %+v", r)
+		}
+		if !top.DedupEnabled() || top.Stats().DeduplicationStatus != "Enabled" {
+			t.Fatal("dedup not enabled")
+		}
+
+		// Clean restart: last_sequence_id comes back.
+		e.restart()
+		top = e.topic("dedup")
+		p = addProducer(t, top, ProducerOptions{Name: "prod"})
+		if p.LastSequenceID() != 4 {
+			t.Fatalf("after restart LastSequenceID = %d, want 4", p.LastSequenceID())
+		}
+		// A batch: sequence 5 (first) .. 9.
+		r = publishSync(t, p, PublishRequest{Entry: entry(t, "prod", 5, 5, "b"), SequenceID: 5, NumMessages: 5})
 		if r.Err != nil || r.Duplicate {
-			t.Fatalf("publish %d: %+v", i, r)
+			t.Fatalf("batch: %+v", r)
 		}
-	}
-	r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", 2, 1, "x"), SequenceID: 2})
-	if !r.Duplicate || r.Position != (mtypes.Position{LedgerID: -1, EntryID: -1}) {
-		t.Fatalf("duplicate: %+v", r)
-	}
-	if !top.DedupEnabled() || top.Stats().DeduplicationStatus != "Enabled" {
-		t.Fatal("dedup not enabled")
-	}
 
-	// Clean restart: last_sequence_id comes back.
-	e.restart()
-	top = e.topic("dedup")
-	p = addProducer(t, top, ProducerOptions{Name: "prod"})
-	if p.LastSequenceID() != 4 {
-		t.Fatalf("after restart LastSequenceID = %d, want 4", p.LastSequenceID())
-	}
-	// A batch: sequence 5 (first) .. 9.
-	r = publishSync(t, p, PublishRequest{Entry: entry(t, "prod", 5, 5, "b"), SequenceID: 5, NumMessages: 5})
-	if r.Err != nil || r.Duplicate {
-		t.Fatalf("batch: %+v", r)
-	}
-
-	// Crash (no clean close, no final snapshot): the replay of the log rebuilds the state.
-	e.crash()
-	top = e.topic("dedup")
-	p = addProducer(t, top, ProducerOptions{Name: "prod"})
-	if p.LastSequenceID() != 9 {
-		t.Fatalf("after crash LastSequenceID = %d, want 9 (the batch 5..9)", p.LastSequenceID())
-	}
-	for _, seq := range []int64{3, 5, 9} {
-		if r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", uint64(seq), 1, "x"), SequenceID: seq}); !r.Duplicate {
-			t.Fatalf("seq %d after crash not a duplicate: %+v", seq, r)
+		// Crash (no clean close, no final snapshot): the replay of the log rebuilds the state.
+		e.crash()
+		top = e.topic("dedup")
+		p = addProducer(t, top, ProducerOptions{Name: "prod"})
+		if p.LastSequenceID() != 9 {
+			t.Fatalf("after crash LastSequenceID = %d, want 9 (the batch 5..9)", p.LastSequenceID())
 		}
-	}
-	if r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", 10, 1, "x"), SequenceID: 10}); r.Err != nil || r.Duplicate {
-		t.Fatalf("seq 10: %+v", r)
-	}
-	// Everything stored once: 5 singles + 1 batch + 1.
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "check", Type: mtypes.SubExclusive, Durable: true, InitialPosition: mtypes.InitialEarliest})
-	c.Flow(1000)
-	got := s.waitMessages(t, 7)
-	s.quiet(t, 7)
-	if got[5].NumMessages != 5 {
-		t.Fatalf("batch delivery %+v", got[5])
-	}
-	c.Close()
+		for _, seq := range []int64{3, 5, 9} {
+			if r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", uint64(seq), 1, "x"), SequenceID: seq}); !r.Duplicate {
+				t.Fatalf("seq %d after crash not a duplicate: %+v", seq, r)
+			}
+		}
+		if r := publishSync(t, p, PublishRequest{Entry: entry(t, "prod", 10, 1, "x"), SequenceID: 10}); r.Err != nil || r.Duplicate {
+			t.Fatalf("seq 10: %+v", r)
+		}
+		// Everything stored once: 5 singles + 1 batch + 1.
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "check", Type: mtypes.SubExclusive, Durable: true, InitialPosition: mtypes.InitialEarliest})
+		c.Flow(1000)
+		got := s.waitMessages(t, 7)
+		s.quiet(t, 7)
+		if got[5].NumMessages != 5 {
+			t.Fatalf("batch delivery %+v", got[5])
+		}
+		c.Close()
+	})
 }
 
 func TestDedupSnapshotsEveryInterval(t *testing.T) {
@@ -367,62 +372,66 @@ func TestSeekDisconnectsAndRestarts(t *testing.T) {
 }
 
 func TestReaderStartPositionAndCleanup(t *testing.T) {
-	e := newEnv(t, Config{AutoTopicCreation: true})
-	top := e.topic("reader")
-	p := addProducer(t, top, ProducerOptions{})
-	var ps []mtypes.Position
-	for i := 0; i < 5; i++ {
-		ps = append(ps, publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "x"), SequenceID: int64(i)}).Position)
-	}
-	for _, tt := range []struct {
-		start mtypes.Position
-		want  int
-	}{{ps[3], 2}, {mtypes.Earliest, 5}, {mtypes.Latest, 0}} {
-		start := tt.start
-		c, s := subscribe(t, top, SubscribeOptions{Subscription: "reader-x", Type: mtypes.SubExclusive, Durable: false, StartPosition: &start})
-		c.Flow(100)
-		if tt.want > 0 {
-			got := s.waitMessages(t, tt.want)
-			if tt.start == ps[3] && got[0].Position != ps[3] {
-				t.Fatalf("reader starts at %v", got[0].Position)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{AutoTopicCreation: true})
+		top := e.topic("reader")
+		p := addProducer(t, top, ProducerOptions{})
+		var ps []mtypes.Position
+		for i := 0; i < 5; i++ {
+			ps = append(ps, publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, "x"), SequenceID: int64(i)}).Position)
+		}
+		for _, tt := range []struct {
+			start mtypes.Position
+			want  int
+		}{{ps[3], 2}, {mtypes.Earliest, 5}, {mtypes.Latest, 0}} {
+			start := tt.start
+			c, s := subscribe(t, top, SubscribeOptions{Subscription: "reader-x", Type: mtypes.SubExclusive, Durable: false, StartPosition: &start})
+			c.Flow(100)
+			if tt.want > 0 {
+				got := s.waitMessages(t, tt.want)
+				if tt.start == ps[3] && got[0].Position != ps[3] {
+					t.Fatalf("reader starts at %v", got[0].Position)
+				}
+			}
+			s.quiet(t, tt.want)
+			c.Close()
+			if len(top.Subscriptions()) != 0 {
+				t.Fatalf("non-durable subscription kept: %v", top.Subscriptions())
 			}
 		}
-		s.quiet(t, tt.want)
-		c.Close()
-		if len(top.Subscriptions()) != 0 {
-			t.Fatalf("non-durable subscription kept: %v", top.Subscriptions())
+		// Latest reader gets new messages.
+		start := mtypes.Latest
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "reader-y", StartPosition: &start})
+		c.Flow(10)
+		r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 9, 1, "new"), SequenceID: 9})
+		if got := s.waitMessages(t, 1); got[0].Position != r.Position {
+			t.Fatalf("latest reader got %v", got[0].Position)
 		}
-	}
-	// Latest reader gets new messages.
-	start := mtypes.Latest
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "reader-y", StartPosition: &start})
-	c.Flow(10)
-	r := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 9, 1, "new"), SequenceID: 9})
-	if got := s.waitMessages(t, 1); got[0].Position != r.Position {
-		t.Fatalf("latest reader got %v", got[0].Position)
-	}
-	c.Close()
+		c.Close()
+	})
 }
 
 func TestMarkersAreNeverDispatched(t *testing.T) {
-	e := newEnv(t, Config{AutoTopicCreation: true})
-	top := e.topic("markers")
-	p := addProducer(t, top, ProducerOptions{})
-	marker := markerEntry(t)
-	publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "a"), SequenceID: 0})
-	publishSync(t, p, PublishRequest{Entry: marker, SequenceID: 1, Marker: true})
-	publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 2, 1, "b"), SequenceID: 2})
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest})
-	c.Flow(100)
-	got := s.waitMessages(t, 2)
-	s.quiet(t, 2)
-	if payloadOf(t, got[0]) != "a" || payloadOf(t, got[1]) != "b" {
-		t.Fatalf("got %q %q", payloadOf(t, got[0]), payloadOf(t, got[1]))
-	}
-	// The marker was acknowledged on the subscription.
-	c.Ack(context.Background(), positionsAcks(got), false)
-	poll.Until(t, 10*time.Second, "backlog 0", func() bool { return top.Stats().Subscriptions["s"].MsgBacklog == 0 })
-	c.Close()
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{AutoTopicCreation: true})
+		top := e.topic("markers")
+		p := addProducer(t, top, ProducerOptions{})
+		marker := markerEntry(t)
+		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "a"), SequenceID: 0})
+		publishSync(t, p, PublishRequest{Entry: marker, SequenceID: 1, Marker: true})
+		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 2, 1, "b"), SequenceID: 2})
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Type: mtypes.SubShared, Durable: true, InitialPosition: mtypes.InitialEarliest})
+		c.Flow(100)
+		got := s.waitMessages(t, 2)
+		s.quiet(t, 2)
+		if payloadOf(t, got[0]) != "a" || payloadOf(t, got[1]) != "b" {
+			t.Fatalf("got %q %q", payloadOf(t, got[0]), payloadOf(t, got[1]))
+		}
+		// The marker was acknowledged on the subscription.
+		c.Ack(context.Background(), positionsAcks(got), false)
+		poll.Until(t, 10*time.Second, "backlog 0", func() bool { return top.Stats().Subscriptions["s"].MsgBacklog == 0 })
+		c.Close()
+	})
 }
 
 func TestBatchIndexAckAndLastMessageID(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -170,29 +171,32 @@ func TestKeySharedKeepsKeysOnOneConsumer(t *testing.T) {
 }
 
 func TestDelayedDeliveryShared(t *testing.T) {
-	e := newEnv(t, Config{AutoTopicCreation: true})
-	top := e.topic("delayed")
-	p := addProducer(t, top, ProducerOptions{})
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "d", Type: mtypes.SubShared, Durable: true})
-	c.Flow(100)
-	// 1 s: long enough that "now" is read before "late" is due even on a loaded machine.
-	due := time.Now().Add(time.Second).Truncate(time.Millisecond) // deliver_at_time is in ms
-	md := &pulsarpb.MessageMetadata{ProducerName: proto.String(p.Name()), SequenceId: proto.Uint64(0),
-		PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())), DeliverAtTime: proto.Int64(due.UnixMilli())}
-	late, _ := wire.EncodeEntry(md, []byte("late"))
-	publishSync(t, p, PublishRequest{Entry: late})
-	publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 1, 1, "now"), SequenceID: 1})
-	got := s.waitMessages(t, 1)
-	if payloadOf(t, got[0]) != "now" {
-		t.Fatalf("first delivered %q", payloadOf(t, got[0]))
-	}
-	if d := top.Stats().Subscriptions["d"].MsgDelayed; d != 1 {
-		t.Fatalf("msgDelayed %d", d)
-	}
-	got = s.waitMessages(t, 2)
-	if payloadOf(t, got[1]) != "late" || time.Now().Before(due) {
-		t.Fatalf("delayed message %q at %v (due %v)", payloadOf(t, got[1]), time.Now(), due)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{AutoTopicCreation: true})
+		top := e.topic("delayed")
+		p := addProducer(t, top, ProducerOptions{})
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "d", Type: mtypes.SubShared, Durable: true})
+		c.Flow(100)
+		// In the synctest bubble the clock moves only when everything waits: "now" is delivered before
+		// "late" is due however loaded the machine is, and the second passes in fake time.
+		due := time.Now().Add(time.Second).Truncate(time.Millisecond) // deliver_at_time is in ms
+		md := &pulsarpb.MessageMetadata{ProducerName: proto.String(p.Name()), SequenceId: proto.Uint64(0),
+			PublishTime: proto.Uint64(uint64(time.Now().UnixMilli())), DeliverAtTime: proto.Int64(due.UnixMilli())}
+		late, _ := wire.EncodeEntry(md, []byte("late"))
+		publishSync(t, p, PublishRequest{Entry: late})
+		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 1, 1, "now"), SequenceID: 1})
+		got := s.waitMessages(t, 1)
+		if payloadOf(t, got[0]) != "now" {
+			t.Fatalf("first delivered %q", payloadOf(t, got[0]))
+		}
+		if d := top.Stats().Subscriptions["d"].MsgDelayed; d != 1 {
+			t.Fatalf("msgDelayed %d", d)
+		}
+		got = s.waitMessages(t, 2)
+		if payloadOf(t, got[1]) != "late" || time.Now().Before(due) {
+			t.Fatalf("delayed message %q at %v (due %v)", payloadOf(t, got[1]), time.Now(), due)
+		}
+	})
 }
 
 func TestWaitForExclusiveGivesUpWithContext(t *testing.T) {
@@ -446,27 +450,29 @@ func TestLastMessageIDSkipsTrailingMarkers(t *testing.T) {
 
 // Exclusive redelivery rewinds to after the mark-delete position and skips what was acknowledged.
 func TestExclusiveRewindSkipsAcked(t *testing.T) {
-	e := newEnv(t, Config{AutoTopicCreation: true})
-	top := e.topic("rewind")
-	p := addProducer(t, top, ProducerOptions{})
-	for i := 0; i < 5; i++ {
-		publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
-	}
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "x", Durable: true, InitialPosition: mtypes.InitialEarliest})
-	c.Flow(100)
-	got := s.waitMessages(t, 5)
-	if err := c.Ack(context.Background(), []Ack{{Position: got[1].Position}, {Position: got[3].Position}}, false); err != nil {
-		t.Fatal(err)
-	}
-	c.RedeliverUnacknowledged([]mtypes.Position{got[2].Position})
-	again := s.waitMessages(t, 8)[5:]
-	for i, want := range []string{"0", "2", "4"} {
-		if payloadOf(t, again[i]) != want || again[i].RedeliveryCount != 1 {
-			t.Fatalf("redelivery %d: %q count %d", i, payloadOf(t, again[i]), again[i].RedeliveryCount)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, Config{AutoTopicCreation: true})
+		top := e.topic("rewind")
+		p := addProducer(t, top, ProducerOptions{})
+		for i := 0; i < 5; i++ {
+			publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), uint64(i), 1, fmt.Sprint(i)), SequenceID: int64(i)})
 		}
-	}
-	s.quiet(t, 8)
-	c.Close()
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "x", Durable: true, InitialPosition: mtypes.InitialEarliest})
+		c.Flow(100)
+		got := s.waitMessages(t, 5)
+		if err := c.Ack(context.Background(), []Ack{{Position: got[1].Position}, {Position: got[3].Position}}, false); err != nil {
+			t.Fatal(err)
+		}
+		c.RedeliverUnacknowledged([]mtypes.Position{got[2].Position})
+		again := s.waitMessages(t, 8)[5:]
+		for i, want := range []string{"0", "2", "4"} {
+			if payloadOf(t, again[i]) != want || again[i].RedeliveryCount != 1 {
+				t.Fatalf("redelivery %d: %q count %d", i, payloadOf(t, again[i]), again[i].RedeliveryCount)
+			}
+		}
+		s.quiet(t, 8)
+		c.Close()
+	})
 }
 
 func TestSubscriptionExpiration(t *testing.T) {

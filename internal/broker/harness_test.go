@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -234,10 +235,13 @@ func (s *sink) count() int {
 	return len(s.msgs)
 }
 
-// quiet asserts that nothing more arrives for a short while (used only for negative checks).
+// quiet asserts that the sink holds exactly n messages once the broker has nothing left to do. It
+// is called inside a synctest bubble (inBubble): synctest.Wait returns when every goroutine of the
+// test, the broker's and the storage engine's included, waits for something only the test can give,
+// so a message still on its way would have arrived.
 func (s *sink) quiet(t testing.TB, n int) {
 	t.Helper()
-	time.Sleep(50 * time.Millisecond)
+	synctest.Wait()
 	if got := s.count(); got != n {
 		t.Fatalf("got %d messages, want %d", got, n)
 	}

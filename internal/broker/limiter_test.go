@@ -3,10 +3,16 @@ package broker
 import (
 	"context"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
+// TestMemoryLimiterParentAndWait runs in a synctest bubble: synctest.Wait returns once the waiter
+// is blocked, so "Wait did not return" is checked without waiting for time to pass.
 func TestMemoryLimiterParentAndWait(t *testing.T) {
+	synctest.Test(t, testMemoryLimiterParentAndWait)
+}
+
+func testMemoryLimiterParentAndWait(t *testing.T) {
 	parent := NewMemoryLimiter(100, 0, nil)
 	a := NewMemoryLimiter(0, 2, parent)
 	b := NewMemoryLimiter(0, 0, parent)
@@ -24,18 +30,20 @@ func TestMemoryLimiterParentAndWait(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.Wait(context.Background()) }()
+	synctest.Wait()
 	select {
 	case <-done:
 		t.Fatal("Wait returned while over the limit")
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	b.Release(80)
+	synctest.Wait()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	default:
 		t.Fatal("Wait did not return after release")
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/mtypes"
@@ -110,57 +111,59 @@ func TestReplicatedFlagByPolicyAndAdmin(t *testing.T) {
 // becoming replicated (final), and hands it the markers replicator producers store; the marker is
 // never delivered.
 func TestSubscriptionSyncHooks(t *testing.T) {
-	rec := &recordingSync{}
-	e := &env{t: t, cfg: Config{AutoTopicCreation: true}, fs: newMemFS(), sync: rec}
-	e.open()
-	t.Cleanup(e.close)
-	top := e.topic("hooks")
-	p := addProducer(t, top, ProducerOptions{})
-	pos := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "m0")}).Position
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recordingSync{}
+		e := &env{t: t, cfg: Config{AutoTopicCreation: true}, fs: newMemFS(), sync: rec}
+		e.open()
+		t.Cleanup(e.close)
+		top := e.topic("hooks")
+		p := addProducer(t, top, ProducerOptions{})
+		pos := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "m0")}).Position
 
-	plain, _ := subscribe(t, top, SubscribeOptions{Subscription: "plain", Durable: true, InitialPosition: mtypes.InitialEarliest})
-	if err := plain.Ack(context.Background(), []Ack{{Position: pos}}, false); err != nil {
-		t.Fatal(err)
-	}
-	plain.Close()
-	if calls := rec.calls(); len(calls) != 0 {
-		t.Fatalf("a subscription that is not replicated reached the sync: %v", calls)
-	}
-	c, _ := subscribe(t, top, SubscribeOptions{Subscription: "r", Durable: true, InitialPosition: mtypes.InitialEarliest, ReplicateSubscriptionState: true})
-	if err := c.Ack(context.Background(), []Ack{{Position: pos}}, false); err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	want := []syncCall{{"r", true}, {"r", false}, {"r", true}}
-	if calls := rec.calls(); !slicesEqual(calls, want) {
-		t.Fatalf("sync calls %v, want %v", calls, want)
-	}
+		plain, _ := subscribe(t, top, SubscribeOptions{Subscription: "plain", Durable: true, InitialPosition: mtypes.InitialEarliest})
+		if err := plain.Ack(context.Background(), []Ack{{Position: pos}}, false); err != nil {
+			t.Fatal(err)
+		}
+		plain.Close()
+		if calls := rec.calls(); len(calls) != 0 {
+			t.Fatalf("a subscription that is not replicated reached the sync: %v", calls)
+		}
+		c, _ := subscribe(t, top, SubscribeOptions{Subscription: "r", Durable: true, InitialPosition: mtypes.InitialEarliest, ReplicateSubscriptionState: true})
+		if err := c.Ack(context.Background(), []Ack{{Position: pos}}, false); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		want := []syncCall{{"r", true}, {"r", false}, {"r", true}}
+		if calls := rec.calls(); !slicesEqual(calls, want) {
+			t.Fatalf("sync calls %v, want %v", calls, want)
+		}
 
-	// A marker from a replicator producer is handed over once stored, and never delivered.
-	rp := addProducer(t, top, ProducerOptions{Name: "pulsar.repl.b-->a"})
-	m := publishSync(t, rp, PublishRequest{Entry: markerEntry(t), Marker: true})
-	if m.Err != nil {
-		t.Fatal(m.Err)
-	}
-	rec.mu.Lock()
-	markers := append([]mtypes.Position(nil), rec.markers...)
-	rec.mu.Unlock()
-	if len(markers) != 1 || markers[0] != m.Position {
-		t.Fatalf("markers handed over %v, want [%v]", markers, m.Position)
-	}
-	own, err := top.AppendMarker(context.Background(), markerEntry(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 1, 1, "m1")}).Position
-	c, s := subscribe(t, top, SubscribeOptions{Subscription: "r", Durable: true, InitialPosition: mtypes.InitialEarliest})
-	defer c.Close()
-	c.Flow(100)
-	got := s.waitMessages(t, 1)
-	s.quiet(t, 1)
-	if got[0].Position != after {
-		t.Fatalf("delivered %v, want only %v (markers at %v and %v are never delivered)", got[0].Position, after, m.Position, own)
-	}
+		// A marker from a replicator producer is handed over once stored, and never delivered.
+		rp := addProducer(t, top, ProducerOptions{Name: "pulsar.repl.b-->a"})
+		m := publishSync(t, rp, PublishRequest{Entry: markerEntry(t), Marker: true})
+		if m.Err != nil {
+			t.Fatal(m.Err)
+		}
+		rec.mu.Lock()
+		markers := append([]mtypes.Position(nil), rec.markers...)
+		rec.mu.Unlock()
+		if len(markers) != 1 || markers[0] != m.Position {
+			t.Fatalf("markers handed over %v, want [%v]", markers, m.Position)
+		}
+		own, err := top.AppendMarker(context.Background(), markerEntry(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 1, 1, "m1")}).Position
+		c, s := subscribe(t, top, SubscribeOptions{Subscription: "r", Durable: true, InitialPosition: mtypes.InitialEarliest})
+		defer c.Close()
+		c.Flow(100)
+		got := s.waitMessages(t, 1)
+		s.quiet(t, 1)
+		if got[0].Position != after {
+			t.Fatalf("delivered %v, want only %v (markers at %v and %v are never delivered)", got[0].Position, after, m.Position, own)
+		}
+	})
 }
 
 func slicesEqual(a, b []syncCall) bool {

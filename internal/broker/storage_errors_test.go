@@ -5,9 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -40,16 +40,7 @@ func TestTopicAwaitingRepairIsServiceNotReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		if time.Now().After(deadline) {
-			t.Fatal("the topic's segment never became a repair target")
-		}
-		if m := e.engine.Metrics(); m.RepairsPending > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, waitTimeout, "the topic's segment a repair target", func() bool { return e.engine.Metrics().RepairsPending > 0 })
 	_ = e.b.UnloadTopic(ctx, name)
 	_, err = e.b.GetTopic(ctx, name, true)
 	if err == nil {

@@ -10,14 +10,15 @@ import (
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
 	metastores "github.com/meridian-mq/meridian/internal/metadata/stores"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // TestSharedConfigurationStoreOverEtcd: two clusters with their own connections to one etcd (full
 // mesh, docs/design.md, "Metadata and configuration") see each other's configuration changes by watch, well within a second.
 func TestSharedConfigurationStoreOverEtcd(t *testing.T) {
-	t.Run("embedded", func(t *testing.T) { sharedStore(t, etcdtest.Start(t)) })
+	t.Run("built", func(t *testing.T) { sharedStore(t, etcdtest.Start(t)) })
 	// Debian's etcd-server 3.4 when installed (CI installs it); skipped otherwise.
-	t.Run("binary", func(t *testing.T) { sharedStore(t, etcdtest.StartProcess(t)) })
+	t.Run("installed", func(t *testing.T) { sharedStore(t, etcdtest.StartInstalled(t)) })
 }
 
 func sharedStore(t *testing.T, srv *etcdtest.Server) {
@@ -61,11 +62,7 @@ func sharedStore(t *testing.T, srv *etcdtest.Server) {
 			if took > time.Second {
 				t.Fatalf("propagation took %s, want < 1s", took)
 			}
-			version := srv.Version()
-			if version == "" {
-				version = "embedded"
-			}
-			t.Logf("namespace created on east visible on west after %s (%s)", took, version)
+			t.Logf("namespace created on east visible on west after %s (%s)", took, srv.Version())
 			return
 		case <-deadline:
 			t.Fatal("west never saw the namespace")
@@ -112,13 +109,7 @@ func TestStoreOutageIsReported(t *testing.T) {
 	if err := proxy.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for check() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("store never reported healthy again")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.UntilNil(t, 15*time.Second, "the store healthy again", check)
 	if err := c.CreateCluster(ctx, "west", adminapi.ClusterData{}); err != nil {
 		t.Fatal(err)
 	}

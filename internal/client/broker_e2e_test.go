@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/brokertest"
 	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -246,13 +247,7 @@ func TestBrokerConsumerResubscribesAfterRestart(t *testing.T) {
 	if err := cons.Ack(ctx, m.ID); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !cons.IsActive() {
-		if time.Now().After(deadline) {
-			t.Fatal("failover consumer never told it is active")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the failover consumer told it is active", cons.IsActive)
 	b.Restart()
 	if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte("two")}); err != nil {
 		t.Fatal(err)

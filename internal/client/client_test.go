@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -715,35 +716,40 @@ func TestSendRawBatchBeyondMaxPending(t *testing.T) {
 	}
 }
 
+// TestSlotPool runs in a synctest bubble: synctest.Wait returns once the taker is blocked, so "it
+// did not take" is checked without waiting for time to pass.
 func TestSlotPool(t *testing.T) {
-	s := newSlotPool(3)
-	ctx := testCtx(t)
-	stop := make(chan struct{})
-	if err := s.take(ctx, stop, 2); err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error, 1)
-	go func() { got <- s.take(ctx, stop, 3) }() // waits for all three
-	s.give(1)
-	select {
-	case err := <-got:
-		t.Fatalf("took 3 with 2 free: %v", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	s.give(1)
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	go func() { got <- s.take(ctx, stop, 1) }()
-	close(stop)
-	if err := <-got; !errors.Is(err, ErrClosed) {
-		t.Fatalf("take after stop: %v", err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := s.take(cctx, make(chan struct{}), 1); !errors.Is(err, context.Canceled) {
-		t.Fatalf("take with ended context: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newSlotPool(3)
+		ctx := testCtx(t)
+		stop := make(chan struct{})
+		if err := s.take(ctx, stop, 2); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() { got <- s.take(ctx, stop, 3) }() // waits for all three
+		s.give(1)
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("took 3 with 2 free: %v", err)
+		default:
+		}
+		s.give(1)
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		go func() { got <- s.take(ctx, stop, 1) }()
+		close(stop)
+		if err := <-got; !errors.Is(err, ErrClosed) {
+			t.Fatalf("take after stop: %v", err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := s.take(cctx, make(chan struct{}), 1); !errors.Is(err, context.Canceled) {
+			t.Fatalf("take with ended context: %v", err)
+		}
+	})
 }
 
 // TestMultiHostServiceURL: a service URL naming several brokers is used host by host, and a host

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -120,8 +123,7 @@ func TestHandler(t *testing.T) {
 			t.Fatalf("GET %s: not the page", p)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.UntilNil(t, 5*time.Second, "three history samples", func() error {
 		resp, err := http.Get(srv.URL + "/console/api/overview")
 		if err != nil {
 			t.Fatal(err)
@@ -135,14 +137,11 @@ func TestHandler(t *testing.T) {
 		if ov.Cluster != "a" || len(ov.Clusters) != 2 || len(ov.Links) != 1 || len(ov.Subscriptions) != 1 || ov.Subscriptions[0].LagMs != 12 {
 			t.Fatalf("overview %+v", ov)
 		}
-		if len(ov.Links[0].History) >= 3 {
-			break
+		if len(ov.Links[0].History) < 3 {
+			return fmt.Errorf("history %+v", ov.Links[0].History)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("history after 5 s: %+v", ov.Links[0].History)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestHistoryBudget: links beyond the history's byte budget get no history (counted); a link that

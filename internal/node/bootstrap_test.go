@@ -15,6 +15,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore"
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 func clusterURLs(i int) adminapi.ClusterData {
@@ -143,10 +144,14 @@ func TestConcurrentBootstrapOnEtcd(t *testing.T) {
 				}
 				// Every write waits for its own catalog to show it; another catalog shows it
 				// within the watch latency.
-				deadline := time.Now().Add(5 * time.Second)
-				for !joined(cat, names) && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond) // poll interval of a deadline-bounded wait
-				}
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_ = poll.Wait(wctx, func(context.Context) error {
+					if !joined(cat, names) {
+						return fmt.Errorf("not joined")
+					}
+					return nil
+				})
+				cancel()
 				if !joined(cat, names) {
 					tenant, _ := cat.Tenant("public")
 					t.Errorf("round %d: tenant public allows %v, want all of %v, and public/default exists", round, tenant.AllowedClusters, names)

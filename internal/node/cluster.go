@@ -276,3 +276,7 @@ func (n *Node) peerHTTPClient() (*http.Client, error) {
 	tr.TLSClientConfig = cfg
 	return &http.Client{Transport: tr, Timeout: remoteCallTimeout}, nil
 }
+
+func (a adminMember) Topics(ctx context.Context, ns naming.NamespaceName) ([]string, error) {
+	return a.m.Topics(ctx, ns)
+}

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,12 +14,14 @@ import (
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/naming"
 )
 
-// A partitioned topic's admin calls (stats, deletion) are answered by whichever broker is asked,
-// but each partition lives on its bundle's owner: the broker asks the owners of the partitions it
-// does not serve through their admin API, with the caller's credentials (docs/cluster.md).
+// Admin calls that span topics (a partitioned topic's stats or deletion, a namespace's deletion)
+// are answered by whichever broker is asked, but each topic lives on its bundle's owner: the broker
+// asks the owners of the topics it does not serve through their admin API, with the caller's
+// credentials (docs/cluster.md).
 
 // remoteCallTimeout bounds one call to another broker of the cluster.
 const remoteCallTimeout = 30 * time.Second
@@ -25,10 +29,10 @@ const remoteCallTimeout = 30 * time.Second
 // maxRemoteBody bounds a peer's answer.
 const maxRemoteBody = 16 << 20
 
-// remotePartition reports whether topic is a partition another live broker owns, and that
-// broker's web base URL. A partition whose bundle nobody owns yet was never created.
-func (m *clusterMember) remotePartition(topic naming.TopicName) (base string, remote bool, err error) {
-	if !topic.IsPartition() || m.Serves(topic) {
+// remoteTopic reports whether another broker owns topic, and that broker's web base URL. A topic
+// whose bundle nobody owns yet was never created.
+func (m *clusterMember) remoteTopic(topic naming.TopicName) (base string, remote bool, err error) {
+	if m.Serves(topic) {
 		return "", false, nil
 	}
 	owner, ok := m.coord.Owner(topic.NamespaceName().String(), topic.String())
@@ -38,25 +42,59 @@ func (m *clusterMember) remotePartition(topic naming.TopicName) (base string, re
 		}
 		return "", true, fmt.Errorf("%w: %s", admin.ErrTopicNotFound, topic)
 	}
-	base = owner.WebURL
-	if base == "" {
-		base = owner.WebURLTLS
+	return webBase(owner), true, nil
+}
+
+// ownerForCreate is remoteTopic for an operation that creates the topic: a bundle nobody owns
+// is assigned first (as a lookup does), possibly to this broker.
+func (m *clusterMember) ownerForCreate(ctx context.Context, topic naming.TopicName) (base string, remote bool, err error) {
+	if m.Serves(topic) {
+		return "", false, nil
 	}
-	return strings.TrimSuffix(base, "/"), true, nil
+	d, err := m.coord.Lookup(ctx, topic.NamespaceName().String(), topic.String())
+	if err != nil {
+		if errors.Is(err, cluster.ErrNotReady) {
+			return "", true, fmt.Errorf("%w: %v", admin.ErrNotReady, err)
+		}
+		return "", true, err
+	}
+	if d.Action == cluster.Connect {
+		return "", false, nil
+	}
+	return webBase(d.Broker), true, nil
+}
+
+func webBase(b cluster.BrokerInfo) string {
+	base := b.WebURL
+	if base == "" {
+		base = b.WebURLTLS
+	}
+	return strings.TrimSuffix(base, "/")
 }
 
 // callOwner sends one admin request to another broker with the caller's credentials and decodes a
 // JSON answer into out (when not nil). A 404 is ErrTopicNotFound; other failures carry the status.
-func (m *clusterMember) callOwner(ctx context.Context, method, base, path string, query url.Values, out any) error {
+func (m *clusterMember) callOwner(ctx context.Context, method, base, path string, query url.Values, in, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
 	defer cancel()
 	u := base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	var reqBody io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		reqBody = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, reqBody)
 	if err != nil {
 		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if a := admin.ForwardedCredentials(ctx); a != "" {
 		req.Header.Set("Authorization", a)
@@ -74,6 +112,14 @@ func (m *clusterMember) callOwner(ctx context.Context, method, base, path string
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%w: %s", admin.ErrTopicNotFound, path)
+	case resp.StatusCode == http.StatusConflict && strings.Contains(path, "/subscription/"):
+		return fmt.Errorf("%w: %s", admin.ErrSubscriptionExists, path)
+	case resp.StatusCode == http.StatusConflict:
+		return fmt.Errorf("%w: %s", admin.ErrTopicExists, path)
+	case resp.StatusCode == http.StatusPreconditionFailed && strings.Contains(path, "/subscription/"):
+		return fmt.Errorf("%w: %s", admin.ErrSubscriptionBusy, path)
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		return fmt.Errorf("%w: %s", admin.ErrTopicBusy, path)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return fmt.Errorf("the owner at %s answered %d: %s", base, resp.StatusCode, strings.TrimSpace(string(body)))
 	case out != nil && len(body) > 0:
@@ -82,7 +128,7 @@ func (m *clusterMember) callOwner(ctx context.Context, method, base, path string
 	return nil
 }
 
-// remoteStats reads a partition's stats from its owner.
+// remoteStats reads a topic's stats from its owner.
 func (m *clusterMember) remoteStats(ctx context.Context, base string, topic naming.TopicName, opts adminapi.GetStatsOptions) (adminapi.TopicStats, error) {
 	q := url.Values{}
 	if opts.ExcludePublishers {
@@ -92,15 +138,43 @@ func (m *clusterMember) remoteStats(ctx context.Context, base string, topic nami
 		q.Set("excludeConsumers", "true")
 	}
 	var st adminapi.TopicStats
-	err := m.callOwner(ctx, http.MethodGet, base, "/admin/v2/"+topic.RESTPath()+"/stats", q, &st)
+	err := m.callOwner(ctx, http.MethodGet, base, "/admin/v2/"+topic.RESTPath()+"/stats", q, nil, &st)
 	return st, err
 }
 
-// remoteDelete deletes a partition on its owner.
+// remoteDelete deletes a topic on its owner.
 func (m *clusterMember) remoteDelete(ctx context.Context, base string, topic naming.TopicName, force bool) error {
 	q := url.Values{}
 	if force {
 		q.Set("force", "true")
 	}
-	return m.callOwner(ctx, http.MethodDelete, base, "/admin/v2/"+topic.RESTPath(), q, nil)
+	return m.callOwner(ctx, http.MethodDelete, base, "/admin/v2/"+topic.RESTPath(), q, nil, nil)
+}
+
+// remoteCreate creates a topic (a partition) on its owner.
+func (m *clusterMember) remoteCreate(ctx context.Context, base string, topic naming.TopicName) error {
+	return m.callOwner(ctx, http.MethodPut, base, "/admin/v2/"+topic.RESTPath(), nil, nil, nil)
+}
+
+// remoteCreateSubscription creates a subscription on the topic's owner.
+func (m *clusterMember) remoteCreateSubscription(ctx context.Context, base string, topic naming.TopicName, sub string,
+	start adminapi.MessageID, replicated bool, props map[string]string) error {
+	q := url.Values{}
+	if replicated {
+		q.Set("replicated", "true")
+	}
+	body := struct {
+		adminapi.MessageID
+		Properties map[string]string `json:"properties,omitempty"`
+	}{start, props}
+	return m.callOwner(ctx, http.MethodPut, base, "/admin/v2/"+topic.RESTPath()+"/subscription/"+url.PathEscape(sub), q, body, nil)
+}
+
+// remoteDeleteSubscription deletes a subscription on the topic's owner.
+func (m *clusterMember) remoteDeleteSubscription(ctx context.Context, base string, topic naming.TopicName, sub string, force bool) error {
+	q := url.Values{}
+	if force {
+		q.Set("force", "true")
+	}
+	return m.callOwner(ctx, http.MethodDelete, base, "/admin/v2/"+topic.RESTPath()+"/subscription/"+url.PathEscape(sub), q, nil, nil)
 }

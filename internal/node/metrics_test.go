@@ -14,6 +14,7 @@ import (
 
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // startMesh starts one node per name in this process, sharing a configuration store, with
@@ -183,17 +184,13 @@ func TestMetricsUnderPulsarNamesAndLabels(t *testing.T) {
 	// that saw the five small entries.
 	topicLabels := map[string]string{"cluster": "east", "namespace": "public/default", "topic": topic}
 	var fams map[string]*dto.MetricFamily
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "pulsar_entry_size_le_128 of "+topic+" above 0", func() error {
 		fams = scrapeMetrics(t, east)
 		if s := findSeries(fams, "pulsar_entry_size_le_128", topicLabels); len(s) == 1 && seriesValue(s[0]) > 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pulsar_entry_size_le_128 of %s never above 0: %v", topic, fams["pulsar_entry_size_le_128"])
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("%v", fams["pulsar_entry_size_le_128"])
+	})
 	for _, name := range pulsarTopicFamilies {
 		checkFamily(t, fams, name, "cluster", "namespace", "topic")
 	}
@@ -241,17 +238,13 @@ func TestMetricsUnderPulsarNamesAndLabels(t *testing.T) {
 	}
 
 	// west: namespace aggregates only, no series names a topic.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "west storing the replicated entries", func() error {
 		fams = scrapeMetrics(t, west)
 		if s := findSeries(fams, "pulsar_storage_size", map[string]string{"namespace": "public/default"}); len(s) == 1 && seriesValue(s[0]) > 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("west never stored the replicated entries: %v", fams["pulsar_storage_size"])
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%v", fams["pulsar_storage_size"])
+	})
 	for name, f := range fams {
 		for _, m := range f.GetMetric() {
 			if slices.Contains(labelNames(m), "topic") {

@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -105,17 +106,13 @@ func TestReplicatedSubscriptionStateFromReplicator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "subscription moved on the receiver", func() error {
 		sub, ok := tp.Stats().Subscriptions["moved"]
 		if ok && sub.Type == "Shared" && sub.IsReplicated && maps.Equal(sub.SubscriptionProperties, map[string]string{"team": "x"}) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("subscription moved on the receiver: %+v (present %v)", sub, ok)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("%+v (present %v)", sub, ok)
+	})
 	if _, ok := tp.Stats().Subscriptions["forged"]; ok {
 		t.Fatal("a state whose source is not the cluster it was replicated from created a subscription")
 	}
@@ -148,10 +145,18 @@ func TestReplicatedSubscriptionStateFromReplicator(t *testing.T) {
 	if want := []string{pos(local[4]), pos(local[7]), pos(local[8]), pos(local[9])}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("delivered %v, want %v (a's unacknowledged entries, no marker)", got, want)
 	}
-	quiet, qcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer qcancel()
-	if m, err := cons.Receive(quiet); err == nil {
-		t.Fatalf("delivered %s after a's unacknowledged entries (a marker?)", pos(m.ID))
+	// Nothing more before a barrier published after everything: no marker is ever delivered.
+	bp, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	barrier, err := bp.Send(ctx, client.ProducerMessage{Payload: []byte("barrier"), ReplicateTo: []string{replication.LocalOnly}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp.Close(ctx)
+	if m, err := cons.Receive(ctx); err != nil || m.ID != barrier {
+		t.Fatalf("after a's unacknowledged entries delivered %v (%v), want the barrier %s (a marker?)", m, err, pos(barrier))
 	}
 	sync := n.components.replication.SubscriptionSyncStats(topic)
 	if sync["moved"] == nil || sync["moved"].Inbound["a"].LastStateTimestamp != st.TakenMs {

@@ -11,6 +11,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 func topicStatsOf(t *testing.T, n *Node, topic string) adminapi.TopicStats {
@@ -26,20 +27,16 @@ func topicStatsOf(t *testing.T, n *Node, topic string) adminapi.TopicStats {
 	return st
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds or the deadline passes; a failure shows the last state cond
+// described.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
+	poll.UntilNil(t, timeout, what, func() error {
+		if ok, state := cond(); !ok {
+			return fmt.Errorf("last: %s", state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last: %s", what, timeout, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestReplicatorStallWhileRemoteIsDown: east replicates to west; west stops; east's replicator has

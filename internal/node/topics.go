@@ -106,13 +106,21 @@ func (s topicService) CreateTopic(ctx context.Context, topic string, properties 
 	if err != nil {
 		return err
 	}
-	if s.member != nil && name.IsPartition() && !s.member.Serves(name) {
-		// A partition another broker owns is created there, on its first use: creating it here
-		// would put its data on the wrong broker (docs/cluster.md).
-		return nil
+	if s.member != nil {
+		// A topic another broker owns is created there (a partitioned topic's partitions,
+		// created through this broker): creating it here would put its data on the wrong broker.
+		if base, remote, err := s.member.ownerForCreate(ctx, name); remote {
+			if err != nil {
+				return err
+			}
+			return s.member.remoteCreate(ctx, base, name)
+		}
 	}
 	if err := s.broker.CreateTopic(ctx, name); err != nil {
 		return adminErr(err, admin.ErrTopicExists)
+	}
+	if s.member != nil {
+		s.member.register(ctx, name)
 	}
 	if len(properties) > 0 {
 		return s.cat.UpdateTopicPolicies(ctx, name.String(), func(p *adminapi.TopicPolicies) error {
@@ -129,8 +137,9 @@ func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool)
 		return err
 	}
 	if s.member != nil {
-		// A partition another broker owns is deleted there (a partitioned topic deleted here).
-		if base, remote, err := s.member.remotePartition(name); remote {
+		// A topic another broker owns is deleted there (a partitioned topic or a namespace
+		// deleted here).
+		if base, remote, err := s.member.remoteTopic(name); remote {
 			if err != nil {
 				return err
 			}
@@ -155,9 +164,9 @@ func (s topicService) DeleteTopic(ctx context.Context, topic string, force bool)
 
 func (s topicService) TopicStats(ctx context.Context, topic string, opts adminapi.GetStatsOptions) (adminapi.TopicStats, error) {
 	if s.member != nil {
-		// A partition another broker owns (a partitioned topic's stats asked here).
+		// A topic another broker owns (a partitioned topic's stats asked here).
 		if name, err := parseAdminTopic(topic); err == nil {
-			if base, remote, err := s.member.remotePartition(name); remote {
+			if base, remote, err := s.member.remoteTopic(name); remote {
 				if err != nil {
 					return adminapi.TopicStats{}, err
 				}
@@ -243,6 +252,17 @@ func position(id adminapi.MessageID) mtypes.Position {
 }
 
 func (s topicService) CreateSubscription(ctx context.Context, topic, sub string, start adminapi.MessageID, replicated bool, props map[string]string) error {
+	if s.member != nil {
+		// A topic another broker owns (a partitioned topic's subscription created here).
+		if name, err := parseAdminTopic(topic); err == nil {
+			if base, remote, err := s.member.remoteTopic(name); remote {
+				if err != nil {
+					return err
+				}
+				return s.member.remoteCreateSubscription(ctx, base, name, sub, start, replicated, props)
+			}
+		}
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
@@ -276,6 +296,16 @@ func (s topicService) SetSubscriptionProperties(ctx context.Context, topic, sub 
 }
 
 func (s topicService) DeleteSubscription(ctx context.Context, topic, sub string, force bool) error {
+	if s.member != nil {
+		if name, err := parseAdminTopic(topic); err == nil {
+			if base, remote, err := s.member.remoteTopic(name); remote {
+				if err != nil {
+					return err
+				}
+				return s.member.remoteDeleteSubscription(ctx, base, name, sub, force)
+			}
+		}
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err

@@ -7,13 +7,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/poll"
 )
 
+// TestMemoryBudgetWaitsAndAdmitsIntoEmpty runs in a synctest bubble: synctest.Wait returns once
+// an Acquire is blocked, so "it did not return" is checked without waiting for time to pass.
 func TestMemoryBudgetWaitsAndAdmitsIntoEmpty(t *testing.T) {
+	synctest.Test(t, testMemoryBudgetWaitsAndAdmitsIntoEmpty)
+}
+
+func testMemoryBudgetWaitsAndAdmitsIntoEmpty(t *testing.T) {
 	b := NewMemoryBudget(100)
 	ctx := context.Background()
 	if err := b.Acquire(ctx, 60); err != nil {
@@ -21,10 +28,11 @@ func TestMemoryBudgetWaitsAndAdmitsIntoEmpty(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() { got <- b.Acquire(ctx, 60) }() // does not fit: waits
+	synctest.Wait()
 	select {
 	case err := <-got:
 		t.Fatalf("acquired over the limit (%v)", err)
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	b.Add(-30) // 30 + 60 fits now
 	if err := <-got; err != nil {
@@ -39,9 +47,16 @@ func TestMemoryBudgetWaitsAndAdmitsIntoEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
-	if err := b.Acquire(cctx, 1); err == nil {
-		t.Fatal("acquire past a full budget returned without room or cancellation")
+	go func() { got <- b.Acquire(cctx, 1) }()
+	synctest.Wait()
+	select {
+	case err := <-got:
+		t.Fatalf("acquire past a full budget returned without room or cancellation (%v)", err)
+	default:
+	}
+	cancel()
+	if err := <-got; err == nil {
+		t.Fatal("acquire past a full budget ended without an error when cancelled")
 	}
 	if b.TryAcquire(1) {
 		t.Fatal("TryAcquire past a full budget")

@@ -2,6 +2,7 @@ package replication_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,8 @@ import (
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/node"
+	"github.com/meridian-mq/meridian/internal/poll"
+	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/schema"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -91,9 +94,11 @@ func produce(t *testing.T, ctx context.Context, cl *client.Client, topic, prefix
 	}
 }
 
-// receiveAll reads exactly want messages (failing on more within a short grace period) and returns
-// payload -> replicated_from, checking per-origin order.
-func receiveAll(t *testing.T, ctx context.Context, cs *client.Consumer, want int) map[string]string {
+// receiveAll reads exactly want messages from cs, a consumer of topic on cluster c, and returns
+// payload -> replicated_from, checking per-origin order. Then it proves that no more was stored
+// before: a barrier message published to topic on c (local only, so it is not replicated) must be
+// the next message cs receives.
+func receiveAll(t *testing.T, ctx context.Context, c *cluster, topic string, cs *client.Consumer, want int) map[string]string {
 	t.Helper()
 	got := map[string]string{}
 	type seq struct {
@@ -122,49 +127,57 @@ func receiveAll(t *testing.T, ctx context.Context, cs *client.Consumer, want int
 		last[m.ReplicatedFrom] = s
 		_ = cs.Ack(ctx, m.ID)
 	}
-	extra, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if m, err := cs.Receive(extra); err == nil {
-		t.Fatalf("unexpected extra message %q from %q", m.Payload, m.ReplicatedFrom)
+	barrier := fmt.Sprintf("barrier-after-%d", want)
+	p, err := c.client(t).CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer p.Close(ctx)
+	if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte(barrier), ReplicateTo: []string{replication.LocalOnly}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := cs.Receive(ctx)
+	if err != nil {
+		t.Fatalf("%s: the barrier after %d messages: %v", c.name, want, err)
+	}
+	if string(m.Payload) != barrier {
+		t.Fatalf("%s: unexpected extra message %q from %q", c.name, m.Payload, m.ReplicatedFrom)
+	}
+	_ = cs.Ack(ctx, m.ID)
 	return got
 }
 
 func waitStats(t *testing.T, ctx context.Context, c *cluster, topic, remote string, what string, ok func(adminapi.ReplicatorStats) bool) adminapi.ReplicatorStats {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var last adminapi.ReplicatorStats
-	for time.Now().Before(deadline) {
+	poll.UntilNil(t, 30*time.Second, fmt.Sprintf("%s: %s -> %s: %s", c.name, topic, remote, what), func() error {
 		st, err := c.admin.TopicStats(ctx, topic)
-		if err == nil {
-			last = st.Replication[remote]
-			if ok(last) {
-				return last
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: %s -> %s: %s: last stats %+v", c.name, topic, remote, what, last)
+		if last = st.Replication[remote]; !ok(last) {
+			return fmt.Errorf("last stats %+v", last)
+		}
+		return nil
+	})
 	return last
 }
 
 // waitInbound polls topic's stats on c until its inbound link from source satisfies ok.
 func waitInbound(t *testing.T, ctx context.Context, c *cluster, topic, source string, what string, ok func(adminapi.InboundReplicationStats) bool) adminapi.InboundReplicationStats {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var last adminapi.TopicStats
-	for time.Now().Before(deadline) {
+	poll.UntilNil(t, 30*time.Second, fmt.Sprintf("%s: %s <- %s: %s", c.name, topic, source, what), func() error {
 		st, err := c.admin.TopicStats(ctx, topic)
-		if err == nil {
-			last = st
-			if ok(st.InboundReplication[source]) {
-				return st.InboundReplication[source]
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: %s <- %s: %s: last stats: inbound %+v, replication %+v", c.name, topic, source, what, last.InboundReplication, last.Replication)
-	return adminapi.InboundReplicationStats{}
+		if last = st; !ok(st.InboundReplication[source]) {
+			return fmt.Errorf("last stats: inbound %+v, replication %+v", last.InboundReplication, last.Replication)
+		}
+		return nil
+	})
+	return last.InboundReplication[source]
 }
 
 func TestEndToEndOneWayThenTwoWay(t *testing.T) {
@@ -184,7 +197,7 @@ func TestEndToEndOneWayThenTwoWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := receiveAll(t, ctx, consB, 200)
+	got := receiveAll(t, ctx, b, topic, consB, 200)
 	for p, from := range got {
 		if from != "a" {
 			t.Fatalf("%q replicated_from %q", p, from)
@@ -211,7 +224,7 @@ func TestEndToEndOneWayThenTwoWay(t *testing.T) {
 	}
 	waitStats(t, ctx, b, topic, "a", "b's replicator running", func(s adminapi.ReplicatorStats) bool { return s.Connected })
 	produce(t, ctx, cb, topic, "b", 100)
-	gotA := receiveAll(t, ctx, consA, 300) // a's own 200 + b's 100
+	gotA := receiveAll(t, ctx, a, topic, consA, 300) // a's own 200 + b's 100
 	n := 0
 	for p, from := range gotA {
 		if from == "b" {
@@ -223,7 +236,7 @@ func TestEndToEndOneWayThenTwoWay(t *testing.T) {
 	if n != 100 {
 		t.Fatalf("a got %d messages from b", n)
 	}
-	gotB := receiveAll(t, ctx, consB, 100) // only b's own new messages: nothing looped back
+	gotB := receiveAll(t, ctx, b, topic, consB, 100) // only b's own new messages: nothing looped back
 	for p, from := range gotB {
 		if from != "" {
 			t.Fatalf("%q on b replicated from %q (loop)", p, from)
@@ -266,7 +279,7 @@ func TestEndToEndTargetDownAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiveAll(t, ctx, consB, 100)
+	receiveAll(t, ctx, b, topic, consB, 100)
 }
 
 // TestEndToEndManyTopicsCatchUpUnderMemoryBudget: the target is down while eight topics pile up a
@@ -312,12 +325,9 @@ func TestEndToEndManyTopicsCatchUpUnderMemoryBudget(t *testing.T) {
 			t.Fatalf("limit gauge: %s", line)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(scrapeMetrics(t, a), "meridian_replication_memory_bytes{cluster=\"a\"} 0\n"); {
-		if time.Now().After(deadline) {
-			t.Fatal("the replicators still hold budget after catching up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the replicators' budget released after catching up", func() bool {
+		return strings.Contains(scrapeMetrics(t, a), "meridian_replication_memory_bytes{cluster=\"a\"} 0\n")
+	})
 	cb := b.client(t)
 	for i := range topics {
 		topic := fmt.Sprintf("persistent://public/default/budget-%d", i)
@@ -381,7 +391,7 @@ func TestEndToEndMeshSharedStore(t *testing.T) {
 		produce(t, ctx, c.client(t), topic, c.name, 100)
 	}
 	for _, c := range cs {
-		got := receiveAll(t, ctx, consumers[c.name], 300)
+		got := receiveAll(t, ctx, c, topic, consumers[c.name], 300)
 		for p, from := range got {
 			origin, _, _ := strings.Cut(p, "-")
 			want := origin
@@ -411,8 +421,10 @@ func TestEndToEndSourceRestartNoDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receiveAll(t, ctx, cons, 1000)
+	// Caught up first: every resend after the restart is behind b, so a duplicate b stored would
+	// be before receiveAll's barrier.
 	waitStats(t, ctx, a, topic, "b", "caught up after restart", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
+	receiveAll(t, ctx, b, topic, cons, 1000)
 }
 
 // TestEndToEndRefusedThenAllowed: the target does not allow the source for the tenant; the source
@@ -443,22 +455,19 @@ func TestEndToEndRemoveCluster(t *testing.T) {
 	produce(t, ctx, a.client(t), topic, "m", 10)
 	waitStats(t, ctx, a, topic, "b", "caught up", func(s adminapi.ReplicatorStats) bool { return s.ReplicationBacklog == 0 && s.Connected })
 	a.replicateTo(t, ctx, "a")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.UntilNil(t, 15*time.Second, "the replicator and cursor of b removed", func() error {
 		is, err := a.admin.InternalStats(ctx, topic)
 		st, err2 := a.admin.TopicStats(ctx, topic)
-		if err == nil && err2 == nil {
-			_, hasCursor := is.Cursors["pulsar.repl.b"]
-			_, hasStats := st.Replication["b"]
-			if !hasCursor && !hasStats {
-				break
-			}
+		if err := errors.Join(err, err2); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replicator or cursor of b still there: %v %v", err, err2)
+		_, hasCursor := is.Cursors["pulsar.repl.b"]
+		_, hasStats := st.Replication["b"]
+		if hasCursor || hasStats {
+			return fmt.Errorf("cursor %v, replicator %v", hasCursor, hasStats)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestEndToEndDispatchRate: a replicator under replicatorDispatchRate runs within ±20% of the limit.
@@ -1044,17 +1053,13 @@ func TestEndToEndPartitionedTopic(t *testing.T) {
 	for i := range 3 {
 		produce(t, ctx, ca, fmt.Sprintf("%s-partition-%d", base, i), fmt.Sprintf("p%d", i), 20)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.UntilNil(t, 20*time.Second, "the remote partitioned topic", func() error {
 		md, err := b.admin.GetPartitionedMetadata(ctx, base)
-		if err == nil && md.Partitions == 3 {
-			break
+		if err == nil && md.Partitions != 3 {
+			err = fmt.Errorf("%+v", md)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("remote partitioned topic: %+v %v", md, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	cb := b.client(t)
 	for i := range 3 {
 		part := fmt.Sprintf("%s-partition-%d", base, i)
@@ -1062,7 +1067,7 @@ func TestEndToEndPartitionedTopic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := receiveAll(t, ctx, cons, 20)
+		got := receiveAll(t, ctx, b, part, cons, 20)
 		for p := range got {
 			if !strings.HasPrefix(p, fmt.Sprintf("p%d-", i)) {
 				t.Fatalf("%s received %q", part, p)
@@ -1070,17 +1075,13 @@ func TestEndToEndPartitionedTopic(t *testing.T) {
 		}
 	}
 	// The partitioned topic's stats aggregate the partitions' replicators.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	poll.UntilNil(t, 10*time.Second, "the partitioned stats aggregating the partitions", func() error {
 		st, err := a.admin.PartitionedTopicStats(ctx, base, false)
-		if err == nil && st.Replication["b"].MsgOutCounter == 60 && st.Replication["b"].ReplicationBacklog == 0 {
-			break
+		if err == nil && (st.Replication["b"].MsgOutCounter != 60 || st.Replication["b"].ReplicationBacklog != 0) {
+			err = fmt.Errorf("%+v", st.Replication)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("partitioned stats: %+v %v", st.Replication, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // TestEndToEndPartitionMismatchReported: different partition counts are reported in lastError and

@@ -88,31 +88,23 @@ func expand(acts []Action) []Action {
 	return out
 }
 
-func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
+// The Machine's behaviour is specified by the transcripts in testdata/machine
+// (TestMachineTranscripts). This file has what a transcript does not show well: the bytes sent, the
+// read-ahead bound by bytes, the rate over ten seconds, a randomized simulation with failures, and
+// the window's memory.
+
+// TestMachineSendsReplicatedFrom: the bytes sent carry replicated_from=a and the source position;
+// everything else of the entry is kept.
+func TestMachineSendsReplicatedFrom(t *testing.T) {
 	m := NewMachine(cfgAB())
-	acts := m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 7, EntryID: -1}})
-	c := mustAct[ActConnect](t, acts)
-	acts = m.Handle(EvConnected{Now: t0, Gen: c.Gen})
-	rd := mustAct[ActRead](t, acts)
-	if rd.From != (mtypes.Position{LedgerID: 7, EntryID: 0}) {
-		t.Fatalf("first read from %v", rd.From)
-	}
-	entries := []mtypes.Entry{
-		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 0}, "one", nil),
-		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 1}, "from-c", func(md *pulsarpb.MessageMetadata) { md.ReplicatedFrom = proto.String("c") }),
-		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 2}, "local-only", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{LocalOnly} }),
-		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 3}, "to-b", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"a", "b"} }),
-		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 4}, "to-c", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"c"} }),
-		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 5}, "snapshot-marker", func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(12) }),
-		mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 6}, "txn-marker", func(md *pulsarpb.MessageMetadata) { md.MarkerType = proto.Int32(20) }),
-	}
-	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: entries})
-	ss := sends(acts)
-	if len(ss) != 2 || ss[0].Out.Source != (mtypes.Position{LedgerID: 7, EntryID: 0}) || ss[1].Out.Source != (mtypes.Position{LedgerID: 7, EntryID: 3}) {
+	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 7, EntryID: 2}}))
+	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
+	e := mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: 3}, "to-b", func(md *pulsarpb.MessageMetadata) { md.ReplicateTo = []string{"a", "b"} })
+	ss := sends(m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []mtypes.Entry{e}}))
+	if len(ss) != 1 {
 		t.Fatalf("sends = %+v", ss)
 	}
-	// The sent bytes carry replicated_from=a and the source position; everything else is kept.
-	pe, err := ParseEntry(ss[1].Out.Bytes())
+	pe, err := ParseEntry(ss[0].Out.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,235 +113,6 @@ func TestMachineHappyPathSkipsAndMarkDeletes(t *testing.T) {
 	}
 	if o, p, ok, err := SourceOf(pe.Metadata); !ok || err != nil || o != "a" || p != (mtypes.Position{LedgerID: 7, EntryID: 3}) {
 		t.Fatalf("SourceOf = %v %v %v %v", o, p, ok, err)
-	}
-	if _, ok := findAct[ActMarkDelete](acts); ok {
-		t.Fatalf("mark-delete before any receipt: %v", acts)
-	}
-	// With room in flight the next read is issued at once (pipelined).
-	rd2 := mustAct[ActRead](t, acts)
-	if rd2.From != (mtypes.Position{LedgerID: 7, EntryID: 7}) {
-		t.Fatalf("next read from %v", rd2.From)
-	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 7, EntryID: 0}})
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 7, EntryID: 2}) {
-		t.Fatalf("mark-delete %v, want 7:2 (skips after 7:0 included)", md.Pos)
-	}
-	acts = m.Handle(EvMarkDeleteDone{Now: t0, Pos: mtypes.Position{LedgerID: 7, EntryID: 2}})
-	acts = append(acts, m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 7, EntryID: 3}})...)
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 7, EntryID: 6}) {
-		t.Fatalf("mark-delete %v, want 7:6", md.Pos)
-	}
-	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd2.Epoch})
-	if w := mustAct[ActWaitForData](t, acts); w.From != (mtypes.Position{LedgerID: 7, EntryID: 7}) {
-		t.Fatalf("wait from %v", w.From)
-	}
-	c2 := m.Counters()
-	if c2.MsgOut != 2 || c2.Skipped[SkipReplicated] != 1 || c2.Skipped[SkipReplicateTo] != 2 || c2.Skipped[SkipMarker] != 2 {
-		t.Fatalf("counters %+v", c2)
-	}
-}
-
-func TestMachineBackoffDoublesToFiveSecondsAndNeverStops(t *testing.T) {
-	m := NewMachine(cfgAB())
-	acts := m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}})
-	var delays []time.Duration
-	now := t0
-	for i := 0; i < 10; i++ {
-		c := mustAct[ActConnect](t, acts)
-		acts = m.Handle(EvConnectFailed{Now: now, Gen: c.Gen, Err: errors.New("connection refused")})
-		tm := mustAct[ActSetTimer](t, acts)
-		if tm.Kind != TimerReconnect {
-			t.Fatalf("timer %v", tm)
-		}
-		delays = append(delays, tm.Delay)
-		if m.Counters().LastError == "" || m.Phase() != PhaseBackoff {
-			t.Fatalf("after failure: %+v", m.Counters())
-		}
-		now = now.Add(tm.Delay)
-		acts = m.Handle(EvTimer{Now: now, Kind: TimerReconnect})
-	}
-	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000}
-	for i := range want {
-		want[i] *= time.Millisecond
-	}
-	if !slices.Equal(delays, want) {
-		t.Fatalf("delays %v, want %v", delays, want)
-	}
-	// The remote comes back: connected, progress, and the next failure starts again at 100 ms.
-	c := mustAct[ActConnect](t, acts)
-	acts = m.Handle(EvConnected{Now: now, Gen: c.Gen})
-	rd := mustAct[ActRead](t, acts)
-	acts = m.Handle(EvReadDone{Now: now, Epoch: rd.Epoch, Entries: []mtypes.Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)}})
-	mustAct[ActSend](t, acts)
-	m.Handle(EvReceipt{Now: now, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
-	if m.Counters().LastError != "" {
-		t.Fatalf("lastError not cleared after progress")
-	}
-	acts = m.Handle(EvSendFailed{Now: now, Gen: c.Gen, Err: errors.New("reset")})
-	if tm := mustAct[ActSetTimer](t, acts); tm.Delay != 100*time.Millisecond {
-		t.Fatalf("delay after progress %v", tm.Delay)
-	}
-	mustAct[ActCloseProducer](t, acts)
-}
-
-func TestMachineRewindsAndIgnoresStaleGenerations(t *testing.T) {
-	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
-	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	var es []mtypes.Entry
-	for i := range 5 {
-		es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: int64(i)}, fmt.Sprint(i), nil))
-	}
-	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
-	if n := len(sends(acts)); n != 5 {
-		t.Fatalf("%d sends", n)
-	}
-	m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
-	m.Handle(EvMarkDeleteDone{Now: t0, Pos: mtypes.Position{LedgerID: 1, EntryID: 0}})
-	m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 1}})
-	acts = m.Handle(EvSendFailed{Now: t0, Gen: c.Gen, Err: errors.New("broken pipe")})
-	mustAct[ActCloseProducer](t, acts)
-	// Late receipts of the old producer change nothing.
-	if acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 2}}); len(acts) != 0 {
-		t.Fatalf("stale receipt produced %v", acts)
-	}
-	acts = m.Handle(EvTimer{Now: t0, Kind: TimerReconnect})
-	c2 := mustAct[ActConnect](t, acts)
-	acts = m.Handle(EvConnected{Now: t0, Gen: c2.Gen})
-	rd2 := mustAct[ActRead](t, acts)
-	if rd2.From != (mtypes.Position{LedgerID: 1, EntryID: 2}) {
-		t.Fatalf("after rewind read from %v, want 1:2 (first unacknowledged)", rd2.From)
-	}
-	// The read issued before the failure (old epoch) is dropped if it completes late.
-	if acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es}); len(acts) != 0 {
-		t.Fatalf("stale read produced %v", acts)
-	}
-	// A receipt out of order is a failure, not a silent skip.
-	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd2.Epoch, Entries: es[2:]})
-	if n := len(sends(acts)); n != 3 {
-		t.Fatalf("%d sends after rewind", n)
-	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c2.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 3}})
-	mustAct[ActCloseProducer](t, acts)
-	if m.Phase() != PhaseBackoff {
-		t.Fatalf("phase %v", m.Phase())
-	}
-}
-
-func TestMachineReceiptTimeout(t *testing.T) {
-	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
-	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []mtypes.Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)}})
-	if acts := m.Handle(EvTick{Now: t0.Add(29 * time.Second)}); len(acts) != 0 {
-		t.Fatalf("early timeout %v", acts)
-	}
-	acts := m.Handle(EvTick{Now: t0.Add(30 * time.Second)})
-	mustAct[ActCloseProducer](t, acts)
-	mustAct[ActSetTimer](t, acts)
-	if m.Counters().LastError == "" {
-		t.Fatal("timeout not surfaced")
-	}
-}
-
-func TestMachineInflightBound(t *testing.T) {
-	cfg := cfgAB()
-	cfg.MaxInflightEntries = 3
-	cfg.ReadBatchEntries = 5
-	m := NewMachine(cfg)
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
-	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	if rd.MaxEntries != 5 {
-		t.Fatalf("read batch %d", rd.MaxEntries)
-	}
-	var es []mtypes.Entry
-	for i := range 5 {
-		es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: int64(i)}, "x", nil))
-	}
-	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
-	if len(sends(acts)) != 3 {
-		t.Fatal("want 3 sends")
-	}
-	// Two entries wait to be sent, less than a batch: the next batch is read now, so that it is
-	// in hand when they are sent (a read from disk is a device round trip).
-	rd2 := mustAct[ActRead](t, acts)
-	if rd2.MaxEntries != 5 || rd2.From != (mtypes.Position{LedgerID: 1, EntryID: 5}) {
-		t.Fatalf("read %+v", rd2)
-	}
-	es = nil
-	for i := 5; i < 10; i++ {
-		es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: int64(i)}, "x", nil))
-	}
-	acts = m.Handle(EvReadDone{Now: t0, Epoch: rd2.Epoch, Entries: es})
-	if len(sends(acts)) != 0 {
-		t.Fatal("sent beyond the window")
-	}
-	if _, ok := findAct[ActRead](acts); ok {
-		t.Fatal("read while a full batch waits to be sent")
-	}
-	// Each receipt sends the next entry already read; the next batch is read (ahead of the full
-	// window) once less than a batch waits.
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
-	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (mtypes.Position{LedgerID: 1, EntryID: 3}) {
-		t.Fatalf("sends %+v", s)
-	}
-	if _, ok := findAct[ActRead](acts); ok {
-		t.Fatal("read while a full batch waits to be sent")
-	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 1}})
-	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (mtypes.Position{LedgerID: 1, EntryID: 4}) {
-		t.Fatalf("sends %+v", s)
-	}
-	if _, ok := findAct[ActRead](acts); ok {
-		t.Fatal("read while a full batch waits to be sent")
-	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 2}})
-	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (mtypes.Position{LedgerID: 1, EntryID: 5}) {
-		t.Fatalf("sends %+v", s)
-	}
-	if rd := mustAct[ActRead](t, acts); rd.MaxEntries != 5 || rd.From != (mtypes.Position{LedgerID: 1, EntryID: 10}) {
-		t.Fatalf("read %+v", rd)
-	}
-	if c := m.Counters(); c.Inflight != 3 {
-		t.Fatalf("in flight %d", c.Inflight)
-	}
-}
-
-// TestMachineNoReadAheadAtTheTail: reads that come back short (the end of the log) do not make
-// the machine read again while entries wait for room in the window: a live stream behind a full
-// window would otherwise cost a read per new entry.
-func TestMachineNoReadAheadAtTheTail(t *testing.T) {
-	cfg := cfgAB()
-	cfg.MaxInflightEntries = 3
-	cfg.ReadBatchEntries = 5
-	m := NewMachine(cfg)
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
-	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	read := func(from, n int64) []Action {
-		var es []mtypes.Entry
-		for i := from; i < from+n; i++ {
-			es = append(es, mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: i}, "x", nil))
-		}
-		return m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
-	}
-	acts := read(0, 2) // short: all sent, so the next read goes at once
-	if len(sends(acts)) != 2 {
-		t.Fatal("want 2 sends")
-	}
-	rd = mustAct[ActRead](t, acts)
-	acts = read(2, 2) // short again: one fits the window, one waits
-	if len(sends(acts)) != 1 {
-		t.Fatal("want 1 send")
-	}
-	if _, ok := findAct[ActRead](acts); ok {
-		t.Fatal("read again at the tail while an entry waits for the window")
-	}
-	acts = m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
-	if s := sends(acts); len(s) != 1 || s[0].Out.Source != (mtypes.Position{LedgerID: 1, EntryID: 3}) {
-		t.Fatalf("sends %+v", s)
-	}
-	if rd := mustAct[ActRead](t, acts); rd.From != (mtypes.Position{LedgerID: 1, EntryID: 4}) {
-		t.Fatalf("read %+v", rd)
 	}
 }
 
@@ -387,64 +150,6 @@ func TestMachineReadAheadBoundedByBytes(t *testing.T) {
 	}
 	if reads > 2 {
 		t.Fatalf("%d reads with one entry in flight: read-ahead not bounded by bytes", reads)
-	}
-}
-
-func TestMachineMarkDeleteFailureRetries(t *testing.T) {
-	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
-	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []mtypes.Entry{mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil), mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 1}, "y", nil)}})
-	acts := m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 0}})
-	mustAct[ActMarkDelete](t, acts)
-	// A second receipt while the first mark-delete is busy queues the newest position.
-	if _, ok := findAct[ActMarkDelete](m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: mtypes.Position{LedgerID: 1, EntryID: 1}})); ok {
-		t.Fatal("two mark-deletes at once")
-	}
-	acts = m.Handle(EvMarkDeleteDone{Now: t0, Pos: mtypes.Position{LedgerID: 1, EntryID: 0}, Err: errors.New("disk full")})
-	if tm := mustAct[ActSetTimer](t, acts); tm.Kind != TimerMarkDelete {
-		t.Fatalf("timer %v", tm)
-	}
-	if m.Counters().LastError == "" {
-		t.Fatal("mark-delete failure not surfaced")
-	}
-	acts = m.Handle(EvTimer{Now: t0, Kind: TimerMarkDelete})
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 1, EntryID: 1}) {
-		t.Fatalf("retry mark-delete %v", md.Pos)
-	}
-}
-
-func TestMachineReadErrorRetries(t *testing.T) {
-	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
-	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Err: errors.New("io error")})
-	if tm := mustAct[ActSetTimer](t, acts); tm.Kind != TimerRead || tm.Delay != 100*time.Millisecond {
-		t.Fatalf("timer %v", tm)
-	}
-	if m.Counters().LastError == "" {
-		t.Fatal("read error not surfaced")
-	}
-	acts = m.Handle(EvTimer{Now: t0, Kind: TimerRead})
-	if rd2 := mustAct[ActRead](t, acts); rd2.From != rd.From {
-		t.Fatalf("retry read from %v", rd2.From)
-	}
-}
-
-func TestMachineCorruptEntryIsSkippedLoudly(t *testing.T) {
-	m := NewMachine(cfgAB())
-	c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}))
-	rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-	bad := mkEntry(t, mtypes.Position{LedgerID: 1, EntryID: 0}, "x", nil)
-	bad.Data = slices.Clone(bad.Data)
-	bad.Data[len(bad.Data)-1] ^= 0xff // checksum mismatch
-	acts := m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: []mtypes.Entry{bad}})
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 1, EntryID: 0}) {
-		t.Fatalf("mark-delete %v", md)
-	}
-	cs := m.Counters()
-	if cs.Skipped[SkipCorrupt] != 1 || cs.LastError == "" {
-		t.Fatalf("counters %+v", cs)
 	}
 }
 
@@ -491,47 +196,6 @@ func TestMachineRateLimit(t *testing.T) {
 	if sent < 95 || sent > 115 {
 		t.Fatalf("sent %d in 10 s at 10 msg/s", sent)
 	}
-}
-
-// TestMachineSimulation runs the machine against a simulated world with random failures (connect
-// refusals, dropped connections, lost receipts, failing reads and mark-deletes) and checks that
-// every entry not meant to be skipped reaches the remote exactly once after dedup, in order, and
-// that the machine is never left without something pending (no silent stop).
-// Receipts handled as one EvReceipts give exactly what one EvReceipt each gives; a wrong one in a
-// batch fails the producer and the rest of the batch is ignored.
-func TestMachineReceiptsBatch(t *testing.T) {
-	run := func(batched bool, sources []mtypes.Position) (*Machine, []Action) {
-		m := NewMachine(cfgAB())
-		c := mustAct[ActConnect](t, m.Handle(EvStart{Now: t0, MarkDelete: mtypes.Position{LedgerID: 7, EntryID: -1}}))
-		rd := mustAct[ActRead](t, m.Handle(EvConnected{Now: t0, Gen: c.Gen}))
-		var es []mtypes.Entry
-		for i := range 6 {
-			es = append(es, mkEntry(t, mtypes.Position{LedgerID: 7, EntryID: int64(i)}, fmt.Sprint(i), nil))
-		}
-		m.Handle(EvReadDone{Now: t0, Epoch: rd.Epoch, Entries: es})
-		if batched {
-			return m, m.Handle(EvReceipts{Now: t0, Gen: c.Gen, Sources: sources})
-		}
-		var acts []Action
-		for _, s := range sources {
-			acts = append(acts, m.Handle(EvReceipt{Now: t0, Gen: c.Gen, Source: s})...)
-		}
-		return m, acts
-	}
-	in := []mtypes.Position{{LedgerID: 7, EntryID: 0}, {LedgerID: 7, EntryID: 1}, {LedgerID: 7, EntryID: 2}, {LedgerID: 7, EntryID: 3}}
-	one, _ := run(false, in)
-	many, acts := run(true, in)
-	if a, b := one.Counters(), many.Counters(); a.MsgOut != 4 || b.MsgOut != 4 || a.Inflight != b.Inflight || b.Inflight != 2 {
-		t.Fatalf("one by one %+v, batched %+v", a, b)
-	}
-	if md := mustAct[ActMarkDelete](t, acts); md.Pos != (mtypes.Position{LedgerID: 7, EntryID: 3}) {
-		t.Fatalf("batched mark-delete %v", md.Pos)
-	}
-	bad, acts := run(true, []mtypes.Position{{LedgerID: 7, EntryID: 0}, {LedgerID: 7, EntryID: 2}, {LedgerID: 7, EntryID: 1}})
-	if bad.Phase() != PhaseBackoff || bad.Counters().MsgOut != 1 || !strings.Contains(bad.Counters().LastError, "out of order") {
-		t.Fatalf("out-of-order batch: phase %v counters %+v", bad.Phase(), bad.Counters())
-	}
-	mustAct[ActCloseProducer](t, acts)
 }
 
 func TestMachineSimulation(t *testing.T) {

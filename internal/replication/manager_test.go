@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,26 +61,34 @@ func (r *memRemotes) NewProducer(ctx context.Context, remote, topic, name string
 	return r.get(remote).NewProducer(ctx, remote, topic, name)
 }
 
-func TestManagerFollowsPolicyChanges(t *testing.T) {
-	ctx := context.Background()
+// newTestCatalog is a catalog on a memory store, closed when t ends, with the given clusters, tenant t
+// allowing all of them, and namespace t/ns replicated to replicate.
+func newTestCatalog(t *testing.T, ctx context.Context, clusters, replicate []string) *catalog.Catalog {
+	t.Helper()
 	store := memstore.New()
-	defer store.Close()
+	t.Cleanup(func() { store.Close() })
 	cat, err := catalog.New(ctx, store, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cat.Close()
-	for _, c := range []string{"a", "b", "c"} {
+	t.Cleanup(func() { cat.Close() })
+	for _, c := range clusters {
 		if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b", "c"}}); err != nil {
+	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: clusters}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a"}}); err != nil {
+	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: replicate}); err != nil {
 		t.Fatal(err)
 	}
+	return cat
+}
+
+func TestManagerFollowsPolicyChanges(t *testing.T) {
+	ctx := context.Background()
+	cat := newTestCatalog(t, ctx, []string{"a", "b", "c"}, []string{"a"})
 	const topic = "persistent://t/ns/orders"
 	lt := newMemTopic(topic, 3)
 	for i := range 5 {
@@ -204,46 +213,31 @@ func TestManagerCollector(t *testing.T) {
 
 // TestManagerStartFailureIsShownAndRetried: a replicator whose cursor cannot be opened is not silently
 // missing: the topic's stats show why, and it starts once the cause is gone.
+// It runs in a synctest bubble: the retry's backoff passes in fake time.
 func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
-	ctx := context.Background()
-	store := memstore.New()
-	defer store.Close()
-	cat, err := catalog.New(ctx, store, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	for _, c := range []string{"a", "b"} {
-		if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		cat := newTestCatalog(t, ctx, []string{"a", "b"}, []string{"a", "b"})
+		const topic = "persistent://t/ns/broken"
+		lt := newMemTopic(topic, 1)
+		lt.openErr = errors.New("disk full")
+		m, err := NewManager(ManagerOptions{Local: "a", Policies: cat, Producers: &memRemotes{m: map[string]*memRemote{}}, Logger: quietLogger()})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a", "b"}}); err != nil {
-		t.Fatal(err)
-	}
-	const topic = "persistent://t/ns/broken"
-	lt := newMemTopic(topic, 1)
-	lt.openErr = errors.New("disk full")
-	m, err := NewManager(ManagerOptions{Local: "a", Policies: cat,
-		Producers: &memRemotes{m: map[string]*memRemote{}}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustStart(t, m, ctx, LocalTopics{Topics: &memTopics{topics: map[string]*memTopic{topic: lt}}})
-	defer m.Close(ctx)
-	poll.Until(t, 5*time.Second, "start failure in stats", func() bool {
-		s, ok := m.Stats(topic)["b"]
-		return ok && strings.Contains(s.LastError, "disk full") && !s.Connected
-	})
-	lt.mu.Lock()
-	lt.openErr = nil
-	lt.mu.Unlock()
-	poll.Until(t, 5*time.Second, "started after the cause is gone", func() bool {
-		s := m.Stats(topic)["b"]
-		return len(m.Running()) == 1 && s.LastError == ""
+		mustStart(t, m, ctx, LocalTopics{Topics: &memTopics{topics: map[string]*memTopic{topic: lt}}})
+		defer m.Close(ctx)
+		poll.Until(t, 5*time.Second, "start failure in stats", func() bool {
+			s, ok := m.Stats(topic)["b"]
+			return ok && strings.Contains(s.LastError, "disk full") && !s.Connected
+		})
+		lt.mu.Lock()
+		lt.openErr = nil
+		lt.mu.Unlock()
+		poll.Until(t, 5*time.Second, "started after the cause is gone", func() bool {
+			s := m.Stats(topic)["b"]
+			return len(m.Running()) == 1 && s.LastError == ""
+		})
 	})
 }
 
@@ -253,24 +247,7 @@ func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
 func TestManagerSyncStartsReplicatorsBeforeReturning(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	store := memstore.New()
-	defer store.Close()
-	cat, err := catalog.New(ctx, store, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	for _, c := range []string{"a", "b"} {
-		if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a"}}); err != nil {
-		t.Fatal(err)
-	}
+	cat := newTestCatalog(t, ctx, []string{"a", "b"}, []string{"a"})
 	const topic = "persistent://t/ns/orders"
 	lt := newMemTopic(topic, 3)
 	lt.append(mkEntry(t, mtypes.Position{}, "before", nil).Data, 1)
@@ -346,24 +323,7 @@ func (c *closableTopic) Closed() bool { c.mu.Lock(); defer c.mu.Unlock(); return
 func TestManagerReplacesReplicatorOfUnloadedTopic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	store := memstore.New()
-	defer store.Close()
-	cat, err := catalog.New(ctx, store, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	for _, c := range []string{"a", "b"} {
-		if err := cat.CreateCluster(ctx, c, adminapi.ClusterData{ServiceURL: "http://" + c + ":8080", BrokerServiceURL: "pulsar://" + c + ":6650"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := cat.CreateTenant(ctx, "t", adminapi.TenantInfo{AllowedClusters: []string{"a", "b"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.CreateNamespace(ctx, "t/ns", adminapi.Policies{ReplicationClusters: []string{"a", "b"}}); err != nil {
-		t.Fatal(err)
-	}
+	cat := newTestCatalog(t, ctx, []string{"a", "b"}, []string{"a", "b"})
 	const topic = "persistent://t/ns/orders"
 	mt := newMemTopic(topic, 3)
 	first := &closableTopic{memTopic: mt}

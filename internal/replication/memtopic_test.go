@@ -225,6 +225,7 @@ func (r *memRemote) NewProducer(ctx context.Context, remote, topic, producerName
 	p := &memProducer{r: r}
 	if r.ackDelay > 0 {
 		p.acks = make(chan delayedAck, 1<<16)
+		p.closing = make(chan struct{})
 		p.acksDone = make(chan struct{})
 		go p.deliverAcks(r.ackDelay)
 	}
@@ -237,6 +238,7 @@ type memProducer struct {
 	closed bool
 	// With ackDelay: receipts queued for deliverAcks.
 	acks     chan delayedAck
+	closing  chan struct{} // closed by Close: the queued receipts are due at once
 	acksDone chan struct{}
 }
 
@@ -250,7 +252,10 @@ func (p *memProducer) deliverAcks(delay time.Duration) {
 	defer close(p.acksDone)
 	for a := range p.acks {
 		if d := time.Until(a.due); d > 0 {
-			time.Sleep(d)
+			select {
+			case <-time.After(d):
+			case <-p.closing:
+			}
 		}
 		a.done(nil)
 	}
@@ -298,6 +303,7 @@ func (p *memProducer) Close(ctx context.Context) error {
 	defer p.r.mu.Unlock()
 	p.mu.Lock()
 	if !p.closed && p.acks != nil {
+		close(p.closing)
 		close(p.acks)
 		<-p.acksDone
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -40,6 +41,10 @@ func (p pair) produce(t *testing.T, n int) {
 	}
 }
 
+// start starts a runner from p.local to p.remote, stopped when t ends. The tests that wait for the
+// runner's timers (reconnect backoff, receipt timeouts, the rate) run in a synctest bubble
+// (synctest.Test): time passes there only when every goroutine of the test waits, so they take no
+// wall-clock time and do not depend on the machine's load.
 func (p pair) start(t *testing.T, startAt StartAt, mut func(*RunnerConfig)) *Runner {
 	t.Helper()
 	cfg := RunnerConfig{
@@ -136,67 +141,75 @@ func TestRunnerLatestSkipsExistingData(t *testing.T) {
 }
 
 func TestRunnerRemoteDownThenBack(t *testing.T) {
-	p := newPair(t)
-	p.remote.down = true
-	r := p.start(t, StartEarliest, nil)
-	p.produce(t, 20)
-	poll.Until(t, 5*time.Second, "lastError while remote is down", func() bool {
-		s := r.Stats()
-		return !s.Connected && s.LastError != "" && s.ReplicationBacklog == 20 && s.ReplicationDelayInSeconds >= 0
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t)
+		p.remote.down = true
+		r := p.start(t, StartEarliest, nil)
+		p.produce(t, 20)
+		poll.Until(t, 5*time.Second, "lastError while remote is down", func() bool {
+			s := r.Stats()
+			return !s.Connected && s.LastError != "" && s.ReplicationBacklog == 20 && s.ReplicationDelayInSeconds >= 0
+		})
+		p.remote.mu.Lock()
+		p.remote.down = false
+		p.remote.mu.Unlock()
+		poll.Until(t, 5*time.Second, "catch-up after the remote returns", func() bool { return remoteCount(p) == 20 })
+		poll.Until(t, 5*time.Second, "healthy stats", func() bool {
+			s := r.Stats()
+			return s.Connected && s.LastError == "" && s.ReplicationBacklog == 0 && s.Reconnects > 0
+		})
+		checkRemote(t, p, payloads(0, 20))
 	})
-	p.remote.mu.Lock()
-	p.remote.down = false
-	p.remote.mu.Unlock()
-	poll.Until(t, 5*time.Second, "catch-up after the remote returns", func() bool { return remoteCount(p) == 20 })
-	poll.Until(t, 5*time.Second, "healthy stats", func() bool {
-		s := r.Stats()
-		return s.Connected && s.LastError == "" && s.ReplicationBacklog == 0 && s.Reconnects > 0
-	})
-	checkRemote(t, p, payloads(0, 20))
 }
 
 // TestRunnerIdleAfterOutageClearsError: a replicator with nothing to send that connects after an
 // outage shows no lastError (no receipt will ever clear it, and an alert on it would never end),
 // while one with a backlog keeps it until the remote has everything.
 func TestRunnerIdleAfterOutageClearsError(t *testing.T) {
-	p := newPair(t)
-	p.remote.down = true
-	r := p.start(t, StartEarliest, nil) // an empty topic: nothing to replicate
-	poll.Until(t, 5*time.Second, "outage visible", func() bool { s := r.Stats(); return !s.Connected && s.LastError != "" })
-	p.remote.mu.Lock()
-	p.remote.down = false
-	p.remote.mu.Unlock()
-	poll.Until(t, 5*time.Second, "healthy after the outage", func() bool {
-		s := r.Stats()
-		return s.Connected && s.ReplicationBacklog == 0 && s.LastError == ""
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t)
+		p.remote.down = true
+		r := p.start(t, StartEarliest, nil) // an empty topic: nothing to replicate
+		poll.Until(t, 5*time.Second, "outage visible", func() bool { s := r.Stats(); return !s.Connected && s.LastError != "" })
+		p.remote.mu.Lock()
+		p.remote.down = false
+		p.remote.mu.Unlock()
+		poll.Until(t, 5*time.Second, "healthy after the outage", func() bool {
+			s := r.Stats()
+			return s.Connected && s.ReplicationBacklog == 0 && s.LastError == ""
+		})
 	})
 }
 
 func TestRunnerConnectionLossesNeverDuplicate(t *testing.T) {
-	p := newPair(t)
-	p.produce(t, 200)
-	p.remote.lose = 5
-	r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Machine.MaxInflightEntries = 7 })
-	poll.Until(t, 10*time.Second, "200 entries replicated", func() bool { return r.Stats().ReplicationBacklog == 0 })
-	checkRemote(t, p, payloads(0, 200))
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t)
+		p.produce(t, 200)
+		p.remote.lose = 5
+		r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Machine.MaxInflightEntries = 7 })
+		poll.Until(t, 10*time.Second, "200 entries replicated", func() bool { return r.Stats().ReplicationBacklog == 0 })
+		checkRemote(t, p, payloads(0, 200))
+	})
 }
 
 func TestRunnerRefusalIsShownAndRetried(t *testing.T) {
-	p := newPair(t)
-	p.remote.refuse = fmt.Errorf("namespace public/default does not exist (TopicNotFound)")
-	r := p.start(t, StartEarliest, nil)
-	poll.Until(t, 5*time.Second, "refusal in lastError", func() bool {
-		s := r.Stats()
-		return s.Reconnects >= 2 && s.LastError != "" && !s.Connected
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t)
+		p.remote.refuse = fmt.Errorf("namespace public/default does not exist (TopicNotFound)")
+		r := p.start(t, StartEarliest, nil)
+		poll.Until(t, 5*time.Second, "refusal in lastError", func() bool {
+			s := r.Stats()
+			return s.Reconnects >= 2 && s.LastError != "" && !s.Connected
+		})
+		if s := r.Stats(); !contains(s.LastError, "TopicNotFound") {
+			t.Fatalf("lastError %q", s.LastError)
+		}
+		p.remote.mu.Lock()
+		p.remote.refuse = nil
+		p.remote.mu.Unlock()
+		p.produce(t, 3)
+		poll.Until(t, 5*time.Second, "replicated after the refusal ends", func() bool { return remoteCount(p) == 3 })
 	})
-	if s := r.Stats(); !contains(s.LastError, "TopicNotFound") {
-		t.Fatalf("lastError %q", s.LastError)
-	}
-	p.remote.mu.Lock()
-	p.remote.refuse = nil
-	p.remote.mu.Unlock()
-	p.produce(t, 3)
-	poll.Until(t, 5*time.Second, "replicated after the refusal ends", func() bool { return remoteCount(p) == 3 })
 }
 
 func contains(s, sub string) bool {
@@ -220,23 +233,27 @@ func TestRunnerReplicatedEntriesAreNotForwarded(t *testing.T) {
 	}
 }
 
+// TestRunnerRateLimit runs in a synctest bubble: the rate's two seconds pass in fake time, so the
+// test takes no wall-clock time and the measured duration does not depend on the machine's load.
 func TestRunnerRateLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes 2 s")
-	}
-	p := newPair(t)
-	p.produce(t, 300)
-	r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Machine.Rate = Rate{MessagesPerSecond: 100} })
-	start := time.Now()
-	// The first second's burst (100) goes at once, then 100/s.
-	poll.Until(t, 10*time.Second, "300 replicated", func() bool { return remoteCount(p) == 300 })
-	el := time.Since(start)
-	if el < 1600*time.Millisecond || el > 2600*time.Millisecond {
-		t.Fatalf("300 messages at 100 msg/s with a 100 burst took %v, want about 2 s", el)
-	}
-	r.SetRate(Rate{})
-	p.produce(t, 500)
-	poll.Until(t, 2*time.Second, "unlimited after the rate is removed", func() bool { return remoteCount(p) == 800 })
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t)
+		p.produce(t, 300)
+		r := p.start(t, StartEarliest, func(c *RunnerConfig) { c.Machine.Rate = Rate{MessagesPerSecond: 100} })
+		start := time.Now()
+		// The first second's burst (100) goes at once, then 100/s.
+		poll.Until(t, 10*time.Second, "300 replicated", func() bool { return remoteCount(p) == 300 })
+		el := time.Since(start)
+		if el < 1900*time.Millisecond || el > 2100*time.Millisecond {
+			t.Fatalf("300 messages at 100 msg/s with a 100 burst took %v, want 2 s", el)
+		}
+		r.SetRate(Rate{})
+		p.produce(t, 500)
+		synctest.Wait()
+		if n := remoteCount(p); n != 800 {
+			t.Fatalf("%d replicated once the rate is removed and everything is idle, want 800", n)
+		}
+	})
 }
 
 // A replicator created on an empty topic shows the cursor's real start ("7:-1": before the first
@@ -355,27 +372,29 @@ func TestRunnerStatsWhileClientReconnects(t *testing.T) {
 // at the end of an idle log (receipts that time out, so it rewinds and resends) must not leave a
 // new-entry waiter on the topic per failure: the topic would keep them all until its next entry.
 func TestRunnerRewindsOnIdleTopicKeepOneWaiter(t *testing.T) {
-	p := newPair(t)
-	p.produce(t, 20)
-	p.remote.ackDelay = 300 * time.Millisecond // every receipt misses the timeout below
-	r := p.start(t, StartEarliest, func(c *RunnerConfig) {
-		c.Machine.ReceiptTimeout = 100 * time.Millisecond
-		c.Machine.MinBackoff = 10 * time.Millisecond
-		c.Machine.MaxBackoff = 20 * time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t)
+		p.produce(t, 20)
+		p.remote.ackDelay = 300 * time.Millisecond // every receipt misses the timeout below
+		r := p.start(t, StartEarliest, func(c *RunnerConfig) {
+			c.Machine.ReceiptTimeout = 100 * time.Millisecond
+			c.Machine.MinBackoff = 10 * time.Millisecond
+			c.Machine.MaxBackoff = 20 * time.Millisecond
+		})
+		poll.Until(t, 10*time.Second, "several receipt timeouts", func() bool { return r.Stats().Reconnects >= 4 })
+		p.remote.mu.Lock()
+		p.remote.ackDelay = 0
+		p.remote.mu.Unlock()
+		poll.Until(t, 10*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
+		waiters := func() int {
+			p.local.mu.Lock()
+			defer p.local.mu.Unlock()
+			return len(p.local.waiters)
+		}
+		poll.Until(t, 5*time.Second, "waiting for new entries", func() bool { return waiters() > 0 })
+		if n := waiters(); n != 1 {
+			t.Fatalf("%d new-entry waiters on the idle topic, want 1", n)
+		}
+		checkRemote(t, p, payloads(0, 20))
 	})
-	poll.Until(t, 10*time.Second, "several receipt timeouts", func() bool { return r.Stats().Reconnects >= 4 })
-	p.remote.mu.Lock()
-	p.remote.ackDelay = 0
-	p.remote.mu.Unlock()
-	poll.Until(t, 10*time.Second, "caught up", func() bool { return r.Stats().ReplicationBacklog == 0 })
-	waiters := func() int {
-		p.local.mu.Lock()
-		defer p.local.mu.Unlock()
-		return len(p.local.waiters)
-	}
-	poll.Until(t, 5*time.Second, "waiting for new entries", func() bool { return waiters() > 0 })
-	if n := waiters(); n != 1 {
-		t.Fatalf("%d new-entry waiters on the idle topic, want 1", n)
-	}
-	checkRemote(t, p, payloads(0, 20))
 }

@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand"
@@ -15,6 +16,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/mtypes"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
 
@@ -389,13 +391,12 @@ func TestAppliedStatesAreReadAgainAtLoad(t *testing.T) {
 	defer m.Close(context.Background())
 	m.TopicLoaded(topic)
 	c, _, _ := lt.OpenCursor(context.Background(), AppliedStatesCursorName, mtypes.Earliest)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(fake.calls()) == 0 || c.MarkDeletePosition().Compare(at) < 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after load: applied %v, cursor at %v (marker at %v)", fake.calls(), c.MarkDeletePosition(), at)
+	poll.UntilNil(t, 10*time.Second, "the state applied after load", func() error {
+		if len(fake.calls()) == 0 || c.MarkDeletePosition().Compare(at) < 0 {
+			return fmt.Errorf("applied %v, cursor at %v (marker at %v)", fake.calls(), c.MarkDeletePosition(), at)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := fake.calls(); len(got) != 1 || got[0] != topic+"/moved" {
 		t.Fatalf("applied %v", got)
 	}

@@ -105,14 +105,10 @@ func fencedInsideAGroup(t *testing.T, direct bool) {
 	}
 	n = fenceAt + 1
 	_ = l.Close()
-	var err error
-	deadline := time.Now().Add(10 * time.Second)
-	for l, err = e.OpenLedger(ctx, "direct/fenced"); err != nil; l, err = e.OpenLedger(ctx, "direct/fenced") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the ledger does not open again: %v", err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.UntilNil(t, 10*time.Second, "the ledger open again", func() (err error) {
+		l, err = e.OpenLedger(ctx, "direct/fenced")
+		return err
+	})
 	checkEntries(t, l, n)
 	crashed := mem.Crash(nil)
 	_ = e.Close()

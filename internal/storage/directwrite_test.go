@@ -201,14 +201,10 @@ func TestDirectWriteFsyncFailureTruncates(t *testing.T) {
 	}
 	n += got
 	_ = l.Close()
-	var err error
-	deadline := time.Now().Add(10 * time.Second)
-	for l, err = e.OpenLedger(ctx, "direct/fail"); err != nil; l, err = e.OpenLedger(ctx, "direct/fail") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the ledger does not open again: %v", err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.UntilNil(t, 10*time.Second, "the ledger open again", func() (err error) {
+		l, err = e.OpenLedger(ctx, "direct/fail")
+		return err
+	})
 	checkEntries(t, l, n)
 	crashed := mem.Crash(nil)
 	_ = e.Close()

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/mtypes"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -250,23 +252,23 @@ func TestFsyncFailureFences(t *testing.T) {
 	}
 }
 
+// TestSyncIntervalMode runs in a synctest bubble: the clock moves only when every goroutine waits,
+// so no interval passes while the 20 entries are appended (however loaded the machine), and the
+// fsync comes when the interval has passed in fake time.
 func TestSyncIntervalMode(t *testing.T) {
-	ctx := context.Background()
-	e := openMem(t, vfs.NewMem(), func(o *Options) { o.Sync = SyncInterval; o.SyncInterval = 5 * time.Millisecond })
-	defer e.Close()
-	l, _ := e.OpenLedger(ctx, "i")
-	appendN(t, l, 20)
-	m := e.Metrics()
-	if m.SyncMode != "interval" || m.UnsyncedAcks != 20 {
-		t.Fatalf("metrics %+v", m)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.Metrics().Fsyncs == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("interval fsync never ran")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		e := openMem(t, vfs.NewMem(), func(o *Options) { o.Sync = SyncInterval; o.SyncInterval = 5 * time.Millisecond })
+		defer e.Close()
+		l, _ := e.OpenLedger(ctx, "i")
+		appendN(t, l, 20)
+		synctest.Wait()
+		m := e.Metrics()
+		if m.SyncMode != "interval" || m.UnsyncedAcks != 20 || m.Fsyncs != 0 {
+			t.Fatalf("metrics before the interval passed %+v", m)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		poll.Until(t, 5*time.Second, "the interval fsync", func() bool { return e.Metrics().Fsyncs > 0 })
+	})
 }
 
 func TestMidSegmentCorruptionFences(t *testing.T) {

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -117,15 +118,14 @@ func TestUnwrittenPreparedJournalIgnoredByRecovery(t *testing.T) {
 		// A preparer hurried by a rotation leaves a file that is not full size, whose successor
 		// is prepared only once it holds prefillAfter bytes (on a loaded machine the last
 		// rotation can come a few appends before the end): append until the successor exists.
-		deadline := time.Now().Add(10 * time.Second)
-		for len(journalFiles(t, mem)) < 2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("seed %d: no next journal file prepared after %d appends", seed, acked)
+		poll.UntilNil(t, 10*time.Second, "a next journal file prepared", func() error {
+			if len(journalFiles(t, mem)) >= 2 {
+				return nil
 			}
 			appendN(t, l, 1)
 			acked++
-			time.Sleep(time.Millisecond)
-		}
+			return fmt.Errorf("seed %d: none after %d appends", seed, acked)
+		})
 		e.syncLoop.next.preparers.Wait() // its header and directory entry are durable before the crash (no rotation adds one)
 		crashed := mem.Crash(rand.New(rand.NewPCG(seed, 7)))
 		_ = e.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/mtypes"
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
@@ -61,21 +62,17 @@ func TestSegmentPagesLeaveThePageCache(t *testing.T) {
 			seg := largestFile(t, filepath.Join(dir, "ledgers"))
 			// Checkpoints (every 1 MiB of journal here) fsync the segment and drop what is
 			// left; poll until the first half of the file is out of the page cache.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			poll.UntilNil(t, 10*time.Second, "half of "+seg+" out of the page cache", func() error {
 				res, total, err := vfs.ResidentPages(seg)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res <= total/2 {
-					t.Logf("%s: %d of %d pages resident", filepath.Base(seg), res, total)
-					break
+				if res > total/2 {
+					return fmt.Errorf("%d of %d pages resident", res, total)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: %d of %d pages still resident after 10 s", seg, res, total)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				t.Logf("%s: %d of %d pages resident", filepath.Base(seg), res, total)
+				return nil
+			})
 			m := e.Metrics()
 			if tc.direct > 0 && m.DirectWrites == 0 {
 				t.Fatal("no direct writes: the test does not cover that path")

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meridian-mq/meridian/brokertest"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -205,17 +206,13 @@ func TestDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 	}
 	// Wait until east has received west's messages (its inbound series exist from then on).
 	var exported map[string]bool
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "east showing replication from and to west", func() error {
 		exported = exportedNames(scrape(t, east.WebURL()))
-		if exported["meridian_replication_duplicates_dropped_total"] && exported["pulsar_replication_backlog"] {
-			break
+		if !exported["meridian_replication_duplicates_dropped_total"] || !exported["pulsar_replication_backlog"] {
+			return fmt.Errorf("not yet exported")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("east never showed replication from and to west")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	var missing []string
 	for name, panels := range used {
 		if !exported[name] {

@@ -71,7 +71,7 @@ func TestIndividualAck(t *testing.T) {
 					t.Fatalf("redelivered %s, which was acknowledged", k)
 				}
 			}
-			expectNothing(t, cons, 300*time.Millisecond)
+			expectNothingBefore(t, client, cons, topic)
 		})
 	}
 }
@@ -104,7 +104,7 @@ func TestCumulativeAck(t *testing.T) {
 				t.Fatalf("after cumulative ack of p#14, redelivery starts at %s", k)
 			}
 			verify(t, chk, "second", checker.Expect{Partial: true})
-			expectNothing(t, cons, 300*time.Millisecond)
+			expectNothingBefore(t, client, cons, topic)
 		})
 	}
 }
@@ -134,7 +134,7 @@ func TestAckIDList(t *testing.T) {
 			t.Fatalf("redelivered acknowledged %s", k)
 		}
 	}
-	expectNothing(t, cons, 300*time.Millisecond)
+	expectNothingBefore(t, client, cons, topic)
 }
 
 // TestNackRedelivery negatively acknowledges messages and checks that they come back with an
@@ -176,7 +176,10 @@ func TestNackRedelivery(t *testing.T) {
 			}
 		}
 	}
-	expectNothing(t, cons, 400*time.Millisecond)
+	// Nothing is left to redeliver once the acknowledgements are in; nothing more comes before a
+	// barrier.
+	waitAllAcknowledged(t, b, topic, "s")
+	expectNothingBefore(t, client, cons, topic)
 	verify(t, chk, "s", checker.Expect{AllowDuplicates: true, NoOrder: true})
 }
 

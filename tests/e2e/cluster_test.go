@@ -165,6 +165,37 @@ func TestClusterLookup(t *testing.T) {
 		}
 	}
 
+	// A subscription created on the partitioned topic through broker 1 exists on every partition,
+	// wherever it lives, and the admin topic list of any broker names every partition.
+	if err := adm.Subscriptions().Create(*ptn, "via-admin", utils.Earliest); err != nil {
+		t.Fatalf("create a subscription on the partitioned topic: %v", err)
+	}
+	st, err := harness.NewAdmin(t, cl.Brokers[1]).Topics().GetPartitionedStats(*ptn, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range st.Partitions {
+		if _, ok := p.Subscriptions["via-admin"]; !ok {
+			t.Fatalf("partition %s has no subscription via-admin: %v", name, p.Subscriptions)
+		}
+	}
+	for _, b := range cl.Brokers {
+		ns, _ := utils.GetNameSpaceName("public", "default")
+		_, list, err := harness.NewAdmin(t, b).Topics().List(*ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := map[string]bool{}
+		for _, x := range list {
+			named[x] = true
+		}
+		for _, topic := range topics[1:] {
+			if !named[topic] {
+				t.Fatalf("the topic list of %s does not name %s", b.WebURL(), topic)
+			}
+		}
+	}
+
 	// Every broker lists the cluster's three brokers.
 	for _, b := range cl.Brokers {
 		brokers, err := harness.NewAdmin(t, b).Brokers().GetActiveBrokers("standalone")

@@ -171,34 +171,40 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(row+`[data-state="disconnected"]`)); err != nil {
 		t.Fatalf("the link shown disconnected: %v", err)
 	}
-	backlog := func() (int, string) {
+	// backlog reads the link's backlog cell and chart. The page re-renders the row on every refresh,
+	// so a read can find its node replaced: that is an error to read again, not a failure.
+	backlog := func() (int, string, error) {
 		text, err := chromedp.Run(ctx, chromedp.Text(row+` td.backlog`))
 		if err != nil {
-			t.Fatalf("read the backlog cell: %v", err)
+			return 0, "", fmt.Errorf("read the backlog cell: %w", err)
 		}
 		points, err := chromedp.Run(ctx, chromedp.AttributeValue(row+` svg.spark.backlog polyline`, "points"))
 		if err != nil {
-			t.Fatalf("read the chart: %v", err)
+			return 0, "", fmt.Errorf("read the chart: %w", err)
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(text))
 		if err != nil {
 			t.Fatalf("backlog cell %q: %v", text, err)
 		}
-		return n, points.Value
+		return n, points.Value, nil
 	}
-	first, firstChart := backlog()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n, chart := backlog()
-		if n > first && chart != firstChart {
-			t.Logf("backlog %d -> %d while b is down; the chart moved", first, n)
-			break
+	var first int
+	var firstChart string
+	harness.Eventually(t, 30*time.Second, "the backlog cell and chart", func() (err error) {
+		first, firstChart, err = backlog()
+		return err
+	})
+	harness.Eventually(t, 30*time.Second, "the backlog growing and the chart moving while b is down", func() error {
+		n, chart, err := backlog()
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backlog %d -> %d, chart moved %v within 30 s", first, n, chart != firstChart)
+		if n <= first || chart == firstChart {
+			return fmt.Errorf("backlog %d -> %d, chart moved %v", first, n, chart != firstChart)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		t.Logf("backlog %d -> %d while b is down; the chart moved", first, n)
+		return nil
+	})
 	screenshot("console-link-down.png")
 	// With b down the check says not ready.
 	if err := chromedp.Do(ctx,

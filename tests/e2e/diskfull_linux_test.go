@@ -206,20 +206,16 @@ func getURL(t *testing.T, url string) (int, string) {
 // waitStatus polls url until it answers want (with a deadline); body gets the last answer's body.
 func waitStatus(t *testing.T, url string, want int, body *string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	harness.Eventually(t, 60*time.Second, fmt.Sprintf("GET %s answering %d", url, want), func() error {
 		code, b := getURL(t, url)
 		if body != nil {
 			*body = b
 		}
-		if code == want {
-			return
+		if code != want {
+			return fmt.Errorf("%d %q", code, b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %d %q, want %d", url, code, b, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // scrape is the value of the first sample of a metric on /metrics.

@@ -58,7 +58,8 @@ func TestNackRedeliveryCount(t *testing.T) {
 			if subType != pulsar.Shared && subType != pulsar.KeyShared {
 				return // extra rewinds may still deliver acknowledged-then-rewound copies briefly
 			}
-			expectNothing(t, cons, 500*time.Millisecond)
+			waitAllAcknowledged(t, b, topic, "s")
+			expectNothingBefore(t, client, cons, topic)
 		})
 	}
 }
@@ -127,7 +128,10 @@ func TestDeadLetterTopic(t *testing.T) {
 	defer func() { close(stop); <-done }()
 	receiveN(t, chk, "dlq", dlqCons, 5, 60*time.Second, false)
 	verify(t, chk, "dlq", checker.Expect{NoOrder: true})
-	expectNothing(t, dlqCons, 500*time.Millisecond)
+	// The client moves a message to the dead-letter topic before it acknowledges it: once nothing
+	// is left on the subscription, every move is done, and none comes again before a barrier.
+	waitAllAcknowledged(t, b, topic, "s")
+	expectNothingBefore(t, client, dlqCons, dlq)
 }
 
 // TestRetryLetterTopic: ReconsumeLater sends a message to the retry topic with a delay (delayed
@@ -260,5 +264,5 @@ func TestDelayedDeliverySurvivesRestart(t *testing.T) {
 		t.Fatalf("delayed message arrived after %v, before its 4 s delay", el)
 	}
 	_ = cons.Ack(m)
-	expectNothing(t, cons, 500*time.Millisecond)
+	expectNothingBefore(t, client, cons, topic)
 }

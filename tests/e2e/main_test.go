@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,17 +223,66 @@ func collectUntil(t *testing.T, chk *checker.Checker, stream string, exp checker
 	}
 }
 
-// expectNothing fails the test if cons delivers a message within d (used after everything was
-// consumed, to catch duplicates and stray redeliveries).
-func expectNothing(t *testing.T, cons pulsar.Consumer, d time.Duration) {
+// expectNothingBefore proves that cons has nothing more to deliver of what topics hold now (used
+// after everything was consumed, to catch duplicates, stray redeliveries and messages from before
+// a subscription's start). It publishes a barrier message to each topic (for a partitioned topic:
+// to each partition; not batched, not replicated) and fails if cons receives anything but the
+// barriers before it has them all: a subscription delivers what is stored before a barrier before
+// the barrier, so an extra message shows without waiting for time to pass. The barriers are
+// acknowledged; barriers of earlier calls (another subscription's on the same topic) are skipped.
+func expectNothingBefore(t *testing.T, client pulsar.Client, cons pulsar.Consumer, topics ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	m, err := cons.Receive(ctx)
-	if err == nil {
-		k, _, _ := checker.Parse(m.Payload())
-		t.Fatalf("unexpected extra message %v (%s)", m.ID(), k)
+	ctx := testCtx(t, 30*time.Second)
+	barriers := map[string]bool{}
+	for i, topic := range topics {
+		prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+		if err != nil {
+			t.Fatalf("barrier producer on %s: %v", topic, err)
+		}
+		payload := fmt.Sprintf("%s%d/%d of %s", barrierPrefix, barrierSeq.Add(1), i, t.Name())
+		_, err = prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(payload), DisableReplication: true})
+		prod.Close()
+		if err != nil {
+			t.Fatalf("barrier to %s: %v", topic, err)
+		}
+		barriers[payload] = true
 	}
+	for len(barriers) > 0 {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %d barrier messages: %v", len(barriers), err)
+		}
+		if !barriers[string(m.Payload())] && !strings.HasPrefix(string(m.Payload()), barrierPrefix) {
+			k, _, _ := checker.Parse(m.Payload())
+			t.Fatalf("unexpected extra message %v (%s) before the barrier", m.ID(), k)
+		}
+		delete(barriers, string(m.Payload()))
+		if err := cons.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// barrierPrefix starts every barrier message of expectNothingBefore; barrierSeq tells them apart.
+const barrierPrefix = "e2e barrier "
+
+var barrierSeq atomic.Int64
+
+// waitAllAcknowledged waits until subscription sub of topic has no backlog and no unacknowledged
+// message, so nothing is left that the broker could redeliver.
+func waitAllAcknowledged(t *testing.T, b harness.Broker, topic, sub string) {
+	t.Helper()
+	admin := harness.NewAdmin(t, b)
+	harness.Eventually(t, 10*time.Second, "everything acknowledged on "+sub, func() error {
+		stats, err := admin.Topics().GetStats(*mustTopicName(t, topic))
+		if err != nil {
+			return err
+		}
+		if s := stats.Subscriptions[sub]; s.MsgBacklog != 0 || s.UnAckedMessages != 0 {
+			return fmt.Errorf("backlog %d, unacknowledged %d", s.MsgBacklog, s.UnAckedMessages)
+		}
+		return nil
+	})
 }
 
 // verify fails the test with the checker's report unless stream kept every promise in exp.

@@ -55,7 +55,7 @@ func TestProduceConsume(t *testing.T) {
 					}
 					receiveN(t, chk, "sub", cons, n, 30*time.Second, false)
 					verify(t, chk, "sub", checker.Expect{})
-					expectNothing(t, cons, 200*time.Millisecond)
+					expectNothingBefore(t, client, cons, topic)
 				})
 			}
 		}

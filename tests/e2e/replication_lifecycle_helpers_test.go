@@ -54,7 +54,7 @@ func lcIndependent(t *testing.T, startAt node.ReplicationStartAt, names ...strin
 	return lcWrap(cs)
 }
 
-// lcShared starts one cluster per name on one embedded etcd configuration store (--config-store,
+// lcShared starts one cluster per name on one etcd configuration store (--config-store,
 // --replication-start-at earliest): clusters register themselves there; tenant public allows all
 // of them, configured once, and every cluster has seen that before this returns.
 func lcShared(t *testing.T, names ...string) []*lcCluster {

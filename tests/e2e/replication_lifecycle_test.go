@@ -210,7 +210,11 @@ func TestReplLifecycleIdlePartitionedTopic(t *testing.T) {
 			t.Errorf("message %v on west replicated from %q", m.ID(), m.GetReplicatedFrom())
 		}
 	}
-	expectNothing(t, cons, 300*time.Millisecond)
+	var parts []string
+	for i := 0; i < partitions; i++ {
+		parts = append(parts, fmt.Sprintf("%s-partition-%d", topic, i))
+	}
+	expectNothingBefore(t, west.Client(t), cons, parts...)
 	verify(t, chk, "west", checker.Expect{NoOrder: true})
 }
 

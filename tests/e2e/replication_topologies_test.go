@@ -87,19 +87,13 @@ func createPartitioned(t *testing.T, c *harness.Cluster, topic utils.TopicName, 
 	// The conflicting create may be one a replicator is still running: its metadata becomes
 	// visible to GetMetadata (the broker's catalog view, updated by watch) a moment after the
 	// store refused this one, so poll rather than read once.
-	var meta utils.PartitionedTopicMetadata
-	var merr error
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		meta, merr = c.Admin.Topics().GetMetadata(topic)
-		if merr == nil && meta.Partitions == partitions {
-			break
+	harness.Eventually(t, 10*time.Second, fmt.Sprintf("%s: %s with %d partitions (its create answered %v)", c.Name, topic.String(), partitions, err), func() error {
+		meta, merr := c.Admin.Topics().GetMetadata(topic)
+		if merr == nil && meta.Partitions != partitions {
+			merr = fmt.Errorf("it exists with %d partitions", meta.Partitions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: create %s with %d partitions: %v; it exists with %d partitions (%v)", c.Name, topic.String(), partitions, err, meta.Partitions, merr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return merr
+	})
 	t.Logf("%s: %s exists already with %d partitions (%v)", c.Name, topic.String(), partitions, err)
 }
 
@@ -485,7 +479,7 @@ func TestTopologyTwoWay(t *testing.T) {
 
 // TestTopologyMesh: three clusters a, b, c in a full mesh, every cluster producing with several
 // producers (batching off and on); each cluster receives exactly the union of all clusters'
-// messages. With a shared etcd configuration store (embedded etcd 3.7, and Debian's etcd 3.4 binary
+// messages. With a shared etcd configuration store (etcd 3.7, the client's version, and Debian's etcd 3.4 binary
 // where one is installed; in-process brokers, and real `meridian standalone` processes) everything
 // is configured once, through a's admin API, and reaches b and c by watch; with independent stores
 // every cluster is configured through its own API.
@@ -504,20 +498,20 @@ func TestTopologyMesh(t *testing.T) {
 		}
 		runTopology(t, topology{clusters: cs, producers: producers, receives: all})
 	}
-	t.Run("shared-embedded-etcd", func(t *testing.T) {
+	t.Run("shared-etcd-built", func(t *testing.T) {
 		shared(t, harness.StartSharedClusters(t, harness.StartEtcd(t).ConfigStoreURL("meridian-mesh"), names...))
 	})
-	t.Run("shared-etcd-binary", func(t *testing.T) {
-		srv := etcdtest.StartProcess(t) // skips without an etcd binary on PATH
+	t.Run("shared-etcd-installed", func(t *testing.T) {
+		srv := etcdtest.StartInstalled(t) // skips without an etcd binary on PATH
 		t.Logf("etcd binary: %s", srv.Version())
 		shared(t, harness.StartSharedClusters(t, srv.URL("/meridian-mesh"), names...))
 	})
 	// The same mesh with real `meridian standalone --config-store` processes (the flag path, as an
-	// operator runs it), on Debian's etcd where installed, else on an embedded one.
+	// operator runs it), on Debian's etcd where installed, else on etcd 3.7.
 	t.Run("shared-etcd-processes", func(t *testing.T) {
 		var url string
-		if etcdtest.BinaryPath() != "" {
-			srv := etcdtest.StartProcess(t)
+		if etcdtest.InstalledPath() != "" {
+			srv := etcdtest.StartInstalled(t)
 			t.Logf("etcd binary: %s", srv.Version())
 			url = srv.URL("/meridian-mesh")
 		} else {

@@ -20,9 +20,10 @@ import (
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore"
 	"github.com/meridian-mq/meridian/internal/metadata/etcdstore/etcdtest"
 	"github.com/meridian-mq/meridian/internal/metadata/storetest"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
-// shared is one embedded etcd for the package; each test store gets its own key prefix.
+// shared is one etcd (the client's version, etcdtest.StartIn) for the package; each test store gets its own key prefix.
 var shared *etcdtest.Server
 
 func TestMain(m *testing.M) {
@@ -31,9 +32,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	shared, err = etcdtest.StartEmbedded(dir)
+	shared, err = etcdtest.StartIn(dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting embedded etcd:", err)
+		fmt.Fprintln(os.Stderr, "starting etcd:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -72,17 +73,18 @@ func open(t *testing.T, endpoints []string, prefix string) *etcdstore.Store {
 	return s
 }
 
-func TestConformanceEmbedded(t *testing.T) {
+// TestConformance runs the suite against the etcd server of the client's version.
+func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) metadata.Store { return open(t, shared.Endpoints(), newPrefix()) })
 }
 
-// TestConformanceEtcdProcess runs the suite against the `etcd` binary on PATH (Debian's etcd-server
+// TestConformanceInstalledEtcd runs the suite against the `etcd` binary on PATH (Debian's etcd-server
 // 3.4 in CI), proving the 3.7 client and our use of it work with that server.
-func TestConformanceEtcdProcess(t *testing.T) {
-	if testing.Short() && etcdtest.BinaryPath() == "" {
+func TestConformanceInstalledEtcd(t *testing.T) {
+	if testing.Short() && etcdtest.InstalledPath() == "" {
 		t.Skip("no etcd binary on PATH")
 	}
-	srv := etcdtest.StartProcess(t)
+	srv := etcdtest.StartInstalled(t)
 	t.Logf("etcd binary: %s", srv.Version())
 	storetest.Run(t, func(t *testing.T) metadata.Store { return open(t, srv.Endpoints(), newPrefix()) })
 	t.Run("WatchResumesAfterRestart", func(t *testing.T) { testWatchResumesAfterRestart(t, srv) })
@@ -189,13 +191,7 @@ func TestWatchResumesAfterConnectionCut(t *testing.T) {
 		write(i)
 	}
 	receive(45)
-	deadline := time.Now().Add(30 * time.Second)
-	for watched.Health(ctx) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("Health still failing after the connection came back: %v", watched.Health(ctx))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.UntilNil(t, 30*time.Second, "Health after the connection came back", func() error { return watched.Health(ctx) })
 }
 
 // The server restarts (same data) mid-watch; writes after the restart arrive, nothing is repeated.
@@ -223,17 +219,13 @@ func testWatchResumesAfterRestart(t *testing.T, srv *etcdtest.Server) {
 		t.Fatal(err)
 	}
 	var second metadata.KV
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "a put after the restart", func() error {
 		second, err = s.Put(ctx, "/r/a", []byte("2"), first.Version)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) || errors.Is(err, metadata.ErrBadVersion) {
+		if errors.Is(err, metadata.ErrBadVersion) {
 			t.Fatalf("put after restart: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	select {
 	case ev := <-ch:
 		if ev.Err != nil || ev.Revision != second.ModRevision || string(ev.KV.Value) != "2" {
@@ -244,7 +236,7 @@ func testWatchResumesAfterRestart(t *testing.T, srv *etcdtest.Server) {
 	}
 }
 
-func TestWatchResumesAfterEmbeddedRestart(t *testing.T) {
+func TestWatchResumesAfterRestart(t *testing.T) {
 	srv := etcdtest.Start(t)
 	testWatchResumesAfterRestart(t, srv)
 }
@@ -369,16 +361,16 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-// BenchmarkStore runs against the shared embedded etcd (which runs with fsync off, so this measures
+// BenchmarkStore runs against the shared etcd of the client's version (which runs with fsync off, so this measures
 // the client, gRPC and etcd's request path, not the disk) and, when the `etcd` binary is on PATH,
 // against that process (also fsync off).
 func BenchmarkStore(b *testing.B) {
-	b.Run("embedded", func(b *testing.B) {
+	b.Run("built", func(b *testing.B) {
 		storetest.Bench(b, func(b *testing.B) metadata.Store { return openB(b, shared.Endpoints()) })
 	})
-	if etcdtest.BinaryPath() != "" {
-		b.Run("process", func(b *testing.B) {
-			srv := etcdtest.StartProcess(b)
+	if etcdtest.InstalledPath() != "" {
+		b.Run("installed", func(b *testing.B) {
+			srv := etcdtest.StartInstalled(b)
 			storetest.Bench(b, func(b *testing.B) metadata.Store { return openB(b, srv.Endpoints()) })
 		})
 	}

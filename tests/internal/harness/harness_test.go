@@ -39,7 +39,7 @@ func TestFreePortsDiffer(t *testing.T) {
 	}
 }
 
-func TestEmbeddedEtcd(t *testing.T) {
+func TestEtcd(t *testing.T) {
 	e := StartEtcd(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL()}, DialTimeout: 5 * time.Second})
 	if err != nil {

@@ -30,7 +30,7 @@ type Options struct {
 	Dedup             bool     // --dedup
 	FsyncInterval     bool     // --fsync interval instead of always
 	NoAutoTopicCreate bool     // --auto-topic-creation=false
-	ConfigStore       string   // --config-store URL (e.g. an embedded etcd's)
+	ConfigStore       string   // --config-store URL (e.g. a test etcd's)
 	ExtraArgs         []string // appended after the flags above
 	Env               []string // extra environment (KEY=VALUE) for the process
 

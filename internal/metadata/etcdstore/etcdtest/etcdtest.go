@@ -1,7 +1,12 @@
-// Package etcdtest starts etcd servers for tests: embedded in-process (go.etcd.io/etcd/server/v3/embed)
-// or, when an `etcd` binary is on PATH (Debian's etcd-server 3.4 in CI), as a real process. Both listen
-// on free loopback ports with their data in a temporary directory. It also has a small TCP proxy that
-// tests stop and restart to cut client connections.
+// Package etcdtest starts etcd servers for tests, each a real `etcd` process on free loopback ports
+// with its data in a temporary directory:
+//   - Start runs the etcd server of the version this module's client is built against. The server is
+//     a test-only dependency, so it is not in this module's go.mod: the tests module (tests/) builds
+//     it as a Go tool (tests/cmd/etcd, `go tool -n etcd`, kept in the build cache).
+//   - StartInstalled runs the `etcd` binary on PATH (Debian's etcd-server 3.4 in CI), to prove the
+//     client works with the server an operator installs; tests skip without one.
+//
+// It also has a small TCP proxy that tests stop and restart to cut client connections.
 package etcdtest
 
 import (
@@ -9,32 +14,31 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
 
-// Server is a running etcd.
+// Server is a running etcd process.
 type Server struct {
-	dir        string
-	clientURL  string
-	peerURL    string
-	embedded   *embed.Etcd
-	proc       *exec.Cmd
-	procDone   chan error
-	mu         sync.Mutex
-	stopped    bool
-	logPath    string
-	binVersion string
+	bin       string
+	dir       string
+	clientURL string
+	peerURL   string
+	version   string
+	mu        sync.Mutex
+	proc      *exec.Cmd
+	procDone  chan error
+	stopped   bool
+	logPath   string
 }
 
 // Endpoints returns the client endpoints ("127.0.0.1:port").
@@ -48,22 +52,95 @@ func (s *Server) URL(prefix string) string {
 // Dir returns the server's data directory.
 func (s *Server) Dir() string { return s.dir }
 
-// Version returns the version reported by the etcd binary ("" for embedded servers).
-func (s *Server) Version() string { return s.binVersion }
+// Version returns the first line of `etcd --version` ("etcd Version: 3.7.3").
+func (s *Server) Version() string { return s.version }
 
-// Start starts an embedded etcd for tb; it is stopped when tb's test ends.
+// Start starts the etcd server of the client's version for tb; it is stopped when tb's test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := StartEmbedded(tb.TempDir())
+	s, err := StartIn(tb.TempDir())
 	if err != nil {
-		tb.Fatalf("starting embedded etcd: %v", err)
+		tb.Fatalf("starting etcd: %v", err)
 	}
 	tb.Cleanup(s.Stop)
 	return s
 }
 
-// StartEmbedded starts an embedded etcd with its data in dir (created if needed).
-func StartEmbedded(dir string) (*Server, error) {
+// StartIn starts the etcd server of the client's version with its data in dir (created if needed),
+// for a TestMain that shares one server between tests; the caller stops it.
+func StartIn(dir string) (*Server, error) {
+	bin, err := BuiltPath()
+	if err != nil {
+		return nil, err
+	}
+	return start(bin, dir)
+}
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// BuiltPath returns the path of the etcd server built from the tests module (at the version its
+// go.mod requires), building it on first use. The executable lives in the Go build cache, so later
+// test runs reuse it.
+func BuiltPath() (string, error) {
+	built.once.Do(func() {
+		_, self, _, ok := runtime.Caller(0)
+		if !ok {
+			built.err = errors.New("etcdtest: no source path to find the tests module from")
+			return
+		}
+		// This file is internal/metadata/etcdstore/etcdtest/etcdtest.go in the root module.
+		testsModule := filepath.Join(filepath.Dir(self), "..", "..", "..", "..", "tests")
+		cmd := exec.Command("go", "tool", "-n", "etcd")
+		cmd.Dir = testsModule
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			built.err = fmt.Errorf("etcdtest: building etcd in %s (go tool -n etcd): %v: %s", testsModule, err, stderr)
+			return
+		}
+		built.path = strings.TrimSpace(string(out))
+	})
+	return built.path, built.err
+}
+
+// InstalledPath returns the path of an `etcd` binary on PATH, or "" (tests that need one skip).
+func InstalledPath() string {
+	p, err := exec.LookPath("etcd")
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// StartInstalled starts the `etcd` binary found on PATH for tb, or skips tb when there is none. It
+// is stopped when tb's test ends.
+func StartInstalled(tb testing.TB) *Server {
+	tb.Helper()
+	bin := InstalledPath()
+	if bin == "" {
+		tb.Skip("no etcd binary on PATH (Debian: apt-get install etcd-server)")
+	}
+	s, err := start(bin, tb.TempDir())
+	if err != nil {
+		tb.Fatalf("starting %s: %v", bin, err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// start runs bin on free ports with its data in dir.
+func start(bin, dir string) (*Server, error) {
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %v: %s", bin, err, out)
+	}
 	var lastErr error
 	for range 3 { // a free port can be taken between choosing and binding it; retry
 		cport, err1 := freePort()
@@ -72,51 +149,17 @@ func StartEmbedded(dir string) (*Server, error) {
 			return nil, err
 		}
 		s := &Server{
+			bin:       bin,
 			dir:       dir,
 			clientURL: fmt.Sprintf("http://127.0.0.1:%d", cport),
 			peerURL:   fmt.Sprintf("http://127.0.0.1:%d", pport),
+			version:   firstLine(string(out)),
 		}
-		if lastErr = s.startEmbedded(); lastErr == nil {
+		if lastErr = s.startProcess(); lastErr == nil {
 			return s, nil
 		}
 	}
 	return nil, lastErr
-}
-
-func (s *Server) startEmbedded() error {
-	cfg := embed.NewConfig()
-	cfg.Name = "etcdtest"
-	cfg.Dir = filepath.Join(s.dir, "etcd")
-	cu, _ := url.Parse(s.clientURL)
-	pu, _ := url.Parse(s.peerURL)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{filepath.Join(s.dir, "etcd.log")}
-	s.logPath = cfg.LogOutputs[0]
-	// Tests do not need etcd's own durability; fsync on a shared CI disk costs seconds.
-	cfg.UnsafeNoFsync = true
-	cfg.TickMs, cfg.ElectionMs = 10, 100
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return fmt.Errorf("embedded etcd on %s: %w", s.clientURL, err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("embedded etcd on %s failed: %w", s.clientURL, err)
-	case <-time.After(30 * time.Second):
-		e.Server.Stop()
-		e.Close()
-		return fmt.Errorf("embedded etcd on %s not ready after 30s (log %s)", s.clientURL, s.logPath)
-	}
-	s.mu.Lock()
-	s.embedded, s.stopped = e, false
-	s.mu.Unlock()
-	return nil
 }
 
 // Stop stops the server (keeping its data). Safe to call more than once.
@@ -127,10 +170,6 @@ func (s *Server) Stop() {
 		return
 	}
 	s.stopped = true
-	if s.embedded != nil {
-		s.embedded.Close()
-		s.embedded = nil
-	}
 	if s.proc != nil {
 		_ = s.proc.Process.Signal(os.Interrupt)
 		select {
@@ -146,53 +185,7 @@ func (s *Server) Stop() {
 // Restart stops the server and starts it again on the same ports with the same data.
 func (s *Server) Restart() error {
 	s.Stop()
-	if s.binVersion != "" {
-		return s.startProcess()
-	}
-	return s.startEmbedded()
-}
-
-// BinaryPath returns the path of an `etcd` binary on PATH, or "" (tests that need one skip).
-func BinaryPath() string {
-	p, err := exec.LookPath("etcd")
-	if err != nil {
-		return ""
-	}
-	return p
-}
-
-// StartProcess starts the `etcd` binary found on PATH for tb, or skips tb when there is none. It is
-// stopped when tb's test ends.
-func StartProcess(tb testing.TB) *Server {
-	tb.Helper()
-	bin := BinaryPath()
-	if bin == "" {
-		tb.Skip("no etcd binary on PATH (Debian: apt-get install etcd-server)")
-	}
-	out, err := exec.Command(bin, "--version").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("%s --version: %v: %s", bin, err, out)
-	}
-	var lastErr error
-	for range 3 {
-		cport, err1 := freePort()
-		pport, err2 := freePort()
-		if err := errors.Join(err1, err2); err != nil {
-			tb.Fatal(err)
-		}
-		s := &Server{
-			dir:        tb.TempDir(),
-			clientURL:  fmt.Sprintf("http://127.0.0.1:%d", cport),
-			peerURL:    fmt.Sprintf("http://127.0.0.1:%d", pport),
-			binVersion: firstLine(string(out)),
-		}
-		if lastErr = s.startProcess(); lastErr == nil {
-			tb.Cleanup(s.Stop)
-			return s
-		}
-	}
-	tb.Fatalf("starting %s: %v", bin, lastErr)
-	return nil
+	return s.startProcess()
 }
 
 func firstLine(s string) string {
@@ -206,7 +199,7 @@ func (s *Server) startProcess() error {
 		return err
 	}
 	s.logPath = logf.Name()
-	cmd := exec.Command(BinaryPath(),
+	cmd := exec.Command(s.bin,
 		"--name", "etcdtest",
 		"--data-dir", filepath.Join(s.dir, "etcd"),
 		"--listen-client-urls", s.clientURL,
@@ -216,9 +209,11 @@ func (s *Server) startProcess() error {
 		"--initial-cluster", "etcdtest="+s.peerURL,
 		"--heartbeat-interval", "10",
 		"--election-timeout", "100",
+		"--log-level", "error",
+		// Tests do not need etcd's own durability; fsync on a shared CI disk costs seconds.
 		"--unsafe-no-fsync",
 	)
-	// Debian's etcd 3.4 reads ETCD_* variables too; keep the caller's environment out of it.
+	// etcd reads ETCD_* variables too; keep the caller's environment out of it.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -230,10 +225,11 @@ func (s *Server) startProcess() error {
 	s.mu.Lock()
 	s.proc, s.procDone, s.stopped = cmd, done, false
 	s.mu.Unlock()
-	// Ready when a linearizable read succeeds.
+	// Ready when a linearizable read succeeds. The read is tried once the client port accepts
+	// connections: a client that dials a closed port backs off for a second before it retries.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if err := ping(s.Endpoints()); err == nil {
+		if listening(s.Endpoints()[0]) && ping(s.Endpoints()) == nil {
 			return nil
 		}
 		select {
@@ -243,13 +239,12 @@ func (s *Server) startProcess() error {
 			s.mu.Unlock()
 			log, _ := os.ReadFile(s.logPath)
 			return fmt.Errorf("etcd exited: %v; log tail: %s", err, tail(string(log), 1500))
-		default:
+		case <-time.After(10 * time.Millisecond): // poll interval of a deadline-bounded wait
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
 			return fmt.Errorf("etcd process on %s not ready after 30s (log %s)", s.clientURL, s.logPath)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -258,6 +253,16 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// listening reports whether addr accepts TCP connections.
+func listening(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 func ping(endpoints []string) error {
