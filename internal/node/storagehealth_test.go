@@ -100,6 +100,16 @@ func TestReadinessAndMetricsFollowStorageFailures(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "rewritten from the journal") {
 		t.Fatalf("ready with a failed segment fsync: %d %q, want 503 with the reason", code, body)
 	}
+	// The fence comes first, inside the failing checkpoint; the checkpointer records that
+	// checkpoint's failure after it, and tries the repair (which fails too: fsyncs still fail) only
+	// on its next round. Wait for both, then check every figure at one moment.
+	poll.Until(t, 10*time.Second, "the checkpointer to record the failed checkpoint and a failed repair", func() bool {
+		got, _ := gatherStorage(t, n)
+		return got["meridian_storage_checkpoint_failures_total"] >= 1 && got["meridian_storage_repair_failures_total"] >= 1
+	})
+	if code, body := readiness(n); code != http.StatusServiceUnavailable || !strings.Contains(body, "rewritten from the journal") {
+		t.Fatalf("ready after a failed repair: %d %q, want 503 with the reason", code, body)
+	}
 	got, ckptErr := gatherStorage(t, n)
 	for name, atLeast := range map[string]float64{
 		"meridian_storage_fsync_errors_total":          1,
