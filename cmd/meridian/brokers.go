@@ -70,41 +70,16 @@ func runBrokers(ctx context.Context, log *slog.Logger, configs []node.Options) e
 			configs[i].SharedMetadataStore = shared
 		}
 	}
-	var nodes []*node.Node
-	closeAll := func(reason any) error {
-		var errs []error
-		for i := len(nodes) - 1; i >= 0; i-- {
-			configs[i].Logger.Info("shutting down", "reason", reason)
-			errs = append(errs, nodes[i].Close())
-		}
-		return errors.Join(errs...)
+	g := &nodeGroup{kind: "broker", name: func(o node.Options) string { return o.BrokerID }, configs: configs}
+	if err := g.start(ctx); err != nil {
+		return err
 	}
 	var urls []string
-	for _, o := range configs {
-		n, err := node.Start(ctx, o)
-		if err != nil {
-			_ = closeAll(fmt.Sprintf("broker %s failed to start", o.BrokerID))
-			return fmt.Errorf("broker %s: %w", o.BrokerID, err)
-		}
-		nodes = append(nodes, n)
-		fmt.Printf("broker %s: serviceUrl %s webServiceUrl %s\n", o.BrokerID, n.ServiceURL(), n.WebURL())
+	for i, n := range g.nodes {
+		fmt.Printf("broker %s: serviceUrl %s webServiceUrl %s\n", configs[i].BrokerID, n.ServiceURL(), n.WebURL())
 		urls = append(urls, strings.TrimPrefix(n.ServiceURL(), "pulsar://"))
 	}
-	log.Info("meridian brokers ready", "cluster", configs[0].Cluster, "brokers", len(nodes),
+	log.Info("meridian brokers ready", "cluster", configs[0].Cluster, "brokers", len(g.nodes),
 		"serviceUrl", "pulsar://"+strings.Join(urls, ","))
-	failed := make(chan error, len(nodes))
-	for i, n := range nodes {
-		go func() {
-			if err := <-n.Done(); err != nil {
-				failed <- fmt.Errorf("broker %s: %w", configs[i].BrokerID, err)
-			}
-		}()
-	}
-	select {
-	case <-ctx.Done():
-		return closeAll(context.Cause(ctx))
-	case err := <-failed:
-		log.Error("a broker failed; stopping all", "err", err)
-		return errors.Join(err, closeAll(err))
-	}
+	return g.run(ctx, log)
 }

@@ -269,31 +269,20 @@ func runStandalone(ctx context.Context, opts node.Options) error {
 func runClusters(ctx context.Context, log *slog.Logger, configs []node.Options) error {
 	shared := memstore.New()
 	defer shared.Close()
-	var nodes []*node.Node
-	closeAll := func(reason any) error {
-		var errs []error
-		for i := len(nodes) - 1; i >= 0; i-- {
-			configs[i].Logger.Info("shutting down", "reason", reason)
-			errs = append(errs, nodes[i].Close())
-		}
-		return errors.Join(errs...)
-	}
 	names := make([]string, 0, len(configs))
-	for _, o := range configs {
-		o.SharedConfigStore = shared
-		n, err := node.Start(ctx, o)
-		if err != nil {
-			_ = closeAll(fmt.Sprintf("cluster %s failed to start", o.Cluster))
-			return fmt.Errorf("cluster %s: %w", o.Cluster, err)
-		}
-		nodes = append(nodes, n)
-		names = append(names, o.Cluster)
+	for i := range configs {
+		configs[i].SharedConfigStore = shared
+		names = append(names, configs[i].Cluster)
 	}
-	if err := node.ReplicateFullMesh(ctx, nodes[0], names); err != nil {
-		_ = closeAll("configuring replication failed")
+	g := &nodeGroup{kind: "cluster", name: func(o node.Options) string { return o.Cluster }, configs: configs}
+	if err := g.start(ctx); err != nil {
 		return err
 	}
-	for _, n := range nodes {
+	if err := node.ReplicateFullMesh(ctx, g.nodes[0], names); err != nil {
+		_ = g.closeAll("configuring replication failed")
+		return err
+	}
+	for _, n := range g.nodes {
 		line := fmt.Sprintf("cluster %s: serviceUrl %s webServiceUrl %s", n.Cluster(), n.ServiceURL(), n.WebURL())
 		if n.ServiceURLTLS() != "" || n.WebURLTLS() != "" {
 			line += fmt.Sprintf(" serviceUrlTls %s webServiceUrlTls %s", n.ServiceURLTLS(), n.WebURLTLS())
@@ -301,22 +290,7 @@ func runClusters(ctx context.Context, log *slog.Logger, configs []node.Options) 
 		fmt.Println(line)
 	}
 	log.Info("meridian clusters ready", "clusters", strings.Join(names, ","), "replication", "public/default full mesh")
-	failed := make(chan error, len(nodes))
-	for _, n := range nodes {
-		go func() {
-			if err := <-n.Done(); err != nil {
-				failed <- fmt.Errorf("cluster %s: %w", n.Cluster(), err)
-			}
-		}()
-	}
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", "clusters", strings.Join(names, ","), "reason", context.Cause(ctx))
-		return closeAll(context.Cause(ctx))
-	case err := <-failed:
-		log.Error("a cluster failed; stopping all", "err", err)
-		return errors.Join(err, closeAll(err))
-	}
+	return g.run(ctx, log.With("clusters", strings.Join(names, ",")))
 }
 
 // bytesOrNever turns a byte-threshold flag where 0 means "never" into the node option, where 0
