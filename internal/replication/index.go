@@ -439,9 +439,13 @@ func (x *Index) Tick(now time.Time) {
 	}
 }
 
+// maintainSaveTimeout bounds one snapshot save of Maintain.
+const maintainSaveTimeout = 5 * time.Second
+
 // Maintain is called about once a second by the index's owner (Manager): it samples rates and saves
-// a snapshot every SnapshotInterval. There is no goroutine per index, so ten thousand topics cost
-// ten thousand small structs, not ten thousand tickers.
+// a snapshot every SnapshotInterval, within maintainSaveTimeout. There is no goroutine per index, so
+// ten thousand topics cost ten thousand small structs, not ten thousand tickers; and an index with
+// no save due costs no allocation (no context or timer is made for it).
 func (x *Index) Maintain(ctx context.Context, now time.Time) {
 	x.Tick(now)
 	x.mu.Lock()
@@ -453,6 +457,8 @@ func (x *Index) Maintain(ctx context.Context, now time.Time) {
 	if !due {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, maintainSaveTimeout)
+	defer cancel()
 	if err := x.Save(ctx); err != nil {
 		x.opts.Logger.Warn("save inbound replication index snapshot", "topic", x.topicName(), "err", err)
 	}

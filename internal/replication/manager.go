@@ -409,9 +409,7 @@ func (m *Manager) maintainIndexes(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for x := range work {
-				saveCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				x.Maintain(saveCtx, now)
-				cancel()
+				x.Maintain(ctx, now)
 			}
 		}()
 	}
