@@ -30,26 +30,8 @@ func TestBrokerStatsOwnershipAndInternalInfo(t *testing.T) {
 	n := startNode(t, testOptions(t, t.TempDir()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.New(client.Options{ServiceURL: n.ServiceURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const topic = "persistent://public/default/broker-stats"
-	cons, err := c.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close(ctx)
-	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if _, err := p.Send(ctx, client.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishWithBacklog(t, ctx, n.ServiceURL(), topic, 3)
 	base := n.WebURL() + "/admin/v2"
 
 	var topics map[string]map[string]map[string]map[string]adminapi.TopicStats
@@ -111,5 +93,30 @@ func TestBrokerStatsOwnershipAndInternalInfo(t *testing.T) {
 	}
 	if code, body := httpGet(t, base+"/persistent/public/default/never-created/internal-info"); code != http.StatusNotFound {
 		t.Errorf("internal-info of a missing topic: %d %s, want 404", code, body)
+	}
+}
+
+// publishWithBacklog subscribes s1 to topic (so the messages stay as its backlog) and publishes n
+// messages through this module's client; the connection stays open until the test ends.
+func publishWithBacklog(t *testing.T, ctx context.Context, serviceURL, topic string, n int) {
+	t.Helper()
+	c, err := client.New(client.Options{ServiceURL: serviceURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cons, err := c.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close(context.Background()) })
+	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := p.Send(ctx, client.ProducerMessage{Payload: fmt.Appendf(nil, "m%d", i)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

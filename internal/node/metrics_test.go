@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/poll"
 )
@@ -159,26 +158,8 @@ func TestMetricsUnderPulsarNamesAndLabels(t *testing.T) {
 	east, west := nodes[0], nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := client.New(client.Options{ServiceURL: east.ServiceURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const topic = "persistent://public/default/metrics-names"
-	cons, err := c.Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close(ctx)
-	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: topic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte(fmt.Sprintf("m%d", i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishWithBacklog(t, ctx, east.ServiceURL(), topic, 5)
 
 	// The write buckets are rates over the broker's stats interval (5 s): wait for the first one
 	// that saw the five small entries.
