@@ -17,7 +17,8 @@ import (
 // broker is registered). The server answers ServiceNotReady, which clients retry.
 var ErrNotReady = errors.New("bundle has no live owner")
 
-// ErrNotOwner: an operation that only the owner may do (release) was asked of another broker.
+// ErrNotOwner: an operation that only the serving owner may do (a hand-over) was asked of another
+// broker, or of the owner while the bundle is already moving.
 var ErrNotOwner = errors.New("this broker does not own the bundle")
 
 // Defaults for Options.
@@ -41,7 +42,11 @@ type Options struct {
 	// BundleRanges returns a namespace's bundle ranges (from its policy); nil or empty means
 	// EvenRanges(DefaultBundleCount).
 	BundleRanges func(namespace string) []Range
-	Logger       *slog.Logger
+	// OnServe, when set, is called (on the goroutine that saw the change; it must not block) when
+	// this broker starts serving a bundle it did not serve: assigned to it, handed over to it, or
+	// back to it after an aborted hand-over.
+	OnServe func(Bundle)
+	Logger  *slog.Logger
 }
 
 // Coordinator is one broker's membership in its cluster: it registers the broker, follows the
@@ -90,6 +95,9 @@ func Start(ctx context.Context, opts Options) (*Coordinator, error) {
 	if err == nil {
 		var bundlesRev int64
 		bundlesRev, err = c.load(ctx, bundlesPrefix)
+		if err == nil {
+			err = c.abortUnfinishedHandOvers(ctx)
+		}
 		if err == nil {
 			err = c.follow(runCtx, brokersPrefix, brokersRev)
 		}
@@ -305,7 +313,16 @@ func (c *Coordinator) apply(ev metadata.Event) {
 			c.log.Warn("ignoring a malformed bundle record", "key", key, "err", err)
 			return
 		}
-		c.view.putRecord(b, recordAt{own: own, version: ev.KV.Version, modRevision: ev.KV.ModRevision})
+		c.putRecord(b, recordAt{own: own, version: ev.KV.Version, modRevision: ev.KV.ModRevision})
+	}
+}
+
+// putRecord applies a record to the view and calls OnServe when this broker starts serving b.
+func (c *Coordinator) putRecord(b Bundle, r recordAt) {
+	before, applied := c.view.putRecord(b, r)
+	self := c.opts.Self.ID
+	if applied && c.opts.OnServe != nil && r.own.Serving(self) && !before.own.Serving(self) {
+		c.opts.OnServe(b)
 	}
 }
 
@@ -403,13 +420,14 @@ func (c *Coordinator) assign(ctx context.Context, b Bundle, broker string, prev 
 		return fmt.Errorf("cluster: assign bundle %s: %w", b, err)
 	}
 	c.log.Info("bundle assigned", "bundle", b.String(), "owner", broker, "epoch", own.Epoch)
-	c.view.putRecord(b, recordAt{own: own, version: kv.Version, modRevision: kv.ModRevision})
+	c.putRecord(b, recordAt{own: own, version: kv.Version, modRevision: kv.ModRevision})
 	return nil
 }
 
-// Owns reports whether this broker owns the topic's bundle.
+// Owns reports whether this broker serves the topic's bundle: it owns it and is not handing it over.
 func (c *Coordinator) Owns(namespace, topic string) bool {
-	return c.view.owner(c.BundleOf(namespace, topic)) == c.opts.Self.ID
+	r, _ := c.view.record(c.BundleOf(namespace, topic))
+	return r.own.Serving(c.opts.Self.ID)
 }
 
 // Owner is the registration of the broker that owns the topic's bundle, when it is live.
@@ -442,22 +460,4 @@ func (c *Coordinator) Brokers() []BrokerInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
-}
-
-// Release gives up ownership of a bundle this broker owns (unload): the record keeps its epoch
-// with no owner, and the next lookup assigns it again.
-func (c *Coordinator) Release(ctx context.Context, b Bundle) error {
-	_, rec, exists, _ := c.view.snapshot(c.opts.Self.ID, b)
-	if !exists || rec.own.Broker != c.opts.Self.ID {
-		return fmt.Errorf("bundle %s: %w", b, ErrNotOwner)
-	}
-	own := Ownership{Epoch: rec.own.Epoch}
-	val, _ := json.Marshal(own)
-	kv, err := c.opts.Store.Put(ctx, bundleKey(b), val, rec.version)
-	if err != nil {
-		return fmt.Errorf("cluster: release bundle %s: %w", b, err)
-	}
-	c.log.Info("bundle released", "bundle", b.String(), "epoch", own.Epoch)
-	c.view.putRecord(b, recordAt{own: own, version: kv.Version, modRevision: kv.ModRevision})
-	return nil
 }

@@ -16,10 +16,19 @@ type BrokerInfo struct {
 
 // Ownership is a bundle's ownership record: the broker that serves it and an epoch that grows with
 // every assignment, so a stale owner's release or write can be told apart from the current one's.
+//
+// MovingTo, when set, names the broker the owner is handing the bundle over to (handover.go): the
+// owner no longer serves the bundle, lookups hold, and the record ends either owned by MovingTo
+// (the copy is complete) or by the owner again (the hand-over failed).
 type Ownership struct {
-	Broker string `json:"broker"`
-	Epoch  int64  `json:"epoch"`
+	Broker   string `json:"broker"`
+	Epoch    int64  `json:"epoch"`
+	MovingTo string `json:"movingTo,omitempty"`
 }
+
+// Serving reports whether the record names broker as the bundle's serving owner: owned and not
+// being handed over.
+func (o Ownership) Serving(broker string) bool { return o.Broker == broker && o.MovingTo == "" }
 
 // Action is what a lookup decision asks the caller to do.
 type Action int
@@ -73,6 +82,8 @@ type Decision struct {
 //   - the owner is another live broker: Redirect to it (authoritative, so it never redirects again);
 //   - the owner is not live: Wait. Its bundles stay with it, because in this release the bundle's
 //     messages are on the owner's disk; they are served again when it comes back;
+//   - the bundle is being handed over (MovingTo set): Wait, also on the owner, which no longer
+//     serves it; the hand-over ends by naming the new owner (or the old one again) within seconds;
 //   - no owner: Assign the least-loaded live broker, or Wait when no broker is live. Ties go to
 //     the broker that ranks highest for this bundle (rendezvous hashing of bundle and broker id):
 //     deciders that agree on the loads agree on the broker, and bundles assigned at the same
@@ -81,7 +92,7 @@ func Decide(v View) Decision {
 	if v.Record != nil {
 		owner, live := v.Live[v.Record.Broker]
 		switch {
-		case !live:
+		case !live, v.Record.MovingTo != "":
 			return Decision{Action: Wait}
 		case owner.ID == v.Self:
 			return Decision{Action: Connect, Broker: owner}

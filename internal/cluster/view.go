@@ -46,15 +46,17 @@ func (v *view) deleteBroker(id string) {
 }
 
 // putRecord applies a record unless the view already holds a newer one (the watch may echo a
-// write the coordinator applied first).
-func (v *view) putRecord(b Bundle, r recordAt) {
+// write the coordinator applied first). It returns the record it replaced and whether it applied r.
+func (v *view) putRecord(b Bundle, r recordAt) (recordAt, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if cur, ok := v.records[b]; ok && cur.modRevision >= r.modRevision {
-		return
+	cur, ok := v.records[b]
+	if ok && cur.modRevision >= r.modRevision {
+		return cur, false
 	}
 	v.records[b] = r
 	v.notifyLocked()
+	return cur, true
 }
 
 func (v *view) deleteRecord(b Bundle, modRevision int64) {
@@ -96,6 +98,13 @@ func (v *view) owner(b Bundle) string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.records[b].own.Broker
+}
+
+func (v *view) record(b Bundle) (recordAt, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	r, ok := v.records[b]
+	return r, ok
 }
 
 // ownedBy lists the bundles whose record names broker id.

@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sort"
+
+	"github.com/meridian-mq/meridian/internal/metadata"
+)
+
+// Hand-over of a bundle from its owner to another live broker (docs/cluster.md, "Moving a bundle").
+//
+// In this release a bundle's messages are on its owner's disk, so a bundle moves with its data. The
+// owner drives it, through three writes of the bundle's record, each a compare-and-swap:
+//
+//  1. BeginHandOver: {owner, epoch+1, movingTo: target}. From here the owner no longer serves the
+//     bundle (Owns is false, its broker refuses to load the topics) and every lookup holds.
+//  2. The owner closes the bundle's topics and copies their ledgers to the target, which accepts a
+//     copy only while the record says it is the bundle's target (IncomingHandOver).
+//  3. CompleteHandOver: {target, epoch+1}: lookups now redirect to the target. Or, when the copy
+//     failed, AbortHandOver: {owner, epoch+1}, and the owner serves the bundle again.
+//
+// An owner that dies between 1 and 3 finds its own unfinished hand-overs when it starts again and
+// aborts them (Start), so a bundle is never left moving by a live owner. Until then its lookups
+// hold, as for any bundle whose owner is down.
+
+// ErrHandOverRefused: the bundle's record does not allow this step of a hand-over (another broker
+// owns it, it already moves, or it moves elsewhere).
+var ErrHandOverRefused = errors.New("bundle hand-over refused")
+
+// BeginHandOver records that this broker hands bundle b over to target, a live broker. From then
+// on this broker does not serve b. It returns ErrNotOwner unless this broker serves b.
+func (c *Coordinator) BeginHandOver(ctx context.Context, b Bundle, target string) error {
+	if target == c.opts.Self.ID {
+		return fmt.Errorf("bundle %s: %w: the target is this broker", b, ErrHandOverRefused)
+	}
+	if _, live := c.view.broker(target); !live {
+		return fmt.Errorf("bundle %s: %w: broker %q is not live", b, ErrHandOverRefused, target)
+	}
+	rec, ok := c.view.record(b)
+	if !ok || !rec.own.Serving(c.opts.Self.ID) {
+		return fmt.Errorf("bundle %s: %w", b, ErrNotOwner)
+	}
+	return c.writeRecord(ctx, b, rec, Ownership{Broker: c.opts.Self.ID, Epoch: rec.own.Epoch + 1, MovingTo: target}, "bundle hand-over begins")
+}
+
+// CompleteHandOver makes the hand-over's target the owner of b: the copy is complete.
+func (c *Coordinator) CompleteHandOver(ctx context.Context, b Bundle) error {
+	rec, ok := c.view.record(b)
+	if !ok || rec.own.Broker != c.opts.Self.ID || rec.own.MovingTo == "" {
+		return fmt.Errorf("bundle %s: %w: not moving from this broker", b, ErrHandOverRefused)
+	}
+	return c.writeRecord(ctx, b, rec, Ownership{Broker: rec.own.MovingTo, Epoch: rec.own.Epoch + 1}, "bundle handed over")
+}
+
+// AbortHandOver ends this broker's hand-over of b with b still its own (the copy failed).
+func (c *Coordinator) AbortHandOver(ctx context.Context, b Bundle) error {
+	rec, ok := c.view.record(b)
+	if !ok || rec.own.Broker != c.opts.Self.ID || rec.own.MovingTo == "" {
+		return fmt.Errorf("bundle %s: %w: not moving from this broker", b, ErrHandOverRefused)
+	}
+	return c.writeRecord(ctx, b, rec, Ownership{Broker: c.opts.Self.ID, Epoch: rec.own.Epoch + 1}, "bundle hand-over aborted")
+}
+
+// IncomingHandOver checks, against the store itself (not the view, which may lag), that broker
+// from is handing bundle b over to this broker: only then may this broker accept b's data.
+func (c *Coordinator) IncomingHandOver(ctx context.Context, b Bundle, from string) error {
+	kv, err := c.opts.Store.Get(ctx, bundleKey(b))
+	if errors.Is(err, metadata.ErrNotFound) {
+		return fmt.Errorf("bundle %s: %w: it has no owner", b, ErrHandOverRefused)
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: read bundle %s: %w", b, err)
+	}
+	var own Ownership
+	if err := json.Unmarshal(kv.Value, &own); err != nil {
+		return fmt.Errorf("cluster: bundle record %s: %w", b, err)
+	}
+	if own.Broker != from || own.MovingTo != c.opts.Self.ID {
+		return fmt.Errorf("bundle %s: %w: the record says owner %q moving to %q", b, ErrHandOverRefused, own.Broker, own.MovingTo)
+	}
+	return nil
+}
+
+// writeRecord replaces b's record (compare-and-swap on the version the caller read) and applies
+// the write to the view at once.
+func (c *Coordinator) writeRecord(ctx context.Context, b Bundle, prev recordAt, own Ownership, what string) error {
+	val, _ := json.Marshal(own)
+	kv, err := c.opts.Store.Put(ctx, bundleKey(b), val, prev.version)
+	if err != nil {
+		return fmt.Errorf("cluster: %s %s: %w", what, b, err)
+	}
+	c.log.Info(what, "bundle", b.String(), "owner", own.Broker, "movingTo", own.MovingTo, "epoch", own.Epoch)
+	c.putRecord(b, recordAt{own: own, version: kv.Version, modRevision: kv.ModRevision})
+	return nil
+}
+
+// abortUnfinishedHandOvers ends the hand-overs a previous run of this broker left open (it died
+// while copying): the bundles are this broker's again.
+func (c *Coordinator) abortUnfinishedHandOvers(ctx context.Context) error {
+	for _, b := range c.view.ownedBy(c.opts.Self.ID) {
+		if rec, ok := c.view.record(b); ok && rec.own.MovingTo != "" {
+			if err := c.AbortHandOver(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// HandOverTarget picks the broker a bundle of this broker goes to when it is unloaded or this broker
+// stops: the least-loaded other live broker (ties by rendezvous rank, as assignment). ok is false
+// when no other broker is live.
+func (c *Coordinator) HandOverTarget(b Bundle) (BrokerInfo, bool) {
+	v, _, _, _ := c.view.snapshot(c.opts.Self.ID, b)
+	delete(v.Live, c.opts.Self.ID)
+	return LeastLoaded(v.Live, b.String())
+}
+
+// ServedBundles lists the bundles this broker serves (owns and is not handing over), sorted.
+func (c *Coordinator) ServedBundles() []Bundle {
+	var out []Bundle
+	for _, b := range c.OwnedBundles() {
+		if rec, ok := c.view.record(b); ok && rec.own.Serving(c.opts.Self.ID) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Move is one bundle the load shedder hands over.
+type Move struct {
+	Bundle Bundle
+	To     BrokerInfo
+}
+
+// Shed is the load shedder's rule (docs/cluster.md, "Load shedding"): when this broker serves at
+// least two bundles more than the least-loaded live broker, move one bundle to that broker. The
+// bundle is the one that ranks highest for the target (rendezvous hashing), so brokers that shed at
+// once pick different bundles and a bundle does not bounce. Load is the count of owned bundles;
+// one move per call keeps each step small, and the caller calls again after it.
+func Shed(self string, live map[string]BrokerInfo, served []Bundle) (Move, bool) {
+	me, ok := live[self]
+	if !ok || len(served) == 0 {
+		return Move{}, false
+	}
+	others := make(map[string]BrokerInfo, len(live))
+	for id, b := range live {
+		if id != self {
+			others[id] = b
+		}
+	}
+	if len(others) == 0 {
+		return Move{}, false
+	}
+	sorted := append([]Bundle(nil), served...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].String() < sorted[j].String() })
+	to, _ := LeastLoaded(others, sorted[0].String())
+	if me.OwnedBundles-to.OwnedBundles < 2 {
+		return Move{}, false
+	}
+	best, bestRank := sorted[0], uint32(0)
+	for i, b := range sorted {
+		if r := crc32.ChecksumIEEE([]byte(b.String() + "\x00" + to.ID)); i == 0 || r > bestRank {
+			best, bestRank = b, r
+		}
+	}
+	return Move{Bundle: best, To: to}, true
+}
+
+// PlanShed applies Shed to the current view.
+func (c *Coordinator) PlanShed() (Move, bool) {
+	v, _, _, _ := c.view.snapshot(c.opts.Self.ID, Bundle{})
+	return Shed(c.opts.Self.ID, v.Live, c.ServedBundles())
+}
