@@ -34,6 +34,8 @@ func brokersOfOneCluster(base node.Options, s config.Settings) ([]node.Options, 
 		o.BrokerID = fmt.Sprintf("broker-%d", i)
 		o.DataDir = filepath.Join(s.DataDir, o.BrokerID)
 		o.AdvertisedAddress = ""
+		// The brokers of one process stop together: none has anyone to hand its bundles to.
+		o.HandOverTimeout = -1
 		for _, l := range []struct {
 			flag string
 			addr *string

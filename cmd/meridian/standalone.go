@@ -91,6 +91,13 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 	base.AdvertisedAddress = s.AdvertisedAddress
 	base.ConfigStore = s.ConfigStore
 	base.MetadataStore, base.BrokerID = s.MetadataStore, s.BrokerID
+	base.LoadSheddingInterval, base.HandOverTimeout = s.LoadSheddingInterval, s.HandOverTimeout
+	if !s.LoadBalancer || !s.LoadShedding || s.LoadSheddingInterval <= 0 {
+		base.LoadSheddingInterval = -1
+	}
+	if s.HandOverTimeout <= 0 {
+		base.HandOverTimeout = -1
+	}
 	base.ReplicationStartAt = node.ReplicationStartAt(s.ReplicationStartAt)
 	base.MaxMessageSize = s.MaxMessageSize
 	base.MaxConnectionsPerIP = s.MaxConnectionsPerIP

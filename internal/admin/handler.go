@@ -126,6 +126,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	h.gatherer = reg
 	h.routes()
 	h.profilingRoutes()
+	h.handOverRoutes()
 	return h, nil
 }
 
@@ -149,9 +150,15 @@ func (h *Handler) handle(pattern string, fn apiFunc) {
 	h.mux.Handle(pattern, h.guard(pattern, h.ownerOnly(pattern, h.wrap(fn))))
 }
 
-func (h *Handler) wrap(fn apiFunc) http.Handler {
+func (h *Handler) wrap(fn apiFunc) http.Handler { return h.wrapBounded(fn, h.cfg.MaxBodyBytes) }
+
+// wrapBounded is wrap with its own bound of the request body (<0: none, for a streamed body the
+// endpoint reads piece by piece).
+func (h *Handler) wrapBounded(fn apiFunc, maxBody int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
+		if maxBody >= 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {

@@ -301,6 +301,11 @@ func (h *Handler) listTopics(ctx context.Context, ns string, domains ...naming.D
 }
 
 func (h *Handler) namespaceUnload(r *http.Request, ns naming.NamespaceName) error {
+	if bundle := r.PathValue("bundle"); bundle != "" && h.cfg.Ownership != nil {
+		// In a cluster the bundle moves: to destinationBroker, as Pulsar's unload takes it, or to
+		// the least-loaded other broker (docs/cluster.md, "Moving a bundle").
+		return h.cfg.Ownership.UnloadBundle(r.Context(), ns, bundle, r.URL.Query().Get("destinationBroker"))
+	}
 	if h.cfg.Topics == nil {
 		return nil
 	}
@@ -308,14 +313,7 @@ func (h *Handler) namespaceUnload(r *http.Request, ns naming.NamespaceName) erro
 	if err != nil {
 		return err
 	}
-	bundle := r.PathValue("bundle")
 	for _, t := range topics {
-		if bundle != "" && h.cfg.Ownership != nil {
-			// A bundle's unload closes that bundle's topics only.
-			if name, err := naming.ParseTopic(t); err != nil || h.cfg.Ownership.BundleRange(name) != bundle {
-				continue
-			}
-		}
 		if err := h.cfg.Topics.Unload(r.Context(), t); err != nil && !errors.Is(err, ErrTopicNotFound) {
 			return err
 		}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 
@@ -24,6 +25,14 @@ type Ownership interface {
 	Brokers() []string
 	// Topics lists the persistent topics of a namespace on every broker of the cluster.
 	Topics(ctx context.Context, ns naming.NamespaceName) ([]string, error)
+	// UnloadBundle is a bundle's unload on its owner: it hands the bundle over to destination (a
+	// broker id or web host:port; empty: the least-loaded other live broker) or, with no other
+	// broker live, closes its topics.
+	UnloadBundle(ctx context.Context, ns naming.NamespaceName, bundle, destination string) error
+	// AcceptHandOver stores one topic's ledger streamed by a bundle's owner handing the bundle over
+	// to this broker, and returns the entries stored. Errors wrap ErrHandOverRefused or
+	// ErrHandOverMalformed when they are the sender's.
+	AcceptHandOver(ctx context.Context, body io.Reader) (int64, error)
 }
 
 // TopicOwner is a topic's broker: this one (Self) or another, with its advertised URLs.

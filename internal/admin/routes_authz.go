@@ -39,12 +39,13 @@ var routePermissions = map[string]auth.Need{
 	"GET /admin/v2/clusters/{cluster}/migrate":  auth.NeedSuperUser,
 	"POST /admin/v2/clusters/{cluster}/migrate": auth.NeedSuperUser,
 	// Go's profiles of the process (profiling.go): superusers.
-	"GET /debug/pprof/":        auth.NeedSuperUser,
-	"GET /debug/pprof/cmdline": auth.NeedSuperUser,
-	"GET /debug/pprof/profile": auth.NeedSuperUser,
-	"GET /debug/pprof/symbol":  auth.NeedSuperUser,
-	"POST /debug/pprof/symbol": auth.NeedSuperUser,
-	"GET /debug/pprof/trace":   auth.NeedSuperUser,
+	"GET /debug/pprof/":                 auth.NeedSuperUser,
+	"POST /internal/v1/bundle-handover": auth.NeedSuperUser, // broker to broker (handover.go)
+	"GET /debug/pprof/cmdline":          auth.NeedSuperUser,
+	"GET /debug/pprof/profile":          auth.NeedSuperUser,
+	"GET /debug/pprof/symbol":           auth.NeedSuperUser,
+	"POST /debug/pprof/symbol":          auth.NeedSuperUser,
+	"GET /debug/pprof/trace":            auth.NeedSuperUser,
 	// Broker-wide figures (every tenant's topics): superusers.
 	"GET /admin/v2/broker-stats/metrics":                       auth.NeedSuperUser,
 	"GET /admin/v2/broker-stats/topics":                        auth.NeedSuperUser,

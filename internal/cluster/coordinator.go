@@ -439,6 +439,12 @@ func (c *Coordinator) Owner(namespace, topic string) (BrokerInfo, bool) {
 	return c.view.broker(id)
 }
 
+// Record is the ownership record of the topic's bundle, when there is one.
+func (c *Coordinator) Record(namespace, topic string) (Ownership, bool) {
+	r, ok := c.view.record(c.BundleOf(namespace, topic))
+	return r.own, ok
+}
+
 // Assigned reports whether the topic's bundle has an owner (live or not).
 func (c *Coordinator) Assigned(namespace, topic string) bool {
 	return c.view.owner(c.BundleOf(namespace, topic)) != ""

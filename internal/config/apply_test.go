@@ -376,8 +376,8 @@ func TestPulsarClientSuiteConfigParses(t *testing.T) {
 // knows to ignore (a misspelling) is ignored and also reported as unknown; known Pulsar keys are
 // not.
 func TestUnknownKeysAreReportedApart(t *testing.T) {
-	_, rep := apply(t, Sources{File: mustParse(t, "loadBalancerEnabled=false\nbackLogQuotaCheckEnabled=true\nsuperUserRole=admin\n")})
-	if !reflect.DeepEqual(rep.Ignored, []string{"backLogQuotaCheckEnabled", "loadBalancerEnabled", "superUserRole"}) ||
+	_, rep := apply(t, Sources{File: mustParse(t, "loadBalancerPlacementStrategy=x\nbackLogQuotaCheckEnabled=true\nsuperUserRole=admin\n")})
+	if !reflect.DeepEqual(rep.Ignored, []string{"backLogQuotaCheckEnabled", "loadBalancerPlacementStrategy", "superUserRole"}) ||
 		!reflect.DeepEqual(rep.Unknown, []string{"backLogQuotaCheckEnabled", "superUserRole"}) {
 		t.Errorf("ignored %v, unknown %v", rep.Ignored, rep.Unknown)
 	}

@@ -19,7 +19,7 @@ var ignoredFamilies = []struct{ prefix, reason string }{
 	{"metadataStore", "the local metadata store lives in the data dir"},
 	{"bookkeeper", "Meridian stores ledgers on local disk, not BookKeeper: there is no BookKeeper client to tune or authenticate"},
 	{"managedLedger", "Meridian's storage is not Pulsar's managed ledger (docs/storage.md)"},
-	{"loadBalancer", "bundles go to the least-loaded broker on first lookup and do not move: no load shedding or bundle splitting"},
+	{"loadBalancer", "bundles go to the least-loaded broker on first lookup; the shedder's rule is fixed (docs/cluster.md): no bundle splitting, no other load measures"},
 	{"transaction", "transactions are not implemented"},
 	{"functions", "Pulsar Functions are not part of Meridian"},
 }

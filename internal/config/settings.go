@@ -37,6 +37,12 @@ type Settings struct {
 	InsecureAllowPlaintext             bool
 	Clusters                           []string
 	KeepAliveInterval, ShutdownTimeout time.Duration
+	// LoadShedding (Pulsar's loadBalancerEnabled and loadBalancerSheddingEnabled, both true) and
+	// LoadSheddingInterval: a broker of a cluster that serves too many bundles hands them over.
+	// HandOverTimeout: how long a stopping broker of a cluster hands its bundles over (0: it does
+	// not).
+	LoadBalancer, LoadShedding            bool
+	LoadSheddingInterval, HandOverTimeout time.Duration
 	// TopicLevelMetrics: per-topic series on /metrics (Pulsar's exposeTopicLevelMetricsInPrometheus).
 	TopicLevelMetrics bool
 	// ReplicationStallTimeout: a replicator with a backlog and no progress for this long is stalled.

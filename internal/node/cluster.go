@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/admin"
@@ -17,7 +18,9 @@ import (
 	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/metadata"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/replication"
 	"github.com/meridian-mq/meridian/internal/server"
+	"github.com/meridian-mq/meridian/internal/storage"
 	"github.com/meridian-mq/meridian/internal/tlsreload"
 	"github.com/meridian-mq/meridian/internal/wire"
 )
@@ -73,6 +76,17 @@ type clusterMember struct {
 	log   *slog.Logger
 
 	http *http.Client // calls to the other brokers' admin API (cluster_remote.go)
+
+	// Bundle hand-over (handover.go): the node that moves bundles, this broker's storage, the
+	// bound of one entry, and the client that streams ledgers to other brokers with this broker's
+	// brokerClient* credentials (no overall timeout: a stream lasts as long as its data needs).
+	node          *Node
+	engine        *storage.Engine
+	maxEntryBytes int
+	handOverHTTP  *http.Client
+	// repl is the replication manager once it exists: a bundle this broker starts serving asks it
+	// for a pass over the bundle's namespace (replicators move with their topics).
+	repl *atomic.Pointer[replication.Manager]
 
 	mu         sync.Mutex
 	registered map[string]bool // persistent topics this broker has recorded in the registry
@@ -183,6 +197,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		return err
 	}
 	log := n.log.With("brokerId", id)
+	repl := new(atomic.Pointer[replication.Manager])
 	coord, err := cluster.Start(ctx, cluster.Options{
 		Store: c.localStore,
 		Self: cluster.BrokerInfo{ID: id, ServiceURL: n.serviceURL, ServiceURLTLS: n.tls.serviceURL,
@@ -190,7 +205,12 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		SessionTTL:   n.opts.ClusterSessionTTL,
 		HoldTimeout:  n.opts.LookupHoldTimeout,
 		BundleRanges: bundleRanges(c.catalog),
-		Logger:       log,
+		OnServe: func(b cluster.Bundle) {
+			if r := repl.Load(); r != nil {
+				r.NamespaceChanged(b.Namespace)
+			}
+		},
+		Logger: log,
 	})
 	if err != nil {
 		return fmt.Errorf("join the cluster: %w", err)
@@ -200,7 +220,13 @@ func (n *Node) joinCluster(ctx context.Context) error {
 		coord.Close(ctx)
 		return err
 	}
-	c.member = &clusterMember{coord: coord, store: c.localStore, cat: c.catalog, log: log, http: peers, registered: map[string]bool{}}
+	handOverHTTP, err := replication.BrokerHTTPClient(n.opts.linkDefaults(), &http.Client{Transport: peers.Transport})
+	if err != nil {
+		coord.Close(ctx)
+		return fmt.Errorf("hand-over client: %w", err)
+	}
+	c.member = &clusterMember{coord: coord, store: c.localStore, cat: c.catalog, log: log, http: peers, registered: map[string]bool{},
+		node: n, engine: c.engine, maxEntryBytes: n.opts.MaxMessageSize + server.FramePadding, handOverHTTP: handOverHTTP, repl: repl}
 	log.Info("joined the cluster", "brokers", len(coord.Brokers()))
 	return nil
 }

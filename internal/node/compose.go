@@ -44,6 +44,7 @@ type components struct {
 	replication *replication.Manager
 
 	watchStop func()         // ends the catalog subscription that feeds the broker
+	shedStop  func()         // ends the load shedder (cluster members only)
 	bg        sync.WaitGroup // background goroutines: server accept loop, policy watcher
 }
 
@@ -248,7 +249,33 @@ func (n *Node) compose(ctx context.Context) error {
 	}
 	// Replicators start once this broker serves: remotes replicating into us need the listener,
 	// and our replicators need loaded topics.
-	return c.replication.Start(context.WithoutCancel(ctx), replicationTopics(c.broker, c.engine))
+	if err := c.replication.Start(context.WithoutCancel(ctx), replicationTopics(c.broker, c.engine)); err != nil {
+		return err
+	}
+	if c.member != nil {
+		return n.startMoving(ctx)
+	}
+	return nil
+}
+
+// startMoving readies a cluster member to move bundles (handover_run.go): replication follows
+// bundles that arrive, stale copies of moved topics go, and the load shedder starts.
+func (n *Node) startMoving(ctx context.Context) error {
+	c := &n.components
+	c.member.repl.Store(c.replication)
+	if err := n.dropStaleCopies(ctx); err != nil {
+		return err
+	}
+	if n.opts.LoadSheddingInterval > 0 {
+		shedCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		c.shedStop = stop
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			n.shedLoad(shedCtx, n.opts.LoadSheddingInterval)
+		}()
+	}
+	return nil
 }
 
 // followPolicies tells the broker about policy changes (namespace and topic policies, partition
@@ -284,6 +311,9 @@ func (n *Node) followPolicies() {
 // close stops the components in reverse start order.
 func (c *components) close(ctx context.Context, log *slog.Logger) error {
 	var errs []error
+	if c.shedStop != nil {
+		c.shedStop()
+	}
 	if c.server != nil {
 		if err := c.server.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close server: %w", err))

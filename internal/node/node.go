@@ -301,6 +301,15 @@ func (n *Node) shutdown() error {
 		_ = n.brokerLn.Close() // never served; the server closes it otherwise
 	}
 	n.closeUnservedTLS()
+	if c := &n.components; c.member != nil && c.replication != nil && c.server != nil && n.opts.HandOverTimeout > 0 {
+		// Before anything stops: the bundles move to the other brokers, so their clients go on.
+		if c.shedStop != nil {
+			c.shedStop()
+		}
+		hoCtx, cancel := context.WithTimeout(context.Background(), n.opts.HandOverTimeout)
+		n.handOverAll(hoCtx)
+		cancel()
+	}
 	errs = append(errs, n.components.close(ctx, n.log))
 	if n.web != nil {
 		// A short grace for requests in flight; then close what is left. http.Server.Shutdown counts

@@ -18,14 +18,16 @@ import (
 
 // Defaults of the command-line contract (docs/operations.md).
 const (
-	DefaultCluster            = "standalone"
-	DefaultDataDir            = "./data"
-	DefaultBrokerAddr         = "127.0.0.1:6650"
-	DefaultWebAddr            = "127.0.0.1:8080"
-	DefaultMaxMessageSize     = 5 * 1024 * 1024
-	DefaultKeepAliveInterval  = 30 * time.Second
-	DefaultShutdownTimeout    = 5 * time.Second
-	DefaultReplicationStartAt = ReplicationStartLatest
+	DefaultCluster              = "standalone"
+	DefaultDataDir              = "./data"
+	DefaultBrokerAddr           = "127.0.0.1:6650"
+	DefaultWebAddr              = "127.0.0.1:8080"
+	DefaultMaxMessageSize       = 5 * 1024 * 1024
+	DefaultKeepAliveInterval    = 30 * time.Second
+	DefaultShutdownTimeout      = 5 * time.Second
+	DefaultLoadSheddingInterval = time.Minute
+	DefaultHandOverTimeout      = time.Minute
+	DefaultReplicationStartAt   = ReplicationStartLatest
 	// DefaultFsyncPipeline: two group-commit fsyncs may run at once (see storage's pipelinesync.go).
 	DefaultFsyncPipeline = 2
 	// MaxFsyncPipeline bounds --fsync-pipeline.
@@ -124,6 +126,14 @@ type Options struct {
 	// ClusterSessionTTL is how long this broker's registration outlives it (default
 	// cluster.DefaultSessionTTL).
 	ClusterSessionTTL time.Duration
+	// LoadSheddingInterval is how often a broker of a cluster checks whether it serves more
+	// bundles than its share and hands one over (Pulsar's loadBalancerSheddingIntervalMinutes;
+	// zero: DefaultLoadSheddingInterval; negative: no load shedding).
+	LoadSheddingInterval time.Duration
+	// HandOverTimeout bounds how long a stopping broker of a cluster spends handing its bundles
+	// over to the other brokers (zero: DefaultHandOverTimeout; negative: it does not hand them
+	// over, and they wait for it to come back).
+	HandOverTimeout time.Duration
 	// ReplicationStartAt: where a new replicator starts on a topic that already has data.
 	ReplicationStartAt ReplicationStartAt
 	// MaxMessageSize is advertised in CONNECTED and enforced on SEND.
@@ -283,6 +293,12 @@ func (o *Options) Validate() error {
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.LoadSheddingInterval == 0 {
+		o.LoadSheddingInterval = DefaultLoadSheddingInterval
+	}
+	if o.HandOverTimeout == 0 {
+		o.HandOverTimeout = DefaultHandOverTimeout
 	}
 	return errors.Join(errs...)
 }

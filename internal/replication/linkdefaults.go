@@ -98,3 +98,14 @@ func LinkAdminClient(name string, cd adminapi.ClusterData, defaults LinkDefaults
 	}
 	return adminapi.NewClient(lc.adminURL, lc.httpClient(base))
 }
+
+// BrokerHTTPClient is a client of the other brokers of this cluster with this broker's own
+// brokerClient* TLS and credentials: for calls a broker makes by itself, with no caller's
+// credentials to pass on (a bundle hand-over).
+func BrokerHTTPClient(defaults LinkDefaults, base *http.Client) (*http.Client, error) {
+	lc, err := linkConfigOf("", adminapi.ClusterData{}, defaults)
+	if err != nil {
+		return nil, err
+	}
+	return lc.httpClient(base), nil
+}

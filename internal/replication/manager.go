@@ -219,6 +219,15 @@ func (m *Manager) TopicLoaded(topic string) {
 	m.subsync.topicLoaded(topic)
 }
 
+// NamespaceChanged asks for a pass over a namespace's topics without waiting for it: a broker of
+// the cluster took over one of its bundles, whose topics may need replicators here now.
+func (m *Manager) NamespaceChanged(ns string) {
+	m.mu.Lock()
+	m.nsReq[ns] = true
+	m.mu.Unlock()
+	m.poke()
+}
+
 // TopicUnloaded stops the replicators of a topic that is being unloaded or deleted (their cursors
 // stay). It waits for them, at most until ctx ends.
 func (m *Manager) TopicUnloaded(ctx context.Context, topic string) {

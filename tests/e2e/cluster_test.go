@@ -254,8 +254,9 @@ func topicOwnedBy(t *testing.T, via, b *harness.Process, prefix string) string {
 
 // TestClusterOwnerKillAndUnload: a producer and a consumer, connected through broker 1, on a topic
 // broker 2 owns. Broker 2 is killed (kill -9) and restarted with the same id and data dir, then the
-// topic's bundle is unloaded through broker 1: the producer never sees a send fail and the consumer
-// receives every message that was acknowledged.
+// topic's bundle is unloaded through broker 1, which moves it with its messages and subscription to
+// another broker: the producer never sees a send fail and the consumer receives every message that
+// was acknowledged.
 func TestClusterOwnerKillAndUnload(t *testing.T) {
 	cl := harness.StartBrokerCluster(t, 3, harness.Options{})
 	b1, b2 := cl.Brokers[0], cl.Brokers[1]
@@ -322,8 +323,9 @@ func TestClusterOwnerKillAndUnload(t *testing.T) {
 			t.Fatalf("acknowledged message %s never arrived", p)
 		}
 	}
-	if httpLookup(t, b1, topic[len("persistent://public/default/"):]) != b2.ServiceURL() {
-		t.Fatal("the topic moved away from the broker that holds its messages")
+	// The unload handed the bundle over, with its messages and the subscription, to another broker.
+	if owner := httpLookup(t, b1, topic[len("persistent://public/default/"):]); owner == b2.ServiceURL() {
+		t.Fatalf("the unloaded bundle stayed on %s", owner)
 	}
 }
 

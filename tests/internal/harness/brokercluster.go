@@ -10,6 +10,7 @@ import (
 type BrokerCluster struct {
 	Etcd    *Etcd
 	Brokers []*Process
+	base    Options
 }
 
 // StartBrokerCluster starts an embedded etcd and n `meridian standalone --metadata-store` processes
@@ -24,10 +25,33 @@ func StartBrokerCluster(t testing.TB, n int, base Options) *BrokerCluster {
 		o := base
 		o.BrokerAddr = fmt.Sprintf("127.0.0.%d:%d", i, FreePort(t))
 		o.WebAddr = fmt.Sprintf("127.0.0.%d:%d", i, FreePort(t))
-		o.ExtraArgs = append([]string{"--metadata-store", etcd.ConfigStoreURL("cluster"), "--broker-id", fmt.Sprintf("b%d", i)}, base.ExtraArgs...)
+		o.ExtraArgs = append(clusterArgs(etcd, i), base.ExtraArgs...)
 		c.Brokers = append(c.Brokers, StartStandalone(t, o))
 	}
+	c.base = base
 	return c
+}
+
+// clusterArgs are broker i's arguments. Bundles stay put unless a test moves them: no load
+// shedding, and no hand-over when a broker stops (the cleanup stops every broker); a test turns
+// either on in its ExtraArgs, which come after these.
+func clusterArgs(etcd *Etcd, i int) []string {
+	return []string{"--metadata-store", etcd.ConfigStoreURL("cluster"), "--broker-id", fmt.Sprintf("b%d", i),
+		"--load-shedding=false", "--handover-timeout=0"}
+}
+
+// Add starts one more broker of the cluster (the next 127.0.0.i) with the cluster's options and
+// extra arguments after them.
+func (c *BrokerCluster) Add(t testing.TB, extra ...string) *Process {
+	t.Helper()
+	i := len(c.Brokers) + 1
+	o := c.base
+	o.BrokerAddr = fmt.Sprintf("127.0.0.%d:%d", i, FreePort(t))
+	o.WebAddr = fmt.Sprintf("127.0.0.%d:%d", i, FreePort(t))
+	o.ExtraArgs = append(append(clusterArgs(c.Etcd, i), c.base.ExtraArgs...), extra...)
+	p := StartStandalone(t, o)
+	c.Brokers = append(c.Brokers, p)
+	return p
 }
 
 // ServiceURL is a multi-host service URL naming every broker.

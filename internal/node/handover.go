@@ -1,0 +1,277 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/cluster"
+	"github.com/meridian-mq/meridian/internal/handover"
+	"github.com/meridian-mq/meridian/internal/mtypes"
+	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/server"
+	"github.com/meridian-mq/meridian/internal/storage"
+)
+
+// Moving a bundle between brokers (docs/cluster.md, "Moving a bundle"). The bundle's messages are on
+// its owner's disk, so a bundle moves with its data: the owner marks the bundle as moving (lookups
+// hold, and it stops serving it), closes its topics, streams every topic's ledger (segments with
+// their ledger ids, entries, cursors) to the target, and only then names the target as owner. It
+// deletes its own copy last. Any failure before that leaves the bundle with its owner.
+//
+// The same step serves an admin unload, the load shedder and a broker that stops.
+
+// handOverReadBatch bounds one read of a ledger being streamed.
+const (
+	handOverReadEntries = 512
+	handOverReadBytes   = 4 << 20
+)
+
+// handOver moves one bundle this broker serves to target. Clients of the bundle's topics are
+// disconnected at the start and find the target through lookup once it ends.
+func (n *Node) handOver(ctx context.Context, b cluster.Bundle, target cluster.BrokerInfo) error {
+	c := &n.components
+	m := c.member
+	began := time.Now()
+	if err := m.coord.BeginHandOver(ctx, b, target.ID); err != nil {
+		return err
+	}
+	topics, entries, err := n.copyBundle(ctx, b, target)
+	if err == nil {
+		err = m.coord.CompleteHandOver(ctx, b)
+	}
+	if err != nil {
+		// The bundle stays here: lookups connect to this broker again, and the target's partial copy
+		// is never served (it is replaced if the bundle moves there later).
+		if aerr := m.coord.AbortHandOver(context.WithoutCancel(ctx), b); aerr != nil {
+			m.log.Error("ending a failed hand-over failed; the bundle is held until this broker restarts", "bundle", b.String(), "err", aerr)
+		}
+		n.topicsServedAgain(b, topics)
+		return fmt.Errorf("hand bundle %s over to %s: %w", b, target.ID, err)
+	}
+	m.log.Info("bundle moved", "bundle", b.String(), "to", target.ID, "topics", len(topics), "entries", entries,
+		"took", time.Since(began).Round(time.Millisecond))
+	for _, t := range topics {
+		if err := c.engine.DeleteLedger(context.WithoutCancel(ctx), t.StorageName()); err != nil {
+			m.log.Warn("deleting the copy of a moved topic failed; it is deleted at the next start", "topic", t.String(), "err", err)
+		}
+	}
+	return nil
+}
+
+// topicsServedAgain restarts replication of a bundle's topics after an aborted hand-over.
+func (n *Node) topicsServedAgain(b cluster.Bundle, topics []naming.TopicName) {
+	for _, t := range topics {
+		n.components.replication.TopicLoaded(t.String())
+	}
+}
+
+// copyBundle closes the bundle's topics here and streams each persistent topic's ledger to target.
+func (n *Node) copyBundle(ctx context.Context, b cluster.Bundle, target cluster.BrokerInfo) ([]naming.TopicName, int64, error) {
+	c := &n.components
+	ns, err := naming.ParseNamespace(b.Namespace)
+	if err != nil {
+		return nil, 0, err
+	}
+	inBundle := func(t naming.TopicName) bool {
+		return t.NamespaceName() == ns && c.member.coord.BundleOf(b.Namespace, t.String()) == b
+	}
+	// Close what is loaded: clients are disconnected and look the topic up again (held until the
+	// bundle has its new owner); replicators stop with their positions saved.
+	for _, t := range c.broker.LoadedTopics() {
+		if name := t.Name(); inBundle(name) {
+			c.replication.TopicUnloaded(ctx, name.String())
+			if err := c.broker.UnloadTopic(ctx, name); err != nil {
+				return nil, 0, fmt.Errorf("close %s: %w", name, err)
+			}
+		}
+	}
+	all, err := c.broker.ListTopics(ctx, ns)
+	if err != nil {
+		return nil, 0, err
+	}
+	var topics []naming.TopicName
+	var entries int64
+	for _, t := range all {
+		if !inBundle(t) {
+			continue
+		}
+		topics = append(topics, t)
+		c.replication.TopicUnloaded(ctx, t.String())
+		got, err := n.sendLedger(ctx, b, t, target)
+		if err != nil {
+			return topics, entries, fmt.Errorf("copy %s: %w", t, err)
+		}
+		entries += got
+	}
+	return topics, entries, nil
+}
+
+// sendLedger streams one topic's ledger to target's hand-over endpoint.
+func (n *Node) sendLedger(ctx context.Context, b cluster.Bundle, t naming.TopicName, target cluster.BrokerInfo) (int64, error) {
+	c := &n.components
+	l, err := c.engine.OpenLedger(ctx, t.StorageName())
+	if err != nil {
+		return 0, err
+	}
+	exp, err := l.Export(ctx)
+	if err != nil {
+		return 0, err
+	}
+	h := handover.Header{From: c.member.coord.Self().ID, Bundle: b.String(), Topic: t.String(), Cursors: exp.Cursors}
+	for _, s := range exp.Segments {
+		h.Segments = append(h.Segments, handover.Segment{ID: s.ID, Incarnation: s.Incarnation, FirstEntry: s.FirstEntry, Entries: s.Entries})
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(n.writeLedger(ctx, l, h, pw)) }()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, webBase(target)+"/internal/v1/bundle-handover", pr)
+	if err != nil {
+		pr.Close()
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.member.handOverHTTP.Do(req)
+	pr.CloseWithError(errors.New("request ended")) // stops the writer if the request ended early
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRemoteBody))
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s answered %d: %s", target.ID, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	var ans struct {
+		Entries int64 `json:"entries"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return 0, fmt.Errorf("%s's answer: %w", target.ID, err)
+	}
+	var want int64
+	for _, s := range h.Segments {
+		want += s.Entries
+	}
+	if ans.Entries != want {
+		return 0, fmt.Errorf("%s stored %d entries of %d", target.ID, ans.Entries, want)
+	}
+	return want, nil
+}
+
+// writeLedger writes the stream of one ledger: its header, then every entry of its segments.
+func (n *Node) writeLedger(ctx context.Context, l *storage.Ledger, h handover.Header, out io.Writer) error {
+	w, err := handover.NewWriter(out, h, n.maxEntryBytes())
+	if err != nil {
+		return err
+	}
+	for _, s := range h.Segments {
+		from := mtypes.Position{LedgerID: s.ID, EntryID: s.FirstEntry}
+		end := s.FirstEntry + s.Entries
+		for from.EntryID < end {
+			es, err := l.Read(ctx, from, min(handOverReadEntries, int(end-from.EntryID)), handOverReadBytes)
+			if err != nil {
+				return err
+			}
+			if len(es) == 0 {
+				return fmt.Errorf("ledger %s: no entry at %s", l.Name(), from)
+			}
+			for _, e := range es {
+				if e.Position != from {
+					return fmt.Errorf("ledger %s: read %s where %s was due", l.Name(), e.Position, from)
+				}
+				if err := w.WriteEntry(e.Data, e.PublishTime); err != nil {
+					return err
+				}
+				from = from.Next()
+				if from.EntryID == end {
+					break
+				}
+			}
+		}
+	}
+	return w.Close()
+}
+
+func (n *Node) maxEntryBytes() int { return n.opts.MaxMessageSize + server.FramePadding }
+
+// AcceptHandOver implements admin.Ownership: it stores one topic's ledger streamed by the owner of
+// a bundle handing it over to this broker.
+func (a adminMember) AcceptHandOver(ctx context.Context, body io.Reader) (int64, error) {
+	return a.m.acceptLedger(ctx, body)
+}
+
+func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64, error) {
+	rd, err := handover.NewReader(body, m.maxEntryBytes)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", admin.ErrHandOverMalformed, err)
+	}
+	h := rd.Header()
+	topic, err := naming.ParseTopic(h.Topic)
+	if err != nil || !topic.IsPersistent() {
+		return 0, fmt.Errorf("%w: topic %q", admin.ErrHandOverMalformed, h.Topic)
+	}
+	b := m.coord.BundleOf(topic.NamespaceName().String(), topic.String())
+	if b.String() != h.Bundle {
+		return 0, fmt.Errorf("%w: topic %s is in bundle %s, not %s", admin.ErrHandOverMalformed, topic, b, h.Bundle)
+	}
+	if err := m.coord.IncomingHandOver(ctx, b, h.From); err != nil {
+		if errors.Is(err, cluster.ErrHandOverRefused) {
+			return 0, fmt.Errorf("%w: %v", admin.ErrHandOverRefused, err)
+		}
+		return 0, err
+	}
+	name := topic.StorageName()
+	// A copy left from an earlier time this broker owned the bundle is stale: the owner's is current.
+	if ok, err := m.engine.LedgerExists(ctx, name); err != nil {
+		return 0, err
+	} else if ok {
+		if err := m.engine.DeleteLedger(ctx, name); err != nil {
+			return 0, err
+		}
+	}
+	imp, err := m.engine.ImportLedger(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			imp.Abort()
+		}
+	}()
+	var stored int64
+	seg := -1
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return stored, fmt.Errorf("%w: %v", admin.ErrHandOverMalformed, err)
+		}
+		if e.Segment != seg {
+			seg = e.Segment
+			s := h.Segments[seg]
+			if err := imp.StartSegment(s.ID, s.Incarnation, s.FirstEntry); err != nil {
+				return stored, err
+			}
+		}
+		if err := imp.Append(ctx, e.Data, e.PublishTime); err != nil {
+			return stored, err
+		}
+		stored++
+	}
+	if err := imp.SetCursors(h.Cursors); err != nil {
+		return stored, fmt.Errorf("%w: cursors: %v", admin.ErrHandOverMalformed, err)
+	}
+	if err := imp.Commit(ctx); err != nil {
+		return stored, err
+	}
+	committed = true
+	m.log.Info("topic received", "topic", topic.String(), "from", h.From, "entries", stored)
+	return stored, nil
+}

@@ -1,0 +1,161 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/cluster"
+	"github.com/meridian-mq/meridian/internal/naming"
+)
+
+// When bundles move (docs/cluster.md, "Moving a bundle"): an admin unload, the load shedder, and a
+// broker that stops. The move itself is handover.go.
+
+// UnloadBundle implements admin.Ownership: the bundle's unload, asked of its owner.
+func (a adminMember) UnloadBundle(ctx context.Context, ns naming.NamespaceName, bundle, destination string) error {
+	return a.m.node.unloadBundle(ctx, ns, bundle, destination)
+}
+
+func (n *Node) unloadBundle(ctx context.Context, ns naming.NamespaceName, bundle, destination string) error {
+	m := n.components.member
+	r, err := cluster.ParseRange(bundle)
+	if err != nil {
+		return fmt.Errorf("%w: %v", admin.ErrInvalidArgument, err)
+	}
+	b := cluster.Bundle{Namespace: ns.String(), Range: r}
+	var target cluster.BrokerInfo
+	found := false
+	if destination != "" {
+		for _, br := range m.coord.Brokers() {
+			if br.ID == destination || hostOf(br.WebURL) == destination || hostOf(br.WebURLTLS) == destination {
+				target, found = br, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("%w: destinationBroker %q is not a live broker of this cluster", admin.ErrInvalidArgument, destination)
+		}
+	} else {
+		target, found = m.coord.HandOverTarget(b)
+	}
+	if found && target.ID == m.coord.Self().ID {
+		found = false
+	}
+	if !found {
+		// No other broker: the unload closes the bundle's topics here (clients reconnect).
+		return n.closeBundleTopics(ctx, b)
+	}
+	if err := n.handOver(ctx, b, target); err != nil {
+		if errors.Is(err, cluster.ErrNotOwner) {
+			return fmt.Errorf("%w: %v", admin.ErrNotReady, err)
+		}
+		return err
+	}
+	return nil
+}
+
+func hostOf(u string) string {
+	_, host, _ := strings.Cut(u, "://")
+	return strings.TrimSuffix(host, "/")
+}
+
+// closeBundleTopics unloads the bundle's loaded topics.
+func (n *Node) closeBundleTopics(ctx context.Context, b cluster.Bundle) error {
+	c := &n.components
+	for _, t := range c.broker.LoadedTopics() {
+		name := t.Name()
+		if name.NamespaceName().String() == b.Namespace && c.member.coord.BundleOf(b.Namespace, name.String()) == b {
+			if err := c.broker.UnloadTopic(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// shedLoad runs the load shedder until ctx ends: every interval, while this broker serves at least
+// two bundles more than the least-loaded live broker, it hands one bundle over to that broker
+// (cluster.Shed).
+func (n *Node) shedLoad(ctx context.Context, interval time.Duration) {
+	m := n.components.member
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			mv, ok := m.coord.PlanShed()
+			if !ok {
+				break
+			}
+			m.log.Info("load shedding: moving a bundle", "bundle", mv.Bundle.String(), "to", mv.To.ID)
+			if err := n.handOver(ctx, mv.Bundle, mv.To); err != nil {
+				m.log.Warn("load shedding: the move failed; trying again next interval", "bundle", mv.Bundle.String(), "err", err)
+				break
+			}
+		}
+	}
+}
+
+// handOverAll hands every bundle this broker serves to the other live brokers before it stops,
+// within ctx. Bundles it could not move stay its own and wait for it to come back.
+func (n *Node) handOverAll(ctx context.Context) {
+	m := n.components.member
+	served := m.coord.ServedBundles()
+	if len(served) == 0 {
+		return
+	}
+	moved := 0
+	for _, b := range served {
+		target, ok := m.coord.HandOverTarget(b)
+		if !ok {
+			m.log.Info("stopping: no other broker is live; the bundles wait for this broker", "bundles", len(served))
+			return
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if err := n.handOver(ctx, b, target); err != nil {
+			m.log.Warn("stopping: a bundle could not be handed over; it waits for this broker", "bundle", b.String(), "err", err)
+			continue
+		}
+		moved++
+	}
+	m.log.Info("stopping: bundles handed over", "moved", moved, "of", len(served))
+}
+
+// dropStaleCopies deletes, at start, the local ledgers of topics whose bundle another broker owns:
+// copies left by a hand-over that ended (the record names the target) before this broker deleted
+// its copy. Only the owner named by the record ever serves a bundle, so these are never read.
+func (n *Node) dropStaleCopies(ctx context.Context) error {
+	c := &n.components
+	self := c.member.coord.Self().ID
+	for _, ns := range c.catalog.AllNamespaces() {
+		name, err := naming.ParseNamespace(ns)
+		if err != nil {
+			continue
+		}
+		topics, err := c.broker.ListTopics(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, t := range topics {
+			own, ok := c.member.coord.Record(ns, t.String())
+			if !ok || own.Broker == "" || own.Broker == self || own.MovingTo == self {
+				continue // ours, nobody's, or on its way here
+			}
+			owner := own.Broker
+			c.member.log.Info("deleting the copy of a topic another broker owns (left by a hand-over)", "topic", t.String(), "owner", owner)
+			if err := c.engine.DeleteLedger(ctx, t.StorageName()); err != nil {
+				return fmt.Errorf("delete stale copy of %s: %w", t, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/meridian-mq/meridian/internal/poll"
+	"github.com/meridian-mq/meridian/tests/internal/harness"
+)
+
+// liveLoad is a producer and a consumer per topic, running while bundles move: every send must
+// succeed, and every acknowledged message must arrive.
+type liveLoad struct {
+	t           *testing.T
+	cancel      context.CancelFunc // ends the consumers
+	stopSending context.CancelFunc // ends the producers
+	wg          sync.WaitGroup
+	senders     sync.WaitGroup
+
+	mu    sync.Mutex
+	acked map[string]bool
+	got   map[string]int
+	err   error
+}
+
+func startLiveLoad(t *testing.T, client pulsar.Client, topics []string) *liveLoad {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	sendCtx, stopSending := context.WithCancel(ctx)
+	l := &liveLoad{t: t, cancel: cancel, stopSending: stopSending, acked: map[string]bool{}, got: map[string]int{}}
+	t.Cleanup(cancel)
+	for _, topic := range topics {
+		cons, err := client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "live"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prod, err := client.CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { prod.Close(); cons.Close() })
+		l.wg.Add(1)
+		l.senders.Add(1)
+		go func() {
+			defer l.senders.Done()
+			for i := 0; sendCtx.Err() == nil; i++ {
+				payload := fmt.Sprintf("%s/%d", topic, i)
+				if _, err := prod.Send(sendCtx, &pulsar.ProducerMessage{Payload: []byte(payload)}); err != nil {
+					if sendCtx.Err() == nil {
+						l.fail(fmt.Errorf("send %s: %w", payload, err))
+					}
+					return
+				}
+				l.mu.Lock()
+				l.acked[payload] = true
+				l.mu.Unlock()
+				time.Sleep(5 * time.Millisecond) // paces the load: about 200 messages a second per topic
+			}
+		}()
+		go func() {
+			defer l.wg.Done()
+			for {
+				m, err := cons.Receive(ctx)
+				if err != nil {
+					return
+				}
+				l.mu.Lock()
+				l.got[string(m.Payload())]++
+				l.mu.Unlock()
+				_ = cons.Ack(m)
+			}
+		}()
+	}
+	return l
+}
+
+func (l *liveLoad) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+	}
+}
+
+// sent is how many sends have been acknowledged so far.
+func (l *liveLoad) sent() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// finish stops the producers and waits until every acknowledged message has arrived.
+func (l *liveLoad) finish() {
+	t := l.t
+	t.Helper()
+	l.mu.Lock()
+	err := l.err
+	l.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stop sending; the consumers keep receiving until everything acknowledged has arrived.
+	l.stopSending()
+	l.senders.Wait()
+	poll.UntilNil(t, 2*time.Minute, "every acknowledged message arrives", func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.err != nil {
+			return nil
+		}
+		for p := range l.acked {
+			if l.got[p] == 0 {
+				return fmt.Errorf("%d of %d acknowledged messages arrived (e.g. %s missing)", len(l.got), len(l.acked), p)
+			}
+		}
+		return nil
+	})
+	l.cancel()
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	dup := 0
+	for _, n := range l.got {
+		dup += n - 1
+	}
+	t.Logf("%d messages acknowledged, all received; %d redelivered", len(l.acked), dup)
+}
+
+// ownerOf is the broker URL that serves topic (persistent://public/default/<local>), asked of b.
+func ownerOf(t *testing.T, b harness.Broker, topic string) string {
+	return httpLookup(t, b, topic[len("persistent://public/default/"):])
+}
+
+// TestClusterShedsLoadToANewBroker: one broker serves every bundle of a namespace with live
+// producers and consumers; a second broker joins, and the first one's load shedder hands bundles
+// over to it, with their messages and subscriptions, while the clients go on: no send fails and
+// every acknowledged message arrives.
+func TestClusterShedsLoadToANewBroker(t *testing.T) {
+	cl := harness.StartBrokerCluster(t, 1, harness.Options{ExtraArgs: []string{"--load-shedding=true", "--load-shedding-interval=1"}})
+	b1 := cl.Brokers[0]
+	run := time.Now().UnixNano() % 1_000_000
+	var topics []string
+	for i := range 8 {
+		topics = append(topics, fmt.Sprintf("persistent://public/default/shed-%d-%d", run, i))
+	}
+	client := harness.NewClient(t, b1, nil)
+	load := startLiveLoad(t, client, topics)
+	poll.Until(t, time.Minute, "messages flow", func() bool { return load.sent() >= 400 })
+
+	b2 := cl.Add(t)
+	poll.UntilNil(t, 2*time.Minute, "the new broker serves some topics", func() error {
+		moved := 0
+		for _, topic := range topics {
+			if ownerOf(t, b1, topic) == b2.ServiceURL() {
+				moved++
+			}
+		}
+		if moved == 0 {
+			return fmt.Errorf("no topic moved to %s yet", b2.ServiceURL())
+		}
+		return nil
+	})
+	before := load.sent()
+	poll.Until(t, time.Minute, "messages flow after the move", func() bool { return load.sent() >= before+400 })
+	load.finish()
+}
+
+// TestClusterStopHandsBundlesOver: a broker that gets SIGTERM hands its bundles, with their
+// messages and subscriptions, to the other broker before it exits; its clients go on there.
+func TestClusterStopHandsBundlesOver(t *testing.T) {
+	cl := harness.StartBrokerCluster(t, 2, harness.Options{ExtraArgs: []string{"--handover-timeout=60"}})
+	b1, b2 := cl.Brokers[0], cl.Brokers[1]
+	run := time.Now().UnixNano() % 1_000_000
+	topics := []string{
+		topicOwnedBy(t, b1, b2, fmt.Sprintf("stop-a-%d", run)),
+		topicOwnedBy(t, b1, b2, fmt.Sprintf("stop-b-%d", run)),
+	}
+	client := harness.NewClient(t, b1, nil)
+	load := startLiveLoad(t, client, topics)
+	poll.Until(t, time.Minute, "messages flow", func() bool { return load.sent() >= 200 })
+	if err := b2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range topics {
+		if got := ownerOf(t, b1, topic); got != b1.ServiceURL() {
+			t.Fatalf("after b2 stopped, %s is served by %s", topic, got)
+		}
+	}
+	before := load.sent()
+	poll.Until(t, time.Minute, "messages flow after the hand-over", func() bool { return load.sent() >= before+200 })
+	load.finish()
+}
