@@ -207,6 +207,7 @@ func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 	}
 	e.io.checkpointed(first)
 	e.forgetClosedBefore(first)
+	e.noteCheckpointed(first)
 	e.m.checkpoints.Add(1)
 	if e.io.ckptErr.Swap(nil) != nil {
 		e.log.Info("checkpoint succeeded again; journal files retired", "journal", seq)
