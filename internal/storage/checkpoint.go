@@ -159,6 +159,7 @@ func (e *Engine) noteCheckpointFailed(err error) {
 	}
 	e.io.ckptFailures.Add(1)
 	e.checkpointer.lastErr.Store(err.Error())
+	e.noteCheckpointFailedForImports()
 }
 
 func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {

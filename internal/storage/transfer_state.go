@@ -31,7 +31,7 @@ type importState struct {
 	// deleted: ledger name -> the journal file holding its last delete record, until a checkpoint
 	// retires that file.
 	deleted map[string]uint64
-	// notice is closed (and replaced) by every successful checkpoint.
+	// notice is closed (and replaced) by every checkpoint, successful or not.
 	notice chan struct{}
 	// incarnations: the imported segments' incarnations of loaded ledgers, by ledger name, under
 	// incMu; withIncarnations is its size, so that reads of engines without imported segments
@@ -64,13 +64,25 @@ func (e *Engine) noteCheckpointed(first uint64) {
 			delete(e.imports.deleted, n)
 		}
 	}
+	e.wakeCheckpointWaitersLocked()
+}
+
+// noteCheckpointFailedForImports wakes imports waiting for a checkpoint: they fail rather than
+// wait while checkpoints fail (checkpointer).
+func (e *Engine) noteCheckpointFailedForImports() {
+	e.imports.mu.Lock()
+	defer e.imports.mu.Unlock()
+	e.wakeCheckpointWaitersLocked()
+}
+
+func (e *Engine) wakeCheckpointWaitersLocked() {
 	if e.imports.notice != nil {
 		close(e.imports.notice)
 		e.imports.notice = nil
 	}
 }
 
-// checkpointNotice returns a channel closed by the next successful checkpoint.
+// checkpointNotice returns a channel closed by the next checkpoint, successful or not.
 func (e *Engine) checkpointNotice() <-chan struct{} {
 	e.imports.mu.Lock()
 	defer e.imports.mu.Unlock()
@@ -101,7 +113,8 @@ const reforceCheckpointAfter = 2 * time.Second
 
 // retireJournalForImport rotates the journal file pending now and waits until a checkpoint has
 // retired it and every file before it: afterwards no journal record enqueued before the call is
-// replayed after a crash.
+// replayed after a crash. It fails while checkpoints fail (an I/O error; Engine.Health): the
+// import is then tried again later.
 func (e *Engine) retireJournalForImport(ctx context.Context, name string) error {
 	e.queue.mu.Lock()
 	target := e.queue.pending.seq
@@ -118,6 +131,9 @@ func (e *Engine) retireJournalForImport(ctx context.Context, name string) error 
 		e.stateMu.Unlock()
 		if done {
 			return nil
+		}
+		if p := e.io.ckptErr.Load(); p != nil {
+			return fmt.Errorf("storage: the checkpoint an import waits for fails: %w", *p)
 		}
 		select {
 		case <-notice:
