@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -262,4 +263,115 @@ func TestImportedIncarnationsPersist(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestImportRefusesWhatTheEngineWouldNot: entries over MaxEntrySize, cursor records that do not
+// decode or break the bounds of a persisted state, two records of one cursor, segments out of
+// order, a name that exists or is being imported. Each is an error, never a panic, and an
+// aborted import leaves nothing behind.
+func TestImportRefusesWhatTheEngineWouldNot(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	e := openMem(t, mem, func(o *Options) { o.MaxEntrySize = 100 })
+	defer e.Close()
+	const name = "persistent://t/ns/bounds"
+	im, err := e.ImportLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Append(ctx, []byte("x"), 1); err == nil {
+		t.Fatal("Append before StartSegment accepted")
+	}
+	if err := im.StartSegment(50, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Append(ctx, make([]byte, 100), 1); err != nil {
+		t.Fatalf("entry of MaxEntrySize: %v", err)
+	}
+	if err := im.Append(ctx, make([]byte, 101), 1); !errors.Is(err, ErrEntryTooLarge) {
+		t.Fatalf("entry over MaxEntrySize: %v, want ErrEntryTooLarge", err)
+	}
+	for _, id := range []int64{50, 49, -1} {
+		if err := im.StartSegment(id, 1); err == nil {
+			t.Fatalf("segment %d after segment 50 accepted", id)
+		}
+	}
+	good := encodeCursorState([]byte{cState}, &cursorState{name: "sub", markDelete: mtypes.Position{LedgerID: 50, EntryID: 0}})
+	bigProps := &cursorState{name: "props", props: map[string]string{"k": strings.Repeat("v", MaxCursorPropertiesBytes)}}
+	manyRanges := &cursorState{name: "ranges", markDelete: mtypes.Position{LedgerID: 1, EntryID: -1}}
+	for i := 0; i <= maxPersistedRanges; i++ {
+		manyRanges.acked = append(manyRanges.acked, ackRange{ledger: 2, from: int64(2 * i), to: int64(2 * i)})
+	}
+	for _, bad := range []struct {
+		what string
+		recs [][]byte
+	}{
+		{"empty record", [][]byte{{}}},
+		{"delete record", [][]byte{append([]byte{cDelete}, "sub"...)}},
+		{"truncated state", [][]byte{good[:len(good)-1]}},
+		{"trailing bytes", [][]byte{append(append([]byte(nil), good...), 0)}},
+		{"unknown state version", [][]byte{{cState, 9, 0}}},
+		{"empty cursor name", [][]byte{encodeCursorState([]byte{cState}, &cursorState{})}},
+		{"cursor twice", [][]byte{good, good}},
+		{"properties over the bound", [][]byte{encodeCursorState([]byte{cState}, bigProps)}},
+		{"ranges over the bound", [][]byte{encodeRawCursorState(manyRanges)}},
+		{"huge counts", [][]byte{{cState, 1, 1, 'a', 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}}},
+	} {
+		if err := im.SetCursors(bad.recs); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s: SetCursors: %v, want ErrCorrupt", bad.what, err)
+		}
+	}
+	if err := im.SetCursors([][]byte{good}); err != nil {
+		t.Fatal(err)
+	}
+	// The name is taken while the import runs.
+	if _, err := e.OpenLedger(ctx, name); !errors.Is(err, ErrImporting) {
+		t.Fatalf("OpenLedger during the import: %v, want ErrImporting", err)
+	}
+	if _, err := e.ImportLedger(ctx, name); !errors.Is(err, ErrImporting) {
+		t.Fatalf("second ImportLedger: %v, want ErrImporting", err)
+	}
+	im.Abort()
+	im.Abort()
+	if err := im.Commit(ctx); err == nil {
+		t.Fatal("Commit after Abort succeeded")
+	}
+	des, err := mem.ReadDir("/data/ledgers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(des) != 0 {
+		t.Fatalf("aborted import left %v", des)
+	}
+	// Free again; an existing ledger cannot be imported over.
+	l, err := e.OpenLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ImportLedger(ctx, name); !errors.Is(err, ErrLedgerExists) {
+		t.Fatalf("import over an open ledger: %v, want ErrLedgerExists", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ImportLedger(ctx, name); !errors.Is(err, ErrLedgerExists) {
+		t.Fatalf("import over a ledger on disk: %v, want ErrLedgerExists", err)
+	}
+}
+
+// encodeRawCursorState encodes st with all its ranges, past what encodeCursorState persists (a
+// hostile sender's record).
+func encodeRawCursorState(st *cursorState) []byte {
+	b := []byte{cState, 1}
+	b = binary.AppendUvarint(b, uint64(len(st.name)))
+	b = append(b, st.name...)
+	b = binary.AppendVarint(b, st.markDelete.LedgerID)
+	b = binary.AppendVarint(b, st.markDelete.EntryID)
+	b = binary.AppendUvarint(b, uint64(len(st.acked)))
+	for _, r := range st.acked {
+		b = binary.AppendVarint(b, r.ledger)
+		b = binary.AppendVarint(b, r.from)
+		b = binary.AppendUvarint(b, uint64(r.to-r.from))
+	}
+	return append(b, 0, 0) // no batches, no properties
 }
