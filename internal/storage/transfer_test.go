@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -370,4 +371,33 @@ func TestExportOfAFencedLedgerFails(t *testing.T) {
 	if _, err := m.Export(ctx); err == nil {
 		t.Fatal("export of a closed ledger succeeded")
 	}
+}
+
+// TestImportOfAHashedName: a ledger whose name is too long for a plain directory name is imported
+// with its NAME file, and loads after a restart.
+func TestImportOfAHashedName(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	e := openMem(t, mem, nil)
+	name := "persistent://tenant/ns/" + strings.Repeat("long-topic-name/", 20)
+	if _, hashed := dirName(name); !hashed {
+		t.Fatal("the name is not hashed: the test would prove nothing")
+	}
+	c := madeUpCopy()
+	if err := importLedgerCopy(e, name, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openMem(t, mem, nil)
+	defer e.Close()
+	names, err := e.ListLedgers(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0] != name {
+		t.Fatalf("ListLedgers = %q", names)
+	}
+	checkLedgerHolds(t, openUnfenced(t, e, name), c)
 }
