@@ -169,11 +169,19 @@ func TestImportAfterDeleteSurvivesJournalReplay(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		back bool
-	}{{"same segments back", true}, {"other engine's segments", false}} {
+		sync SyncMode
+	}{
+		{"same segments back", true, SyncAlways},
+		{"other engine's segments", false, SyncAlways},
+		{"same segments back, interval sync", true, SyncInterval},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			mem := vfs.NewMem()
-			mod := func(o *Options) { o.CursorFlushInterval, o.TrimInterval = time.Hour, time.Hour }
+			mod := func(o *Options) {
+				o.CursorFlushInterval, o.TrimInterval = time.Hour, time.Hour
+				o.Sync = tc.sync
+			}
 			e := openMem(t, mem, mod)
 			const name = "persistent://t/ns/came-back"
 			old, err := e.OpenLedger(ctx, name)
