@@ -133,6 +133,7 @@ func (e *Engine) apply(b *batch) {
 			}
 		case kDelLedger:
 			err := l.applyDelete()
+			e.noteLedgerDeleted(l.name, b.seq) // an import of that name waits for its checkpoint
 			if it.done != nil {
 				it.done(mtypes.Position{}, err)
 			}

@@ -159,6 +159,7 @@ func (e *Engine) noteCheckpointFailed(err error) {
 	}
 	e.io.ckptFailures.Add(1)
 	e.checkpointer.lastErr.Store(err.Error())
+	e.noteCheckpointFailedForImports()
 }
 
 func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
@@ -207,6 +208,7 @@ func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 	}
 	e.io.checkpointed(first)
 	e.forgetClosedBefore(first)
+	e.noteCheckpointed(first)
 	e.m.checkpoints.Add(1)
 	if e.io.ckptErr.Swap(nil) != nil {
 		e.log.Info("checkpoint succeeded again; journal files retired", "journal", seq)

@@ -130,13 +130,34 @@
 // after its last valid entry, and truncates a segment at its first voided entry (a failed batch's
 // direct data). directwrite.go explains why this keeps every acknowledged entry.
 //
+// # Moving a ledger to another engine
+//
+// When a topic moves to another broker of the cluster, its ledger is copied with the same
+// positions, so message ids, acknowledgements and every cursor stay valid (transfer_export.go,
+// transfer_import.go). Ledger.Export seals the current segment and reports the non-empty segments
+// (id, incarnation, entries) and the durable cursors' states; non-durable cursors are not
+// exported. The entries are read with Ledger.Read. On the other engine, ImportLedger reserves the
+// name (OpenLedger fails with ErrImporting meanwhile; an existing ledger must be deleted first),
+// StartSegment and Append write each segment from entry 0 (a segment always starts at entry 0:
+// trimming removes whole segments) in the segment record format, with an index file when large
+// enough, and SetCursors checks the cursor records as the cursor log's reader and writer would.
+// All of it goes into a staging directory, ledgers/.import-<incarnation>-<n>. Commit fsyncs it,
+// raises the ledger id counter above every imported id (through LedgerIDBlock when set; recorded
+// in the state file), and, when the name's earlier ledger was deleted in a journal file no
+// checkpoint has retired yet, rotates the journal and waits for that checkpoint (its records
+// replayed onto the imported directory would overwrite or delete it); then it renames the staging
+// directory into place and fsyncs ledgers/. The journal holds nothing of the import. Open removes
+// staging directories left by a crash. Imported segments keep their incarnation in the ledger's
+// INCARNATIONS file (Ledger.IncarnationOf; Read reports it with every entry).
+//
 // # Files (format version 1; journal files version 4; the state file version 2)
 //
 // All integers are little-endian. Every file starts with a 32-byte header:
 //
 //	offset size field
 //	0      8    magic: "MRDN-SEG" segment, "MRDN-JNL" journal, "MRDN-CUR" cursor log,
-//	            "MRDN-IDX" segment index, "MRDN-STA" engine state, "MRDN-INC" incarnations
+//	            "MRDN-IDX" segment index, "MRDN-STA" engine state, "MRDN-INC" incarnations,
+//	            "MRDN-IMP" imported segments' incarnations
 //	8      4    format version (1; journal files written by this build: 4, versions 1-3 are still read;
 //	            the state file: 2, version 1 is still read)
 //	12     4    flags (journal: bit 0 = the previous journal file was abandoned and may end torn)
@@ -169,6 +190,8 @@
 //	ledgers/<name>/<id %016x>.idx  its index (sealed segments of at least 1 MiB; derived, rebuilt if absent or stale)
 //	ledgers/<name>/cursors.log     cursor log
 //	ledgers/<name>/FENCED          present if recovery fenced the ledger; holds the reason
+//	ledgers/<name>/INCARNATIONS    the incarnations of imported segments (written once, at the import)
+//	ledgers/.import-<inc>-<n>/     a ledger import being written; removed at Open
 //	trash/<incarnation %016x>-<n>  a deleted ledger's directory or a trimmed segment, until unlinked
 //
 // Engine state body (24 bytes; 16 in version 1, without the last field): ledger-id limit u64 (ids
@@ -184,6 +207,10 @@
 // recorded). Fewer valid records than the state file counts, or a bad record followed by a valid
 // one, is ErrCorrupt naming the file; a bad record after the counted ones is the torn tail of an
 // open that crashed while recording its incarnation and is cut (incarnation.go).
+//
+// Imported segments' incarnations (INCARNATIONS): one record whose body is, per imported segment
+// in ascending id order, ledger id u64 and incarnation u64. A damaged file fails the ledger's load
+// with ErrCorrupt naming it.
 //
 // Segment record body: entry id u64, publish time i64 (unix ms), entry data. Entries are
 // consecutive from 0. A segment file written around the page cache (unbuffered.go) may end with

@@ -55,6 +55,7 @@ type Engine struct {
 	durableState                  // the state file's values and the ledger id counter, under stateMu
 	cursorLogs   cursorLogLock    // the cursor logs' file work (janitor.go)
 	io           ioState          // I/O failures, the repairs they need, the journal backlog (health.go, repair.go)
+	imports      importState      // ledger imports' needs and imported segments' incarnations (transfer_state.go)
 
 	// Each goroutine's own.
 	syncLoop     syncLoopState     // the sync loop and the goroutines it starts (syncloop.go)

@@ -24,9 +24,11 @@ func (l *Ledger) load(ctx context.Context) error {
 	}
 	var ids []int64
 	idx := map[int64]bool{}
-	hasCursors := false
+	hasCursors, hasIncarnations := false, false
 	for _, de := range des {
 		switch {
+		case de.Name == importedIncarnationsFile:
+			hasIncarnations = true
 		case de.Name == "FENCED":
 			l.err = fmt.Errorf("%w: ledger %q was fenced by recovery (see the log of that run)", ErrFenced, l.name)
 			l.flags.Or(flagErrSet)
@@ -41,6 +43,13 @@ func (l *Ledger) load(ctx context.Context) error {
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	if hasIncarnations {
+		if err := l.loadImportedIncarnations(); err != nil {
+			return err
+		}
+	} else {
+		e.setImportedIncarnations(l.name, nil)
+	}
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return err

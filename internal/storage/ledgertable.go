@@ -17,6 +17,8 @@ type ledgerTable struct {
 	ledgers map[string]*Ledger // by name: open, loading, or closing
 	closed  bool               // Close has begun: nothing opens any more
 	slot    uint32             // the last slot handed out (a ledger's number in journal records)
+	// importing: names reserved by a ledger import until it commits or aborts (transfer_import.go).
+	importing map[string]struct{}
 }
 
 // OpenLedger opens the ledger called name, creating it if absent. While it is open, every call
@@ -33,6 +35,10 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 		if e.table.closed {
 			e.table.mu.Unlock()
 			return nil, ErrClosed
+		}
+		if _, busy := e.table.importing[name]; busy {
+			e.table.mu.Unlock()
+			return nil, fmt.Errorf("%w: %q", ErrImporting, name)
 		}
 		l, ok := e.table.ledgers[name]
 		if !ok {
@@ -208,7 +214,8 @@ func (e *Engine) forget(l *Ledger) {
 		delete(e.table.ledgers, l.name)
 	}
 	e.table.mu.Unlock()
-	e.rememberClosed(l) // its files may still wait for a checkpoint (repair.go)
+	e.setImportedIncarnations(l.name, nil) // loaded again with the ledger
+	e.rememberClosed(l)                    // its files may still wait for a checkpoint (repair.go)
 }
 
 // ensureLedgerDir creates a ledger's directory (and its NAME file for hashed names).

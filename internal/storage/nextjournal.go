@@ -239,11 +239,12 @@ func (e *Engine) noteSuccessorReady() {
 }
 
 // rotateDue reports whether the pending batch closes its journal file: the file is full, the
-// engine stops, or the current file is not full size and its full-size successor is ready (sync
-// loop only, queue.mu held).
+// engine stops, the current file is not full size and its full-size successor is ready, or an
+// import asked for it (rotateThrough; only a file that is open) (sync loop only, queue.mu held).
 func (e *Engine) rotateDue() bool {
+	open := e.syncLoop.journal != nil && e.queue.pending.seq == e.syncLoop.journalSeq
 	return e.queue.journalSize >= e.opts.JournalFileBytes || e.queue.stopping ||
-		(e.syncLoop.next.successorReady && e.syncLoop.journal != nil && e.queue.pending.seq == e.syncLoop.journalSeq)
+		(e.syncLoop.next.successorReady && open) || (open && e.queue.pending.seq <= e.queue.rotateThrough)
 }
 
 // takePreparedJournal returns the prepared file for journal seq if it can be used now, waiting

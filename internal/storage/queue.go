@@ -32,6 +32,9 @@ type appendQueue struct {
 	spare       *batch      // taken from freeBatches by the sync loop, the next pending batch
 	demand      batchDemand // recent batch sizes (see batchDemand.trim)
 	appliedJobs uint64      // jobs the applier finished (the sync loop counts those it handed on)
+	// rotateThrough: the group commit of a journal file up to this one closes the file (an
+	// import waits for its checkpoint: transfer_state.go).
+	rotateThrough uint64
 }
 
 // batch is one group commit: journal bytes plus what to do once they are durable.

@@ -92,7 +92,7 @@ func (rb *readBatch) full() bool {
 func (l *Ledger) readSegment(ctx context.Context, sc segmentScan, rb *readBatch) error {
 	e := l.e
 	id, limit, written, avgRec := sc.id, sc.limit, sc.written, sc.avgRec
-	inc := e.IncarnationOf(id)
+	inc := l.IncarnationOf(id)
 	at, off, want := sc.at, sc.off, sc.want
 	// Fast path: the cache has the wanted entries (caught-up readers).
 	for want < limit && !rb.full() {

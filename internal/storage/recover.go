@@ -28,6 +28,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 	}
 	_ = e.fs.Remove(e.dir + "/" + stateFile + ".tmp")
+	if err := e.removeImportStaging(); err != nil {
+		return err
+	}
 	st := engineState{ledgerIDLimit: 1, firstJournal: 1}
 	if f, err := e.fs.OpenFile(e.dir+"/"+stateFile, vfs.ReadOnly); err == nil {
 		b := make([]byte, 256)
