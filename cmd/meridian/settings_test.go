@@ -92,7 +92,7 @@ func TestConfigUnknownKeysLoggedOnce(t *testing.T) {
 	conf := writeConf(t, `
 zookeeperServers=zk1:2181
 managedLedgerDefaultEnsembleSize=1
-loadBalancerEnabled=false
+loadBalancerPlacementStrategy=weightedRandomSelection
 zookeeperServers=zk2:2181
 tokenSecretKey=data:;base64,dG9wLXNlY3JldC12YWx1ZQ==
 brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
@@ -105,7 +105,7 @@ brokerClientAuthenticationParameters=token:top-secret-value
 	if n := strings.Count(logs, "does not use; ignored"); n != 1 {
 		t.Errorf("%d lines about ignored keys, want 1:\n%s", n, logs)
 	}
-	if !strings.Contains(logs, "keys=loadBalancerEnabled,managedLedgerDefaultEnsembleSize,zookeeperServers") {
+	if !strings.Contains(logs, "keys=loadBalancerPlacementStrategy,managedLedgerDefaultEnsembleSize,zookeeperServers") {
 		t.Errorf("ignored keys not listed once each, sorted:\n%s", logs)
 	}
 	if strings.Contains(logs, "top-secret-value") || strings.Contains(logs, "dG9wLXNlY3JldC12YWx1ZQ") {

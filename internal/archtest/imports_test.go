@@ -40,6 +40,7 @@ var rules = []rule{
 	{from: "internal/wire", forbidden: without(internalAll, "internal/wire")},
 	{from: "internal/naming", forbidden: internalAll},
 	{from: "internal/crc32c", forbidden: internalAll},                                    // a leaf any layer may use (storage, replication)
+	{from: "internal/handover", forbidden: internalAll},                                  // the wire format of a bundle hand-over between brokers; node speaks it
 	{from: "internal/console", forbidden: internalAll},                                   // the page and its history; node adapts the data to it
 	{from: "internal/poll", forbidden: internalAll},                                      // tests' one way to wait for a condition
 	{from: "internal/transcript", forbidden: internalAll},                                // tests' runner of state-machine transcripts

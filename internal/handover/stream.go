@@ -48,11 +48,11 @@ type Header struct {
 }
 
 // Segment is one segment of the ledger: its ledger id, the storage incarnation that id belongs to,
-// and its entries (numbered 0..Entries-1 from FirstEntry).
+// and its entries, numbered from 0 (storage trims whole segments, so a stored segment always
+// starts at entry 0).
 type Segment struct {
 	ID          int64  `json:"id"`
 	Incarnation uint64 `json:"incarnation"`
-	FirstEntry  int64  `json:"firstEntry"`
 	Entries     int64  `json:"entries"`
 }
 
@@ -64,8 +64,8 @@ func (h *Header) check() error {
 		return fmt.Errorf("%w: %d segments", ErrMalformed, len(h.Segments))
 	}
 	for i, s := range h.Segments {
-		if s.Entries <= 0 || s.FirstEntry < 0 || s.ID < 0 || i > 0 && s.ID <= h.Segments[i-1].ID {
-			return fmt.Errorf("%w: segment %d (id %d, first entry %d, %d entries)", ErrMalformed, i, s.ID, s.FirstEntry, s.Entries)
+		if s.Entries <= 0 || s.ID < 0 || i > 0 && s.ID <= h.Segments[i-1].ID {
+			return fmt.Errorf("%w: segment %d (id %d, %d entries)", ErrMalformed, i, s.ID, s.Entries)
 		}
 	}
 	return nil
@@ -206,7 +206,7 @@ func (r *Reader) advance() {
 	for r.left == 0 && r.seg+1 < len(r.h.Segments) {
 		r.seg++
 		r.left = r.h.Segments[r.seg].Entries
-		r.next = r.h.Segments[r.seg].FirstEntry
+		r.next = 0
 	}
 }
 

@@ -249,7 +249,7 @@ func (n *Node) compose(ctx context.Context) error {
 	}
 	// Replicators start once this broker serves: remotes replicating into us need the listener,
 	// and our replicators need loaded topics.
-	if err := c.replication.Start(context.WithoutCancel(ctx), replicationTopics(c.broker, c.engine)); err != nil {
+	if err := c.replication.Start(context.WithoutCancel(ctx), replicationTopics(c.broker)); err != nil {
 		return err
 	}
 	if c.member != nil {

@@ -126,7 +126,7 @@ func (n *Node) sendLedger(ctx context.Context, b cluster.Bundle, t naming.TopicN
 	}
 	h := handover.Header{From: c.member.coord.Self().ID, Bundle: b.String(), Topic: t.String(), Cursors: exp.Cursors}
 	for _, s := range exp.Segments {
-		h.Segments = append(h.Segments, handover.Segment{ID: s.ID, Incarnation: s.Incarnation, FirstEntry: s.FirstEntry, Entries: s.Entries})
+		h.Segments = append(h.Segments, handover.Segment{ID: s.ID, Incarnation: s.Incarnation, Entries: s.Entries})
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(n.writeLedger(ctx, l, h, pw)) }()
@@ -169,8 +169,8 @@ func (n *Node) writeLedger(ctx context.Context, l *storage.Ledger, h handover.He
 		return err
 	}
 	for _, s := range h.Segments {
-		from := mtypes.Position{LedgerID: s.ID, EntryID: s.FirstEntry}
-		end := s.FirstEntry + s.Entries
+		from := mtypes.Position{LedgerID: s.ID}
+		end := s.Entries
 		for from.EntryID < end {
 			es, err := l.Read(ctx, from, min(handOverReadEntries, int(end-from.EntryID)), handOverReadBytes)
 			if err != nil {
@@ -256,7 +256,7 @@ func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64
 		if e.Segment != seg {
 			seg = e.Segment
 			s := h.Segments[seg]
-			if err := imp.StartSegment(s.ID, s.Incarnation, s.FirstEntry); err != nil {
+			if err := imp.StartSegment(s.ID, s.Incarnation); err != nil {
 				return stored, err
 			}
 		}

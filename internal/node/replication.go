@@ -24,8 +24,8 @@ func (o *Options) linkDefaults() replication.LinkDefaults {
 
 // replicationTopics is what the replication Manager reads the broker's topics through, given to
 // its Start once the broker exists.
-func replicationTopics(b *broker.Broker, engine *storage.Engine) replication.LocalTopics {
-	return replication.LocalTopics{Topics: replTopics{broker: b}, Sync: syncTopics{broker: b, engine: engine}}
+func replicationTopics(b *broker.Broker) replication.LocalTopics {
+	return replication.LocalTopics{Topics: replTopics{broker: b}, Sync: syncTopics{broker: b}}
 }
 
 // replTopics adapts the broker to replication.TopicSource.

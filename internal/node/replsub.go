@@ -10,7 +10,6 @@ import (
 	"github.com/meridian-mq/meridian/internal/mtypes"
 	"github.com/meridian-mq/meridian/internal/naming"
 	"github.com/meridian-mq/meridian/internal/replication"
-	"github.com/meridian-mq/meridian/internal/storage"
 )
 
 // Replicated subscriptions: the admin API (admin.ReplicatedSubscriptions), and the adapters
@@ -67,7 +66,6 @@ func (s subscriptionSync) Settle(ctx context.Context, topic naming.TopicName, su
 // syncTopics is replication.SyncTopicSource over the broker's loaded topics.
 type syncTopics struct {
 	broker *broker.Broker
-	engine *storage.Engine
 }
 
 func (s syncTopics) SyncTopic(ctx context.Context, topic string) (replication.SyncTopic, error) {
@@ -82,22 +80,23 @@ func (s syncTopics) SyncTopic(ctx context.Context, topic string) (replication.Sy
 	if t.Ledger() == nil {
 		return nil, fmt.Errorf("%s has no storage", topic)
 	}
-	return syncTopic{Topic: t, engine: s.engine}, nil
+	return syncTopic{Topic: t}, nil
 }
 
 // syncTopic is a broker topic as a replication.SyncTopic (the topic's methods match), plus the
 // storage incarnations of its ledgers.
 type syncTopic struct {
 	*broker.Topic
-	engine *storage.Engine
 }
 
-func (s syncTopic) IncarnationOf(ledger int64) uint64 { return s.engine.IncarnationOf(ledger) }
+// IncarnationOf asks the ledger, which knows the incarnations of segments moved here from another
+// broker (docs/cluster.md, "Moving a bundle").
+func (s syncTopic) IncarnationOf(ledger int64) uint64 { return s.Ledger().IncarnationOf(ledger) }
 
 func (s syncTopic) IncarnationsThrough(ledger int64) []uint64 {
 	first := s.Ledger().FirstPosition().LedgerID
 	if first < 0 || first > ledger {
 		first = ledger
 	}
-	return s.engine.IncarnationsBetween(first, ledger)
+	return s.Ledger().IncarnationsBetween(first, ledger)
 }

@@ -103,7 +103,9 @@ func LinkAdminClient(name string, cd adminapi.ClusterData, defaults LinkDefaults
 // brokerClient* TLS and credentials: for calls a broker makes by itself, with no caller's
 // credentials to pass on (a bundle hand-over).
 func BrokerHTTPClient(defaults LinkDefaults, base *http.Client) (*http.Client, error) {
-	lc, err := linkConfigOf("", adminapi.ClusterData{}, defaults)
+	// The peers' URLs come from the cluster's registry, not from here: placeholders satisfy the
+	// check that a link has somewhere to go.
+	lc, err := linkConfigOf("", adminapi.ClusterData{BrokerServiceURL: "pulsar://peer", BrokerServiceURLTLS: "pulsar+ssl://peer"}, defaults)
 	if err != nil {
 		return nil, err
 	}
