@@ -2,7 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,9 +139,24 @@ func (l *liveLoad) finish() {
 	t.Logf("%d messages acknowledged, all received; %d redelivered", len(l.acked), dup)
 }
 
-// ownerOf is the broker URL that serves topic (persistent://public/default/<local>), asked of b.
-func ownerOf(t *testing.T, b harness.Broker, topic string) string {
-	return httpLookup(t, b, topic[len("persistent://public/default/"):])
+// ownerOfTopic is the broker URL that serves a persistent topic (full name), asked of b.
+func ownerOfTopic(t *testing.T, b harness.Broker, topic string) string {
+	t.Helper()
+	resp, err := http.Get(b.WebURL() + "/lookup/v2/topic/persistent/" + topic[len("persistent://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d struct {
+		BrokerURL string `json:"brokerUrl"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("lookup %s: HTTP %d", topic, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.BrokerURL
 }
 
 // TestClusterShedsLoadToANewBroker: one broker serves every bundle of a namespace with live
@@ -159,7 +179,7 @@ func TestClusterShedsLoadToANewBroker(t *testing.T) {
 	poll.UntilNil(t, 2*time.Minute, "the new broker serves some topics", func() error {
 		moved := 0
 		for _, topic := range topics {
-			if ownerOf(t, b1, topic) == b2.ServiceURL() {
+			if ownerOfTopic(t, b1, topic) == b2.ServiceURL() {
 				moved++
 			}
 		}
@@ -190,11 +210,127 @@ func TestClusterStopHandsBundlesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, topic := range topics {
-		if got := ownerOf(t, b1, topic); got != b1.ServiceURL() {
+		if got := ownerOfTopic(t, b1, topic); got != b1.ServiceURL() {
 			t.Fatalf("after b2 stopped, %s is served by %s", topic, got)
 		}
 	}
 	before := load.sent()
 	poll.Until(t, time.Minute, "messages flow after the hand-over", func() bool { return load.sent() >= before+200 })
 	load.finish()
+}
+
+// unloadBundle unloads topic's bundle through broker via, with destinationBroker when given.
+func unloadBundle(t *testing.T, via harness.Broker, topic, destination string) {
+	t.Helper()
+	path := topic[len("persistent://"):]
+	resp, err := http.Get(via.WebURL() + "/lookup/v2/topic/persistent/" + path + "/bundle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ns := path[:strings.LastIndex(path, "/")]
+	u := via.WebURL() + "/admin/v2/namespaces/" + ns + "/" + string(bundle) + "/unload"
+	if destination != "" {
+		u += "?destinationBroker=" + url.QueryEscape(destination)
+	}
+	req, _ := http.NewRequest(http.MethodPut, u, nil)
+	uresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(uresp.Body)
+	uresp.Body.Close()
+	if uresp.StatusCode != http.StatusNoContent {
+		t.Fatalf("unload of bundle %s: HTTP %d %s", bundle, uresp.StatusCode, body)
+	}
+}
+
+// TestClusterReplicatorMovesWithItsTopic: cluster a is two brokers, cluster b one. A replicated
+// topic's bundle moves from one broker of a to the other while its producer sends: the replicator
+// goes on from the new owner where the old one stopped, and b receives every message once.
+func TestClusterReplicatorMovesWithItsTopic(t *testing.T) {
+	cl := harness.StartBrokerCluster(t, 2, harness.Options{Cluster: "a"})
+	pb := harness.StartStandalone(t, harness.Options{Cluster: "b"})
+	ca, cb := harness.NewCluster(t, "a", cl.Brokers[0]), harness.NewCluster(t, "b", pb)
+	harness.RegisterEachOther(t, ca, cb)
+	for _, c := range []*harness.Cluster{ca, cb} {
+		c.SetTenant(t, "acme", "a", "b")
+		c.CreateNamespace(t, "acme/geo", "a", "b")
+	}
+	// Deduplication on a: a send the producer repeats after the move is stored once, so every
+	// message is one entry, and a second copy on b could only come from replication.
+	req, _ := http.NewRequest(http.MethodPost, cl.Brokers[0].WebURL()+"/admin/v2/namespaces/acme/geo/deduplication", strings.NewReader("true"))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("enable deduplication: %v %v", resp, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	topic := fmt.Sprintf("persistent://acme/geo/moving-%d", time.Now().UnixNano()%1_000_000)
+	consB, err := cb.Client(t).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consB.Close()
+	prodA, err := ca.Client(t).CreateProducer(pulsar.ProducerOptions{Topic: topic, SendTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prodA.Close()
+	const total = 600
+	sent := make(chan error, 1)
+	moveAt := make(chan struct{})
+	go func() {
+		for i := range total {
+			if i == total/3 {
+				close(moveAt)
+			}
+			if _, err := prodA.Send(ctx, &pulsar.ProducerMessage{Payload: fmt.Appendf(nil, "m-%d", i)}); err != nil {
+				sent <- fmt.Errorf("send m-%d: %w", i, err)
+				return
+			}
+			time.Sleep(2 * time.Millisecond) // paces the producer so the move happens mid-stream
+		}
+		sent <- nil
+	}()
+	<-moveAt
+	owner := ownerOfTopic(t, cl.Brokers[0], topic)
+	dest, destID := cl.Brokers[0], "b1"
+	if owner == dest.ServiceURL() {
+		dest, destID = cl.Brokers[1], "b2"
+	}
+	unloadBundle(t, cl.Brokers[0], topic, destID)
+	if got := ownerOfTopic(t, cl.Brokers[0], topic); got != dest.ServiceURL() {
+		t.Fatalf("after the unload the topic is on %s, want %s", got, dest.ServiceURL())
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for len(seen) < total {
+		m, err := consB.Receive(ctx)
+		if err != nil {
+			t.Fatalf("received %d of %d on b: %v", len(seen), total, err)
+		}
+		seen[string(m.Payload())]++
+		_ = consB.Ack(m)
+	}
+	// Nothing more arrives: a barrier message sent after everything else is the next one.
+	if _, err := prodA.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("barrier")}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := consB.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Payload()) != "barrier" {
+		t.Fatalf("after all %d messages b received %q again, not the barrier", total, m.Payload())
+	}
+	for p, n := range seen {
+		if n != 1 {
+			t.Fatalf("b received %s %d times", p, n)
+		}
+	}
 }

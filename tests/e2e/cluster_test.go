@@ -291,22 +291,7 @@ func TestClusterOwnerKillAndUnload(t *testing.T) {
 	send(100, "after-restart")
 
 	// Unload the topic's bundle through broker 1 (307 to its owner, broker 2).
-	resp, err := http.Get(b1.WebURL() + "/lookup/v2/topic/persistent/" + topic[len("persistent://"):] + "/bundle")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bundle [64]byte
-	n, _ := resp.Body.Read(bundle[:])
-	resp.Body.Close()
-	req, _ := http.NewRequest(http.MethodPut, b1.WebURL()+"/admin/v2/namespaces/public/default/"+string(bundle[:n])+"/unload", nil)
-	uresp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uresp.Body.Close()
-	if uresp.StatusCode != http.StatusNoContent {
-		t.Fatalf("unload of bundle %s: HTTP %d", bundle[:n], uresp.StatusCode)
-	}
+	unloadBundle(t, b1, topic, "")
 	send(100, "after-unload")
 
 	got := map[string]bool{}
