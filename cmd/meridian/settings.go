@@ -79,6 +79,7 @@ func defaultSettings() config.Settings {
 		DirectWriteBytes:          d.DirectWriteBytes,
 		BypassCacheBytes:          d.BypassCacheBytes,
 		ReplicationMemoryBytes:    int(d.ReplicationMemoryBytes),
+		EntryCacheMB:              int(d.EntryCacheBytes >> 20),
 		Dedup:                     d.Dedup,
 		TopicLevelMetrics:         !d.HideTopicLevelMetrics,
 		ReplicationStallTimeout:   node.DefaultReplicationStallTimeout,

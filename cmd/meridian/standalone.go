@@ -132,6 +132,13 @@ func settingsToNodes(s config.Settings, log *slog.Logger) ([]node.Options, error
 		return nil, err
 	}
 	base.ReplicationMemoryBytes = int64(memBytes)
+	if s.EntryCacheMB < 0 {
+		return nil, fmt.Errorf("--entry-cache-mb %d is negative (0 turns the cache off)", s.EntryCacheMB)
+	}
+	base.EntryCacheBytes = int64(s.EntryCacheMB) << 20
+	if s.EntryCacheMB == 0 {
+		base.EntryCacheBytes = -1
+	}
 	base.Dedup = s.Dedup
 	base.HideTopicLevelMetrics = !s.TopicLevelMetrics
 	if s.ReplicationStallTimeout <= 0 {

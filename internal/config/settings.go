@@ -33,6 +33,8 @@ type Settings struct {
 	FsyncPipeline                      int
 	DirectWriteBytes, BypassCacheBytes int
 	ReplicationMemoryBytes             int
+	// EntryCacheMB bounds the broker-wide entry cache (Pulsar's managedLedgerCacheSizeMB).
+	EntryCacheMB                       int
 	Dedup, AutoTopicCreation           bool
 	InsecureAllowPlaintext             bool
 	Clusters                           []string

@@ -102,6 +102,7 @@ var (
 	descJournalBacklogMx = prometheus.NewDesc("meridian_storage_journal_backlog_limit_files", "Journal files beyond which appends are refused while checkpoints fail.", nil, nil)
 	descTornTails        = prometheus.NewDesc("meridian_storage_recovered_torn_tails_total", "Torn file tails cut by recovery at startup.", nil, nil)
 	descCacheBytes       = prometheus.NewDesc("meridian_storage_cache_bytes", "Bytes held by the broker-wide entry cache.", nil, nil)
+	descCacheLimit       = prometheus.NewDesc("meridian_storage_cache_limit_bytes", "The entry cache's bound (managedLedgerCacheSizeMB).", nil, nil)
 	descOpenFiles        = prometheus.NewDesc("meridian_storage_open_files", "Files the storage engine holds open.", nil, nil)
 )
 
@@ -111,7 +112,7 @@ const maxErrorLabel = 1024
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs, descPublishSecs, descIgnoredAcks,
 		descStorageReady, descFsyncErrors, descFencedLedgers, descCheckpoints, descCheckpointFails, descCheckpointFailng, descCheckpointError, descJournalFailing,
-		descRepairsPending, descRepairs, descRepairFailures, descJournalBacklog, descJournalBacklogMx, descTornTails, descCacheBytes, descOpenFiles} {
+		descRepairsPending, descRepairs, descRepairFailures, descJournalBacklog, descJournalBacklogMx, descTornTails, descCacheBytes, descCacheLimit, descOpenFiles} {
 		ch <- d
 	}
 }
@@ -195,5 +196,6 @@ func collectStorageHealth(ch chan<- prometheus.Metric, m storage.EngineMetrics) 
 	gauge(descJournalBacklogMx, float64(m.JournalBacklogLimit))
 	counter(descTornTails, m.RecoveredTornTails)
 	gauge(descCacheBytes, float64(m.CacheBytes))
+	gauge(descCacheLimit, float64(m.CacheLimit))
 	gauge(descOpenFiles, float64(m.OpenFiles))
 }

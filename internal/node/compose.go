@@ -119,6 +119,7 @@ func (n *Node) compose(ctx context.Context) error {
 		SyncPipelineDepth: n.opts.FsyncPipeline,
 		DirectWriteBytes:  n.opts.DirectWriteBytes,
 		BypassCacheBytes:  n.opts.BypassCacheBytes,
+		CacheBytes:        n.opts.EntryCacheBytes,
 		JournalFileBytes:  n.opts.JournalFileBytes,
 		MaxJournalBacklog: n.opts.MaxJournalBacklog,
 		MaxEntrySize:      n.opts.MaxMessageSize + server.FramePadding,

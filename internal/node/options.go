@@ -41,6 +41,8 @@ const (
 	// DefaultReplicationMemoryBytes: what all replicators of the broker may hold at once, read and
 	// not yet acknowledged by their remote (see replication's budget.go).
 	DefaultReplicationMemoryBytes = replication.DefaultReplicationMemoryBytes
+	// DefaultEntryCacheBytes: the entry cache's default bound (docs/performance.md, "Memory").
+	DefaultEntryCacheBytes = 64 << 20
 	// DefaultReplicationStallTimeout: see Options.ReplicationStallTimeout.
 	DefaultReplicationStallTimeout = replication.DefaultStallTimeout
 
@@ -165,6 +167,9 @@ type Options struct {
 	// cache (O_DIRECT, where the file system allows it; docs/storage.md). Zero means
 	// DefaultBypassCacheBytes; negative always uses the page cache.
 	BypassCacheBytes int
+	// EntryCacheBytes bounds the broker-wide cache of recently written entries (zero:
+	// DefaultEntryCacheBytes; negative: no cache).
+	EntryCacheBytes int64
 	// ReplicationMemoryBytes bounds the entries all replicators hold at once (read and not yet
 	// acknowledged by their remote); a catch-up read that does not fit waits. Zero means
 	// DefaultReplicationMemoryBytes; negative means no bound.
@@ -219,6 +224,7 @@ func DefaultOptions() Options {
 		BypassCacheBytes:       DefaultBypassCacheBytes,
 		AutoTopicCreation:      true,
 		ReplicationMemoryBytes: DefaultReplicationMemoryBytes,
+		EntryCacheBytes:        DefaultEntryCacheBytes,
 		// Per-connection bounds of the binary protocol (docs/operations.md, "Limits").
 		MaxPendingPublishRequests: server.DefaultMaxPendingSends,
 		MaxPendingPublishBytes:    server.DefaultMaxPendingSendBytes,
