@@ -56,7 +56,8 @@ func (h *Handler) ownerOnly(pattern string, next http.Handler) http.Handler {
 		return h.bundleOwnerOnly(next)
 	}
 	if !strings.Contains(pattern, "{topic}") {
-		return next
+		// A namespace's routes reach its topics on every broker, with the caller's credentials.
+		return carryCredentials(next)
 	}
 	for _, suffix := range clusterWideRoutes {
 		if strings.HasSuffix(pattern, suffix) {
