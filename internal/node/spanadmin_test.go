@@ -11,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/config"
+	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/naming"
 )
 
@@ -47,6 +51,12 @@ func spreadTopic(t *testing.T, n1 *Node, prefix string, partitions int) (naming.
 // status and body.
 func adminCall(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
+	return adminCallAs(t, "", method, url, body)
+}
+
+// adminCallAs is adminCall with a bearer token ("": none).
+func adminCallAs(t *testing.T, token, method, url, body string) (int, string) {
+	t.Helper()
 	var in io.Reader
 	if body != "" {
 		in = strings.NewReader(body)
@@ -57,6 +67,9 @@ func adminCall(t *testing.T, method, url, body string) (int, string) {
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -350,4 +363,79 @@ func TestTopicServiceForwardsToTheOwner(t *testing.T) {
 	if _, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: topic}); err == nil {
 		t.Fatal("a producer was accepted on the terminated topic")
 	}
+}
+
+// TestAdminCallsSpanTheBrokersWithTheCallersToken: with token authentication, the calls a broker
+// makes on the caller's behalf to the owners of a partitioned topic's partitions and of a
+// namespace's topics carry the caller's token, so the owners accept them.
+func TestAdminCallsSpanTheBrokersWithTheCallersToken(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	store := memstore.New()
+	t.Cleanup(func() { _ = store.Close() })
+	var nodes []*Node
+	for i := 1; i <= 2; i++ {
+		o := testOptions(t, t.TempDir())
+		o.SharedMetadataStore = store
+		o.BrokerID = fmt.Sprintf("b%d", i)
+		o.LoadSheddingInterval, o.HandOverTimeout = -1, -1
+		o.Auth = config.DefaultAuth()
+		o.Auth.AuthenticationEnabled = true
+		o.Auth.Providers = []config.AuthProvider{config.AuthProviderToken}
+		var err error
+		if o.Auth.TokenSecretKey, err = config.ParseKeySource("data:," + string(secret)); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, startNode(t, o))
+	}
+	n1 := nodes[0]
+	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "admin"}).SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, url string, want int) string {
+		t.Helper()
+		code, body := adminCallAs(t, token, method, url, "")
+		if code != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, url, code, body, want)
+		}
+		return body
+	}
+	var base naming.TopicName
+	for i := 0; base.Local == ""; i++ {
+		if i == 20 {
+			t.Fatal("no partitioned topic has partitions on both brokers")
+		}
+		b, _ := naming.ParseTopic(fmt.Sprintf("persistent://public/default/authspread-%d", i))
+		if code, body := adminCallAs(t, token, http.MethodPut, n1.WebURL()+"/admin/v2/"+b.RESTPath()+"/partitions", "8"); code != http.StatusNoContent {
+			t.Fatalf("create %s: %d %s", b, code, body)
+		}
+		local := 0
+		for p := range 8 {
+			if n1.components.member.Serves(b.Partition(p)) {
+				local++
+			}
+		}
+		if local > 0 && local < 8 {
+			base = b
+		}
+	}
+	topicURL := n1.WebURL() + "/admin/v2/" + base.RESTPath()
+	call(http.MethodPut, topicURL+"/subscription/kept", http.StatusNoContent)
+	call(http.MethodPut, topicURL+"/subscription/gone", http.StatusNoContent)
+	call(http.MethodPost, topicURL+"/subscription/kept/skip_all", http.StatusNoContent)
+	call(http.MethodPost, topicURL+"/subscription/kept/expireMessages/0", http.StatusNoContent)
+	call(http.MethodPost, n1.WebURL()+"/admin/v2/namespaces/public/default/clearBacklog", http.StatusNoContent)
+	call(http.MethodPost, n1.WebURL()+"/admin/v2/namespaces/public/default/unsubscribe/gone", http.StatusNoContent)
+	call(http.MethodPut, n1.WebURL()+"/admin/v2/namespaces/public/default/unload", http.StatusNoContent)
+	var internal adminapi.PartitionedTopicInternalStats
+	if err := json.Unmarshal([]byte(call(http.MethodGet, topicURL+"/partitioned-internalStats", http.StatusOK)), &internal); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 8 {
+		cursors := internal.Partitions[base.Partition(p).String()].Cursors
+		if _, kept := cursors["kept"]; !kept || len(cursors) != 1 {
+			t.Fatalf("partition %d has the subscriptions %v, want only kept", p, cursors)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
 }
