@@ -18,10 +18,11 @@ import (
 	"github.com/meridian-mq/meridian/internal/naming"
 )
 
-// Admin calls that span topics (a partitioned topic's stats or deletion, a namespace's deletion)
-// are answered by whichever broker is asked, but each topic lives on its bundle's owner: the broker
-// asks the owners of the topics it does not serve through their admin API, with the caller's
-// credentials (docs/cluster.md).
+// Admin calls that span topics (a partitioned topic's, a namespace's) are answered by whichever
+// broker is asked, but each topic lives on its bundle's owner: the broker asks the owners of the
+// topics it does not serve through their admin API, with the caller's credentials
+// (docs/cluster.md). This file holds the request and the calls that create, delete and report;
+// cluster_forward.go the rest of the topic service's calls.
 
 // remoteCallTimeout bounds one call to another broker of the cluster.
 const remoteCallTimeout = 30 * time.Second

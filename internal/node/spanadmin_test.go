@@ -21,14 +21,22 @@ import (
 	"github.com/meridian-mq/meridian/internal/naming"
 )
 
-// spreadTopic creates, through b1's admin API, a partitioned topic of public/default whose
-// partitions both brokers serve, and returns it with its partitions.
-func spreadTopic(t *testing.T, n1 *Node, prefix string, partitions int) (naming.TopicName, []naming.TopicName) {
+// spreadTopic creates, through b1's admin API (with token, "" for none), a partitioned topic of
+// public/default whose partitions both brokers serve, and returns it with its partitions.
+func spreadTopic(t *testing.T, n1 *Node, token, prefix string, partitions int) (naming.TopicName, []naming.TopicName) {
 	t.Helper()
 	member := n1.components.member
+	// Bundles are assigned to live brokers: b2 must be among them before the first is.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(member.coord.Brokers()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("b1 sees %d live brokers, want 2", len(member.coord.Brokers()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	for i := range 20 {
 		base, _ := naming.ParseTopic(fmt.Sprintf("persistent://public/default/%s-%d", prefix, i))
-		if code, body := adminCall(t, http.MethodPut, n1.WebURL()+"/admin/v2/"+base.RESTPath()+"/partitions", fmt.Sprint(partitions)); code != http.StatusNoContent {
+		if code, body := adminCallAs(t, token, http.MethodPut, n1.WebURL()+"/admin/v2/"+base.RESTPath()+"/partitions", fmt.Sprint(partitions)); code != http.StatusNoContent {
 			t.Fatalf("create %s: %d %s", base, code, body)
 		}
 		parts := make([]naming.TopicName, partitions)
@@ -129,7 +137,7 @@ func TestAdminCallsSpanTheBrokersOfACluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const partitions, perPartition = 8, 3
-	base, parts := spreadTopic(t, n1, "spread", partitions)
+	base, parts := spreadTopic(t, n1, "", "spread", partitions)
 	topicURL := n1.WebURL() + "/admin/v2/" + base.RESTPath()
 	nsURL := n1.WebURL() + "/admin/v2/namespaces/public/default"
 
@@ -195,6 +203,7 @@ func TestAdminCallsSpanTheBrokersOfACluster(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("expired: backlogs %v", got)
 			}
+			time.Sleep(time.Millisecond)
 			continue
 		}
 		break
@@ -255,10 +264,10 @@ func slicesAll(s []int64, v int64) bool {
 // TestTopicServiceForwardsToTheOwner: each single-topic call of b1's topic service on a partition
 // b2 serves is answered by b2, with "not found" kept apart for topics, subscriptions and messages.
 func TestTopicServiceForwardsToTheOwner(t *testing.T) {
-	n1, _ := startPair(t)
+	n1, n2 := startPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, parts := spreadTopic(t, n1, "single", 8)
+	_, parts := spreadTopic(t, n1, "", "single", 8)
 	var remote naming.TopicName
 	for _, p := range parts {
 		if !n1.components.member.Serves(p) {
@@ -353,8 +362,11 @@ func TestTopicServiceForwardsToTheOwner(t *testing.T) {
 		t.Fatalf("ExpireMessages(-1): %v", err)
 	}
 
-	if err := svc.Unload(ctx, topic); err != nil {
-		t.Fatalf("Unload: %v", err)
+	if n2.components.broker.LoadedTopic(remote) == nil {
+		t.Fatal("the partition is not loaded on its owner")
+	}
+	if err := svc.Unload(ctx, topic); err != nil || n2.components.broker.LoadedTopic(remote) != nil {
+		t.Fatalf("Unload: %v, still loaded on its owner: %v", err, n2.components.broker.LoadedTopic(remote) != nil)
 	}
 	id, err := svc.Terminate(ctx, topic)
 	if err != nil || id.EntryID != int64(ids[4].EntryID) {
@@ -400,25 +412,7 @@ func TestAdminCallsSpanTheBrokersWithTheCallersToken(t *testing.T) {
 		}
 		return body
 	}
-	var base naming.TopicName
-	for i := 0; base.Local == ""; i++ {
-		if i == 20 {
-			t.Fatal("no partitioned topic has partitions on both brokers")
-		}
-		b, _ := naming.ParseTopic(fmt.Sprintf("persistent://public/default/authspread-%d", i))
-		if code, body := adminCallAs(t, token, http.MethodPut, n1.WebURL()+"/admin/v2/"+b.RESTPath()+"/partitions", "8"); code != http.StatusNoContent {
-			t.Fatalf("create %s: %d %s", b, code, body)
-		}
-		local := 0
-		for p := range 8 {
-			if n1.components.member.Serves(b.Partition(p)) {
-				local++
-			}
-		}
-		if local > 0 && local < 8 {
-			base = b
-		}
-	}
+	base, _ := spreadTopic(t, n1, token, "authspread", 8)
 	topicURL := n1.WebURL() + "/admin/v2/" + base.RESTPath()
 	call(http.MethodPut, topicURL+"/subscription/kept", http.StatusNoContent)
 	call(http.MethodPut, topicURL+"/subscription/gone", http.StatusNoContent)
