@@ -13,6 +13,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/server"
 )
 
 // A topic service call on a topic another broker of the cluster serves (a partition of a
@@ -50,10 +51,15 @@ func (s topicService) elsewhere(topic string) (ownerCall, bool) {
 // send makes the request method on the topic's route with suffix ("/internalStats") on the owner;
 // an answer other than 2xx is an error (ownerFailure).
 func (c ownerCall) send(ctx context.Context, method, suffix string, in any) (ownerAnswer, error) {
+	return c.sendUpTo(ctx, method, suffix, in, maxRemoteBody)
+}
+
+// sendUpTo is send for an answer of at most limit bytes.
+func (c ownerCall) sendUpTo(ctx context.Context, method, suffix string, in any, limit int64) (ownerAnswer, error) {
 	if c.err != nil {
 		return ownerAnswer{}, c.err
 	}
-	a, err := c.member.exchange(ctx, method, c.base, "/admin/v2/"+c.topic.RESTPath()+suffix, nil, in)
+	a, err := c.member.exchange(ctx, method, c.base, "/admin/v2/"+c.topic.RESTPath()+suffix, nil, in, limit)
 	if err != nil {
 		return ownerAnswer{}, err
 	}
@@ -82,10 +88,13 @@ func forwarded[T any](ctx context.Context, c ownerCall, method, suffix string, i
 	return out, nil
 }
 
+// maxRemoteMessage bounds a message read from its owner: the largest a broker stores.
+const maxRemoteMessage = MaxMaxMessageSize + server.FramePadding
+
 // rawMessage is send for a route answering one message (peek, get by id): the payload and the
 // X-Pulsar-* headers.
 func (c ownerCall) rawMessage(ctx context.Context, suffix string) (adminapi.RawMessage, error) {
-	a, err := c.send(ctx, http.MethodGet, suffix, nil)
+	a, err := c.sendUpTo(ctx, http.MethodGet, suffix, nil, maxRemoteMessage)
 	if err != nil {
 		return adminapi.RawMessage{}, err
 	}

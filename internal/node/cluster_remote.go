@@ -81,8 +81,9 @@ type ownerAnswer struct {
 }
 
 // exchange sends one admin request to another broker with the caller's credentials and reads its
-// answer (at most maxRemoteBody). An error is the request's: the broker could not be asked.
-func (m *clusterMember) exchange(ctx context.Context, method, base, path string, query url.Values, in any) (ownerAnswer, error) {
+// answer, of at most limit bytes (a longer one is an error, never cut short). An error is the
+// request's: the broker could not be asked, or its answer is too long.
+func (m *clusterMember) exchange(ctx context.Context, method, base, path string, query url.Values, in any, limit int64) (ownerAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
 	defer cancel()
 	u := base + path
@@ -113,9 +114,12 @@ func (m *clusterMember) exchange(ctx context.Context, method, base, path string,
 		return ownerAnswer{}, fmt.Errorf("%w: asking the owner at %s: %v", admin.ErrNotReady, base, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRemoteBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return ownerAnswer{}, fmt.Errorf("%w: reading the owner's answer: %v", admin.ErrNotReady, err)
+	}
+	if int64(len(body)) > limit {
+		return ownerAnswer{}, fmt.Errorf("the owner at %s answered %s %s with more than %d bytes", base, method, path, limit)
 	}
 	return ownerAnswer{status: resp.StatusCode, header: resp.Header, body: body}, nil
 }
@@ -123,7 +127,7 @@ func (m *clusterMember) exchange(ctx context.Context, method, base, path string,
 // callOwner sends one admin request to another broker with the caller's credentials and decodes a
 // JSON answer into out (when not nil). A 404 is ErrTopicNotFound; other failures carry the status.
 func (m *clusterMember) callOwner(ctx context.Context, method, base, path string, query url.Values, in, out any) error {
-	a, err := m.exchange(ctx, method, base, path, query, in)
+	a, err := m.exchange(ctx, method, base, path, query, in, maxRemoteBody)
 	if err != nil {
 		return err
 	}
