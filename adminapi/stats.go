@@ -252,6 +252,13 @@ type PartitionedTopicStats struct {
 	LastPublishTimeStamp   int64                              `json:"lastPublishTimeStamp"`
 }
 
+// PartitionedTopicInternalStats is `GET .../{topic}/partitioned-internalStats`: each partition's
+// PersistentTopicInternalStats keyed by partition topic name.
+type PartitionedTopicInternalStats struct {
+	Metadata   PartitionedTopicMetadata                `json:"metadata"`
+	Partitions map[string]PersistentTopicInternalStats `json:"partitions"`
+}
+
 // PersistentTopicInternalStats is `GET .../{topic}/internalStats`: the log and its cursors
 // (replication cursors `pulsar.repl.<remote>` included).
 type PersistentTopicInternalStats struct {

@@ -309,7 +309,8 @@ func (h *Handler) namespaceUnload(r *http.Request, ns naming.NamespaceName) erro
 	if h.cfg.Topics == nil {
 		return nil
 	}
-	topics, err := h.cfg.Topics.ListTopics(r.Context(), ns.String())
+	// In a cluster of several brokers, every broker's topics: each closes on its owner.
+	topics, err := h.topicsOfNamespace(r.Context(), ns.String())
 	if err != nil {
 		return err
 	}
@@ -322,14 +323,15 @@ func (h *Handler) namespaceUnload(r *http.Request, ns naming.NamespaceName) erro
 }
 
 // forEachSubscriptionInNamespace runs fn on every subscription of the namespace's topics (only the
-// path's {subscription}, if it names one).
+// path's {subscription}, if it names one); in a cluster of several brokers, of every broker's
+// topics, each on its owner.
 func (h *Handler) forEachSubscriptionInNamespace(fn func(ctx context.Context, topic, sub string) error) func(*http.Request, naming.NamespaceName) error {
 	return func(r *http.Request, ns naming.NamespaceName) error {
 		if h.cfg.Topics == nil {
 			return fail(http.StatusServiceUnavailable, "Topic service not available")
 		}
 		only := r.PathValue("subscription")
-		topics, err := h.cfg.Topics.ListTopics(r.Context(), ns.String())
+		topics, err := h.topicsOfNamespace(r.Context(), ns.String())
 		if err != nil {
 			return err
 		}

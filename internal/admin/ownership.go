@@ -52,6 +52,9 @@ func (h *Handler) ownerOnly(pattern string, next http.Handler) http.Handler {
 	if h.cfg.Ownership == nil {
 		return next
 	}
+	// Whichever broker serves a route may ask other brokers on the caller's behalf (a partitioned
+	// topic's partitions, a namespace's topics), with the caller's credentials.
+	next = carryCredentials(next)
 	if strings.Contains(pattern, "{bundle}") {
 		return h.bundleOwnerOnly(next)
 	}
@@ -60,7 +63,7 @@ func (h *Handler) ownerOnly(pattern string, next http.Handler) http.Handler {
 	}
 	for _, suffix := range clusterWideRoutes {
 		if strings.HasSuffix(pattern, suffix) {
-			return carryCredentials(next)
+			return next
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -122,8 +125,8 @@ func (h *Handler) serveOrRedirect(w http.ResponseWriter, r *http.Request, owner 
 // credentialsKey carries a request's Authorization header in its context.
 type credentialsKey struct{}
 
-// carryCredentials puts the request's Authorization header into its context: a route served by
-// any broker (a partitioned topic's stats or deletion) asks each partition's owner with the
+// carryCredentials puts the request's Authorization header into its context: a broker serving a
+// call that spans topics (a partitioned topic's, a namespace's) asks each topic's owner with the
 // caller's own credentials, so the owner authorizes the same role (ForwardedCredentials).
 func carryCredentials(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

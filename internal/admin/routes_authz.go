@@ -118,6 +118,7 @@ var routePermissions = map[string]auth.Need{
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/stats":                                                     auth.NeedLookup,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitioned-stats":                                         auth.NeedLookup,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/internalStats":                                             auth.NeedLookup,
+	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitioned-internalStats":                                 auth.NeedLookup,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/lastMessageId":                                             auth.NeedConsume,
 	"GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/messageid/{timestamp}":                                     auth.NeedConsume,
 	"PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload":                                                    auth.NeedTenantAdmin,

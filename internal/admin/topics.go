@@ -43,6 +43,7 @@ func (h *Handler) topicRoutes() {
 		}))
 		h.handle("GET "+base+"/partitioned-stats", readEndpoint(h.topicInExistingNamespace, h.partitionedStats))
 		h.handle("GET "+base+"/internalStats", readEndpoint(h.topicCallOf, topicInternalStats))
+		h.handle("GET "+base+"/partitioned-internalStats", readEndpoint(h.topicInExistingNamespace, h.partitionedInternalStats))
 		h.handle("GET "+base+"/internal-info", readEndpoint(h.topicCallOf, topicInternalInfo))
 		h.handle("GET "+base+"/lastMessageId", readEndpoint(h.topicCallOf, func(r *http.Request, c topicCall) (adminapi.MessageID, error) {
 			return c.svc.LastMessageID(r.Context(), c.topic.String())
@@ -587,13 +588,47 @@ func aggregate(agg *adminapi.PartitionedTopicStats, st adminapi.TopicStats) {
 
 func topicInternalStats(r *http.Request, c topicCall) (adminapi.PersistentTopicInternalStats, error) {
 	st, err := c.svc.InternalStats(r.Context(), c.topic.String())
+	normalizeInternalStats(&st)
+	return st, err
+}
+
+// normalizeInternalStats answers empty lists and maps as [] and {}, as Pulsar does.
+func normalizeInternalStats(st *adminapi.PersistentTopicInternalStats) {
 	if st.Ledgers == nil {
 		st.Ledgers = []adminapi.LedgerInfo{}
 	}
 	if st.Cursors == nil {
 		st.Cursors = map[string]adminapi.CursorStats{}
 	}
-	return st, err
+}
+
+// partitionedInternalStats answers every partition's internal stats (partitions not created yet
+// are left out); in a cluster of several brokers each comes from the partition's owner.
+func (h *Handler) partitionedInternalStats(r *http.Request, t naming.TopicName) (adminapi.PartitionedTopicInternalStats, error) {
+	meta, found := h.cat.PartitionedTopic(t.String())
+	if !found || t.IsPartition() {
+		return adminapi.PartitionedTopicInternalStats{}, fail(http.StatusNotFound, "Partitioned Topic not found: %s", t)
+	}
+	svc, err := h.topics()
+	if err != nil {
+		return adminapi.PartitionedTopicInternalStats{}, err
+	}
+	out := adminapi.PartitionedTopicInternalStats{
+		Metadata:   adminapi.PartitionedTopicMetadata{Partitions: meta.Partitions},
+		Partitions: map[string]adminapi.PersistentTopicInternalStats{},
+	}
+	for _, p := range h.partitionsOf(t) {
+		st, err := svc.InternalStats(r.Context(), p.String())
+		if errors.Is(err, ErrTopicNotFound) {
+			continue
+		}
+		if err != nil {
+			return adminapi.PartitionedTopicInternalStats{}, err
+		}
+		normalizeInternalStats(&st)
+		out.Partitions[p.String()] = st
+	}
+	return out, nil
 }
 
 func (h *Handler) topicMessageIDByTime(r *http.Request, t naming.TopicName) (adminapi.MessageID, error) {

@@ -18,10 +18,11 @@ import (
 	"github.com/meridian-mq/meridian/internal/naming"
 )
 
-// Admin calls that span topics (a partitioned topic's stats or deletion, a namespace's deletion)
-// are answered by whichever broker is asked, but each topic lives on its bundle's owner: the broker
-// asks the owners of the topics it does not serve through their admin API, with the caller's
-// credentials (docs/cluster.md).
+// Admin calls that span topics (a partitioned topic's, a namespace's) are answered by whichever
+// broker is asked, but each topic lives on its bundle's owner: the broker asks the owners of the
+// topics it does not serve through their admin API, with the caller's credentials
+// (docs/cluster.md). This file holds the request and the calls that create, delete and report;
+// cluster_forward.go the rest of the topic service's calls.
 
 // remoteCallTimeout bounds one call to another broker of the cluster.
 const remoteCallTimeout = 30 * time.Second
@@ -72,9 +73,17 @@ func webBase(b cluster.BrokerInfo) string {
 	return strings.TrimSuffix(base, "/")
 }
 
-// callOwner sends one admin request to another broker with the caller's credentials and decodes a
-// JSON answer into out (when not nil). A 404 is ErrTopicNotFound; other failures carry the status.
-func (m *clusterMember) callOwner(ctx context.Context, method, base, path string, query url.Values, in, out any) error {
+// ownerAnswer is another broker's answer to one admin request.
+type ownerAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// exchange sends one admin request to another broker with the caller's credentials and reads its
+// answer, of at most limit bytes (a longer one is an error, never cut short). An error is the
+// request's: the broker could not be asked, or its answer is too long.
+func (m *clusterMember) exchange(ctx context.Context, method, base, path string, query url.Values, in any, limit int64) (ownerAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, remoteCallTimeout)
 	defer cancel()
 	u := base + path
@@ -85,13 +94,13 @@ func (m *clusterMember) callOwner(ctx context.Context, method, base, path string
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return ownerAnswer{}, err
 		}
 		reqBody = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, reqBody)
 	if err != nil {
-		return err
+		return ownerAnswer{}, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -102,28 +111,41 @@ func (m *clusterMember) callOwner(ctx context.Context, method, base, path string
 	req.Header.Set("Accept", "application/json")
 	resp, err := m.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: asking the owner at %s: %v", admin.ErrNotReady, base, err)
+		return ownerAnswer{}, fmt.Errorf("%w: asking the owner at %s: %v", admin.ErrNotReady, base, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRemoteBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return fmt.Errorf("%w: reading the owner's answer: %v", admin.ErrNotReady, err)
+		return ownerAnswer{}, fmt.Errorf("%w: reading the owner's answer: %v", admin.ErrNotReady, err)
+	}
+	if int64(len(body)) > limit {
+		return ownerAnswer{}, fmt.Errorf("the owner at %s answered %s %s with more than %d bytes", base, method, path, limit)
+	}
+	return ownerAnswer{status: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// callOwner sends one admin request to another broker with the caller's credentials and decodes a
+// JSON answer into out (when not nil). A 404 is ErrTopicNotFound; other failures carry the status.
+func (m *clusterMember) callOwner(ctx context.Context, method, base, path string, query url.Values, in, out any) error {
+	a, err := m.exchange(ctx, method, base, path, query, in, maxRemoteBody)
+	if err != nil {
+		return err
 	}
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case a.status == http.StatusNotFound:
 		return fmt.Errorf("%w: %s", admin.ErrTopicNotFound, path)
-	case resp.StatusCode == http.StatusConflict && strings.Contains(path, "/subscription/"):
+	case a.status == http.StatusConflict && strings.Contains(path, "/subscription/"):
 		return fmt.Errorf("%w: %s", admin.ErrSubscriptionExists, path)
-	case resp.StatusCode == http.StatusConflict:
+	case a.status == http.StatusConflict:
 		return fmt.Errorf("%w: %s", admin.ErrTopicExists, path)
-	case resp.StatusCode == http.StatusPreconditionFailed && strings.Contains(path, "/subscription/"):
+	case a.status == http.StatusPreconditionFailed && strings.Contains(path, "/subscription/"):
 		return fmt.Errorf("%w: %s", admin.ErrSubscriptionBusy, path)
-	case resp.StatusCode == http.StatusPreconditionFailed:
+	case a.status == http.StatusPreconditionFailed:
 		return fmt.Errorf("%w: %s", admin.ErrTopicBusy, path)
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return fmt.Errorf("the owner at %s answered %d: %s", base, resp.StatusCode, strings.TrimSpace(string(body)))
-	case out != nil && len(body) > 0:
-		return json.Unmarshal(body, out)
+	case a.status < 200 || a.status > 299:
+		return fmt.Errorf("the owner at %s answered %d: %s", base, a.status, strings.TrimSpace(string(a.body)))
+	case out != nil && len(a.body) > 0:
+		return json.Unmarshal(a.body, out)
 	}
 	return nil
 }

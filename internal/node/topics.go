@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -200,6 +202,9 @@ func (s topicService) TopicStats(ctx context.Context, topic string, opts adminap
 }
 
 func (s topicService) InternalStats(ctx context.Context, topic string) (adminapi.PersistentTopicInternalStats, error) {
+	if o, ok := s.elsewhere(topic); ok {
+		return forwarded[adminapi.PersistentTopicInternalStats](ctx, o, http.MethodGet, "/internalStats", nil)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.PersistentTopicInternalStats{}, err
@@ -212,6 +217,9 @@ func messageID(p mtypes.Position, name naming.TopicName) adminapi.MessageID {
 }
 
 func (s topicService) LastMessageID(ctx context.Context, topic string) (adminapi.MessageID, error) {
+	if o, ok := s.elsewhere(topic); ok {
+		return forwarded[adminapi.MessageID](ctx, o, http.MethodGet, "/lastMessageId", nil)
+	}
 	t, name, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.MessageID{}, err
@@ -220,6 +228,9 @@ func (s topicService) LastMessageID(ctx context.Context, topic string) (adminapi
 }
 
 func (s topicService) MessageIDByTimestamp(ctx context.Context, topic string, ts int64) (adminapi.MessageID, error) {
+	if o, ok := s.elsewhere(topic); ok {
+		return forwarded[adminapi.MessageID](ctx, o, http.MethodGet, "/messageid/"+strconv.FormatInt(ts, 10), nil)
+	}
 	t, name, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.MessageID{}, err
@@ -232,6 +243,9 @@ func (s topicService) MessageIDByTimestamp(ctx context.Context, topic string, ts
 }
 
 func (s topicService) Unload(ctx context.Context, topic string) error {
+	if o, ok := s.elsewhere(topic); ok {
+		return o.do(ctx, http.MethodPut, "/unload", nil)
+	}
 	name, err := parseAdminTopic(topic)
 	if err != nil {
 		return err
@@ -240,6 +254,9 @@ func (s topicService) Unload(ctx context.Context, topic string) error {
 }
 
 func (s topicService) Subscriptions(ctx context.Context, topic string) ([]string, error) {
+	if o, ok := s.elsewhere(topic); ok {
+		return forwarded[[]string](ctx, o, http.MethodGet, "/subscriptions", nil)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -273,6 +290,9 @@ func (s topicService) CreateSubscription(ctx context.Context, topic, sub string,
 var _ admin.SubscriptionProperties = topicService{}
 
 func (s topicService) SubscriptionProperties(ctx context.Context, topic, sub string) (map[string]string, error) {
+	if o, ok := s.elsewhere(topic); ok {
+		return forwarded[map[string]string](ctx, o, http.MethodGet, subscriptionPath(sub, "/properties"), nil)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -288,6 +308,12 @@ func (s topicService) SubscriptionProperties(ctx context.Context, topic, sub str
 }
 
 func (s topicService) SetSubscriptionProperties(ctx context.Context, topic, sub string, props map[string]string) error {
+	if o, ok := s.elsewhere(topic); ok {
+		if props == nil {
+			props = map[string]string{}
+		}
+		return o.do(ctx, http.MethodPut, subscriptionPath(sub, "/properties"), props)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
@@ -314,6 +340,9 @@ func (s topicService) DeleteSubscription(ctx context.Context, topic, sub string,
 }
 
 func (s topicService) ResetCursor(ctx context.Context, topic, sub string, id adminapi.MessageID) error {
+	if o, ok := s.elsewhere(topic); ok {
+		return o.do(ctx, http.MethodPost, subscriptionPath(sub, "/resetcursor"), id)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
@@ -322,6 +351,9 @@ func (s topicService) ResetCursor(ctx context.Context, topic, sub string, id adm
 }
 
 func (s topicService) ResetCursorToTime(ctx context.Context, topic, sub string, ts int64) error {
+	if o, ok := s.elsewhere(topic); ok {
+		return o.do(ctx, http.MethodPost, subscriptionPath(sub, "/resetcursor/"+strconv.FormatInt(ts, 10)), nil)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
@@ -330,6 +362,9 @@ func (s topicService) ResetCursorToTime(ctx context.Context, topic, sub string, 
 }
 
 func (s topicService) SkipMessages(ctx context.Context, topic, sub string, n int64) error {
+	if o, ok := s.elsewhere(topic); ok {
+		return o.do(ctx, http.MethodPost, subscriptionPath(sub, "/skip/"+strconv.FormatInt(n, 10)), nil)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
@@ -338,6 +373,9 @@ func (s topicService) SkipMessages(ctx context.Context, topic, sub string, n int
 }
 
 func (s topicService) ClearBacklog(ctx context.Context, topic, sub string) error {
+	if o, ok := s.elsewhere(topic); ok {
+		return o.do(ctx, http.MethodPost, subscriptionPath(sub, "/skip_all"), nil)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
@@ -346,23 +384,35 @@ func (s topicService) ClearBacklog(ctx context.Context, topic, sub string) error
 }
 
 func (s topicService) ExpireMessages(ctx context.Context, topic, sub string, seconds int64) error {
+	if o, ok := s.elsewhere(topic); ok {
+		if seconds < 0 {
+			return errNegativeSeconds(seconds)
+		}
+		return o.do(ctx, http.MethodPost, subscriptionPath(sub, "/expireMessages/"+strconv.FormatInt(seconds, 10)), nil)
+	}
 	t, _, err := s.topic(ctx, topic)
 	if err != nil {
 		return err
 	}
 	if seconds < 0 {
-		return fmt.Errorf("%w: expire time %d s is negative", admin.ErrInvalidArgument, seconds)
+		return errNegativeSeconds(seconds)
 	}
 	return adminErr(t.ExpireMessages(ctx, sub, time.Duration(seconds)*time.Second), nil)
 }
 
 func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int) (adminapi.RawMessage, error) {
+	if o, ok := s.elsewhere(topic); ok {
+		if n < 1 {
+			return adminapi.RawMessage{}, errPeekPosition(n)
+		}
+		return o.rawMessage(ctx, subscriptionPath(sub, "/position/"+strconv.Itoa(n)))
+	}
 	t, name, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.RawMessage{}, err
 	}
 	if n < 1 {
-		return adminapi.RawMessage{}, fmt.Errorf("%w: message position %d, want 1 or more", admin.ErrInvalidArgument, n)
+		return adminapi.RawMessage{}, errPeekPosition(n)
 	}
 	e, found, err := t.PeekEntry(ctx, sub, n)
 	if errors.Is(err, broker.ErrSubscriptionNotFound) && t.Ledger() != nil {
@@ -410,6 +460,9 @@ func nthEntry(ctx context.Context, l *storage.Ledger, n int) (mtypes.Entry, bool
 }
 
 func (s topicService) GetMessageByID(ctx context.Context, topic string, ledgerID, entryID int64) (adminapi.RawMessage, error) {
+	if o, ok := s.elsewhere(topic); ok {
+		return o.rawMessage(ctx, "/ledger/"+strconv.FormatInt(ledgerID, 10)+"/entry/"+strconv.FormatInt(entryID, 10))
+	}
 	t, name, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.RawMessage{}, err
@@ -461,6 +514,9 @@ var _ admin.TopicTerminator = topicService{}
 
 // Terminate seals the topic (admin terminate): producers are refused, consumers drain.
 func (s topicService) Terminate(ctx context.Context, topic string) (adminapi.MessageID, error) {
+	if o, ok := s.elsewhere(topic); ok {
+		return forwarded[adminapi.MessageID](ctx, o, http.MethodPost, "/terminate", nil)
+	}
 	t, name, err := s.topic(ctx, topic)
 	if err != nil {
 		return adminapi.MessageID{}, err
