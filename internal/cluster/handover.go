@@ -137,12 +137,13 @@ type Move struct {
 	To     BrokerInfo
 }
 
-// Shed is the load shedder's rule (docs/cluster.md, "Load shedding"): when this broker serves at
+// Shed is the load shedder's rule (docs/cluster.md, "Moving a bundle"): when this broker serves at
 // least two bundles more than the least-loaded live broker, move one bundle to that broker. The
-// bundle is the one that ranks highest for the target (rendezvous hashing), so brokers that shed at
-// once pick different bundles and a bundle does not bounce. Load is the count of owned bundles;
-// one move per call keeps each step small, and the caller calls again after it.
-func Shed(self string, live map[string]BrokerInfo, served []Bundle) (Move, bool) {
+// bundle is the one that ranks highest for the target (rendezvous hashing) among those movable says
+// may move (nil: all), so brokers that shed at once pick different bundles and a bundle does not
+// bounce. Load is the count of owned bundles; one move per call keeps each step small, and the
+// caller calls again after it.
+func Shed(self string, live map[string]BrokerInfo, served []Bundle, movable func(Bundle) bool) (Move, bool) {
 	me, ok := live[self]
 	if !ok || len(served) == 0 {
 		return Move{}, false
@@ -162,17 +163,22 @@ func Shed(self string, live map[string]BrokerInfo, served []Bundle) (Move, bool)
 	if me.OwnedBundles-to.OwnedBundles < 2 {
 		return Move{}, false
 	}
-	best, bestRank := sorted[0], uint32(0)
-	for i, b := range sorted {
-		if r := crc32.ChecksumIEEE([]byte(b.String() + "\x00" + to.ID)); i == 0 || r > bestRank {
-			best, bestRank = b, r
+	var best Bundle
+	var bestRank uint32
+	found := false
+	for _, b := range sorted {
+		if movable != nil && !movable(b) {
+			continue
+		}
+		if r := crc32.ChecksumIEEE([]byte(b.String() + "\x00" + to.ID)); !found || r > bestRank {
+			best, bestRank, found = b, r, true
 		}
 	}
-	return Move{Bundle: best, To: to}, true
+	return Move{Bundle: best, To: to}, found
 }
 
 // PlanShed applies Shed to the current view.
-func (c *Coordinator) PlanShed() (Move, bool) {
+func (c *Coordinator) PlanShed(movable func(Bundle) bool) (Move, bool) {
 	v, _, _, _ := c.view.snapshot(c.opts.Self.ID, Bundle{})
-	return Shed(c.opts.Self.ID, v.Live, c.ServedBundles())
+	return Shed(c.opts.Self.ID, v.Live, c.ServedBundles(), movable)
 }

@@ -41,17 +41,25 @@ func TestShed(t *testing.T) {
 		{"nothing served (all moving)", live(8, 0), 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, ok := Shed("b1", tc.live, bundles(max(tc.served, 1))[:tc.served])
+			m, ok := Shed("b1", tc.live, bundles(max(tc.served, 1))[:tc.served], nil)
 			if ok != (tc.to != "") || ok && m.To.ID != tc.to {
 				t.Fatalf("Shed = %+v %v, want a move to %q", m, ok, tc.to)
 			}
 		})
 	}
 	// Deterministic: the same view picks the same bundle.
-	a, _ := Shed("b1", live(8, 0), bundles(8))
-	b, _ := Shed("b1", live(8, 0), bundles(8))
+	a, _ := Shed("b1", live(8, 0), bundles(8), nil)
+	b, _ := Shed("b1", live(8, 0), bundles(8), nil)
 	if a.Bundle != b.Bundle {
 		t.Fatalf("Shed picked %s then %s", a.Bundle, b.Bundle)
+	}
+	// A bundle that may not move (too much data to copy) is passed over; none movable, no move.
+	c, ok := Shed("b1", live(8, 0), bundles(8), func(x Bundle) bool { return x != a.Bundle })
+	if !ok || c.Bundle == a.Bundle {
+		t.Fatalf("Shed picked %s (%v), which may not move", c.Bundle, ok)
+	}
+	if _, ok := Shed("b1", live(8, 0), bundles(8), func(Bundle) bool { return false }); ok {
+		t.Fatal("Shed moved a bundle none of which may move")
 	}
 }
 
