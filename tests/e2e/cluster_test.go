@@ -19,21 +19,7 @@ import (
 // that does not own it answers 307 to the owner, which net/http follows.
 func httpLookup(t *testing.T, b harness.Broker, local string) string {
 	t.Helper()
-	resp, err := http.Get(b.WebURL() + "/lookup/v2/topic/persistent/public/default/" + local)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var d struct {
-		BrokerURL string `json:"brokerUrl"`
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("lookup %s: HTTP %d", local, resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		t.Fatal(err)
-	}
-	return d.BrokerURL
+	return ownerOfTopic(t, b, "persistent://public/default/"+local)
 }
 
 // TestClusterLookup: three broker processes on one etcd. A client that knows only broker 1
