@@ -192,9 +192,12 @@ func (b *brokerState) getTopic(ctx context.Context, name naming.TopicName, creat
 		b.mu.Lock()
 		delete(b.loading, key)
 		if err == nil {
+			// Ownership is checked again here, under b.mu: a bundle whose hand-over began during
+			// the load has had its loaded topics closed already, and this one must not be served
+			// beside the broker taking the bundle over (docs/cluster.md, "Moving a bundle").
 			if b.closed {
 				err = ErrBrokerClosed
-			} else {
+			} else if err = b.checkServedHere(name); err == nil {
 				b.topics[key] = t
 			}
 		}

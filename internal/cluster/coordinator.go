@@ -46,7 +46,11 @@ type Options struct {
 	// this broker starts serving a bundle it did not serve: assigned to it, handed over to it, or
 	// back to it after an aborted hand-over.
 	OnServe func(Bundle)
-	Logger  *slog.Logger
+	// OnMoveAbandoned, when set, is called (likewise, without blocking) when a hand-over of a
+	// bundle to this broker ends without making it the owner: what it received is not the
+	// bundle's data.
+	OnMoveAbandoned func(Bundle)
+	Logger          *slog.Logger
 }
 
 // Coordinator is one broker's membership in its cluster: it registers the broker, follows the
@@ -323,6 +327,9 @@ func (c *Coordinator) putRecord(b Bundle, r recordAt) {
 	self := c.opts.Self.ID
 	if applied && c.opts.OnServe != nil && r.own.Serving(self) && !before.own.Serving(self) {
 		c.opts.OnServe(b)
+	}
+	if applied && c.opts.OnMoveAbandoned != nil && before.own.MovingTo == self && r.own.MovingTo != self && !r.own.Serving(self) {
+		c.opts.OnMoveAbandoned(b)
 	}
 }
 

@@ -31,20 +31,22 @@ import (
 // owns it, it already moves, or it moves elsewhere).
 var ErrHandOverRefused = errors.New("bundle hand-over refused")
 
-// BeginHandOver records that this broker hands bundle b over to target, a live broker. From then
-// on this broker does not serve b. It returns ErrNotOwner unless this broker serves b.
-func (c *Coordinator) BeginHandOver(ctx context.Context, b Bundle, target string) error {
+// BeginHandOver records that this broker hands bundle b over to target, a live broker, and returns
+// the move's epoch, which the streams to the target carry. From then on this broker does not serve
+// b. It returns ErrNotOwner unless this broker serves b.
+func (c *Coordinator) BeginHandOver(ctx context.Context, b Bundle, target string) (int64, error) {
 	if target == c.opts.Self.ID {
-		return fmt.Errorf("bundle %s: %w: the target is this broker", b, ErrHandOverRefused)
+		return 0, fmt.Errorf("bundle %s: %w: the target is this broker", b, ErrHandOverRefused)
 	}
 	if _, live := c.view.broker(target); !live {
-		return fmt.Errorf("bundle %s: %w: broker %q is not live", b, ErrHandOverRefused, target)
+		return 0, fmt.Errorf("bundle %s: %w: broker %q is not live", b, ErrHandOverRefused, target)
 	}
 	rec, ok := c.view.record(b)
 	if !ok || !rec.own.Serving(c.opts.Self.ID) {
-		return fmt.Errorf("bundle %s: %w", b, ErrNotOwner)
+		return 0, fmt.Errorf("bundle %s: %w", b, ErrNotOwner)
 	}
-	return c.writeRecord(ctx, b, rec, Ownership{Broker: c.opts.Self.ID, Epoch: rec.own.Epoch + 1, MovingTo: target}, "bundle hand-over begins")
+	epoch := rec.own.Epoch + 1
+	return epoch, c.writeRecord(ctx, b, rec, Ownership{Broker: c.opts.Self.ID, Epoch: epoch, MovingTo: target}, "bundle hand-over begins")
 }
 
 // CompleteHandOver makes the hand-over's target the owner of b: the copy is complete.
@@ -66,23 +68,39 @@ func (c *Coordinator) AbortHandOver(ctx context.Context, b Bundle) error {
 }
 
 // IncomingHandOver checks, against the store itself (not the view, which may lag), that broker
-// from is handing bundle b over to this broker: only then may this broker accept b's data.
-func (c *Coordinator) IncomingHandOver(ctx context.Context, b Bundle, from string) error {
-	kv, err := c.opts.Store.Get(ctx, bundleKey(b))
-	if errors.Is(err, metadata.ErrNotFound) {
+// from is handing bundle b over to this broker in the move of epoch: only then may this broker
+// accept b's data, and it checks again before it makes a topic's copy its own (a stream of an
+// aborted or earlier move must not replace what a later one brought).
+func (c *Coordinator) IncomingHandOver(ctx context.Context, b Bundle, from string, epoch int64) error {
+	own, ok, err := c.StoredRecord(ctx, b)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return fmt.Errorf("bundle %s: %w: it has no owner", b, ErrHandOverRefused)
 	}
+	if own.Broker != from || own.MovingTo != c.opts.Self.ID || own.Epoch != epoch {
+		return fmt.Errorf("bundle %s: %w: the record says owner %q moving to %q at epoch %d, not %q at %d",
+			b, ErrHandOverRefused, own.Broker, own.MovingTo, own.Epoch, from, epoch)
+	}
+	return nil
+}
+
+// StoredRecord reads b's record from the store itself (the view may lag); ok is false when b has
+// none.
+func (c *Coordinator) StoredRecord(ctx context.Context, b Bundle) (Ownership, bool, error) {
+	kv, err := c.opts.Store.Get(ctx, bundleKey(b))
+	if errors.Is(err, metadata.ErrNotFound) {
+		return Ownership{}, false, nil
+	}
 	if err != nil {
-		return fmt.Errorf("cluster: read bundle %s: %w", b, err)
+		return Ownership{}, false, fmt.Errorf("cluster: read bundle %s: %w", b, err)
 	}
 	var own Ownership
 	if err := json.Unmarshal(kv.Value, &own); err != nil {
-		return fmt.Errorf("cluster: bundle record %s: %w", b, err)
+		return Ownership{}, false, fmt.Errorf("cluster: bundle record %s: %w", b, err)
 	}
-	if own.Broker != from || own.MovingTo != c.opts.Self.ID {
-		return fmt.Errorf("bundle %s: %w: the record says owner %q moving to %q", b, ErrHandOverRefused, own.Broker, own.MovingTo)
-	}
-	return nil
+	return own, true, nil
 }
 
 // writeRecord replaces b's record (compare-and-swap on the version the caller read) and applies

@@ -73,32 +73,36 @@ func TestHandOverSteps(t *testing.T) {
 	b := cs[0].BundleOf(ns, topic)
 	ctx := context.Background()
 
-	if err := cs[1].IncomingHandOver(ctx, b, "b1"); !errors.Is(err, ErrHandOverRefused) {
+	if err := cs[1].IncomingHandOver(ctx, b, "b1", 1); !errors.Is(err, ErrHandOverRefused) {
 		t.Fatalf("incoming before the hand-over began = %v", err)
 	}
-	if err := cs[1].BeginHandOver(ctx, b, "b1"); !errors.Is(err, ErrNotOwner) {
+	if _, err := cs[1].BeginHandOver(ctx, b, "b1"); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("a non-owner began a hand-over: %v", err)
 	}
-	if err := cs[0].BeginHandOver(ctx, b, "b1"); !errors.Is(err, ErrHandOverRefused) {
+	if _, err := cs[0].BeginHandOver(ctx, b, "b1"); !errors.Is(err, ErrHandOverRefused) {
 		t.Fatalf("a hand-over to itself: %v", err)
 	}
-	if err := cs[0].BeginHandOver(ctx, b, "b2"); err != nil {
+	epoch, err := cs[0].BeginHandOver(ctx, b, "b2")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if cs[0].Owns(ns, topic) {
 		t.Fatal("the owner still serves a bundle it hands over")
 	}
-	if err := cs[0].BeginHandOver(ctx, b, "b2"); !errors.Is(err, ErrNotOwner) {
+	if _, err := cs[0].BeginHandOver(ctx, b, "b2"); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("a second hand-over of a moving bundle: %v", err)
 	}
-	if err := cs[1].IncomingHandOver(ctx, b, "b1"); err != nil {
+	if err := cs[1].IncomingHandOver(ctx, b, "b1", epoch); err != nil {
 		t.Fatalf("the target refused: %v", err)
 	}
-	if err := cs[1].IncomingHandOver(ctx, b, "b3"); !errors.Is(err, ErrHandOverRefused) {
+	if err := cs[1].IncomingHandOver(ctx, b, "b3", epoch); !errors.Is(err, ErrHandOverRefused) {
 		t.Fatalf("a copy from a broker that is not the owner = %v", err)
 	}
+	if err := cs[1].IncomingHandOver(ctx, b, "b1", epoch-2); !errors.Is(err, ErrHandOverRefused) {
+		t.Fatalf("a stream of an earlier move = %v", err)
+	}
 	lookupCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err := cs[1].Lookup(lookupCtx, ns, topic)
+	_, err = cs[1].Lookup(lookupCtx, ns, topic)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a lookup of a moving bundle answered: %v", err)
@@ -134,7 +138,7 @@ func TestAbortedHandOverServesAgain(t *testing.T) {
 	topic := topicOwnedBy(t, cs[0], ns, "b1")
 	b := cs[0].BundleOf(ns, topic)
 	ctx := context.Background()
-	if err := cs[0].BeginHandOver(ctx, b, "b2"); err != nil {
+	if _, err := cs[0].BeginHandOver(ctx, b, "b2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := cs[0].AbortHandOver(ctx, b); err != nil {
@@ -145,7 +149,7 @@ func TestAbortedHandOverServesAgain(t *testing.T) {
 	}
 
 	// An owner that dies while handing over aborts the hand-over when it starts again.
-	if err := cs[0].BeginHandOver(ctx, b, "b2"); err != nil {
+	if _, err := cs[0].BeginHandOver(ctx, b, "b2"); err != nil {
 		t.Fatal(err)
 	}
 	self := cs[0].Self()

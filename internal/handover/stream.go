@@ -31,6 +31,10 @@ const MaxHeaderBytes = 64 << 20
 // maxSegments bounds the segments of one ledger.
 const maxSegments = 1 << 20
 
+// maxLedgerID bounds a segment's ledger id: ids start below 2^47 and grow by one per segment, so a
+// larger one is damage or a lie, and would push the receiving broker's id counter out of range.
+const maxLedgerID = 1 << 53
+
 var magic = [4]byte{'M', 'H', 'O', 'V'}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -41,6 +45,7 @@ var ErrMalformed = errors.New("handover: malformed stream")
 // Header describes one topic's ledger.
 type Header struct {
 	From     string    `json:"from"`     // the broker handing the bundle over
+	Epoch    int64     `json:"epoch"`    // the bundle record's epoch of this move: a stream of an earlier move is refused
 	Bundle   string    `json:"bundle"`   // tenant/namespace/0xlower_0xupper
 	Topic    string    `json:"topic"`    // the full topic name
 	Segments []Segment `json:"segments"` // oldest first, each with at least one entry
@@ -64,7 +69,7 @@ func (h *Header) check() error {
 		return fmt.Errorf("%w: %d segments", ErrMalformed, len(h.Segments))
 	}
 	for i, s := range h.Segments {
-		if s.Entries <= 0 || s.ID < 0 || i > 0 && s.ID <= h.Segments[i-1].ID {
+		if s.Entries <= 0 || s.ID < 0 || s.ID >= maxLedgerID || i > 0 && s.ID <= h.Segments[i-1].ID {
 			return fmt.Errorf("%w: segment %d (id %d, %d entries)", ErrMalformed, i, s.ID, s.Entries)
 		}
 	}

@@ -87,6 +87,9 @@ type clusterMember struct {
 	// repl is the replication manager once it exists: a bundle this broker starts serving asks it
 	// for a pass over the bundle's namespace (replicators move with their topics).
 	repl *atomic.Pointer[replication.Manager]
+	// importMu serialises receiving topics of a move with deleting what an abandoned move left
+	// (handover.go): a copy is deleted only after the record, read under it, says it is not ours.
+	importMu sync.Mutex
 
 	mu         sync.Mutex
 	registered map[string]bool // persistent topics this broker has recorded in the registry
@@ -198,6 +201,8 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	}
 	log := n.log.With("brokerId", id)
 	repl := new(atomic.Pointer[replication.Manager])
+	member := new(atomic.Pointer[clusterMember]) // set once the member exists; the watch may call before
+
 	coord, err := cluster.Start(ctx, cluster.Options{
 		Store: c.localStore,
 		Self: cluster.BrokerInfo{ID: id, ServiceURL: n.serviceURL, ServiceURLTLS: n.tls.serviceURL,
@@ -209,6 +214,16 @@ func (n *Node) joinCluster(ctx context.Context) error {
 			if r := repl.Load(); r != nil {
 				r.NamespaceChanged(b.Namespace)
 			}
+		},
+		OnMoveAbandoned: func(b cluster.Bundle) {
+			// Off the watch goroutine; coord.Close stops the watch before c.bg is waited for.
+			c.bg.Add(1)
+			go func() {
+				defer c.bg.Done()
+				if m := member.Load(); m != nil {
+					m.dropAbandonedCopies(context.Background(), b)
+				}
+			}()
 		},
 		Logger: log,
 	})
@@ -227,6 +242,7 @@ func (n *Node) joinCluster(ctx context.Context) error {
 	}
 	c.member = &clusterMember{coord: coord, store: c.localStore, cat: c.catalog, log: log, http: peers, registered: map[string]bool{},
 		node: n, engine: c.engine, maxEntryBytes: n.opts.MaxMessageSize + server.FramePadding, handOverHTTP: handOverHTTP, repl: repl}
+	member.Store(c.member)
 	log.Info("joined the cluster", "brokers", len(coord.Brokers()))
 	return nil
 }

@@ -202,6 +202,13 @@ func (n *Node) compose(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
 	}
+	if c.member != nil {
+		// Before the web listener serves the hand-over endpoint: no move to this broker can be
+		// under way while stale copies are deleted (handover_run.go).
+		if err := n.dropStaleCopies(ctx); err != nil {
+			return err
+		}
+	}
 	n.followPolicies()
 
 	n.buildAuthorizer()
@@ -260,13 +267,10 @@ func (n *Node) compose(ctx context.Context) error {
 }
 
 // startMoving readies a cluster member to move bundles (handover_run.go): replication follows
-// bundles that arrive, stale copies of moved topics go, and the load shedder starts.
+// bundles that arrive, and the load shedder starts.
 func (n *Node) startMoving(ctx context.Context) error {
 	c := &n.components
 	c.member.repl.Store(c.replication)
-	if err := n.dropStaleCopies(ctx); err != nil {
-		return err
-	}
 	if n.opts.LoadSheddingInterval > 0 {
 		shedCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		c.shedStop = stop

@@ -27,6 +27,9 @@ import (
 //
 // The same step serves an admin unload, the load shedder and a broker that stops.
 
+// topicCloseTimeout bounds closing one bundle's topics at the start of a move.
+const topicCloseTimeout = 30 * time.Second
+
 // handOverReadBatch bounds one read of a ledger being streamed.
 const (
 	handOverReadEntries = 512
@@ -39,10 +42,11 @@ func (n *Node) handOver(ctx context.Context, b cluster.Bundle, target cluster.Br
 	c := &n.components
 	m := c.member
 	began := time.Now()
-	if err := m.coord.BeginHandOver(ctx, b, target.ID); err != nil {
+	epoch, err := m.coord.BeginHandOver(ctx, b, target.ID)
+	if err != nil {
 		return err
 	}
-	topics, entries, err := n.copyBundle(ctx, b, target)
+	topics, entries, err := n.copyBundle(ctx, b, target, epoch)
 	if err == nil {
 		err = m.coord.CompleteHandOver(ctx, b)
 	}
@@ -73,7 +77,7 @@ func (n *Node) topicsServedAgain(b cluster.Bundle, topics []naming.TopicName) {
 }
 
 // copyBundle closes the bundle's topics here and streams each persistent topic's ledger to target.
-func (n *Node) copyBundle(ctx context.Context, b cluster.Bundle, target cluster.BrokerInfo) ([]naming.TopicName, int64, error) {
+func (n *Node) copyBundle(ctx context.Context, b cluster.Bundle, target cluster.BrokerInfo, epoch int64) ([]naming.TopicName, int64, error) {
 	c := &n.components
 	ns, err := naming.ParseNamespace(b.Namespace)
 	if err != nil {
@@ -83,11 +87,14 @@ func (n *Node) copyBundle(ctx context.Context, b cluster.Bundle, target cluster.
 		return t.NamespaceName() == ns && c.member.coord.BundleOf(b.Namespace, t.String()) == b
 	}
 	// Close what is loaded: clients are disconnected and look the topic up again (held until the
-	// bundle has its new owner); replicators stop with their positions saved.
+	// bundle has its new owner); replicators stop with their positions saved. Closing saves the
+	// topic's dedup and index state, so it has its own bound, whatever is left of the move's.
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topicCloseTimeout)
+	defer cancel()
 	for _, t := range c.broker.LoadedTopics() {
 		if name := t.Name(); inBundle(name) {
-			c.replication.TopicUnloaded(ctx, name.String())
-			if err := c.broker.UnloadTopic(ctx, name); err != nil {
+			c.replication.TopicUnloaded(closeCtx, name.String())
+			if err := c.broker.UnloadTopic(closeCtx, name); err != nil {
 				return nil, 0, fmt.Errorf("close %s: %w", name, err)
 			}
 		}
@@ -103,8 +110,8 @@ func (n *Node) copyBundle(ctx context.Context, b cluster.Bundle, target cluster.
 			continue
 		}
 		topics = append(topics, t)
-		c.replication.TopicUnloaded(ctx, t.String())
-		got, err := n.sendLedger(ctx, b, t, target)
+		c.replication.TopicUnloaded(closeCtx, t.String())
+		got, err := n.sendLedger(ctx, b, t, target, epoch)
 		if err != nil {
 			return topics, entries, fmt.Errorf("copy %s: %w", t, err)
 		}
@@ -114,30 +121,44 @@ func (n *Node) copyBundle(ctx context.Context, b cluster.Bundle, target cluster.
 }
 
 // sendLedger streams one topic's ledger to target's hand-over endpoint.
-func (n *Node) sendLedger(ctx context.Context, b cluster.Bundle, t naming.TopicName, target cluster.BrokerInfo) (int64, error) {
+func (n *Node) sendLedger(ctx context.Context, b cluster.Bundle, t naming.TopicName, target cluster.BrokerInfo, epoch int64) (sent int64, err error) {
 	c := &n.components
 	l, err := c.engine.OpenLedger(ctx, t.StorageName())
 	if err != nil {
 		return 0, err
 	}
+	defer func() {
+		if err != nil {
+			_ = l.Close() // the topic stays here; it loads again when it is used
+		}
+	}()
 	exp, err := l.Export(ctx)
 	if err != nil {
 		return 0, err
 	}
-	h := handover.Header{From: c.member.coord.Self().ID, Bundle: b.String(), Topic: t.String(), Cursors: exp.Cursors}
+	h := handover.Header{From: c.member.coord.Self().ID, Epoch: epoch, Bundle: b.String(), Topic: t.String(), Cursors: exp.Cursors}
 	for _, s := range exp.Segments {
 		h.Segments = append(h.Segments, handover.Segment{ID: s.ID, Incarnation: s.Incarnation, Entries: s.Entries})
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(n.writeLedger(ctx, l, h, pw)) }()
+	written := make(chan error, 1)
+	go func() {
+		err := n.writeLedger(ctx, l, h, pw)
+		pw.CloseWithError(err)
+		written <- err
+	}()
+	defer func() {
+		pr.CloseWithError(errors.New("request ended")) // stops the writer if the request ended early
+		if werr := <-written; err == nil && werr != nil {
+			err = werr
+		}
+	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, webBase(target)+"/internal/v1/bundle-handover", pr)
 	if err != nil {
-		pr.Close()
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := c.member.handOverHTTP.Do(req)
-	pr.CloseWithError(errors.New("request ended")) // stops the writer if the request ended early
 	if err != nil {
 		return 0, err
 	}
@@ -205,6 +226,8 @@ func (a adminMember) AcceptHandOver(ctx context.Context, body io.Reader) (int64,
 }
 
 func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64, error) {
+	m.importMu.Lock()
+	defer m.importMu.Unlock()
 	rd, err := handover.NewReader(body, m.maxEntryBytes)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", admin.ErrHandOverMalformed, err)
@@ -218,10 +241,14 @@ func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64
 	if b.String() != h.Bundle {
 		return 0, fmt.Errorf("%w: topic %s is in bundle %s, not %s", admin.ErrHandOverMalformed, topic, b, h.Bundle)
 	}
-	if err := m.coord.IncomingHandOver(ctx, b, h.From); err != nil {
+	incoming := func() error {
+		err := m.coord.IncomingHandOver(ctx, b, h.From, h.Epoch)
 		if errors.Is(err, cluster.ErrHandOverRefused) {
-			return 0, fmt.Errorf("%w: %v", admin.ErrHandOverRefused, err)
+			return fmt.Errorf("%w: %v", admin.ErrHandOverRefused, err)
 		}
+		return err
+	}
+	if err := incoming(); err != nil {
 		return 0, err
 	}
 	name := topic.StorageName()
@@ -268,10 +295,54 @@ func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64
 	if err := imp.SetCursors(h.Cursors); err != nil {
 		return stored, fmt.Errorf("%w: cursors: %v", admin.ErrHandOverMalformed, err)
 	}
+	// The move may have ended while the stream ran (aborted, or a later one began): then this copy
+	// is not the bundle's.
+	if err := incoming(); err != nil {
+		return stored, err
+	}
 	if err := imp.Commit(ctx); err != nil {
 		return stored, err
 	}
 	committed = true
 	m.log.Info("topic received", "topic", topic.String(), "from", h.From, "entries", stored)
 	return stored, nil
+}
+
+// dropAbandonedCopies deletes the topics of bundle b a move to this broker brought before it was
+// abandoned, unless the bundle has since become this broker's or moves here again (its record,
+// read from the store under importMu, says). They are not the bundle's data: kept, an old copy of a
+// topic the owner deletes meanwhile would come back if the bundle moved here later.
+func (m *clusterMember) dropAbandonedCopies(ctx context.Context, b cluster.Bundle) {
+	m.importMu.Lock()
+	defer m.importMu.Unlock()
+	ns, err := naming.ParseNamespace(b.Namespace)
+	if err != nil {
+		return
+	}
+	own, ok, err := m.coord.StoredRecord(ctx, b)
+	if err != nil {
+		m.log.Warn("checking an abandoned move failed; its copies stay until the next start", "bundle", b.String(), "err", err)
+		return
+	}
+	self := m.coord.Self().ID
+	if ok && (own.Broker == self || own.MovingTo == self) {
+		return
+	}
+	// From storage itself: the broker serves none of these topics, and may not exist yet.
+	prefix := ns.Tenant + "/" + ns.Namespace + "/" + string(naming.Persistent) + "/"
+	names, err := m.engine.ListLedgers(ctx, prefix)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		t, err := naming.NewTopic(naming.Persistent, ns, strings.TrimPrefix(name, prefix))
+		if err != nil || t.StorageName() != name || m.coord.BundleOf(b.Namespace, t.String()) != b {
+			continue
+		}
+		if err := m.engine.DeleteLedger(ctx, t.StorageName()); err != nil {
+			m.log.Warn("deleting the copy of an abandoned move failed; it is deleted at the next start", "topic", t.String(), "err", err)
+			continue
+		}
+		m.log.Info("deleted the copy of an abandoned move", "topic", t.String())
+	}
 }

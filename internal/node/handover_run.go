@@ -48,6 +48,9 @@ func (n *Node) unloadBundle(ctx context.Context, ns naming.NamespaceName, bundle
 		// No other broker: the unload closes the bundle's topics here (clients reconnect).
 		return n.closeBundleTopics(ctx, b)
 	}
+	// The move does not end with the request: a client that stops waiting does not abort it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unloadMoveTimeout)
+	defer cancel()
 	if err := n.handOver(ctx, b, target); err != nil {
 		if errors.Is(err, cluster.ErrNotOwner) {
 			return fmt.Errorf("%w: %v", admin.ErrNotReady, err)
@@ -56,6 +59,9 @@ func (n *Node) unloadBundle(ctx context.Context, ns naming.NamespaceName, bundle
 	}
 	return nil
 }
+
+// unloadMoveTimeout bounds a move an unload asks for.
+const unloadMoveTimeout = 10 * time.Minute
 
 func hostOf(u string) string {
 	_, host, _ := strings.Cut(u, "://")
@@ -83,6 +89,13 @@ func (n *Node) shedLoad(ctx context.Context, interval time.Duration) {
 	m := n.components.member
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	failed := map[cluster.Bundle]time.Time{} // bundles whose move failed, left alone for a while
+	movable := func(b cluster.Bundle) bool {
+		if at, ok := failed[b]; ok && time.Since(at) < shedRetryAfter(interval) {
+			return false
+		}
+		return n.sheddable(b)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -90,18 +103,26 @@ func (n *Node) shedLoad(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		for ctx.Err() == nil {
-			mv, ok := m.coord.PlanShed(n.sheddable)
+			mv, ok := m.coord.PlanShed(movable)
 			if !ok {
 				break
 			}
 			m.log.Info("load shedding: moving a bundle", "bundle", mv.Bundle.String(), "to", mv.To.ID)
 			if err := n.handOver(ctx, mv.Bundle, mv.To); err != nil {
-				m.log.Warn("load shedding: the move failed; trying again next interval", "bundle", mv.Bundle.String(), "err", err)
+				// Every attempt disconnects the bundle's clients: a move that fails is not tried again
+				// for a while.
+				failed[mv.Bundle] = time.Now()
+				m.log.Warn("load shedding: the move failed; the bundle is left alone for a while", "bundle", mv.Bundle.String(),
+					"retryAfter", shedRetryAfter(interval), "err", err)
 				break
 			}
+			delete(failed, mv.Bundle)
 		}
 	}
 }
+
+// shedRetryAfter is how long the shedder leaves a bundle whose move failed.
+func shedRetryAfter(interval time.Duration) time.Duration { return 10 * interval }
 
 // maxShedBytes bounds the retained data of a bundle the load shedder moves: a move keeps the
 // bundle unavailable while its data is copied (about 3 s for 1 GiB between two brokers of one

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // startPair starts two brokers of one cluster sharing an in-process store, with no load shedding
@@ -183,5 +185,63 @@ func TestFailedHandOverLeavesTheBundle(t *testing.T) {
 		if m != fmt.Sprintf("m%d", i) {
 			t.Fatalf("message %d is %s", i, m)
 		}
+	}
+}
+
+// TestAbandonedMoveLeavesNoCopyOnTheTarget: a topic the target stored during a move that is then
+// aborted is deleted there (it is not the bundle's data: the owner goes on changing it), and a
+// stream of that earlier move is refused once a later one began.
+func TestAbandonedMoveLeavesNoCopyOnTheTarget(t *testing.T) {
+	n1, n2 := startPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic, bundle := topicServedBy(t, n1, "abandoned")
+	c, err := client.New(client.Options{ServiceURL: n1.ServiceURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.CreateProducer(ctx, client.ProducerOptions{Topic: topic.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx, client.ProducerMessage{Payload: []byte("m0")}); err != nil {
+		t.Fatal(err)
+	}
+	coord := n1.components.member.coord
+	target, _ := coord.HandOverTarget(bundle)
+	epoch, err := coord.BeginHandOver(ctx, bundle, target.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n1.copyBundle(ctx, bundle, target, epoch); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := n2.components.engine.LedgerExists(ctx, topic.StorageName()); !ok {
+		t.Fatal("the target did not store the topic")
+	}
+	if err := coord.AbortHandOver(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the target to delete the abandoned copy", func() bool {
+		ok, err := n2.components.engine.LedgerExists(ctx, topic.StorageName())
+		return err == nil && !ok
+	})
+	// A later move refuses what the earlier one would send.
+	later, err := coord.BeginHandOver(ctx, bundle, target.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.sendLedger(ctx, bundle, topic, target, epoch); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("a stream of the earlier move = %v, want 409", err)
+	}
+	if _, err := n1.sendLedger(ctx, bundle, topic, target, later); err != nil {
+		t.Fatalf("a stream of the current move: %v", err)
+	}
+	if err := coord.AbortHandOver(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if !coord.Owns("public/default", topic.String()) {
+		t.Fatal("the owner does not serve the bundle after the aborted moves")
 	}
 }

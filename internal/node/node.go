@@ -294,15 +294,9 @@ func (n *Node) Close() error {
 // that start created in the data dir: the files while the lock is still held, the dir after.
 func (n *Node) shutdown() error {
 	n.setNotReady(errors.New("shutting down"))
-	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ShutdownTimeout)
-	defer cancel()
-	var errs []error
-	if n.brokerLn != nil && n.components.server == nil {
-		_ = n.brokerLn.Close() // never served; the server closes it otherwise
-	}
-	n.closeUnservedTLS()
 	if c := &n.components; c.member != nil && c.replication != nil && c.server != nil && n.opts.HandOverTimeout > 0 {
 		// Before anything stops: the bundles move to the other brokers, so their clients go on.
+		// It has its own bound; the shutdown's starts after it.
 		if c.shedStop != nil {
 			c.shedStop()
 		}
@@ -310,6 +304,13 @@ func (n *Node) shutdown() error {
 		n.handOverAll(hoCtx)
 		cancel()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.opts.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if n.brokerLn != nil && n.components.server == nil {
+		_ = n.brokerLn.Close() // never served; the server closes it otherwise
+	}
+	n.closeUnservedTLS()
 	errs = append(errs, n.components.close(ctx, n.log))
 	if n.web != nil {
 		// A short grace for requests in flight; then close what is left. http.Server.Shutdown counts
