@@ -250,14 +250,7 @@ func unloadBundle(t *testing.T, via harness.Broker, topic, destination string) {
 // topic's bundle moves from one broker of a to the other while its producer sends: the replicator
 // goes on from the new owner where the old one stopped, and b receives every message once.
 func TestClusterReplicatorMovesWithItsTopic(t *testing.T) {
-	cl := harness.StartBrokerCluster(t, 2, harness.Options{Cluster: "a"})
-	pb := harness.StartStandalone(t, harness.Options{Cluster: "b"})
-	ca, cb := harness.NewCluster(t, "a", cl.Brokers[0]), harness.NewCluster(t, "b", pb)
-	harness.RegisterEachOther(t, ca, cb)
-	for _, c := range []*harness.Cluster{ca, cb} {
-		c.SetTenant(t, "acme", "a", "b")
-		c.CreateNamespace(t, "acme/geo", "a", "b")
-	}
+	cl, ca, cb := twoBrokerClusterAndOne(t)
 	// Deduplication on a: a send the producer repeats after the move is stored once, so every
 	// message is one entry, and a second copy on b could only come from replication.
 	req, _ := http.NewRequest(http.MethodPost, cl.Brokers[0].WebURL()+"/admin/v2/namespaces/acme/geo/deduplication", strings.NewReader("true"))

@@ -300,10 +300,10 @@ func TestClusterOwnerKillAndUnload(t *testing.T) {
 	}
 }
 
-// TestClusterReplicates: cluster a is two broker processes, cluster b one. Topics of a namespace
-// replicated between them land on both brokers of a; each owner's replicators send its topics to b,
-// and b's replicators, registered with broker 1's URL, reach each topic's owner in a by lookup.
-func TestClusterReplicates(t *testing.T) {
+// twoBrokerClusterAndOne starts cluster a of two broker processes and cluster b of one, registered
+// with each other, with namespace acme/geo replicated between them.
+func twoBrokerClusterAndOne(t *testing.T) (*harness.BrokerCluster, *harness.Cluster, *harness.Cluster) {
+	t.Helper()
 	cl := harness.StartBrokerCluster(t, 2, harness.Options{Cluster: "a"})
 	pb := harness.StartStandalone(t, harness.Options{Cluster: "b"})
 	ca, cb := harness.NewCluster(t, "a", cl.Brokers[0]), harness.NewCluster(t, "b", pb)
@@ -312,6 +312,14 @@ func TestClusterReplicates(t *testing.T) {
 		c.SetTenant(t, "acme", "a", "b")
 		c.CreateNamespace(t, "acme/geo", "a", "b")
 	}
+	return cl, ca, cb
+}
+
+// TestClusterReplicates: cluster a is two broker processes, cluster b one. Topics of a namespace
+// replicated between them land on both brokers of a; each owner's replicators send its topics to b,
+// and b's replicators, registered with broker 1's URL, reach each topic's owner in a by lookup.
+func TestClusterReplicates(t *testing.T) {
+	cl, ca, cb := twoBrokerClusterAndOne(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n = 30
