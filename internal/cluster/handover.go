@@ -138,6 +138,17 @@ func (c *Coordinator) HandOverTarget(b Bundle) (BrokerInfo, bool) {
 	return LeastLoaded(v.Live, b.String())
 }
 
+// MovingBundles lists the bundles this broker owns whose record says they are being handed over.
+func (c *Coordinator) MovingBundles() []Bundle {
+	var out []Bundle
+	for _, b := range c.OwnedBundles() {
+		if rec, ok := c.view.record(b); ok && rec.own.MovingTo != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // ServedBundles lists the bundles this broker serves (owns and is not handing over), sorted.
 func (c *Coordinator) ServedBundles() []Bundle {
 	var out []Bundle

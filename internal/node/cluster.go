@@ -90,6 +90,9 @@ type clusterMember struct {
 	// importMu serialises receiving topics of a move with deleting what an abandoned move left
 	// (handover.go): a copy is deleted only after the record, read under it, says it is not ours.
 	importMu sync.Mutex
+	// moves are the bundles this broker is moving now (handover.go), guarded by movesMu.
+	movesMu sync.Mutex
+	moves   map[cluster.Bundle]bool
 
 	mu         sync.Mutex
 	registered map[string]bool // persistent topics this broker has recorded in the registry

@@ -44,7 +44,7 @@ type components struct {
 	replication *replication.Manager
 
 	watchStop func()         // ends the catalog subscription that feeds the broker
-	shedStop  func()         // ends the load shedder (cluster members only)
+	shedStop  func()         // ends the load shedder and the orphaned-move check (cluster members only)
 	bg        sync.WaitGroup // background goroutines: server accept loop, policy watcher
 }
 
@@ -271,13 +271,18 @@ func (n *Node) compose(ctx context.Context) error {
 func (n *Node) startMoving(ctx context.Context) error {
 	c := &n.components
 	c.member.repl.Store(c.replication)
+	moveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c.shedStop = stop
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		c.member.endOrphanedMoves(moveCtx)
+	}()
 	if n.opts.LoadSheddingInterval > 0 {
-		shedCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		c.shedStop = stop
 		c.bg.Add(1)
 		go func() {
 			defer c.bg.Done()
-			n.shedLoad(shedCtx, n.opts.LoadSheddingInterval)
+			n.shedLoad(moveCtx, n.opts.LoadSheddingInterval)
 		}()
 	}
 	return nil

@@ -42,6 +42,10 @@ func (n *Node) handOver(ctx context.Context, b cluster.Bundle, target cluster.Br
 	c := &n.components
 	m := c.member
 	began := time.Now()
+	if !m.startMove(b) {
+		return fmt.Errorf("bundle %s: %w: a move of it is under way here", b, cluster.ErrNotOwner)
+	}
+	defer m.endMove(b)
 	epoch, err := m.coord.BeginHandOver(ctx, b, target.ID)
 	if err != nil {
 		return err
@@ -344,5 +348,57 @@ func (m *clusterMember) dropAbandonedCopies(ctx context.Context, b cluster.Bundl
 			continue
 		}
 		m.log.Info("deleted the copy of an abandoned move", "topic", t.String())
+	}
+}
+
+// startMove marks bundle b as being moved by this broker (false if it already is); endMove unmarks it.
+// endOrphanedMoves leaves the moves marked here alone.
+func (m *clusterMember) startMove(b cluster.Bundle) bool {
+	m.movesMu.Lock()
+	defer m.movesMu.Unlock()
+	if m.moves[b] {
+		return false
+	}
+	if m.moves == nil {
+		m.moves = map[cluster.Bundle]bool{}
+	}
+	m.moves[b] = true
+	return true
+}
+
+func (m *clusterMember) endMove(b cluster.Bundle) {
+	m.movesMu.Lock()
+	defer m.movesMu.Unlock()
+	delete(m.moves, b)
+}
+
+// orphanCheckInterval is how often a broker looks for moves of its bundles that no move here drives.
+var orphanCheckInterval = 10 * time.Second
+
+// endOrphanedMoves ends, until ctx ends, the moves of this broker's bundles that nothing here drives:
+// a begin whose result was lost (the context ended while etcd applied it), or an abort that failed.
+// Such a bundle would otherwise be held until this broker restarts.
+func (m *clusterMember) endOrphanedMoves(ctx context.Context) {
+	t := time.NewTicker(orphanCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, b := range m.coord.MovingBundles() {
+			m.movesMu.Lock()
+			driven := m.moves[b]
+			m.movesMu.Unlock()
+			if driven {
+				continue
+			}
+			if err := m.coord.AbortHandOver(ctx, b); err != nil {
+				m.log.Warn("ending a move nothing drives failed; trying again", "bundle", b.String(), "err", err)
+				continue
+			}
+			m.log.Warn("ended a move of this broker's bundle that nothing drove", "bundle", b.String())
+		}
 	}
 }

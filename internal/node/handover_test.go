@@ -210,6 +210,8 @@ func TestAbandonedMoveLeavesNoCopyOnTheTarget(t *testing.T) {
 	}
 	coord := n1.components.member.coord
 	target, _ := coord.HandOverTarget(bundle)
+	n1.components.member.startMove(bundle) // driven here, step by step: the orphan check leaves it
+	defer n1.components.member.endMove(bundle)
 	epoch, err := coord.BeginHandOver(ctx, bundle, target.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -244,4 +246,23 @@ func TestAbandonedMoveLeavesNoCopyOnTheTarget(t *testing.T) {
 	if !coord.Owns("public/default", topic.String()) {
 		t.Fatal("the owner does not serve the bundle after the aborted moves")
 	}
+}
+
+// TestOrphanedMoveIsEnded: a move of this broker's bundle that nothing here drives (its begin
+// was written but the caller never learned it) is ended, and the bundle is served again, without
+// a restart.
+func TestOrphanedMoveIsEnded(t *testing.T) {
+	was := orphanCheckInterval
+	orphanCheckInterval = 50 * time.Millisecond
+	t.Cleanup(func() { orphanCheckInterval = was })
+	n1, _ := startPair(t)
+	topic, bundle := topicServedBy(t, n1, "orphan")
+	coord := n1.components.member.coord
+	target, _ := coord.HandOverTarget(bundle)
+	if _, err := coord.BeginHandOver(context.Background(), bundle, target.ID); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the orphaned move to end", func() bool {
+		return coord.Owns("public/default", topic.String())
+	})
 }
