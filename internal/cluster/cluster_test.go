@@ -99,6 +99,8 @@ func TestDecide(t *testing.T) {
 		{"unassigned: least loaded", View{Self: "b1", Live: live(loaded(b1, 2), loaded(b2, 1), loaded(b3, 1))}, Assign, "b2"},
 		{"unassigned: ties by rendezvous rank", View{Self: "b3", Bundle: "public/default/0x00000000_0x40000000", Live: live(b1, b2, b3)}, Assign, rendezvousWinner("public/default/0x00000000_0x40000000", "b1", "b2", "b3")},
 		{"unassigned, nobody live", View{Self: "b1", Live: live()}, Wait, ""},
+		{"unassigned: a draining broker is not picked", View{Self: "b1", Live: live(loaded(b1, 3), func() BrokerInfo { b := b2; b.Draining = true; return b }())}, Assign, "b1"},
+		{"unassigned, only a draining broker live", View{Self: "b1", Live: live(func() BrokerInfo { b := b1; b.Draining = true; return b }())}, Wait, ""},
 		{"being handed over: the owner holds too", View{Self: "b1", Record: &Ownership{Broker: "b1", Epoch: 4, MovingTo: "b2"}, Live: live(b1, b2)}, Wait, ""},
 		{"being handed over: others hold", View{Self: "b3", Record: &Ownership{Broker: "b1", Epoch: 4, MovingTo: "b2"}, Live: live(b1, b2, b3)}, Wait, ""},
 	} {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/metadata"
@@ -66,6 +67,8 @@ type Coordinator struct {
 
 	sessMu sync.Mutex
 	sess   metadata.Session // the session that holds our registration; replaced when it expires
+
+	draining atomic.Bool // Drain was called: the registration says so
 }
 
 // Start registers this broker and starts following the cluster. It fails when another live
@@ -158,6 +161,7 @@ func (c *Coordinator) register(ctx context.Context) error {
 	}
 	self := c.opts.Self
 	self.OwnedBundles = 0
+	self.Draining = c.draining.Load()
 	val, _ := json.Marshal(self)
 	if _, err := sess.PutEphemeral(ctx, brokerKey(self.ID), val); err != nil {
 		_ = sess.Close(ctx)

@@ -12,6 +12,9 @@ type BrokerInfo struct {
 	// OwnedBundles is the broker's load as assignment sees it: the bundles it owns when it last
 	// reported.
 	OwnedBundles int `json:"ownedBundles"`
+	// Draining: the broker is stopping and handing its bundles over; nothing is assigned or moved
+	// to it.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Ownership is a bundle's ownership record: the broker that serves it and an epoch that grows with
@@ -108,12 +111,15 @@ func Decide(v View) Decision {
 }
 
 // LeastLoaded picks the live broker with the fewest owned bundles; ties go to the broker with the
-// highest rendezvous hash for bundle.
+// highest rendezvous hash for bundle. A draining broker is never picked.
 func LeastLoaded(live map[string]BrokerInfo, bundle string) (BrokerInfo, bool) {
 	var best BrokerInfo
 	var bestRank uint32
 	found := false
 	for id, b := range live {
+		if b.Draining {
+			continue
+		}
 		rank := crc32.ChecksumIEEE([]byte(bundle + "\x00" + id))
 		switch {
 		case !found, b.OwnedBundles < best.OwnedBundles,

@@ -129,6 +129,21 @@ func (c *Coordinator) abortUnfinishedHandOvers(ctx context.Context) error {
 	return nil
 }
 
+// Drain marks this broker's registration as draining: it is stopping, and no bundle is assigned,
+// shed or handed over to it any more (LeastLoaded skips it).
+func (c *Coordinator) Drain(ctx context.Context) error {
+	c.draining.Store(true)
+	self := c.opts.Self
+	self.Draining = true
+	val, _ := json.Marshal(self)
+	c.sessMu.Lock()
+	defer c.sessMu.Unlock()
+	if _, err := c.sess.PutEphemeral(ctx, brokerKey(self.ID), val); err != nil {
+		return fmt.Errorf("cluster: mark broker %s draining: %w", self.ID, err)
+	}
+	return nil
+}
+
 // HandOverTarget picks the broker a bundle of this broker goes to when it is unloaded or this broker
 // stops: the least-loaded other live broker (ties by rendezvous rank, as assignment). ok is false
 // when no other broker is live.

@@ -101,6 +101,10 @@ func TestHandOverSteps(t *testing.T) {
 	if err := cs[1].IncomingHandOver(ctx, b, "b1", epoch-2); !errors.Is(err, ErrHandOverRefused) {
 		t.Fatalf("a stream of an earlier move = %v", err)
 	}
+	poll.Until(t, 5*time.Second, "b2 to see the bundle moving", func() bool {
+		r, _ := cs[1].view.record(b)
+		return r.own.MovingTo == "b2"
+	})
 	lookupCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	_, err = cs[1].Lookup(lookupCtx, ns, topic)
 	cancel()

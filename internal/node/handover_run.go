@@ -157,30 +157,44 @@ func (n *Node) sheddable(b cluster.Bundle) bool {
 }
 
 // handOverAll hands every bundle this broker serves to the other live brokers before it stops,
-// within ctx. Bundles it could not move stay its own and wait for it to come back.
+// within ctx. It first marks itself draining, so that no bundle is assigned or handed to it any
+// more (another broker stopping at the same time hands its bundles elsewhere), then moves bundles
+// until it serves none; a bundle that arrived meanwhile is moved on too. Bundles it could not move
+// stay its own and wait for it to come back.
 func (n *Node) handOverAll(ctx context.Context) {
 	m := n.components.member
-	served := m.coord.ServedBundles()
-	if len(served) == 0 {
-		return
+	if err := m.coord.Drain(ctx); err != nil {
+		m.log.Warn("stopping: could not mark this broker draining; moving its bundles anyway", "err", err)
 	}
-	moved := 0
-	for _, b := range served {
-		target, ok := m.coord.HandOverTarget(b)
-		if !ok {
-			m.log.Info("stopping: no other broker is live; the bundles wait for this broker", "bundles", len(served))
-			return
+	moved, failed := 0, map[cluster.Bundle]bool{}
+	for ctx.Err() == nil {
+		var todo []cluster.Bundle
+		for _, b := range m.coord.ServedBundles() {
+			if !failed[b] {
+				todo = append(todo, b)
+			}
 		}
-		if ctx.Err() != nil {
+		if len(todo) == 0 {
 			break
 		}
-		if err := n.handOver(ctx, b, target); err != nil {
-			m.log.Warn("stopping: a bundle could not be handed over; it waits for this broker", "bundle", b.String(), "err", err)
-			continue
+		for _, b := range todo {
+			target, ok := m.coord.HandOverTarget(b)
+			if !ok {
+				m.log.Info("stopping: no other broker takes bundles; the rest wait for this broker", "bundles", len(todo))
+				return
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			if err := n.handOver(ctx, b, target); err != nil {
+				failed[b] = true
+				m.log.Warn("stopping: a bundle could not be handed over; it waits for this broker", "bundle", b.String(), "err", err)
+				continue
+			}
+			moved++
 		}
-		moved++
 	}
-	m.log.Info("stopping: bundles handed over", "moved", moved, "of", len(served))
+	m.log.Info("stopping: bundles handed over", "moved", moved, "kept", len(m.coord.ServedBundles()))
 }
 
 // dropStaleCopies deletes, at start, the local ledgers of topics whose bundle another broker owns:

@@ -327,3 +327,36 @@ func TestClusterReplicatorMovesWithItsTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterTwoBrokersStopTogether: two of three brokers get SIGTERM at once. Each marks itself
+// draining first, so neither hands a bundle to the other: every bundle ends on the broker that
+// stays, and the clients go on there.
+func TestClusterTwoBrokersStopTogether(t *testing.T) {
+	cl := harness.StartBrokerCluster(t, 3, harness.Options{ExtraArgs: []string{"--handover-timeout=60"}})
+	b1, b2, b3 := cl.Brokers[0], cl.Brokers[1], cl.Brokers[2]
+	run := time.Now().UnixNano() % 1_000_000
+	topics := []string{
+		topicOwnedBy(t, b1, b2, fmt.Sprintf("stop2-a-%d", run)),
+		topicOwnedBy(t, b1, b3, fmt.Sprintf("stop2-b-%d", run)),
+	}
+	client := harness.NewClient(t, b1, nil)
+	load := startLiveLoad(t, client, topics)
+	poll.Until(t, time.Minute, "messages flow", func() bool { return load.sent() >= 200 })
+	errs := make(chan error, 2)
+	for _, b := range []*harness.Process{b2, b3} {
+		go func() { errs <- b.Stop() }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, topic := range topics {
+		if got := ownerOfTopic(t, b1, topic); got != b1.ServiceURL() {
+			t.Fatalf("after b2 and b3 stopped, %s is served by %s", topic, got)
+		}
+	}
+	before := load.sent()
+	poll.Until(t, time.Minute, "messages flow after the hand-over", func() bool { return load.sent() >= before+200 })
+	load.finish()
+}
