@@ -38,8 +38,8 @@ func (c *Coordinator) BeginHandOver(ctx context.Context, b Bundle, target string
 	if target == c.opts.Self.ID {
 		return 0, fmt.Errorf("bundle %s: %w: the target is this broker", b, ErrHandOverRefused)
 	}
-	if _, live := c.view.broker(target); !live {
-		return 0, fmt.Errorf("bundle %s: %w: broker %q is not live", b, ErrHandOverRefused, target)
+	if t, live := c.view.broker(target); !live || t.Draining {
+		return 0, fmt.Errorf("bundle %s: %w: broker %q is not live or is stopping", b, ErrHandOverRefused, target)
 	}
 	rec, ok := c.view.record(b)
 	if !ok || !rec.own.Serving(c.opts.Self.ID) {
@@ -142,6 +142,29 @@ func (c *Coordinator) Drain(ctx context.Context) error {
 		return fmt.Errorf("cluster: mark broker %s draining: %w", self.ID, err)
 	}
 	return nil
+}
+
+// Draining reports whether Drain was called: this broker is stopping and takes no bundle.
+func (c *Coordinator) Draining() bool { return c.draining.Load() }
+
+// IncomingBundles lists the bundles whose record says they are being handed over to this broker.
+func (c *Coordinator) IncomingBundles() []Bundle {
+	c.view.mu.Lock()
+	defer c.view.mu.Unlock()
+	var out []Bundle
+	for b, r := range c.view.records {
+		if r.own.MovingTo == c.opts.Self.ID {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Changed is closed at the next change of the cluster's view (a record or a registration).
+func (c *Coordinator) Changed() <-chan struct{} {
+	c.view.mu.Lock()
+	defer c.view.mu.Unlock()
+	return c.view.changed
 }
 
 // HandOverTarget picks the broker a bundle of this broker goes to when it is unloaded or this broker

@@ -303,7 +303,7 @@ func (a adminMember) Brokers() []string {
 		if u == "" {
 			u = b.WebURLTLS
 		}
-		if _, host, ok := strings.Cut(u, "://"); ok {
+		if host := hostOf(u); host != "" {
 			out = append(out, host)
 		}
 	}

@@ -60,7 +60,9 @@ func (n *Node) handOver(ctx context.Context, b cluster.Bundle, target cluster.Br
 		if aerr := m.coord.AbortHandOver(context.WithoutCancel(ctx), b); aerr != nil {
 			m.log.Error("ending a failed hand-over failed; the bundle is held until this broker restarts", "bundle", b.String(), "err", aerr)
 		}
-		n.topicsServedAgain(b, topics)
+		for _, t := range topics { // their replicators were stopped: they start again here
+			c.replication.TopicLoaded(t.String())
+		}
 		return fmt.Errorf("hand bundle %s over to %s: %w", b, target.ID, err)
 	}
 	m.log.Info("bundle moved", "bundle", b.String(), "to", target.ID, "topics", len(topics), "entries", entries,
@@ -73,48 +75,28 @@ func (n *Node) handOver(ctx context.Context, b cluster.Bundle, target cluster.Br
 	return nil
 }
 
-// topicsServedAgain restarts replication of a bundle's topics after an aborted hand-over.
-func (n *Node) topicsServedAgain(b cluster.Bundle, topics []naming.TopicName) {
-	for _, t := range topics {
-		n.components.replication.TopicLoaded(t.String())
-	}
-}
-
 // copyBundle closes the bundle's topics here and streams each persistent topic's ledger to target.
 func (n *Node) copyBundle(ctx context.Context, b cluster.Bundle, target cluster.BrokerInfo, epoch int64) ([]naming.TopicName, int64, error) {
 	c := &n.components
-	ns, err := naming.ParseNamespace(b.Namespace)
+	topics, err := n.bundleTopics(ctx, b)
 	if err != nil {
 		return nil, 0, err
 	}
-	inBundle := func(t naming.TopicName) bool {
-		return t.NamespaceName() == ns && c.member.coord.BundleOf(b.Namespace, t.String()) == b
-	}
-	// Close what is loaded: clients are disconnected and look the topic up again (held until the
-	// bundle has its new owner); replicators stop with their positions saved. Closing saves the
-	// topic's dedup and index state, so it has its own bound, whatever is left of the move's.
+	// Replicators stop first, with their positions saved; then what is loaded closes: clients are
+	// disconnected and look the topic up again (held until the bundle has its new owner). Closing
+	// saves the topic's dedup and index state, so it has its own bound, whatever is left of the
+	// move's.
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), topicCloseTimeout)
 	defer cancel()
-	for _, t := range c.broker.LoadedTopics() {
-		if name := t.Name(); inBundle(name) {
-			c.replication.TopicUnloaded(closeCtx, name.String())
-			if err := c.broker.UnloadTopic(closeCtx, name); err != nil {
-				return nil, 0, fmt.Errorf("close %s: %w", name, err)
-			}
-		}
-	}
-	all, err := c.broker.ListTopics(ctx, ns)
-	if err != nil {
-		return nil, 0, err
-	}
-	var topics []naming.TopicName
-	var entries int64
-	for _, t := range all {
-		if !inBundle(t) {
-			continue
-		}
-		topics = append(topics, t)
+	for _, t := range topics {
 		c.replication.TopicUnloaded(closeCtx, t.String())
+	}
+	// On failure every topic is returned: their replicators were stopped and start again.
+	if err := n.closeBundleTopics(closeCtx, b); err != nil {
+		return topics, 0, err
+	}
+	var entries int64
+	for _, t := range topics {
 		got, err := n.sendLedger(ctx, b, t, target, epoch)
 		if err != nil {
 			return topics, entries, fmt.Errorf("copy %s: %w", t, err)
@@ -246,6 +228,9 @@ func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64
 		return 0, fmt.Errorf("%w: topic %s is in bundle %s, not %s", admin.ErrHandOverMalformed, topic, b, h.Bundle)
 	}
 	incoming := func() error {
+		if m.coord.Draining() {
+			return fmt.Errorf("%w: this broker is stopping", admin.ErrHandOverRefused)
+		}
 		err := m.coord.IncomingHandOver(ctx, b, h.From, h.Epoch)
 		if errors.Is(err, cluster.ErrHandOverRefused) {
 			return fmt.Errorf("%w: %v", admin.ErrHandOverRefused, err)
@@ -340,7 +325,7 @@ func (m *clusterMember) dropAbandonedCopies(ctx context.Context, b cluster.Bundl
 	}
 	for _, name := range names {
 		t, err := naming.NewTopic(naming.Persistent, ns, strings.TrimPrefix(name, prefix))
-		if err != nil || t.StorageName() != name || m.coord.BundleOf(b.Namespace, t.String()) != b {
+		if err != nil || t.StorageName() != name || !m.inBundle(b, t) {
 			continue
 		}
 		if err := m.engine.DeleteLedger(ctx, t.StorageName()); err != nil {

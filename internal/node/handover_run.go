@@ -68,14 +68,37 @@ func hostOf(u string) string {
 	return strings.TrimSuffix(host, "/")
 }
 
-// closeBundleTopics unloads the bundle's loaded topics.
+// inBundle reports whether topic t belongs to bundle b.
+func (m *clusterMember) inBundle(b cluster.Bundle, t naming.TopicName) bool {
+	return t.NamespaceName().String() == b.Namespace && m.coord.BundleOf(b.Namespace, t.String()) == b
+}
+
+// bundleTopics lists the persistent topics of bundle b this broker stores or has loaded.
+func (n *Node) bundleTopics(ctx context.Context, b cluster.Bundle) ([]naming.TopicName, error) {
+	ns, err := naming.ParseNamespace(b.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	all, err := n.components.broker.ListTopics(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	var out []naming.TopicName
+	for _, t := range all {
+		if n.components.member.inBundle(b, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// closeBundleTopics unloads the bundle's loaded topics (persistent or not).
 func (n *Node) closeBundleTopics(ctx context.Context, b cluster.Bundle) error {
 	c := &n.components
 	for _, t := range c.broker.LoadedTopics() {
-		name := t.Name()
-		if name.NamespaceName().String() == b.Namespace && c.member.coord.BundleOf(b.Namespace, name.String()) == b {
+		if name := t.Name(); c.member.inBundle(b, name) {
 			if err := c.broker.UnloadTopic(ctx, name); err != nil {
-				return err
+				return fmt.Errorf("close %s: %w", name, err)
 			}
 		}
 	}
@@ -132,21 +155,14 @@ const maxShedBytes = 1 << 30
 // sheddable reports whether the load shedder may move b: its topics here hold at most maxShedBytes.
 func (n *Node) sheddable(b cluster.Bundle) bool {
 	c := &n.components
-	ns, err := naming.ParseNamespace(b.Namespace)
-	if err != nil {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	topics, err := c.broker.ListTopics(ctx, ns)
+	topics, err := n.bundleTopics(ctx, b)
 	if err != nil {
 		return false
 	}
 	var bytes int64
 	for _, t := range topics {
-		if c.member.coord.BundleOf(b.Namespace, t.String()) != b {
-			continue
-		}
 		n, err := c.engine.LedgerBytes(ctx, t.StorageName())
 		if err != nil {
 			return false
@@ -157,26 +173,38 @@ func (n *Node) sheddable(b cluster.Bundle) bool {
 }
 
 // handOverAll hands every bundle this broker serves to the other live brokers before it stops,
-// within ctx. It first marks itself draining, so that no bundle is assigned or handed to it any
-// more (another broker stopping at the same time hands its bundles elsewhere), then moves bundles
-// until it serves none; a bundle that arrived meanwhile is moved on too. Bundles it could not move
-// stay its own and wait for it to come back.
+// within ctx. It first marks itself draining: from then on it refuses moves to it, and no bundle is
+// assigned, shed or handed to it (another broker stopping at the same time hands its bundles
+// elsewhere). It then moves bundles until it serves none, also those of a move to it that was
+// already under way and completes meanwhile. A bundle whose move fails is tried again (its target
+// may have begun to stop) up to handOverAttempts times; what it could not move stays its own and
+// waits for it to come back.
 func (n *Node) handOverAll(ctx context.Context) {
 	m := n.components.member
 	if err := m.coord.Drain(ctx); err != nil {
 		m.log.Warn("stopping: could not mark this broker draining; moving its bundles anyway", "err", err)
 	}
-	moved, failed := 0, map[cluster.Bundle]bool{}
+	moved, attempts := 0, map[cluster.Bundle]int{}
 	for ctx.Err() == nil {
+		changed := m.coord.Changed()
 		var todo []cluster.Bundle
 		for _, b := range m.coord.ServedBundles() {
-			if !failed[b] {
+			if attempts[b] < handOverAttempts {
 				todo = append(todo, b)
 			}
 		}
 		if len(todo) == 0 {
-			break
+			if len(m.coord.IncomingBundles()) == 0 {
+				break
+			}
+			// A move to this broker began before it was draining: wait for it to end either way.
+			select {
+			case <-changed:
+			case <-ctx.Done():
+			}
+			continue
 		}
+		progress := false
 		for _, b := range todo {
 			target, ok := m.coord.HandOverTarget(b)
 			if !ok {
@@ -186,16 +214,33 @@ func (n *Node) handOverAll(ctx context.Context) {
 			if ctx.Err() != nil {
 				break
 			}
+			attempts[b]++
 			if err := n.handOver(ctx, b, target); err != nil {
-				failed[b] = true
-				m.log.Warn("stopping: a bundle could not be handed over; it waits for this broker", "bundle", b.String(), "err", err)
+				m.log.Warn("stopping: a bundle could not be handed over", "bundle", b.String(), "to", target.ID,
+					"attempt", attempts[b], "err", err)
 				continue
 			}
 			moved++
+			progress = true
+		}
+		if !progress {
+			// Every move failed: a target may be stopping too, which this broker's view shows soon.
+			select {
+			case <-changed:
+			case <-time.After(handOverRetryDelay):
+			case <-ctx.Done():
+			}
 		}
 	}
 	m.log.Info("stopping: bundles handed over", "moved", moved, "kept", len(m.coord.ServedBundles()))
 }
+
+// handOverAttempts bounds the moves a stopping broker tries per bundle; handOverRetryDelay is the
+// longest it waits before trying again after a round in which every move failed.
+const (
+	handOverAttempts   = 3
+	handOverRetryDelay = 500 * time.Millisecond
+)
 
 // dropStaleCopies deletes, at start, the local ledgers of topics whose bundle another broker owns:
 // copies left by a hand-over that ended (the record names the target) before this broker deleted
