@@ -19,6 +19,7 @@ import (
 	"github.com/meridian-mq/meridian/internal/config"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // spreadTopic creates, through b1's admin API (with token, "" for none), a partitioned topic of
@@ -27,13 +28,7 @@ func spreadTopic(t *testing.T, n1 *Node, token, prefix string, partitions int) (
 	t.Helper()
 	member := n1.components.member
 	// Bundles are assigned to live brokers: b2 must be among them before the first is.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(member.coord.Brokers()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("b1 sees %d live brokers, want 2", len(member.coord.Brokers()))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "b1 to see both brokers", func() bool { return len(member.coord.Brokers()) >= 2 })
 	for i := range 20 {
 		base, _ := naming.ParseTopic(fmt.Sprintf("persistent://public/default/%s-%d", prefix, i))
 		if code, body := adminCallAs(t, token, http.MethodPut, n1.WebURL()+"/admin/v2/"+base.RESTPath()+"/partitions", fmt.Sprint(partitions)); code != http.StatusNoContent {
@@ -195,19 +190,13 @@ func TestAdminCallsSpanTheBrokersOfACluster(t *testing.T) {
 
 	// Expiring messages older than 0 s empties every partition's backlog (messages published in the
 	// current millisecond may stay: the call repeats until every one is old enough).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.UntilNil(t, 10*time.Second, "every partition's backlog to expire", func() error {
 		adminJSON(t, http.MethodPost, topicURL+"/subscription/expired/expireMessages/0", "", http.StatusNoContent, nil)
-		got := backlogs(t, n1, base, parts, "expired")
-		if !slicesAll(got, 0) {
-			if time.Now().After(deadline) {
-				t.Fatalf("expired: backlogs %v", got)
-			}
-			time.Sleep(time.Millisecond)
-			continue
+		if got := backlogs(t, n1, base, parts, "expired"); !slicesAll(got, 0) {
+			return fmt.Errorf("backlogs %v", got)
 		}
-		break
-	}
+		return nil
+	})
 
 	// Resetting to a message id names one partition: the one another broker serves moves.
 	remote := -1
