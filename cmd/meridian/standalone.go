@@ -293,6 +293,11 @@ func runClusters(ctx context.Context, log *slog.Logger, configs []node.Options) 
 		return err
 	}
 	if err := node.ReplicateFullMesh(ctx, g.nodes[0], names); err != nil {
+		if ctx.Err() != nil {
+			// A signal arrived while replication was being configured: a graceful stop, not a
+			// failure (the clusters were already serving).
+			return g.closeAll("stopped while configuring replication")
+		}
 		_ = g.closeAll("configuring replication failed")
 		return err
 	}
