@@ -268,7 +268,7 @@ func (rp *repairer) checkLedgers() error {
 			return fmt.Errorf("storage: repair: list %s: %w", e.ledgersDir, err)
 		}
 		for _, de := range des {
-			if de.IsDir && !strings.HasPrefix(de.Name, stagingPrefix) { // (an unfinished import: Open removes it)
+			if de.IsDir && !isTransferDir(de.Name) { // (an unfinished import or replace: Open resolves it)
 				dirs = append(dirs, e.ledgersDir+"/"+de.Name)
 			}
 		}

@@ -80,7 +80,8 @@ func (d *deathInjector) died() bool {
 // earlier ledger of that name deleted, also the journal rotation and the checkpoint Commit waits
 // for), keeping random parts of what was not fsynced: after a restart there is either no ledger of
 // that name (the import had not committed) or all of it (Commit returned, or its rename was
-// durable), and no staging directory is left.
+// durable), and no staging directory is left. The same for ImportLedgerReplacing of a name
+// without a ledger: it is an import like any other.
 func TestImportCrashAtEveryStep(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
@@ -90,11 +91,12 @@ func TestImportCrashAtEveryStep(t *testing.T) {
 		{"fresh name", false, func(n string) bool { return strings.Contains(n, "/ledgers/") || strings.Contains(n, stateFile) }},
 		{"deleted before", true, func(n string) bool { return strings.HasPrefix(n, "/data") }},
 	} {
-		t.Run(tc.name, func(t *testing.T) { runImportCrashSteps(t, tc.deletedBefore, tc.watch) })
+		t.Run(tc.name, func(t *testing.T) { runImportCrashSteps(t, tc.deletedBefore, false, tc.watch) })
+		t.Run(tc.name+", replacing import", func(t *testing.T) { runImportCrashSteps(t, tc.deletedBefore, true, tc.watch) })
 	}
 }
 
-func runImportCrashSteps(t *testing.T, deletedBefore bool, watch func(string) bool) {
+func runImportCrashSteps(t *testing.T, deletedBefore, replacing bool, watch func(string) bool) {
 	ctx := context.Background()
 	c := madeUpCopy()
 	const name = "persistent://t/ns/crash-import"
@@ -116,7 +118,12 @@ func runImportCrashSteps(t *testing.T, deletedBefore bool, watch func(string) bo
 		}
 		d := &deathInjector{k: k, watch: watch}
 		mem.SetInjector(d.inject)
-		err := importLedgerCopy(e, name, c)
+		var err error
+		if replacing {
+			err = replaceLedger(e, name, nil, c)
+		} else {
+			err = importLedgerCopy(e, name, c)
+		}
 		died := d.died() // (possibly in a background goroutine after the import's last operation)
 		crashed := mem.Crash(rand.New(rand.NewPCG(uint64(k), 7)))
 		_ = e.Close()

@@ -45,6 +45,8 @@ type LedgerImport struct {
 	e       *Engine
 	name    string
 	staging string
+	// replace: the import may replace a ledger of that name (ImportLedgerReplacing).
+	replace bool
 
 	mu        sync.Mutex
 	finished  bool // committed or aborted
@@ -57,8 +59,12 @@ type LedgerImport struct {
 	lastID    int64    // the last segment started (-1: none)
 	maxID     int64    // the greatest segment id started
 	incs      importedIncarnations
+	entries   []int64 // entries of each segment in incs
 	cursors   [][]byte
 	hasCursor bool
+	// keepReserved: a failed replacing commit could not put the replaced ledger back; the name
+	// stays reserved until Open does (transfer_replace.go).
+	keepReserved bool
 }
 
 // ImportLedger starts importing the ledger called name: StartSegment and Append its entries,
@@ -68,6 +74,13 @@ type LedgerImport struct {
 // ledger of that name exists (open or on disk; the caller deletes a stale one first with
 // DeleteLedger), with ErrImporting if it is being imported already.
 func (e *Engine) ImportLedger(ctx context.Context, name string) (*LedgerImport, error) {
+	return e.beginImport(ctx, name, false)
+}
+
+// beginImport reserves name and creates the staging directory. Without replace, an open ledger
+// of that name or its directory fails it with ErrLedgerExists; with replace, both may exist (the
+// ledger must be closed by Commit).
+func (e *Engine) beginImport(ctx context.Context, name string, replace bool) (*LedgerImport, error) {
 	if err := checkLedgerName(name); err != nil {
 		return nil, err
 	}
@@ -79,7 +92,7 @@ func (e *Engine) ImportLedger(ctx context.Context, name string) (*LedgerImport, 
 	case e.table.closed:
 		e.table.mu.Unlock()
 		return nil, ErrClosed
-	case e.table.ledgers[name] != nil:
+	case e.table.ledgers[name] != nil && !replace:
 		e.table.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q is open", ErrLedgerExists, name)
 	}
@@ -92,7 +105,7 @@ func (e *Engine) ImportLedger(ctx context.Context, name string) (*LedgerImport, 
 	}
 	e.table.importing[name] = struct{}{}
 	e.table.mu.Unlock()
-	im := &LedgerImport{e: e, name: name, lastID: -1, maxID: -1,
+	im := &LedgerImport{e: e, name: name, replace: replace, lastID: -1, maxID: -1,
 		staging: fmt.Sprintf("%s/%s%016x-%d", e.ledgersDir, stagingPrefix, e.inc.current, e.imports.staged.Add(1))}
 	if err := im.start(); err != nil {
 		im.release()
@@ -105,7 +118,9 @@ func (im *LedgerImport) start() error {
 	e := im.e
 	dir := e.ledgerDir(im.name)
 	if _, err := e.fs.Stat(dir); err == nil {
-		return fmt.Errorf("%w: %q has a directory (%s)", ErrLedgerExists, im.name, dir)
+		if !im.replace {
+			return fmt.Errorf("%w: %q has a directory (%s)", ErrLedgerExists, im.name, dir)
+		}
 	} else if !vfs.IsNotExist(err) {
 		return fmt.Errorf("storage: import %q: stat %s: %w", im.name, dir, err)
 	}
@@ -240,6 +255,7 @@ func (im *LedgerImport) finishSegment() error {
 		}
 	}
 	im.incs = append(im.incs, importedIncarnation{id: s.id, incarnation: im.curInc})
+	im.entries = append(im.entries, s.entries)
 	im.cur = nil
 	return nil
 }
@@ -337,6 +353,11 @@ func (im *LedgerImport) Commit(ctx context.Context) error {
 
 func (im *LedgerImport) commit(ctx context.Context) error {
 	e := im.e
+	if im.replace {
+		if err := e.checkNotOpen(im.name); err != nil {
+			return err
+		}
+	}
 	if err := im.finishSegment(); err != nil {
 		return err
 	}
@@ -365,7 +386,18 @@ func (im *LedgerImport) commit(ctx context.Context) error {
 	if err := e.raiseLedgerIDs(im.maxID); err != nil {
 		return err
 	}
-	if e.journalMayHoldRecordsOf(im.name) {
+	dir := e.ledgerDir(im.name)
+	replacing := false
+	if im.replace {
+		if _, err := e.fs.Stat(dir); err == nil {
+			replacing = true
+		} else if !vfs.IsNotExist(err) {
+			return fmt.Errorf("stat %s: %w", dir, err)
+		}
+	}
+	// A replaced ledger may have records in the journal whenever it was open since the last
+	// checkpoint (opening alone journals a new segment): always retire them.
+	if replacing || e.journalMayHoldRecordsOf(im.name) {
 		if err := e.retireJournalForImport(ctx, im.name); err != nil {
 			return err
 		}
@@ -376,7 +408,9 @@ func (im *LedgerImport) commit(ctx context.Context) error {
 	if closed {
 		return ErrClosed
 	}
-	dir := e.ledgerDir(im.name)
+	if replacing {
+		return im.swapIn(dir)
+	}
 	if _, err := e.fs.Stat(dir); err == nil {
 		return fmt.Errorf("%w: %q got a directory (%s) during the import", ErrLedgerExists, im.name, dir)
 	}
@@ -415,6 +449,9 @@ func (im *LedgerImport) abortLocked() {
 	if err := im.e.fs.RemoveAll(im.staging); err != nil {
 		// Open removes it.
 		im.e.log.Warn("cannot remove an aborted ledger import; it is removed at the next start", "dir", im.staging, "err", err)
+	}
+	if im.keepReserved {
+		return
 	}
 	im.release()
 }

@@ -228,11 +228,15 @@ func (e *Engine) raiseLedgerIDs(maxID int64) error {
 // directory never starts with '.' (dirName escapes a leading '.'), so no ledger has such a name.
 const stagingPrefix = ".import-"
 
-// removeImportStaging removes what imports interrupted by a crash left in ledgers/ (recovery).
+// removeImportStaging removes what imports interrupted by a crash left in ledgers/, and
+// finishes or undoes interrupted replaces (recovery).
 func (e *Engine) removeImportStaging() error {
 	des, err := e.fs.ReadDir(e.ledgersDir)
 	if err != nil {
 		return fmt.Errorf("storage: list %s: %w", e.ledgersDir, err)
+	}
+	if err := e.resolveReplacedLedgers(des); err != nil {
+		return err
 	}
 	removed := false
 	for _, de := range des {
