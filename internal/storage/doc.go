@@ -150,6 +150,20 @@
 // staging directories left by a crash. Imported segments keep their incarnation in the ledger's
 // INCARNATIONS file (Ledger.IncarnationOf; Read reports it with every entry).
 //
+// A broker that comes back gets its topics back with the segments another broker wrote
+// meanwhile, while its own ledger of that name still holds its older ones (transfer_replace.go,
+// transfer_merge.go). ImportLedgerReplacing is an import whose Commit replaces the ledger of that
+// name: the node feeds it both sides' segments in id order (each with its incarnation,
+// Ledger.IncarnationOf for the local ones, so INCARNATIONS describes them all), the cursor
+// records MergeCursorRecords computes from both exports (each side's acknowledgements speak for
+// its own segments only), closes its local ledger, and commits. Commit then always waits for a
+// checkpoint to retire the journal files written so far (the old ledger's records must never be
+// replayed into the new directory), renames the old directory to ledgers/.replaced-<dir> and
+// fsyncs ledgers/, renames the staging directory to <dir> and fsyncs ledgers/ (the commit), and
+// removes the .replaced- directory. Open removes a .replaced- directory whose ledger directory
+// exists and renames it back otherwise, so a crash at any step leaves the old ledger whole or
+// the new one whole.
+//
 // # Files (format version 1; journal files version 4; the state file version 2)
 //
 // All integers are little-endian. Every file starts with a 32-byte header:
@@ -192,6 +206,8 @@
 //	ledgers/<name>/FENCED          present if recovery fenced the ledger; holds the reason
 //	ledgers/<name>/INCARNATIONS    the incarnations of imported segments (written once, at the import)
 //	ledgers/.import-<inc>-<n>/     a ledger import being written; removed at Open
+//	ledgers/.replaced-<dir>/       a ledger being replaced by an import; at Open removed if
+//	                               ledgers/<dir> exists, renamed back to it otherwise
 //	trash/<incarnation %016x>-<n>  a deleted ledger's directory or a trimmed segment, until unlinked
 //
 // Engine state body (24 bytes; 16 in version 1, without the last field): ledger-id limit u64 (ids

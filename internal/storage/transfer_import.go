@@ -22,11 +22,13 @@ import (
 // is durable leaves only the staging directory, which the next Open removes; a crash after it
 // finds the complete ledger. The journal holds nothing of the import, so replay neither applies
 // anything to it nor can find a gap in it. Until Commit returns, OpenLedger of that name fails
-// with ErrImporting.
+// with ErrImporting. An import started with ImportLedgerReplacing replaces an existing ledger of
+// that name instead (transfer_replace.go).
 
 // Errors of imports.
 var (
-	// ErrLedgerExists: ImportLedger of a name whose ledger exists (delete it first).
+	// ErrLedgerExists: ImportLedger of a name whose ledger exists (delete it first), or Commit of
+	// an ImportLedgerReplacing while that ledger is open (close it first).
 	ErrLedgerExists = errors.New("storage: ledger exists")
 	// ErrImporting: the ledger is being imported (OpenLedger, a second ImportLedger).
 	ErrImporting = errors.New("storage: ledger being imported")
@@ -333,8 +335,9 @@ func checkImportedCursorState(st *cursorState) error {
 }
 
 // Commit makes the import durable and visible: after it returns, OpenLedger loads the ledger,
-// also after a crash. A crash before that leaves no ledger of that name, or, once the final
-// rename became durable, the complete one; never a part. If it fails, the import is aborted.
+// also after a crash. A crash before that leaves no ledger of that name (the replaced one, for
+// ImportLedgerReplacing), or, once the final rename became durable, the complete new one; never
+// a part. If it fails, the import is aborted.
 func (im *LedgerImport) Commit(ctx context.Context) error {
 	im.mu.Lock()
 	defer im.mu.Unlock()
