@@ -43,7 +43,8 @@ const replacedPrefix = ".replaced-"
 // that name if one exists (see the comment above for the steps and their crash safety); without
 // one it is ImportLedger. The ledger may be open while the import is written (its entries are
 // read into it), but must be closed when Commit is called, which otherwise fails with
-// ErrLedgerExists. Meanwhile OpenLedger of that name fails with ErrImporting, as does a second
+// ErrLedgerExists; what is appended to it after its Export is not in the import and goes with
+// the replaced ledger. Meanwhile OpenLedger of that name fails with ErrImporting, as does a second
 // import of it. The new ledger holds only what the import holds: the caller copies in the old
 // ledger's segments it keeps (StartSegment with Ledger.IncarnationOf of each, so that the new
 // INCARNATIONS file describes them too) and the cursor states (MergeCursorRecords).
