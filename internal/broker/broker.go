@@ -79,6 +79,16 @@ type Deps struct {
 	// never loaded or created here (ErrNotServedHere), whoever asks: a client, the admin API or a
 	// replicator. nil = this broker serves every topic.
 	Owns func(naming.TopicName) bool
+	// LedgerIDFloor, when set, is the least ledger id a persistent topic's ledger may open its new
+	// segment with (0: any): the floor of a bundle taken over from a dead broker, so that what that
+	// broker wrote merges in before everything written here (docs/cluster.md, "When a broker dies").
+	LedgerIDFloor func(naming.TopicName) int64
+	// HoldsStrandedSubscriptions, when set, reports whether another broker may hold subscriptions
+	// of the topic that this one does not know: its bundle was taken over from a broker that died
+	// holding it, whose data has not merged back yet. A durable subscription created here then
+	// starts at the earliest entry, whatever its initial position: it may be one of that broker's,
+	// and must not miss what was written since the takeover (docs/cluster.md, "When a broker dies").
+	HoldsStrandedSubscriptions func(naming.TopicName) bool
 }
 
 // ReplicatedEntryIndex deduplicates entries arriving from replicator producers (producer names with

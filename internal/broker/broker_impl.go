@@ -26,7 +26,9 @@ type brokerState struct {
 	publishLimiter  *MemoryLimiter
 	publishLatency  storage.LatencyRecorder // every publish, from taken to answered
 	replicatedIndex func(ctx context.Context, topic naming.TopicName, ledger *storage.Ledger) (ReplicatedEntryIndex, error)
-	owns            func(naming.TopicName) bool // nil: every topic is served here
+	owns            func(naming.TopicName) bool  // nil: every topic is served here
+	ledgerIDFloor   func(naming.TopicName) int64 // nil: no floor (Deps.LedgerIDFloor)
+	strandedSubs    func(naming.TopicName) bool  // nil: never (Deps.HoldsStrandedSubscriptions)
 	subSync         SubscriptionSync
 	ignoredAcks     ignoredAcks // acknowledgements naming no stored entry (ackcheck.go)
 
@@ -103,6 +105,8 @@ func newBroker(cfg Config, deps Deps) (*Broker, error) {
 		publishLimiter:  NewMemoryLimiter(max(cfg.MaxPublishBytesInFlight, 0), 0, nil),
 		replicatedIndex: deps.ReplicatedIndex,
 		owns:            deps.Owns,
+		ledgerIDFloor:   deps.LedgerIDFloor,
+		strandedSubs:    deps.HoldsStrandedSubscriptions,
 		subSync:         deps.SubscriptionSync,
 		topics:          make(map[string]*topicState),
 		loading:         make(map[string]*topicLoad),
@@ -238,6 +242,11 @@ func (b *brokerState) loadTopic(ctx context.Context, name naming.TopicName, crea
 	if !exists {
 		if err := b.mayCreate(name, pol, create); err != nil {
 			return nil, err
+		}
+	}
+	if b.ledgerIDFloor != nil {
+		if err := b.storage.EnsureLedgerIDsFrom(b.ledgerIDFloor(name)); err != nil {
+			return nil, fmt.Errorf("opening ledger of %s: %w", name, storageNotReady(err))
 		}
 	}
 	ledger, err := b.storage.OpenLedger(ctx, name.StorageName())

@@ -300,7 +300,7 @@ func (t *topicState) getOrCreateSubscription(ctx context.Context, opts Subscribe
 		return sub, nil
 	}
 	initial := mtypes.Latest
-	if opts.InitialPosition == mtypes.InitialEarliest {
+	if opts.InitialPosition == mtypes.InitialEarliest || opts.Durable && t.b.strandedSubs != nil && t.b.strandedSubs(t.name) {
 		initial = mtypes.Earliest
 	}
 	if !opts.Durable && opts.StartPosition != nil {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"sync"
@@ -94,8 +93,10 @@ func TestDecide(t *testing.T) {
 	}{
 		{"owner is self", View{Self: "b1", Record: &Ownership{Broker: "b1", Epoch: 3}, Live: live(b1, b2)}, Connect, "b1"},
 		{"owner is another live broker", View{Self: "b1", Record: &Ownership{Broker: "b2", Epoch: 1}, Live: live(b1, b2)}, Redirect, "b2"},
-		{"owner is down: hold, never reassign its data", View{Self: "b1", Record: &Ownership{Broker: "b3", Epoch: 1}, Live: live(b1, b2)}, Wait, ""},
-		{"self owns but is unregistered: hold", View{Self: "b1", Record: &Ownership{Broker: "b1", Epoch: 1}, Live: live(b2)}, Wait, ""},
+		{"owner is down: taken over by the least loaded", View{Self: "b1", Record: &Ownership{Broker: "b3", Epoch: 1}, Live: live(loaded(b1, 2), loaded(b2, 1))}, Assign, "b2"},
+		{"owner is down mid-hand-over: taken over", View{Self: "b1", Record: &Ownership{Broker: "b3", Epoch: 2, MovingTo: "b1"}, Live: live(b1)}, Assign, "b1"},
+		{"owner is down, nobody else live", View{Self: "b1", Record: &Ownership{Broker: "b3", Epoch: 1}, Live: live()}, Wait, ""},
+		{"self owns but is unregistered: others take it", View{Self: "b1", Record: &Ownership{Broker: "b1", Epoch: 1}, Live: live(b2)}, Assign, "b2"},
 		{"unassigned: least loaded", View{Self: "b1", Live: live(loaded(b1, 2), loaded(b2, 1), loaded(b3, 1))}, Assign, "b2"},
 		{"unassigned: ties by rendezvous rank", View{Self: "b3", Bundle: "public/default/0x00000000_0x40000000", Live: live(b1, b2, b3)}, Assign, rendezvousWinner("public/default/0x00000000_0x40000000", "b1", "b2", "b3")},
 		{"unassigned, nobody live", View{Self: "b1", Live: live()}, Wait, ""},
@@ -219,49 +220,100 @@ func TestLookupSpreadsBundlesAndAgrees(t *testing.T) {
 	}
 }
 
-// TestLookupHoldsForADeadOwner: a bundle whose owner is gone is not reassigned (its messages are on
-// the owner's disk); lookups hold and then fail with ErrNotReady, and succeed as soon as the owner
-// registers again.
-func TestLookupHoldsForADeadOwner(t *testing.T) {
-	cs, store := startCoordinators(t, 2, 300*time.Millisecond)
+// TestDeadOwnersBundleIsTakenOver: a bundle whose owner's registration is gone is taken over by
+// a live broker at the next lookup. The record names the dead owner as stranded (its disk holds
+// data of the bundle) and carries a ledger id floor above every id given out; when the dead owner
+// registers again, the new owner is told to hand the bundle back to it (StrandedReturns), and
+// completing that hand-over clears it. A stranded broker with nothing of the bundle unstrands itself.
+func TestDeadOwnersBundleIsTakenOver(t *testing.T) {
+	cs, store := startCoordinators(t, 2, 2*time.Second)
 	waitBrokers(t, cs, 2)
-	ns, topic := "public/default", "persistent://public/default/held"
-	var d Decision
-	var err error
-	// Find a topic that b2 owns.
-	for i := 0; ; i++ {
-		topic = fmt.Sprintf("persistent://public/default/held-%d", i)
-		if d, err = cs[0].Lookup(context.Background(), ns, topic); err != nil {
-			t.Fatal(err)
-		}
-		if d.Broker.ID == "b2" {
-			break
-		}
-	}
-	cs[1].Close(context.Background())
-	waitBrokers(t, cs[:1], 1)
-	if _, err := cs[0].Lookup(context.Background(), ns, topic); !errors.Is(err, ErrNotReady) {
-		t.Fatalf("lookup with the owner down = %v, want ErrNotReady", err)
-	}
-	if cs[0].Owns(ns, topic) {
-		t.Fatal("the bundle moved to b1")
-	}
-	// b2 comes back: a held lookup returns as soon as it registers.
-	held := make(chan error, 1)
-	slow, err := Start(context.Background(), Options{Store: store, Self: cs[1].Self(), HoldTimeout: time.Second})
+	ctx := context.Background()
+	ns := "public/default"
+	topic := topicOwnedBy(t, cs[0], ns, "b2")
+	b := cs[0].BundleOf(ns, topic)
+	given, err := AllocateLedgerIDs(ctx, store, 0, 4096) // a block some broker holds
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer slow.Close(context.Background())
-	go func() {
-		d, err := cs[0].Lookup(context.Background(), ns, topic)
-		if err == nil && (d.Action != Redirect || d.Broker.ID != "b2") {
-			err = fmt.Errorf("got %s to %s", d.Action, d.Broker.ID)
-		}
-		held <- err
-	}()
-	if err := <-held; err != nil {
+	cs[1].Close(ctx)
+	waitBrokers(t, cs[:1], 1)
+	d, err := cs[0].Lookup(ctx, ns, topic)
+	if err != nil || d.Action != Connect {
+		t.Fatalf("lookup with the owner down = %s, %v; want Connect (taken over)", d.Action, err)
+	}
+	own, _, err := cs[0].StoredRecord(ctx, b)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if own.Broker != "b1" || !own.HoldsStranded("b2") || own.IDFloor < given+4096 {
+		t.Fatalf("record after the takeover = %+v, want owner b1, b2 stranded, id floor >= %d", own, given+4096)
+	}
+	if !cs[0].Owns(ns, topic) || len(cs[0].StrandedReturns()) != 0 {
+		t.Fatalf("owns %v, returns %v", cs[0].Owns(ns, topic), cs[0].StrandedReturns())
+	}
+
+	// b2 comes back: b1 is to hand the bundle back so that b2 merges its data in.
+	back, err := Start(ctx, Options{Store: store, Self: cs[1].Self(), HoldTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close(ctx)
+	poll.Until(t, 5*time.Second, "b1 to see b2 return", func() bool { return len(cs[0].StrandedReturns()) == 1 })
+	if mv := cs[0].StrandedReturns()[0]; mv.Bundle != b || mv.To.ID != "b2" {
+		t.Fatalf("return = %+v", mv)
+	}
+	if got := back.StrandedHere(); len(got) != 1 || got[0] != b {
+		t.Fatalf("StrandedHere on b2 = %v", got)
+	}
+	if back.Owns(ns, topic) {
+		t.Fatal("the returned owner serves a bundle taken over")
+	}
+	epoch, err := cs[0].BeginHandOver(ctx, b, "b2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilNil(t, 5*time.Second, "b2 to see the move", func() error { return back.IncomingHandOver(ctx, b, "b1", epoch) })
+	if err := cs[0].CompleteHandOver(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	own, _, _ = cs[0].StoredRecord(ctx, b)
+	if own.Broker != "b2" || len(own.Stranded) != 0 || own.IDFloor == 0 {
+		t.Fatalf("record after the return = %+v, want owner b2, none stranded, the floor kept", own)
+	}
+	poll.Until(t, 5*time.Second, "b2 to serve", func() bool { return back.Owns(ns, topic) })
+
+	// Another takeover, this time of b2's bundle by b1; b2 returns with nothing of it and unstrands.
+	back.Close(ctx)
+	waitBrokers(t, cs[:1], 1)
+	if d, err := cs[0].Lookup(ctx, ns, topic); err != nil || d.Action != Connect {
+		t.Fatalf("second takeover: %s, %v", d.Action, err)
+	}
+	again, err := Start(ctx, Options{Store: store, Self: cs[1].Self(), HoldTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	poll.Until(t, 5*time.Second, "b2 to see itself stranded", func() bool { return len(again.StrandedHere()) == 1 })
+	if err := again.Unstrand(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	own, _, _ = cs[0].StoredRecord(ctx, b)
+	if own.Broker != "b1" || len(own.Stranded) != 0 {
+		t.Fatalf("record after unstrand = %+v", own)
+	}
+}
+
+// TestTakeoverRecord: the dead owner joins the stranded brokers (once), the new owner leaves them,
+// and the id floor never goes down.
+func TestTakeoverRecord(t *testing.T) {
+	got := takeoverRecord(Ownership{Broker: "b3", Epoch: 4, Stranded: []string{"b1", "b2"}, IDFloor: 900}, "b1", 500)
+	if got.Broker != "b1" || got.Epoch != 5 || fmt.Sprint(got.Stranded) != "[b2 b3]" || got.IDFloor != 900 || got.MovingTo != "" {
+		t.Fatalf("takeover = %+v", got)
+	}
+	got = takeoverRecord(Ownership{Broker: "b3", Epoch: 1, MovingTo: "b2"}, "b2", 700)
+	if fmt.Sprint(got.Stranded) != "[b3]" || got.IDFloor != 700 || got.MovingTo != "" {
+		t.Fatalf("takeover mid-move = %+v", got)
 	}
 }
 

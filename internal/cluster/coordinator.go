@@ -51,7 +51,12 @@ type Options struct {
 	// bundle to this broker ends without making it the owner: what it received is not the
 	// bundle's data.
 	OnMoveAbandoned func(Bundle)
-	Logger          *slog.Logger
+	// OnLost, when set, is called (likewise, without blocking) when this broker stops serving a
+	// bundle other than by handing it over: another broker took it over, or this broker's
+	// registration expired (then for every bundle it served). Its topics must close: their clients
+	// find the bundle's owner again through lookup.
+	OnLost func(Bundle)
+	Logger *slog.Logger
 }
 
 // Coordinator is one broker's membership in its cluster: it registers the broker, follows the
@@ -68,7 +73,8 @@ type Coordinator struct {
 	sessMu sync.Mutex
 	sess   metadata.Session // the session that holds our registration; replaced when it expires
 
-	draining atomic.Bool // Drain was called: the registration says so
+	draining   atomic.Bool // Drain was called: the registration says so
+	registered atomic.Bool // the session holding our registration is live: only then does this broker serve
 }
 
 // Start registers this broker and starts following the cluster. It fails when another live
@@ -170,11 +176,18 @@ func (c *Coordinator) register(ctx context.Context) error {
 	c.sessMu.Lock()
 	c.sess = sess
 	c.sessMu.Unlock()
+	if !c.registered.Swap(true) && c.opts.OnServe != nil {
+		// Registered again after the session expired: the bundles still recorded as ours are
+		// served again.
+		for _, b := range c.ServedBundles() {
+			c.opts.OnServe(b)
+		}
+	}
 	return nil
 }
 
-// keepRegistered registers again whenever the session ends (etcd unreachable past the TTL): while
-// unregistered, other brokers hold lookups of our bundles rather than assign them elsewhere.
+// keepRegistered registers again whenever the session ends (etcd unreachable past the TTL). While
+// unregistered this broker serves nothing, and other brokers take its bundles over (takeover.go).
 func (c *Coordinator) keepRegistered(ctx context.Context) {
 	defer c.wg.Done()
 	for {
@@ -186,7 +199,15 @@ func (c *Coordinator) keepRegistered(ctx context.Context) {
 			return
 		case <-done:
 		}
-		c.log.Warn("cluster registration expired; registering again")
+		// Other brokers may take our bundles over from now on: stop serving them.
+		c.registered.Store(false)
+		lost := c.ServedBundles()
+		c.log.Warn("cluster registration expired; this broker serves no bundle until it registers again", "bundles", len(lost))
+		if c.opts.OnLost != nil {
+			for _, b := range lost {
+				c.opts.OnLost(b)
+			}
+		}
 		for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 			if err := c.register(ctx); err == nil {
 				c.log.Info("cluster registration restored")
@@ -335,6 +356,9 @@ func (c *Coordinator) putRecord(b Bundle, r recordAt) {
 	if applied && c.opts.OnMoveAbandoned != nil && before.own.MovingTo == self && r.own.MovingTo != self && !r.own.Serving(self) {
 		c.opts.OnMoveAbandoned(b)
 	}
+	if applied && c.opts.OnLost != nil && before.own.Serving(self) && r.own.Broker != self {
+		c.opts.OnLost(b)
+	}
 }
 
 // Close deregisters the broker (its bundles stay recorded as its own) and stops the goroutines.
@@ -415,6 +439,14 @@ func (c *Coordinator) LookupBundle(ctx context.Context, b Bundle) (Decision, err
 // decision saw (compare-and-swap on its version).
 func (c *Coordinator) assign(ctx context.Context, b Bundle, broker string, prev recordAt, exists bool) error {
 	own := Ownership{Broker: broker, Epoch: prev.own.Epoch + 1}
+	takeover := exists && prev.own.Broker != ""
+	if takeover {
+		floor, err := AllocateLedgerIDs(ctx, c.opts.Store, 0, 1)
+		if err != nil {
+			return fmt.Errorf("cluster: take bundle %s over: %w", b, err)
+		}
+		own = takeoverRecord(prev.own, broker, floor)
+	}
 	val, _ := json.Marshal(own)
 	expect := int64(0)
 	if exists {
@@ -430,7 +462,12 @@ func (c *Coordinator) assign(ctx context.Context, b Bundle, broker string, prev 
 	if err != nil {
 		return fmt.Errorf("cluster: assign bundle %s: %w", b, err)
 	}
-	c.log.Info("bundle assigned", "bundle", b.String(), "owner", broker, "epoch", own.Epoch)
+	if takeover {
+		c.log.Warn("bundle taken over from a broker that is not live; its data there comes back when it does",
+			"bundle", b.String(), "owner", broker, "from", prev.own.Broker, "epoch", own.Epoch, "stranded", own.Stranded)
+	} else {
+		c.log.Info("bundle assigned", "bundle", b.String(), "owner", broker, "epoch", own.Epoch)
+	}
 	c.putRecord(b, recordAt{own: own, version: kv.Version, modRevision: kv.ModRevision})
 	return nil
 }
@@ -438,7 +475,7 @@ func (c *Coordinator) assign(ctx context.Context, b Bundle, broker string, prev 
 // Owns reports whether this broker serves the topic's bundle: it owns it and is not handing it over.
 func (c *Coordinator) Owns(namespace, topic string) bool {
 	r, _ := c.view.record(c.BundleOf(namespace, topic))
-	return r.own.Serving(c.opts.Self.ID)
+	return r.own.Serving(c.opts.Self.ID) && c.registered.Load()
 }
 
 // Owner is the registration of the broker that owns the topic's bundle, when it is live.

@@ -1,6 +1,9 @@
 package cluster
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"slices"
+)
 
 // BrokerInfo is what a broker registers about itself (registry.go) and what lookups answer with.
 type BrokerInfo struct {
@@ -23,11 +26,22 @@ type BrokerInfo struct {
 // MovingTo, when set, names the broker the owner is handing the bundle over to (handover.go): the
 // owner no longer serves the bundle, lookups hold, and the record ends either owned by MovingTo
 // (the copy is complete) or by the owner again (the hand-over failed).
+//
+// Stranded and IDFloor come from a takeover (takeover.go): a live broker took the bundle over from
+// an owner that died holding it. Stranded names the brokers whose disks hold data of the bundle that
+// its owner does not have; each merges its data back in when it returns. IDFloor is at least every
+// ledger id any broker had been given before the takeover: the bundle's new ledgers get ids at or
+// above it, so a stranded broker's segments sort before everything written since.
 type Ownership struct {
-	Broker   string `json:"broker"`
-	Epoch    int64  `json:"epoch"`
-	MovingTo string `json:"movingTo,omitempty"`
+	Broker   string   `json:"broker"`
+	Epoch    int64    `json:"epoch"`
+	MovingTo string   `json:"movingTo,omitempty"`
+	Stranded []string `json:"stranded,omitempty"`
+	IDFloor  int64    `json:"idFloor,omitempty"`
 }
+
+// HoldsStranded reports whether broker's disk holds data of the bundle that its owner lacks.
+func (o Ownership) HoldsStranded(broker string) bool { return slices.Contains(o.Stranded, broker) }
 
 // Serving reports whether the record names broker as the bundle's serving owner: owned and not
 // being handed over.
@@ -41,11 +55,12 @@ const (
 	Connect Action = iota + 1
 	// Redirect: another live broker owns it; the client asks that broker, authoritatively.
 	Redirect
-	// Assign: nobody owns it; the caller records Candidate as owner (compare-and-swap) and decides
-	// again.
+	// Assign: nobody owns it, or its owner is not live; the caller records Candidate as owner
+	// (compare-and-swap; a takeover when there was an owner) and decides again.
 	Assign
-	// Wait: the owner is not live, or no broker is; the caller waits for a change (a broker
-	// registering, the record changing) up to its hold deadline, then answers ServiceNotReady.
+	// Wait: the bundle is being handed over, or no broker is live; the caller waits for a change (a
+	// broker registering, the record changing) up to its hold deadline, then answers
+	// ServiceNotReady.
 	Wait
 )
 
@@ -83,10 +98,12 @@ type Decision struct {
 //
 //   - the owner is this broker and this broker is live: Connect;
 //   - the owner is another live broker: Redirect to it (authoritative, so it never redirects again);
-//   - the owner is not live: Wait. Its bundles stay with it, because in this release the bundle's
-//     messages are on the owner's disk; they are served again when it comes back;
-//   - the bundle is being handed over (MovingTo set): Wait, also on the owner, which no longer
-//     serves it; the hand-over ends by naming the new owner (or the old one again) within seconds;
+//   - the owner is not live (its registration expired, also in the middle of a hand-over): Assign
+//     the least-loaded live broker, a takeover. The messages on the dead owner's disk are not
+//     served until it comes back and merges them in (takeover.go);
+//   - the bundle is being handed over (MovingTo set) by a live owner: Wait, also on the owner,
+//     which no longer serves it; the hand-over ends by naming the new owner (or the old one again)
+//     within seconds;
 //   - no owner: Assign the least-loaded live broker, or Wait when no broker is live. Ties go to
 //     the broker that ranks highest for this bundle (rendezvous hashing of bundle and broker id):
 //     deciders that agree on the loads agree on the broker, and bundles assigned at the same
@@ -95,7 +112,12 @@ func Decide(v View) Decision {
 	if v.Record != nil {
 		owner, live := v.Live[v.Record.Broker]
 		switch {
-		case !live, v.Record.MovingTo != "":
+		case !live:
+			if cand, ok := LeastLoaded(v.Live, v.Bundle); ok {
+				return Decision{Action: Assign, Broker: cand}
+			}
+			return Decision{Action: Wait}
+		case v.Record.MovingTo != "":
 			return Decision{Action: Wait}
 		case owner.ID == v.Self:
 			return Decision{Action: Connect, Broker: owner}

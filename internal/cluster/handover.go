@@ -24,8 +24,11 @@ import (
 //     failed, AbortHandOver: {owner, epoch+1}, and the owner serves the bundle again.
 //
 // An owner that dies between 1 and 3 finds its own unfinished hand-overs when it starts again and
-// aborts them (Start), so a bundle is never left moving by a live owner. Until then its lookups
-// hold, as for any bundle whose owner is down.
+// aborts them (Start), so a bundle is never left moving by a live owner. Once its registration
+// expires, a lookup takes the bundle over like any bundle of a dead owner (takeover.go).
+//
+// Every step keeps the record's Stranded and IDFloor; completing removes the target from Stranded,
+// because accepting a bundle merges what the target's disk held of it.
 
 // ErrHandOverRefused: the bundle's record does not allow this step of a hand-over (another broker
 // owns it, it already moves, or it moves elsewhere).
@@ -45,8 +48,10 @@ func (c *Coordinator) BeginHandOver(ctx context.Context, b Bundle, target string
 	if !ok || !rec.own.Serving(c.opts.Self.ID) {
 		return 0, fmt.Errorf("bundle %s: %w", b, ErrNotOwner)
 	}
-	epoch := rec.own.Epoch + 1
-	return epoch, c.writeRecord(ctx, b, rec, Ownership{Broker: c.opts.Self.ID, Epoch: epoch, MovingTo: target}, "bundle hand-over begins")
+	own := rec.own
+	own.Epoch++
+	own.MovingTo = target
+	return own.Epoch, c.writeRecord(ctx, b, rec, own, "bundle hand-over begins")
 }
 
 // CompleteHandOver makes the hand-over's target the owner of b: the copy is complete.
@@ -55,7 +60,12 @@ func (c *Coordinator) CompleteHandOver(ctx context.Context, b Bundle) error {
 	if !ok || rec.own.Broker != c.opts.Self.ID || rec.own.MovingTo == "" {
 		return fmt.Errorf("bundle %s: %w: not moving from this broker", b, ErrHandOverRefused)
 	}
-	return c.writeRecord(ctx, b, rec, Ownership{Broker: rec.own.MovingTo, Epoch: rec.own.Epoch + 1}, "bundle handed over")
+	// The target merged whatever data of the bundle its disk held (takeover.go): it is no longer
+	// stranded.
+	own := rec.own
+	own.Broker, own.MovingTo, own.Epoch = rec.own.MovingTo, "", rec.own.Epoch+1
+	own.Stranded = without(rec.own.Stranded, own.Broker)
+	return c.writeRecord(ctx, b, rec, own, "bundle handed over")
 }
 
 // AbortHandOver ends this broker's hand-over of b with b still its own (the copy failed).
@@ -64,7 +74,9 @@ func (c *Coordinator) AbortHandOver(ctx context.Context, b Bundle) error {
 	if !ok || rec.own.Broker != c.opts.Self.ID || rec.own.MovingTo == "" {
 		return fmt.Errorf("bundle %s: %w: not moving from this broker", b, ErrHandOverRefused)
 	}
-	return c.writeRecord(ctx, b, rec, Ownership{Broker: c.opts.Self.ID, Epoch: rec.own.Epoch + 1}, "bundle hand-over aborted")
+	own := rec.own
+	own.MovingTo, own.Epoch = "", rec.own.Epoch+1
+	return c.writeRecord(ctx, b, rec, own, "bundle hand-over aborted")
 }
 
 // IncomingHandOver checks, against the store itself (not the view, which may lag), that broker

@@ -90,6 +90,9 @@ type clusterMember struct {
 	// importMu serialises receiving topics of a move with deleting what an abandoned move left
 	// (handover.go): a copy is deleted only after the record, read under it, says it is not ours.
 	importMu sync.Mutex
+	// serving: the broker and replication exist (set once, when bundles start to move): a lost
+	// bundle's topics can be closed (takeover.go).
+	serving atomic.Bool
 	// moves are the bundles this broker is moving now (handover.go), guarded by movesMu.
 	movesMu sync.Mutex
 	moves   map[cluster.Bundle]bool
@@ -217,6 +220,19 @@ func (n *Node) joinCluster(ctx context.Context) error {
 			if r := repl.Load(); r != nil {
 				r.NamespaceChanged(b.Namespace)
 			}
+		},
+		OnLost: func(b cluster.Bundle) {
+			m := member.Load()
+			if m == nil || !m.serving.Load() {
+				return // nothing is loaded before the broker serves
+			}
+			c.bg.Add(1)
+			go func() {
+				defer c.bg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), topicCloseTimeout)
+				defer cancel()
+				n.releaseLostBundle(ctx, b)
+			}()
 		},
 		OnMoveAbandoned: func(b cluster.Bundle) {
 			// Off the watch goroutine; coord.Close stops the watch before c.bg is waited for.

@@ -84,6 +84,30 @@ func (c *components) ownsTopic() func(naming.TopicName) bool {
 	return c.member.Serves
 }
 
+// ledgerIDFloor is the broker's LedgerIDFloor: in a cluster, the floor of the topic's bundle record
+// (a bundle taken over from a dead broker, takeover.go).
+func (c *components) ledgerIDFloor() func(naming.TopicName) int64 {
+	if c.member == nil {
+		return nil
+	}
+	return func(t naming.TopicName) int64 {
+		own, _ := c.member.coord.Record(t.NamespaceName().String(), t.String())
+		return own.IDFloor
+	}
+}
+
+// holdsStrandedSubscriptions is the broker's HoldsStrandedSubscriptions: in a cluster, whether the
+// topic's bundle record names stranded brokers (takeover.go).
+func (c *components) holdsStrandedSubscriptions() func(naming.TopicName) bool {
+	if c.member == nil {
+		return nil
+	}
+	return func(t naming.TopicName) bool {
+		own, _ := c.member.coord.Record(t.NamespaceName().String(), t.String())
+		return len(own.Stranded) > 0
+	}
+}
+
 // storageDir is where the storage engine keeps its files inside the data dir.
 func storageDir(dataDir string) string { return filepath.Join(dataDir, "storage") }
 
@@ -192,12 +216,14 @@ func (n *Node) compose(ctx context.Context) error {
 		DedupDefault:      n.opts.Dedup,
 		AutoTopicCreation: n.opts.AutoTopicCreation,
 	}, broker.Deps{
-		Storage:          c.engine,
-		Policies:         policySource{cat: c.catalog},
-		Logger:           log,
-		ReplicatedIndex:  replicatedIndexHook(c.replication),
-		SubscriptionSync: subscriptionSync{m: c.replication},
-		Owns:             c.ownsTopic(),
+		Storage:                    c.engine,
+		Policies:                   policySource{cat: c.catalog},
+		Logger:                     log,
+		ReplicatedIndex:            replicatedIndexHook(c.replication),
+		SubscriptionSync:           subscriptionSync{m: c.replication},
+		Owns:                       c.ownsTopic(),
+		LedgerIDFloor:              c.ledgerIDFloor(),
+		HoldsStrandedSubscriptions: c.holdsStrandedSubscriptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
@@ -271,12 +297,17 @@ func (n *Node) compose(ctx context.Context) error {
 func (n *Node) startMoving(ctx context.Context) error {
 	c := &n.components
 	c.member.repl.Store(c.replication)
+	c.member.serving.Store(true)
 	moveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	c.shedStop = stop
-	c.bg.Add(1)
+	c.bg.Add(2)
 	go func() {
 		defer c.bg.Done()
 		c.member.endOrphanedMoves(moveCtx)
+	}()
+	go func() {
+		defer c.bg.Done()
+		n.followStranded(moveCtx)
 	}()
 	if n.opts.LoadSheddingInterval > 0 {
 		c.bg.Add(1)

@@ -176,31 +176,38 @@ func (n *Node) writeLedger(ctx context.Context, l *storage.Ledger, h handover.He
 		return err
 	}
 	for _, s := range h.Segments {
-		from := mtypes.Position{LedgerID: s.ID}
-		end := s.Entries
-		for from.EntryID < end {
-			es, err := l.Read(ctx, from, min(handOverReadEntries, int(end-from.EntryID)), handOverReadBytes)
-			if err != nil {
-				return err
-			}
-			if len(es) == 0 {
-				return fmt.Errorf("ledger %s: no entry at %s", l.Name(), from)
-			}
-			for _, e := range es {
-				if e.Position != from {
-					return fmt.Errorf("ledger %s: read %s where %s was due", l.Name(), e.Position, from)
-				}
-				if err := w.WriteEntry(e.Data, e.PublishTime); err != nil {
-					return err
-				}
-				from = from.Next()
-				if from.EntryID == end {
-					break
-				}
-			}
+		if err := readSegment(ctx, l, s.ID, s.Entries, w.WriteEntry); err != nil {
+			return err
 		}
 	}
 	return w.Close()
+}
+
+// readSegment passes entries 0..entries-1 of segment id of l to fn, in order.
+func readSegment(ctx context.Context, l *storage.Ledger, id, entries int64, fn func(data []byte, publishTime int64) error) error {
+	from := mtypes.Position{LedgerID: id}
+	for from.EntryID < entries {
+		es, err := l.Read(ctx, from, min(handOverReadEntries, int(entries-from.EntryID)), handOverReadBytes)
+		if err != nil {
+			return err
+		}
+		if len(es) == 0 {
+			return fmt.Errorf("ledger %s: no entry at %s", l.Name(), from)
+		}
+		for _, e := range es {
+			if e.Position != from {
+				return fmt.Errorf("ledger %s: read %s where %s was due", l.Name(), e.Position, from)
+			}
+			if err := fn(e.Data, e.PublishTime); err != nil {
+				return err
+			}
+			from = from.Next()
+			if from.EntryID == entries {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 func (n *Node) maxEntryBytes() int { return n.opts.MaxMessageSize + server.FramePadding }
@@ -241,10 +248,20 @@ func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64
 		return 0, err
 	}
 	name := topic.StorageName()
-	// A copy left from an earlier time this broker owned the bundle is stale: the owner's is current.
 	if ok, err := m.engine.LedgerExists(ctx, name); err != nil {
 		return 0, err
 	} else if ok {
+		own, _, err := m.coord.StoredRecord(ctx, b)
+		if err != nil {
+			return 0, err
+		}
+		if own.HoldsStranded(m.coord.Self().ID) {
+			// This broker held the bundle when it died and another took it over: its copy holds
+			// messages the owner's lacks, and the two merge (takeover.go).
+			return m.mergeLedger(ctx, rd, topic, incoming)
+		}
+		// A copy left from an earlier time this broker owned the bundle is stale: the owner's is
+		// current.
 		if err := m.engine.DeleteLedger(ctx, name); err != nil {
 			return 0, err
 		}
@@ -304,30 +321,22 @@ func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64
 func (m *clusterMember) dropAbandonedCopies(ctx context.Context, b cluster.Bundle) {
 	m.importMu.Lock()
 	defer m.importMu.Unlock()
-	ns, err := naming.ParseNamespace(b.Namespace)
-	if err != nil {
-		return
-	}
 	own, ok, err := m.coord.StoredRecord(ctx, b)
 	if err != nil {
 		m.log.Warn("checking an abandoned move failed; its copies stay until the next start", "bundle", b.String(), "err", err)
 		return
 	}
 	self := m.coord.Self().ID
-	if ok && (own.Broker == self || own.MovingTo == self) {
+	if ok && (own.Broker == self || own.MovingTo == self || own.HoldsStranded(self)) {
+		// Ours, on its way here again, or holding messages of the bundle nobody else has.
 		return
 	}
 	// From storage itself: the broker serves none of these topics, and may not exist yet.
-	prefix := ns.Tenant + "/" + ns.Namespace + "/" + string(naming.Persistent) + "/"
-	names, err := m.engine.ListLedgers(ctx, prefix)
+	topics, err := m.storedBundleTopics(ctx, b)
 	if err != nil {
 		return
 	}
-	for _, name := range names {
-		t, err := naming.NewTopic(naming.Persistent, ns, strings.TrimPrefix(name, prefix))
-		if err != nil || t.StorageName() != name || !m.inBundle(b, t) {
-			continue
-		}
+	for _, t := range topics {
 		if err := m.engine.DeleteLedger(ctx, t.StorageName()); err != nil {
 			m.log.Warn("deleting the copy of an abandoned move failed; it is deleted at the next start", "topic", t.String(), "err", err)
 			continue

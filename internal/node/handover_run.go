@@ -244,7 +244,9 @@ const (
 
 // dropStaleCopies deletes, at start, the local ledgers of topics whose bundle another broker owns:
 // copies left by a hand-over that ended (the record names the target) before this broker deleted
-// its copy. Only the owner named by the record ever serves a bundle, so these are never read.
+// its copy. Only the owner named by the record ever serves a bundle, so these are never read. A
+// bundle taken over from this broker while it was down (the record names it stranded) keeps its
+// ledgers: they hold messages the owner lacks, and merge in when the bundle comes back here.
 func (n *Node) dropStaleCopies(ctx context.Context) error {
 	c := &n.components
 	self := c.member.coord.Self().ID
@@ -259,8 +261,8 @@ func (n *Node) dropStaleCopies(ctx context.Context) error {
 		}
 		for _, t := range topics {
 			own, ok := c.member.coord.Record(ns, t.String())
-			if !ok || own.Broker == "" || own.Broker == self || own.MovingTo == self {
-				continue // ours, nobody's, or on its way here
+			if !ok || own.Broker == "" || own.Broker == self || own.MovingTo == self || own.HoldsStranded(self) {
+				continue // ours, nobody's, on its way here, or holding messages the owner lacks
 			}
 			owner := own.Broker
 			c.member.log.Info("deleting the copy of a topic another broker owns (left by a hand-over)", "topic", t.String(), "owner", owner)
