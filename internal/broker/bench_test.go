@@ -120,7 +120,7 @@ type chanSink struct{ ch chan []Delivery }
 
 func (s *chanSink) SendMessages(ms []Delivery) { s.ch <- ms }
 func (s *chanSink) ActiveConsumerChanged(bool) {}
-func (s *chanSink) Closed()                    {}
+func (s *chanSink) Closed(Reassigned)          {}
 
 // BenchmarkDispatch measures reading stored 1 KiB entries (from the tail cache) and handing them to
 // a consumer that acknowledges each batch (cumulatively on Exclusive, individually on Shared) and

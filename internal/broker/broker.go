@@ -229,7 +229,13 @@ func (b *Broker) DeleteTopic(ctx context.Context, name naming.TopicName, force b
 // UnloadTopic closes a loaded topic (clients are disconnected and reconnect, loading it again); a
 // topic that is not loaded is a no-op.
 func (b *Broker) UnloadTopic(ctx context.Context, name naming.TopicName) error {
-	return b.b.unloadTopic(ctx, name)
+	return b.b.unloadTopic(ctx, name, Reassigned{})
+}
+
+// UnloadTopicTo is UnloadTopic of a topic whose bundle moves to another broker: its producers and
+// consumers are told to reconnect there directly (docs/cluster.md, "Moving a bundle").
+func (b *Broker) UnloadTopicTo(ctx context.Context, name naming.TopicName, to Reassigned) error {
+	return b.b.unloadTopic(ctx, name, to)
 }
 
 // PoliciesChanged tells the broker that the policies of a namespace (or of topics in it) changed;

@@ -29,8 +29,12 @@ type brokerState struct {
 	owns            func(naming.TopicName) bool  // nil: every topic is served here
 	ledgerIDFloor   func(naming.TopicName) int64 // nil: no floor (Deps.LedgerIDFloor)
 	strandedSubs    func(naming.TopicName) bool  // nil: never (Deps.HoldsStrandedSubscriptions)
-	subSync         SubscriptionSync
-	ignoredAcks     ignoredAcks // acknowledgements naming no stored entry (ackcheck.go)
+	// movedTo names, while a topic whose bundle moves unloads, the broker its clients reconnect
+	// to (UnloadTopicTo), guarded by movedMu.
+	movedMu     sync.Mutex
+	movedTo     map[*topicState]Reassigned
+	subSync     SubscriptionSync
+	ignoredAcks ignoredAcks // acknowledgements naming no stored entry (ackcheck.go)
 
 	producerSeq atomic.Uint64
 	consumerSeq atomic.Uint64
@@ -543,12 +547,25 @@ func waitClosed(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
-func (b *brokerState) unloadTopic(ctx context.Context, name naming.TopicName) error {
+func (b *brokerState) unloadTopic(ctx context.Context, name naming.TopicName, to Reassigned) error {
 	b.mu.Lock()
 	t := b.topics[name.String()]
 	b.mu.Unlock()
 	if t == nil {
 		return nil
+	}
+	if to != (Reassigned{}) {
+		b.movedMu.Lock()
+		if b.movedTo == nil {
+			b.movedTo = map[*topicState]Reassigned{}
+		}
+		b.movedTo[t] = to
+		b.movedMu.Unlock()
+		defer func() {
+			b.movedMu.Lock()
+			delete(b.movedTo, t)
+			b.movedMu.Unlock()
+		}()
 	}
 	return b.detach(ctx, t)
 }

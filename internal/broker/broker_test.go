@@ -526,7 +526,7 @@ func TestProducerAccessModes(t *testing.T) {
 	}
 	// Fencing takes the topic and tells the current producer.
 	closedCh := make(chan struct{})
-	w.p.opts.OnClosed = func() { close(closedCh) }
+	w.p.opts.OnClosed = func(Reassigned) { close(closedCh) }
 	f := addProducer(t, top, ProducerOptions{AccessMode: mtypes.AccessExclusiveWithFencing})
 	<-closedCh
 	if r := publishSync(t, w, PublishRequest{Entry: entry(t, w.Name(), 0, 1, "x")}); !errors.Is(r.Err, ErrProducerClosed) {
@@ -549,7 +549,7 @@ func TestUnloadDisconnectsAndReloads(t *testing.T) {
 	e := newEnv(t, Config{AutoTopicCreation: true})
 	top := e.topic("unload")
 	closed := make(chan struct{})
-	p := addProducer(t, top, ProducerOptions{OnClosed: func() { close(closed) }})
+	p := addProducer(t, top, ProducerOptions{OnClosed: func(Reassigned) { close(closed) }})
 	publishSync(t, p, PublishRequest{Entry: entry(t, p.Name(), 0, 1, "x")})
 	c, s := subscribe(t, top, SubscribeOptions{Subscription: "s", Durable: true, InitialPosition: mtypes.InitialEarliest})
 	c.Flow(10)

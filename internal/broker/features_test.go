@@ -577,7 +577,7 @@ func TestBacklogQuotaPolicies(t *testing.T) {
 			top := e.topic("quota")
 			subscribe(t, top, SubscribeOptions{Subscription: "slow", Durable: true}) // never reads
 			closed := make(chan struct{})
-			p := addProducer(t, top, ProducerOptions{Name: "p", OnClosed: func() { close(closed) }})
+			p := addProducer(t, top, ProducerOptions{Name: "p", OnClosed: func(Reassigned) { close(closed) }})
 			body := string(make([]byte, 1024))
 			for i := 0; i < 20; i++ {
 				publishSync(t, p, PublishRequest{Entry: entry(t, "p", uint64(i), 1, body), SequenceID: int64(i)})

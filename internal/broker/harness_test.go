@@ -186,7 +186,7 @@ func (s *sink) ActiveConsumerChanged(active bool) {
 	s.poke()
 }
 
-func (s *sink) Closed() {
+func (s *sink) Closed(Reassigned) {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()

@@ -34,8 +34,9 @@ type ProducerOptions struct {
 	// returns once the producer is ready (or ctx ends).
 	OnQueued func()
 	// OnClosed is called when the broker closes the producer (unload, delete, fencing): the server
-	// sends CLOSE_PRODUCER. Not called for Producer.Close. Must not block.
-	OnClosed func()
+	// sends CLOSE_PRODUCER, naming the broker the topic moved to when to is not empty. Not called
+	// for Producer.Close. Must not block.
+	OnClosed func(to Reassigned)
 }
 
 // Producer is one producer attached to a topic.

@@ -81,7 +81,7 @@ func (c *consumerState) markClosed(notify bool) bool {
 	}
 	c.closed = true
 	if notify {
-		c.sink.Closed()
+		c.sink.Closed(c.sub.topic.reassigned())
 	}
 	return true
 }

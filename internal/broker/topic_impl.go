@@ -658,3 +658,11 @@ func (t *topicState) dispatchNonPersistent(data []byte, marker bool) {
 		}
 	}
 }
+
+// reassigned is where the topic's clients reconnect once it closes: the broker its bundle moves
+// to, or nothing (a lookup).
+func (t *topicState) reassigned() Reassigned {
+	t.b.movedMu.Lock()
+	defer t.b.movedMu.Unlock()
+	return t.b.movedTo[t]
+}

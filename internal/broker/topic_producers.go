@@ -180,7 +180,7 @@ func (t *topicState) grantWaiterLocked() {
 func (t *topicState) closeProducers(ps []*producerState) {
 	for _, p := range ps {
 		if !p.closed.Swap(true) && p.opts.OnClosed != nil {
-			p.opts.OnClosed()
+			p.opts.OnClosed(t.reassigned())
 		}
 	}
 }

@@ -49,9 +49,15 @@ type ConsumerSink interface {
 	ActiveConsumerChanged(active bool)
 	// Closed tells the server that the broker closed the consumer (after a seek, a forced unsubscribe
 	// by another consumer, topic unload or deletion): send CLOSE_CONSUMER so the client reconnects.
-	// Not called when the consumer was closed by Consumer.Close or Consumer.Unsubscribe.
-	Closed()
+	// Not called when the consumer was closed by Consumer.Close or Consumer.Unsubscribe. to names
+	// the broker the topic moved to, when it did (Broker.UnloadTopicTo).
+	Closed(to Reassigned)
 }
+
+// Reassigned names the broker a closed topic's clients reconnect to directly, without a lookup
+// (assignedBrokerServiceUrl of CLOSE_PRODUCER and CLOSE_CONSUMER): the broker its bundle moves to.
+// Empty when the topic closed for another reason: clients look it up again.
+type Reassigned struct{ ServiceURL, ServiceURLTLS string }
 
 // PublishRequest is one SEND.
 type PublishRequest struct {

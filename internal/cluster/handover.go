@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"sort"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/metadata"
 )
@@ -260,4 +261,35 @@ func Shed(self string, live map[string]BrokerInfo, served []Bundle, movable func
 func (c *Coordinator) PlanShed(movable func(Bundle) bool) (Move, bool) {
 	v, _, _, _ := c.view.snapshot(c.opts.Self.ID, Bundle{})
 	return Shed(c.opts.Self.ID, v.Live, c.ServedBundles(), movable)
+}
+
+// Incoming reports whether the topic's bundle is being handed over to this broker.
+func (c *Coordinator) Incoming(namespace, topic string) bool {
+	r, _ := c.view.record(c.BundleOf(namespace, topic))
+	return r.own.MovingTo == c.opts.Self.ID && c.registered.Load()
+}
+
+// AwaitServing waits, up to the lookup hold, while the topic's bundle is being handed over to this
+// broker, and reports whether this broker serves it then: the old owner sends the bundle's clients
+// here when the move begins (assignedBrokerServiceUrl), and they wait here rather than look the
+// topic up again.
+func (c *Coordinator) AwaitServing(ctx context.Context, namespace, topic string) bool {
+	hold := time.NewTimer(c.opts.HoldTimeout)
+	defer hold.Stop()
+	for {
+		changed := c.Changed()
+		if c.Owns(namespace, topic) {
+			return true
+		}
+		if !c.Incoming(namespace, topic) {
+			return false
+		}
+		select {
+		case <-changed:
+		case <-hold.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }

@@ -341,3 +341,13 @@ func (n *Node) peerHTTPClient() (*http.Client, error) {
 func (a adminMember) Topics(ctx context.Context, ns naming.NamespaceName) ([]string, error) {
 	return a.m.Topics(ctx, ns)
 }
+
+// Incoming implements server.Ownership.
+func (m *clusterMember) Incoming(topic naming.TopicName) bool {
+	return m.coord.Incoming(topic.NamespaceName().String(), topic.String())
+}
+
+// AwaitServing implements server.Ownership.
+func (m *clusterMember) AwaitServing(ctx context.Context, topic naming.TopicName) bool {
+	return m.coord.AwaitServing(ctx, topic.NamespaceName().String(), topic.String())
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/handover"
 	"github.com/meridian-mq/meridian/internal/mtypes"
@@ -92,7 +93,10 @@ func (n *Node) copyBundle(ctx context.Context, b cluster.Bundle, target cluster.
 		c.replication.TopicUnloaded(closeCtx, t.String())
 	}
 	// On failure every topic is returned: their replicators were stopped and start again.
-	if err := n.closeBundleTopics(closeCtx, b); err != nil {
+	// Their clients are sent to the target, where they wait for the move to end (a lookup would
+	// hold just as long).
+	to := broker.Reassigned{ServiceURL: target.ServiceURL, ServiceURLTLS: target.ServiceURLTLS}
+	if err := n.closeBundleTopics(closeCtx, b, to); err != nil {
 		return topics, 0, err
 	}
 	var entries int64

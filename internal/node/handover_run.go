@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/naming"
 )
@@ -46,7 +47,7 @@ func (n *Node) unloadBundle(ctx context.Context, ns naming.NamespaceName, bundle
 	}
 	if !found {
 		// No other broker: the unload closes the bundle's topics here (clients reconnect).
-		return n.closeBundleTopics(ctx, b)
+		return n.closeBundleTopics(ctx, b, broker.Reassigned{})
 	}
 	// The move does not end with the request: a client that stops waiting does not abort it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unloadMoveTimeout)
@@ -92,12 +93,13 @@ func (n *Node) bundleTopics(ctx context.Context, b cluster.Bundle) ([]naming.Top
 	return out, nil
 }
 
-// closeBundleTopics unloads the bundle's loaded topics (persistent or not).
-func (n *Node) closeBundleTopics(ctx context.Context, b cluster.Bundle) error {
+// closeBundleTopics unloads the bundle's loaded topics (persistent or not); their clients reconnect
+// to the broker to names, or look the topics up again when it is empty.
+func (n *Node) closeBundleTopics(ctx context.Context, b cluster.Bundle, to broker.Reassigned) error {
 	c := &n.components
 	for _, t := range c.broker.LoadedTopics() {
 		if name := t.Name(); c.member.inBundle(b, name) {
-			if err := c.broker.UnloadTopic(ctx, name); err != nil {
+			if err := c.broker.UnloadTopicTo(ctx, name, to); err != nil {
 				return fmt.Errorf("close %s: %w", name, err)
 			}
 		}

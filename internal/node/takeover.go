@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/admin"
+	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/handover"
 	"github.com/meridian-mq/meridian/internal/naming"
@@ -118,7 +119,7 @@ func (n *Node) releaseLostBundle(ctx context.Context, b cluster.Bundle) {
 			c.replication.TopicUnloaded(ctx, t.String())
 		}
 	}
-	if err := n.closeBundleTopics(ctx, b); err != nil {
+	if err := n.closeBundleTopics(ctx, b, broker.Reassigned{}); err != nil {
 		c.member.log.Warn("closing the topics of a lost bundle failed", "bundle", b.String(), "err", err)
 		return
 	}

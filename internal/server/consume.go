@@ -107,7 +107,7 @@ func (s *consumerSink) sendActiveLocked(active bool) {
 
 // Closed is the broker closing the consumer (seek, forced unsubscribe by another consumer, unload,
 // delete): CLOSE_CONSUMER makes the client re-subscribe.
-func (s *consumerSink) Closed() {
+func (s *consumerSink) Closed(to broker.Reassigned) {
 	s.mu.Lock()
 	if s.detached {
 		s.mu.Unlock()
@@ -116,7 +116,8 @@ func (s *consumerSink) Closed() {
 	s.detachLocked()
 	s.mu.Unlock()
 	s.c.forgetConsumer(s.h)
-	s.c.sendCommand(&pulsarpb.CommandCloseConsumer{ConsumerId: proto.Uint64(s.id), RequestId: proto.Uint64(0)})
+	s.c.sendCommand(&pulsarpb.CommandCloseConsumer{ConsumerId: proto.Uint64(s.id), RequestId: proto.Uint64(0),
+		AssignedBrokerServiceUrl: optionalString(to.ServiceURL), AssignedBrokerServiceUrlTls: optionalString(to.ServiceURLTLS)})
 }
 
 // answer queues the SUBSCRIBE answer and starts the fallback for held-back events.
@@ -229,7 +230,11 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 	create := cmd.ForceTopicCreation == nil || cmd.GetForceTopicCreation()
 
 	c.goRequest(func(ctx context.Context) {
-		cons, err := c.subscribe(ctx, topic, create, opts, h.sink, schemaInfoOf(cmd.GetSchema()))
+		err := c.awaitServed(ctx, topic)
+		var cons *broker.Consumer
+		if err == nil {
+			cons, err = c.subscribe(ctx, topic, create, opts, h.sink, schemaInfoOf(cmd.GetSchema()))
+		}
 		if err != nil {
 			c.forgetConsumer(h)
 			c.log.Debug("subscribe refused", "topic", topic.String(), "subscription", opts.Subscription, "err", err)

@@ -22,6 +22,12 @@ type Ownership interface {
 	Lookup(ctx context.Context, topic naming.TopicName) (Owner, error)
 	// Serves reports whether this broker owns topic's bundle.
 	Serves(topic naming.TopicName) bool
+	// Incoming reports whether topic's bundle is being handed over to this broker: its clients,
+	// sent here by the old owner (assignedBrokerServiceUrl), wait for the move to end.
+	Incoming(topic naming.TopicName) bool
+	// AwaitServing waits, up to the lookup hold, while topic's bundle is being handed over to this
+	// broker, and reports whether it serves the topic then.
+	AwaitServing(ctx context.Context, topic naming.TopicName) bool
 	// Topics lists the persistent topics of a namespace on every broker of the cluster (full
 	// names; partitions individually).
 	Topics(ctx context.Context, ns naming.NamespaceName) ([]string, error)
@@ -43,7 +49,7 @@ func errNotServedHere(topic naming.TopicName) error {
 // checkServedHere refuses a topic another broker owns; non-persistent topics live in the memory of
 // whichever broker the lookup named, so they follow the same rule.
 func (c *conn) checkServedHere(topic naming.TopicName) error {
-	if o := c.s.opts.Ownership; o != nil && !o.Serves(topic) {
+	if o := c.s.opts.Ownership; o != nil && !o.Serves(topic) && !o.Incoming(topic) {
 		return errNotServedHere(topic)
 	}
 	return nil
@@ -94,4 +100,15 @@ func (c *conn) setOwnURLs(resp *pulsarpb.CommandLookupTopicResponse) {
 	if u := c.s.opts.ServiceURLTLS; u != "" {
 		resp.BrokerServiceUrlTls = proto.String(u)
 	}
+}
+
+// awaitServed is checkServedHere in a request goroutine: a topic whose bundle is being handed over
+// to this broker is waited for (its clients were sent here by the old owner), then refused if the
+// move did not make it this broker's.
+func (c *conn) awaitServed(ctx context.Context, topic naming.TopicName) error {
+	o := c.s.opts.Ownership
+	if o == nil || o.Serves(topic) || o.AwaitServing(ctx, topic) {
+		return nil
+	}
+	return errNotServedHere(topic)
 }

@@ -23,6 +23,29 @@ type fakeOwnership struct {
 	held    map[string]chan struct{}
 	hold    time.Duration
 	lookups map[string]int
+	// incoming topics are being handed over to this broker: AwaitServing waits for the channel to
+	// close (the move ended) or the hold deadline.
+	incoming map[string]chan struct{}
+}
+
+func (f *fakeOwnership) Incoming(topic naming.TopicName) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.incoming[topic.String()] != nil
+}
+
+func (f *fakeOwnership) AwaitServing(ctx context.Context, topic naming.TopicName) bool {
+	f.mu.Lock()
+	wait := f.incoming[topic.String()]
+	f.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-time.After(f.hold):
+		case <-ctx.Done():
+		}
+	}
+	return f.Serves(topic)
 }
 
 func (f *fakeOwnership) Lookup(ctx context.Context, topic naming.TopicName) (Owner, error) {
@@ -149,4 +172,34 @@ func TestNonOwnerRefusesProducersAndConsumers(t *testing.T) {
 		t.Fatalf("subscribe on a non-owner: %v", e)
 	}
 	c.createProducer("persistent://public/default/mine", 2, 3)
+}
+
+// TestClientsSentToTheTargetWaitForTheMove: a bundle being handed over to this broker (its old
+// owner sent the clients here with assignedBrokerServiceUrl) holds PRODUCER and SUBSCRIBE until
+// the move ends: answered once this broker serves the topic, ServiceNotReady ("redo the lookup")
+// when the move ended elsewhere.
+func TestClientsSentToTheTargetWaitForTheMove(t *testing.T) {
+	arriving, abandoned := make(chan struct{}), make(chan struct{})
+	own := &fakeOwnership{owners: map[string]Owner{}, lookups: map[string]int{}, hold: 5 * time.Second,
+		incoming: map[string]chan struct{}{"persistent://public/default/arriving": arriving, "persistent://public/default/abandoned": abandoned}}
+	s := startServer(t, Options{Ownership: own})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	c.send(&pulsarpb.CommandProducer{Topic: proto.String("persistent://public/default/arriving"), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(1)})
+	c.send(&pulsarpb.CommandProducer{Topic: proto.String("persistent://public/default/abandoned"), ProducerId: proto.Uint64(2), RequestId: proto.Uint64(2)})
+	// The move of "abandoned" ends with the old owner keeping it: refused.
+	close(abandoned)
+	e := c.expect(pulsarpb.BaseCommand_ERROR).Cmd.GetError()
+	if e.GetRequestId() != 2 || e.GetError() != pulsarpb.ServerError_ServiceNotReady || !strings.Contains(e.GetMessage(), "redo the lookup") {
+		t.Fatalf("producer of an abandoned move: %v", e)
+	}
+	// The move of "arriving" completes: the held producer is created.
+	own.mu.Lock()
+	own.owners["persistent://public/default/arriving"] = Owner{Self: true}
+	delete(own.incoming, "persistent://public/default/arriving")
+	own.mu.Unlock()
+	close(arriving)
+	if r := c.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS).Cmd.GetProducerSuccess(); r.GetRequestId() != 1 {
+		t.Fatalf("producer success for request %d, want 1", r.GetRequestId())
+	}
 }

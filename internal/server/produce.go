@@ -103,10 +103,15 @@ func (c *conn) handleProducer(cmd *pulsarpb.CommandProducer) {
 			ProducerReady: proto.Bool(false),
 		})
 	}
-	opts.OnClosed = func() { c.brokerClosedProducer(h) }
+	opts.OnClosed = func(to broker.Reassigned) { c.brokerClosedProducer(h, to) }
 
 	c.goRequest(func(ctx context.Context) {
-		prod, version, err := c.createProducer(ctx, topic, opts, schemaInfoOf(cmd.GetSchema()), cmd.GetInitialSubscriptionName())
+		err := c.awaitServed(ctx, topic)
+		var prod *broker.Producer
+		var version []byte
+		if err == nil {
+			prod, version, err = c.createProducer(ctx, topic, opts, schemaInfoOf(cmd.GetSchema()), cmd.GetInitialSubscriptionName())
+		}
 		if err != nil {
 			c.forgetProducer(h)
 			c.log.Debug("producer refused", "topic", topic.String(), "producerId", id, "err", err)
@@ -225,11 +230,21 @@ func (c *conn) markProducerClosedLocked(id uint64) {
 }
 
 // brokerClosedProducer is the broker closing a producer (unload, delete, fencing): the client is
-// told with CLOSE_PRODUCER and reconnects it.
-func (c *conn) brokerClosedProducer(h *producerHandle) {
+// told with CLOSE_PRODUCER and reconnects it, directly to the broker to names when the topic's
+// bundle moves there.
+func (c *conn) brokerClosedProducer(h *producerHandle, to broker.Reassigned) {
 	if c.forgetProducer(h) {
-		c.sendCommand(&pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(h.id), RequestId: proto.Uint64(0)})
+		c.sendCommand(&pulsarpb.CommandCloseProducer{ProducerId: proto.Uint64(h.id), RequestId: proto.Uint64(0),
+			AssignedBrokerServiceUrl: optionalString(to.ServiceURL), AssignedBrokerServiceUrlTls: optionalString(to.ServiceURLTLS)})
 	}
+}
+
+// optionalString is s as an optional protobuf field: unset when empty.
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // handleCloseProducer detaches a producer once its pending publishes are done and answers
