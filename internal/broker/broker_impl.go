@@ -248,12 +248,7 @@ func (b *brokerState) loadTopic(ctx context.Context, name naming.TopicName, crea
 			return nil, err
 		}
 	}
-	if b.ledgerIDFloor != nil {
-		if err := b.storage.EnsureLedgerIDsFrom(b.ledgerIDFloor(name)); err != nil {
-			return nil, fmt.Errorf("opening ledger of %s: %w", name, storageNotReady(err))
-		}
-	}
-	ledger, err := b.storage.OpenLedger(ctx, name.StorageName())
+	ledger, err := b.openLedger(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("opening ledger of %s: %w", name, storageNotReady(err))
 	}
@@ -417,6 +412,17 @@ func (b *brokerState) createTopic(ctx context.Context, name naming.TopicName) er
 	return err
 }
 
+// openLedger opens (or creates) a persistent topic's ledger, whose new segment gets a ledger id at
+// or above the topic's floor (Deps.LedgerIDFloor). Every ledger the broker opens goes through it.
+func (b *brokerState) openLedger(ctx context.Context, name naming.TopicName) (*storage.Ledger, error) {
+	if b.ledgerIDFloor != nil {
+		if err := b.storage.EnsureLedgerIDsFrom(b.ledgerIDFloor(name)); err != nil {
+			return nil, err
+		}
+	}
+	return b.storage.OpenLedger(ctx, name.StorageName())
+}
+
 func (b *brokerState) loadTopicForce(ctx context.Context, name naming.TopicName) (*topicState, error) {
 	pol, err := b.topicPolicies(ctx, name)
 	if err != nil {
@@ -425,7 +431,7 @@ func (b *brokerState) loadTopicForce(ctx context.Context, name naming.TopicName)
 	if !name.IsPersistent() {
 		return newTopicState(b, name, nil, pol), nil
 	}
-	ledger, err := b.storage.OpenLedger(ctx, name.StorageName())
+	ledger, err := b.openLedger(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("creating ledger of %s: %w", name, storageNotReady(err))
 	}

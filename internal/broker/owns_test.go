@@ -35,3 +35,39 @@ func TestLoadThatLosesOwnershipIsNotServed(t *testing.T) {
 		t.Fatal("the topic is served although its bundle is moving")
 	}
 }
+
+// TestEveryLedgerOpensAtTheFloor: whichever way a topic's ledger is opened (a load that creates
+// it, or an explicit create), its first segment gets a ledger id at or above the topic's floor
+// (a bundle taken over from a dead broker: docs/cluster.md, "When a broker dies").
+func TestEveryLedgerOpensAtTheFloor(t *testing.T) {
+	eng, err := storage.Open(context.Background(), storage.Options{Dir: t.TempDir(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	floors := map[string]int64{"loaded": 1 << 50, "created": 1 << 51}
+	b, err := New(Config{Cluster: "c", AutoTopicCreation: true}, Deps{Storage: eng, Logger: testLogger(),
+		LedgerIDFloor: func(n naming.TopicName) int64 { return floors[n.Local] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	ctx := context.Background()
+	loaded, _ := naming.ParseTopic("persistent://public/default/loaded")
+	created, _ := naming.ParseTopic("persistent://public/default/created")
+	if _, err := b.GetTopic(ctx, loaded, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic(ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []naming.TopicName{loaded, created} {
+		top, err := b.GetTopic(ctx, name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, floor := top.t.ledger.LastConfirmed().LedgerID, floors[name.Local]; id < floor {
+			t.Errorf("%s opened its ledger with id %d, below the floor %d", name, id, floor)
+		}
+	}
+}

@@ -122,6 +122,7 @@ func Start(ctx context.Context, opts Options) (*Coordinator, error) {
 		c.Close(ctx)
 		return nil, err
 	}
+	c.registered.Store(true)
 	c.wg.Add(1)
 	go c.keepRegistered(runCtx)
 	return c, nil
@@ -176,13 +177,6 @@ func (c *Coordinator) register(ctx context.Context) error {
 	c.sessMu.Lock()
 	c.sess = sess
 	c.sessMu.Unlock()
-	if !c.registered.Swap(true) && c.opts.OnServe != nil {
-		// Registered again after the session expired: the bundles still recorded as ours are
-		// served again.
-		for _, b := range c.ServedBundles() {
-			c.opts.OnServe(b)
-		}
-	}
 	return nil
 }
 
@@ -209,7 +203,7 @@ func (c *Coordinator) keepRegistered(ctx context.Context) {
 			}
 		}
 		for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
-			if err := c.register(ctx); err == nil {
+			if err := c.reregister(ctx); err == nil {
 				c.log.Info("cluster registration restored")
 				break
 			} else if ctx.Err() != nil {
@@ -224,6 +218,29 @@ func (c *Coordinator) keepRegistered(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// reregister registers again after the session expired, and serves again only once the view
+// holds the store's bundle records as of after the registration: while this broker was
+// unregistered another may have taken its bundles over, and a view that has not seen that yet
+// must not make it serve them beside the new owner.
+func (c *Coordinator) reregister(ctx context.Context) error {
+	if err := c.register(ctx); err != nil {
+		return err
+	}
+	if _, err := c.resync(ctx, brokersPrefix); err != nil {
+		return err
+	}
+	if _, err := c.resync(ctx, bundlesPrefix); err != nil {
+		return err
+	}
+	c.registered.Store(true)
+	if c.opts.OnServe != nil {
+		for _, b := range c.ServedBundles() {
+			c.opts.OnServe(b)
+		}
+	}
+	return nil
 }
 
 // load lists a prefix into the view and returns the revision to follow from.
@@ -441,6 +458,13 @@ func (c *Coordinator) assign(ctx context.Context, b Bundle, broker string, prev 
 	own := Ownership{Broker: broker, Epoch: prev.own.Epoch + 1}
 	takeover := exists && prev.own.Broker != ""
 	if takeover {
+		// The view may lag the store: take over only from a broker whose registration is gone
+		// there too (else the view catches up and the lookup decides again).
+		if _, err := c.opts.Store.Get(ctx, brokerKey(prev.own.Broker)); err == nil {
+			return fmt.Errorf("cluster: take bundle %s over: broker %s is registered: %w", b, prev.own.Broker, metadata.ErrBadVersion)
+		} else if !errors.Is(err, metadata.ErrNotFound) {
+			return fmt.Errorf("cluster: take bundle %s over: %w", b, err)
+		}
 		floor, err := AllocateLedgerIDs(ctx, c.opts.Store, 0, 1)
 		if err != nil {
 			return fmt.Errorf("cluster: take bundle %s over: %w", b, err)

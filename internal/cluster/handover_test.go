@@ -189,3 +189,41 @@ func topicOwnedBy(t *testing.T, c *Coordinator, ns, id string) string {
 	t.Fatalf("no topic owned by %s", id)
 	return ""
 }
+
+// TestAwaitServingHoldsUntilTheMoveEnds: the target of a hand-over waits for it to end (the old
+// owner sent the bundle's clients there) and answers whether it then serves the bundle: yes when
+// the move completes, no when it is aborted.
+func TestAwaitServingHoldsUntilTheMoveEnds(t *testing.T) {
+	cs, _ := startCoordinators(t, 2, 5*time.Second)
+	waitBrokers(t, cs, 2)
+	ctx := context.Background()
+	ns := "public/default"
+	for _, complete := range []bool{false, true} {
+		topic := topicOwnedBy(t, cs[0], ns, "b1")
+		b := cs[0].BundleOf(ns, topic)
+		if cs[1].AwaitServing(ctx, ns, topic) {
+			t.Fatal("AwaitServing on a broker the bundle is not moving to answered true")
+		}
+		if _, err := cs[0].BeginHandOver(ctx, b, "b2"); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, 5*time.Second, "b2 to see the move", func() bool { return cs[1].Incoming(ns, topic) })
+		answer := make(chan bool, 1)
+		go func() { answer <- cs[1].AwaitServing(ctx, ns, topic) }()
+		select {
+		case got := <-answer:
+			t.Fatalf("AwaitServing answered %v while the bundle moves", got)
+		case <-time.After(100 * time.Millisecond): // still holding, as it must
+		}
+		end := cs[0].AbortHandOver
+		if complete {
+			end = cs[0].CompleteHandOver
+		}
+		if err := end(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-answer; got != complete {
+			t.Fatalf("AwaitServing after the move ended (completed: %v) = %v", complete, got)
+		}
+	}
+}

@@ -64,7 +64,7 @@ func (c *Coordinator) StrandedReturns() []Move {
 			continue
 		}
 		for _, id := range rec.own.Stranded {
-			if br, live := c.view.broker(id); live && !br.Draining {
+			if br, live := c.view.broker(id); live && !br.Draining && id != self {
 				out = append(out, Move{Bundle: b, To: br})
 				break
 			}

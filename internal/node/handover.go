@@ -59,10 +59,12 @@ func (n *Node) handOver(ctx context.Context, b cluster.Bundle, target cluster.Br
 		// The bundle stays here: lookups connect to this broker again, and the target's partial copy
 		// is never served (it is replaced if the bundle moves there later).
 		if aerr := m.coord.AbortHandOver(context.WithoutCancel(ctx), b); aerr != nil {
-			m.log.Error("ending a failed hand-over failed; the bundle is held until this broker restarts", "bundle", b.String(), "err", aerr)
+			m.log.Error("ending a failed hand-over failed; the orphaned-move check ends it", "bundle", b.String(), "err", aerr)
 		}
-		for _, t := range topics { // their replicators were stopped: they start again here
-			c.replication.TopicLoaded(t.String())
+		for _, t := range topics { // their replicators were stopped: they start again here, if it is still ours
+			if m.coord.Owns(t.NamespaceName().String(), t.String()) {
+				c.replication.TopicLoaded(t.String())
+			}
 		}
 		return fmt.Errorf("hand bundle %s over to %s: %w", b, target.ID, err)
 	}

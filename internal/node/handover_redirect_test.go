@@ -30,9 +30,8 @@ func TestMoveSendsClientsToTheTarget(t *testing.T) {
 	conn.expect(pulsarpb.BaseCommand_SUCCESS)
 
 	target, _ := n1.components.member.coord.HandOverTarget(bundle)
-	if err := n1.handOver(ctx, bundle, target); err != nil {
-		t.Fatal(err)
-	}
+	moved := make(chan error, 1)
+	go func() { moved <- n1.handOver(ctx, bundle, target) }()
 	want := n2.ServiceURL()
 	if got := conn.expect(pulsarpb.BaseCommand_CLOSE_PRODUCER).Cmd.GetCloseProducer().GetAssignedBrokerServiceUrl(); got != want {
 		t.Fatalf("CLOSE_PRODUCER names %q, want the target %q", got, want)
@@ -40,9 +39,13 @@ func TestMoveSendsClientsToTheTarget(t *testing.T) {
 	if got := conn.expect(pulsarpb.BaseCommand_CLOSE_CONSUMER).Cmd.GetCloseConsumer().GetAssignedBrokerServiceUrl(); got != want {
 		t.Fatalf("CLOSE_CONSUMER names %q, want the target %q", got, want)
 	}
+	// Straight to the target, as the client does, while the move may still run: held until it ends.
 	at := dialPulsar(t, want)
 	at.send(&pulsarpb.CommandProducer{Topic: proto.String(topic.String()), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(3)})
 	at.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // pulsarConn is a bare binary-protocol connection for tests that look at single commands.

@@ -38,9 +38,8 @@ var strandedCheckInterval = 2 * time.Second
 // strandedRetryAfter is how long a bundle whose hand-back failed is left alone.
 const strandedRetryAfter = 30 * time.Second
 
-// followStranded runs until ctx ends (strandedCheckInterval).
+// followStranded runs strandedPass every strandedCheckInterval until ctx ends.
 func (n *Node) followStranded(ctx context.Context) {
-	m := n.components.member
 	t := time.NewTicker(strandedCheckInterval)
 	defer t.Stop()
 	failed := map[cluster.Bundle]time.Time{}
@@ -50,22 +49,30 @@ func (n *Node) followStranded(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, mv := range m.coord.StrandedReturns() {
-			if at, ok := failed[mv.Bundle]; ok && time.Since(at) < strandedRetryAfter {
-				continue
-			}
-			m.log.Info("handing a bundle back to a broker that held it when it died", "bundle", mv.Bundle.String(), "to", mv.To.ID)
-			if err := n.handOver(ctx, mv.Bundle, mv.To); err != nil {
-				failed[mv.Bundle] = time.Now()
-				m.log.Warn("handing a bundle back failed; trying again later", "bundle", mv.Bundle.String(), "to", mv.To.ID,
-					"retryAfter", strandedRetryAfter, "err", err)
-				continue
-			}
-			delete(failed, mv.Bundle)
+		n.strandedPass(ctx, failed)
+	}
+}
+
+// strandedPass hands the bundles this broker serves back to stranded brokers that are live again,
+// leaving alone for strandedRetryAfter a bundle whose hand-back failed (failed says when), and
+// takes this broker off the bundles it is stranded on but holds nothing of.
+func (n *Node) strandedPass(ctx context.Context, failed map[cluster.Bundle]time.Time) {
+	m := n.components.member
+	for _, mv := range m.coord.StrandedReturns() {
+		if at, ok := failed[mv.Bundle]; ok && time.Since(at) < strandedRetryAfter {
+			continue
 		}
-		for _, b := range m.coord.StrandedHere() {
-			m.unstrandIfEmpty(ctx, b)
+		m.log.Info("handing a bundle back to a broker that held it when it died", "bundle", mv.Bundle.String(), "to", mv.To.ID)
+		if err := n.handOver(ctx, mv.Bundle, mv.To); err != nil {
+			failed[mv.Bundle] = time.Now()
+			m.log.Warn("handing a bundle back failed; trying again later", "bundle", mv.Bundle.String(), "to", mv.To.ID,
+				"retryAfter", strandedRetryAfter, "err", err)
+			continue
 		}
+		delete(failed, mv.Bundle)
+	}
+	for _, b := range m.coord.StrandedHere() {
+		m.unstrandIfEmpty(ctx, b)
 	}
 }
 
@@ -131,7 +138,7 @@ func (n *Node) releaseLostBundle(ctx context.Context, b cluster.Bundle) {
 // ledger has both sides' segments in ledger-id order: the owner's were all created after the
 // takeover with ids above the record's floor, so this broker's messages come first and a
 // producer's order holds. A segment both sides hold (a copy of an earlier move) is taken from the
-// stream. Subscriptions merge as storage.MergeCursorRecords says; the inbound replication index is
+// stream, and a copied segment the stream lacks is dropped. Subscriptions merge as storage.MergeCursorRecords says; the inbound replication index is
 // left out on both sides and rebuilt from the merged log when the topic loads (it indexes entries
 // of both). The merge replaces the local ledger in one step (Engine.ImportLedgerReplacing): a crash
 // leaves the old one or the merged one. It returns the entries stored from the stream.
@@ -158,9 +165,12 @@ func (m *clusterMember) mergeLedger(ctx context.Context, rd *handover.Reader, to
 		streamed[s.ID] = true
 		theirs = append(theirs, storage.ExportedSegment{ID: s.ID, Incarnation: s.Incarnation, Entries: s.Entries})
 	}
+	// Ours are the segments this broker wrote. A segment it holds as a copy (a merge that an
+	// aborted hand-back committed) is the owner's to keep or trim: if the stream lacks it now, it
+	// was trimmed or its topic deleted, and must not come back.
 	var ours []storage.ExportedSegment
 	for _, s := range exp.Segments {
-		if !streamed[s.ID] {
+		if !streamed[s.ID] && m.engine.WroteIncarnation(s.Incarnation) {
 			ours = append(ours, s)
 		}
 	}

@@ -229,3 +229,18 @@ func incarnationRecordIn(data []byte, from int) bool {
 	}
 	return false
 }
+
+// WroteIncarnation reports whether incarnation inc is one of this data directory's own opens (0:
+// ids from before incarnations were recorded, also this directory's): a segment of that
+// incarnation was written here, not copied from another engine.
+func (e *Engine) WroteIncarnation(inc uint64) bool {
+	if inc == 0 {
+		return true
+	}
+	for _, r := range e.inc.records {
+		if r.incarnation == inc {
+			return true
+		}
+	}
+	return false
+}

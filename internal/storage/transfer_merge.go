@@ -20,9 +20,10 @@ import (
 //
 // Whether an entry of side X's segments is acknowledged is X's word alone: X's mark-delete
 // position and ranges speak only for X's own segments (a mark-delete of the other side that
-// compares higher does not acknowledge X's entries). A cursor X does not have acknowledges X's
-// segments older than the first segment of the side that has it (the subscription did not exist
-// yet) and none after (they were written while the subscription lived elsewhere: delivered).
+// compares higher does not acknowledge X's entries). A cursor X does not have acknowledges none of
+// X's entries: X cannot tell a subscription that did not exist yet from one that lived elsewhere
+// meanwhile (across several takeovers, or after trimming, no layout rule can), and delivering an
+// entry again is recoverable where skipping it is not.
 
 // CursorSide is one side of a merge: the durable cursor records of an export
 // (LedgerExport.Cursors) and the segments they describe (LedgerExport.Segments).
@@ -33,9 +34,8 @@ type CursorSide struct {
 
 // mergeSide is one side, decoded.
 type mergeSide struct {
-	states   map[string]*cursorState
-	segs     map[int64]int64 // id -> entries (non-empty segments)
-	firstSeg int64           // the side's lowest segment id; -1 without segments
+	states map[string]*cursorState
+	segs   map[int64]int64 // id -> entries (non-empty segments)
 }
 
 // mergedSegment is one segment of the merged layout and the side it comes from.
@@ -46,10 +46,8 @@ type mergedSegment struct {
 
 // MergeCursorRecords returns the cursor records of the ledger whose segments are the union of
 // a's and b's (sorted by id), one per cursor of either side, by name:
-//   - an entry is acknowledged iff the side owning its segment acknowledges it (its mark-delete
-//     position or ranges, read for its own segments only), or, where that side lacks the cursor,
-//     iff its segment is older than the first segment of the side that has it (a side with the
-//     cursor but no segments: none is);
+//   - an entry is acknowledged iff the side owning its segment has the cursor and acknowledges it
+//     (its mark-delete position or ranges, read for its own segments only);
 //   - the mark-delete position is the last entry before the first unacknowledged one (before the
 //     first entry, {first segment, -1}, when that one is unacknowledged, as a new cursor's), the
 //     ranges the acknowledged entries after it; past maxPersistedRanges the highest ranges are
@@ -112,7 +110,7 @@ func decodeMergeSide(side CursorSide) (*mergeSide, error) {
 	if err := validateImportedCursors(side.Records); err != nil {
 		return nil, err
 	}
-	s := &mergeSide{states: make(map[string]*cursorState, len(side.Records)), segs: make(map[int64]int64, len(side.Segments)), firstSeg: -1}
+	s := &mergeSide{states: make(map[string]*cursorState, len(side.Records)), segs: make(map[int64]int64, len(side.Segments))}
 	for _, r := range side.Records {
 		st, err := decodeCursorState(r[1:])
 		if err != nil {
@@ -131,9 +129,6 @@ func decodeMergeSide(side CursorSide) (*mergeSide, error) {
 			return nil, fmt.Errorf("segment %d appears twice", seg.ID)
 		}
 		s.segs[seg.ID] = seg.Entries
-		if s.firstSeg < 0 || seg.ID < s.firstSeg {
-			s.firstSeg = seg.ID
-		}
 	}
 	return s, nil
 }
@@ -141,16 +136,12 @@ func decodeMergeSide(side CursorSide) (*mergeSide, error) {
 // entryRun is a run of entries from..to (inclusive) of one segment.
 type entryRun struct{ from, to int64 }
 
-// ackedRuns returns the acknowledged entries of segment seg (of side own) for cursor name, as
-// sorted, disjoint, non-adjacent runs; other is the other side.
-func ackedRuns(name string, seg mergedSegment, own, other *mergeSide) []entryRun {
-	st := own.states[name]
+// ackedRuns returns the acknowledged entries of segment seg for cursor name, by the state of the
+// side it comes from, as sorted, disjoint, non-adjacent runs.
+func ackedRuns(name string, seg mergedSegment) []entryRun {
+	st := seg.side.states[name]
 	if st == nil {
-		// The other side has the cursor (the name comes from one of them).
-		if other.firstSeg >= 0 && seg.id < other.firstSeg {
-			return []entryRun{{0, seg.entries - 1}}
-		}
-		return nil
+		return nil // the other side has the cursor: nothing of this side is acknowledged
 	}
 	var runs []entryRun
 	add := func(from, to int64) {
@@ -192,11 +183,7 @@ func mergeCursor(name string, sa, sb *mergeSide, layout []mergedSegment) *cursor
 	st.markDelete = mtypes.Position{LedgerID: layout[0].id, EntryID: -1}
 	prefix := true // every entry so far is acknowledged
 	for _, seg := range layout {
-		other := sa
-		if seg.side == sa {
-			other = sb
-		}
-		runs := ackedRuns(name, seg, seg.side, other)
+		runs := ackedRuns(name, seg)
 		if prefix {
 			if len(runs) > 0 && runs[0].from == 0 {
 				st.markDelete = mtypes.Position{LedgerID: seg.id, EntryID: runs[0].to}

@@ -100,22 +100,22 @@ func TestMergeCursorRecordsRules(t *testing.T) {
 			want: map[string]wantState{"sub": {md: pos(11, 2)}},
 		},
 		{
-			name: "only b: a's earlier segments count as acknowledged",
+			name: "only b: a's segments are delivered too (again rather than never)",
 			a:    side(t, aSegs, nil),
 			b:    side(t, bSegs, map[string]mergeCursorSpec{"sub": {md: pos(20, 1)}}),
-			want: map[string]wantState{"sub": {md: pos(20, 1)}},
+			want: map[string]wantState{"sub": {md: pos(10, -1), ranges: []ackRange{rng(20, 0, 1)}}},
 		},
 		{
 			name: "only b, nothing acknowledged on b",
 			a:    side(t, aSegs, nil),
 			b:    side(t, bSegs, map[string]mergeCursorSpec{"sub": {md: pos(20, -1), acks: []mtypes.Position{pos(20, 2)}}}),
-			want: map[string]wantState{"sub": {md: pos(11, 2), ranges: []ackRange{rng(20, 2, 2)}}},
+			want: map[string]wantState{"sub": {md: pos(10, -1), ranges: []ackRange{rng(20, 2, 2)}}},
 		},
 		{
-			name: "interleaved, only b: a-old acknowledged, a-new delivered",
+			name: "interleaved, only b: a-old and a-new delivered",
 			a:    side(t, inter, nil),
 			b:    side(t, bSegs, map[string]mergeCursorSpec{"sub": {md: pos(20, 3)}}),
-			want: map[string]wantState{"sub": {md: pos(20, 3)}},
+			want: map[string]wantState{"sub": {md: pos(10, -1), ranges: []ackRange{rng(20, 0, 3)}}},
 		},
 		{
 			name: "interleaved, only a: b's segments are after a's first, delivered",
@@ -141,7 +141,7 @@ func TestMergeCursorRecordsRules(t *testing.T) {
 			b:    side(t, bSegs, map[string]mergeCursorSpec{"sub": {md: pos(15, 0)}, "other": {md: pos(19, 99)}}),
 			want: map[string]wantState{
 				"sub":   {md: pos(10, -1)},
-				"other": {md: pos(11, 2)}, // only b has it: a's older segments acknowledged, b's none
+				"other": {md: pos(10, -1)}, // only b has it, acknowledging none of b's: nothing acknowledged
 			},
 		},
 		{
@@ -193,7 +193,7 @@ func TestMergeCursorRecordsRules(t *testing.T) {
 			name: "empty segments are no segments",
 			a:    side(t, segs(5, 0, 10, 5, 11, 3), nil),
 			b:    side(t, segs(20, 4, 21, 0), map[string]mergeCursorSpec{"sub": {md: pos(21, -1)}}),
-			want: map[string]wantState{"sub": {md: pos(20, 3)}},
+			want: map[string]wantState{"sub": {md: pos(10, -1), ranges: []ackRange{rng(20, 0, 3)}}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
