@@ -282,27 +282,9 @@ func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64
 			imp.Abort()
 		}
 	}()
-	var stored int64
-	seg := -1
-	for {
-		e, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return stored, fmt.Errorf("%w: %v", admin.ErrHandOverMalformed, err)
-		}
-		if e.Segment != seg {
-			seg = e.Segment
-			s := h.Segments[seg]
-			if err := imp.StartSegment(s.ID, s.Incarnation); err != nil {
-				return stored, err
-			}
-		}
-		if err := imp.Append(ctx, e.Data, e.PublishTime); err != nil {
-			return stored, err
-		}
-		stored++
+	stored, err := importStream(ctx, rd, imp, nil)
+	if err != nil {
+		return stored, err
 	}
 	if err := imp.SetCursors(h.Cursors); err != nil {
 		return stored, fmt.Errorf("%w: cursors: %v", admin.ErrHandOverMalformed, err)
@@ -318,6 +300,40 @@ func (m *clusterMember) acceptLedger(ctx context.Context, body io.Reader) (int64
 	committed = true
 	m.log.Info("topic received", "topic", topic.String(), "from", h.From, "entries", stored)
 	return stored, nil
+}
+
+// importStream appends the entries of a hand-over stream to imp, starting each of the stream's
+// segments; beforeSegment, when set, runs before each segment starts (a merge writes its own
+// lower segments there). It returns the entries stored.
+func importStream(ctx context.Context, rd *handover.Reader, imp *storage.LedgerImport, beforeSegment func(id int64) error) (int64, error) {
+	h := rd.Header()
+	var stored int64
+	seg := -1
+	for {
+		e, err := rd.Next()
+		if err == io.EOF {
+			return stored, nil
+		}
+		if err != nil {
+			return stored, fmt.Errorf("%w: %v", admin.ErrHandOverMalformed, err)
+		}
+		if e.Segment != seg {
+			seg = e.Segment
+			s := h.Segments[seg]
+			if beforeSegment != nil {
+				if err := beforeSegment(s.ID); err != nil {
+					return stored, err
+				}
+			}
+			if err := imp.StartSegment(s.ID, s.Incarnation); err != nil {
+				return stored, err
+			}
+		}
+		if err := imp.Append(ctx, e.Data, e.PublishTime); err != nil {
+			return stored, err
+		}
+		stored++
+	}
 }
 
 // dropAbandonedCopies deletes the topics of bundle b a move to this broker brought before it was

@@ -3,12 +3,10 @@ package node
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"time"
 
-	"github.com/meridian-mq/meridian/internal/admin"
 	"github.com/meridian-mq/meridian/internal/broker"
 	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/handover"
@@ -205,30 +203,9 @@ func (m *clusterMember) mergeLedger(ctx context.Context, rd *handover.Reader, to
 		}
 		return nil
 	}
-	var stored int64
-	seg := -1
-	for {
-		e, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return stored, fmt.Errorf("%w: %v", admin.ErrHandOverMalformed, err)
-		}
-		if e.Segment != seg {
-			seg = e.Segment
-			s := h.Segments[seg]
-			if err := copyOursBelow(s.ID); err != nil {
-				return stored, err
-			}
-			if err := imp.StartSegment(s.ID, s.Incarnation); err != nil {
-				return stored, err
-			}
-		}
-		if err := imp.Append(ctx, e.Data, e.PublishTime); err != nil {
-			return stored, err
-		}
-		stored++
+	stored, err := importStream(ctx, rd, imp, copyOursBelow)
+	if err != nil {
+		return stored, err
 	}
 	if err := copyOursBelow(math.MaxInt64); err != nil {
 		return stored, err
