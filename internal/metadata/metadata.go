@@ -149,7 +149,9 @@ type Session interface {
 	// PutEphemeral writes key unconditionally and attaches it to the session: it is removed when the
 	// session ends. Returns ErrSessionExpired once the session has ended.
 	PutEphemeral(ctx context.Context, key string, value []byte) (KV, error)
-	// Done is closed when the session expires or is closed.
+	// Done is closed when the session expires or is closed. A store whose sessions are leases on a
+	// server (etcd) also closes it when it has had no keep-alive answer for most of the TTL, before
+	// the server expires the lease: whoever acts on the session stops before others may take over.
 	Done() <-chan struct{}
 	// Close ends the session and removes its ephemeral keys. Safe to call more than once.
 	Close(ctx context.Context) error

@@ -331,10 +331,12 @@ func TestSessionExpiresWhenConnectionLost(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("ephemeral key not deleted after the owner lost etcd")
 	}
+	// The owner's side ended first: by the time anyone else can see the key gone, the owner has
+	// stopped acting on it.
 	select {
 	case <-sess.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("session Done not closed after losing etcd for longer than its TTL")
+	default:
+		t.Fatal("session Done not closed when etcd expired the lease: the owner would go on acting on it")
 	}
 }
 

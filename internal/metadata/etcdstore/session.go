@@ -61,15 +61,34 @@ func (s *Store) NewSession(ctx context.Context, ttl time.Duration) (metadata.Ses
 	s.sessions[ss] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go ss.keepAlive(ch)
+	go ss.keepAlive(ch, time.Duration(grant.TTL)*time.Second)
 	return ss, nil
 }
 
 // keepAlive drains keepalive responses; the channel closes when the lease expired (or was revoked)
-// or the session was closed.
-func (ss *session) keepAlive(ch <-chan *clientv3.LeaseKeepAliveResponse) {
+// or the session was closed. When no response comes for most of the lease's TTL (localLeaseEnd), it
+// ends the session itself, before etcd expires the lease: a broker holding something by the lease
+// (bundle ownership) stops acting on it before another may take it over.
+func (ss *session) keepAlive(ch <-chan *clientv3.LeaseKeepAliveResponse, ttl time.Duration) {
 	defer ss.s.wg.Done()
-	for range ch {
+	deadline := time.NewTimer(localLeaseEnd(ttl))
+	defer deadline.Stop()
+	for open := true; open; {
+		select {
+		case resp, ok := <-ch:
+			if !ok {
+				open = false
+				break
+			}
+			deadline.Reset(localLeaseEnd(time.Duration(resp.TTL) * time.Second))
+		case <-deadline.C:
+			ss.s.log.Warn("no keep-alive answer for most of the lease's TTL; the session ends here before etcd expires it",
+				"lease", fmt.Sprintf("%x", int64(ss.lease)), "ttl", ttl)
+			ss.cancel() // the keepalive stops and ch closes
+			for range ch {
+			}
+			open = false
+		}
 	}
 	ss.mu.Lock()
 	expired := !ss.ended
@@ -137,3 +156,8 @@ func (ss *session) end(ctx context.Context, revoke bool) error {
 	}
 	return nil
 }
+
+// localLeaseEnd is how long after a keep-alive answer granting ttl the session counts as ended on
+// this side: four fifths of ttl. etcd counts the lease from a renewal no later than the answer, so
+// the session ends here a fifth of the TTL (less the answer's delay) before etcd expires it.
+func localLeaseEnd(ttl time.Duration) time.Duration { return ttl - ttl/5 }
