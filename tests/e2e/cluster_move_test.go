@@ -142,21 +142,31 @@ func (l *liveLoad) finish() {
 // ownerOfTopic is the broker URL that serves a persistent topic (full name), asked of b.
 func ownerOfTopic(t *testing.T, b harness.Broker, topic string) string {
 	t.Helper()
-	resp, err := http.Get(b.WebURL() + "/lookup/v2/topic/persistent/" + topic[len("persistent://"):])
+	owner, err := lookupOwner(b, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return owner
+}
+
+// lookupOwner is ownerOfTopic's HTTP lookup, with its failure as an error (a bundle that moves
+// holds lookups, which may end in 503).
+func lookupOwner(b harness.Broker, topic string) (string, error) {
+	resp, err := http.Get(b.WebURL() + "/lookup/v2/topic/persistent/" + topic[len("persistent://"):])
+	if err != nil {
+		return "", err
+	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("lookup %s: HTTP %d", topic, resp.StatusCode)
+	}
 	var d struct {
 		BrokerURL string `json:"brokerUrl"`
 	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("lookup %s: HTTP %d", topic, resp.StatusCode)
-	}
 	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("lookup %s: %w", topic, err)
 	}
-	return d.BrokerURL
+	return d.BrokerURL, nil
 }
 
 // TestClusterShedsLoadToANewBroker: one broker serves every bundle of a namespace with live
