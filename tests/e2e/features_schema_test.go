@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -189,13 +190,19 @@ func TestSchemaOnNonPersistentTopic(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	cons := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "s", Schema: pulsar.NewStringSchema(nil)})
 	p := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewStringSchema(nil)})
-	if _, err := p.Send(ctx, &pulsar.ProducerMessage{Value: "hi"}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := cons.Receive(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A non-persistent topic drops what a subscription has no permits for, and the client grants
+	// its first permits (FLOW) just after SUBSCRIBE returns: send until one arrives.
+	var m pulsar.Message
+	harness.Eventually(t, 10*time.Second, "the consumer to receive a message", func() error {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Value: "hi"}); err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		var err error
+		m, err = cons.Receive(rctx)
+		return err
+	})
 	var s *string // the client's StringSchema decodes into a *string
 	if err := m.GetSchemaValue(&s); err != nil || s == nil || *s != "hi" {
 		t.Fatalf("GetSchemaValue: %v %v", s, err)
