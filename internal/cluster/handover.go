@@ -276,12 +276,19 @@ func (c *Coordinator) Incoming(namespace, topic string) bool {
 func (c *Coordinator) AwaitServing(ctx context.Context, namespace, topic string) bool {
 	hold := time.NewTimer(c.opts.HoldTimeout)
 	defer hold.Stop()
+	b := c.BundleOf(namespace, topic)
+	self := c.opts.Self.ID
 	for {
 		changed := c.Changed()
-		if c.Owns(namespace, topic) {
+		// One read of the record: the move may complete between two reads, which would show it
+		// neither moving here nor served here.
+		r, _ := c.view.record(b)
+		switch {
+		case !c.registered.Load():
+			return false
+		case r.own.Serving(self):
 			return true
-		}
-		if !c.Incoming(namespace, topic) {
+		case r.own.MovingTo != self:
 			return false
 		}
 		select {

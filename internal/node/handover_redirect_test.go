@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
@@ -40,12 +41,17 @@ func TestMoveSendsClientsToTheTarget(t *testing.T) {
 		t.Fatalf("CLOSE_CONSUMER names %q, want the target %q", got, want)
 	}
 	// Straight to the target, as the client does, while the move may still run: held until it ends.
+	// (A target whose view has not yet seen the move refuses, and the client looks the topic up.)
+	coord2 := n2.components.member.coord
+	poll.Until(t, 10*time.Second, "b2 to see the move", func() bool {
+		return coord2.Incoming("public/default", topic.String()) || coord2.Owns("public/default", topic.String())
+	})
 	at := dialPulsar(t, want)
 	at.send(&pulsarpb.CommandProducer{Topic: proto.String(topic.String()), ProducerId: proto.Uint64(1), RequestId: proto.Uint64(3)})
-	at.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS)
 	if err := <-moved; err != nil {
 		t.Fatal(err)
 	}
+	at.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS)
 }
 
 // pulsarConn is a bare binary-protocol connection for tests that look at single commands.

@@ -3,13 +3,16 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/client"
 	"github.com/meridian-mq/meridian/internal/cluster"
 	"github.com/meridian-mq/meridian/internal/poll"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // takeOver writes bundle b's record as a takeover by broker to from the broker named in it (as a
@@ -69,9 +72,15 @@ func TestStrandedDataMergesBack(t *testing.T) {
 	send := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
-			if _, err := p.Send(ctx, client.ProducerMessage{Payload: fmt.Appendf(nil, "m%02d", i)}); err != nil {
-				t.Fatal(err)
-			}
+			// A send refused by a topic that is closing (ServiceNotReady: nothing stored) is sent
+			// again; this client does not resend by itself.
+			poll.UntilNil(t, 10*time.Second, fmt.Sprintf("send m%02d", i), func() error {
+				_, err := p.Send(ctx, client.ProducerMessage{Payload: fmt.Appendf(nil, "m%02d", i)})
+				if err != nil && !errors.Is(err, wire.ErrServiceNotReady) && !strings.Contains(err.Error(), "ServiceNotReady") {
+					t.Fatal(err)
+				}
+				return err
+			})
 		}
 	}
 	send(0, 10)
@@ -82,6 +91,16 @@ func TestStrandedDataMergesBack(t *testing.T) {
 
 	takeOver(t, ctx, n1, bundle, "b2")
 	poll.Until(t, 10*time.Second, "b2 to serve the bundle", func() bool { return n2.components.member.coord.Owns(ns, topic.String()) })
+	// b1 closes the topic when its view shows the bundle lost (OnLost, off the watch goroutine);
+	// until then the producer's sends would still land there (and merge back later).
+	poll.Until(t, 10*time.Second, "b1 to close the topic", func() bool {
+		for _, l := range n1.components.broker.LoadedTopics() {
+			if l.Name() == topic {
+				return false
+			}
+		}
+		return true
+	})
 	send(10, 20) // the producer reconnects to b2
 	onB2, err := c.Subscribe(ctx, client.ConsumerOptions{Topic: topic.String(), Subscription: "s", AckWithResponse: true})
 	if err != nil {

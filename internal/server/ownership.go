@@ -49,7 +49,9 @@ func errNotServedHere(topic naming.TopicName) error {
 // checkServedHere refuses a topic another broker owns; non-persistent topics live in the memory of
 // whichever broker the lookup named, so they follow the same rule.
 func (c *conn) checkServedHere(topic naming.TopicName) error {
-	if o := c.s.opts.Ownership; o != nil && !o.Serves(topic) && !o.Incoming(topic) {
+	// Incoming before Serves: a move to this broker that completes between the two reads is then
+	// seen as one or the other, never as neither.
+	if o := c.s.opts.Ownership; o != nil && !o.Incoming(topic) && !o.Serves(topic) {
 		return errNotServedHere(topic)
 	}
 	return nil
