@@ -8,7 +8,9 @@
 # message is what one published message costs the machine's two cores.
 #
 # usage: VERSIONS="/path/meridian-a /path/meridian-b" PAIRS=3 scripts/publish-cpu-ab.sh
-# env:   PERF  pulsar-client-go's perf tool (default: installed into TOOLS by scripts/bench-lib.sh)
+# env:   RATE  messages per second the producer sends (default 0: unthrottled); at a fixed rate the
+#              CPU per message shows the fixed costs per group commit that saturation hides
+#        PERF  pulsar-client-go's perf tool (default: installed into TOOLS by scripts/bench-lib.sh)
 #        DUR   seconds per run (default 20)
 #        OUT   work directory (default /tmp/publish-cpu-ab)
 set -euo pipefail
@@ -32,7 +34,7 @@ for _ in $(seq "${PAIRS:-2}"); do
     read -r u0 s0 < <(awk '{print $14, $15}' /proc/$m/stat)
     steal0=$(awk '/^cpu /{print $9}' /proc/stat)
     "$PERF" produce "persistent://public/default/cpu-ab-$RANDOM" \
-      --service-url pulsar://127.0.0.1:46650 --max-connections 1 --rate 0 --size 1024 \
+      --service-url pulsar://127.0.0.1:46650 --max-connections 1 --rate "${RATE:-0}" --size 1024 \
       --batching-time 1 --batching-num-messages 1000 --batching-max-size 128 --queue-size 1000 > "$OUT/perf.log" 2>&1 &
     p=$!
     sleep "$((DUR + 1))"

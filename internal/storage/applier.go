@@ -10,7 +10,8 @@ type applyJob struct {
 	seq    uint64
 }
 
-// applierState belongs to the applier: the files its writes dirtied since it last handed them to
+// applierState belongs to the applier (or to the sync loop while it applies a batch itself,
+// with the applier idle: applyOnSyncLoop): the files its writes dirtied since it last handed them to
 // the checkpointer, its segment write buffer, its failed writes and its names in the trash.
 type applierState struct {
 	jobs chan applyJob // sync loop -> applier; closed by the sync loop when it stops
@@ -25,43 +26,76 @@ type applierState struct {
 
 // runApplier applies durable batches (segment writes, visibility, callbacks) while the sync loop
 // already writes and fsyncs the next one: a group commit round costs max(fsync, apply), not
-// their sum. Batches are applied strictly in order, so callbacks stay in append order.
+// their sum. Batches are applied strictly in order, so callbacks stay in append order. Under a
+// light load the sync loop applies a batch itself instead (applyOnSyncLoop).
 func (e *Engine) runApplier() {
 	defer close(e.applier.done)
 	for job := range e.applier.jobs {
-		if job.b != nil {
-			e.queue.mu.Lock()
-			e.queue.applying = true
-			e.queue.mu.Unlock()
-			if job.err != nil {
-				e.failBatch(job.b, job.err)
-			} else {
-				e.apply(job.b)
-			}
-		}
-		if job.rotate {
-			e.handOffCheckpoint(job.seq)
-		}
-		if job.b != nil {
-			for i := range job.b.items {
-				job.b.items[i] = item{}
-			}
-			clear(job.b.direct)
-			job.b.direct = job.b.direct[:0]
-		}
-		e.queue.mu.Lock()
-		e.queue.applying = false
-		e.queue.appliedJobs++
-		if job.b != nil {
-			e.queue.demand.note(job.b)
-			job.b.buf = job.b.buf[:0]
-			job.b.items = job.b.items[:0]
-			e.queue.demand.trim(job.b)
-			e.queue.freeBatches = append(e.queue.freeBatches, job.b)
-		}
-		e.queue.cond.Broadcast()
-		e.queue.mu.Unlock()
+		e.runApplyJob(job)
 	}
+}
+
+// runApplyJob applies one job and gives its batch back to the sync loop (the applier, or the sync
+// loop while the applier is idle: applyOnSyncLoop).
+func (e *Engine) runApplyJob(job applyJob) {
+	if job.b != nil {
+		e.queue.mu.Lock()
+		e.queue.applying = true
+		e.queue.mu.Unlock()
+		if job.err != nil {
+			e.failBatch(job.b, job.err)
+		} else {
+			e.apply(job.b)
+		}
+	}
+	if job.rotate {
+		e.handOffCheckpoint(job.seq)
+	}
+	if job.b != nil {
+		for i := range job.b.items {
+			job.b.items[i] = item{}
+		}
+		clear(job.b.direct)
+		job.b.direct = job.b.direct[:0]
+	}
+	e.queue.mu.Lock()
+	e.queue.applying = false
+	e.queue.appliedJobs++
+	if job.b != nil {
+		e.queue.demand.note(job.b)
+		job.b.buf = job.b.buf[:0]
+		job.b.items = job.b.items[:0]
+		e.queue.demand.trim(job.b)
+		e.queue.freeBatches = append(e.queue.freeBatches, job.b)
+	}
+	e.queue.cond.Broadcast()
+	e.queue.mu.Unlock()
+}
+
+// applyOnSyncLoop reports whether the sync loop should apply job itself instead of handing it to
+// the applier (sync loop only, the job already counted in handedJobs).
+//
+// Why: under a light load (a few thousand group commits a second, each of a few entries) the
+// cost of a group commit is not its I/O but the goroutine hand-offs around it. Every hand-off to
+// a parked goroutine wakes a parked thread (and the runtime wakes a second one to look for work),
+// several microseconds of kernel time each (docs/performance.md, "Where the CPU goes"). The
+// applier exists to overlap the apply of one batch with the write and fsync of the next; with no
+// next batch waiting and no fsync in flight there is nothing to overlap, so the sync loop applies
+// the batch itself and saves two hand-offs (to the applier and back). Applying in order still
+// holds: the applier has finished every earlier job, and the sync loop hands it nothing while it
+// applies. Jobs that end a journal file or run repairs always go to the applier.
+func (e *Engine) applyOnSyncLoop(job applyJob) bool {
+	if job.b == nil || job.rotate || job.err != nil || len(e.syncLoop.pipeline.inflight) > 0 {
+		return false
+	}
+	for i := range job.b.items {
+		if job.b.items[i].kind == kRepair {
+			return false
+		}
+	}
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.appliedJobs+1 == e.syncLoop.handedJobs && len(e.queue.pending.items) == 0 && !e.queue.stopping
 }
 
 // apply writes a durable batch's effects to the ledgers' files and memory, then completes it.

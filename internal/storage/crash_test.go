@@ -68,6 +68,7 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 		o.MaxOpenFiles = 2 + rng.IntN(8)
 		// One, two or three group-commit fsyncs in flight (pipelinesync.go).
 		o.SyncPipelineDepth = 1 + int(seed%3)
+		o.AlwaysPipeline = seed%2 == 0 // otherwise a light load commits inline (commitLight)
 		// Direct writes (directwrite.go): never, or from a few hundred bytes of a ledger's
 		// entries per group commit, so that bursts switch ledgers in and out of direct mode.
 		o.DirectWriteBytes = []int{-1, 100, 300, 1200}[(seed/3)%4]

@@ -23,7 +23,9 @@
 // wait for a group commit's fsync before it writes the next batch: up to SyncPipelineDepth
 // (default 2) fsyncs run at once on commit syncer goroutines, and batches are still handed on
 // only after their own fsync and in order; if one fails, every batch in flight fails
-// (pipelinesync.go explains why this keeps the guarantee). In SyncInterval mode the callbacks run
+// (pipelinesync.go explains why this keeps the guarantee). Under a light load, with nothing in
+// flight, the sync loop runs the fsync and the apply itself instead (commitLight, applyOnSyncLoop):
+// the hand-offs would cost more than the overlap saves. In SyncInterval mode the callbacks run
 // after the write and the journal is fsynced every SyncInterval (shown in EngineMetrics) by a
 // background syncer goroutine, so a stalled fsync never holds up the group commits behind it; a
 // rotated journal file is fsynced and closed by that syncer too, and the file opened while that

@@ -25,7 +25,9 @@ import (
 //     the background syncer (intervalsync.go), the commit syncers (pipelinesync.go) and the
 //     journal file preparers (nextjournal.go);
 //   - the applier (runApplier, applier.go) makes durable batches visible, writes the segment
-//     files and calls the callbacks in append order; it owns applier;
+//     files and calls the callbacks in append order; it owns applier, which the sync loop uses
+//     instead only while the applier has finished every job and waits for the next one (a light
+//     load: applyOnSyncLoop);
 //   - the checkpointer (runCheckpointer, checkpoint.go) fsyncs what a closed journal file covers
 //     and retires it, and retries repairs; it owns checkpointer (but for its mutex);
 //   - the background goroutine (runBackground, background.go) flushes cursors and trims;

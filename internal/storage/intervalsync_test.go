@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,10 @@ type stallFS struct {
 	failFirst atomic.Int32
 	// segStalled: segment fsyncs waiting at segGate now; journalSynced: journal fsyncs finished.
 	segStalled, journalSynced atomic.Int32
+	// gated: journal fsyncs that met a gate so far; onSyncer records, in order, whether each
+	// such fsync ran on a commit syncer (true) or on the sync loop itself (false).
+	gated    atomic.Int32
+	onSyncer []bool // under mu
 }
 
 func (s *stallFS) OpenFile(name string, flag int) (vfs.File, error) {
@@ -67,6 +72,29 @@ func (s *stallFS) stall() {
 	s.mu.Unlock()
 }
 
+// swapGate lets the fsyncs waiting at the gate go and makes later ones wait at a new gate.
+func (s *stallFS) swapGate() {
+	s.mu.Lock()
+	if s.gate != nil {
+		close(s.gate)
+	}
+	s.gate = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// syncerOf reports whether the i-th gated journal fsync ran on a commit syncer.
+func (s *stallFS) syncerOf(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.onSyncer[i]
+}
+
+// onGoroutine reports whether the calling goroutine's stack holds a frame of fn.
+func onGoroutine(fn string) bool {
+	buf := make([]byte, 64<<10)
+	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), fn)
+}
+
 func (s *stallFS) release() {
 	s.mu.Lock()
 	if s.gate != nil {
@@ -95,6 +123,10 @@ func (f *stallFile) Sync() error {
 		}
 		f.fs.mu.Unlock()
 		if gate != nil {
+			f.fs.mu.Lock()
+			f.fs.onSyncer = append(f.fs.onSyncer, onGoroutine("(*Engine).commitSyncer"))
+			f.fs.mu.Unlock()
+			f.fs.gated.Add(1)
 			f.fs.stalled.Add(1)
 			<-gate
 			f.fs.stalled.Add(-1)

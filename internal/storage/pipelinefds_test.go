@@ -82,7 +82,12 @@ func (f *orderedJournalFile) Sync() error {
 func TestPipelinedFsyncErrorNotHiddenBySharedDescriptor(t *testing.T) {
 	ctx := context.Background()
 	fs := newOrderedJournalSyncFS()
-	mod := func(o *Options) { o.SyncPipelineDepth = 2; o.DirectWriteBytes = -1; o.CacheBytes = -1 }
+	mod := func(o *Options) {
+		o.SyncPipelineDepth = 2
+		o.AlwaysPipeline = true
+		o.DirectWriteBytes = -1
+		o.CacheBytes = -1
+	}
 	e := openMem(t, fs, mod)
 	l, err := e.OpenLedger(ctx, "pipelined")
 	if err != nil {

@@ -88,6 +88,21 @@ func (e *Engine) pipelined(b *batch) bool {
 		e.syncLoop.journal != nil && e.syncLoop.journalSeq == b.seq && len(b.buf) > 0 && e.freeCommitDescriptor() != nil
 }
 
+// commitLight reports whether batch b, which could be pipelined, is committed inline instead
+// because the load is light (sync loop only).
+//
+// Pipelining pays when appends arrive while an fsync is in flight. When none do (a few thousand
+// group commits a second, each well apart), the hand-offs to a commit syncer and back cost more
+// CPU than the overlap saves: each wakes a parked thread. So with nothing in flight and the last
+// inline fsync not joined by any append, the sync loop runs the fsync itself, and then applies the
+// batch itself too (applyOnSyncLoop). As soon as an append arrives during an inline fsync, the
+// following group commits are pipelined again until the pipeline runs empty with nothing pending
+// (finishCommits). An append that arrives during an inline fsync waits for the rest of it, at most
+// one fsync, once per change of load.
+func (e *Engine) commitLight(b *batch) bool {
+	return e.syncLoop.light && !e.opts.AlwaysPipeline && len(e.syncLoop.pipeline.inflight) == 0 && len(b.direct) == 0
+}
+
 // openCommitDescriptors opens journal file seq once per pipeline slot for the fsyncs in flight
 // (sync loop only; right after the file is opened, before anything is written to it). If that
 // fails, the file's batches are committed inline.
@@ -242,6 +257,11 @@ func (e *Engine) finishCommits() {
 		e.syncLoop.pipeline.inflight[i] = nil
 	}
 	e.syncLoop.pipeline.inflight = e.syncLoop.pipeline.inflight[:copy(e.syncLoop.pipeline.inflight, e.syncLoop.pipeline.inflight[n:])]
+	if len(e.syncLoop.pipeline.inflight) == 0 {
+		e.queue.mu.Lock()
+		e.syncLoop.light = len(e.queue.pending.items) == 0 // nothing overlaps: commit inline (commitLight)
+		e.queue.mu.Unlock()
+	}
 }
 
 func (e *Engine) allCommitsFinishedLocked() bool {

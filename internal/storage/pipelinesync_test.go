@@ -40,7 +40,7 @@ func (r *appendResult) count() int {
 func twoCommitsInFlight(t *testing.T, name string, failFirst bool) (*Engine, *stallFS, *Ledger, *appendResult) {
 	t.Helper()
 	fs := &stallFS{FS: vfs.NewMem()}
-	e := openMem(t, fs, func(o *Options) { o.SyncPipelineDepth = 2 })
+	e := openMem(t, fs, func(o *Options) { o.SyncPipelineDepth, o.AlwaysPipeline = 2, true })
 	t.Cleanup(func() { _ = e.Close() })
 	t.Cleanup(fs.release) // runs first: a stalled fsync would hold Close
 	l, err := e.OpenLedger(context.Background(), name)
@@ -102,5 +102,83 @@ func TestPipelinedFsyncFailureFailsAllInFlight(t *testing.T) {
 	}
 	if _, err := l2.Append(ctx, payload(9), 1); err != nil {
 		t.Fatalf("append after reopening: %v", err)
+	}
+}
+
+// TestLightLoadCommitsInline: under a light load the sync loop runs a group commit's fsync and
+// its apply itself (no hand-off to a commit syncer or the applier); an append that arrives during
+// such an fsync makes the next group commits pipelined again, and once the pipeline runs empty
+// with nothing pending the load counts as light again (commitLight, applyOnSyncLoop).
+func TestLightLoadCommitsInline(t *testing.T) {
+	fs := &stallFS{FS: vfs.NewMem()}
+	e := openMem(t, fs, func(o *Options) { o.SyncPipelineDepth = 2; o.DirectWriteBytes = -1 })
+	t.Cleanup(func() { _ = e.Close() })
+	t.Cleanup(fs.release) // runs first: a stalled fsync would hold Close
+	l, err := e.OpenLedger(context.Background(), "light")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3) // one at a time: a light load
+	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
+	var mu sync.Mutex
+	appliedBy := map[int]string{}
+	appendAsync := func(i int) {
+		done := res.done(i)
+		l.AppendAsync(payload(i), 1, func(p mtypes.Position, err error) {
+			mu.Lock()
+			appliedBy[i] = "sync loop"
+			if onGoroutine("(*Engine).runApplier") {
+				appliedBy[i] = "applier"
+			}
+			mu.Unlock()
+			done(p, err)
+		})
+	}
+
+	fs.stall()
+	appendAsync(1)
+	poll.Until(t, 10*time.Second, "the first fsync to stall", func() bool { return fs.gated.Load() == 1 })
+	if fs.syncerOf(0) {
+		t.Fatal("under a light load the fsync ran on a commit syncer, not on the sync loop")
+	}
+	appendAsync(2) // arrives during the inline fsync: the next commits are pipelined
+	fs.swapGate()
+	poll.Until(t, 10*time.Second, "the second fsync to stall", func() bool { return fs.gated.Load() == 2 })
+	if !fs.syncerOf(1) {
+		t.Fatal("an append that arrived during an inline fsync was not pipelined")
+	}
+	appendAsync(3)
+	poll.Until(t, 10*time.Second, "the third fsync to start while the second one runs", func() bool { return fs.stalled.Load() == 2 })
+	fs.release()
+	poll.Until(t, 10*time.Second, "all three appends to be acknowledged", func() bool { return res.count() == 3 })
+	if res.order[0] != 1 || res.order[1] != 2 || res.order[2] != 3 {
+		t.Fatalf("acknowledged in order %v", res.order)
+	}
+	mu.Lock()
+	if appliedBy[1] != "applier" || appliedBy[2] != "applier" {
+		// The first found the second pending: the applier applies it while the sync loop
+		// commits the second.
+		t.Fatalf("applied by %v: want the first two applied on the applier", appliedBy)
+	}
+	mu.Unlock()
+
+	appendN(t, l, 2) // the pipeline ran empty with nothing pending: light again
+	fs.stall()
+	appendAsync(4)
+	poll.Until(t, 10*time.Second, "the fourth fsync to stall", func() bool { return fs.gated.Load() == 4 })
+	if fs.syncerOf(3) {
+		t.Fatal("after the load fell the fsync still ran on a commit syncer")
+	}
+	fs.release()
+	poll.Until(t, 10*time.Second, "the fourth append to be acknowledged", func() bool { return res.count() == 4 })
+	mu.Lock()
+	if appliedBy[4] != "sync loop" {
+		t.Fatalf("a light commit with nothing pending was applied on the %s, not on the sync loop", appliedBy[4])
+	}
+	mu.Unlock()
+	for i, err := range res.errs {
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
 	}
 }

@@ -39,7 +39,7 @@ func bucketBound(i int) any {
 func TestLatencyHistogramsFilled(t *testing.T) {
 	for _, depth := range []int{1, 2} {
 		fs := vfs.NewMem()
-		e, l := openDirect(t, fs, func(o *Options) { o.SyncPipelineDepth = depth }, "hist/l")
+		e, l := openDirect(t, fs, func(o *Options) { o.SyncPipelineDepth, o.AlwaysPipeline = depth, true }, "hist/l")
 		for round := range 5 {
 			if acked, failed := burst(l, round*20, 20); failed != 0 || len(acked) != 20 {
 				t.Fatalf("burst: %d acknowledged, %d failed", len(acked), failed)

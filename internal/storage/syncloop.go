@@ -23,6 +23,9 @@ type syncLoopState struct {
 	// pendingVoids: void records to write first in the next group commit.
 	pendingVoids []byte
 	handedJobs   uint64 // jobs handed to the applier (the count it finished is queue.appliedJobs)
+	// light: the load is light enough that group commits do not overlap; the next one with
+	// nothing in flight runs its fsync on the sync loop (see commitLight).
+	light bool
 
 	interval intervalSyncs    // SyncInterval: the background syncer (intervalsync.go)
 	pipeline commitPipeline   // SyncAlways, SyncPipelineDepth > 1: the commit syncers (pipelinesync.go)
@@ -103,10 +106,14 @@ func (e *Engine) runSyncLoop() {
 		// few scheduler yields; with an open-loop load the applier is idle and nothing waits.
 		// With an fsync in flight the pending batch is cut at once instead (pipelinesync.go):
 		// its fsync then overlaps the one in flight, which is the point of pipelining.
+		// Under a light load (commitLight) the yields are skipped: each wakes a parked thread, and
+		// group commits are too far apart for another append to be on its way.
+		waited := false
 		for e.queue.applying && !e.queue.stopping && len(e.syncLoop.pipeline.inflight) == 0 {
 			e.queue.cond.Wait()
+			waited = true
 		}
-		for i := 0; i < 4 && !e.queue.stopping; i++ {
+		for i := 0; i < 4 && !e.queue.stopping && (waited || !e.syncLoop.light || len(e.syncLoop.pipeline.inflight) > 0); i++ {
 			n := len(e.queue.pending.items)
 			e.queue.mu.Unlock()
 			runtime.Gosched()
@@ -151,7 +158,7 @@ func (e *Engine) runSyncLoop() {
 func (e *Engine) commit(b *batch) {
 	e.planDirect(b, e.opts.Sync == SyncAlways && !b.moved && len(e.syncLoop.pendingVoids) == 0 &&
 		e.syncLoop.journal != nil && e.syncLoop.journalSeq == b.seq)
-	if e.pipelined(b) {
+	if e.pipelined(b) && !e.commitLight(b) {
 		e.commitAsync(b)
 		return
 	}
@@ -210,6 +217,11 @@ func (e *Engine) commit(b *batch) {
 				e.syncLoop.unsynced[it.l] = struct{}{}
 			}
 		}
+	}
+	if e.opts.Sync == SyncAlways && e.syncLoop.light {
+		e.queue.mu.Lock()
+		e.syncLoop.light = len(e.queue.pending.items) == 0 // appends arrived during the fsync: overlap the next
+		e.queue.mu.Unlock()
 	}
 	e.toApplier(applyJob{b: b, rotate: b.rotate && e.syncLoop.journal != nil, seq: b.seq})
 	switch {
@@ -362,6 +374,10 @@ func (e *Engine) toApplier(job applyJob) {
 		e.m.commitLatency.Observe(time.Since(job.b.opened))
 	}
 	e.syncLoop.handedJobs++
+	if e.applyOnSyncLoop(job) {
+		e.runApplyJob(job)
+		return
+	}
 	e.applier.jobs <- job
 }
 
