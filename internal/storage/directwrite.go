@@ -231,7 +231,7 @@ func (e *Engine) carryDirect(oldSeq uint64) {
 	err := e.openJournal(seq)
 	if err == nil {
 		sealJournalRecords(recs, journalSeed(seq))
-		if _, err = e.syncLoop.journal.WriteAt(recs, e.syncLoop.journalOff); err != nil {
+		if err = e.writeJournal(recs); err != nil {
 			err = fmt.Errorf("storage: journal write: %w", err)
 		} else {
 			e.syncLoop.journalOff += int64(len(recs))

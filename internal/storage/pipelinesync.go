@@ -174,7 +174,7 @@ func (e *Engine) needsDrain() bool {
 func (e *Engine) commitAsync(b *batch) {
 	jb := journalBuf(b)
 	sealJournalRecords(jb, journalSeed(e.syncLoop.journalSeq))
-	if _, err := e.syncLoop.journal.WriteAt(jb, e.syncLoop.journalOff); err != nil {
+	if err := e.writeJournal(jb); err != nil {
 		// Batches in flight were written before this one; their own fsyncs decide them.
 		e.drainCommits()
 		e.undoDirect(b)

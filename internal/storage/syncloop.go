@@ -181,7 +181,7 @@ func (e *Engine) commit(b *batch) {
 				buf = appendEndRecord(buf)
 			}
 			sealJournalRecords(buf, journalSeed(e.syncLoop.journalSeq))
-			_, err = e.syncLoop.journal.WriteAt(buf, e.syncLoop.journalOff)
+			err = e.writeJournal(buf)
 			if err != nil {
 				err = fmt.Errorf("storage: journal write: %w", err)
 			} else {
@@ -284,6 +284,31 @@ func (e *Engine) announcements(b *batch) []byte {
 	}
 	return append(out, b.buf...)
 }
+
+// writeJournal writes buf to the journal file at the current offset (sync loop only; the caller
+// advances the offset).
+//
+// In a file made full size ahead of time (journalFull) the write is padded with zeros to the end
+// of its last block. Why: that file was zero-filled around the page cache (nextjournal.go), so a
+// write that ends inside a block whose page is not cached makes the kernel read the block from
+// the device before it can copy the write in: every group commit waited for a device read, a
+// sleep and a wake-up, before its own write. With the block written whole, the next group commit
+// finds its first block in the page cache. The padding is zeros where zeros (or a recycled file's
+// stale bytes, which recovery tells apart) already are, in a block the fsync writes anyway.
+func (e *Engine) writeJournal(buf []byte) error {
+	w := buf
+	if e.syncLoop.journalFull {
+		end := e.syncLoop.journalOff + int64(len(buf))
+		if pad := (vfs.DirectAlign - end%vfs.DirectAlign) % vfs.DirectAlign; pad > 0 && end+pad <= e.opts.JournalFileBytes {
+			w = append(buf, zeroBlock[:pad]...)
+		}
+	}
+	_, err := e.syncLoop.journal.WriteAt(w, e.syncLoop.journalOff)
+	return err
+}
+
+// zeroBlock is the padding writeJournal appends.
+var zeroBlock [vfs.DirectAlign]byte
 
 // syncJournal fsyncs the journal (sync loop only).
 func (e *Engine) syncJournal() error {
