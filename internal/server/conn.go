@@ -57,6 +57,7 @@ type conn struct {
 	reqCtx    context.Context
 	reqCancel context.CancelCauseFunc
 	out       *outbox
+	tryWrite  func(net.Buffers) int // writes without waiting (tryWriteFunc); nil over TLS
 
 	reader *wire.Reader
 
@@ -124,6 +125,7 @@ func newConn(s *Server, nc net.Conn, id uint64) *conn {
 		stopRead:        make(chan struct{}),
 		done:            make(chan struct{}),
 	}
+	c.tryWrite = tryWriteFunc(nc)
 	c.readCtx, c.readCancel = context.WithCancel(reqCtx)
 	c.reader.ReusePayloads(true) // handleSend copies what the broker may keep
 	c.limiter = broker.NewMemoryLimiter(s.opts.MaxPendingSendBytes, int64(s.opts.MaxPendingSends), s.opts.Broker.PublishLimiter())
@@ -331,11 +333,12 @@ func (c *conn) writeLoop() {
 				c.abort(fmt.Errorf("write: %w", err))
 				return
 			}
+			c.out.wrote()
 			clear(orig)
 			spare = orig[:0]
 			c.out.signalDrained()
 		}
-		if c.out.isClosed() {
+		if c.out.closedAndIdle() {
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // outbox is a connection's outbound queue. Any goroutine appends encoded frames without blocking;
@@ -12,6 +13,10 @@ import (
 // A frame may be several slices (a MESSAGE is its header plus the stored entry, which is shared with
 // the entry cache and never copied); the slices of one frame are appended together under the lock, so
 // frames never interleave.
+//
+// A receipt that comes alone, long after the previous one (a light load), is written at once by the
+// goroutine that completes it instead (appendFrameNow): waking the writer would wake a parked thread
+// for one small write, which under a light load costs more CPU than the write.
 type outbox struct {
 	mu     sync.Mutex
 	bufs   net.Buffers
@@ -27,6 +32,14 @@ type outbox struct {
 	// drained is signalled (capacity 1) each time the writer empties the queue, for readers waiting
 	// for the backlog to shrink.
 	drained chan struct{}
+	// writing: a goroutine holds bytes it took and has not finished writing them (the writer
+	// between take and wrote, or appendFrameNow); the other leaves the queue alone meanwhile, so
+	// frames leave in the order they were queued.
+	writing bool
+	// lastSmall is when the last small frame was queued (appendFrameNow), nowSpare the backing
+	// array appendFrameNow takes the queue into.
+	lastSmall time.Time
+	nowSpare  net.Buffers
 }
 
 func newOutbox() *outbox {
@@ -46,6 +59,86 @@ func (o *outbox) appendFrame(enc func([]byte) []byte) bool {
 		o.mu.Unlock()
 		return false
 	}
+	o.appendFrameLocked(enc)
+	o.mu.Unlock()
+	o.signal()
+	return true
+}
+
+// sparseGap is how long after the previous small frame one counts as alone (appendFrameNow):
+// receipts of a light load come about a millisecond apart (one per group commit), those of a heavy
+// one microseconds apart.
+const sparseGap = 200 * time.Microsecond
+
+// appendFrameNow queues a small frame as appendFrame does and, when it is alone (nothing else
+// queued or being written, and the previous small frame came sparseGap or more ago), writes it at
+// once on the caller's goroutine with tryWrite instead of waking the writer. tryWrite must not
+// block: it writes what the socket takes now and returns how many bytes that was; the rest, and
+// every error, is left to the writer. With tryWrite nil it is appendFrame.
+func (o *outbox) appendFrameNow(enc func([]byte) []byte, tryWrite func(net.Buffers) int) bool {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return false
+	}
+	now := time.Now()
+	alone := tryWrite != nil && o.bytes == 0 && !o.writing && now.Sub(o.lastSmall) >= sparseGap
+	o.lastSmall = now
+	o.appendFrameLocked(enc)
+	if !alone {
+		o.mu.Unlock()
+		o.signal()
+		return true
+	}
+	bufs, n := o.takeLocked(o.nowSpare)
+	o.writing = true
+	o.mu.Unlock()
+	written := tryWrite(bufs)
+	o.mu.Lock()
+	o.writing = false
+	if written < n {
+		o.putBackLocked(bufs, written)
+	}
+	clear(bufs)
+	o.nowSpare = bufs[:0]
+	left := o.bytes > 0 || o.closed // a closing writer waits for this write to end
+	o.mu.Unlock()
+	if left {
+		o.signal()
+	}
+	return true
+}
+
+// putBackLocked puts what is left of bufs after its first written bytes back at the front of the
+// queue (o.mu held).
+func (o *outbox) putBackLocked(bufs net.Buffers, written int) {
+	var rest net.Buffers
+	left := 0
+	for _, b := range bufs {
+		if written >= len(b) {
+			written -= len(b)
+			continue
+		}
+		rest = append(rest, b[written:])
+		left += len(b) - written
+		written = 0
+	}
+	o.bufs = append(rest, o.bufs...)
+	o.bytes += left
+	if o.tailAt >= 0 {
+		o.tailAt += len(rest)
+	}
+}
+
+func (o *outbox) signal() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// appendFrameLocked is appendFrame with o.mu held.
+func (o *outbox) appendFrameLocked(enc func([]byte) []byte) {
 	if o.tailAt != len(o.bufs)-1 || o.tailAt < 0 || cap(o.tail)-len(o.tail) < smallFrameMax {
 		if cap(o.tail)-len(o.tail) < smallFrameMax {
 			o.tail = make([]byte, 0, smallBlock)
@@ -59,12 +152,6 @@ func (o *outbox) appendFrame(enc func([]byte) []byte) bool {
 	o.tail = enc(o.tail)
 	o.bytes += len(o.tail) - n
 	o.bufs[o.tailAt] = o.tail
-	o.mu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-	return true
 }
 
 // smallFrameMax bounds what appendFrame may append (a SEND_RECEIPT takes at most ~70 bytes).
@@ -99,10 +186,29 @@ func (o *outbox) queuedBytes() int {
 	return o.bytes
 }
 
-// take removes and returns everything queued; spare is reused as the new queue's backing array.
+// take removes and returns everything queued for the writer, which calls wrote once it has written
+// it; spare is reused as the new queue's backing array. It takes nothing while appendFrameNow
+// writes.
 func (o *outbox) take(spare net.Buffers) (net.Buffers, int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.writing {
+		return spare[:0], 0
+	}
+	bufs, n := o.takeLocked(spare)
+	o.writing = n > 0
+	return bufs, n
+}
+
+// wrote tells the outbox that the writer has written what it took.
+func (o *outbox) wrote() {
+	o.mu.Lock()
+	o.writing = false
+	o.mu.Unlock()
+}
+
+// takeLocked is take with o.mu held.
+func (o *outbox) takeLocked(spare net.Buffers) (net.Buffers, int) {
 	bufs, n := o.bufs, o.bytes
 	clear(spare)
 	o.bufs, o.bytes = spare[:0], 0
@@ -124,10 +230,12 @@ func (o *outbox) close() {
 	}
 }
 
-func (o *outbox) isClosed() bool {
+// closedAndIdle reports whether the outbox is closed and no appendFrameNow is writing (whose
+// leftover the writer must still write).
+func (o *outbox) closedAndIdle() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.closed
+	return o.closed && !o.writing
 }
 
 func (o *outbox) signalDrained() {

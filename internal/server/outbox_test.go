@@ -6,6 +6,9 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // Small frames appended to shared blocks, interleaved with pushed frames and with the writer taking
@@ -23,12 +26,14 @@ func TestOutboxAppendFrame(t *testing.T) {
 			want.Write(big)
 		case 5:
 			bufs, _ := o.take(nil)
+			o.wrote()
 			taken = append(taken, bufs)
 		}
 		o.appendFrame(func(dst []byte) []byte { return append(dst, frame...) })
 		want.Write(frame)
 	}
 	bufs, _ := o.take(nil)
+	o.wrote()
 	taken = append(taken, bufs)
 	for _, bufs := range taken {
 		for _, b := range bufs {
@@ -61,6 +66,7 @@ func TestOutboxAppendFrameConcurrentWriter(t *testing.T) {
 			for _, b := range bufs {
 				total += len(b)
 			}
+			o.wrote()
 			return len(bufs)
 		}
 		for {
@@ -82,5 +88,113 @@ func TestOutboxAppendFrameConcurrentWriter(t *testing.T) {
 	wg.Wait()
 	if total != 80000 {
 		t.Fatalf("%d bytes written, want 80000", total)
+	}
+}
+
+// A small frame that comes alone is written at once by appendFrameNow, without waking the writer; a
+// short write leaves the rest at the front of the queue, before later frames; frames that come close
+// together are left to the writer.
+func TestOutboxAppendFrameNow(t *testing.T) {
+	o := newOutbox()
+	var direct [][]byte
+	short := -1 // bytes the next tryWrite takes; -1: all
+	tryWrite := func(bufs net.Buffers) int {
+		var all []byte
+		for _, b := range bufs {
+			all = append(all, b...)
+		}
+		n := len(all)
+		if short >= 0 {
+			n = short
+		}
+		direct = append(direct, all[:n])
+		return n
+	}
+	frame := func(s string) func([]byte) []byte { return func(dst []byte) []byte { return append(dst, s...) } }
+
+	o.appendFrameNow(frame("alone"), tryWrite)
+	if len(direct) != 1 || string(direct[0]) != "alone" || o.bytes != 0 {
+		t.Fatalf("written at once %q, %d bytes left queued", direct, o.bytes)
+	}
+	select {
+	case <-o.wake:
+		t.Fatal("the writer was woken for a frame written at once")
+	default:
+	}
+
+	o.appendFrameNow(frame("close-behind"), tryWrite) // within sparseGap of the previous one
+	if len(direct) != 1 || o.bytes != len("close-behind") {
+		t.Fatalf("a frame close behind another was written at once (%q)", direct)
+	}
+	bufs, _ := o.take(nil)
+	o.wrote()
+	if got := string(bytes.Join(bufs, nil)); got != "close-behind" {
+		t.Fatalf("the writer took %q", got)
+	}
+
+	o.lastSmall = time.Time{} // alone again
+	short = 3
+	o.appendFrameNow(frame("partial"), tryWrite)
+	o.appendFrame(frame("-later"))
+	bufs, _ = o.take(nil)
+	o.wrote()
+	if got := string(direct[1]) + string(bytes.Join(bufs, nil)); got != "partial-later" {
+		t.Fatalf("after a short write the bytes go out as %q", got)
+	}
+}
+
+// Frames queued from one goroutine, some alone and written at once, some left to a writer running
+// beside it, leave in the order they were queued (go test -race).
+func TestOutboxAppendFrameNowKeepsOrder(t *testing.T) {
+	o := newOutbox()
+	var mu sync.Mutex
+	var out bytes.Buffer
+	write := func(bufs net.Buffers) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, b := range bufs {
+			out.Write(b)
+		}
+	}
+	tryWrite := func(bufs net.Buffers) int { write(bufs); return len(bytes.Join(bufs, nil)) }
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the writer
+		defer wg.Done()
+		for {
+			select {
+			case <-o.wake:
+			case <-stop:
+				return
+			}
+			for {
+				bufs, n := o.take(nil)
+				if n == 0 {
+					break
+				}
+				write(bufs)
+				o.wrote()
+			}
+		}
+	}()
+	var want bytes.Buffer
+	for i := range 400 {
+		s := fmt.Sprintf("<%d>", i)
+		want.WriteString(s)
+		if i%9 == 0 {
+			time.Sleep(sparseGap) // alone: written at once
+		}
+		o.appendFrameNow(func(dst []byte) []byte { return append(dst, s...) }, tryWrite)
+	}
+	poll.Until(t, 10*time.Second, "every frame to be written", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.Len() == want.Len()
+	})
+	close(stop)
+	wg.Wait()
+	if out.String() != want.String() {
+		t.Fatalf("frames left out of order:\n got %q\nwant %q", out.String(), want.String())
 	}
 }

@@ -497,9 +497,9 @@ func (c *conn) completeSend(producerID, seq uint64, res broker.PublishResult) {
 		}
 		// Appended into the outbox's shared block (no allocation and no iovec of its own per receipt).
 		ledger, entry := uint64(res.Position.LedgerID), uint64(res.Position.EntryID)
-		c.out.appendFrame(func(dst []byte) []byte {
+		c.out.appendFrameNow(func(dst []byte) []byte {
 			return wire.AppendSendReceiptFrame(dst, producerID, seq, ledger, entry, highest)
-		})
+		}, c.tryWrite)
 	}
 	c.pendingSends.Add(-1)
 	select {

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package server
+
+import "net"
+
+// tryWriteFunc is nil where writing without waiting is not built: receipts go through the writer.
+func tryWriteFunc(net.Conn) func(net.Buffers) int { return nil }
