@@ -110,9 +110,10 @@ func TestHandOverMovesMessagesAndSubscriptions(t *testing.T) {
 	if err := n1.handOver(ctx, bundle, target); err != nil {
 		t.Fatal(err)
 	}
-	if n1.components.member.coord.Owns("public/default", topic.String()) || !n2.components.member.coord.Owns("public/default", topic.String()) {
-		t.Fatal("the bundle did not change owner")
-	}
+	// Each broker learns the completed move from its own watch of the record.
+	poll.Until(t, 10*time.Second, "the bundle to change owner in both brokers' views", func() bool {
+		return !n1.components.member.coord.Owns("public/default", topic.String()) && n2.components.member.coord.Owns("public/default", topic.String())
+	})
 	if ok, err := n1.components.engine.LedgerExists(ctx, topic.StorageName()); err != nil || ok {
 		t.Fatalf("b1 still has the ledger: %v %v", ok, err)
 	}
