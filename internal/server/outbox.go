@@ -230,12 +230,13 @@ func (o *outbox) close() {
 	}
 }
 
-// closedAndIdle reports whether the outbox is closed and no appendFrameNow is writing (whose
-// leftover the writer must still write).
+// closedAndIdle reports whether the outbox is closed with nothing left for the writer: nothing
+// queued (frames queued while appendFrameNow wrote, or its leftover) and no appendFrameNow writing
+// (it signals the writer when it is done).
 func (o *outbox) closedAndIdle() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.closed && !o.writing
+	return o.closed && !o.writing && o.bytes == 0
 }
 
 func (o *outbox) signalDrained() {

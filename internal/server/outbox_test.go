@@ -122,6 +122,7 @@ func TestOutboxAppendFrameNow(t *testing.T) {
 	default:
 	}
 
+	o.lastSmall = time.Now()
 	o.appendFrameNow(frame("close-behind"), tryWrite) // within sparseGap of the previous one
 	if len(direct) != 1 || o.bytes != len("close-behind") {
 		t.Fatalf("a frame close behind another was written at once (%q)", direct)
@@ -196,5 +197,38 @@ func TestOutboxAppendFrameNowKeepsOrder(t *testing.T) {
 	wg.Wait()
 	if out.String() != want.String() {
 		t.Fatalf("frames left out of order:\n got %q\nwant %q", out.String(), want.String())
+	}
+}
+
+// A frame queued while appendFrameNow writes, with the write short, goes out after the rest of the
+// frame being written (putBackLocked shifts the tail block); and an outbox closed meanwhile is not
+// idle for the writer until both are written.
+func TestOutboxAppendFrameNowShortWriteWithFramesBehind(t *testing.T) {
+	o := newOutbox()
+	var direct []byte
+	tryWrite := func(bufs net.Buffers) int {
+		all := bytes.Join(bufs, nil)
+		o.appendFrame(func(dst []byte) []byte { return append(dst, "-behind"...) })
+		o.appendFrame(func(dst []byte) []byte { return append(dst, "-and-more"...) })
+		o.close()
+		direct = all[:2]
+		return 2
+	}
+	o.appendFrameNow(func(dst []byte) []byte { return append(dst, "first"...) }, tryWrite)
+	if o.closedAndIdle() {
+		t.Fatal("the writer would stop with frames queued")
+	}
+	select {
+	case <-o.wake:
+	default:
+		t.Fatal("the writer was not woken for what the direct write left")
+	}
+	bufs, _ := o.take(nil)
+	o.wrote()
+	if got := string(direct) + string(bytes.Join(bufs, nil)); got != "first-behind-and-more" {
+		t.Fatalf("bytes went out as %q", got)
+	}
+	if !o.closedAndIdle() {
+		t.Fatal("a closed outbox with everything written is not idle")
 	}
 }

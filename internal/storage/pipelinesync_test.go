@@ -142,6 +142,9 @@ func TestLightLoadCommitsInline(t *testing.T) {
 		t.Fatal("under a light load the fsync ran on a commit syncer, not on the sync loop")
 	}
 	appendAsync(2) // arrives during the inline fsync: the next commits are pipelined
+	if n := res.count(); n != 0 {
+		t.Fatalf("%d appends acknowledged while the inline fsync was stalled", n)
+	}
 	fs.swapGate()
 	poll.Until(t, 10*time.Second, "the second fsync to stall", func() bool { return fs.gated.Load() == 2 })
 	if !fs.syncerOf(1) {

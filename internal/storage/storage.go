@@ -54,9 +54,9 @@ type Options struct {
 	// SyncPipelineDepth bounds the group commits whose fsync is in flight at once (SyncAlways;
 	// default 2, 1 = each fsync finishes before the next batch is written; see pipelinesync.go).
 	SyncPipelineDepth int
-	// AlwaysPipeline pipelines every group commit it can, even under a light load, where the
-	// sync loop otherwise runs the fsync and the apply itself (commitLight in pipelinesync.go).
-	// For tests of the pipeline.
+	// AlwaysPipeline hands every fsync it can to a commit syncer, even under a light load, where
+	// the sync loop otherwise runs it itself (commitLight in pipelinesync.go). For tests of the
+	// pipeline.
 	AlwaysPipeline bool
 	// DirectWriteBytes: when one ledger's entries in one group commit reach this many bytes, they
 	// are written once, straight to the ledger's segment file (fsynced with the journal), and the
