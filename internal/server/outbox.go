@@ -22,7 +22,7 @@ type outbox struct {
 	bufs   net.Buffers
 	bytes  int
 	closed bool
-	// tail is the block small frames are appended to (appendFrame): while it is bufs' last
+	// tail is the block small frames are appended to (appendFrameNow): while it is bufs' last
 	// element (tailAt), the next small frame extends it instead of adding a slice. Bytes already
 	// in bufs or handed to the writer (take) are never written again: later frames go after them.
 	tail   []byte
@@ -49,32 +49,21 @@ func newOutbox() *outbox {
 // smallBlock is the size of the blocks small frames are copied into.
 const smallBlock = 4 << 10
 
-// appendFrame queues a small frame (at most smallFrameMax bytes, e.g. a SEND_RECEIPT) that enc
-// appends to its argument: consecutive small frames share one block, so a burst of receipts is one
-// slice for the writer and one allocation per block rather than per frame. enc must only append.
-// It returns false if the outbox is closed.
-func (o *outbox) appendFrame(enc func([]byte) []byte) bool {
-	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
-		return false
-	}
-	o.appendFrameLocked(enc)
-	o.mu.Unlock()
-	o.signal()
-	return true
-}
-
 // sparseGap is how long after the previous small frame one counts as alone (appendFrameNow):
 // receipts of a light load come about a millisecond apart (one per group commit), those of a heavy
 // one microseconds apart.
 const sparseGap = 200 * time.Microsecond
 
-// appendFrameNow queues a small frame as appendFrame does and, when it is alone (nothing else
-// queued or being written, and the previous small frame came sparseGap or more ago), writes it at
-// once on the caller's goroutine with tryWrite instead of waking the writer. tryWrite must not
+// appendFrameNow queues a small frame (at most smallFrameMax bytes, e.g. a SEND_RECEIPT) that enc
+// appends to its argument: consecutive small frames share one block, so a burst of receipts is one
+// slice for the writer and one allocation per block rather than per frame. enc must only append.
+// It returns false if the outbox is closed.
+//
+// When the frame is alone (nothing else queued or being written, and the previous small frame came
+// sparseGap or more ago), it is written at once on the caller's goroutine with tryWrite instead of
+// waking the writer. tryWrite must not
 // block: it writes what the socket takes now and returns how many bytes that was; the rest, and
-// every error, is left to the writer. With tryWrite nil it is appendFrame.
+// every error, is left to the writer. With tryWrite nil the writer writes it.
 func (o *outbox) appendFrameNow(enc func([]byte) []byte, tryWrite func(net.Buffers) int) bool {
 	o.mu.Lock()
 	if o.closed {
@@ -137,7 +126,7 @@ func (o *outbox) signal() {
 	}
 }
 
-// appendFrameLocked is appendFrame with o.mu held.
+// appendFrameLocked appends a small frame to the tail block (o.mu held).
 func (o *outbox) appendFrameLocked(enc func([]byte) []byte) {
 	if o.tailAt != len(o.bufs)-1 || o.tailAt < 0 || cap(o.tail)-len(o.tail) < smallFrameMax {
 		if cap(o.tail)-len(o.tail) < smallFrameMax {
@@ -154,7 +143,7 @@ func (o *outbox) appendFrameLocked(enc func([]byte) []byte) {
 	o.bufs[o.tailAt] = o.tail
 }
 
-// smallFrameMax bounds what appendFrame may append (a SEND_RECEIPT takes at most ~70 bytes).
+// smallFrameMax bounds what appendFrameNow may append (a SEND_RECEIPT takes at most ~70 bytes).
 const smallFrameMax = 128
 
 // push queues one frame made of parts. It returns false if the outbox is closed (the connection is

@@ -29,7 +29,7 @@ func TestOutboxAppendFrame(t *testing.T) {
 			o.wrote()
 			taken = append(taken, bufs)
 		}
-		o.appendFrame(func(dst []byte) []byte { return append(dst, frame...) })
+		o.appendFrameNow(func(dst []byte) []byte { return append(dst, frame...) }, nil)
 		want.Write(frame)
 	}
 	bufs, _ := o.take(nil)
@@ -47,8 +47,8 @@ func TestOutboxAppendFrame(t *testing.T) {
 		t.Fatalf("%d bytes still counted", o.bytes)
 	}
 	o.close()
-	if o.appendFrame(func(dst []byte) []byte { return append(dst, 'x') }) {
-		t.Fatal("appendFrame on a closed outbox")
+	if o.appendFrameNow(func(dst []byte) []byte { return append(dst, 'x') }, nil) {
+		t.Fatal("appendFrameNow on a closed outbox")
 	}
 }
 
@@ -82,7 +82,7 @@ func TestOutboxAppendFrameConcurrentWriter(t *testing.T) {
 		}
 	}()
 	for i := range 10000 {
-		o.appendFrame(func(dst []byte) []byte { return fmt.Appendf(dst, "%08d", i) })
+		o.appendFrameNow(func(dst []byte) []byte { return fmt.Appendf(dst, "%08d", i) }, nil)
 	}
 	close(done)
 	wg.Wait()
@@ -136,7 +136,7 @@ func TestOutboxAppendFrameNow(t *testing.T) {
 	o.lastSmall = time.Time{} // alone again
 	short = 3
 	o.appendFrameNow(frame("partial"), tryWrite)
-	o.appendFrame(frame("-later"))
+	o.appendFrameNow(frame("-later"), nil)
 	bufs, _ = o.take(nil)
 	o.wrote()
 	if got := string(direct[1]) + string(bytes.Join(bufs, nil)); got != "partial-later" {
@@ -208,8 +208,8 @@ func TestOutboxAppendFrameNowShortWriteWithFramesBehind(t *testing.T) {
 	var direct []byte
 	tryWrite := func(bufs net.Buffers) int {
 		all := bytes.Join(bufs, nil)
-		o.appendFrame(func(dst []byte) []byte { return append(dst, "-behind"...) })
-		o.appendFrame(func(dst []byte) []byte { return append(dst, "-and-more"...) })
+		o.appendFrameNow(func(dst []byte) []byte { return append(dst, "-behind"...) }, nil)
+		o.appendFrameNow(func(dst []byte) []byte { return append(dst, "-and-more"...) }, nil)
 		o.close()
 		direct = all[:2]
 		return 2

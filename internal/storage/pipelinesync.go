@@ -258,10 +258,16 @@ func (e *Engine) finishCommits() {
 	}
 	e.syncLoop.pipeline.inflight = e.syncLoop.pipeline.inflight[:copy(e.syncLoop.pipeline.inflight, e.syncLoop.pipeline.inflight[n:])]
 	if len(e.syncLoop.pipeline.inflight) == 0 {
-		e.queue.mu.Lock()
-		e.syncLoop.light = len(e.queue.pending.items) == 0 // nothing overlaps: commit inline (commitLight)
-		e.queue.mu.Unlock()
+		e.noteLoad() // with nothing pending either, nothing overlaps: commit inline
 	}
+}
+
+// noteLoad sets the load light when nothing is pending (sync loop only, with nothing in flight;
+// see commitLight).
+func (e *Engine) noteLoad() {
+	e.queue.mu.Lock()
+	e.syncLoop.light = len(e.queue.pending.items) == 0
+	e.queue.mu.Unlock()
 }
 
 func (e *Engine) allCommitsFinishedLocked() bool {

@@ -219,9 +219,7 @@ func (e *Engine) commit(b *batch) {
 		}
 	}
 	if e.opts.Sync == SyncAlways && e.syncLoop.light {
-		e.queue.mu.Lock()
-		e.syncLoop.light = len(e.queue.pending.items) == 0 // appends arrived during the fsync: overlap the next
-		e.queue.mu.Unlock()
+		e.noteLoad() // appends that arrived during the inline fsync make the next ones overlap
 	}
 	e.toApplier(applyJob{b: b, rotate: b.rotate && e.syncLoop.journal != nil, seq: b.seq})
 	switch {
