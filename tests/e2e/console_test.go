@@ -171,22 +171,31 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(row+`[data-state="disconnected"]`)); err != nil {
 		t.Fatalf("the link shown disconnected: %v", err)
 	}
-	// backlog reads the link's backlog cell and chart. The page re-renders the row on every refresh,
-	// so a read can find its node replaced: that is an error to read again, not a failure.
+	// backlog reads the link's backlog cell and chart in one script run, so both come from the same
+	// rendering: the page replaces the row on every refresh, and separate queries could read a row
+	// being replaced (its cell empty). A row not on the page yet is an error to read again.
+	type backlogView struct {
+		Text   string `json:"text"`
+		Points string `json:"points"`
+	}
+	readBacklog := fmt.Sprintf(`(() => {
+		const r = document.querySelector(%s);
+		const cell = r && r.querySelector("td.backlog"), line = r && r.querySelector("svg.spark.backlog polyline");
+		return cell && line ? {text: cell.textContent, points: line.getAttribute("points")} : null;
+	})()`, strconv.Quote(row))
 	backlog := func() (int, string, error) {
-		text, err := chromedp.Run(ctx, chromedp.Text(row+` td.backlog`))
+		view, err := chromedp.Run(ctx, chromedp.Evaluate[*backlogView](readBacklog))
 		if err != nil {
-			return 0, "", fmt.Errorf("read the backlog cell: %w", err)
+			return 0, "", fmt.Errorf("read the backlog cell and chart: %w", err)
 		}
-		points, err := chromedp.Run(ctx, chromedp.AttributeValue(row+` svg.spark.backlog polyline`, "points"))
+		if view == nil {
+			return 0, "", fmt.Errorf("no row with a backlog cell and chart for %s", row)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(view.Text))
 		if err != nil {
-			return 0, "", fmt.Errorf("read the chart: %w", err)
+			t.Fatalf("backlog cell %q: %v", view.Text, err)
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(text))
-		if err != nil {
-			t.Fatalf("backlog cell %q: %v", text, err)
-		}
-		return n, points.Value, nil
+		return n, view.Points, nil
 	}
 	var first int
 	var firstChart string
