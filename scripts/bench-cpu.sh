@@ -10,6 +10,9 @@
 #   CPU:      the server process's utime+stime (/proc/PID/stat) over a steady window of SECS seconds that
 #             starts WARMUP seconds after the clients; messages: what the server stored in that window
 #             (Meridian: the topic's msgInCounter; NATS: /jsz messages). Peak RSS: the server's VmHWM.
+#   Floor:    this machine's least CPU per fsync'd group commit (tests/cmd/machinelat --cpu-floor: one
+#             goroutine reads a batch, writes it, fdatasyncs, replies), divided by Meridian's messages per
+#             group commit in each run: what any broker that fsyncs each commit spends at least per message.
 #
 # usage: scripts/bench-cpu.sh
 # env:   RATES        fixed rates, msg/s (default "5000 20000 50000")
@@ -17,13 +20,14 @@
 #        SECS         measured seconds per run (default 20); WARMUP seconds before it (default 3)
 #        SIZE         payload bytes (default 1024)
 #        MODES        "pub" (publish only), "both" (a consumer attached: publish + dispatch) (default "pub both")
+#        FLOOR        1 (default) measures the CPU floor first (10 s with and 10 s without fdatasync)
 #        UNTHROTTLED  1 (default) also runs each server once unthrottled and reports msg/s with both the
 #                     server's and the client processes' CPU, so a reader sees what limits it
 # The tools are built or installed by scripts/bench-lib.sh through the Go module proxy.
 set -uo pipefail
 . "$(dirname "$0")/bench-lib.sh"
 RATES=${RATES:-"5000 20000 50000"} REPS=${REPS:-5} SECS=${SECS:-20} WARMUP=${WARMUP:-3} SIZE=${SIZE:-1024}
-MODES=${MODES:-"pub both"} UNTHROTTLED=${UNTHROTTLED:-1}
+MODES=${MODES:-"pub both"} UNTHROTTLED=${UNTHROTTLED:-1} FLOOR=${FLOOR:-1}
 MB=16650 MW=18080 NW=18222
 for p in $MB $MW 14222 $NW 17422; do port_free $p || { echo "port $p is busy" >&2; exit 2; }; done
 bench_tools || { echo "could not build or install the tools" >&2; exit 2; }
@@ -32,23 +36,30 @@ pids=()
 trap 'stop_pid "${pids[@]}"; rm -rf "$work"' EXIT
 results=$work/results
 echo "# $(nproc) cores; SECS=$SECS WARMUP=$WARMUP SIZE=$SIZE REPS=$REPS"
+floor=-
+if [ "$FLOOR" = 1 ]; then
+  (cd "$repo/tests" && go build -o "$work/machinelat" ./cmd/machinelat) || exit 2
+  "$work/machinelat" --cpu-floor --duration 10s --dir "$work" | tee "$work/floor"
+  floor=$(sed -n 's/.*fdatasync, reply.*: \([0-9.]*\) µs per round.*/\1/p' "$work/floor")
+fi
 
-# measure SERVER_PID COUNT_CMD CLIENT_PIDS...: waits WARMUP, then measures SECS seconds; prints
-# "us_per_msg msgs_per_s client_us_per_msg..." for the window.
+# measure SERVER_PID COUNT_CMD COMMITS_CMD CLIENT_PIDS...: waits WARMUP, then measures SECS seconds;
+# prints "us_per_msg msgs_per_s client_us_per_msg... mpc=msgs_per_commit" for the window (COMMITS_CMD
+# "-": no commit count, mpc=-).
 measure() {
-  local spid=$1 count=$2; shift 2
+  local spid=$1 count=$2 commits=$3; shift 3
   sleep "$WARMUP"
-  local c0 m0 c1 m1 p cl0=() cl1=()
-  c0=$(cpu_s "$spid"); m0=$($count)
+  local c0 m0 k0=0 c1 m1 k1=0 p cl0=() cl1=()
+  c0=$(cpu_s "$spid"); m0=$($count); [ "$commits" = - ] || k0=$($commits)
   for p in "$@"; do cl0+=("$(cpu_s "$p" 2>/dev/null || echo 0)"); done
   sleep "$SECS"
-  c1=$(cpu_s "$spid"); m1=$($count)
+  c1=$(cpu_s "$spid"); m1=$($count); [ "$commits" = - ] || k1=$($commits)
   for p in "$@"; do cl1+=("$(cpu_s "$p" 2>/dev/null || echo 0)"); done
-  awk -v c0="$c0" -v c1="$c1" -v m0="$m0" -v m1="$m1" -v s="$SECS" -v a="${cl0[*]}" -v b="${cl1[*]}" 'BEGIN{
+  awk -v c0="$c0" -v c1="$c1" -v m0="$m0" -v m1="$m1" -v k0="$k0" -v k1="$k1" -v s="$SECS" -v a="${cl0[*]}" -v b="${cl1[*]}" 'BEGIN{
     n = m1 - m0; if (n < 1) { print "0 0"; exit }
     printf "%.2f %.0f", (c1-c0)*1e6/n, n/s
     k = split(a, x, " "); split(b, y, " "); for (i = 1; i <= k; i++) printf " %.2f", (y[i]-x[i])*1e6/n
-    printf "\n" }'
+    if (k1 > k0) printf " mpc=%.1f\n", n/(k1-k0); else printf " mpc=-\n" }'
 }
 
 run_meridian() { # RATE MODE
@@ -63,7 +74,7 @@ run_meridian() { # RATE MODE
   fi
   perf_produce "pulsar://127.0.0.1:$MB" "persistent://public/default/$topic" "$rate" "$SIZE" >"$d/produce.log" 2>&1 &
   prod=$!; pids+=("$prod")
-  out=$(measure "$MERIDIAN_PID" "meridian_msg_in $MW $topic" $prod $cons)
+  out=$(measure "$MERIDIAN_PID" "meridian_msg_in $MW $topic" "meridian_commits $MW" $prod $cons)
   rss=$(peak_rss_mib "$MERIDIAN_PID")
   stop_pid $prod $cons "$MERIDIAN_PID"
   echo "meridian $mode $rate $out rss=$rss"
@@ -82,7 +93,7 @@ run_nats() { # RATE MODE
   "$TOOLS/natsload" pub -url nats://acc:acc@127.0.0.1:14222 -subject orders.x -mode async -window 1000 \
     -size "$SIZE" -rate "$rate" -n 1000000000 -maxdur "${limit}s" >"$d/pub.log" 2>&1 &
   prod=$!; pids+=("$prod")
-  out=$(measure "$NATS_PID" "nats_messages $NW" $prod $cons)
+  out=$(measure "$NATS_PID" "nats_messages $NW" - $prod $cons)
   rss=$(peak_rss_mib "$NATS_PID")
   stop_pid $prod $cons "$NATS_PID"
   echo "nats $mode $rate $out rss=$rss"
@@ -103,8 +114,9 @@ fi
 
 echo
 echo "## server CPU per message (us), median (min-max) of $REPS runs, ${SIZE} B messages"
-echo "| mode | rate msg/s | Meridian | NATS | Meridian / NATS | peak RSS MiB Meridian / NATS |"
-echo "|---|---|---|---|---|---|"
+echo "## floor: this machine's CPU floor of an fsync'd round ($floor us) / Meridian's median messages per group commit"
+echo "| mode | rate msg/s | Meridian | NATS | Meridian / NATS | peak RSS MiB Meridian / NATS | messages per commit | floor |"
+echo "|---|---|---|---|---|---|---|---|"
 for mode in $MODES; do
   for rate in $RATES; do
     m=$(awk -v o="$mode" -v r="$rate" '$1=="meridian" && $2==o && $3==r {print $4}' "$results" | median_spread)
@@ -112,7 +124,9 @@ for mode in $MODES; do
     mr=$(awk -v o="$mode" -v r="$rate" '$1=="meridian" && $2==o && $3==r {sub("rss=", "", $NF); print $NF}' "$results" | sort -n | tail -1)
     nr=$(awk -v o="$mode" -v r="$rate" '$1=="nats" && $2==o && $3==r {sub("rss=", "", $NF); print $NF}' "$results" | sort -n | tail -1)
     ratio=$(awk -v a="${m%% *}" -v b="${n%% *}" 'BEGIN{ if (b > 0) printf "%.2f", a/b; else print "-" }')
-    echo "| $mode | $rate | $m | $n | $ratio | $mr / $nr |"
+    mpc=$(awk -v o="$mode" -v r="$rate" '$1=="meridian" && $2==o && $3==r {for (i = 6; i <= NF; i++) if ($i ~ /^mpc=[0-9]/) print substr($i, 5)}' "$results" | median_spread)
+    fl=$(awk -v f="$floor" -v k="${mpc%% *}" 'BEGIN{ if (f != "-" && k > 0) printf "%.2f", f/k; else print "-" }')
+    echo "| $mode | $rate | $m | $n | $ratio | $mr / $nr | ${mpc%% *} | $fl |"
   done
 done
 if [ "$UNTHROTTLED" = 1 ]; then

@@ -12,7 +12,12 @@
 //
 // The two run one after the other, not together. Exact nearest-rank percentiles.
 //
-// usage: machinelat [--duration 10s] [--dir /tmp]
+// With --cpu-floor it measures instead the least CPU a Go server spends per group commit on this
+// machine (cpufloor.go): a client sends a batch every millisecond, and a server on one goroutine
+// reads it, writes it, fdatasyncs and replies; then the same without the fdatasync. A broker's CPU
+// per message at a low rate can be judged against it.
+//
+// usage: machinelat [--duration 10s] [--dir /tmp] [--cpu-floor [--batch 6400]]
 package main
 
 import (
@@ -27,7 +32,29 @@ import (
 func main() {
 	dur := flag.Duration("duration", 10*time.Second, "how long each measurement runs")
 	dir := flag.String("dir", os.TempDir(), "directory for the fsync file (put it on the broker's disk)")
+	floor := flag.Bool("cpu-floor", false, "measure the CPU floor of a group commit instead of the latency floors")
+	batch := flag.Int("batch", 6400, "bytes per batch of the CPU floor (about 6 x 1 KiB messages with their metadata)")
+	floorServer := flag.Bool("cpu-floor-server", false, "internal: the CPU floor's server process")
+	floorFsync := flag.Bool("floor-fsync", true, "internal: whether the CPU floor's server fdatasyncs")
 	flag.Parse()
+	if *floorServer {
+		if err := cpuFloorServer(*dir, *floorFsync); err != nil {
+			fmt.Fprintln(os.Stderr, "machinelat:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *floor {
+		for _, fsync := range []bool{true, false} {
+			line, err := cpuFloor(*dir, *batch, fsync, *dur)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "machinelat:", err)
+				os.Exit(1)
+			}
+			fmt.Println(line)
+		}
+		return
+	}
 
 	fmt.Println(summary("wake-up lateness of a 1 ms sleep", wakeups(*dur)))
 	lat, err := fsyncs(*dir, *dur)
