@@ -431,19 +431,28 @@ func TestNonPersistentTopic(t *testing.T) {
 	prod := newProducer(t, client, pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	ctx := testCtx(t, 30*time.Second)
 	// A non-persistent topic drops what a subscription has no permits for, and the client grants
-	// its first permits (FLOW) just after SUBSCRIBE returns: publish warm-up messages until one
-	// arrives, so the consumer is known to be ready before the counted ones. They are not
+	// its first permits (FLOW) just after SUBSCRIBE returns. sendUntilReceived publishes payload
+	// until c receives a message and returns that message's payload: for the first consumer,
+	// warm-up messages, so it is known to be ready before the counted ones. They are not
 	// acknowledged: every non-persistent message has id 0:0 (as in Pulsar), and the client drops
 	// a message whose id it acknowledged within its ack-grouping window.
-	harness.Eventually(t, 10*time.Second, "the consumer to receive a warm-up message", func() error {
-		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("warm-up")}); err != nil {
+	sendUntilReceived := func(c pulsar.Consumer, payload string) (received string) {
+		t.Helper()
+		harness.Eventually(t, 10*time.Second, "a "+payload+" message to arrive", func() error {
+			if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(payload)}); err != nil {
+				return err
+			}
+			rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			m, err := c.Receive(rctx)
+			if err == nil {
+				received = string(m.Payload())
+			}
 			return err
-		}
-		rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		defer cancel()
-		_, err := cons.Receive(rctx)
-		return err
-	})
+		})
+		return received
+	}
+	sendUntilReceived(cons, "warm-up")
 	for i := 0; i < 10; i++ {
 		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))}); err != nil {
 			t.Fatal(err)
@@ -464,26 +473,12 @@ func TestNonPersistentTopic(t *testing.T) {
 		_ = cons.Ack(m)
 	}
 	// A subscription created later sees nothing of the past: the first message it receives is one
-	// sent after it subscribed. As with the warm-up above, a message sent before the new
-	// subscription's first permits reach the broker is dropped for it, so marker messages are sent
-	// until one arrives; anything else arriving first fails.
+	// sent after it subscribed (marker messages, sent until one arrives, as above).
 	late := newConsumer(t, client, pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "late",
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
-	harness.Eventually(t, 10*time.Second, "the late subscription to receive a marker", func() error {
-		if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: []byte("marker")}); err != nil {
-			return err
-		}
-		rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		defer cancel()
-		m, err := late.Receive(rctx)
-		if err != nil {
-			return err
-		}
-		if string(m.Payload()) != "marker" {
-			t.Fatalf("the late subscription received %q, sent before it subscribed", m.Payload())
-		}
-		return nil
-	})
+	if got := sendUntilReceived(late, "marker"); got != "marker" {
+		t.Fatalf("the late subscription received %q, sent before it subscribed", got)
+	}
 }
 
 // TestNonPersistentSlowConsumerDrops: a non-persistent topic never holds messages back for a slow
