@@ -39,8 +39,9 @@ echo "# $(nproc) cores; SECS=$SECS WARMUP=$WARMUP SIZE=$SIZE REPS=$REPS"
 floor=-
 if [ "$FLOOR" = 1 ]; then
   (cd "$repo/tests" && go build -o "$work/machinelat" ./cmd/machinelat) || exit 2
-  "$work/machinelat" --cpu-floor --duration 10s --dir "$work" | tee "$work/floor"
+  "$work/machinelat" --cpu-floor --duration 10s --dir "$work" | tee "$work/floor" || echo "the CPU floor was not measured" >&2
   floor=$(sed -n 's/.*fdatasync, reply.*: \([0-9.]*\) µs per round.*/\1/p' "$work/floor")
+  floor=${floor:--}
 fi
 
 # measure SERVER_PID COUNT_CMD COMMITS_CMD CLIENT_PIDS...: waits WARMUP, then measures SECS seconds;
@@ -56,10 +57,14 @@ measure() {
   c1=$(cpu_s "$spid"); m1=$($count); [ "$commits" = - ] || k1=$($commits)
   for p in "$@"; do cl1+=("$(cpu_s "$p" 2>/dev/null || echo 0)"); done
   awk -v c0="$c0" -v c1="$c1" -v m0="$m0" -v m1="$m1" -v k0="$k0" -v k1="$k1" -v s="$SECS" -v a="${cl0[*]}" -v b="${cl1[*]}" 'BEGIN{
-    n = m1 - m0; if (n < 1) { print "0 0"; exit }
+    num = "^[0-9.e+]+$"
+    k = split(a, x, " "); split(b, y, " ")
+    n = m1 - m0
+    if (m0 !~ num || m1 !~ num || n < 1) { # no count: a "-" for every figure, which the table skips
+      printf "- -"; for (i = 1; i <= k; i++) printf " -"; printf " mpc=-\n"; exit }
     printf "%.2f %.0f", (c1-c0)*1e6/n, n/s
-    k = split(a, x, " "); split(b, y, " "); for (i = 1; i <= k; i++) printf " %.2f", (y[i]-x[i])*1e6/n
-    if (k1 > k0) printf " mpc=%.1f\n", n/(k1-k0); else printf " mpc=-\n" }'
+    for (i = 1; i <= k; i++) printf " %.2f", (y[i]-x[i])*1e6/n
+    if (k0 ~ num && k1 ~ num && k1 > k0) printf " mpc=%.1f\n", n/(k1-k0); else printf " mpc=-\n" }'
 }
 
 run_meridian() { # RATE MODE
@@ -99,7 +104,7 @@ run_nats() { # RATE MODE
   echo "nats $mode $rate $out rss=$rss"
 }
 
-# One line per run: server mode rate us_per_msg msgs_per_s client_us_per_msg... rss=MiB
+# One line per run: server mode rate us_per_msg msgs_per_s client_us_per_msg... mpc=msgs_per_commit rss=MiB
 for mode in $MODES; do
   for rate in $RATES; do
     for rep in $(seq "$REPS"); do
@@ -114,13 +119,13 @@ fi
 
 echo
 echo "## server CPU per message (us), median (min-max) of $REPS runs, ${SIZE} B messages"
-echo "## floor: this machine's CPU floor of an fsync'd round ($floor us) / Meridian's median messages per group commit"
-echo "| mode | rate msg/s | Meridian | NATS | Meridian / NATS | peak RSS MiB Meridian / NATS | messages per commit | floor |"
+echo "## floor: this machine's CPU floor of an fsync'd round of 6,400 B ($floor us) / Meridian's median messages per group commit"
+echo "| mode | rate msg/s | Meridian | NATS | Meridian / NATS | peak RSS MiB Meridian / NATS | messages per commit | floor (6.4 KB rounds) |"
 echo "|---|---|---|---|---|---|---|---|"
 for mode in $MODES; do
   for rate in $RATES; do
-    m=$(awk -v o="$mode" -v r="$rate" '$1=="meridian" && $2==o && $3==r {print $4}' "$results" | median_spread)
-    n=$(awk -v o="$mode" -v r="$rate" '$1=="nats" && $2==o && $3==r {print $4}' "$results" | median_spread)
+    m=$(awk -v o="$mode" -v r="$rate" '$1=="meridian" && $2==o && $3==r && $4!="-" {print $4}' "$results" | median_spread)
+    n=$(awk -v o="$mode" -v r="$rate" '$1=="nats" && $2==o && $3==r && $4!="-" {print $4}' "$results" | median_spread)
     mr=$(awk -v o="$mode" -v r="$rate" '$1=="meridian" && $2==o && $3==r {sub("rss=", "", $NF); print $NF}' "$results" | sort -n | tail -1)
     nr=$(awk -v o="$mode" -v r="$rate" '$1=="nats" && $2==o && $3==r {sub("rss=", "", $NF); print $NF}' "$results" | sort -n | tail -1)
     ratio=$(awk -v a="${m%% *}" -v b="${n%% *}" 'BEGIN{ if (b > 0) printf "%.2f", a/b; else print "-" }')
@@ -132,5 +137,5 @@ done
 if [ "$UNTHROTTLED" = 1 ]; then
   echo
   echo "## unthrottled publish, one run each: msg/s, and CPU per message (us) of the server and the client"
-  awk '$3==0 && $2=="pub" {printf "| %s | %s msg/s | server %s us | client %s us | peak RSS %s |\n", $1, $5, $4, $6, substr($NF, 5)}' "$results"
+  awk '$3==0 && $2=="pub" && $4!="-" {printf "| %s | %s msg/s | server %s us | client %s us | peak RSS %s |\n", $1, $5, $4, $6, substr($NF, 5)}' "$results"
 fi

@@ -14,7 +14,8 @@ import (
 )
 
 // The CPU floor of a group commit: the least CPU a Go server spends per round when a client sends
-// one batch of `batch` bytes every millisecond (pulsar-client-go's default batching delay) and the
+// one batch of `batch` bytes every millisecond (the batching delay of pulsar-client-go's perf tool,
+// which the benchmarks use) and the
 // server, on one goroutine, reads it, writes it to a file filled with zeros beforehand (padded to
 // whole 4 KiB blocks, so that no write reads a block back), optionally fdatasyncs, and writes a
 // 64-byte reply. Nothing else: no parsing, no index, no second file, no hand-off between goroutines.
@@ -28,6 +29,12 @@ const (
 	floorReply    = 64
 	floorFileSize = 64 << 20
 	floorBlock    = 4096
+	// floorWarmUp rounds are not counted: the first ones pay for warming up. At 1 ms a round a
+	// measurement needs well over half a second.
+	floorWarmUp = 500
+	// floorAccept bounds the child's wait for its parent's connection, so that a child whose
+	// parent died does not stay behind.
+	floorAccept = 30 * time.Second
 )
 
 // cpuFloor runs the server child with or without fdatasync for dur and returns its summary line.
@@ -46,32 +53,41 @@ func cpuFloor(dir string, batch int, fsync bool, dur time.Duration) (string, err
 	if err := child.Start(); err != nil {
 		return "", err
 	}
-	defer child.Wait() //nolint:errcheck // the result is read from its output
+	// failed ends the child and says why the measurement failed: its exit status, when it
+	// exited with one (it printed its error on stderr), else err.
+	failed := func(err error) (string, error) {
+		child.Process.Kill() //nolint:errcheck // it may have exited already
+		if werr := child.Wait(); werr != nil && !strings.Contains(werr.Error(), "killed") {
+			return "", fmt.Errorf("cpu floor server: %w", werr)
+		}
+		return "", err
+	}
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() { // the child prints its address once it listens
-		child.Process.Kill() //nolint:errcheck
-		return "", fmt.Errorf("cpu floor server: no address (%v)", lines.Err())
+		return failed(errors.New("cpu floor server: no address"))
 	}
 	conn, err := net.Dial("tcp", strings.TrimSpace(lines.Text()))
 	if err != nil {
-		child.Process.Kill() //nolint:errcheck
-		return "", err
+		return failed(err)
 	}
-	go io.Copy(io.Discard, conn) //nolint:errcheck // the replies; ends when the server closes
+	defer conn.Close()
+	go io.Copy(io.Discard, conn) //nolint:errcheck // the replies; ends when conn closes
 	msg := make([]byte, batch)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for end := time.Now().Add(dur); time.Now().Before(end); {
 		<-tick.C
 		if _, err := conn.Write(msg); err != nil {
-			return "", err
+			return failed(err)
 		}
 	}
 	conn.(*net.TCPConn).CloseWrite() //nolint:errcheck // the server reports when it reads the end
 	if !lines.Scan() {
-		return "", fmt.Errorf("cpu floor server: no result (%v)", lines.Err())
+		return failed(errors.New("cpu floor server: no result"))
 	}
-	conn.Close()
+	if err := child.Wait(); err != nil {
+		return "", fmt.Errorf("cpu floor server: %w", err)
+	}
 	what := "read, write, reply"
 	if fsync {
 		what = "read, write, fdatasync, reply"
@@ -80,13 +96,17 @@ func cpuFloor(dir string, batch int, fsync bool, dur time.Duration) (string, err
 }
 
 // cpuFloorServer is the child: it serves one connection and prints its CPU per round, counted
-// from the 500th round (the first ones pay for warming up).
+// after floorWarmUp rounds.
 func cpuFloorServer(dir string, fsync bool) error {
 	f, err := os.CreateTemp(dir, "machinelat-floor-*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
+	// Unlinked at once: the open file keeps its blocks, and nothing is left behind however the
+	// child ends.
+	if err := os.Remove(f.Name()); err != nil {
+		return err
+	}
 	defer f.Close()
 	zeros := make([]byte, 1<<20)
 	for off := int64(0); off < floorFileSize; off += int64(len(zeros)) {
@@ -102,13 +122,15 @@ func cpuFloorServer(dir string, fsync bool) error {
 		return err
 	}
 	defer ln.Close()
+	if err := ln.(*net.TCPListener).SetDeadline(time.Now().Add(floorAccept)); err != nil {
+		return err
+	}
 	fmt.Println(ln.Addr())
 	c, err := ln.Accept()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	const warm = 500
 	in := make([]byte, 256<<10)
 	block := make([]byte, len(in)+floorBlock)
 	reply := make([]byte, floorReply)
@@ -126,7 +148,7 @@ func cpuFloorServer(dir string, fsync bool) error {
 		if err != nil {
 			return err
 		}
-		if rounds++; rounds == warm {
+		if rounds == floorWarmUp {
 			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &start); err != nil {
 				return err
 			}
@@ -149,10 +171,11 @@ func cpuFloorServer(dir string, fsync bool) error {
 		if _, err := c.Write(reply); err != nil {
 			return err
 		}
+		rounds++
 	}
-	measured := rounds - warm
+	measured := rounds - floorWarmUp
 	if measured < 1 {
-		return fmt.Errorf("only %d rounds", rounds)
+		return fmt.Errorf("only %d rounds, %d of them to warm up: measure for longer", rounds, floorWarmUp)
 	}
 	var end syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &end); err != nil {
