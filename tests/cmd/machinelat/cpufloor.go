@@ -57,7 +57,8 @@ func cpuFloor(dir string, batch int, fsync bool, dur time.Duration) (string, err
 	// exited with one (it printed its error on stderr), else err.
 	failed := func(err error) (string, error) {
 		child.Process.Kill() //nolint:errcheck // it may have exited already
-		if werr := child.Wait(); werr != nil && !strings.Contains(werr.Error(), "killed") {
+		var exit *exec.ExitError
+		if werr := child.Wait(); errors.As(werr, &exit) && exit.ExitCode() > 0 { // not the kill
 			return "", fmt.Errorf("cpu floor server: %w", werr)
 		}
 		return "", err
