@@ -12,7 +12,7 @@
 #             (Meridian: the topic's msgInCounter; NATS: /jsz messages). Peak RSS: the server's VmHWM.
 #   Floor:    this machine's least CPU per fsync'd group commit (tests/cmd/machinelat --cpu-floor: one
 #             goroutine reads a batch, writes it, fdatasyncs, replies), divided by Meridian's messages per
-#             group commit in each run: what any broker that fsyncs each commit spends at least per message.
+#             group commit in each run: what a bare Go loop that fsyncs each commit spends per message.
 #
 # usage: scripts/bench-cpu.sh
 # env:   RATES        fixed rates, msg/s (default "5000 20000 50000")

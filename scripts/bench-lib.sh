@@ -75,9 +75,9 @@ start_nats() {
 
 # nats_messages HTTP_PORT: the messages JetStream holds on that server (all streams).
 nats_messages() { curl -fs "http://127.0.0.1:$1/jsz" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("messages", 0))'; }
-# meridian_msg_in WEB_PORT TOPIC: the topic's msgInCounter (messages the broker stored).
 # meridian_commits WEB_PORT: the broker's group commits so far (its storage commit histogram's count).
 meridian_commits() { curl -fs "http://127.0.0.1:$1/metrics" | awk '/^meridian_storage_commit_seconds_count/ {print $2}'; }
+# meridian_msg_in WEB_PORT TOPIC: the topic's msgInCounter (messages the broker stored).
 meridian_msg_in() { curl -fs "http://127.0.0.1:$1/admin/v2/persistent/public/default/$2/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("msgInCounter", 0))'; }
 
 # median_spread: reads numbers, one per line; prints "median (min-max)".

@@ -78,11 +78,11 @@ func (e *Engine) runApplyJob(job applyJob) {
 // Why: under a light load (a few thousand group commits a second, each of a few entries) the
 // cost of a group commit is not its I/O but the goroutine hand-offs around it. Every hand-off to
 // a parked goroutine wakes a parked thread (and the runtime wakes a second one to look for work),
-// several microseconds of kernel time each (docs/performance.md, "What is left, and why the
-// budget is still missed"). The applier exists to overlap the apply of one batch with the write
-// and fsync of the next; with no next batch waiting and no fsync in flight there is nothing to
-// overlap, so the sync loop applies the batch itself and saves two hand-offs (to the applier and
-// back), whatever the sync mode and however the batch was committed. Applying in order still
+// several microseconds of kernel time each (docs/performance.md, "What is left above the
+// floor"). The applier exists to overlap the apply of one batch with the write and fsync of the
+// next; with no next batch waiting and no fsync in flight there is nothing to overlap, so the
+// sync loop applies the batch itself and saves two hand-offs (to the applier and back), whatever
+// the sync mode and however the batch was committed. Applying in order still
 // holds: the applier has finished every earlier job, and the sync loop hands it nothing while it
 // applies. Jobs that end a journal file or run repairs always go to the applier.
 func (e *Engine) applyOnSyncLoop(job applyJob) bool {

@@ -99,25 +99,11 @@ func cpuFloor(dir string, batch int, fsync bool, dur time.Duration) (string, err
 // cpuFloorServer is the child: it serves one connection and prints its CPU per round, counted
 // after floorWarmUp rounds.
 func cpuFloorServer(dir string, fsync bool) error {
-	f, err := os.CreateTemp(dir, "machinelat-floor-*")
+	f, err := zeroFilledFile(dir, floorFileSize)
 	if err != nil {
 		return err
 	}
-	// Unlinked at once: the open file keeps its blocks, and nothing is left behind however the
-	// child ends.
-	if err := os.Remove(f.Name()); err != nil {
-		return err
-	}
 	defer f.Close()
-	zeros := make([]byte, 1<<20)
-	for off := int64(0); off < floorFileSize; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros, off); err != nil {
-			return err
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

@@ -81,21 +81,11 @@ func fsyncs(dir string, dur time.Duration) ([]time.Duration, error) {
 		size     = 5 << 10
 		fileSize = 64 << 20
 	)
-	f, err := os.CreateTemp(dir, "machinelat-*")
+	f, err := zeroFilledFile(dir, fileSize)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(f.Name())
 	defer f.Close()
-	zeros := make([]byte, 1<<20)
-	for off := int64(0); off < fileSize; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros, off); err != nil {
-			return nil, fmt.Errorf("fill %s: %w", filepath.Base(f.Name()), err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		return nil, err
-	}
 	buf := make([]byte, size)
 	var lat []time.Duration
 	var off int64
@@ -132,4 +122,30 @@ func summary(what string, d []time.Duration) string {
 	}
 	return fmt.Sprintf("%s: n=%d p50 %s p90 %s p99 %s p99.9 %s max %s ms (>5 ms: %d)",
 		what, len(d), q(.5), q(.9), q(.99), q(.999), q(1), over)
+}
+
+// zeroFilledFile creates a file of size zero bytes in dir, written and fsynced, so that appends
+// inside it change no metadata (as in a broker's prefilled journal). It is unlinked at once: the
+// open file keeps its blocks, and nothing is left behind however the process ends.
+func zeroFilledFile(dir string, size int64) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "machinelat-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("fill %s: %w", filepath.Base(f.Name()), err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
