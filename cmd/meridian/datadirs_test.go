@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 func bindForTest(t *testing.T, dir, cluster string) {
@@ -135,6 +137,12 @@ func TestProcessReadmeCommandsOneAfterTheOther(t *testing.T) {
 	q = run(append([]string{"--clusters", "a,b"}, addrs...)...)
 	q.waitReady(t, fmt.Sprintf("127.0.0.1:%d", webBase))
 	q.waitReady(t, fmt.Sprintf("127.0.0.1:%d", webBase+10))
+	// Each cluster answers ready before the process has configured replication between them; a
+	// stop before that ends it early, without the process's own shutdown line. The process says
+	// when it is ready as a whole.
+	poll.Until(t, 30*time.Second, "the process's ready line", func() bool {
+		return strings.Contains(q.out.String(), `msg="meridian clusters ready"`)
+	})
 	stop(q)
 	for _, c := range []string{"a", "b"} {
 		if _, err := os.Stat(filepath.Join(wd, "data", c)); err == nil {
