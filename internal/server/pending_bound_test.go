@@ -15,20 +15,29 @@ import (
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
-// TestPipeliningProducerIsBoundedPerConnection: a raw-protocol producer pipelines 1 MiB SENDs
-// while storage is stalled (every fsync blocks), without reading anything. With the server's
-// default options its connection stops being read once it has DefaultMaxPendingSendBytes (plus one
-// frame) in flight: it cannot take the broker-wide publish budget, so another client on the same
-// broker is still served (PING, LOOKUP) while storage is stalled, and publishes once it is back.
+// TestPipeliningProducerIsBoundedPerConnection: a raw-protocol producer pipelines SENDs while
+// storage is stalled (every fsync blocks), without reading anything. Its connection stops being
+// read once it has MaxPendingSendBytes (plus one frame) in flight: it cannot take the broker-wide
+// publish budget, so another client on the same broker is still served (PING, LOOKUP) while
+// storage is stalled, and publishes once it is back. The bounds are a sixteenth of the defaults
+// (TestPendingSendBytesBoundedByDefault checks that a server without options has them): the flood
+// must exceed the broker budget plus both sockets' buffers, and at the defaults that is hundreds of
+// MiB through a race-instrumented in-memory disk, which on a loaded 2-core machine took the server
+// longer than its close deadline to store.
 func TestPipeliningProducerIsBoundedPerConnection(t *testing.T) {
 	mem := vfs.NewMem()
 	engine, err := storage.Open(t.Context(), storage.Options{Dir: "/data", FS: mem, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The broker-wide budget is twice the per-connection default: one connection alone must not
-	// exhaust it.
-	const brokerBudget = 2 * DefaultMaxPendingSendBytes
+	const (
+		perConnection  = DefaultMaxPendingSendBytes / 16
+		maxMessageSize = DefaultMaxMessageSize / 16
+		// The broker-wide budget is twice the per-connection bound: one connection alone must
+		// not exhaust it.
+		brokerBudget = 2 * perConnection
+		bodySize     = maxMessageSize / 2
+	)
 	b, err := broker.New(broker.Config{Cluster: "test", AutoTopicCreation: true, MaxPublishBytesInFlight: brokerBudget},
 		broker.Deps{Storage: engine, Logger: testLogger()})
 	if err != nil {
@@ -44,7 +53,7 @@ func TestPipeliningProducerIsBoundedPerConnection(t *testing.T) {
 		_ = b.Close(ctx)
 		_ = engine.Close()
 	})
-	s := startServer(t, Options{Broker: b})
+	s := startServer(t, Options{Broker: b, MaxPendingSendBytes: perConnection, MaxMessageSize: maxMessageSize})
 	t.Cleanup(release) // before the server closes: it waits for the publishes in flight
 
 	const topic = "persistent://public/default/flood"
@@ -62,8 +71,8 @@ func TestPipeliningProducerIsBoundedPerConnection(t *testing.T) {
 		}
 		return nil
 	})
-	body := make([]byte, 1<<20)
-	frames := make([][]byte, 0, 3*brokerBudget>>20)
+	body := make([]byte, bodySize)
+	frames := make([][]byte, 0, 4*brokerBudget/bodySize)
 	for seq := range uint64(cap(frames)) {
 		f, err := wire.EncodeFrame(wire.Command(&pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(seq)}), entry(t, name, seq, body))
 		if err != nil {
@@ -91,9 +100,9 @@ func TestPipeliningProducerIsBoundedPerConnection(t *testing.T) {
 	poll.Until(t, 20*time.Second, "the flooding connection to be throttled", func() bool { return s.Stats().Throttled > 0 })
 	// Throttled: give the reader no chance to read more, then look at what it holds.
 	inUse, _ := limiter.InUse()
-	const frameBound = DefaultMaxMessageSize + FramePadding
-	if inUse > DefaultMaxPendingSendBytes+frameBound {
-		t.Fatalf("one connection holds %d bytes of publishes in flight; the per-connection bound is %d (+ one frame)", inUse, DefaultMaxPendingSendBytes)
+	const frameBound = maxMessageSize + FramePadding
+	if inUse > perConnection+frameBound {
+		t.Fatalf("one connection holds %d bytes of publishes in flight; the per-connection bound is %d (+ one frame)", inUse, perConnection)
 	}
 	if limiter.Over() {
 		t.Fatalf("one connection exhausted the broker-wide publish budget (%d of %d bytes)", inUse, brokerBudget)
@@ -104,7 +113,7 @@ func TestPipeliningProducerIsBoundedPerConnection(t *testing.T) {
 	other.expect(pulsarpb.BaseCommand_PONG)
 	other.send(&pulsarpb.CommandLookupTopic{Topic: proto.String(topic), RequestId: proto.Uint64(2)})
 	other.expect(pulsarpb.BaseCommand_LOOKUP_RESPONSE)
-	if after, _ := limiter.InUse(); after > DefaultMaxPendingSendBytes+frameBound {
+	if after, _ := limiter.InUse(); after > perConnection+frameBound {
 		t.Fatalf("the flooding connection holds %d bytes after more time", after)
 	}
 
