@@ -13,6 +13,8 @@
 #   Floor:    this machine's least CPU per fsync'd group commit (tests/cmd/machinelat --cpu-floor: one
 #             goroutine reads a batch, writes it, fdatasyncs, replies), divided by Meridian's messages per
 #             group commit in each run: what a bare Go loop that fsyncs each commit spends per message.
+#             It runs with the Go runtime setting the broker runs with (GODEBUG=schedtrace=2147483647,
+#             docs/design.md "The process and the Go runtime").
 #
 # usage: scripts/bench-cpu.sh
 # env:   RATES        fixed rates, msg/s (default "5000 20000 50000")
@@ -39,7 +41,7 @@ echo "# $(nproc) cores; SECS=$SECS WARMUP=$WARMUP SIZE=$SIZE REPS=$REPS"
 floor=-
 if [ "$FLOOR" = 1 ]; then
   (cd "$repo/tests" && go build -o "$work/machinelat" ./cmd/machinelat) || exit 2
-  "$work/machinelat" --cpu-floor --duration 10s --dir "$work" | tee "$work/floor" || echo "the CPU floor was not measured" >&2
+  GODEBUG=schedtrace=2147483647 "$work/machinelat" --cpu-floor --duration 10s --dir "$work" | tee "$work/floor" || echo "the CPU floor was not measured" >&2
   floor=$(sed -n 's/.*fdatasync, reply.*: \([0-9.]*\) µs per round.*/\1/p' "$work/floor")
   floor=${floor:--}
 fi

@@ -15,6 +15,7 @@ import (
 )
 
 func main() {
+	reexecForPollingSysmon(os.Args[1:])
 	os.Exit(run(os.Args[1:]))
 }
 

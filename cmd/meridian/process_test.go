@@ -109,8 +109,15 @@ func (s *syncBuffer) String() string {
 
 func startProcess(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startProcessEnv(t, nil, args...)
+}
+
+// startProcessEnv starts `meridian standalone args` with env (nil: the test's own environment).
+func startProcessEnv(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{out: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(meridianBinary(t), append([]string{"standalone"}, args...)...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
