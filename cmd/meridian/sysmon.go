@@ -3,13 +3,13 @@ package main
 import "strings"
 
 // The Go runtime's monitor thread (sysmon) sleeps on a futex when every P is idle, and the first
-// system call after that wakes it and sets it polling every 20 µs for as long as anything runs
-// (docs/design.md, "The process"). A broker under a light load goes idle between group commits, so
-// each group commit paid for that wake-up and the polling through its fsync: about half the CPU of
-// a bare Go loop that reads, writes, fdatasyncs and replies (docs/performance.md, "The floor").
-// With the runtime's schedtrace setting on, sysmon never takes that deep sleep; it backs off to one
-// wake-up every 10 ms instead. The setting is read once, at start, from GODEBUG, so
-// `meridian standalone` re-executes itself with it (sysmon_linux.go).
+// system call after that wakes it and sets it polling every 20 µs for as long as anything runs. A
+// broker under a light load goes idle between group commits, so each group commit paid for that
+// wake-up and for the polling through its fsync: about half the CPU of a bare Go loop that reads,
+// writes, fdatasyncs and replies. With the runtime's schedtrace setting on, sysmon never takes that
+// deep sleep; it backs off to one wake-up every 10 ms instead. The setting is read once, at start,
+// from GODEBUG, so `meridian standalone` re-executes itself with it (sysmon_linux.go). The figures
+// and the costs: docs/design.md, "The process and the Go runtime".
 
 // schedtraceSetting turns the deep sleep off. Its value is also how often, in milliseconds, the
 // runtime writes one line of scheduler figures to stderr: the largest it takes, about 24.8 days.
