@@ -2,17 +2,17 @@ package main
 
 import "strings"
 
-// The Go runtime's monitor thread (sysmon) sleeps on a futex when every P is idle, and the first
-// system call after that wakes it and sets it polling every 20 µs for as long as anything runs. A
-// broker under a light load goes idle between group commits, so each group commit paid for that
-// wake-up and for the polling through its fsync: about half the CPU of a bare Go loop that reads,
-// writes, fdatasyncs and replies. With the runtime's schedtrace setting on, sysmon never takes that
-// deep sleep; it backs off to one wake-up every 10 ms instead. The setting is read once, at start,
-// from GODEBUG, so `meridian standalone` re-executes itself with it (sysmon_linux.go). The figures
-// and the costs: docs/design.md, "The process and the Go runtime".
+// The Go runtime's monitor thread (sysmon) sleeps on a futex when every P is idle; the first system
+// call after that wakes it, and it then polls every 20 µs until the process is idle again (backing
+// off after about a millisecond). A broker under a light load goes idle between group commits, so
+// without the setting below each group commit pays for that wake-up and for the polling through its
+// fsync. With the runtime's schedtrace setting on, sysmon never takes that deep sleep and backs off
+// to one wake-up every 10 ms. The setting is read once, at start, from GODEBUG, so
+// `meridian standalone` re-executes itself with it (sysmon_linux.go). The figures and the costs:
+// docs/design.md, "The process and the Go runtime".
 
 // schedtraceSetting turns the deep sleep off. Its value is also how often, in milliseconds, the
-// runtime writes one line of scheduler figures to stderr: the largest it takes, about 24.8 days.
+// runtime writes one line of scheduler figures to stderr: the largest it takes, about 24.9 days.
 const schedtraceSetting = "schedtrace=2147483647"
 
 // sysmonPollingEnv returns environ with schedtraceSetting added to GODEBUG, and true; or environ
@@ -41,8 +41,8 @@ func sysmonPollingEnv(environ []string) ([]string, bool) {
 	return append(append([]string(nil), environ...), "GODEBUG="+schedtraceSetting), true
 }
 
-// reexecs reports whether the command line is one that runs a broker, and so is worth a
-// re-execution for a polling sysmon (args without the program name).
-func reexecs(args []string) bool {
+// runsBroker reports whether the command line (without the program name) runs a broker, the only
+// command worth a re-execution for a polling sysmon.
+func runsBroker(args []string) bool {
 	return len(args) > 0 && args[0] == "standalone"
 }

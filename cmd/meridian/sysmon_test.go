@@ -39,16 +39,16 @@ func TestSysmonPollingEnv(t *testing.T) {
 	}
 }
 
-func TestReexecsOnlyTheBroker(t *testing.T) {
+func TestOnlyTheBrokerReexecutes(t *testing.T) {
 	for args, want := range map[string]bool{"standalone --data-dir x": true, "version": false, "repair x": false, "": false} {
-		if got := reexecs(strings.Fields(args)); got != want {
-			t.Errorf("reexecs(%q) = %v", args, got)
+		if got := runsBroker(strings.Fields(args)); got != want {
+			t.Errorf("runsBroker(%q) = %v", args, got)
 		}
 	}
 }
 
-// TestProcessRunsWithPollingSysmon: the started process (same PID) runs with the GODEBUG setting
-// in its environment, unless the operator set schedtrace; either way it serves.
+// TestProcessRunsWithPollingSysmon: the started process (same PID, same name) runs with the GODEBUG
+// setting in its environment, unless the operator set schedtrace; either way it serves.
 func TestProcessRunsWithPollingSysmon(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the re-execution is Linux only")
@@ -82,6 +82,15 @@ func TestProcessRunsWithPollingSysmon(t *testing.T) {
 			}
 			if len(godebug) != 1 || godebug[0] != tc.want {
 				t.Errorf("the broker runs with %q, want [%q]", godebug, tc.want)
+			}
+			// The kernel names a process after the file it executes: the binary's own path keeps
+			// its name in ps, top and pgrep.
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.cmd.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name := strings.TrimSpace(string(comm)); name != "meridian" {
+				t.Errorf("the broker's process is named %q, want meridian", name)
 			}
 			if strings.Contains(p.out.String(), "re-execution failed") {
 				t.Errorf("output:\n%s", p.out.String())

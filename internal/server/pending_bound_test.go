@@ -19,11 +19,10 @@ import (
 // storage is stalled (every fsync blocks), without reading anything. Its connection stops being
 // read once it has MaxPendingSendBytes (plus one frame) in flight: it cannot take the broker-wide
 // publish budget, so another client on the same broker is still served (PING, LOOKUP) while
-// storage is stalled, and publishes once it is back. The bounds are a sixteenth of the defaults
-// (TestPendingSendBytesBoundedByDefault checks that a server without options has them): the flood
-// must exceed the broker budget plus both sockets' buffers, and at the defaults that is hundreds of
-// MiB through a race-instrumented in-memory disk, which on a loaded 2-core machine took the server
-// longer than its close deadline to store.
+// storage is stalled, and publishes once it is back. The flood is four times the broker budget (a
+// server without the per-connection bound would read until the budget is spent). The bounds are a
+// sixteenth of the defaults, whose presence TestPendingSendBytesBoundedByDefault checks: the bound
+// is the same code at any size, and the defaults would make every run store hundreds of MiB.
 func TestPipeliningProducerIsBoundedPerConnection(t *testing.T) {
 	mem := vfs.NewMem()
 	engine, err := storage.Open(t.Context(), storage.Options{Dir: "/data", FS: mem, Logger: testLogger()})
