@@ -88,6 +88,15 @@ func (p *Producer) PublishBatchCharged(reqs []PublishRequest, done func(PublishR
 	p.p.publishBatch(reqs, done, true)
 }
 
+// PublishBatchChargedLast is PublishBatchCharged for a caller that waits for its next requests
+// once it returns (a connection whose read buffer is empty): under a light load the group commit
+// then runs on the caller's goroutine instead of waking storage's (storage.Engine.LeadCommitBegin).
+// done may run on the caller's goroutine before this returns; the caller must hold no lock that
+// done or the topic's subscribers take.
+func (p *Producer) PublishBatchChargedLast(reqs []PublishRequest, done func(PublishResult)) {
+	p.p.publishBatchLeading(reqs, done)
+}
+
 // Close detaches the producer after its pending publishes complete (or ctx ends). Closing twice is
 // a no-op.
 func (p *Producer) Close(ctx context.Context) error { return p.p.close(ctx) }

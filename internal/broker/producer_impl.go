@@ -161,6 +161,20 @@ func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishRes
 	}
 }
 
+// publishBatchLeading is publishBatch (charged) inside a storage lead when the group allows one:
+// between its first append and the lead's end the publish must not wait for anything outside
+// storage. A group of one chunk qualifies; a replicator's does not (its index admission may
+// wait), nor a non-persistent topic's (no storage).
+func (p *producerState) publishBatchLeading(reqs []PublishRequest, done func(PublishResult)) {
+	l := p.topic.ledger
+	if l == nil || p.isReplicator || len(reqs) > maxPublishGroup || !l.LeadCommitBegin() {
+		p.publishBatch(reqs, done, true)
+		return
+	}
+	p.publishBatch(reqs, done, true)
+	l.LeadCommitEnd()
+}
+
 // publishLocked publishes one request whose slot is queued; the caller holds topic.pubMu. nowMs is
 // the broker clock's time of the publish (read once per group). It returns now = true with the
 // result when the request is answered without an append (the caller completes the slot once the

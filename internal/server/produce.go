@@ -468,7 +468,12 @@ func (c *conn) flushSends() {
 	if n > 1 {
 		c.sendGroups.Add(1)
 	}
-	g.prod.PublishBatchCharged(g.reqs, g.h.complete)
+	if c.reader.Buffered() == 0 {
+		// Nothing else read: the reader waits for its socket next (Producer.PublishBatchChargedLast).
+		g.prod.PublishBatchChargedLast(g.reqs, g.h.complete)
+	} else {
+		g.prod.PublishBatchCharged(g.reqs, g.h.complete)
+	}
 	clear(g.reqs) // drop the references to the payloads, which the reader reuses
 	g.reqs, g.h, g.prod = g.reqs[:0], nil, nil
 }

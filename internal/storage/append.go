@@ -16,6 +16,7 @@ func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (mt
 	}
 	ch := make(chan result, 1)
 	l.AppendAsync(data, publishTime, func(p mtypes.Position, err error) { ch <- result{p, err} })
+	l.e.wakeOwed() // not left to a lead (leadcommit.go): this goroutine may hold it
 	select {
 	case r := <-ch:
 		return r.p, r.err
@@ -25,8 +26,9 @@ func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (mt
 	}
 }
 
-// AppendAsync stores data and calls done exactly once, in append order per ledger, from a storage
-// goroutine, once durable or failed. done must not block, nor read the ledger (the applier writes
+// AppendAsync stores data and calls done exactly once, in append order per ledger, once durable
+// or failed: from a storage goroutine, or from the goroutine that ends a lead (leadcommit.go),
+// never before AppendAsync returns. done must not block, nor read the ledger (the applier writes
 // the entry to its segment file after calling done: Engine.apply). data is copied.
 func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(mtypes.Position, error)) {
 	e := l.e

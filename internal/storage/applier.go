@@ -68,7 +68,11 @@ func (e *Engine) runApplyJob(job applyJob) {
 		e.queue.demand.trim(job.b)
 		e.queue.freeBatches = append(e.queue.freeBatches, job.b)
 	}
-	e.queue.cond.Broadcast()
+	// Every waiter on cond is the sync loop; idle, it waits for none of this (a lead applied the
+	// job: leadcommit.go), and waking it would cost what the lead saves.
+	if !e.queue.lead.syncLoopIdle {
+		e.queue.cond.Broadcast()
+	}
 	e.queue.mu.Unlock()
 }
 

@@ -76,6 +76,7 @@ type engineCounters struct {
 	directWrites, directBytes                                  atomic.Int64
 	cursorFlushes, trimmedSegments, tornTails, checkpoints     atomic.Int64
 	journalFills                                               atomic.Int64 // journal files zero-filled to full size (nextjournal.go)
+	leadCommits                                                atomic.Int64 // group commits run by a lead (leadcommit.go)
 	syncLatency, commitLatency                                 LatencyRecorder
 }
 
@@ -351,6 +352,7 @@ func (e *Engine) Metrics() EngineMetrics {
 		RecoveredTornTails: e.m.tornTails.Load(),
 		Checkpoints:        e.m.checkpoints.Load(),
 		JournalFills:       e.m.journalFills.Load(),
+		LeadCommits:        e.m.leadCommits.Load(),
 	}
 	if v, ok := e.checkpointer.lastErr.Load().(string); ok {
 		m.LastCheckpointError = v

@@ -35,6 +35,7 @@ type appendQueue struct {
 	// rotateThrough: the group commit of a journal file up to this one closes the file (an
 	// import waits for its checkpoint: transfer_state.go).
 	rotateThrough uint64
+	lead          leadState // a group commit on the appender's goroutine (leadcommit.go)
 }
 
 // batch is one group commit: journal bytes plus what to do once they are durable.
@@ -117,6 +118,13 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 	e.queue.journalSize += int64(len(b.buf) - before)
 	if wasEmpty {
 		b.opened = time.Now()
+	}
+	switch {
+	case e.queue.lead.open && it.kind == kEntry:
+		// The lead commits or wakes the sync loop when it ends (leadcommit.go).
+		e.queue.lead.owed = e.queue.lead.owed || wasEmpty
+	case wasEmpty || e.queue.lead.owed:
+		e.queue.lead.owed = false
 		e.queue.cond.Signal()
 	}
 	e.queue.mu.Unlock()

@@ -114,6 +114,7 @@ type EngineMetrics struct {
 	RecoveredTornTails  int64
 	Checkpoints         int64
 	JournalFills        int64  // journal files zero-filled to full size before use (fresh data directories; nextjournal.go)
+	LeadCommits         int64  // group commits run on an appender's goroutine (leadcommit.go)
 	LastCheckpointError string // the last checkpoint failure ever (CheckpointFailing says whether they still fail)
 	// I/O failures and what the engine does about them (health.go, repair.go).
 	CheckpointFailures  int64  // checkpoints that failed

@@ -49,10 +49,11 @@ func (e *Engine) runSyncLoop() {
 		if e.queue.spare == nil {
 			e.queue.spare = e.takeFreeBatch() // back-pressure: the applier is at most two batches behind
 		}
-		for !e.queue.stopping && len(e.syncLoop.unsynced) == 0 && len(e.queue.syncDone) == 0 && len(e.queue.commitDone) == 0 &&
-			(len(e.queue.pending.items) == 0 || len(e.syncLoop.pipeline.inflight) >= e.opts.SyncPipelineDepth) {
+		for e.syncLoopWaitsLocked() {
+			e.queue.lead.syncLoopIdle = !e.queue.lead.committing
 			e.queue.cond.Wait()
 		}
+		e.queue.lead.syncLoopIdle = false
 		if len(e.queue.commitDone) > 0 {
 			e.queue.mu.Unlock()
 			e.finishCommits()
@@ -136,21 +137,35 @@ func (e *Engine) runSyncLoop() {
 			}
 			continue
 		}
-		b := e.queue.pending
-		e.queue.pending, e.queue.spare = e.queue.spare, nil // emptied by the applier when it freed it
-		e.queue.pending.seq = b.seq
-		e.queue.pending.moved = false
-		e.prepareFullSuccessor()
-		b.rotate = e.rotateDue()
-		if b.rotate {
-			e.queue.pending.seq = b.seq + 1
-			e.queue.journalSize = headerSize
-		}
-		e.queue.pendingSeq = e.queue.pending.seq
+		b := e.cutPendingLocked()
 		e.queue.mu.Unlock()
 
 		e.commit(b)
 	}
+}
+
+// syncLoopWaitsLocked reports whether the sync loop has nothing to do: no pending batch it may
+// cut, no report to take in, not stopping; or a lead commits in its stead (queue.mu held).
+func (e *Engine) syncLoopWaitsLocked() bool {
+	return e.queue.lead.committing || (!e.queue.stopping && len(e.syncLoop.unsynced) == 0 && len(e.queue.syncDone) == 0 &&
+		len(e.queue.commitDone) == 0 && (len(e.queue.pending.items) == 0 || len(e.syncLoop.pipeline.inflight) >= e.opts.SyncPipelineDepth))
+}
+
+// cutPendingLocked takes the pending batch for a group commit and puts the spare batch in its
+// place (sync loop only, or the lead committing in its stead; queue.mu held, spare taken).
+func (e *Engine) cutPendingLocked() *batch {
+	b := e.queue.pending
+	e.queue.pending, e.queue.spare = e.queue.spare, nil // emptied by the applier when it freed it
+	e.queue.pending.seq = b.seq
+	e.queue.pending.moved = false
+	e.prepareFullSuccessor()
+	b.rotate = e.rotateDue()
+	if b.rotate {
+		e.queue.pending.seq = b.seq + 1
+		e.queue.journalSize = headerSize
+	}
+	e.queue.pendingSeq = e.queue.pending.seq
+	return b
 }
 
 // commit writes one batch to the journal and makes it durable (SyncAlways), then hands it to

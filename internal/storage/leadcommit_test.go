@@ -1,0 +1,212 @@
+package storage
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meridian-mq/meridian/internal/mtypes"
+	"github.com/meridian-mq/meridian/internal/poll"
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
+)
+
+// leadReady waits until a lead may commit on e: the sync loop idle under a light load.
+func leadReady(t *testing.T, e *Engine) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, "the sync loop to be idle under a light load", func() bool {
+		e.queue.mu.Lock()
+		defer e.queue.mu.Unlock()
+		return e.queue.lead.syncLoopIdle && e.syncLoop.light && len(e.syncLoop.pipeline.inflight) == 0
+	})
+}
+
+// TestLeadCommitsOnTheCaller: under a light load, appends made inside a lead are committed by
+// LeadCommitEnd on the caller's goroutine: their callbacks have run when it returns, in order,
+// and the entries read back after a reopen.
+func TestLeadCommitsOnTheCaller(t *testing.T) {
+	fs := vfs.NewMem()
+	e := openMem(t, fs, nil)
+	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3) // the journal file is open and the load measured light
+	var acked []mtypes.Position
+	for round := range 20 {
+		leadReady(t, e)
+		before := e.Metrics().LeadCommits
+		if !l.LeadCommitBegin() {
+			t.Fatal("no lead although none is open")
+		}
+		var done atomic.Int32
+		for i := range 3 {
+			l.AppendAsync(payload(round*3+i), 1, func(p mtypes.Position, err error) {
+				if err != nil {
+					t.Errorf("append: %v", err)
+				}
+				acked = append(acked, p) // callbacks of one ledger run one at a time
+				done.Add(1)
+			})
+		}
+		if n := done.Load(); n != 0 {
+			t.Fatalf("%d callbacks ran before the lead ended", n)
+		}
+		l.LeadCommitEnd()
+		if e.Metrics().LeadCommits != before+1 {
+			// Something else woke the sync loop first (a background item): it committed them.
+			poll.Until(t, 10*time.Second, "the sync loop to commit", func() bool { return done.Load() == 3 })
+			continue
+		}
+		if n := done.Load(); n != 3 {
+			t.Fatalf("the lead committed, yet %d of 3 callbacks ran by its end", n)
+		}
+	}
+	if e.Metrics().LeadCommits == 0 {
+		t.Fatal("no lead committed in 20 rounds")
+	}
+	for i := 1; i < len(acked); i++ {
+		if acked[i-1].Compare(acked[i]) >= 0 {
+			t.Fatalf("positions out of order: %v", acked)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openMem(t, fs, nil)
+	defer e.Close()
+	l, err = e.OpenLedger(context.Background(), "public/default/persistent/lead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.LastConfirmed(); got != acked[len(acked)-1] {
+		t.Fatalf("after reopen the last entry is %v, want %v", got, acked[len(acked)-1])
+	}
+}
+
+// TestLeadHolderWaitsThroughStorage: a lead's holder that waits for storage inside the lead (a
+// synchronous append, a durable cursor) is not left waiting for its own lead's end.
+func TestLeadHolderWaitsThroughStorage(t *testing.T) {
+	e := openMem(t, vfs.NewMem(), nil)
+	defer e.Close()
+	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	leadReady(t, e)
+	if !l.LeadCommitBegin() {
+		t.Fatal("no lead")
+	}
+	var first atomic.Bool
+	l.AppendAsync(payload(1), 1, func(_ mtypes.Position, err error) { first.Store(err == nil) })
+	if _, err := l.Append(ctx, payload(2), 1); err != nil {
+		t.Fatalf("a synchronous append inside a lead: %v", err)
+	}
+	if !first.Load() {
+		t.Fatal("the earlier append was not acknowledged before the later one")
+	}
+	l.AppendAsync(payload(3), 1, func(mtypes.Position, error) {})
+	if _, err := l.OpenCursor(ctx, "inside-lead", CursorOptions{Initial: mtypes.Latest, Durable: true}); err != nil {
+		t.Fatalf("a durable cursor opened inside a lead: %v", err)
+	}
+	l.LeadCommitEnd()
+}
+
+// TestLeadEndsAtOnceWhileTheSyncLoopIsBusy: with a group commit's fsync stalled, a lead's end
+// does not wait for it: it wakes the sync loop, which commits the lead's appends after it.
+func TestLeadEndsAtOnceWhileTheSyncLoopIsBusy(t *testing.T) {
+	fs := &stallFS{FS: vfs.NewMem()}
+	e := openMem(t, fs, nil)
+	t.Cleanup(func() { _ = e.Close() })
+	t.Cleanup(fs.release) // runs first: a stalled fsync would hold Close
+	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
+	fs.stall()
+	l.AppendAsync(payload(1), 1, res.done(1))
+	poll.Until(t, 10*time.Second, "the fsync to stall", func() bool { return fs.stalled.Load() == 1 })
+	if !l.LeadCommitBegin() {
+		t.Fatal("no lead")
+	}
+	l.AppendAsync(payload(2), 1, res.done(2))
+	ended := make(chan struct{})
+	go func() { l.LeadCommitEnd(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lead's end waited for the stalled fsync")
+	}
+	if n := res.count(); n != 0 {
+		t.Fatalf("%d appends acknowledged before the stalled fsync ended", n)
+	}
+	fs.release()
+	poll.Until(t, 10*time.Second, "both appends to be acknowledged", func() bool { return res.count() == 2 })
+	if res.order[0] != 1 || res.errs[1] != nil || res.errs[2] != nil || res.pos[1].Compare(res.pos[2]) >= 0 {
+		t.Fatalf("order %v errs %v positions %v", res.order, res.errs, res.pos)
+	}
+}
+
+// TestLeadsAmongPlainAppenders: goroutines that append inside leads and goroutines that append
+// plainly, on shared ledgers: every append is answered, in order per ledger, and none is left
+// waiting for a lead (run under -race).
+func TestLeadsAmongPlainAppenders(t *testing.T) {
+	e := openMem(t, vfs.NewMem(), nil)
+	ledgers := make([]*Ledger, 3)
+	for i := range ledgers {
+		l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-mix-"+string(rune('a'+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ledgers[i] = l
+	}
+	const workers, rounds = 6, 150
+	var (
+		wg       sync.WaitGroup
+		answered atomic.Int64
+		mu       sync.Mutex
+		last     = map[*Ledger]mtypes.Position{}
+		issued   atomic.Int64
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				l := ledgers[(w+r)%len(ledgers)]
+				led := w%2 == 0 && l.LeadCommitBegin()
+				for i := range 1 + r%3 {
+					issued.Add(1)
+					l.AppendAsync(payload(i), 1, func(p mtypes.Position, err error) {
+						answered.Add(1)
+						if err != nil {
+							t.Errorf("append: %v", err)
+							return
+						}
+						mu.Lock()
+						defer mu.Unlock()
+						if prev, ok := last[l]; ok && prev.Compare(p) >= 0 {
+							t.Errorf("ledger %s: %v acknowledged after %v", l.Name(), p, prev)
+						}
+						last[l] = p
+					})
+				}
+				if led {
+					l.LeadCommitEnd()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	poll.Until(t, 10*time.Second, "every append to be answered", func() bool { return answered.Load() == issued.Load() })
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
