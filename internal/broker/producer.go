@@ -76,7 +76,7 @@ func (p *Producer) Publish(req PublishRequest, done func(PublishResult)) { p.p.p
 // the SENDs of one producer that arrived together. reqs is not kept after PublishBatch returns
 // (the entries are, as with Publish).
 func (p *Producer) PublishBatch(reqs []PublishRequest, done func(PublishResult)) {
-	p.p.publishBatch(reqs, done, false)
+	p.p.publishBatch(reqs, done, false, nil)
 }
 
 // PublishBatchCharged is PublishBatch of requests the caller has already charged to the producer's
@@ -85,14 +85,15 @@ func (p *Producer) PublishBatch(reqs []PublishRequest, done func(PublishResult))
 // server charges SENDs as it reads them, so that its limits bound what it holds while it collects
 // a group, exactly as when it published them one by one.
 func (p *Producer) PublishBatchCharged(reqs []PublishRequest, done func(PublishResult)) {
-	p.p.publishBatch(reqs, done, true)
+	p.p.publishBatch(reqs, done, true, nil)
 }
 
 // PublishBatchChargedLast is PublishBatchCharged for a caller that waits for its next requests
-// once it returns (a connection whose read buffer is empty): under a light load the group commit
-// then runs on the caller's goroutine instead of waking storage's (storage.Engine.LeadCommitBegin).
-// done may run on the caller's goroutine before this returns; the caller must hold no lock that
-// done or the topic's subscribers take.
+// once it returns (a connection with nothing more in its read buffer): under a light load the
+// group commit then runs on the caller's goroutine instead of waking storage's
+// (storage.Engine.LeadCommitBegin). The callbacks of that group commit, done among them and those
+// of other producers and topics, may then run on the caller's goroutine before this returns; the
+// caller must hold no lock that any of them takes.
 func (p *Producer) PublishBatchChargedLast(reqs []PublishRequest, done func(PublishResult)) {
 	p.p.publishBatchLeading(reqs, done)
 }

@@ -67,11 +67,11 @@ type producerState struct {
 // publish implements Producer.Publish.
 func (p *producerState) publish(req PublishRequest, done func(PublishResult)) {
 	p.limiter.Acquire(int64(len(req.Entry)))
-	p.publishCharged(req, done)
+	p.publishCharged(req, done, nil)
 }
 
 // publishCharged is publish of a request already charged to the limiter.
-func (p *producerState) publishCharged(req PublishRequest, done func(PublishResult)) {
+func (p *producerState) publishCharged(req PublishRequest, done func(PublishResult), lead *storage.Lead) {
 	t := p.topic
 	n := int64(len(req.Entry))
 	slot := newSlot(done, n, time.Now())
@@ -80,7 +80,7 @@ func (p *producerState) publishCharged(req PublishRequest, done func(PublishResu
 	p.qmu.Unlock()
 
 	t.pubMu.Lock()
-	res, now := p.publishLocked(slot, &req, t.b.nowMs())
+	res, now := p.publishLocked(slot, &req, t.b.nowMs(), lead)
 	t.pubMu.Unlock()
 	if now {
 		p.complete(slot, res)
@@ -111,9 +111,9 @@ type earlyResult struct {
 // admitted to the queue (and charged to the limiter) at once and published under one hold of the
 // topic's lock, each exactly as publish would (a refused or duplicate request in the middle
 // completes on its own, the others go on).
-func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishResult), charged bool) {
+func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishResult), charged bool, lead *storage.Lead) {
 	for len(reqs) > maxPublishGroup {
-		p.publishBatch(reqs[:maxPublishGroup], done, charged)
+		p.publishBatch(reqs[:maxPublishGroup], done, charged, lead)
 		reqs = reqs[maxPublishGroup:]
 	}
 	switch len(reqs) {
@@ -121,7 +121,7 @@ func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishRes
 		return
 	case 1:
 		if charged {
-			p.publishCharged(reqs[0], done)
+			p.publishCharged(reqs[0], done, lead)
 		} else {
 			p.publish(reqs[0], done)
 		}
@@ -150,7 +150,7 @@ func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishRes
 	for i := range reqs {
 		// Once appended, a slot belongs to storage's completion (it may be delivered and
 		// recycled at any time): only the early results are kept here.
-		if res, now := p.publishLocked(slots[i], &reqs[i], nowMs); now {
+		if res, now := p.publishLocked(slots[i], &reqs[i], nowMs, lead); now {
 			early = append(early, earlyResult{slots[i], res})
 		}
 	}
@@ -161,25 +161,30 @@ func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishRes
 	}
 }
 
-// publishBatchLeading is publishBatch (charged) inside a storage lead when the group allows one:
-// between its first append and the lead's end the publish must not wait for anything outside
-// storage. A group of one chunk qualifies; a replicator's does not (its index admission may
-// wait), nor a non-persistent topic's (no storage).
+// publishBatchLeading is publishBatch (charged) with its appends inside a storage lead
+// (storage.Engine.LeadCommitBegin), for a caller that waits for its socket next. Between its first
+// append and the lead's end the publish waits for nothing outside storage: its appends are made
+// under the topic's publish lock, each later request of the group is decided in memory (a dedup
+// cursor it must create is a storage call, which wakes the sync loop first), and early results
+// are completed without blocking. Hence one chunk only: a second would wait for the publish lock
+// again, whose holder may wait for the first chunk's appends. A replicator's group is published
+// without a lead (its index admission may wait), as is a non-persistent topic's (no storage).
 func (p *producerState) publishBatchLeading(reqs []PublishRequest, done func(PublishResult)) {
-	l := p.topic.ledger
-	if l == nil || p.isReplicator || len(reqs) > maxPublishGroup || !l.LeadCommitBegin() {
-		p.publishBatch(reqs, done, true)
-		return
+	var lead *storage.Lead
+	if l := p.topic.ledger; l != nil && !p.isReplicator && len(reqs) <= maxPublishGroup {
+		lead = l.LeadCommitBegin()
 	}
-	p.publishBatch(reqs, done, true)
-	l.LeadCommitEnd()
+	p.publishBatch(reqs, done, true, lead)
+	if lead != nil {
+		lead.End()
+	}
 }
 
 // publishLocked publishes one request whose slot is queued; the caller holds topic.pubMu. nowMs is
 // the broker clock's time of the publish (read once per group). It returns now = true with the
 // result when the request is answered without an append (the caller completes the slot once the
 // lock is released); otherwise storage completes it.
-func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs int64) (res PublishResult, now bool) {
+func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs int64, lead *storage.Lead) (res PublishResult, now bool) {
 	t := p.topic
 	n := slot.bytes
 	if req.NumMessages <= 0 {
@@ -295,7 +300,7 @@ func (p *producerState) publishLocked(slot *pubSlot, req *PublishRequest, nowMs 
 	t.inflight.Add(1)
 	slot.p, slot.dd, slot.tracked, slot.chunk = p, dd, dd != nil && checked, req.Chunk
 	slot.msgs, slot.res, slot.acceptedMs = int64(req.NumMessages), res, nowMs
-	t.ledger.AppendAsync(req.Entry, pt, slot.appendDoneFn)
+	t.ledger.AppendAsyncIn(lead, req.Entry, pt, slot.appendDoneFn)
 	return PublishResult{}, false
 }
 

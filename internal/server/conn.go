@@ -188,7 +188,7 @@ func (c *conn) readLoop() error {
 	defer c.flushSends() // whatever the reason to stop, SENDs read before it are published
 	for {
 		if len(c.sends.reqs) > 0 && !c.extendSends() {
-			c.flushSends()
+			c.flushSendsBeforeRead()
 			if err := c.throttle(); err != nil {
 				return err
 			}

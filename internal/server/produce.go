@@ -458,7 +458,17 @@ func (c *conn) extendSends() bool {
 }
 
 // flushSends hands the pending group (if any) to the broker.
-func (c *conn) flushSends() {
+func (c *conn) flushSends() { c.handOnSends(false) }
+
+// flushSendsBeforeRead is flushSends where the reader goes to its socket next: with nothing else
+// in the read buffer, the reader has nothing to do until the client sends more, so the group is
+// published as the read's last (Producer.PublishBatchChargedLast: under a light load its group
+// commit runs here, without waking storage's goroutine).
+func (c *conn) flushSendsBeforeRead() { c.handOnSends(c.reader.Buffered() == 0) }
+
+// handOnSends hands the pending group (if any) to the broker; last: nothing follows it before
+// the reader's next socket read.
+func (c *conn) handOnSends(last bool) {
 	g := &c.sends
 	n := len(g.reqs)
 	if n == 0 {
@@ -468,8 +478,7 @@ func (c *conn) flushSends() {
 	if n > 1 {
 		c.sendGroups.Add(1)
 	}
-	if c.reader.Buffered() == 0 {
-		// Nothing else read: the reader waits for its socket next (Producer.PublishBatchChargedLast).
+	if last {
 		g.prod.PublishBatchChargedLast(g.reqs, g.h.complete)
 	} else {
 		g.prod.PublishBatchCharged(g.reqs, g.h.complete)

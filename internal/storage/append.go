@@ -16,7 +16,6 @@ func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (mt
 	}
 	ch := make(chan result, 1)
 	l.AppendAsync(data, publishTime, func(p mtypes.Position, err error) { ch <- result{p, err} })
-	l.e.wakeOwed() // not left to a lead (leadcommit.go): this goroutine may hold it
 	select {
 	case r := <-ch:
 		return r.p, r.err
@@ -27,11 +26,21 @@ func (l *Ledger) Append(ctx context.Context, data []byte, publishTime int64) (mt
 }
 
 // AppendAsync stores data and calls done exactly once, in append order per ledger, once durable
-// or failed: from a storage goroutine, or from the goroutine that ends a lead (leadcommit.go),
-// never before AppendAsync returns. done must not block, nor read the ledger (the applier writes
+// or failed: from a storage goroutine, or from a goroutine that ends a lead (leadcommit.go), never
+// before AppendAsync returns. done must not block, nor read the ledger (the applier writes
 // the entry to its segment file after calling done: Engine.apply). data is copied.
 func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(mtypes.Position, error)) {
+	l.AppendAsyncIn(nil, data, publishTime, done)
+}
+
+// AppendAsyncIn is AppendAsync inside lead, opened by the calling goroutine (nil: none): the
+// append is committed when the lead ends, on the goroutine that ends it or by the sync loop
+// (leadcommit.go).
+func (l *Ledger) AppendAsyncIn(lead *Lead, data []byte, publishTime int64, done func(mtypes.Position, error)) {
 	e := l.e
+	if lead != nil && lead.e != e {
+		lead = nil // another engine's lead: this append wakes its own sync loop
+	}
 	var rollTo int64 = -1
 	if len(data) > e.opts.MaxEntrySize {
 		err := fmt.Errorf("%w: %d bytes > %d", ErrEntryTooLarge, len(data), e.opts.MaxEntrySize)
@@ -48,7 +57,7 @@ func (l *Ledger) AppendAsync(data []byte, publishTime int64, done func(mtypes.Po
 		e.enqueue(nil, func(*batch) item { return item{kind: kFail, err: err, done: done} })
 		return
 	}
-	e.enqueue(l, func(b *batch) item {
+	e.enqueueIn(lead, l, func(b *batch) item {
 		if l.flags.Load()&flagQueueClosed != 0 {
 			return item{kind: kFail, err: ErrClosed, done: done}
 		}

@@ -68,8 +68,8 @@ func (e *Engine) runApplyJob(job applyJob) {
 		e.queue.demand.trim(job.b)
 		e.queue.freeBatches = append(e.queue.freeBatches, job.b)
 	}
-	// Every waiter on cond is the sync loop; idle, it waits for none of this (a lead applied the
-	// job: leadcommit.go), and waking it would cost what the lead saves.
+	// cond's only waiter is the sync loop, and in its idle wait it waits for nothing the applier
+	// reports; waking it there would cost a lead (leadcommit.go) what the lead saves.
 	if !e.queue.lead.syncLoopIdle {
 		e.queue.cond.Broadcast()
 	}

@@ -4,54 +4,59 @@ package storage
 //
 // Under a light load each group commit is one appender's batch: a connection reads a batch of
 // SENDs, appends them and waits for its socket again. Handing the batch to the sync loop wakes a
-// second thread (Cond.Signal finds an idle P and starts a parked M), which the hypervisor makes
-// expensive: on the benchmark machine a reader goroutine that hands each fsync'd round to a
-// second goroutine spends 30-75 µs more CPU per round than one that does the round itself
-// (docs/performance.md, "What is left above the floor"). So an appender that is about to wait
-// anyway may open a lead: while it is open, its appends leave the sync loop asleep, and when it
-// ends, the appender runs the group commit itself if the sync loop is idle, or wakes it.
+// second goroutine, and the Go runtime wakes a parked thread to run it (Cond.Signal finds an idle
+// P), once per group commit; on a virtual machine that costs more CPU than the batch's own work
+// (docs/performance.md, "What is left above the floor"). So an appender that waits for its socket
+// next may open a lead and append inside it (Ledger.AppendAsyncIn): those appends leave the sync
+// loop asleep, and when the lead ends, its goroutine runs the group commit itself if the sync loop
+// is idle and the commit is the plain light case, or wakes the sync loop, as the first append
+// would have.
 //
-// The hazard is a wake that is never given: an append made while a lead is open relies on the
-// lead's end to wake the sync loop, whoever made it. So the lead's holder must not wait for
-// anything between its first append and LeadCommitEnd, except through storage: any item that is
-// not an entry append (a cursor, a create, a seal, a failure) wakes the sync loop at once and pays
-// what is owed, so a storage call that waits for its own item never waits for the lead. One lead
-// is open at a time; an appender that cannot open one appends as usual.
+// Only the holder's own entry appends are left to the lead: any other item (another goroutine's
+// append, a cursor, a seal, a failure) wakes the sync loop, and gives the wake-up the lead owes if
+// the pending batch holds lead appends. So a wake-up is never lost as long as the holder itself
+// waits for nothing between its first lead append and Lead.End: a storage call of its own that
+// waits (a synchronous append, a durable cursor) enqueues an item that is not a lead append and
+// so wakes the sync loop first. One lead is open at a time.
 //
-// The lead commits only the plain case: SyncAlways, a light load (commitLight), nothing in flight
-// or with the applier, the journal file open and not rotating, nothing to drain. Otherwise it
-// wakes the sync loop, exactly as the append would have. While it commits, the sync loop does not
-// run a round (lead.committing); appends from other goroutines queue for the next group commit,
-// as they do behind the sync loop's own inline fsync, and the lead wakes the sync loop for them
-// when it is done.
+// The plain case (leadMayCommitLocked): SyncAlways, a light load (commitLight), nothing in flight
+// or with the applier, only entry appends pending and fewer bytes than a direct write, the
+// journal file open and not rotating. While the lead commits, the sync loop runs no round;
+// appends from other goroutines wait for the next group commit, as they wait behind the sync
+// loop's own inline fsync, and the lead wakes the sync loop for them when it is done.
 
 // leadState is the lead's part of the append queue (guarded by queue.mu).
 type leadState struct {
-	open bool // a lead is open: entry appends do not wake the sync loop
-	owed bool // an append found the pending batch empty while the lead was open
+	open bool // a lead is open
+	owed bool // the pending batch holds lead appends and the sync loop was not woken for them
 	// committing: the lead runs a group commit in the sync loop's stead.
 	committing bool
-	// syncLoopIdle: the sync loop waits for work with its spare batch taken.
+	// syncLoopIdle: the sync loop waits for work (its first wait of a round, spare batch taken).
 	syncLoopIdle bool
 }
 
-// LeadCommitBegin opens a lead for the calling goroutine if none is open and reports whether it
-// did. The caller then appends without waiting for anything outside storage, and calls
-// LeadCommitEnd.
-func (e *Engine) LeadCommitBegin() bool {
+// Lead is an open lead, held by the goroutine that opened it (Engine.LeadCommitBegin).
+type Lead struct{ e *Engine }
+
+// LeadCommitBegin opens a lead for the calling goroutine, or returns nil if one is open (or the
+// engine does not fsync every group commit, or stops). The caller appends with
+// Ledger.AppendAsyncIn, waits for nothing outside storage until it calls End, and calls End.
+func (e *Engine) LeadCommitBegin() *Lead {
 	e.queue.mu.Lock()
 	defer e.queue.mu.Unlock()
 	if e.queue.lead.open || e.queue.stopping || e.opts.Sync != SyncAlways {
-		return false
+		return nil
 	}
 	e.queue.lead.open = true
-	return true
+	return &Lead{e: e}
 }
 
-// LeadCommitEnd closes the lead opened by LeadCommitBegin: the group commit of what was appended
-// runs on the calling goroutine when the sync loop is idle, else the sync loop is woken. Callbacks
-// of the committed items run on this goroutine too, so the caller must hold no lock they take.
-func (e *Engine) LeadCommitEnd() {
+// End closes the lead. If its appends still wait for a group commit, it runs the commit on the
+// calling goroutine when the sync loop is idle and the commit is the plain case: the callbacks of
+// every item of that batch (other goroutines' appends and cursors included) then run here, so the
+// caller must hold no lock they take. Otherwise it wakes the sync loop.
+func (ld *Lead) End() {
+	e := ld.e
 	e.queue.mu.Lock()
 	e.queue.lead.open = false
 	if !e.queue.lead.owed {
@@ -73,8 +78,8 @@ func (e *Engine) LeadCommitEnd() {
 
 	e.queue.mu.Lock()
 	e.queue.lead.committing = false
-	if e.queue.spare == nil && len(e.queue.freeBatches) > 0 {
-		e.queue.spare = e.takeFreeBatch()
+	if len(e.queue.freeBatches) > 0 {
+		e.queue.spare = e.takeFreeBatch() // else the sync loop takes one at the top of its round
 	}
 	// Whatever came meanwhile (other appends, reports, Close) is the sync loop's again; an idle
 	// sync loop with nothing to do is left asleep (waking it costs what the lead saves).
@@ -87,33 +92,26 @@ func (e *Engine) LeadCommitEnd() {
 // leadMayCommitLocked reports whether the lead may run the pending group commit itself (queue.mu
 // held): the sync loop waits with nothing else to do, and the batch is the plain case.
 func (e *Engine) leadMayCommitLocked() bool {
-	if !e.queue.lead.syncLoopIdle || e.queue.lead.committing || e.queue.stopping || e.queue.spare == nil ||
-		len(e.queue.pending.items) == 0 || e.queue.applying || len(e.queue.commitDone) > 0 || len(e.queue.syncDone) > 0 {
+	q := &e.queue
+	if !q.lead.syncLoopIdle || q.lead.committing || q.stopping || q.spare == nil || len(q.pending.items) == 0 ||
+		q.pending.moved || q.applying || len(q.commitDone) > 0 || len(q.syncDone) > 0 ||
+		(e.opts.DirectWriteBytes > 0 && len(q.pending.buf) >= e.opts.DirectWriteBytes) {
 		return false
 	}
-	// The sync loop is parked with queue.mu released after its last round: its state is stable.
+	for i := range q.pending.items {
+		if q.pending.items[i].kind != kEntry {
+			return false // a seal, a cursor, a create: the sync loop's, with the applier's goroutine
+		}
+	}
+	// The sync loop waits with queue.mu released after its last round: its state is stable.
 	s := &e.syncLoop
 	if !s.light || len(s.pipeline.inflight) > 0 || len(s.unsynced) > 0 || s.direct.want || len(s.pendingVoids) > 0 ||
-		e.queue.appliedJobs != s.handedJobs || s.journal == nil || s.journalSeq != e.queue.pending.seq || e.queue.pending.moved {
+		q.appliedJobs != s.handedJobs || s.journal == nil || s.journalSeq != q.pending.seq {
 		return false
 	}
 	e.noteSuccessorReady()
 	return !e.rotateDue()
 }
 
-// wakeOwed wakes the sync loop for appends left to a lead (whose end would wake it): for a
-// caller that waits for its own append now (Ledger.Append).
-func (e *Engine) wakeOwed() {
-	e.queue.mu.Lock()
-	if e.queue.lead.owed {
-		e.queue.lead.owed = false
-		e.queue.cond.Signal()
-	}
-	e.queue.mu.Unlock()
-}
-
 // LeadCommitBegin opens a lead on the ledger's engine (Engine.LeadCommitBegin).
-func (l *Ledger) LeadCommitBegin() bool { return l.e.LeadCommitBegin() }
-
-// LeadCommitEnd closes a lead opened by LeadCommitBegin (Engine.LeadCommitEnd).
-func (l *Ledger) LeadCommitEnd() { l.e.LeadCommitEnd() }
+func (l *Ledger) LeadCommitBegin() *Lead { return l.e.LeadCommitBegin() }

@@ -12,6 +12,10 @@ import (
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
+// quietEngine turns off the engine's own periodic items (cursor flushes, trims), which would wake
+// the sync loop while a test holds a lead.
+func quietEngine(o *Options) { o.CursorFlushInterval, o.TrimInterval = time.Hour, time.Hour }
+
 // leadReady waits until a lead may commit on e: the sync loop idle under a light load.
 func leadReady(t *testing.T, e *Engine) {
 	t.Helper()
@@ -27,7 +31,7 @@ func leadReady(t *testing.T, e *Engine) {
 // and the entries read back after a reopen.
 func TestLeadCommitsOnTheCaller(t *testing.T) {
 	fs := vfs.NewMem()
-	e := openMem(t, fs, nil)
+	e := openMem(t, fs, quietEngine)
 	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead")
 	if err != nil {
 		t.Fatal(err)
@@ -37,12 +41,13 @@ func TestLeadCommitsOnTheCaller(t *testing.T) {
 	for round := range 20 {
 		leadReady(t, e)
 		before := e.Metrics().LeadCommits
-		if !l.LeadCommitBegin() {
+		lead := l.LeadCommitBegin()
+		if lead == nil {
 			t.Fatal("no lead although none is open")
 		}
 		var done atomic.Int32
 		for i := range 3 {
-			l.AppendAsync(payload(round*3+i), 1, func(p mtypes.Position, err error) {
+			l.AppendAsyncIn(lead, payload(round*3+i), 1, func(p mtypes.Position, err error) {
 				if err != nil {
 					t.Errorf("append: %v", err)
 				}
@@ -53,7 +58,7 @@ func TestLeadCommitsOnTheCaller(t *testing.T) {
 		if n := done.Load(); n != 0 {
 			t.Fatalf("%d callbacks ran before the lead ended", n)
 		}
-		l.LeadCommitEnd()
+		lead.End()
 		if e.Metrics().LeadCommits != before+1 {
 			// Something else woke the sync loop first (a background item): it committed them.
 			poll.Until(t, 10*time.Second, "the sync loop to commit", func() bool { return done.Load() == 3 })
@@ -74,7 +79,7 @@ func TestLeadCommitsOnTheCaller(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e = openMem(t, fs, nil)
+	e = openMem(t, fs, quietEngine)
 	defer e.Close()
 	l, err = e.OpenLedger(context.Background(), "public/default/persistent/lead")
 	if err != nil {
@@ -99,22 +104,23 @@ func TestLeadHolderWaitsThroughStorage(t *testing.T) {
 	defer cancel()
 
 	leadReady(t, e)
-	if !l.LeadCommitBegin() {
+	lead := l.LeadCommitBegin()
+	if lead == nil {
 		t.Fatal("no lead")
 	}
 	var first atomic.Bool
-	l.AppendAsync(payload(1), 1, func(_ mtypes.Position, err error) { first.Store(err == nil) })
+	l.AppendAsyncIn(lead, payload(1), 1, func(_ mtypes.Position, err error) { first.Store(err == nil) })
 	if _, err := l.Append(ctx, payload(2), 1); err != nil {
 		t.Fatalf("a synchronous append inside a lead: %v", err)
 	}
 	if !first.Load() {
 		t.Fatal("the earlier append was not acknowledged before the later one")
 	}
-	l.AppendAsync(payload(3), 1, func(mtypes.Position, error) {})
+	l.AppendAsyncIn(lead, payload(3), 1, func(mtypes.Position, error) {})
 	if _, err := l.OpenCursor(ctx, "inside-lead", CursorOptions{Initial: mtypes.Latest, Durable: true}); err != nil {
 		t.Fatalf("a durable cursor opened inside a lead: %v", err)
 	}
-	l.LeadCommitEnd()
+	lead.End()
 }
 
 // TestLeadEndsAtOnceWhileTheSyncLoopIsBusy: with a group commit's fsync stalled, a lead's end
@@ -133,12 +139,13 @@ func TestLeadEndsAtOnceWhileTheSyncLoopIsBusy(t *testing.T) {
 	fs.stall()
 	l.AppendAsync(payload(1), 1, res.done(1))
 	poll.Until(t, 10*time.Second, "the fsync to stall", func() bool { return fs.stalled.Load() == 1 })
-	if !l.LeadCommitBegin() {
+	lead := l.LeadCommitBegin()
+	if lead == nil {
 		t.Fatal("no lead")
 	}
-	l.AppendAsync(payload(2), 1, res.done(2))
+	l.AppendAsyncIn(lead, payload(2), 1, res.done(2))
 	ended := make(chan struct{})
-	go func() { l.LeadCommitEnd(); close(ended) }()
+	go func() { lead.End(); close(ended) }()
 	select {
 	case <-ended:
 	case <-time.After(10 * time.Second):
@@ -181,10 +188,13 @@ func TestLeadsAmongPlainAppenders(t *testing.T) {
 			defer wg.Done()
 			for r := range rounds {
 				l := ledgers[(w+r)%len(ledgers)]
-				led := w%2 == 0 && l.LeadCommitBegin()
+				var lead *Lead
+				if w%2 == 0 {
+					lead = l.LeadCommitBegin()
+				}
 				for i := range 1 + r%3 {
 					issued.Add(1)
-					l.AppendAsync(payload(i), 1, func(p mtypes.Position, err error) {
+					l.AppendAsyncIn(lead, payload(i), 1, func(p mtypes.Position, err error) {
 						answered.Add(1)
 						if err != nil {
 							t.Errorf("append: %v", err)
@@ -198,8 +208,8 @@ func TestLeadsAmongPlainAppenders(t *testing.T) {
 						last[l] = p
 					})
 				}
-				if led {
-					l.LeadCommitEnd()
+				if lead != nil {
+					lead.End()
 				}
 			}
 		}()
@@ -208,5 +218,146 @@ func TestLeadsAmongPlainAppenders(t *testing.T) {
 	poll.Until(t, 10*time.Second, "every append to be answered", func() bool { return answered.Load() == issued.Load() })
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLeadLeavesOtherAppendersAwake: while a lead is open, and even while its holder's own
+// appends wait for its end, another goroutine's append wakes the sync loop itself: a goroutine
+// that waits for its append is never left waiting for someone else's lead.
+func TestLeadLeavesOtherAppendersAwake(t *testing.T) {
+	e := openMem(t, vfs.NewMem(), quietEngine)
+	defer e.Close()
+	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leadReady(t, e)
+	lead := l.LeadCommitBegin()
+	if lead == nil {
+		t.Fatal("no lead")
+	}
+	defer lead.End()
+	if _, err := l.Append(ctx, payload(1), 1); err != nil {
+		t.Fatalf("an append beside an open lead: %v", err)
+	}
+	var led atomic.Bool
+	l.AppendAsyncIn(lead, payload(2), 1, func(_ mtypes.Position, err error) { led.Store(err == nil) })
+	if _, err := l.Append(ctx, payload(3), 1); err != nil {
+		t.Fatalf("an append behind a lead's append: %v", err)
+	}
+	if !led.Load() {
+		t.Fatal("the lead's earlier append was not acknowledged before the later one")
+	}
+}
+
+// TestLeadCommitFailure: a journal fsync that fails in a lead's group commit fails its appends,
+// on the lead's goroutine, and fences the ledger, as it does on the sync loop; the engine goes on
+// for other ledgers.
+func TestLeadCommitFailure(t *testing.T) {
+	fs := &stallFS{FS: vfs.NewMem()}
+	e := openMem(t, fs, quietEngine)
+	defer e.Close()
+	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-fail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	leadReady(t, e)
+	lead := l.LeadCommitBegin()
+	if lead == nil {
+		t.Fatal("no lead")
+	}
+	fs.failFirst.Store(1)
+	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
+	l.AppendAsyncIn(lead, payload(1), 1, res.done(1))
+	lead.End()
+	poll.Until(t, 10*time.Second, "the append to be answered", func() bool { return res.count() == 1 })
+	if res.errs[1] == nil {
+		t.Fatal("an append whose fsync failed was acknowledged")
+	}
+	if _, err := l.Append(context.Background(), payload(2), 1); err == nil {
+		t.Fatal("the ledger takes appends after a failed group commit")
+	}
+	other, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-fail-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Append(context.Background(), payload(3), 1); err != nil {
+		t.Fatalf("another ledger after the failure: %v", err)
+	}
+}
+
+// TestLeadsAcrossRotations: leads on an engine whose journal files fill every few group commits
+// (a lead leaves a rotating commit to the sync loop): every append is acknowledged and reads
+// back after a reopen.
+func TestLeadsAcrossRotations(t *testing.T) {
+	fs := vfs.NewMem()
+	small := func(o *Options) { quietEngine(o); o.JournalFileBytes = 16 << 10 }
+	e := openMem(t, fs, small)
+	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-rotate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
+	const n = 120
+	for i := range n {
+		lead := l.LeadCommitBegin()
+		if lead == nil {
+			t.Fatal("no lead")
+		}
+		l.AppendAsyncIn(lead, payload(i), 1, res.done(i))
+		lead.End()
+		poll.Until(t, 10*time.Second, "the append to be acknowledged", func() bool { return res.count() == i+1 })
+	}
+	for i := range n {
+		if res.errs[i] != nil {
+			t.Fatalf("append %d: %v", i, res.errs[i])
+		}
+	}
+	if e.Metrics().LeadCommits == 0 {
+		t.Fatal("no lead committed")
+	}
+	last := res.pos[n-1]
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openMem(t, fs, small)
+	defer e.Close()
+	l, err = e.OpenLedger(context.Background(), "public/default/persistent/lead-rotate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.LastConfirmed(); got != last {
+		t.Fatalf("after reopen the last entry is %v, want %v", got, last)
+	}
+}
+
+// TestCloseWithALeadOpen: Close while a lead holds an unwoken append answers that append, and the
+// lead's end afterwards does nothing.
+func TestCloseWithALeadOpen(t *testing.T) {
+	e := openMem(t, vfs.NewMem(), quietEngine)
+	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-close")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	leadReady(t, e)
+	lead := l.LeadCommitBegin()
+	if lead == nil {
+		t.Fatal("no lead")
+	}
+	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
+	l.AppendAsyncIn(lead, payload(1), 1, res.done(1))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the append to be answered", func() bool { return res.count() == 1 })
+	lead.End()
+	if e.LeadCommitBegin() != nil {
+		t.Fatal("a lead opened on a closed engine")
 	}
 }

@@ -11,7 +11,7 @@ import (
 // appendQueue is where appenders meet the sync loop and the applier: the pending batch all
 // appenders fill, the free batches the applier gives back, and what each goroutine reports to the
 // sync loop. Every field is guarded by mu; cond wakes the sync loop (new work, a batch freed, an
-// fsync reported) and whoever waits for the applier.
+// fsync reported), its only waiter.
 type appendQueue struct {
 	mu   sync.Mutex
 	cond *sync.Cond // on mu
@@ -94,7 +94,12 @@ type item struct {
 
 // enqueue appends one item, built by fill under the queue lock (which fixes the order of
 // journal records and of entry ids per ledger), announcing the ledger in this journal file first.
-func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
+func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) { e.enqueueIn(nil, l, fill) }
+
+// enqueueIn is enqueue of an item made inside lead (nil: none): an entry append of the lead's
+// holder leaves the sync loop asleep, owing it a wake-up that the lead's end gives; any other
+// item gives the wake-up it owes (leadcommit.go).
+func (e *Engine) enqueueIn(lead *Lead, l *Ledger, fill func(b *batch) item) {
 	e.queue.mu.Lock()
 	b := e.queue.pending
 	if e.queue.stopping {
@@ -120,8 +125,7 @@ func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) {
 		b.opened = time.Now()
 	}
 	switch {
-	case e.queue.lead.open && it.kind == kEntry:
-		// The lead commits or wakes the sync loop when it ends (leadcommit.go).
+	case lead != nil && it.kind == kEntry:
 		e.queue.lead.owed = e.queue.lead.owed || wasEmpty
 	case wasEmpty || e.queue.lead.owed:
 		e.queue.lead.owed = false

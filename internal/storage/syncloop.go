@@ -54,6 +54,10 @@ func (e *Engine) runSyncLoop() {
 			e.queue.cond.Wait()
 		}
 		e.queue.lead.syncLoopIdle = false
+		if e.queue.spare == nil { // a lead's commit took it (leadcommit.go)
+			e.queue.mu.Unlock()
+			continue
+		}
 		if len(e.queue.commitDone) > 0 {
 			e.queue.mu.Unlock()
 			e.finishCommits()
