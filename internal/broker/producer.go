@@ -93,9 +93,11 @@ func (p *Producer) PublishBatchCharged(reqs []PublishRequest, done func(PublishR
 // group commit then runs on the caller's goroutine instead of waking storage's
 // (storage.Engine.LeadCommitBegin). The callbacks of that group commit, done among them and those
 // of other producers and topics, may then run on the caller's goroutine before this returns; the
-// caller must hold no lock that any of them takes.
-func (p *Producer) PublishBatchChargedLast(reqs []PublishRequest, done func(PublishResult)) {
-	p.p.publishBatchLeading(reqs, done)
+// caller must hold no lock that any of them takes. arrived reports whether the caller's next
+// requests came while it committed (its socket holds unread bytes): then the load is not light,
+// and the next group commits are handed to storage's goroutine, which overlaps their fsyncs.
+func (p *Producer) PublishBatchChargedLast(reqs []PublishRequest, done func(PublishResult), arrived func() bool) {
+	p.p.publishBatchLeading(reqs, done, arrived)
 }
 
 // Close detaches the producer after its pending publishes complete (or ctx ends). Closing twice is

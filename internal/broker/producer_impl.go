@@ -169,14 +169,14 @@ func (p *producerState) publishBatch(reqs []PublishRequest, done func(PublishRes
 // are completed without blocking. Hence one chunk only: a second would wait for the publish lock
 // again, whose holder may wait for the first chunk's appends. A replicator's group is published
 // without a lead (its index admission may wait), as is a non-persistent topic's (no storage).
-func (p *producerState) publishBatchLeading(reqs []PublishRequest, done func(PublishResult)) {
+func (p *producerState) publishBatchLeading(reqs []PublishRequest, done func(PublishResult), arrived func() bool) {
 	var lead *storage.Lead
 	if l := p.topic.ledger; l != nil && !p.isReplicator && len(reqs) <= maxPublishGroup {
 		lead = l.LeadCommitBegin()
 	}
 	p.publishBatch(reqs, done, true, lead)
 	if lead != nil {
-		lead.End()
+		lead.End(arrived)
 	}
 }
 

@@ -58,6 +58,7 @@ type conn struct {
 	reqCancel context.CancelCauseFunc
 	out       *outbox
 	tryWrite  func(net.Buffers) int // writes without waiting (tryWriteFunc); nil over TLS
+	unread    func() bool           // the socket holds bytes not yet read (unreadFunc); nil over TLS
 
 	reader *wire.Reader
 
@@ -126,6 +127,7 @@ func newConn(s *Server, nc net.Conn, id uint64) *conn {
 		done:            make(chan struct{}),
 	}
 	c.tryWrite = tryWriteFunc(nc)
+	c.unread = unreadFunc(nc)
 	c.readCtx, c.readCancel = context.WithCancel(reqCtx)
 	c.reader.ReusePayloads(true) // handleSend copies what the broker may keep
 	c.limiter = broker.NewMemoryLimiter(s.opts.MaxPendingSendBytes, int64(s.opts.MaxPendingSends), s.opts.Broker.PublishLimiter())

@@ -463,8 +463,9 @@ func (c *conn) flushSends() { c.handOnSends(false) }
 // flushSendsBeforeRead is flushSends where the reader goes to its socket next: with nothing else
 // in the read buffer, the reader has nothing to do until the client sends more, so the group is
 // published as the read's last (Producer.PublishBatchChargedLast: under a light load its group
-// commit runs here, without waking storage's goroutine).
-func (c *conn) flushSendsBeforeRead() { c.handOnSends(c.reader.Buffered() == 0) }
+// commit runs here, without waking storage's goroutine). Only where the socket can be asked
+// whether more arrived meanwhile (not over TLS): that is what tells a light load from a heavy one.
+func (c *conn) flushSendsBeforeRead() { c.handOnSends(c.unread != nil && c.reader.Buffered() == 0) }
 
 // handOnSends hands the pending group (if any) to the broker; last: nothing follows it before
 // the reader's next socket read.
@@ -479,7 +480,7 @@ func (c *conn) handOnSends(last bool) {
 		c.sendGroups.Add(1)
 	}
 	if last {
-		g.prod.PublishBatchChargedLast(g.reqs, g.h.complete)
+		g.prod.PublishBatchChargedLast(g.reqs, g.h.complete, c.unread)
 	} else {
 		g.prod.PublishBatchCharged(g.reqs, g.h.complete)
 	}

@@ -36,3 +36,24 @@ func tryWriteFunc(nc net.Conn) func(net.Buffers) int {
 
 // maxIOV bounds the slices of one tryWrite (Linux takes at most 1,024 per writev).
 const maxIOV = 1024
+
+// unreadFunc returns a function that reports whether nc's socket holds bytes not yet read, or
+// nil for a connection without a socket of its own (TLS).
+func unreadFunc(nc net.Conn) func() bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return func() bool {
+		unread := false
+		_ = rc.Control(func(fd uintptr) {
+			n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+			unread = err == nil && n > 0
+		})
+		return unread
+	}
+}

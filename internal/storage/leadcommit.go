@@ -52,10 +52,17 @@ func (e *Engine) LeadCommitBegin() *Lead {
 }
 
 // End closes the lead. If its appends still wait for a group commit, it runs the commit on the
-// calling goroutine when the sync loop is idle and the commit is the plain case: the callbacks of
-// every item of that batch (other goroutines' appends and cursors included) then run here, so the
-// caller must hold no lock they take. Otherwise it wakes the sync loop.
-func (ld *Lead) End() {
+// calling goroutine when the sync loop is idle and the commit is the plain case; otherwise it
+// wakes the sync loop. The callbacks of every item of a batch it commits (other goroutines'
+// appends included) may run here, so the caller must hold no lock they take.
+//
+// arrived (nil: never) reports, after a commit run here, whether the holder's next appends came
+// while it ran (a connection: its socket holds unread bytes). They would have overlapped the
+// fsync had the sync loop run it, which is what makes the load not light (commitLight): the next
+// group commits go to the sync loop, pipelined, until its pipeline runs empty with nothing pending.
+// Without it a single busy appender would commit one group at a time, each waiting for the
+// previous fsync, where the sync loop overlaps them.
+func (ld *Lead) End(arrived func() bool) {
 	e := ld.e
 	e.queue.mu.Lock()
 	e.queue.lead.open = false
@@ -75,8 +82,12 @@ func (ld *Lead) End() {
 	e.m.leadCommits.Add(1)
 
 	e.commit(b)
+	overlapped := arrived != nil && arrived()
 
 	e.queue.mu.Lock()
+	if overlapped {
+		e.syncLoop.light = false // still the lead's to write: committing is set
+	}
 	e.queue.lead.committing = false
 	if len(e.queue.freeBatches) > 0 {
 		e.queue.spare = e.takeFreeBatch() // else the sync loop takes one at the top of its round

@@ -27,7 +27,7 @@ func leadReady(t *testing.T, e *Engine) {
 }
 
 // TestLeadCommitsOnTheCaller: under a light load, appends made inside a lead are committed by
-// LeadCommitEnd on the caller's goroutine: their callbacks have run when it returns, in order,
+// Lead.End on the caller's goroutine: their callbacks have run when it returns, in order,
 // and the entries read back after a reopen.
 func TestLeadCommitsOnTheCaller(t *testing.T) {
 	fs := vfs.NewMem()
@@ -58,7 +58,7 @@ func TestLeadCommitsOnTheCaller(t *testing.T) {
 		if n := done.Load(); n != 0 {
 			t.Fatalf("%d callbacks ran before the lead ended", n)
 		}
-		lead.End()
+		lead.End(nil)
 		if e.Metrics().LeadCommits != before+1 {
 			// Something else woke the sync loop first (a background item): it committed them.
 			poll.Until(t, 10*time.Second, "the sync loop to commit", func() bool { return done.Load() == 3 })
@@ -120,7 +120,7 @@ func TestLeadHolderWaitsThroughStorage(t *testing.T) {
 	if _, err := l.OpenCursor(ctx, "inside-lead", CursorOptions{Initial: mtypes.Latest, Durable: true}); err != nil {
 		t.Fatalf("a durable cursor opened inside a lead: %v", err)
 	}
-	lead.End()
+	lead.End(nil)
 }
 
 // TestLeadEndsAtOnceWhileTheSyncLoopIsBusy: with a group commit's fsync stalled, a lead's end
@@ -145,7 +145,7 @@ func TestLeadEndsAtOnceWhileTheSyncLoopIsBusy(t *testing.T) {
 	}
 	l.AppendAsyncIn(lead, payload(2), 1, res.done(2))
 	ended := make(chan struct{})
-	go func() { lead.End(); close(ended) }()
+	go func() { lead.End(nil); close(ended) }()
 	select {
 	case <-ended:
 	case <-time.After(10 * time.Second):
@@ -209,7 +209,7 @@ func TestLeadsAmongPlainAppenders(t *testing.T) {
 					})
 				}
 				if lead != nil {
-					lead.End()
+					lead.End(nil)
 				}
 			}
 		}()
@@ -239,7 +239,7 @@ func TestLeadLeavesOtherAppendersAwake(t *testing.T) {
 	if lead == nil {
 		t.Fatal("no lead")
 	}
-	defer lead.End()
+	defer lead.End(nil)
 	if _, err := l.Append(ctx, payload(1), 1); err != nil {
 		t.Fatalf("an append beside an open lead: %v", err)
 	}
@@ -273,7 +273,7 @@ func TestLeadCommitFailure(t *testing.T) {
 	fs.failFirst.Store(1)
 	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
 	l.AppendAsyncIn(lead, payload(1), 1, res.done(1))
-	lead.End()
+	lead.End(nil)
 	poll.Until(t, 10*time.Second, "the append to be answered", func() bool { return res.count() == 1 })
 	if res.errs[1] == nil {
 		t.Fatal("an append whose fsync failed was acknowledged")
@@ -310,7 +310,7 @@ func TestLeadsAcrossRotations(t *testing.T) {
 			t.Fatal("no lead")
 		}
 		l.AppendAsyncIn(lead, payload(i), 1, res.done(i))
-		lead.End()
+		lead.End(nil)
 		poll.Until(t, 10*time.Second, "the append to be acknowledged", func() bool { return res.count() == i+1 })
 	}
 	for i := range n {
@@ -356,8 +356,45 @@ func TestCloseWithALeadOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, "the append to be answered", func() bool { return res.count() == 1 })
-	lead.End()
+	lead.End(nil)
 	if e.LeadCommitBegin() != nil {
 		t.Fatal("a lead opened on a closed engine")
+	}
+}
+
+// TestLeadArrivalsEndTheLightLoad: a lead whose holder's next appends arrived while it committed
+// makes the load not light: the next lead leaves its group commit to the sync loop (which overlaps
+// fsyncs), until the sync loop runs empty again and leads commit once more.
+func TestLeadArrivalsEndTheLightLoad(t *testing.T) {
+	e := openMem(t, vfs.NewMem(), quietEngine)
+	defer e.Close()
+	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-arrivals")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	leadOnce := func(arrived bool) (committedHere bool) {
+		t.Helper()
+		before := e.Metrics().LeadCommits
+		lead := l.LeadCommitBegin()
+		if lead == nil {
+			t.Fatal("no lead")
+		}
+		var done atomic.Bool
+		l.AppendAsyncIn(lead, payload(1), 1, func(_ mtypes.Position, err error) { done.Store(err == nil) })
+		lead.End(func() bool { return arrived })
+		poll.Until(t, 10*time.Second, "the append to be acknowledged", done.Load)
+		return e.Metrics().LeadCommits > before
+	}
+	leadReady(t, e)
+	if !leadOnce(true) {
+		t.Fatal("the first lead did not commit")
+	}
+	if leadOnce(false) {
+		t.Fatal("a lead committed right after arrivals during the previous lead's commit")
+	}
+	leadReady(t, e) // the sync loop's pipeline ran empty with nothing pending
+	if !leadOnce(false) {
+		t.Fatal("leads did not commit again once the load was light")
 	}
 }
