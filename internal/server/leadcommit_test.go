@@ -14,22 +14,8 @@ import (
 // receipt gets every receipt, in order, and its group commits run on the connection's reader (a
 // storage lead: Producer.PublishBatchChargedLast) instead of waking storage's sync loop.
 func TestLightLoadSendsCommitOnTheReader(t *testing.T) {
-	engine, err := storage.Open(t.Context(), storage.Options{Dir: t.TempDir(), Logger: testLogger(),
-		CursorFlushInterval: time.Hour, TrimInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.New(broker.Config{Cluster: "test", AutoTopicCreation: true}, broker.Deps{Storage: engine, Logger: testLogger()})
-	if err != nil {
-		_ = engine.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := contextWithTimeout(5 * time.Second)
-		defer cancel()
-		_ = b.Close(ctx)
-		_ = engine.Close()
-	})
+	b, engine := newTestBrokerOn(t, broker.Config{Cluster: "test", AutoTopicCreation: true},
+		storage.Options{CursorFlushInterval: time.Hour, TrimInterval: time.Hour})
 	s := startServer(t, Options{Broker: b})
 	c := dialRaw(t, s.addr)
 	c.connect()

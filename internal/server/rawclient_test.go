@@ -69,7 +69,16 @@ func newTestBroker(t testing.TB) *broker.Broker {
 // newTestBrokerWith builds a broker core with cfg on a storage engine in a temporary directory.
 func newTestBrokerWith(t testing.TB, cfg broker.Config) *broker.Broker {
 	t.Helper()
-	engine, err := storage.Open(t.Context(), storage.Options{Dir: t.TempDir(), Logger: testLogger()})
+	b, _ := newTestBrokerOn(t, cfg, storage.Options{})
+	return b
+}
+
+// newTestBrokerOn builds a broker core with cfg on a storage engine with opts in a temporary
+// directory, and returns both.
+func newTestBrokerOn(t testing.TB, cfg broker.Config, opts storage.Options) (*broker.Broker, *storage.Engine) {
+	t.Helper()
+	opts.Dir, opts.Logger = t.TempDir(), testLogger()
+	engine, err := storage.Open(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +93,7 @@ func newTestBrokerWith(t testing.TB, cfg broker.Config) *broker.Broker {
 		_ = b.Close(ctx)
 		_ = engine.Close()
 	})
-	return b
+	return b, engine
 }
 
 func testLogger() *slog.Logger {

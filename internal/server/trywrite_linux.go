@@ -11,12 +11,8 @@ import (
 // waiting, and returns how many bytes that was (0 on any error: the writer meets it itself). Nil
 // for a connection without a socket of its own (TLS: its records are the writer's alone).
 func tryWriteFunc(nc net.Conn) func(net.Buffers) int {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConnOf(nc)
+	if rc == nil {
 		return nil
 	}
 	return func(bufs net.Buffers) int {
@@ -40,12 +36,8 @@ const maxIOV = 1024
 // unreadFunc returns a function that reports whether nc's socket holds bytes not yet read, or
 // nil for a connection without a socket of its own (TLS).
 func unreadFunc(nc net.Conn) func() bool {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConnOf(nc)
+	if rc == nil {
 		return nil
 	}
 	return func() bool {
@@ -56,4 +48,17 @@ func unreadFunc(nc net.Conn) func() bool {
 		})
 		return unread
 	}
+}
+
+// rawConnOf returns nc's socket, or nil for a connection without one of its own (TLS).
+func rawConnOf(nc net.Conn) syscall.RawConn {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }

@@ -16,6 +16,45 @@ import (
 // the sync loop while a test holds a lead.
 func quietEngine(o *Options) { o.CursorFlushInterval, o.TrimInterval = time.Hour, time.Hour }
 
+// warmLedger opens ledger name on e and appends to it until the journal file is open and the load
+// measured light.
+func warmLedger(t *testing.T, e *Engine, name string) *Ledger {
+	t.Helper()
+	l, err := e.OpenLedger(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	return l
+}
+
+// openLead opens a lead on l's engine; none may be open.
+func openLead(t *testing.T, l *Ledger) *Lead {
+	t.Helper()
+	lead := l.LeadCommitBegin()
+	if lead == nil {
+		t.Fatal("no lead although none is open")
+	}
+	return lead
+}
+
+// lastAfterReopen closes e, opens the engine on fs again and checks that ledger name ends at want.
+func lastAfterReopen(t *testing.T, e *Engine, fs vfs.FS, mod func(*Options), name string, want mtypes.Position) {
+	t.Helper()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openMem(t, fs, mod)
+	defer e.Close()
+	l, err := e.OpenLedger(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.LastConfirmed(); got != want {
+		t.Fatalf("after reopen the last entry is %v, want %v", got, want)
+	}
+}
+
 // leadReady waits until a lead may commit on e: the sync loop idle under a light load.
 func leadReady(t *testing.T, e *Engine) {
 	t.Helper()
@@ -32,19 +71,12 @@ func leadReady(t *testing.T, e *Engine) {
 func TestLeadCommitsOnTheCaller(t *testing.T) {
 	fs := vfs.NewMem()
 	e := openMem(t, fs, quietEngine)
-	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3) // the journal file is open and the load measured light
+	l := warmLedger(t, e, "public/default/persistent/lead")
 	var acked []mtypes.Position
 	for round := range 20 {
 		leadReady(t, e)
 		before := e.Metrics().LeadCommits
-		lead := l.LeadCommitBegin()
-		if lead == nil {
-			t.Fatal("no lead although none is open")
-		}
+		lead := openLead(t, l)
 		var done atomic.Int32
 		for i := range 3 {
 			l.AppendAsyncIn(lead, payload(round*3+i), 1, func(p mtypes.Position, err error) {
@@ -76,18 +108,7 @@ func TestLeadCommitsOnTheCaller(t *testing.T) {
 			t.Fatalf("positions out of order: %v", acked)
 		}
 	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e = openMem(t, fs, quietEngine)
-	defer e.Close()
-	l, err = e.OpenLedger(context.Background(), "public/default/persistent/lead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := l.LastConfirmed(); got != acked[len(acked)-1] {
-		t.Fatalf("after reopen the last entry is %v, want %v", got, acked[len(acked)-1])
-	}
+	lastAfterReopen(t, e, fs, quietEngine, l.Name(), acked[len(acked)-1])
 }
 
 // TestLeadHolderWaitsThroughStorage: a lead's holder that waits for storage inside the lead (a
@@ -95,19 +116,12 @@ func TestLeadCommitsOnTheCaller(t *testing.T) {
 func TestLeadHolderWaitsThroughStorage(t *testing.T) {
 	e := openMem(t, vfs.NewMem(), nil)
 	defer e.Close()
-	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-wait")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
+	l := warmLedger(t, e, "public/default/persistent/lead-wait")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
 	leadReady(t, e)
-	lead := l.LeadCommitBegin()
-	if lead == nil {
-		t.Fatal("no lead")
-	}
+	lead := openLead(t, l)
 	var first atomic.Bool
 	l.AppendAsyncIn(lead, payload(1), 1, func(_ mtypes.Position, err error) { first.Store(err == nil) })
 	if _, err := l.Append(ctx, payload(2), 1); err != nil {
@@ -130,19 +144,12 @@ func TestLeadEndsAtOnceWhileTheSyncLoopIsBusy(t *testing.T) {
 	e := openMem(t, fs, nil)
 	t.Cleanup(func() { _ = e.Close() })
 	t.Cleanup(fs.release) // runs first: a stalled fsync would hold Close
-	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-busy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
+	l := warmLedger(t, e, "public/default/persistent/lead-busy")
 	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
 	fs.stall()
 	l.AppendAsync(payload(1), 1, res.done(1))
 	poll.Until(t, 10*time.Second, "the fsync to stall", func() bool { return fs.stalled.Load() == 1 })
-	lead := l.LeadCommitBegin()
-	if lead == nil {
-		t.Fatal("no lead")
-	}
+	lead := openLead(t, l)
 	l.AppendAsyncIn(lead, payload(2), 1, res.done(2))
 	ended := make(chan struct{})
 	go func() { lead.End(nil); close(ended) }()
@@ -227,18 +234,11 @@ func TestLeadsAmongPlainAppenders(t *testing.T) {
 func TestLeadLeavesOtherAppendersAwake(t *testing.T) {
 	e := openMem(t, vfs.NewMem(), quietEngine)
 	defer e.Close()
-	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
+	l := warmLedger(t, e, "public/default/persistent/lead-other")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	leadReady(t, e)
-	lead := l.LeadCommitBegin()
-	if lead == nil {
-		t.Fatal("no lead")
-	}
+	lead := openLead(t, l)
 	defer lead.End(nil)
 	if _, err := l.Append(ctx, payload(1), 1); err != nil {
 		t.Fatalf("an append beside an open lead: %v", err)
@@ -260,16 +260,9 @@ func TestLeadCommitFailure(t *testing.T) {
 	fs := &stallFS{FS: vfs.NewMem()}
 	e := openMem(t, fs, quietEngine)
 	defer e.Close()
-	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-fail")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
+	l := warmLedger(t, e, "public/default/persistent/lead-fail")
 	leadReady(t, e)
-	lead := l.LeadCommitBegin()
-	if lead == nil {
-		t.Fatal("no lead")
-	}
+	lead := openLead(t, l)
 	fs.failFirst.Store(1)
 	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
 	l.AppendAsyncIn(lead, payload(1), 1, res.done(1))
@@ -297,18 +290,11 @@ func TestLeadsAcrossRotations(t *testing.T) {
 	fs := vfs.NewMem()
 	small := func(o *Options) { quietEngine(o); o.JournalFileBytes = 16 << 10 }
 	e := openMem(t, fs, small)
-	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-rotate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
+	l := warmLedger(t, e, "public/default/persistent/lead-rotate")
 	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
 	const n = 120
 	for i := range n {
-		lead := l.LeadCommitBegin()
-		if lead == nil {
-			t.Fatal("no lead")
-		}
+		lead := openLead(t, l)
 		l.AppendAsyncIn(lead, payload(i), 1, res.done(i))
 		lead.End(nil)
 		poll.Until(t, 10*time.Second, "the append to be acknowledged", func() bool { return res.count() == i+1 })
@@ -321,35 +307,16 @@ func TestLeadsAcrossRotations(t *testing.T) {
 	if e.Metrics().LeadCommits == 0 {
 		t.Fatal("no lead committed")
 	}
-	last := res.pos[n-1]
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e = openMem(t, fs, small)
-	defer e.Close()
-	l, err = e.OpenLedger(context.Background(), "public/default/persistent/lead-rotate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := l.LastConfirmed(); got != last {
-		t.Fatalf("after reopen the last entry is %v, want %v", got, last)
-	}
+	lastAfterReopen(t, e, fs, small, l.Name(), res.pos[n-1])
 }
 
 // TestCloseWithALeadOpen: Close while a lead holds an unwoken append answers that append, and the
 // lead's end afterwards does nothing.
 func TestCloseWithALeadOpen(t *testing.T) {
 	e := openMem(t, vfs.NewMem(), quietEngine)
-	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-close")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
+	l := warmLedger(t, e, "public/default/persistent/lead-close")
 	leadReady(t, e)
-	lead := l.LeadCommitBegin()
-	if lead == nil {
-		t.Fatal("no lead")
-	}
+	lead := openLead(t, l)
 	res := &appendResult{errs: map[int]error{}, pos: map[int]mtypes.Position{}}
 	l.AppendAsyncIn(lead, payload(1), 1, res.done(1))
 	if err := e.Close(); err != nil {
@@ -368,18 +335,11 @@ func TestCloseWithALeadOpen(t *testing.T) {
 func TestLeadArrivalsEndTheLightLoad(t *testing.T) {
 	e := openMem(t, vfs.NewMem(), quietEngine)
 	defer e.Close()
-	l, err := e.OpenLedger(context.Background(), "public/default/persistent/lead-arrivals")
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
+	l := warmLedger(t, e, "public/default/persistent/lead-arrivals")
 	leadOnce := func(arrived bool) (committedHere bool) {
 		t.Helper()
 		before := e.Metrics().LeadCommits
-		lead := l.LeadCommitBegin()
-		if lead == nil {
-			t.Fatal("no lead")
-		}
+		lead := openLead(t, l)
 		var done atomic.Bool
 		l.AppendAsyncIn(lead, payload(1), 1, func(_ mtypes.Position, err error) { done.Store(err == nil) })
 		lead.End(func() bool { return arrived })
