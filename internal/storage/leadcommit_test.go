@@ -358,3 +358,17 @@ func TestLeadArrivalsEndTheLightLoad(t *testing.T) {
 		t.Fatal("leads did not commit again once the load was light")
 	}
 }
+
+// TestAppendInAnEndedLead: an append made with a lead that has already ended is an ordinary
+// append: it wakes the sync loop itself.
+func TestAppendInAnEndedLead(t *testing.T) {
+	e := openMem(t, vfs.NewMem(), quietEngine)
+	defer e.Close()
+	l := warmLedger(t, e, "public/default/persistent/lead-ended")
+	leadReady(t, e)
+	lead := openLead(t, l)
+	lead.End(nil)
+	var done atomic.Bool
+	l.AppendAsyncIn(lead, payload(1), 1, func(_ mtypes.Position, err error) { done.Store(err == nil) })
+	poll.Until(t, 10*time.Second, "the append to be acknowledged", done.Load)
+}

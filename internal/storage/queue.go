@@ -97,8 +97,8 @@ type item struct {
 func (e *Engine) enqueue(l *Ledger, fill func(b *batch) item) { e.enqueueIn(nil, l, fill) }
 
 // enqueueIn is enqueue of an item made inside lead (nil: none): an entry append of the lead's
-// holder leaves the sync loop asleep, owing it a wake-up that the lead's end gives; any other
-// item gives the wake-up it owes (leadcommit.go).
+// holder, while the lead is open, leaves the sync loop asleep, owing it a wake-up that the lead's
+// end gives; any other item gives the wake-up it owes (leadcommit.go).
 func (e *Engine) enqueueIn(lead *Lead, l *Ledger, fill func(b *batch) item) {
 	e.queue.mu.Lock()
 	b := e.queue.pending
@@ -125,7 +125,7 @@ func (e *Engine) enqueueIn(lead *Lead, l *Ledger, fill func(b *batch) item) {
 		b.opened = time.Now()
 	}
 	switch {
-	case lead != nil && it.kind == kEntry:
+	case lead != nil && e.queue.lead.open && it.kind == kEntry:
 		e.queue.lead.owed = e.queue.lead.owed || wasEmpty
 	case wasEmpty || e.queue.lead.owed:
 		e.queue.lead.owed = false
