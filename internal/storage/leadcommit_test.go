@@ -114,7 +114,7 @@ func TestLeadCommitsOnTheCaller(t *testing.T) {
 // TestLeadHolderWaitsThroughStorage: a lead's holder that waits for storage inside the lead (a
 // synchronous append, a durable cursor) is not left waiting for its own lead's end.
 func TestLeadHolderWaitsThroughStorage(t *testing.T) {
-	e := openMem(t, vfs.NewMem(), nil)
+	e := openMem(t, vfs.NewMem(), quietEngine) // no background item may wake the sync loop for it
 	defer e.Close()
 	l := warmLedger(t, e, "public/default/persistent/lead-wait")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
