@@ -201,6 +201,22 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 	}
 }
 
+// creditDirect takes the entries that batch b wrote straight to their segment files off the
+// size of its journal file (sync loop only): the file holds a reference for each group of them,
+// not their bytes. Counted at full size they rotated the journal, and made and zero-filled a fresh
+// file, for every JournalFileBytes of direct data while the file held a tenth of that.
+func (e *Engine) creditDirect(b *batch) {
+	saved := int64(len(b.buf) - len(b.jbuf))
+	if len(b.direct) == 0 || b.rotate || saved <= 0 {
+		return
+	}
+	e.queue.mu.Lock()
+	if e.queue.pending.seq == b.seq {
+		e.queue.journalSize -= saved
+	}
+	e.queue.mu.Unlock()
+}
+
 // carryDirect keeps the ledgers in direct mode across a journal rotation: their directstart
 // records are written first into the next journal file and fsynced before any batch of that file,
 // so its first batch can go direct again (sync loop only; the rotated file oldSeq was just closed

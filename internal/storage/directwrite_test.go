@@ -279,18 +279,25 @@ func TestDirectWriteAcrossRotations(t *testing.T) {
 	mod := func(o *Options) { directOpts(o); o.JournalFileBytes = 256 << 10 }
 	e, l := openDirect(t, fs, mod, "direct/rotate")
 	n := intoDirectMode(t, e, l)
-	before := e.Metrics()
+	before, seq0 := e.Metrics(), pendingJournalSeq(e)
 	var appended int64
-	for range 40 {
+	for i := range 40 {
 		if acked, failed := burst(l, n, 64); failed != 0 || len(acked) != 64 {
 			t.Fatalf("burst: %d acknowledged, %d failed", len(acked), failed)
 		}
 		n += 64
 		appended += 64 * int64(len(directPayload(0))+segRecordOverhead)
+		if i%8 == 7 {
+			// Direct entries hardly fill the journal (TestDirectWritesDoNotFillTheJournal): the
+			// rotation is asked for, as an import asks for one.
+			if err := e.rotateJournalThrough(context.Background(), "direct/rotate-barrier", pendingJournalSeq(e)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	after := e.Metrics()
-	if after.Checkpoints-before.Checkpoints < 5 {
-		t.Fatalf("%d checkpoints: the journal did not rotate", after.Checkpoints-before.Checkpoints)
+	if rotations := pendingJournalSeq(e) - seq0; rotations < 5 {
+		t.Fatalf("%d rotations, want 5", rotations)
 	}
 	if share := float64(after.DirectBytes-before.DirectBytes) / float64(appended); share < 0.9 {
 		t.Fatalf("%.0f%% of the data written directly across rotations, want >= 90%%", share*100)
@@ -300,4 +307,37 @@ func TestDirectWriteAcrossRotations(t *testing.T) {
 	_ = e.Close()
 	_, l = openDirect(t, crashed, mod, "direct/rotate")
 	checkEntries(t, l, n)
+}
+
+// TestDirectWritesDoNotFillTheJournal: entries written straight to their segment files take a few
+// bytes of the journal (a reference each), not their size, so they do not rotate it. Counting
+// them at full size made a catch-up rotate, and make and zero-fill a fresh 64 MiB journal file,
+// for every 64 MiB replicated while the journal held a tenth of that.
+func TestDirectWritesDoNotFillTheJournal(t *testing.T) {
+	fs := vfs.NewMem()
+	const journalBytes = 256 << 10
+	e, l := openDirect(t, fs, func(o *Options) { directOpts(o); o.JournalFileBytes = journalBytes }, "direct/journal-size")
+	n := intoDirectMode(t, e, l)
+	before, seq0 := e.Metrics(), pendingJournalSeq(e)
+	for range 40 { // 2.6 MB of entries, ten journal files' worth
+		if acked, failed := burst(l, n, 64); failed != 0 || len(acked) != 64 {
+			t.Fatalf("burst: %d acknowledged, %d failed", len(acked), failed)
+		}
+		n += 64
+	}
+	after := e.Metrics()
+	journaled := after.BytesWritten - before.BytesWritten
+	// One rotation may come from the entries that went through the journal before direct mode.
+	if rotations := pendingJournalSeq(e) - seq0; journaled < journalBytes && rotations > 1 {
+		t.Fatalf("the journal rotated %d times while %d bytes (of %d per file) were written to it and %d directly",
+			rotations, journaled, journalBytes, after.DirectBytes-before.DirectBytes)
+	}
+	checkEntries(t, l, n)
+}
+
+// pendingJournalSeq is the sequence number of the journal file the next group commit goes to.
+func pendingJournalSeq(e *Engine) uint64 {
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.pending.seq
 }
