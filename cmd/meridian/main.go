@@ -12,10 +12,15 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/meridian-mq/meridian/internal/node"
 )
 
 func main() {
 	reexecForPollingSysmon(os.Args[1:])
+	if runsBroker(os.Args[1:]) {
+		node.SpareDiskWaitProc(os.Getenv)
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

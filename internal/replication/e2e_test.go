@@ -511,6 +511,8 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set MERIDIAN_BENCH_CATCHUP=N to measure")
 	}
+	// Both clusters run with the scheduler setting of a broker process (cmd/meridian).
+	t.Cleanup(node.SpareDiskWaitProc(os.Getenv))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	// MERIDIAN_BENCH_DIRECT_WRITE_BYTES sets both clusters' --direct-write-bytes (-1: off),
@@ -767,6 +769,7 @@ func TestReplicationLatency(t *testing.T) {
 	if rate <= 0 {
 		t.Skip("set MERIDIAN_BENCH_LATENCY=msgPerSec to measure")
 	}
+	t.Cleanup(node.SpareDiskWaitProc(os.Getenv)) // as a broker process runs (cmd/meridian)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	a, b := startCluster(t, "a"), startCluster(t, "b")
