@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/client"
+	"github.com/meridian-mq/meridian/internal/freeport"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -16,31 +15,7 @@ import (
 // layout for three clusters).
 func freeBasePort(t *testing.T) int {
 	t.Helper()
-	for attempt := 0; attempt < 50; attempt++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		free := p+20 <= 65535
-		for _, q := range []int{p + 10, p + 20} {
-			if !free {
-				break
-			}
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close()
-		}
-		ln.Close()
-		if free {
-			return p
-		}
-	}
-	t.Fatal("no free port pair")
-	return 0
+	return freeport.Base(t, 10, 20)
 }
 
 // TestProcessClustersModeReplicatesFullMesh runs `meridian standalone --clusters a,b,c` (the README's

@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/freeport"
 	"github.com/meridian-mq/meridian/internal/poll"
 	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
@@ -52,34 +53,10 @@ func meridianBinary(t *testing.T) string {
 	return binPath
 }
 
-// handedOutAddrs holds every address freePort returned: the kernel may give the same ephemeral
-// port to two listeners in a row once the first is closed, and a broker started with the same
-// port for both of its listeners fails to start.
-var (
-	handedOutMu    sync.Mutex
-	handedOutAddrs = map[string]bool{}
-)
-
-// freePort returns a loopback address that was free a moment ago and not returned before.
+// freePort returns a loopback address for one of the process's listeners (internal/freeport).
 func freePort(t *testing.T) string {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		handedOutMu.Lock()
-		fresh := !handedOutAddrs[addr]
-		handedOutAddrs[addr] = true
-		handedOutMu.Unlock()
-		if fresh {
-			return addr
-		}
-	}
-	t.Fatal("no fresh free port in 100 tries")
-	return ""
+	return freeport.Addr(t)
 }
 
 // process is one running `meridian standalone`.

@@ -43,6 +43,7 @@ var rules = []rule{
 	{from: "internal/handover", forbidden: internalAll},                                  // the wire format of a bundle hand-over between brokers; node speaks it
 	{from: "internal/console", forbidden: internalAll},                                   // the page and its history; node adapts the data to it
 	{from: "internal/poll", forbidden: internalAll},                                      // tests' one way to wait for a condition
+	{from: "internal/freeport", forbidden: internalAll},                                  // tests' loopback ports for the servers they start
 	{from: "internal/transcript", forbidden: internalAll},                                // tests' runner of state-machine transcripts
 	{from: "internal/failover", forbidden: []string{"internal/", "brokertest", "cmd/"}},  // the failover checklist over the public admin API (meridianctl and the console)
 	{from: "internal/buildinfo", forbidden: []string{"internal/", "brokertest", "cmd/"}}, // a leaf over the public types (adminapi)

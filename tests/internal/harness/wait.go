@@ -3,11 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/meridian-mq/meridian/internal/freeport"
 	"github.com/meridian-mq/meridian/internal/poll"
 )
 
@@ -24,36 +23,12 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 	poll.UntilNil(t, timeout, what, cond)
 }
 
-// handedOut holds every port FreePort returned in this test process: the kernel may give the
-// same ephemeral port to two listeners in a row once the first is closed (seen in CI: a broker
-// started with the same port for --broker-addr and --web-addr), so a port is never handed out twice.
-var (
-	handedOutMu sync.Mutex
-	handedOut   = map[int]bool{}
-)
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and that no earlier call in
-// this process returned. Another process may take it before it is used; the risk is accepted for
-// tests on a loopback interface.
+// FreePort returns a loopback TCP port that is free now and that no earlier call in this process
+// returned, from below the kernel's ephemeral range (internal/freeport): no outgoing connection
+// takes it before the server binds it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("harness: free port: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		handedOutMu.Lock()
-		fresh := !handedOut[port]
-		handedOut[port] = true
-		handedOutMu.Unlock()
-		if fresh {
-			return port
-		}
-	}
-	t.Fatalf("harness: no fresh free port in 100 tries")
-	return 0
+	return freeport.Port(t)
 }
 
 // FreeAddr returns "127.0.0.1:<free port>".
