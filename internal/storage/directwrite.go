@@ -201,18 +201,27 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 	}
 }
 
-// creditDirect takes the entries that batch b wrote straight to their segment files off the
-// size of its journal file (sync loop only): the file holds a reference for each group of them,
-// not their bytes. Counted at full size they rotated the journal, and made and zero-filled a fresh
-// file, for every JournalFileBytes of direct data while the file held a tenth of that.
+// directShareDivisor: a direct write counts a quarter of its size against its journal file.
+// Recovery replays a journal file's records into their segments and scans every segment the file
+// names (a direct group's reference included), so direct data still has to rotate the journal and
+// let a checkpoint move recovery's start: at full size it rotated, and made and zero-filled a fresh
+// file, for every JournalFileBytes of direct data while the file held a tenth of that; not at all,
+// a catch-up left recovery to scan every segment written since the journal last rotated. A quarter
+// bounds that scan by 4 x JournalFileBytes of direct data per journal file, the cost of replaying
+// about one file's records (each is read, written to its segment and scanned there again).
+const directShareDivisor = 4
+
+// creditDirect takes three quarters of the entries that batch b wrote straight to their segment
+// files off the size of its journal file (sync loop only): the file holds a reference for each
+// group of them, not their bytes (directShareDivisor).
 func (e *Engine) creditDirect(b *batch) {
-	saved := int64(len(b.buf) - len(b.jbuf))
-	if len(b.direct) == 0 || b.rotate || saved <= 0 {
+	direct := int64(len(b.buf) - len(b.jbuf))
+	if len(b.direct) == 0 || b.rotate || direct <= 0 {
 		return
 	}
 	e.queue.mu.Lock()
 	if e.queue.pending.seq == b.seq {
-		e.queue.journalSize -= saved
+		e.queue.journalSize -= direct - direct/directShareDivisor
 	}
 	e.queue.mu.Unlock()
 }
