@@ -43,13 +43,23 @@ func Addr(t testing.TB) string {
 // `meridian standalone --clusters`, which puts cluster i's listener at base+10*i).
 func Base(t testing.TB, offsets ...int) int {
 	t.Helper()
+	p, err := Find(offsets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Find is Base for code without a testing.TB (a helper that starts a server process and
+// returns an error).
+func Find(offsets ...int) (int, error) {
 	end := ephemeralStart()
 	span := 0
 	for _, o := range offsets {
 		span = max(span, o)
 	}
 	if end-span <= lowest {
-		t.Fatalf("freeport: no room below the ephemeral range (it starts at %d)", end)
+		return 0, fmt.Errorf("freeport: no room below the ephemeral range (it starts at %d)", end)
 	}
 	for range 1000 {
 		p := lowest + rand.IntN(end-span-lowest)
@@ -58,11 +68,10 @@ func Base(t testing.TB, offsets ...int) int {
 			ports = append(ports, p+o)
 		}
 		if claim(ports) {
-			return p
+			return p, nil
 		}
 	}
-	t.Fatalf("freeport: no free port below %d in 1000 tries", end)
-	return 0
+	return 0, fmt.Errorf("freeport: no free port below %d in 1000 tries", end)
 }
 
 // claim marks ports handed out if each is free and none was handed out before.
@@ -90,7 +99,8 @@ func free(port int) bool {
 }
 
 // ephemeralStart reads the first port of the kernel's ephemeral range; 32768 (Linux's default)
-// where it cannot be read.
+// where it cannot be read (no /proc). A range that starts at or below lowest leaves no room:
+// Find then reports an error instead of handing out ports from inside the range.
 func ephemeralStart() int {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
@@ -101,7 +111,7 @@ func ephemeralStart() int {
 		return 32768
 	}
 	start, err := strconv.Atoi(fields[0])
-	if err != nil || start <= lowest {
+	if err != nil {
 		return 32768
 	}
 	return start

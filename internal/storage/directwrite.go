@@ -45,9 +45,9 @@ import (
 // it after eight consecutive batches below a quarter of it, and on any failure; entering it again
 // costs one pipeline drain, so a stream hovering around the threshold does not flap. At a journal rotation the ledgers in
 // direct mode stay in it: their jDirectStart records are the first records of the next journal file,
-// fsynced before its first batch (carryDirect). Rotation still counts the full entry bytes (the journal size that
-// triggers a checkpoint is computed when entries are queued), so recovery work stays bounded by
-// JournalFileBytes of data whatever share of it was written directly.
+// fsynced before its first batch (carryDirect). A group written directly counts a quarter of its
+// size against its journal file (creditDirect), so one journal file references at most about
+// 4 x JournalFileBytes of direct data, which bounds what recovery scans.
 
 // directWrites is the sync loop's direct-write state: per-ledger state, the count of batches
 // planned, and whether the sync loop should let the applier catch up before the next batch.

@@ -25,6 +25,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/meridian-mq/meridian/internal/freeport"
 )
 
 // Server is a running etcd process.
@@ -277,11 +279,7 @@ func ping(endpoints []string) error {
 	return err
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port below the kernel's ephemeral range (internal/freeport): a port that
+// Listen(":0") returned can be any outgoing connection's source port by the time etcd binds it,
+// and Restart binds the same ports again.
+func freePort() (int, error) { return freeport.Find() }
