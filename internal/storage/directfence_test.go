@@ -172,9 +172,9 @@ func TestDirectWriteFailureCutIsDurable(t *testing.T) {
 	n := intoDirectMode(t, e, l)
 	// Direct writes until the checkpoints of the entries written before direct mode (through the
 	// page cache) are done: no checkpoint fsyncs the segment any more unless something marks it.
-	// Direct writes count a quarter of their size against the journal file; a rotation is asked
-	// for after each burst so as not to wait for four files' worth (the ledger stays in direct mode
-	// across it). Two direct writes at the least: one checkpoint may retire two files at once.
+	// A rotation is asked for after each burst so as not to wait for a journal file's worth of
+	// entries (the ledger stays in direct mode across it). Two direct writes at the least: one
+	// checkpoint may retire two files at once.
 	start, directStart := e.Metrics().Checkpoints, e.Metrics().DirectWrites
 	poll.Until(t, 10*time.Second, "the checkpoints of the entries written through the page cache", func() bool {
 		if acked, failed := burst(l, n, 64); failed != 0 || len(acked) != 64 {

@@ -45,9 +45,9 @@ import (
 // it after eight consecutive batches below a quarter of it, and on any failure; entering it again
 // costs one pipeline drain, so a stream hovering around the threshold does not flap. At a journal rotation the ledgers in
 // direct mode stay in it: their jDirectStart records are the first records of the next journal file,
-// fsynced before its first batch (carryDirect). A group written directly counts a quarter of its
-// size against its journal file (creditDirect), so one journal file references at most about
-// 4 x JournalFileBytes of direct data, which bounds what recovery scans.
+// fsynced before its first batch (carryDirect). Rotation still counts the full entry bytes (the journal size that
+// triggers a checkpoint is computed when entries are queued), so recovery work stays bounded by
+// JournalFileBytes of data whatever share of it was written directly.
 
 // directWrites is the sync loop's direct-write state: per-ledger state, the count of batches
 // planned, and whether the sync loop should let the applier catch up before the next batch.
@@ -199,31 +199,6 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 	} else {
 		b.buf = append(b.buf, arms...)
 	}
-}
-
-// directShareDivisor: a direct write counts a quarter of its size against its journal file.
-// Recovery replays a journal file's records into their segments and scans every segment the file
-// names (a direct group's reference included), so direct data still has to rotate the journal and
-// let a checkpoint move recovery's start: at full size it rotated, and made and zero-filled a fresh
-// file, for every JournalFileBytes of direct data while the file held a tenth of that; not at all,
-// a catch-up left recovery to scan every segment written since the journal last rotated. A quarter
-// bounds that scan by 4 x JournalFileBytes of direct data per journal file, the cost of replaying
-// about one file's records (each is read, written to its segment and scanned there again).
-const directShareDivisor = 4
-
-// creditDirect takes three quarters of the entries that batch b wrote straight to their segment
-// files off the size of its journal file (sync loop only): the file holds a reference for each
-// group of them, not their bytes (directShareDivisor).
-func (e *Engine) creditDirect(b *batch) {
-	direct := int64(len(b.buf) - len(b.jbuf))
-	if len(b.direct) == 0 || b.rotate || direct <= 0 {
-		return
-	}
-	e.queue.mu.Lock()
-	if e.queue.pending.seq == b.seq {
-		e.queue.journalSize -= direct - direct/directShareDivisor
-	}
-	e.queue.mu.Unlock()
 }
 
 // carryDirect keeps the ledgers in direct mode across a journal rotation: their directstart

@@ -15,8 +15,7 @@ import (
 // recover opens the data directory and replays the journal files after the last checkpoint
 // into the ledgers' segment and cursor files. Replay is idempotent (entries already in a segment
 // are skipped), so a crash during recovery is harmless. Its cost is proportional to the journal
-// tail (about one or two files of JournalFileBytes) plus the segments it touches (those include
-// up to about 4 x JournalFileBytes of direct writes per journal file, directwrite.go).
+// tail (at most about JournalFileBytes) plus the segments it touches.
 func (e *Engine) recover(ctx context.Context) error {
 	for _, d := range []string{e.dir, e.ledgersDir, e.journalDir, e.trashDir()} {
 		if err := e.fs.MkdirAll(d); err != nil {

@@ -177,7 +177,6 @@ func (e *Engine) cutPendingLocked() *batch {
 func (e *Engine) commit(b *batch) {
 	e.planDirect(b, e.opts.Sync == SyncAlways && !b.moved && len(e.syncLoop.pendingVoids) == 0 &&
 		e.syncLoop.journal != nil && e.syncLoop.journalSeq == b.seq)
-	e.creditDirect(b)
 	if e.pipelined(b) && !e.commitLight(b) {
 		e.commitAsync(b)
 		return
