@@ -144,9 +144,12 @@ func start(bin, dir string) (*Server, error) {
 		return nil, fmt.Errorf("%s --version: %v: %s", bin, err, out)
 	}
 	var lastErr error
-	for range 3 { // a free port can be taken between choosing and binding it; retry
-		cport, err1 := freePort()
-		pport, err2 := freePort()
+	// Ports from below the kernel's ephemeral range (internal/freeport), where no outgoing
+	// connection takes them before etcd binds them (Restart binds the same ports again); another
+	// bind still can, so retry.
+	for range 3 {
+		cport, err1 := freeport.Find()
+		pport, err2 := freeport.Find()
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, err
 		}
@@ -278,8 +281,3 @@ func ping(endpoints []string) error {
 	_, err = c.Get(ctx, "/etcdtest-ping")
 	return err
 }
-
-// freePort is a port below the kernel's ephemeral range (internal/freeport): a port that
-// Listen(":0") returned can be any outgoing connection's source port by the time etcd binds it,
-// and Restart binds the same ports again.
-func freePort() (int, error) { return freeport.Find() }
