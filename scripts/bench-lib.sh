@@ -84,11 +84,12 @@ meridian_msg_in() { curl -fs "http://127.0.0.1:$1/admin/v2/persistent/public/def
 median_spread() { sort -g | awk '{v[NR]=$1} END{if (NR==0) {print "-"; exit}; m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.2f (%.2f-%.2f)", m, v[1], v[NR]}'; }
 
 # perf_produce SERVICE_URL TOPIC RATE SIZE: pulsar-client-go's perf producer with the batching the
-# benchmarks use (1 ms, 1,000 messages, 128 KiB, one connection); RATE 0 is unthrottled. It execs the
-# tool, so call it in the background only (`perf_produce ... &`: $! is the tool); run_for stops it.
+# benchmarks use (1 ms, 1,000 messages, 128 KiB, one connection; BATCH_MS sets another batching
+# time); RATE 0 is unthrottled. It execs the tool, so call it in the background only
+# (`perf_produce ... &`: $! is the tool); run_for stops it.
 perf_produce() {
   exec "$TOOLS/perf" produce "$2" --service-url "$1" --max-connections 1 --rate "$3" --size "$4" \
-    --batching-time 1 --batching-num-messages 1000 --batching-max-size 128 --queue-size 1000
+    --batching-time "${BATCH_MS:-1}" --batching-num-messages 1000 --batching-max-size 128 --queue-size 1000
 }
 # perf_consume SERVICE_URL TOPIC: an exclusive durable subscription "perf-sub" reading the topic.
 perf_consume() {

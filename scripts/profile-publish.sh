@@ -8,6 +8,8 @@
 #        PROFILE  none (default), perf (perf record -g; then `perf report -i $OUT/perf.data --no-children
 #                 --sort sym -G`), or strace (strace -c -f; the table is printed)
 #        OUT      where perf.data and the logs go (default $TMPDIR/meridian-profile)
+#        BROKER_FLAGS  extra flags for `meridian standalone` (e.g. "--fsync interval")
+#        BATCH_MS the producer's batching time in ms (default 1)
 #        GOMAXPROCS and other Go variables are passed to the broker.
 set -uo pipefail
 . "$(dirname "$0")/bench-lib.sh"
@@ -19,7 +21,8 @@ bench_tools || exit 2
 d=$(mktemp -d)
 pids=()
 trap 'stop_pid "${pids[@]}"; rm -rf "$d"' EXIT
-start_meridian "$d" 16650 18080 || exit 1
+# shellcheck disable=SC2086 # BROKER_FLAGS is a list of flags
+start_meridian "$d" 16650 18080 ${BROKER_FLAGS:-} || exit 1
 pids+=("$MERIDIAN_PID")
 curl -fs -X PUT http://127.0.0.1:18080/admin/v2/persistent/public/default/profile >/dev/null
 perf_produce pulsar://127.0.0.1:16650 persistent://public/default/profile "$rate" 1024 >"$OUT/produce.log" 2>&1 &
