@@ -309,6 +309,9 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 				if p.Compare(m.trimBound) <= 0 {
 					continue
 				}
+				if before != "" {
+					t.Logf("files after the crash, before recovery:\n%s", before)
+				}
 				t.Fatalf("%s: acknowledged entry %v lost (trim bound %v, %d present)", n, p, m.trimBound, len(es))
 			}
 			if !bytes.Equal(got, d) {
