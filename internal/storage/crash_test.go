@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,9 +38,33 @@ func TestRandomizedCrash(t *testing.T) {
 	if testing.Short() {
 		seeds = 15
 	}
-	for seed := 1; seed <= seeds; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCrashSeed(t, uint64(seed), false) })
+	for _, seed := range crashSeeds(t, seeds) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { runCrashSeed(t, seed, false) })
 	}
+}
+
+// crashSeeds is seeds 1..n, or the range CRASH_SEEDS names ("first-last" or "first-last/step")
+// when a search for a rare failure wants other seeds (every 24th seed has the same options).
+func crashSeeds(t *testing.T, n int) []uint64 {
+	first, last, step := uint64(1), uint64(n), uint64(1)
+	if v := os.Getenv("CRASH_SEEDS"); v != "" {
+		span, stepText, hasStep := strings.Cut(v, "/")
+		a, b, _ := strings.Cut(span, "-")
+		var errs [3]error
+		first, errs[0] = strconv.ParseUint(a, 10, 64)
+		last, errs[1] = strconv.ParseUint(b, 10, 64)
+		if hasStep {
+			step, errs[2] = strconv.ParseUint(stepText, 10, 64)
+		}
+		if err := errors.Join(errs[:]...); err != nil || step == 0 {
+			t.Fatalf("CRASH_SEEDS=%q: want first-last or first-last/step", v)
+		}
+	}
+	var seeds []uint64
+	for s := first; s <= last; s += step {
+		seeds = append(seeds, s)
+	}
+	return seeds
 }
 
 // TestRandomizedCrashDirect: the same with bursts large enough that most group commits write
