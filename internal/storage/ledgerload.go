@@ -112,6 +112,20 @@ func (l *Ledger) persistCreation(ctx context.Context) error {
 	}
 }
 
+// syncLoaded fsyncs segment file f (path p) after loading changed it. A failure is the
+// segment's writeback failing: data acknowledged since its last fsync may be lost on disk while
+// the page cache still shows it, and this descriptor has taken the error that a later fsync
+// (the checkpoint's) would otherwise report. So the file becomes a repair target (repair.go), as
+// a checkpoint's failed fsync makes it: no checkpoint retires the journal that holds the data
+// until the file is rewritten from it.
+func (l *Ledger) syncLoaded(p string, f vfs.File) error {
+	if err := f.Sync(); err != nil {
+		l.e.needRepair(p, nil, err)
+		return fmt.Errorf("storage: sync segment: %w", err)
+	}
+	return nil
+}
+
 // loadSegment reads a sealed segment's index, or rebuilds it by scanning the file.
 func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 	e := l.e
@@ -157,8 +171,8 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		if err := f.Truncate(badAt); err != nil {
 			return nil, fmt.Errorf("storage: truncate segment padding: %w", err)
 		}
-		if err := f.Sync(); err != nil {
-			return nil, fmt.Errorf("storage: sync segment: %w", err)
+		if err := l.syncLoaded(p, f); err != nil {
+			return nil, err
 		}
 		badAt = -1
 	}
@@ -171,8 +185,8 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 				if err := f.Truncate(badAt); err != nil {
 					return nil, fmt.Errorf("storage: truncate segment: %w", err)
 				}
-				if err := f.Sync(); err != nil {
-					return nil, fmt.Errorf("storage: sync segment: %w", err)
+				if err := l.syncLoaded(p, f); err != nil {
+					return nil, err
 				}
 			} else {
 				return seg, fmt.Errorf("%w: segment %d: bad record at offset %d of %d after entry %d", ErrCorrupt, id, badAt, st.Size, seg.entries-1)

@@ -118,6 +118,9 @@ func (e *Engine) recover(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := r.cutHoleTails(); err != nil {
+		return err
+	}
 	if err := r.truncateDirectTails(); err != nil {
 		return err
 	}
@@ -205,6 +208,11 @@ type replaySeg struct {
 	// directTail: a jDirectStart names this segment, so what follows its last valid entry after
 	// replay was never acknowledged and is truncated (directwrite.go).
 	directTail bool
+	// lostHeader: the header was not valid and was written again (scanSegment).
+	lostHeader bool
+	// refilling: the replay writes journal entries where the valid records stopped, and what
+	// follows was not valid yet (adoptAfterHole).
+	refilling bool
 }
 
 // replayGap is why the replay fences ledger name: the journal continues one of its segments past
@@ -620,6 +628,21 @@ func (r *replayer) truncateSeg(rs *replaySeg, count bool) error {
 	return nil
 }
 
+// cutHoleTails cuts, after the replay, what follows the last valid entry of the segments the
+// replay wrote entries into where their valid records stopped (adoptAfterHole) and of those
+// whose header was lost and got no entry back: nothing there was acknowledged, as no journal
+// record filled it and no valid entry continued it.
+func (r *replayer) cutHoleTails() error {
+	for _, rs := range r.segs {
+		if (rs.refilling && rs.badOff >= 0) || (rs.lostHeader && rs.next == 0) {
+			if err := r.truncateSeg(rs, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // truncateDirectTails cuts the segments that got direct writes after their last valid entry:
 // anything there was never acknowledged (directwrite.go).
 func (r *replayer) truncateDirectTails() error {
@@ -659,17 +682,11 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 		return fmt.Errorf("storage: replay open segment: %w", err)
 	}
 	defer e.files.release(cf)
-	if rs.badOff >= 0 {
-		if err := cf.f.Truncate(rs.badOff); err != nil {
-			return fmt.Errorf("storage: replay truncate: %w", err)
-		}
-		rs.end, rs.badOff = rs.badOff, -1
-		r.torn++
-		e.m.tornTails.Add(1)
-	}
 	if err := rs.writeHeaderWithFirst(cf.f, eid, rs.end); err != nil {
 		return err
 	}
+	// Where the segment's valid records stopped (rs.badOff == rs.end), the journal's record is
+	// written in place over what is there.
 	if _, err := cf.f.WriteAt(rec, rs.end); err != nil {
 		return fmt.Errorf("storage: replay write: %w", err)
 	}
@@ -678,6 +695,64 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 	rs.next++
 	r.applied++
 	r.files[rs.path] = struct{}{}
+	if rs.badOff >= 0 {
+		return r.adoptAfterHole(rs, cf)
+	}
+	return nil
+}
+
+// adoptAfterHole runs after the journal's record filled the place where segment rs's valid
+// records stopped. The records after it are kept when they continue the entry ids: the hole was
+// data lost to a failed writeback of the segment that no fsync reported before a later direct
+// write's fdatasync (its own descriptor) made the bytes after it durable and acknowledged
+// (directwrite.go); the journal holds the lost entries, so replay fills the hole entry by entry.
+// Otherwise what follows is a torn tail and is cut, as before any entry was replayed into it.
+func (r *replayer) adoptAfterHole(rs *replaySeg, cf *cachedFile) error {
+	e := r.e
+	size, err := cf.f.Size()
+	if err != nil {
+		return fmt.Errorf("storage: replay segment size: %w", err)
+	}
+	voidFrom, hasVoid := r.voidFrom[rs.id]
+	from, adopted, voided := rs.end, 0, false
+	bad, err := scanRecords(cf.f, from, size, func(off int64, body []byte) bool {
+		eid, _, _, err := parseSegBody(body)
+		if err != nil || eid != rs.next {
+			return false
+		}
+		if hasVoid && eid >= voidFrom {
+			voided = true
+			return false
+		}
+		rs.offs = append(rs.offs, off)
+		rs.next++
+		rs.end = off + int64(recHeaderSize+len(body))
+		adopted++
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("storage: replay scan: %w", err)
+	}
+	switch {
+	case voided:
+		rs.badOff = bad
+		return r.truncateSeg(rs, true)
+	case adopted == 0:
+		// The hole goes on (the next journal entry fills it further), or this is a torn tail:
+		// cutHoleTails cuts what is still not filled after the replay.
+		rs.refilling = true
+		rs.badOff = -1
+		if rs.end < size {
+			rs.badOff = rs.end
+		}
+		return nil
+	}
+	e.log.Warn("replay: refilled entries missing in the middle of a segment from the journal; the entries after them are kept",
+		"segment", rs.path, "from", from, "kept", adopted)
+	rs.badOff = bad
+	if bad < 0 {
+		rs.refilling = false
+	}
 	return nil
 }
 
@@ -695,14 +770,17 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 		if size > headerSize && herr == nil {
 			return fmt.Errorf("%w: segment %s has id %d", ErrCorrupt, rs.path, hid)
 		}
-		// New, or its header never became durable: start it over.
-		if err := cf.f.Truncate(0); err != nil {
-			return err
-		}
+		// New, or its header never became durable: the header is written again in place. What
+		// follows it is kept only if the journal refills entry 0 and valid entries continue
+		// after that (adoptAfterHole: the header was lost with the first entries to a failed
+		// writeback, later direct writes were made durable); else cutHoleTails cuts it.
 		if _, err := cf.f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0); err != nil {
 			return fmt.Errorf("storage: replay segment header: %w", err)
 		}
 		rs.end = headerSize
+		if size > headerSize {
+			rs.badOff, rs.lostHeader = headerSize, true
+		}
 		r.files[rs.path] = struct{}{}
 		r.dirs[rs.dir] = struct{}{}
 		return nil
