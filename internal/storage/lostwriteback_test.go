@@ -36,6 +36,16 @@ func holeRefillData(i int) []byte {
 	return []byte(fmt.Sprintf("x#%d#%s", i, bytes.Repeat([]byte{'z'}, 300)))
 }
 
+// appendAcked appends entry i to l and records it as acknowledged.
+func appendAcked(t *testing.T, l *Ledger, acked map[mtypes.Position][]byte, i int) {
+	t.Helper()
+	p, err := l.Append(context.Background(), holeRefillData(i), 1)
+	if err != nil {
+		t.Fatalf("append %d: %v", i, err)
+	}
+	acked[p] = holeRefillData(i)
+}
+
 // verifyHoleRefilled reopens the crashed files and checks that every acknowledged entry of ledger x is
 // there, intact, and that x is not fenced.
 func verifyHoleRefilled(t *testing.T, fs *vfs.Mem, mod func(*Options), acked map[mtypes.Position][]byte) {
@@ -83,16 +93,8 @@ func TestReplayRefillsHoleBeforeDirectEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked := map[mtypes.Position][]byte{}
-	app := func(i int) {
-		t.Helper()
-		p, err := x.Append(ctx, holeRefillData(i), 1)
-		if err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-		acked[p] = holeRefillData(i)
-	}
-	app(0) // inline; the first large batch
-	app(1) // inline; arms direct mode
+	appendAcked(t, x, acked, 0) // inline; the first large batch
+	appendAcked(t, x, acked, 1) // inline; arms direct mode
 	seg := segPath(x.dirPath(), x.Segments()[0].ID)
 	z, err := e.OpenLedger(ctx, "z")
 	if err != nil {
@@ -108,8 +110,8 @@ func TestReplayRefillsHoleBeforeDirectEntries(t *testing.T) {
 	if lost, _ := fs.LostBytes(seg); lost == 0 {
 		t.Fatal("nothing of the segment was lost: the test does not make a hole")
 	}
-	app(2) // direct
-	app(3) // direct
+	appendAcked(t, x, acked, 2) // direct
+	appendAcked(t, x, acked, 3) // direct
 	if e.m.directWrites.Load() == 0 {
 		t.Fatal("no direct write: the test does not reach the case")
 	}
@@ -137,16 +139,8 @@ func TestReplayRefillsHoleLeftByCheckpointFsyncFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked := map[mtypes.Position][]byte{}
-	app := func(i int) {
-		t.Helper()
-		p, err := x.Append(ctx, holeRefillData(i), 1)
-		if err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-		acked[p] = holeRefillData(i)
-	}
-	app(0)
-	app(1)
+	appendAcked(t, x, acked, 0)
+	appendAcked(t, x, acked, 1)
 	if _, err := y.Append(ctx, []byte("y"), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -183,9 +177,9 @@ func TestReplayRefillsHoleLeftByCheckpointFsyncFailure(t *testing.T) {
 	if !segFailed.Load() {
 		t.Fatal("the checkpoint never synced x's segment")
 	}
-	app(2) // inline (carries y's void records)
-	app(3) // inline; arms direct mode
-	app(4) // direct
+	appendAcked(t, x, acked, 2) // inline (carries y's void records)
+	appendAcked(t, x, acked, 3) // inline; arms direct mode
+	appendAcked(t, x, acked, 4) // direct
 	if e.m.directWrites.Load() == 0 {
 		t.Fatal("no direct write: the test does not reach the case")
 	}
@@ -226,16 +220,8 @@ func TestLoadSyncFailureMakesSegmentRepairTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked := map[mtypes.Position][]byte{}
-	app := func(l *Ledger, i int) {
-		t.Helper()
-		p, err := l.Append(ctx, holeRefillData(i), 1)
-		if err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
-		acked[p] = holeRefillData(i)
-	}
 	for i := 0; i < 3; i++ {
-		app(x, i)
+		appendAcked(t, x, acked, i)
 	}
 	// A checkpoint makes the segment's first entries durable.
 	y, err := e.OpenLedger(ctx, "y")
@@ -252,7 +238,7 @@ func TestLoadSyncFailureMakesSegmentRepairTarget(t *testing.T) {
 		return errors.New("none yet")
 	})
 	for i := 3; i < 6; i++ { // acknowledged, written around the page cache, not fsynced
-		app(x, i)
+		appendAcked(t, x, acked, i)
 	}
 	seg := segPath(x.dirPath(), x.Segments()[0].ID)
 	ys := y.Segments()
