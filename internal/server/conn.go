@@ -68,7 +68,9 @@ type conn struct {
 	protocolVersion int32
 
 	lastRead atomic.Int64 // unix nanos of the last frame received
-	paused   atomic.Bool  // the reader is deliberately not reading (throttled)
+	// paused: the reader is not reading on the server's account (throttled, or running the group
+	// commit of its SENDs), so the client's silence meanwhile is not the client's (keepAlive).
+	paused atomic.Bool
 
 	mu        sync.Mutex
 	producers map[uint64]*producerHandle
@@ -372,12 +374,8 @@ func (c *conn) keepAliveLoop() {
 		case <-c.done:
 			return
 		}
-		if c.paused.Load() {
-			k.lastTick = time.Now()
-			continue // we are the ones not reading
-		}
 		now := time.Now()
-		switch k.onTick(now, time.Unix(0, c.lastRead.Load())) {
+		switch k.onTick(now, time.Unix(0, c.lastRead.Load()), c.paused.Load()) {
 		case keepAliveClose:
 			idle := now.Sub(time.Unix(0, c.lastRead.Load()))
 			c.log.Info("closing connection: no frame from the client", "idle", idle.Round(time.Millisecond))
@@ -406,15 +404,27 @@ const (
 // while we were away, and the reader has not had a chance to see it. Such a tick never closes the
 // connection; the next one, on time, decides. Without that, every connection whose PONG arrived
 // during a stall of more than half an interval was dropped when the process resumed.
+//
+// While the reader is paused on the server's account (throttled, or running a group commit that
+// the disk makes slow), what the client sends waits unread: no tick decides anything, and once the
+// pause is over the client's silence counts from the last tick that saw the pause at the earliest.
 type keepAlive struct {
-	interval time.Duration
-	lastTick time.Time
+	interval   time.Duration
+	lastTick   time.Time
+	lastPaused time.Time // the last tick that found the reader paused
 }
 
-func (k *keepAlive) onTick(now, lastRead time.Time) keepAliveAction {
+func (k *keepAlive) onTick(now, lastRead time.Time, paused bool) keepAliveAction {
 	late := now.Sub(k.lastTick) > k.interval*3/4 // the period is interval/2
 	k.lastTick = now
+	if paused {
+		k.lastPaused = now
+		return keepAliveNothing // we are the ones not reading
+	}
 	idle := now.Sub(lastRead)
+	if sincePause := now.Sub(k.lastPaused); sincePause < idle {
+		idle = sincePause
+	}
 	switch {
 	case idle >= 2*k.interval && !late:
 		return keepAliveClose

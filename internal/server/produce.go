@@ -480,7 +480,11 @@ func (c *conn) handOnSends(last bool) {
 		c.sendGroups.Add(1)
 	}
 	if last {
+		// The group commit may run here, as long as the disk takes: the client's frames meanwhile
+		// wait unread on our account, as when throttled (keepAlive).
+		c.paused.Store(true)
 		g.prod.PublishBatchChargedLast(g.reqs, g.h.complete, c.unread)
+		c.paused.Store(false)
 	} else {
 		g.prod.PublishBatchCharged(g.reqs, g.h.complete)
 	}
