@@ -113,14 +113,21 @@ func (l *Ledger) persistCreation(ctx context.Context) error {
 }
 
 // syncLoaded fsyncs segment file f (path p) after loading changed it. A failure is the
-// segment's writeback failing: data acknowledged since its last fsync may be lost on disk while
-// the page cache still shows it, and this descriptor has taken the error that a later fsync
-// (the checkpoint's) would otherwise report. So the file becomes a repair target (repair.go), as
-// a checkpoint's failed fsync makes it: no checkpoint retires the journal that holds the data
-// until the file is rewritten from it.
+// segment's writeback failing. If a ledger of this process wrote the file since the last
+// checkpoint (an earlier incarnation of this one, closed since: repair.go, ledgerOfFile), data
+// it acknowledged may be lost on disk while the page cache still shows it, and this descriptor
+// has taken the error that a later fsync (the checkpoint's) would otherwise report. So the file
+// becomes a repair target, as a checkpoint's failed fsync makes it: no checkpoint retires the
+// journal that holds the data until the file is rewritten from it. Otherwise everything in it
+// was made durable before (by recovery or a checkpoint) and only the load's own cut is not: the
+// open fails and the next one loads it again. A repair target there would have no ledger to
+// rewrite it from and would hold back every checkpoint until a restart.
 func (l *Ledger) syncLoaded(p string, f vfs.File) error {
 	if err := f.Sync(); err != nil {
-		l.e.needRepair(p, nil, err)
+		kind, segID, _ := classifyFile(p)
+		if wrote := l.e.ledgerOfFile(p, kind, segID); wrote != nil {
+			l.e.needRepair(p, wrote, err)
+		}
 		return fmt.Errorf("storage: sync segment: %w", err)
 	}
 	return nil
@@ -241,7 +248,7 @@ func tailIsZero(f vfs.File, from, size int64) bool {
 // scanRecords calls fn for each valid record from off to size; it returns the offset of the
 // first invalid record (or -1 if the file ends cleanly) — fn returning false also marks it invalid.
 func scanRecords(f vfs.File, off, size int64, fn func(off int64, body []byte) bool) (int64, error) {
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, min(1<<20, max(size-off, recHeaderSize))) // grown for a larger record
 	for off < size {
 		want := min(int64(len(buf)), size-off)
 		n, err := f.ReadAt(buf[:want], off)

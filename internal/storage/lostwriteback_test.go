@@ -308,3 +308,156 @@ func TestLoadSyncFailureMakesSegmentRepairTarget(t *testing.T) {
 	_ = e.Close() // the final checkpoint retires the journal
 	verifyHoleRefilled(t, fs.Crash(nil), mod, acked)
 }
+
+// TestLoadSyncFailureOfDurableSegmentRetriedByReopening: a segment made durable by an earlier run
+// (nothing of it waits for a checkpoint in this process) gets its padding cut when loaded, and
+// that cut's fsync fails. Opening the ledger fails, but nothing acknowledged is at risk and no
+// journal of this process holds its entries, so the file is no repair target: one that no repair
+// can finish would hold back every checkpoint until a restart. Opening it again succeeds.
+func TestLoadSyncFailureOfDurableSegmentRetriedByReopening(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	mod := func(o *Options) {
+		o.CursorFlushInterval = time.Hour
+		o.TrimInterval = time.Hour
+	}
+	e := openMem(t, fs, mod)
+	x, err := e.OpenLedger(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[mtypes.Position][]byte{}
+	for i := 0; i < 3; i++ {
+		appendAcked(t, x, acked, i)
+	}
+	segID := x.Segments()[0].ID
+	dir := x.dirPath()
+	if err := e.Close(); err != nil { // the final checkpoint makes the segment durable
+		t.Fatal(err)
+	}
+	// Zeros after the last entry (padding, as a direct write leaves), and no index: loading
+	// scans the segment, cuts the padding and fsyncs the cut.
+	seg := segPath(dir, segID)
+	f, err := fs.OpenFile(seg, vfs.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 100), size); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	_ = fs.Remove(idxPath(dir, segID))
+
+	e = openMem(t, fs, mod)
+	defer func() { _ = e.Close() }()
+	var syncFailed atomic.Bool
+	fs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && name == seg && syncFailed.CompareAndSwap(false, true) {
+			return vfs.EIO
+		}
+		return nil
+	})
+	if _, err := e.OpenLedger(ctx, "x"); err == nil || !syncFailed.Load() {
+		t.Fatalf("opening x: %v, its segment's fsync failed: %v (the test does not reach the case)", err, syncFailed.Load())
+	}
+	fs.SetInjector(nil)
+	if n := e.repairsPending(); n > 0 {
+		t.Fatalf("%d repairs pending for a segment no journal of this process holds", n)
+	}
+	x, err = e.OpenLedger(ctx, "x")
+	if err != nil {
+		t.Fatalf("opening x again: %v", err)
+	}
+	es, err := x.Read(ctx, mtypes.Earliest, 0, 0)
+	if err != nil || len(es) != len(acked) {
+		t.Fatalf("read x: %d entries, %v; %d acknowledged", len(es), err, len(acked))
+	}
+	for _, en := range es {
+		if !bytes.Equal(en.Data, acked[en.Position]) {
+			t.Fatalf("entry %v: %q, want %q", en.Position, en.Data, acked[en.Position])
+		}
+	}
+}
+
+// TestReplayRefillOfLongHoleReadsLittle: a segment whose applied entries were all lost to a
+// failed writeback, while a later fsync made its size durable (zeros where the entries were),
+// gets them back from the journal one by one. After each, replay looks whether valid entries
+// continue it (adoptAfterHole); with zeros there, that look must stay small: a scan of the rest
+// of the file per refilled entry made such a recovery read the hole once per entry (seconds for
+// thousands of entries, minutes for a journal backlog of them).
+func TestReplayRefillOfLongHoleReadsLittle(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	mod := func(o *Options) {
+		o.DirectWriteBytes = -1
+		o.BypassCacheBytes = -1
+		o.CursorFlushInterval = time.Hour
+		o.TrimInterval = time.Hour
+	}
+	e := openMem(t, fs, mod)
+	x, err := e.OpenLedger(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const entries = 2000
+	acked := map[mtypes.Position][]byte{}
+	for i := range entries {
+		appendAcked(t, x, acked, i)
+	}
+	seg := segPath(x.dirPath(), x.Segments()[0].ID)
+	var segSize int64
+	poll.UntilNil(t, 10*time.Second, "the entries applied to the segment", func() error {
+		fi, err := fs.Stat(seg)
+		if err != nil {
+			return err
+		}
+		segSize = fi.Size
+		if segSize < int64(entries*len(holeRefillData(0))) {
+			return fmt.Errorf("segment %d bytes", segSize)
+		}
+		return nil
+	})
+	if err := fs.FailWriteback(seg, vfs.EIO); err != nil {
+		t.Fatal(err)
+	}
+	if lost, _ := fs.LostBytes(seg); int64(lost) < segSize/2 {
+		t.Fatalf("%d bytes of the segment lost: the test does not make a long hole", lost)
+	}
+	// A later fsync makes the file's size durable over the lost bytes (the first one reports the
+	// failed writeback).
+	f, err := fs.OpenFile(seg, vfs.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Sync()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{x.dirPath(), e.ledgersDir} {
+		if err := fs.SyncDir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = f.Close()
+	crashed := fs.Crash(nil)
+	_ = e.Close()
+
+	fi, err := crashed.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read atomic.Int64
+	e = openMem(t, readCountingFS{crashed, &read}, mod)
+	_ = e.Close()
+	if n := read.Load(); n > 4*fi.Size {
+		t.Fatalf("recovery read %d bytes of segments; the segment holds %d", n, fi.Size)
+	}
+	verifyHoleRefilled(t, crashed, mod, acked)
+}

@@ -715,23 +715,30 @@ func (r *replayer) adoptAfterHole(rs *replaySeg, cf *cachedFile) error {
 	}
 	voidFrom, hasVoid := r.voidFrom[rs.id]
 	from, adopted, voided := rs.end, 0, false
-	bad, err := scanRecords(cf.f, from, size, func(off int64, body []byte) bool {
-		eid, _, _, err := parseSegBody(body)
-		if err != nil || eid != rs.next {
-			return false
-		}
-		if hasVoid && eid >= voidFrom {
-			voided = true
-			return false
-		}
-		rs.offs = append(rs.offs, off)
-		rs.next++
-		rs.end = off + int64(recHeaderSize+len(body))
-		adopted++
-		return true
-	})
+	var bad int64
+	continues, err := recordContinuesAt(cf.f, from, size, rs.next)
 	if err != nil {
 		return fmt.Errorf("storage: replay scan: %w", err)
+	}
+	if continues {
+		bad, err = scanRecords(cf.f, from, size, func(off int64, body []byte) bool {
+			eid, _, _, err := parseSegBody(body)
+			if err != nil || eid != rs.next {
+				return false
+			}
+			if hasVoid && eid >= voidFrom {
+				voided = true
+				return false
+			}
+			rs.offs = append(rs.offs, off)
+			rs.next++
+			rs.end = off + int64(recHeaderSize+len(body))
+			adopted++
+			return true
+		})
+		if err != nil {
+			return fmt.Errorf("storage: replay scan: %w", err)
+		}
 	}
 	switch {
 	case voided:
@@ -754,6 +761,26 @@ func (r *replayer) adoptAfterHole(rs *replaySeg, cf *cachedFile) error {
 		rs.refilling = false
 	}
 	return nil
+}
+
+// recordContinuesAt reports whether the record at off in f (size bytes long) may be entry next:
+// its length fits in the file and its body starts with that entry id. adoptAfterHole scans only
+// then: a hole refilled entry by entry is usually zeros after each refilled entry, and a scan of
+// the rest of the file per entry would read the hole once per entry.
+func recordContinuesAt(f vfs.File, off, size, next int64) (bool, error) {
+	var head [recHeaderSize + 8]byte
+	if size-off < int64(len(head)) {
+		return false, nil
+	}
+	if n, err := f.ReadAt(head[:], off); n < len(head) {
+		if err == nil || err == io.EOF {
+			return false, nil
+		}
+		return false, err
+	}
+	n := int64(binary.LittleEndian.Uint32(head[:]))
+	return n >= segBodyPrefix && n <= maxRecordBody && off+recHeaderSize+n <= size &&
+		int64(binary.LittleEndian.Uint64(head[recHeaderSize:])) == next, nil
 }
 
 // scanSegment finds how much of a segment is valid (creating it if missing).
