@@ -244,7 +244,7 @@ func TestLoadSyncFailureMakesSegmentRepairTarget(t *testing.T) {
 	ys := y.Segments()
 	ySeg := segPath(y.dirPath(), ys[len(ys)-1].ID)
 	// y's segment keeps failing: a repair stays pending, so checkpoints wait (syncing nothing).
-	var journalFails, loadSyncFailed atomic.Bool
+	var journalFails atomic.Bool
 	fs.SetInjector(func(op vfs.Op, name string) error {
 		if (op == vfs.OpSync || op == vfs.OpWrite) && name == ySeg {
 			return vfs.EIO
@@ -282,19 +282,9 @@ func TestLoadSyncFailureMakesSegmentRepairTarget(t *testing.T) {
 		}
 	}
 	_ = x.Close()
-	fs.SetInjector(func(op vfs.Op, name string) error {
-		if (op == vfs.OpSync || op == vfs.OpWrite) && name == ySeg {
-			return vfs.EIO
-		}
-		if op == vfs.OpSync && name == seg && loadSyncFailed.CompareAndSwap(false, true) {
-			return vfs.EIO
-		}
-		return nil
+	openFailingLoadSync(t, e, fs, seg, func(op vfs.Op, name string) bool {
+		return (op == vfs.OpSync || op == vfs.OpWrite) && name == ySeg
 	})
-	if _, err := e.OpenLedger(ctx, "x"); err == nil || !loadSyncFailed.Load() {
-		t.Fatalf("reopening x: %v, its segment's fsync failed: %v (the test does not reach the case)", err, loadSyncFailed.Load())
-	}
-	fs.SetInjector(nil)
 	poll.UntilNil(t, 10*time.Second, "the repairs done", func() error {
 		if n := e.repairsPending(); n > 0 {
 			return fmt.Errorf("%d pending", n)
@@ -307,6 +297,27 @@ func TestLoadSyncFailureMakesSegmentRepairTarget(t *testing.T) {
 	closed = true
 	_ = e.Close() // the final checkpoint retires the journal
 	verifyHoleRefilled(t, fs.Crash(nil), mod, acked)
+}
+
+// openFailingLoadSync opens ledger x while the first fsync of its segment seg fails (and whatever
+// else alsoFails names): the open must reach that fsync and fail. The failures end after it.
+func openFailingLoadSync(t *testing.T, e *Engine, fs *vfs.Mem, seg string, alsoFails func(op vfs.Op, name string) bool) {
+	t.Helper()
+	var failed atomic.Bool
+	fs.SetInjector(func(op vfs.Op, name string) error {
+		if alsoFails != nil && alsoFails(op, name) {
+			return vfs.EIO
+		}
+		if op == vfs.OpSync && name == seg && failed.CompareAndSwap(false, true) {
+			return vfs.EIO
+		}
+		return nil
+	})
+	_, err := e.OpenLedger(context.Background(), "x")
+	fs.SetInjector(nil)
+	if err == nil || !failed.Load() {
+		t.Fatalf("opening x: %v, its segment's fsync failed: %v (the test does not reach the case)", err, failed.Load())
+	}
 }
 
 // TestLoadSyncFailureOfDurableSegmentRetriedByReopening: a segment made durable by an earlier run
@@ -357,17 +368,7 @@ func TestLoadSyncFailureOfDurableSegmentRetriedByReopening(t *testing.T) {
 
 	e = openMem(t, fs, mod)
 	defer func() { _ = e.Close() }()
-	var syncFailed atomic.Bool
-	fs.SetInjector(func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && name == seg && syncFailed.CompareAndSwap(false, true) {
-			return vfs.EIO
-		}
-		return nil
-	})
-	if _, err := e.OpenLedger(ctx, "x"); err == nil || !syncFailed.Load() {
-		t.Fatalf("opening x: %v, its segment's fsync failed: %v (the test does not reach the case)", err, syncFailed.Load())
-	}
-	fs.SetInjector(nil)
+	openFailingLoadSync(t, e, fs, seg, nil)
 	if n := e.repairsPending(); n > 0 {
 		t.Fatalf("%d repairs pending for a segment no journal of this process holds", n)
 	}
