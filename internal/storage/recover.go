@@ -778,8 +778,8 @@ func recordContinuesAt(f vfs.File, off, size, next int64) (bool, error) {
 		}
 		return false, err
 	}
-	n := int64(binary.LittleEndian.Uint32(head[:]))
-	return n >= segBodyPrefix && n <= maxRecordBody && off+recHeaderSize+n <= size &&
+	bodyLen := int64(binary.LittleEndian.Uint32(head[:]))
+	return bodyLen >= segBodyPrefix && bodyLen <= maxRecordBody && off+recHeaderSize+bodyLen <= size &&
 		int64(binary.LittleEndian.Uint64(head[recHeaderSize:])) == next, nil
 }
 
