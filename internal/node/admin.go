@@ -99,7 +99,9 @@ var (
 	descRepairs          = prometheus.NewDesc("meridian_storage_repairs_total", "Topic files rewritten from the journal after an I/O error.", nil, nil)
 	descRepairFailures   = prometheus.NewDesc("meridian_storage_repair_failures_total", "Attempts to rewrite a topic file that failed (retried).", nil, nil)
 	descJournalBacklog   = prometheus.NewDesc("meridian_storage_journal_backlog_files", "Journal files not yet retired by a checkpoint (normally 1-2).", nil, nil)
-	descJournalBacklogMx = prometheus.NewDesc("meridian_storage_journal_backlog_limit_files", "Journal files beyond which appends are refused while checkpoints fail.", nil, nil)
+	descJournalBacklogMx = prometheus.NewDesc("meridian_storage_journal_backlog_limit_files", "Journal files at which appends wait for a slow checkpoint, or are refused while checkpoints fail.", nil, nil)
+	descBacklogWaits     = prometheus.NewDesc("meridian_storage_journal_backlog_waits_total", "Times the journal waited at its backlog bound for a checkpoint that was only slow (appends waited meanwhile).", nil, nil)
+	descBacklogWaitSecs  = prometheus.NewDesc("meridian_storage_journal_backlog_wait_seconds_total", "Time the journal spent waiting at its backlog bound for a slow checkpoint.", nil, nil)
 	descTornTails        = prometheus.NewDesc("meridian_storage_recovered_torn_tails_total", "Torn file tails cut by recovery at startup.", nil, nil)
 	descCacheBytes       = prometheus.NewDesc("meridian_storage_cache_bytes", "Bytes held by the broker-wide entry cache.", nil, nil)
 	descCacheLimit       = prometheus.NewDesc("meridian_storage_cache_limit_bytes", "The entry cache's bound (managedLedgerCacheSizeMB).", nil, nil)
@@ -112,7 +114,7 @@ const maxErrorLabel = 1024
 func (nc *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descFsyncMode, descConnsOpen, descConnsTotal, descFramesIn, descBadFrames, descChecksumErr, descThrottled, descFsyncs, descUnsynced, descJournalBytes, descDirectWrites, descDirectBytes, descSyncSeconds, descCommitSecs, descPublishSecs, descIgnoredAcks,
 		descStorageReady, descFsyncErrors, descFencedLedgers, descCheckpoints, descCheckpointFails, descCheckpointFailng, descCheckpointError, descJournalFailing,
-		descRepairsPending, descRepairs, descRepairFailures, descJournalBacklog, descJournalBacklogMx, descTornTails, descCacheBytes, descCacheLimit, descOpenFiles} {
+		descRepairsPending, descRepairs, descRepairFailures, descJournalBacklog, descJournalBacklogMx, descBacklogWaits, descBacklogWaitSecs, descTornTails, descCacheBytes, descCacheLimit, descOpenFiles} {
 		ch <- d
 	}
 }
@@ -194,6 +196,8 @@ func collectStorageHealth(ch chan<- prometheus.Metric, m storage.EngineMetrics) 
 	counter(descRepairFailures, m.RepairFailures)
 	gauge(descJournalBacklog, float64(m.JournalBacklogFiles))
 	gauge(descJournalBacklogMx, float64(m.JournalBacklogLimit))
+	counter(descBacklogWaits, m.JournalBacklogWaits)
+	ch <- prometheus.MustNewConstMetric(descBacklogWaitSecs, prometheus.CounterValue, m.JournalBacklogWait.Seconds())
 	counter(descTornTails, m.RecoveredTornTails)
 	gauge(descCacheBytes, float64(m.CacheBytes))
 	gauge(descCacheLimit, float64(m.CacheLimit))

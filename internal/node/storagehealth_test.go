@@ -126,7 +126,8 @@ func TestReadinessAndMetricsFollowStorageFailures(t *testing.T) {
 			t.Errorf("%s = %v (exported: %v), want at least %v", name, v, ok, atLeast)
 		}
 	}
-	for _, name := range []string{"meridian_storage_checkpoints_total", "meridian_storage_recovered_torn_tails_total", "meridian_storage_cache_bytes"} {
+	for _, name := range []string{"meridian_storage_checkpoints_total", "meridian_storage_recovered_torn_tails_total", "meridian_storage_cache_bytes",
+		"meridian_storage_journal_backlog_waits_total", "meridian_storage_journal_backlog_wait_seconds_total"} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("%s not exported", name)
 		}

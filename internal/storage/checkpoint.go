@@ -36,9 +36,12 @@ import (
 
 // checkpointerState belongs to the checkpointer, apart from mu and lastErr.
 type checkpointerState struct {
-	jobs  chan checkpointJob // applier -> checkpointer; closed by Close
-	done  chan struct{}      // closed when the checkpointer returns
-	carry *checkpointJob     // a failed checkpoint's files, retried with the next one
+	jobs chan checkpointJob // applier -> checkpointer; closed by Close
+	done chan struct{}      // closed when the checkpointer returns
+	// pending counts the jobs handed off and not finished yet (the sync loop's waitForCheckpoint
+	// reads it).
+	pending atomic.Int32
+	carry   *checkpointJob // a failed checkpoint's files, retried with the next one
 	// mu serialises checkpoints (the checkpointer's and Close's final one) with the janitor's
 	// cursor-log compactions (janitor.go).
 	mu      sync.Mutex
@@ -59,9 +62,11 @@ func (e *Engine) handOffCheckpoint(seq uint64) {
 	job := checkpointJob{seq: seq, files: e.applier.dirtyFiles, dirs: e.applier.dirtyDirs}
 	e.applier.dirtyFiles = map[string]struct{}{}
 	e.applier.dirtyDirs = map[string]struct{}{}
+	e.checkpointer.pending.Add(1)
 	select {
 	case e.checkpointer.jobs <- job:
 	default:
+		e.checkpointer.pending.Add(-1)
 		// The checkpointer is behind: fold this job into the next one.
 		for f := range job.files {
 			e.applier.dirtyFiles[f] = struct{}{}
@@ -96,6 +101,7 @@ func (e *Engine) runCheckpointer() {
 				return
 			}
 			e.runCheckpoint(&job)
+			e.checkpointer.pending.Add(-1)
 		case <-e.io.kick:
 			e.maintain()
 		case <-retry.C:
@@ -158,6 +164,7 @@ func (e *Engine) noteCheckpointFailed(err error) {
 		e.log.Debug("checkpoint failed again", "err", err)
 	}
 	e.io.ckptFailures.Add(1)
+	e.io.checkpointFailed()
 	e.checkpointer.lastErr.Store(err.Error())
 	e.noteCheckpointFailedForImports()
 }

@@ -59,7 +59,7 @@
 // until the applier has rewritten the file from the journal (or the cursors in memory) and fsynced
 // it, and the checkpointer retries by itself, so the engine recovers without a restart once the
 // disk works again. Engine.Health reports it meanwhile; past MaxJournalBacklog appends fail with
-// ErrUnavailable (health.go).
+// ErrUnavailable, or, when nothing failed and checkpoints are only slow, wait (health.go).
 //
 // # Recovery
 //

@@ -77,6 +77,7 @@ type engineCounters struct {
 	cursorFlushes, trimmedSegments, tornTails, checkpoints     atomic.Int64
 	journalFills                                               atomic.Int64 // journal files zero-filled to full size (nextjournal.go)
 	leadCommits                                                atomic.Int64 // group commits run by a lead (leadcommit.go)
+	backlogWaits, backlogWaitNanos                             atomic.Int64 // the sync loop waiting for a checkpoint at the backlog bound (health.go)
 	syncLatency, commitLatency                                 LatencyRecorder
 }
 

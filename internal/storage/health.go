@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/meridian-mq/meridian/internal/mtypes"
 )
@@ -25,6 +26,13 @@ import (
 // Options.MaxJournalBacklog (in journal files) waits for a checkpoint, appends fail
 // (ErrUnavailable) instead of filling the disk, until a checkpoint retires them. Cursor updates, trims and deletes still go
 // through (they are small, and trims and deletes free space).
+//
+// The same bound is reached without any failure when checkpoints are merely slower than the
+// journal fills (their segment fsyncs write back what the applier wrote through the page cache,
+// the journal's own writes are sequential). Then nothing is refused: the sync loop waits for the
+// checkpoint before it opens another journal file (Engine.waitForCheckpoint), so appends wait,
+// as for a slow disk, and the broker's publish limits hold producers back meanwhile. Refusing
+// would hand producers errors for a disk that works.
 
 // ioState is the engine's record of I/O failures and of the journal backlog.
 type ioState struct {
@@ -52,8 +60,9 @@ type repairTable struct {
 // without it.
 type journalBacklog struct {
 	mu       sync.Mutex
-	opened   []uint64 // journal files opened and not retired yet, ascending
-	maxFiles int      // bound on len(opened) (Options.MaxJournalBacklog)
+	opened   []uint64      // journal files opened and not retired yet, ascending
+	maxFiles int           // bound on len(opened) (Options.MaxJournalBacklog)
+	changed  chan struct{} // closed and replaced when a checkpoint retires files or fails
 	full     atomic.Bool
 }
 
@@ -66,6 +75,7 @@ func (s *ioState) init(o Options) {
 	s.repairs.closed = map[string][]closedLedger{}
 	s.kick = make(chan struct{}, 1)
 	s.backlog.maxFiles = defaultJournalBacklogFiles
+	s.backlog.changed = make(chan struct{})
 	if o.MaxJournalBacklog > 0 {
 		s.backlog.maxFiles = max(3, int((o.MaxJournalBacklog+o.JournalFileBytes-1)/o.JournalFileBytes))
 	}
@@ -123,6 +133,50 @@ func (s *ioState) checkpointed(first uint64) {
 	}
 	s.backlog.opened = append(s.backlog.opened[:0], s.backlog.opened[i:]...)
 	s.backlog.full.Store(len(s.backlog.opened) >= s.backlog.maxFiles)
+	s.backlog.signalLocked()
+}
+
+// signalLocked wakes whoever waits for the backlog to change (mu held).
+func (b *journalBacklog) signalLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// checkpointFailed wakes whoever waits for a checkpoint: it will not retire files soon.
+func (s *ioState) checkpointFailed() {
+	s.backlog.mu.Lock()
+	s.backlog.signalLocked()
+	s.backlog.mu.Unlock()
+}
+
+// backlogChanges returns a channel closed at the backlog's next change.
+func (s *ioState) backlogChanges() <-chan struct{} {
+	s.backlog.mu.Lock()
+	defer s.backlog.mu.Unlock()
+	return s.backlog.changed
+}
+
+// failureRecorded reports whether an I/O error holds back checkpoints or the journal: files
+// waiting for a repair, a failed checkpoint, a failing journal.
+func (s *ioState) failureRecorded() bool {
+	if s.ckptErr.Load() != nil || s.journalErr.Load() != nil {
+		return true
+	}
+	s.repairs.mu.Lock()
+	defer s.repairs.mu.Unlock()
+	return len(s.repairs.targets) > 0
+}
+
+// refusesAppends reports whether appends fail for the backlog: it is at its bound and an I/O
+// error holds checkpoints back, so waiting would not end by itself.
+func (s *ioState) refusesAppends() bool {
+	return s.backlog.full.Load() && s.failureRecorded()
+}
+
+// checkpointBehind reports whether the backlog is at its bound with nothing failed: a checkpoint
+// is merely behind, and the sync loop waits for it before it opens another journal file.
+func (s *ioState) checkpointBehind() bool {
+	return s.backlog.full.Load() && !s.failureRecorded()
 }
 
 func (s *ioState) backlogFiles() int {
@@ -154,7 +208,7 @@ func (e *Engine) Health() error {
 	if p := e.io.journalErr.Load(); p != nil {
 		why = append(why, fmt.Sprintf("journal writes failing (%v)", *p))
 	}
-	if e.io.backlog.full.Load() {
+	if e.io.refusesAppends() {
 		why = append(why, e.backlogError().Error())
 	}
 	if len(why) == 0 {
@@ -178,10 +232,59 @@ func (l *Ledger) appendErr() error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	if l.e.io.backlog.full.Load() {
+	if l.e.io.refusesAppends() {
 		return l.e.backlogError()
 	}
 	return nil
+}
+
+// backlogRecheck bounds how long waitForCheckpoint waits without a signal before it looks again
+// at what the backlog's signals do not cover: a repair target, Close.
+const backlogRecheck = 50 * time.Millisecond
+
+// waitForCheckpoint holds the sync loop before it opens another journal file while the backlog
+// is at its bound and a checkpoint is merely behind (see the top of this file). It stops waiting
+// once a checkpoint retires files, once a failure makes appends fail instead, when the engine
+// stops, and when no checkpoint is running or coming (the applier hands one off when it applies
+// a rotated batch; a job folded into a later hand-off comes only with the next rotation, which
+// this wait would hold back): another file is then opened past the bound (sync loop only).
+func (e *Engine) waitForCheckpoint() {
+	if !e.io.checkpointBehind() {
+		return
+	}
+	start := time.Now()
+	for {
+		changed := e.io.backlogChanges()
+		if !e.io.checkpointBehind() || !e.checkpointComing() || e.stoppingNow() {
+			break
+		}
+		t := time.NewTimer(backlogRecheck)
+		select {
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	e.m.backlogWaits.Add(1)
+	e.m.backlogWaitNanos.Add(int64(time.Since(start)))
+}
+
+// checkpointComing reports whether a checkpoint runs or is handed off, or may be: the applier has
+// jobs of the sync loop's not applied yet (sync loop only).
+func (e *Engine) checkpointComing() bool {
+	if e.checkpointer.pending.Load() > 0 {
+		return true
+	}
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.appliedJobs != e.syncLoop.handedJobs
+}
+
+// stoppingNow reports whether Close has stopped the engine's queue.
+func (e *Engine) stoppingNow() bool {
+	e.queue.mu.Lock()
+	defer e.queue.mu.Unlock()
+	return e.queue.stopping
 }
 
 // probeJournal writes one record that means nothing to recovery (the announcement of slot 0,
@@ -207,6 +310,8 @@ func (e *Engine) fillHealthMetrics(m *EngineMetrics) {
 	m.JournalFailing = e.io.journalFailing()
 	m.JournalBacklogFiles = e.io.backlogFiles()
 	m.JournalBacklogLimit = e.io.backlog.maxFiles
+	m.JournalBacklogWaits = e.m.backlogWaits.Load()
+	m.JournalBacklogWait = time.Duration(e.m.backlogWaitNanos.Load())
 	if err := e.Health(); err != nil {
 		m.Unhealthy = strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
 	}

@@ -129,3 +129,118 @@ func TestJournalFailureClearsWithoutTraffic(t *testing.T) {
 	failing.Store(false)
 	poll.Until(t, 10*time.Second, "the journal probe to clear the failure", func() bool { return e.Health() == nil })
 }
+
+// TestLaggingCheckpointDelaysAppends: a checkpoint that is merely slow (its segment fsyncs take
+// long, nothing failed) lets the journal files pile up to MaxJournalBacklog. Appends then wait for
+// it, as for a slow disk, instead of failing: no producer gets an error for a disk that works.
+// The bound still holds (no journal file beyond it is opened), the engine stays healthy, and
+// once the checkpoint finishes every append is acknowledged and survives a crash.
+func TestLaggingCheckpointDelaysAppends(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	fs := &slowSegmentSyncFS{Mem: mem, gate: make(chan struct{})}
+	const jfb = 8 << 10
+	mod := func(o *Options) {
+		o.JournalFileBytes = jfb
+		o.MaxJournalBacklog = 3 * jfb
+		o.DirectWriteBytes = -1
+	}
+	e := openMem(t, fs, mod)
+	l, err := e.OpenLedger(ctx, "lagging")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.holding.Store(true)
+	const n = 60 // about 8 journal files of 1 KiB entries: past the bound of 3
+	type result struct {
+		p   mtypes.Position
+		err error
+	}
+	results := make(chan result, n)
+	data := func(i int) string { return strings.Repeat("l", 1000) + itoaTest(i) }
+	go func() { // one append at a time, each after the one before is acknowledged: a journal file every ~8
+		for i := range n {
+			p, err := l.Append(ctx, []byte(data(i)), int64(i))
+			results <- result{p, err}
+		}
+	}()
+	poll.Until(t, 10*time.Second, "the backlog at its bound with the checkpoint held in a segment fsync", func() bool {
+		m := e.Metrics()
+		return fs.held.Load() > 0 && m.JournalBacklogFiles >= m.JournalBacklogLimit
+	})
+	acked := map[mtypes.Position]string{}
+	i := 0
+	take := func(r result) {
+		if r.err != nil {
+			t.Fatalf("append %d failed while a checkpoint was merely slow: %v", i, r.err)
+		}
+		acked[r.p] = data(i) // acknowledgements come in append order
+		i++
+	}
+	// Everything that fits below the bound is acknowledged; the rest waits.
+	for drained := false; !drained; {
+		select {
+		case r := <-results:
+			take(r)
+		case <-time.After(200 * time.Millisecond):
+			drained = true
+		}
+	}
+	if i == n {
+		t.Fatalf("all %d appends acknowledged past a backlog bound of 3 journal files of %d bytes", n, jfb)
+	}
+	if c := journalFileCount(t, mem); c > 3+1 {
+		t.Fatalf("%d journal files at the bound of 3 (and one made ahead)", c)
+	}
+	if err := e.Health(); err != nil {
+		t.Fatalf("health while a checkpoint is only slow: %v", err)
+	}
+	fs.holding.Store(false)
+	close(fs.gate)
+	for i < n {
+		select {
+		case r := <-results:
+			take(r)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d appends acknowledged 10 s after the checkpoint was let go", i, n)
+		}
+	}
+	if m := e.Metrics(); m.JournalBacklogWaits == 0 || m.JournalBacklogWait <= 0 {
+		t.Fatalf("backlog waits %d (%v): the journal did not wait at the bound", m.JournalBacklogWaits, m.JournalBacklogWait)
+	}
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	e2 := openMem(t, crashed, mod)
+	defer e2.Close()
+	verifyAcked(t, e2, "lagging", acked)
+}
+
+// slowSegmentSyncFS holds every fsync of a segment file while holding is set, until gate closes:
+// a checkpoint that takes long without failing.
+type slowSegmentSyncFS struct {
+	*vfs.Mem
+	holding atomic.Bool
+	held    atomic.Int32
+	gate    chan struct{}
+}
+
+func (s *slowSegmentSyncFS) OpenFile(name string, flag int) (vfs.File, error) {
+	f, err := s.Mem.OpenFile(name, flag)
+	if err != nil || !strings.HasSuffix(name, ".seg") {
+		return f, err
+	}
+	return &slowSyncFile{File: f, fs: s}, nil
+}
+
+type slowSyncFile struct {
+	vfs.File
+	fs *slowSegmentSyncFS
+}
+
+func (f *slowSyncFile) Sync() error {
+	if f.fs.holding.Load() {
+		f.fs.held.Add(1)
+		<-f.fs.gate
+	}
+	return f.File.Sync()
+}

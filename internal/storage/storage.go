@@ -69,7 +69,8 @@ type Options struct {
 	// page cache.
 	BypassCacheBytes int
 	// MaxJournalBacklog bounds the journal kept while checkpoints fail (an I/O error, a full
-	// disk): once that much waits for a checkpoint, appends fail with ErrUnavailable instead of
+	// disk) or lag (then appends wait for them at the bound: health.go): once that much waits for
+	// a checkpoint after a failure, appends fail with ErrUnavailable instead of
 	// filling the disk, until a checkpoint succeeds again (counted in whole journal files, at
 	// least 3; default 8 journal files; see health.go).
 	MaxJournalBacklog int64
@@ -117,15 +118,17 @@ type EngineMetrics struct {
 	LeadCommits         int64  // group commits run on an appender's goroutine (leadcommit.go)
 	LastCheckpointError string // the last checkpoint failure ever (CheckpointFailing says whether they still fail)
 	// I/O failures and what the engine does about them (health.go, repair.go).
-	CheckpointFailures  int64  // checkpoints that failed
-	CheckpointFailing   bool   // the last checkpoint failed (the journal is kept; retried in the background)
-	JournalFailing      bool   // the last journal write or fsync failed
-	RepairsPending      int    // files waiting to be rewritten from the journal after an I/O error
-	Repairs             int64  // files rewritten from the journal after an I/O error
-	RepairFailures      int64  // attempts to rewrite them that failed (retried)
-	JournalBacklogFiles int    // journal files not retired by a checkpoint yet (normally 1-2)
-	JournalBacklogLimit int    // beyond this many, appends fail (Options.MaxJournalBacklog)
-	Unhealthy           string // why Engine.Health fails, "" when it does not
+	CheckpointFailures  int64         // checkpoints that failed
+	CheckpointFailing   bool          // the last checkpoint failed (the journal is kept; retried in the background)
+	JournalFailing      bool          // the last journal write or fsync failed
+	RepairsPending      int           // files waiting to be rewritten from the journal after an I/O error
+	Repairs             int64         // files rewritten from the journal after an I/O error
+	RepairFailures      int64         // attempts to rewrite them that failed (retried)
+	JournalBacklogFiles int           // journal files not retired by a checkpoint yet (normally 1-2)
+	JournalBacklogLimit int           // at this many, appends wait for a checkpoint, or fail while checkpoints fail (Options.MaxJournalBacklog)
+	JournalBacklogWaits int64         // times the journal waited at the bound for a slow checkpoint (appends waited meanwhile)
+	JournalBacklogWait  time.Duration // the time it waited, in all
+	Unhealthy           string        // why Engine.Health fails, "" when it does not
 	// SyncLatency: durations of journal sync rounds (the journal's fdatasync; on the pipelined
 	// path, the usual one with SyncAlways, together with the direct writes' segment fdatasyncs
 	// that run beside it). CommitLatency: from the first append of a group commit until it can

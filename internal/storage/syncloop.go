@@ -384,6 +384,7 @@ func (e *Engine) closeJournal() {
 }
 
 func (e *Engine) openJournal(seq uint64) error {
+	e.waitForCheckpoint()
 	e.closeJournal()
 	f := e.takePreparedJournal(seq) // made ahead of time (nextjournal.go)
 	if f == nil {
