@@ -514,6 +514,11 @@ func (e *Engine) undoDirect(bs ...*batch) {
 		}
 	}
 	for _, cf := range order {
+		if size, err := cf.f.Size(); err == nil && size <= from[cf] {
+			// An earlier undo (of the batches in flight, drainCommits) already cut below it:
+			// truncating would fill the gap with zeros again.
+			continue
+		}
 		if err := cf.f.Truncate(from[cf]); err != nil {
 			e.log.Error("direct write: truncating failed direct data failed; recovery truncates it on the next start",
 				"file", cf.path, "offset", from[cf], "err", err)

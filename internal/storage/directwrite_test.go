@@ -346,3 +346,40 @@ func pendingJournalSeq(e *Engine) uint64 {
 	defer e.queue.mu.Unlock()
 	return e.queue.pending.seq
 }
+
+// TestUndoDirectNeverGrowsAFile: when a journal write fails while earlier batches' fsyncs are in
+// flight and fail too, the sync loop first truncates the earlier batches' direct data and then the
+// failed batch's, which starts later in the same file. The second truncation must not extend the
+// file again with zeros over what the first one cut.
+func TestUndoDirectNeverGrowsAFile(t *testing.T) {
+	mem := vfs.NewMem()
+	e := openMem(t, mem, nil)
+	defer e.Close()
+	p := "/data/undo.seg"
+	f, err := mem.OpenFile(p, vfs.Create|vfs.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 10_000), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	write := func(off int64) *batch {
+		cf, err := e.files.acquire(p, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &batch{direct: []*segWrite{{cf: cf, off: off, direct: true}}}
+	}
+	earlier, failed := write(4_000), write(8_000)
+	e.undoDirect(earlier) // the batches in flight (drainCommits)
+	e.undoDirect(failed)  // then the batch whose journal write failed (commitAsync)
+	f, err = mem.OpenFile(p, vfs.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if size, err := f.Size(); err != nil || size != 4_000 {
+		t.Fatalf("segment size %d (%v) after both undos, want 4000: the later undo grew the file", size, err)
+	}
+}
