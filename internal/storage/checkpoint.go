@@ -41,7 +41,9 @@ type checkpointerState struct {
 	// pending counts the jobs handed off and not finished yet (the sync loop's waitForCheckpoint
 	// reads it).
 	pending atomic.Int32
-	carry   *checkpointJob // a failed checkpoint's files, retried with the next one
+	// probeQueued: a journal probe is queued and not committed yet (probeJournal).
+	probeQueued atomic.Bool
+	carry       *checkpointJob // a failed checkpoint's files, retried with the next one
 	// mu serialises checkpoints (the checkpointer's and Close's final one) with the janitor's
 	// cursor-log compactions (janitor.go).
 	mu      sync.Mutex

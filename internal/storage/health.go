@@ -243,7 +243,8 @@ func (l *Ledger) appendErr() error {
 const backlogRecheck = 50 * time.Millisecond
 
 // waitForCheckpoint holds the sync loop before it opens another journal file while the backlog
-// is at its bound and a checkpoint is merely behind (see the top of this file). It stops waiting
+// is at its bound and a checkpoint is merely behind (see the top of this file). That relies on
+// the checkpointer never waiting for the sync loop (probeJournal does not). It stops waiting
 // once a checkpoint retires files, once a failure makes appends fail instead, when the engine
 // stops, and when no checkpoint is running or coming (the applier hands one off when it applies
 // a rotated batch; a job folded into a later hand-off comes only with the next rotation, which
@@ -253,11 +254,13 @@ func (e *Engine) waitForCheckpoint() {
 		return
 	}
 	start := time.Now()
+	waited := false
 	for {
 		changed := e.io.backlogChanges()
 		if !e.io.checkpointBehind() || !e.checkpointComing() || e.stoppingNow() {
 			break
 		}
+		waited = true
 		t := time.NewTimer(backlogRecheck)
 		select {
 		case <-changed:
@@ -265,8 +268,10 @@ func (e *Engine) waitForCheckpoint() {
 		}
 		t.Stop()
 	}
-	e.m.backlogWaits.Add(1)
-	e.m.backlogWaitNanos.Add(int64(time.Since(start)))
+	if waited {
+		e.m.backlogWaits.Add(1)
+		e.m.backlogWaitNanos.Add(int64(time.Since(start)))
+	}
 }
 
 // checkpointComing reports whether a checkpoint runs or is handed off, or may be: the applier has
@@ -287,17 +292,19 @@ func (e *Engine) stoppingNow() bool {
 	return e.queue.stopping
 }
 
-// probeJournal writes one record that means nothing to recovery (the announcement of slot 0,
-// which no ledger uses) through the journal and waits for its group commit: after a journal
-// failure, a commit that succeeds shows the journal works again even when nothing else is being
-// appended (checkpointer only).
+// probeJournal queues one record that means nothing to recovery (the announcement of slot 0,
+// which no ledger uses) for the journal: after a journal failure, a commit that succeeds shows
+// the journal works again even when nothing else is being appended (checkpointer only). It does
+// not wait for the commit, and queues no second probe while one is queued: the checkpointer never
+// waits for the sync loop, which may itself be waiting for a checkpoint (waitForCheckpoint).
 func (e *Engine) probeJournal() {
-	done := make(chan struct{})
+	if !e.checkpointer.probeQueued.CompareAndSwap(false, true) {
+		return
+	}
 	e.enqueue(nil, func(b *batch) item {
 		b.buf = appendAnnounce(b.buf, 0, "")
-		return item{kind: kBarrier, done: func(mtypes.Position, error) { close(done) }}
+		return item{kind: kBarrier, done: func(mtypes.Position, error) { e.checkpointer.probeQueued.Store(false) }}
 	})
-	<-done
 }
 
 // fillHealthMetrics adds the failure and backlog figures to m.

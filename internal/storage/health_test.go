@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -238,6 +239,79 @@ type slowSyncFile struct {
 }
 
 func (f *slowSyncFile) Sync() error {
+	if f.fs.holding.Load() {
+		f.fs.held.Add(1)
+		<-f.fs.gate
+	}
+	return f.File.Sync()
+}
+
+// TestJournalProbeDoesNotWaitForTheSyncLoop: the checkpointer's journal probe only queues its
+// record. The sync loop may be waiting for a checkpoint (waitForCheckpoint); a checkpointer that
+// waited for the probe's commit would then wait for the sync loop, and neither would go on.
+// Here the sync loop is held in a journal fsync: the probe must return all the same, and its
+// record is committed once the fsync is let go.
+func TestJournalProbeDoesNotWaitForTheSyncLoop(t *testing.T) {
+	ctx := context.Background()
+	fs := &heldJournalSyncFS{Mem: vfs.NewMem(), gate: make(chan struct{})}
+	e := openMem(t, fs, nil)
+	defer e.Close()
+	var release sync.Once
+	letGo := func() {
+		release.Do(func() {
+			fs.holding.Store(false)
+			close(fs.gate)
+		})
+	}
+	defer letGo() // before Close, also when the test fails
+	l, err := e.OpenLedger(ctx, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 1)
+	fs.holding.Store(true)
+	acked := make(chan error, 1)
+	l.AppendAsync([]byte("held"), 1, func(_ mtypes.Position, err error) { acked <- err })
+	poll.Until(t, 10*time.Second, "the sync loop held in a journal fsync", func() bool { return fs.held.Load() > 0 })
+	probed := make(chan struct{})
+	go func() {
+		e.probeJournal()
+		close(probed)
+	}()
+	select {
+	case <-probed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the journal probe waited for the sync loop")
+	}
+	letGo()
+	if err := <-acked; err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the probe's record committed", func() bool { return !e.checkpointer.probeQueued.Load() })
+}
+
+// heldJournalSyncFS holds every fsync of a journal file while holding is set, until gate closes.
+type heldJournalSyncFS struct {
+	*vfs.Mem
+	holding atomic.Bool
+	held    atomic.Int32
+	gate    chan struct{}
+}
+
+func (s *heldJournalSyncFS) OpenFile(name string, flag int) (vfs.File, error) {
+	f, err := s.Mem.OpenFile(name, flag)
+	if err != nil || !strings.HasSuffix(name, ".jnl") {
+		return f, err
+	}
+	return &heldJournalFile{File: f, fs: s}, nil
+}
+
+type heldJournalFile struct {
+	vfs.File
+	fs *heldJournalSyncFS
+}
+
+func (f *heldJournalFile) Sync() error {
 	if f.fs.holding.Load() {
 		f.fs.held.Add(1)
 		<-f.fs.gate
