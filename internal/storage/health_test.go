@@ -138,8 +138,8 @@ func TestJournalFailureClearsWithoutTraffic(t *testing.T) {
 // once the checkpoint finishes every append is acknowledged and survives a crash.
 func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewMem()
-	fs := &slowSegmentSyncFS{Mem: mem, gate: make(chan struct{})}
+	fs := newHeldSyncFS(".seg") // the checkpoint's segment fsyncs
+	mem := fs.Mem
 	const jfb = 8 << 10
 	mod := func(o *Options) {
 		o.JournalFileBytes = jfb
@@ -216,29 +216,34 @@ func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 	verifyAcked(t, e2, "lagging", acked)
 }
 
-// slowSegmentSyncFS holds every fsync of a segment file while holding is set, until gate closes:
-// a checkpoint that takes long without failing.
-type slowSegmentSyncFS struct {
+// heldSyncFS holds every fsync of the files whose names end in suffix while holding is set,
+// until gate closes: a disk that takes long without failing.
+type heldSyncFS struct {
 	*vfs.Mem
+	suffix  string
 	holding atomic.Bool
 	held    atomic.Int32
 	gate    chan struct{}
 }
 
-func (s *slowSegmentSyncFS) OpenFile(name string, flag int) (vfs.File, error) {
+func newHeldSyncFS(suffix string) *heldSyncFS {
+	return &heldSyncFS{Mem: vfs.NewMem(), suffix: suffix, gate: make(chan struct{})}
+}
+
+func (s *heldSyncFS) OpenFile(name string, flag int) (vfs.File, error) {
 	f, err := s.Mem.OpenFile(name, flag)
-	if err != nil || !strings.HasSuffix(name, ".seg") {
+	if err != nil || !strings.HasSuffix(name, s.suffix) {
 		return f, err
 	}
-	return &slowSyncFile{File: f, fs: s}, nil
+	return &heldSyncFile{File: f, fs: s}, nil
 }
 
-type slowSyncFile struct {
+type heldSyncFile struct {
 	vfs.File
-	fs *slowSegmentSyncFS
+	fs *heldSyncFS
 }
 
-func (f *slowSyncFile) Sync() error {
+func (f *heldSyncFile) Sync() error {
 	if f.fs.holding.Load() {
 		f.fs.held.Add(1)
 		<-f.fs.gate
@@ -253,7 +258,7 @@ func (f *slowSyncFile) Sync() error {
 // record is committed once the fsync is let go.
 func TestJournalProbeDoesNotWaitForTheSyncLoop(t *testing.T) {
 	ctx := context.Background()
-	fs := &heldJournalSyncFS{Mem: vfs.NewMem(), gate: make(chan struct{})}
+	fs := newHeldSyncFS(".jnl")
 	e := openMem(t, fs, nil)
 	defer e.Close()
 	var release sync.Once
@@ -288,33 +293,4 @@ func TestJournalProbeDoesNotWaitForTheSyncLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, "the probe's record committed", func() bool { return !e.checkpointer.probeQueued.Load() })
-}
-
-// heldJournalSyncFS holds every fsync of a journal file while holding is set, until gate closes.
-type heldJournalSyncFS struct {
-	*vfs.Mem
-	holding atomic.Bool
-	held    atomic.Int32
-	gate    chan struct{}
-}
-
-func (s *heldJournalSyncFS) OpenFile(name string, flag int) (vfs.File, error) {
-	f, err := s.Mem.OpenFile(name, flag)
-	if err != nil || !strings.HasSuffix(name, ".jnl") {
-		return f, err
-	}
-	return &heldJournalFile{File: f, fs: s}, nil
-}
-
-type heldJournalFile struct {
-	vfs.File
-	fs *heldJournalSyncFS
-}
-
-func (f *heldJournalFile) Sync() error {
-	if f.fs.holding.Load() {
-		f.fs.held.Add(1)
-		<-f.fs.gate
-	}
-	return f.File.Sync()
 }
