@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,8 +137,8 @@ func TestJournalFailureClearsWithoutTraffic(t *testing.T) {
 // once the checkpoint finishes every append is acknowledged and survives a crash.
 func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 	ctx := context.Background()
-	fs := newHeldSyncFS(".seg") // the checkpoint's segment fsyncs
-	mem := fs.Mem
+	mem := vfs.NewMem()
+	fs := &stallFS{FS: mem}
 	const jfb = 8 << 10
 	mod := func(o *Options) {
 		o.JournalFileBytes = jfb
@@ -151,7 +150,10 @@ func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs.holding.Store(true)
+	fs.mu.Lock()
+	fs.segGate = make(chan struct{}) // the checkpoint's segment fsyncs wait
+	fs.mu.Unlock()
+	defer fs.release()
 	const n = 60 // about 8 journal files of 1 KiB entries: past the bound of 3
 	type result struct {
 		p   mtypes.Position
@@ -167,7 +169,7 @@ func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 	}()
 	poll.Until(t, 10*time.Second, "the backlog at its bound with the checkpoint held in a segment fsync", func() bool {
 		m := e.Metrics()
-		return fs.held.Load() > 0 && m.JournalBacklogFiles >= m.JournalBacklogLimit
+		return fs.segStalled.Load() > 0 && m.JournalBacklogFiles >= m.JournalBacklogLimit
 	})
 	acked := map[mtypes.Position]string{}
 	i := 0
@@ -196,8 +198,7 @@ func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 	if err := e.Health(); err != nil {
 		t.Fatalf("health while a checkpoint is only slow: %v", err)
 	}
-	fs.holding.Store(false)
-	close(fs.gate)
+	fs.release()
 	for i < n {
 		select {
 		case r := <-results:
@@ -216,41 +217,6 @@ func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 	verifyAcked(t, e2, "lagging", acked)
 }
 
-// heldSyncFS holds every fsync of the files whose names end in suffix while holding is set,
-// until gate closes: a disk that takes long without failing.
-type heldSyncFS struct {
-	*vfs.Mem
-	suffix  string
-	holding atomic.Bool
-	held    atomic.Int32
-	gate    chan struct{}
-}
-
-func newHeldSyncFS(suffix string) *heldSyncFS {
-	return &heldSyncFS{Mem: vfs.NewMem(), suffix: suffix, gate: make(chan struct{})}
-}
-
-func (s *heldSyncFS) OpenFile(name string, flag int) (vfs.File, error) {
-	f, err := s.Mem.OpenFile(name, flag)
-	if err != nil || !strings.HasSuffix(name, s.suffix) {
-		return f, err
-	}
-	return &heldSyncFile{File: f, fs: s}, nil
-}
-
-type heldSyncFile struct {
-	vfs.File
-	fs *heldSyncFS
-}
-
-func (f *heldSyncFile) Sync() error {
-	if f.fs.holding.Load() {
-		f.fs.held.Add(1)
-		<-f.fs.gate
-	}
-	return f.File.Sync()
-}
-
 // TestJournalProbeDoesNotWaitForTheSyncLoop: the checkpointer's journal probe only queues its
 // record. The sync loop may be waiting for a checkpoint (waitForCheckpoint); a checkpointer that
 // waited for the probe's commit would then wait for the sync loop, and neither would go on.
@@ -258,26 +224,19 @@ func (f *heldSyncFile) Sync() error {
 // record is committed once the fsync is let go.
 func TestJournalProbeDoesNotWaitForTheSyncLoop(t *testing.T) {
 	ctx := context.Background()
-	fs := newHeldSyncFS(".jnl")
+	fs := &stallFS{FS: vfs.NewMem()}
 	e := openMem(t, fs, nil)
 	defer e.Close()
-	var release sync.Once
-	letGo := func() {
-		release.Do(func() {
-			fs.holding.Store(false)
-			close(fs.gate)
-		})
-	}
-	defer letGo() // before Close, also when the test fails
+	defer fs.release() // before Close, also when the test fails
 	l, err := e.OpenLedger(ctx, "probe")
 	if err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, l, 1)
-	fs.holding.Store(true)
+	fs.stall() // journal fsyncs wait
 	acked := make(chan error, 1)
 	l.AppendAsync([]byte("held"), 1, func(_ mtypes.Position, err error) { acked <- err })
-	poll.Until(t, 10*time.Second, "the sync loop held in a journal fsync", func() bool { return fs.held.Load() > 0 })
+	poll.Until(t, 10*time.Second, "the sync loop held in a journal fsync", func() bool { return fs.stalled.Load() > 0 })
 	probed := make(chan struct{})
 	go func() {
 		e.probeJournal()
@@ -288,7 +247,7 @@ func TestJournalProbeDoesNotWaitForTheSyncLoop(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the journal probe waited for the sync loop")
 	}
-	letGo()
+	fs.release()
 	if err := <-acked; err != nil {
 		t.Fatal(err)
 	}
