@@ -634,6 +634,11 @@ func (r *replayer) truncateSeg(rs *replaySeg, count bool) error {
 // record filled it and no valid entry continued it.
 func (r *replayer) cutHoleTails() error {
 	for _, rs := range r.segs {
+		if rs.skip {
+			// A gap fences the ledger (remainingGaps): what follows may be the only copy of
+			// acknowledged entries, kept for the fenced ledger's readers and for Repair.
+			continue
+		}
 		if (rs.refilling && rs.badOff >= 0) || (rs.lostHeader && rs.next == 0) {
 			if err := r.truncateSeg(rs, true); err != nil {
 				return err
