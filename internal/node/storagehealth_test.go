@@ -127,7 +127,7 @@ func TestReadinessAndMetricsFollowStorageFailures(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"meridian_storage_checkpoints_total", "meridian_storage_recovered_torn_tails_total", "meridian_storage_cache_bytes",
-		"meridian_storage_journal_backlog_waits_total", "meridian_storage_journal_backlog_wait_seconds_total"} {
+		"meridian_storage_journal_backlog_waits_total", "meridian_storage_journal_backlog_wait_seconds_total", "meridian_storage_lead_commits_total"} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("%s not exported", name)
 		}
