@@ -634,11 +634,6 @@ func (r *replayer) truncateSeg(rs *replaySeg, count bool) error {
 // record filled it and no valid entry continued it.
 func (r *replayer) cutHoleTails() error {
 	for _, rs := range r.segs {
-		if rs.skip {
-			// A gap fences the ledger (remainingGaps): what follows may be the only copy of
-			// acknowledged entries, kept for the fenced ledger's readers and for Repair.
-			continue
-		}
 		if (rs.refilling && rs.badOff >= 0) || (rs.lostHeader && rs.next == 0) {
 			if err := r.truncateSeg(rs, true); err != nil {
 				return err
@@ -798,24 +793,38 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 	defer e.files.release(cf)
 	hdr := make([]byte, headerSize)
 	n, _ := cf.f.ReadAt(hdr, 0)
+	headerLost := false
 	if hid, herr := parseHeader(hdr[:n], magicSegment); herr != nil || int64(hid) != id {
 		if size > headerSize && herr == nil {
 			return fmt.Errorf("%w: segment %s has id %d", ErrCorrupt, rs.path, hid)
 		}
-		// New, or its header never became durable: the header is written again in place. What
-		// follows it is kept only if the journal refills entry 0 and valid entries continue
-		// after that (adoptAfterHole: the header was lost with the first entries to a failed
-		// writeback, later direct writes were made durable); else cutHoleTails cuts it.
+		// New, or its header never became durable, or damaged: the header is written again in
+		// place. When entry 0's record follows it, the header alone was lost (damaged after its
+		// entries were checkpointed): the records are scanned as in any segment (each has its
+		// own checksum and id), else they may be the only copy of acknowledged entries the
+		// journal no longer holds. Otherwise what follows is kept only if the journal refills
+		// entry 0 and valid entries continue after that (adoptAfterHole: the header was lost
+		// with the first entries to a failed writeback, later direct writes were made durable);
+		// else cutHoleTails cuts it.
 		if _, err := cf.f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0); err != nil {
 			return fmt.Errorf("storage: replay segment header: %w", err)
 		}
-		rs.end = headerSize
-		if size > headerSize {
-			rs.badOff, rs.lostHeader = headerSize, true
-		}
 		r.files[rs.path] = struct{}{}
 		r.dirs[rs.dir] = struct{}{}
-		return nil
+		rs.end = headerSize
+		if size <= headerSize {
+			return nil
+		}
+		entries, err := recordContinuesAt(cf.f, headerSize, size, 0)
+		if err != nil {
+			return fmt.Errorf("storage: replay scan: %w", err)
+		}
+		if !entries {
+			rs.badOff, rs.lostHeader = headerSize, true
+			return nil
+		}
+		e.log.Warn("replay: segment header unreadable, entry 0 behind it; header written again", "segment", rs.path)
+		headerLost = true
 	}
 	rs.end = headerSize
 	voidFrom, hasVoid := r.voidFrom[id]
@@ -846,6 +855,9 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 		bad = -1
 	}
 	rs.badOff = bad
+	if headerLost && rs.next == 0 && bad >= 0 {
+		rs.lostHeader = true // entry 0's record did not check out: as if it was lost with the header
+	}
 	if voidedAt >= 0 || (hasVoid && bad >= 0 && rs.next >= voidFrom) {
 		// Entries a void record says were never acknowledged, written to the segment before their
 		// ledger was fenced (direct writes of a failed batch, directwrite.go, or the applier's
