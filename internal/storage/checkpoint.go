@@ -120,13 +120,16 @@ func (e *Engine) runCheckpointer() {
 }
 
 // maintain retries what an I/O error left undone: the repairs (on the applier), the checkpoint
-// that failed, and a probe of a failing journal (checkpointer only).
+// that failed, and a probe of a failing journal (checkpointer only). The repairs are requested
+// before the probe is queued: a repair item in a batch of its own reaches the applier without a
+// journal write (repairs need not wait for the journal to work again); in the probe's batch, a
+// failing journal write would fail it.
 func (e *Engine) maintain() {
-	if e.io.journalFailing() {
-		e.probeJournal()
-	}
 	if e.repairsPending() > 0 {
 		e.requestRepairs()
+	}
+	if e.io.journalFailing() {
+		e.probeJournal()
 	}
 	if e.checkpointer.carry != nil {
 		job := *e.checkpointer.carry
