@@ -73,7 +73,8 @@
 // fails Open with ErrCorrupt. A segment named by a void record is cut where its first voided
 // entry starts, whether that entry's record is complete or torn (the write of an entry that was
 // never acknowledged, interrupted by the crash). A gap — the journal continues a segment past
-// entries the segment does not hold, without a void record for the ledger and without a later
+// entries the segment does not hold (entries from a void record's first voided one on are never
+// applied, so they make no gap), without a later
 // trim of that segment in the replayed journal (a trim whose file removal became durable before
 // the crash leaves the segment's replayed entries nowhere to go) — writes a FENCED marker into
 // the ledger's directory: that ledger opens fenced (readable, not writable) and the log says why. Loading a ledger scans

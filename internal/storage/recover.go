@@ -86,7 +86,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		seqs = seqs[:len(seqs)-1]
 	}
 	r := &replayer{e: e, segs: map[int64]*replaySeg{}, logs: map[string]int64{}, files: map[string]struct{}{},
-		dirs: map[string]struct{}{}, gaps: map[int64]replayGap{}, voided: map[string]bool{},
+		dirs: map[string]struct{}{}, gaps: map[int64]replayGap{},
 		deletedSlots: map[uint32]bool{}, voidFrom: map[int64]int64{}, cursorBodies: journalCursorBodies{}}
 	// Void records name entries that were never acknowledged (their ledger was fenced before
 	// they were applied); they may precede the void record, so collect them first.
@@ -219,14 +219,17 @@ type replaySeg struct {
 // the entries the segment holds, and nothing replayed says those entries were never acknowledged.
 type replayGap struct {
 	name, why string
+	first     int64 // the first entry missing from the segment
 }
 
-// remainingGaps lists the gaps that fence their ledgers, by ledger id: those of ledgers without a
-// void record (a fenced ledger's journal may continue past what its segments hold).
+// remainingGaps lists the gaps that fence their ledgers, by ledger id: those that no void record
+// explains. A fenced ledger's journal may continue past what its segment holds, with the entries
+// from the void record's first voided one on, which were never acknowledged; a gap that starts
+// before that entry misses acknowledged entries all the same.
 func (r *replayer) remainingGaps() []replayGap {
 	ids := make([]int64, 0, len(r.gaps))
 	for id, g := range r.gaps {
-		if !r.voided[g.name] {
+		if v, voided := r.voidFrom[id]; !voided || g.first < v {
 			ids = append(ids, id)
 		}
 	}
@@ -251,7 +254,6 @@ type replayer struct {
 	// gaps: segments the journal continues past the entries they hold, by ledger id (a later trim
 	// or delete of the segment in the replayed journal takes its gap back: remainingGaps).
 	gaps        map[int64]replayGap
-	voided      map[string]bool
 	maxLedgerID int64
 	// Slots are unique within one engine run, and every replayed journal file is from the last run.
 	deletedSlots map[uint32]bool
@@ -481,7 +483,6 @@ func (r *replayer) apply(slots map[uint32]string, body []byte) error {
 		e.legacyDirs.forget(name)
 		r.dirs[e.ledgersDir] = struct{}{}
 	case jVoid:
-		r.voided[name] = true
 		// A failed batch's direct writes may still be in the segment: scanning it truncates
 		// them (scanSegment stops at the first voided entry).
 		for p := rest; len(p) >= 16; p = p[16:] {
@@ -573,7 +574,7 @@ func (r *replayer) applyEntryRef(name, dir string, ref entryRef) error {
 		r.skipped += int(ref.count)
 	case ref.first > rs.next:
 		rs.skip = true
-		r.gaps[ref.ledgerID] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal references direct writes from %d", ref.ledgerID, rs.next-1, ref.first)}
+		r.gaps[ref.ledgerID] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal references direct writes from %d", ref.ledgerID, rs.next-1, ref.first), rs.next}
 	case rs.next >= ref.first+ref.count:
 		r.skipped += int(ref.count)
 	default:
@@ -674,7 +675,7 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 	}
 	if eid > rs.next {
 		rs.skip = true
-		r.gaps[id] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal continues at %d", id, rs.next-1, eid)}
+		r.gaps[id] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal continues at %d", id, rs.next-1, eid), rs.next}
 		return nil
 	}
 	cf, err := e.files.acquire(rs.path, false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -303,4 +304,55 @@ func TestLostSegmentHeaderKeepsTheEntriesBehindIt(t *testing.T) {
 	e = openMem(t, crashed, mod)
 	defer e.Close()
 	verifyAcked(t, e, "lost/header", acked)
+}
+
+// TestVoidDoesNotExplainAGapBelowIt: a ledger fenced at runtime has a void record naming the
+// entries from which nothing was acknowledged. A gap in its segment that starts below that entry
+// misses acknowledged entries all the same (here the segment's header and first record were
+// damaged after a checkpoint, so it holds nothing the journal can continue): the ledger must open
+// fenced, not as an empty ledger that silently lost every entry.
+func TestVoidDoesNotExplainAGapBelowIt(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	e := openMem(t, mem, mod)
+	l, err := e.OpenLedger(ctx, "void/gap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 10)
+	start := e.Metrics().Checkpoints
+	if err := e.rotateJournalThrough(ctx, "void/gap-barrier", pendingJournalSeq(e)); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the checkpoint of the first 10 entries", func() bool { return e.Metrics().Checkpoints > start })
+	appendN(t, l, 5) // in the journal only: the crash drops the segment's unsynced writes
+	seg := segPath(l.dirPath(), l.Segments()[0].ID)
+	l.fence(errors.New("test: fenced at runtime")) // a void record from entry 15 on
+	other, err := e.OpenLedger(ctx, "void/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, other, 1) // a group commit after the void record: it is durable
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+
+	f, err := crashed.OpenFile(seg, vfs.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(strings.Repeat("damaged!", 8)), 0); err != nil { // header and entry 0
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	e = openMem(t, crashed, mod)
+	defer e.Close()
+	l, err = e.OpenLedger(ctx, "void/gap")
+	if err == nil && l.Err() == nil {
+		t.Fatalf("ledger opens unfenced with %d entries after losing its 15 acknowledged ones", l.Entries())
+	}
 }
