@@ -219,19 +219,18 @@ type replaySeg struct {
 // the entries the segment holds, and nothing replayed says those entries were never acknowledged.
 type replayGap struct {
 	name, why string
-	first     int64 // the first entry missing from the segment
 }
 
-// remainingGaps lists the gaps that fence their ledgers, by ledger id: those that no void record
-// explains. A fenced ledger's journal may continue past what its segment holds, with the entries
-// from the void record's first voided one on, which were never acknowledged; a gap that starts
-// before that entry misses acknowledged entries all the same.
+// remainingGaps lists the gaps that fence their ledgers, one per ledger, by ledger id. Every gap
+// the replay records misses acknowledged entries: a fenced ledger's journal may continue past
+// what its segment holds, but only with entries from its void record's first voided one on,
+// which were never acknowledged, and the replay skips those before it looks for a gap (the void
+// records are read first). So no void record takes a gap back; a later trim or delete of the
+// segment does (the replay then drops the gap).
 func (r *replayer) remainingGaps() []replayGap {
 	ids := make([]int64, 0, len(r.gaps))
-	for id, g := range r.gaps {
-		if v, voided := r.voidFrom[id]; !voided || g.first < v {
-			ids = append(ids, id)
-		}
+	for id := range r.gaps {
+		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	out := make([]replayGap, 0, len(ids))
@@ -574,7 +573,7 @@ func (r *replayer) applyEntryRef(name, dir string, ref entryRef) error {
 		r.skipped += int(ref.count)
 	case ref.first > rs.next:
 		rs.skip = true
-		r.gaps[ref.ledgerID] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal references direct writes from %d", ref.ledgerID, rs.next-1, ref.first), rs.next}
+		r.gaps[ref.ledgerID] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal references direct writes from %d", ref.ledgerID, rs.next-1, ref.first)}
 	case rs.next >= ref.first+ref.count:
 		r.skipped += int(ref.count)
 	default:
@@ -675,7 +674,7 @@ func (r *replayer) applyEntry(name, dir string, id, eid int64, rec []byte) error
 	}
 	if eid > rs.next {
 		rs.skip = true
-		r.gaps[id] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal continues at %d", id, rs.next-1, eid), rs.next}
+		r.gaps[id] = replayGap{name, fmt.Sprintf("segment %d holds entries up to %d, the journal continues at %d", id, rs.next-1, eid)}
 		return nil
 	}
 	cf, err := e.files.acquire(rs.path, false)
