@@ -276,30 +276,13 @@ func TestLostSegmentHeaderKeepsTheEntriesBehindIt(t *testing.T) {
 		}
 	}
 	appendSome(0, 10)
-	start := e.Metrics().Checkpoints
-	if err := e.rotateJournalThrough(ctx, "lost/header-barrier", pendingJournalSeq(e)); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 10*time.Second, "the checkpoint of the first 10 entries", func() bool { return e.Metrics().Checkpoints > start })
+	checkpointAll(t, e)
 	appendSome(10, 5) // in the journal only: the crash drops the segment's unsynced writes
 	seg := segPath(l.dirPath(), l.Segments()[0].ID)
 	crashed := mem.Crash(nil)
 	_ = e.Close()
 
-	f, err := crashed.OpenFile(seg, vfs.ReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if size, err := f.Size(); err != nil || size <= headerSize {
-		t.Fatalf("segment size %d (%v) after the crash: the checkpointed entries are not in it", size, err)
-	}
-	if _, err := f.WriteAt([]byte("damaged!"), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
+	damageAfterCrash(t, crashed, seg, []byte("damaged!")) // the header only
 
 	e = openMem(t, crashed, mod)
 	defer e.Close()
@@ -321,11 +304,7 @@ func TestVoidDoesNotExplainAGapBelowIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, l, 10)
-	start := e.Metrics().Checkpoints
-	if err := e.rotateJournalThrough(ctx, "void/gap-barrier", pendingJournalSeq(e)); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 10*time.Second, "the checkpoint of the first 10 entries", func() bool { return e.Metrics().Checkpoints > start })
+	checkpointAll(t, e)
 	appendN(t, l, 5) // in the journal only: the crash drops the segment's unsynced writes
 	seg := segPath(l.dirPath(), l.Segments()[0].ID)
 	l.fence(errors.New("test: fenced at runtime")) // a void record from entry 15 on
@@ -337,22 +316,43 @@ func TestVoidDoesNotExplainAGapBelowIt(t *testing.T) {
 	crashed := mem.Crash(nil)
 	_ = e.Close()
 
-	f, err := crashed.OpenFile(seg, vfs.ReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte(strings.Repeat("damaged!", 8)), 0); err != nil { // header and entry 0
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
+	damageAfterCrash(t, crashed, seg, []byte(strings.Repeat("damaged!", 8))) // the header and entry 0
 
 	e = openMem(t, crashed, mod)
 	defer e.Close()
 	l, err = e.OpenLedger(ctx, "void/gap")
 	if err == nil && l.Err() == nil {
 		t.Fatalf("ledger opens unfenced with %d entries after losing its 15 acknowledged ones", l.Entries())
+	}
+}
+
+// checkpointAll rotates the journal and waits for a checkpoint: what was appended so far is
+// durable in its segment files, and no journal file to replay holds it.
+func checkpointAll(t *testing.T, e *Engine) {
+	t.Helper()
+	start := e.Metrics().Checkpoints
+	if err := e.rotateJournalThrough(context.Background(), "checkpoint-barrier", pendingJournalSeq(e)); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "a checkpoint of everything appended so far", func() bool { return e.Metrics().Checkpoints > start })
+}
+
+// damageAfterCrash overwrites the start of segment file p, which must hold more than its header,
+// with b, durably: damage found on the disk after a crash.
+func damageAfterCrash(t *testing.T, fs vfs.FS, p string, b []byte) {
+	t.Helper()
+	f, err := fs.OpenFile(p, vfs.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if size, err := f.Size(); err != nil || size <= headerSize {
+		t.Fatalf("segment size %d (%v) after the crash: the checkpointed entries are not in it", size, err)
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
 	}
 }
