@@ -70,8 +70,11 @@ func (l *Ledger) load(ctx context.Context) error {
 			}
 		}
 		if seg.entries == 0 {
-			_ = e.fs.Remove(segPath(l.dirPath(), id))
-			_ = e.fs.Remove(idxPath(l.dirPath(), id))
+			if err == nil {
+				// An empty segment (a current one the ledger never wrote to): nothing to keep.
+				_ = e.fs.Remove(segPath(l.dirPath(), id))
+				_ = e.fs.Remove(idxPath(l.dirPath(), id))
+			} // else corrupt from its first record: kept for Repair, the ledger fenced
 			continue
 		}
 		seg.written = seg.entries

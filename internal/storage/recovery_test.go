@@ -356,3 +356,66 @@ func damageAfterCrash(t *testing.T, fs vfs.FS, p string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestCorruptSegmentWithNoReadableEntryIsKept: a segment no journal file names any more (its
+// entries checkpointed) whose header and first record are damaged holds no entry loading can
+// read. The ledger opens fenced as corrupt, and the file must stay for Repair: removed as an
+// empty segment, the next open would show an empty, healthy ledger that silently lost them all.
+func TestCorruptSegmentWithNoReadableEntryIsKept(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	e := openMem(t, mem, mod)
+	l, err := e.OpenLedger(ctx, "corrupt/first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 10)
+	checkpointAll(t, e)
+	seg := segPath(l.dirPath(), l.Segments()[0].ID)
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	for _, damage := range [][]byte{
+		[]byte(strings.Repeat("damaged!", 8)),                                               // the header and entry 0
+		append(append([]byte(nil), segHeaderOf(t, crashed, seg)...), []byte("damaged!")...), // entry 0 only
+	} {
+		checkDamagedSegmentKept(t, crashed, mod, seg, damage)
+	}
+}
+
+// segHeaderOf reads the header of segment file p.
+func segHeaderOf(t *testing.T, fs vfs.FS, p string) []byte {
+	t.Helper()
+	f, err := fs.OpenFile(p, vfs.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := make([]byte, headerSize)
+	if _, err := f.ReadAt(h, 0); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// checkDamagedSegmentKept damages a copy of fs's segment p with damage and opens its ledger
+// twice: fenced both times, the file still there.
+func checkDamagedSegmentKept(t *testing.T, fs *vfs.Mem, mod func(*Options), seg string, damage []byte) {
+	t.Helper()
+	ctx := context.Background()
+	crashed := fs.Crash(nil) // a copy: each kind of damage starts from the same files
+	damageAfterCrash(t, crashed, seg, damage)
+	for open := 1; open <= 2; open++ {
+		e := openMem(t, crashed, mod)
+		l, err := e.OpenLedger(ctx, "corrupt/first")
+		if err == nil && l.Err() == nil {
+			_ = e.Close()
+			t.Fatalf("open %d: ledger unfenced with %d entries after its only segment was damaged", open, l.Entries())
+		}
+		if _, err := crashed.Stat(seg); err != nil {
+			_ = e.Close()
+			t.Fatalf("open %d: the damaged segment is gone (%v): nothing is left to repair", open, err)
+		}
+		_ = e.Close()
+	}
+}
