@@ -34,12 +34,7 @@ func TestJournalBacklogBoundRefusesAppends(t *testing.T) {
 		}
 		return nil
 	})
-	const jfb = 8 << 10
-	mod := func(o *Options) {
-		o.JournalFileBytes = jfb
-		o.MaxJournalBacklog = 3 * jfb
-		o.DirectWriteBytes = -1
-	}
+	mod := backlogOptions
 	e := openMem(t, mem, mod)
 	l, err := e.OpenLedger(ctx, "backlog") // its ledger id is reserved in the state file
 	if err != nil {
@@ -93,6 +88,18 @@ func TestJournalBacklogBoundRefusesAppends(t *testing.T) {
 	verifyAcked(t, e2, "backlog", acked)
 }
 
+// backlogJournalBytes is the journal file size of the backlog tests: a backlog of 3 files fills
+// after a few dozen 1 KiB appends.
+const backlogJournalBytes = 8 << 10
+
+// backlogOptions bounds the journal backlog at 3 small journal files, segments written through
+// the page cache (so checkpoints fsync them).
+func backlogOptions(o *Options) {
+	o.JournalFileBytes = backlogJournalBytes
+	o.MaxJournalBacklog = 3 * backlogJournalBytes
+	o.DirectWriteBytes = -1
+}
+
 func itoaTest(i int) string { return string(rune('0'+i%10)) + strings.Repeat("i", i/10) }
 
 // TestJournalFailureClearsWithoutTraffic: a failed journal fsync makes the engine unhealthy
@@ -139,12 +146,7 @@ func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
 	fs := &stallFS{FS: mem}
-	const jfb = 8 << 10
-	mod := func(o *Options) {
-		o.JournalFileBytes = jfb
-		o.MaxJournalBacklog = 3 * jfb
-		o.DirectWriteBytes = -1
-	}
+	mod := backlogOptions
 	e := openMem(t, fs, mod)
 	l, err := e.OpenLedger(ctx, "lagging")
 	if err != nil {
@@ -190,7 +192,7 @@ func TestLaggingCheckpointDelaysAppends(t *testing.T) {
 		}
 	}
 	if i == n {
-		t.Fatalf("all %d appends acknowledged past a backlog bound of 3 journal files of %d bytes", n, jfb)
+		t.Fatalf("all %d appends acknowledged past a backlog bound of 3 journal files of %d bytes", n, backlogJournalBytes)
 	}
 	if c := journalFileCount(t, mem); c > 3+1 {
 		t.Fatalf("%d journal files at the bound of 3 (and one made ahead)", c)

@@ -257,13 +257,7 @@ func openUnfenced(t *testing.T, e *Engine, name string) *Ledger {
 // every checkpointed entry was lost.
 func TestLostSegmentHeaderKeepsTheEntriesBehindIt(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewMem()
-	mod := func(o *Options) { o.DirectWriteBytes = -1 }
-	e := openMem(t, mem, mod)
-	l, err := e.OpenLedger(ctx, "lost/header")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, mod, e, l := pageCacheLedger(t, "lost/header")
 	acked := map[mtypes.Position]string{}
 	appendSome := func(from, n int) {
 		for i := from; i < from+n; i++ {
@@ -296,13 +290,7 @@ func TestLostSegmentHeaderKeepsTheEntriesBehindIt(t *testing.T) {
 // fenced, not as an empty ledger that silently lost every entry.
 func TestVoidDoesNotExplainAGapBelowIt(t *testing.T) {
 	ctx := context.Background()
-	mem := vfs.NewMem()
-	mod := func(o *Options) { o.DirectWriteBytes = -1 }
-	e := openMem(t, mem, mod)
-	l, err := e.OpenLedger(ctx, "void/gap")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, mod, e, l := pageCacheLedger(t, "void/gap")
 	appendN(t, l, 10)
 	checkpointAll(t, e)
 	appendN(t, l, 5) // in the journal only: the crash drops the segment's unsynced writes
@@ -358,18 +346,12 @@ func damageAfterCrash(t *testing.T, fs vfs.FS, p string, b []byte) {
 }
 
 // TestCorruptSegmentWithNoReadableEntryIsKept: a segment no journal file names any more (its
-// entries checkpointed) whose header and first record are damaged holds no entry loading can
-// read. The ledger opens fenced as corrupt, and the file must stay for Repair: removed as an
-// empty segment, the next open would show an empty, healthy ledger that silently lost them all.
+// entries checkpointed) whose first record is damaged (with its header, or alone) holds no entry
+// loading can read. The ledger opens fenced as corrupt, and the file must stay for Repair:
+// removed as an empty segment, the next open would show an empty, healthy ledger that silently
+// lost them all.
 func TestCorruptSegmentWithNoReadableEntryIsKept(t *testing.T) {
-	ctx := context.Background()
-	mem := vfs.NewMem()
-	mod := func(o *Options) { o.DirectWriteBytes = -1 }
-	e := openMem(t, mem, mod)
-	l, err := e.OpenLedger(ctx, "corrupt/first")
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, mod, e, l := pageCacheLedger(t, "corrupt/first")
 	appendN(t, l, 10)
 	checkpointAll(t, e)
 	seg := segPath(l.dirPath(), l.Segments()[0].ID)
@@ -418,4 +400,18 @@ func checkDamagedSegmentKept(t *testing.T, fs *vfs.Mem, mod func(*Options), seg 
 		}
 		_ = e.Close()
 	}
+}
+
+// pageCacheLedger opens an engine on a new Mem that writes every segment through the page cache
+// (no direct writes), and ledger name in it.
+func pageCacheLedger(t *testing.T, name string) (*vfs.Mem, func(*Options), *Engine, *Ledger) {
+	t.Helper()
+	mem := vfs.NewMem()
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	e := openMem(t, mem, mod)
+	l, err := e.OpenLedger(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem, mod, e, l
 }
