@@ -28,6 +28,13 @@ func startPair(t *testing.T) (*Node, *Node) {
 		o.LoadSheddingInterval, o.HandOverTimeout = -1, -1
 		out = append(out, startNode(t, o))
 	}
+	// Each sees the other live before a test picks a hand-over target (HandOverTarget is empty
+	// until then).
+	for _, n := range out {
+		poll.Until(t, 10*time.Second, "both brokers live in "+n.opts.BrokerID+"'s view", func() bool {
+			return len(n.components.member.coord.Brokers()) == 2
+		})
+	}
 	return out[0], out[1]
 }
 
