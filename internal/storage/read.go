@@ -15,9 +15,6 @@ import (
 // one entry if any is stored. Empty slice if none.
 func (l *Ledger) Read(ctx context.Context, from mtypes.Position, maxEntries int, maxBytes int64) ([]mtypes.Entry, error) {
 	rb := &readBatch{out: []mtypes.Entry{}, maxEntries: maxEntries, maxBytes: maxBytes}
-	if maxEntries > 0 {
-		rb.out = make([]mtypes.Entry, 0, min(maxEntries, 1024))
-	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return rb.out, err
@@ -47,6 +44,11 @@ func (l *Ledger) Read(ctx context.Context, from mtypes.Position, maxEntries int,
 		l.mu.RUnlock()
 		if seg == nil {
 			return rb.out, nil
+		}
+		if maxEntries > 0 && cap(rb.out) == 0 {
+			// Sized once there is something to read: a read past the end (an idle topic's, a
+			// reader that keeps up) allocates nothing.
+			rb.out = make([]mtypes.Entry, 0, min(maxEntries, 1024))
 		}
 		if err := l.readSegment(ctx, sc, rb); err != nil {
 			if vfs.IsNotExist(err) {
