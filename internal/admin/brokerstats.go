@@ -98,10 +98,6 @@ func (h *Handler) brokerStatsTopics(w http.ResponseWriter, r *http.Request) erro
 // broker's Prometheus registry: the series of one label set are one entry, keyed by metric name
 // (a histogram contributes its _count and _sum). The names are the Prometheus names of /metrics.
 func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) error {
-	fams, err := h.gatherer.Gather()
-	if err != nil && len(fams) == 0 {
-		return err
-	}
 	type entry struct {
 		Metrics    map[string]float64 `json:"metrics"`
 		Dimensions map[string]string  `json:"dimensions"`
@@ -123,7 +119,7 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 		e.Metrics[name] = v
 	}
 	broker := h.brokerID()
-	for _, f := range fams {
+	err := h.eachMetricFamily(r.Context(), func(f *dto.MetricFamily) error {
 		for _, m := range f.GetMetric() {
 			dims := map[string]string{"broker": broker}
 			for _, l := range m.GetLabel() {
@@ -147,6 +143,10 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 				add(dims, f.GetName()+"_sum", m.GetSummary().GetSampleSum())
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	out := make([]*entry, 0, len(order))
 	for _, k := range order {

@@ -15,7 +15,7 @@ import (
 
 func (h *Handler) routes() {
 	h.handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
-		h.metrics.ServeHTTP(w, r)
+		h.serveMetrics(w, r)
 		return nil
 	})
 	h.handle("/", h.notFound)

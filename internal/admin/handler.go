@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/auth"
@@ -57,8 +56,8 @@ type Config struct {
 	// Ready reports whether the broker is ready (storage recovered, bootstrap done, listeners up);
 	// /admin/v2/brokers/ready and /health answer 503 with its error. nil means always ready.
 	Ready func(ctx context.Context) error
-	// Registry receives the topic metrics collector and is served on /metrics. nil: a private
-	// registry with the topic collector only.
+	// Registry is served on /metrics, followed by the topic families the handler reads from topic
+	// stats at scrape time (metricsexpo.go). nil: the topic families only.
 	Registry *prometheus.Registry
 	// HideTopicLevelMetrics turns Pulsar's exposeTopicLevelMetricsInPrometheus off: /metrics then
 	// has namespace aggregates instead of per-topic series (for brokers with many topics).
@@ -87,11 +86,10 @@ type Config struct {
 
 // Handler is the admin API. Create with NewHandler.
 type Handler struct {
-	cfg     Config
-	cat     *catalog.Catalog
-	log     *slog.Logger
-	mux     *http.ServeMux
-	metrics http.Handler
+	cfg Config
+	cat *catalog.Catalog
+	log *slog.Logger
+	mux *http.ServeMux
 	// patterns are the registered route patterns, unlisted those without a permission entry.
 	patterns, unlisted []string
 	gatherer           prometheus.Gatherer // the registry behind /metrics (broker-stats/metrics)
@@ -119,10 +117,6 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	if err := reg.Register(newTopicCollector(h)); err != nil {
-		return nil, fmt.Errorf("admin: registering metrics: %w", err)
-	}
-	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogPromLogger{h.log}})
 	h.gatherer = reg
 	h.routes()
 	h.profilingRoutes()
@@ -318,10 +312,6 @@ func decodeBytes(b []byte, v any) error {
 	}
 	return nil
 }
-
-type slogPromLogger struct{ l *slog.Logger }
-
-func (s slogPromLogger) Println(v ...any) { s.l.Error("metrics", "err", fmt.Sprint(v...)) }
 
 // replicationApplied runs Config.ReplicationApplied for namespace ns, logging its failure.
 func (h *Handler) replicationApplied(r *http.Request, ns string) {

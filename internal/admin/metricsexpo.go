@@ -1,0 +1,288 @@
+package admin
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/meridian-mq/meridian/internal/buildinfo"
+)
+
+// /metrics: the registry's families (broker, storage, replication, Go runtime), then the topic
+// families of a topicScrape, encoded one family at a time, so that a scrape holds the series of
+// one family, not those of every topic at once (metrics.go, topicScrape). Content negotiation and
+// compression follow promhttp's defaults: the Prometheus text format unless the scraper asks for
+// another format expfmt offers, gzip when accepted, and the name[] query parameter selects
+// families by name.
+
+// Broker and namespace families that are not per topic.
+const (
+	famTopicsCount  = "pulsar_topics_count"
+	famVersion      = "pulsar_version_info"
+	famScrapeErrors = "meridian_admin_topic_stats_errors"
+	famCatalogOK    = "meridian_configuration_store_following"
+	famCatalogRev   = "meridian_configuration_store_revision"
+)
+
+// gzipWriters reuses the compressors of scrapes (each holds about 800 KB of state).
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+
+// serveMetrics answers GET /metrics.
+func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	format := expfmt.Negotiate(r.Header)
+	w.Header().Set("Content-Type", string(format))
+	var out io.Writer = w
+	if acceptsGzip(r.Header) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Add("Vary", "Accept-Encoding")
+		gz := gzipWriters.Get().(*gzip.Writer)
+		gz.Reset(w)
+		defer func() {
+			if err := gz.Close(); err != nil {
+				h.log.Debug("metrics: finishing the gzip stream", "err", err)
+			}
+			gzipWriters.Put(gz)
+		}()
+		out = gz
+	}
+	bw := bufio.NewWriterSize(out, 32<<10)
+	enc := newFamilyEncoder(bw, format)
+	var only map[string]bool
+	if names := r.URL.Query()["name[]"]; len(names) > 0 {
+		only = map[string]bool{}
+		for _, n := range names {
+			only[n] = true
+		}
+	}
+	err := h.eachMetricFamily(r.Context(), func(f *dto.MetricFamily) error {
+		if only != nil && !only[f.GetName()] {
+			return nil
+		}
+		return enc.Encode(f)
+	})
+	if c, ok := enc.(expfmt.Closer); ok && err == nil {
+		err = c.Close()
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		// The status is sent: the scraper sees a truncated body, which it reports as a failed scrape.
+		h.log.Error("metrics: writing the scrape", "err", err)
+	}
+}
+
+// newFamilyEncoder returns expfmt's encoder for format, except that in the text format a family
+// whose names need no escaping is written as it is: expfmt's encoder first copies every family
+// into an escaped one (EscapeMetricFamily), which for a topic family is a slice of 10,000 series.
+func newFamilyEncoder(w io.Writer, format expfmt.Format) expfmt.Encoder {
+	enc := expfmt.NewEncoder(w, format)
+	if format.FormatType() != expfmt.TypeTextPlain {
+		return enc
+	}
+	return familyEncoderFunc{enc, func(f *dto.MetricFamily) error {
+		if needsEscaping(f) {
+			return enc.Encode(f)
+		}
+		_, err := expfmt.MetricFamilyToText(w, f)
+		return err
+	}}
+}
+
+type familyEncoderFunc struct {
+	expfmt.Encoder
+	encode func(*dto.MetricFamily) error
+}
+
+func (e familyEncoderFunc) Encode(f *dto.MetricFamily) error { return e.encode(f) }
+
+// needsEscaping reports whether a family's name or a label name is outside the legacy
+// character set, which the text format's escaping rewrites.
+func needsEscaping(f *dto.MetricFamily) bool {
+	if !model.IsValidLegacyMetricName(f.GetName()) {
+		return true
+	}
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if !model.LabelName(l.GetName()).IsValidLegacy() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// acceptsGzip reports whether an Accept-Encoding header lists gzip (with a quality above zero).
+func acceptsGzip(h http.Header) bool {
+	for _, v := range h.Values("Accept-Encoding") {
+		for part := range strings.SplitSeq(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+				continue
+			}
+			q := strings.ReplaceAll(params, " ", "")
+			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+		}
+	}
+	return false
+}
+
+// eachMetricFamily calls fn with every family of /metrics: the registry's, then the topic
+// scrape's. A family passed to fn is valid only during the call (the topic families reuse their
+// series). A registry that fails to gather some families is logged and the others are passed on.
+func (h *Handler) eachMetricFamily(ctx context.Context, fn func(*dto.MetricFamily) error) error {
+	fams, err := h.gatherer.Gather()
+	if err != nil {
+		h.log.Error("metrics: gathering", "err", err)
+	}
+	for _, f := range fams {
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return h.scrapeTopics(ctx).families(fn)
+}
+
+// families calls fn with the scrape's families: the broker's version, the configuration store's
+// state, topic counts, the topic families and the broker totals.
+func (sc *topicScrape) families(fn func(*dto.MetricFamily) error) error {
+	bi := buildinfo.Read()
+	clusterLabel := labelPair("cluster", sc.cluster)
+	one := func(name, help string, v float64, labels ...*dto.LabelPair) *dto.MetricFamily {
+		labels = append(labels, clusterLabel)
+		slices.SortFunc(labels, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+		return gaugeFamily(name, help, gaugeMetric(v, labels...))
+	}
+	fixed := []*dto.MetricFamily{
+		one(famVersion, "The broker's version and the commit it was built from (value 1).", 1,
+			labelPair("version", bi.Version), labelPair("commit", bi.Commit)),
+		one(famCatalogOK, "1 while the configuration store answers and the broker's catalog follows its watch.", b2f(sc.storeOK)),
+		one(famCatalogRev, "Configuration store revision the broker's catalog reflects.", float64(sc.revision)),
+	}
+	if len(sc.nsCounts) > 0 {
+		counts := gaugeFamily(famTopicsCount, "Number of topics of the namespace on this broker.")
+		for _, c := range sc.nsCounts {
+			counts.Metric = append(counts.Metric, gaugeMetric(float64(c.topics), clusterLabel, labelPair("namespace", c.namespace)))
+		}
+		fixed = append(fixed, counts)
+	}
+	for _, f := range fixed {
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	var reuse seriesPool
+	for _, s := range topicFamilies {
+		samples := sc.samples[s.index]
+		if len(samples) == 0 {
+			continue
+		}
+		if err := fn(sc.family(s, samples, &reuse)); err != nil {
+			return err
+		}
+	}
+	t := sc.totals
+	for _, f := range []*dto.MetricFamily{
+		one("pulsar_broker_topics_count", "Number of topics on this broker.", float64(t.topics)),
+		one("pulsar_broker_subscriptions_count", "Number of subscriptions on this broker.", float64(t.subs)),
+		one("pulsar_broker_producers_count", "Number of producers connected to this broker.", float64(t.producers)),
+		one("pulsar_broker_consumers_count", "Number of consumers connected to this broker.", float64(t.consumers)),
+		one("pulsar_broker_rate_in", "Messages per second published to this broker.", t.rateIn),
+		one("pulsar_broker_rate_out", "Messages per second dispatched by this broker.", t.rateOut),
+		one("pulsar_broker_throughput_in", "Bytes per second published to this broker.", t.thrIn),
+		one("pulsar_broker_throughput_out", "Bytes per second dispatched by this broker.", t.thrOut),
+		one("pulsar_broker_storage_size", "Bytes stored by this broker's topics.", float64(t.storage)),
+		one("pulsar_broker_msg_backlog", "Messages in the backlogs of this broker's subscriptions.", float64(t.backlog)),
+		one(famScrapeErrors, "Topic stats that could not be collected in this scrape.", float64(sc.errs)),
+	} {
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// family builds topic family s from its samples, its series taken from reuse (valid until the
+// next call).
+func (sc *topicScrape) family(s *topicSeries, samples []scrapeSample, reuse *seriesPool) *dto.MetricFamily {
+	f := &dto.MetricFamily{Name: &s.name, Help: &s.help, Type: dto.MetricType_GAUGE.Enum()}
+	if s.counter {
+		f.Type = dto.MetricType_COUNTER.Enum()
+	}
+	withExtra := sc.hasExtraLabel(s)
+	f.Metric = reuse.take(len(samples))
+	for i := range samples {
+		smp := &samples[i]
+		m, sr := f.Metric[i], &reuse.series[i]
+		// Labels sorted by name, as client_golang writes them: the extra label goes before topic.
+		labels, pending := sr.labels[:0], withExtra
+		if withExtra {
+			sr.extra.Name, sr.extra.Value = &s.extra, &sc.extras[smp.extra]
+		}
+		for _, l := range sc.rowLabels[smp.row] {
+			if pending && l.GetName() > s.extra {
+				labels, pending = append(labels, &sr.extra), false
+			}
+			labels = append(labels, l)
+		}
+		if pending {
+			labels = append(labels, &sr.extra)
+		}
+		m.Label, sr.labels = labels, labels
+		m.Gauge, m.Counter = nil, nil
+		if s.counter {
+			sr.counter.Value = &smp.v
+			m.Counter = &sr.counter
+		} else {
+			sr.gauge.Value = &smp.v
+			m.Gauge = &sr.gauge
+		}
+	}
+	return f
+}
+
+// seriesPool holds the series of one topic family at a time, reused by the next.
+type seriesPool struct {
+	metrics []*dto.Metric
+	series  []pooledSeries
+}
+
+type pooledSeries struct {
+	metric  dto.Metric
+	gauge   dto.Gauge
+	counter dto.Counter
+	extra   dto.LabelPair
+	labels  []*dto.LabelPair
+}
+
+// take returns n series (their previous contents to be overwritten).
+func (p *seriesPool) take(n int) []*dto.Metric {
+	if n > len(p.series) {
+		p.series = make([]pooledSeries, n) // the pointers below are into it
+		p.metrics = make([]*dto.Metric, n)
+		for i := range p.series {
+			p.metrics[i] = &p.series[i].metric
+		}
+	}
+	return p.metrics[:n]
+}
+
+func labelPair(name, value string) *dto.LabelPair { return &dto.LabelPair{Name: &name, Value: &value} }
+
+func gaugeMetric(v float64, labels ...*dto.LabelPair) *dto.Metric {
+	return &dto.Metric{Label: labels, Gauge: &dto.Gauge{Value: &v}}
+}
+
+func gaugeFamily(name, help string, metrics ...*dto.Metric) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: &name, Help: &help, Type: dto.MetricType_GAUGE.Enum(), Metric: metrics}
+}
