@@ -26,7 +26,8 @@ pids+=("$pid")
 web=http://127.0.0.1:18080
 rss_mib() { awk '/VmRSS/{printf "%.1f", $2/1024}' "/proc/$pid/status"; }
 sleep 2
-echo "no topics: RSS $(rss_mib) MiB"
+base=$(rss_mib)
+echo "no topics: RSS $base MiB"
 t0=$(date +%s.%N)
 # A hundred topics per curl process, four at a time: the client's cost stays small.
 seq 0 $((TOPICS - 1)) | sed "s|.*|$web/admin/v2/persistent/public/default/idle-&|" |
@@ -35,7 +36,7 @@ t1=$(date +%s.%N)
 echo "$TOPICS topics created in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}') s: RSS $(rss_mib) MiB"
 sleep "$SETTLE"
 idle=$(rss_mib)
-echo "after ${SETTLE} s: RSS $idle MiB ($(awk -v r="$idle" -v n="$TOPICS" 'BEGIN{printf "%.0f", r*1048576/n}') B per topic over the whole process)"
+echo "after ${SETTLE} s: RSS $idle MiB, $(awk -v r="$idle" -v b="$base" -v n="$TOPICS" 'BEGIN{printf "%.0f", (r-b)*1048576/n}') B per topic above the broker without topics"
 for i in $(seq "$SCRAPES"); do
   c0=$(cpu_s "$pid")
   out=$(curl -fs -H 'Accept-Encoding: gzip' -o "$d/scrape.gz" -w '%{time_total} %{size_download}' "$web/metrics") || { echo "scrape failed" >&2; exit 1; }
