@@ -39,7 +39,7 @@ var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 
 // serveMetrics answers GET /metrics.
 func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	format := expfmt.Negotiate(r.Header)
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
 	w.Header().Set("Content-Type", string(format))
 	var out io.Writer = w
 	if acceptsGzip(r.Header) {
@@ -109,12 +109,12 @@ func (e familyEncoderFunc) Encode(f *dto.MetricFamily) error { return e.encode(f
 // needsEscaping reports whether a family's name or a label name is outside the legacy
 // character set, which the text format's escaping rewrites.
 func needsEscaping(f *dto.MetricFamily) bool {
-	if !model.IsValidLegacyMetricName(f.GetName()) {
+	if !model.LegacyValidation.IsValidMetricName(f.GetName()) {
 		return true
 	}
 	for _, m := range f.GetMetric() {
 		for _, l := range m.GetLabel() {
-			if !model.LabelName(l.GetName()).IsValidLegacy() {
+			if !model.LegacyValidation.IsValidLabelName(l.GetName()) {
 				return true
 			}
 		}
