@@ -161,8 +161,25 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		// A segment whose header never became durable holds no entries.
 		return seg, nil
 	}
-	if hid, err := parseHeader(hdr, magicSegment); err != nil || int64(hid) != id {
-		return nil, fmt.Errorf("%w: segment %d header: %v", ErrCorrupt, id, err)
+	if hid, herr := parseHeader(hdr, magicSegment); herr != nil || int64(hid) != id {
+		lost := false
+		if herr != nil {
+			if lost, err = entryZeroFollowsHeader(f, st.Size); err != nil {
+				return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
+			}
+		}
+		if !lost {
+			return nil, fmt.Errorf("%w: segment %d header: %v", ErrCorrupt, id, herr)
+		}
+		// The header alone was damaged after the entries were written: write it again and read
+		// the records, as replay does for a segment the journal names (scanSegment).
+		e.log.Warn("segment header unreadable, entry 0 behind it; header written again", "ledger", l.name, "segment", p)
+		if _, err := f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0); err != nil {
+			return nil, fmt.Errorf("storage: rewrite segment %d header: %w", id, err)
+		}
+		if err := l.syncLoaded(p, f); err != nil {
+			return nil, err
+		}
 	}
 	seg.size = headerSize
 	badAt, err := scanRecords(f, headerSize, st.Size, func(off int64, body []byte) bool {
@@ -246,6 +263,23 @@ func tailIsZero(f vfs.File, from, size int64) bool {
 		off += int64(n)
 	}
 	return true
+}
+
+// entryZeroFollowsHeader reports whether a valid record of entry 0 starts right after a segment's
+// header. A segment whose header does not read but whose entry 0 does had its header alone damaged
+// after the entries were written: replay and loading write the header again and read the records,
+// each checked by its own checksum and id (docs/storage.md, "Recovery").
+func entryZeroFollowsHeader(f vfs.File, size int64) (bool, error) {
+	if ok, err := recordContinuesAt(f, headerSize, size, 0); err != nil || !ok {
+		return false, err
+	}
+	valid := false
+	_, err := scanRecords(f, headerSize, size, func(_ int64, body []byte) bool {
+		eid, _, _, perr := parseSegBody(body)
+		valid = perr == nil && eid == 0
+		return false // one record is the answer
+	})
+	return valid, err
 }
 
 // scanRecords calls fn for each valid record from off to size; it returns the offset of the

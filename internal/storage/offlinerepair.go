@@ -395,13 +395,23 @@ func (rp *repairer) checkSegment(name, dir string, id int64) error {
 		return nil
 	}
 	if hid, herr := parseHeader(hdr, magicSegment); herr != nil || int64(hid) != id {
-		rp.add(RepairAction{File: p, Problem: fmt.Sprintf("ledger %q: segment header unreadable or of another id", name),
-			Loss: "the segment is removed with all its entries"})
-		rp.noteRepaired(name)
-		if rp.o.AcceptLoss {
-			return rp.removeSegment(dir, id)
+		lost := false
+		if herr != nil {
+			if lost, err = entryZeroFollowsHeader(f, size); err != nil {
+				return fmt.Errorf("storage: repair: scan %s: %w", p, err)
+			}
 		}
-		return nil
+		if !lost {
+			rp.add(RepairAction{File: p, Problem: fmt.Sprintf("ledger %q: segment header unreadable or of another id", name),
+				Loss: "the segment is removed with all its entries"})
+			rp.noteRepaired(name)
+			if rp.o.AcceptLoss {
+				return rp.removeSegment(dir, id)
+			}
+			return nil
+		}
+		// Only the header is damaged (entry 0 follows it): loading writes it again. The records
+		// are checked below as in any segment.
 	}
 	var entries int64
 	bad, err := scanRecords(f, headerSize, size, func(_ int64, body []byte) bool {

@@ -283,6 +283,46 @@ func TestLostSegmentHeaderKeepsTheEntriesBehindIt(t *testing.T) {
 	verifyAcked(t, e, "lost/header", acked)
 }
 
+// TestDamagedSegmentHeaderLoadsItsEntries: a segment no journal file names any more (its entries
+// checkpointed) whose header alone was damaged afterwards. Loading gets the header written again
+// and serves every entry, as replay does for a segment the journal names
+// (TestLostSegmentHeaderKeepsTheEntriesBehindIt): each record has its own checksum and id, and
+// fencing the ledger would stop a topic whose data is all there. Repair finds nothing to do.
+func TestDamagedSegmentHeaderLoadsItsEntries(t *testing.T) {
+	ctx := context.Background()
+	mem, mod, e, l := pageCacheLedger(t, "damaged/header")
+	acked := map[mtypes.Position]string{}
+	for i := range 10 {
+		d := "entry-" + strconv.Itoa(i)
+		p, err := l.Append(ctx, []byte(d), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[p] = d
+	}
+	checkpointAll(t, e)
+	seg := segPath(l.dirPath(), l.Segments()[0].ID)
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+
+	damageAfterCrash(t, crashed, seg, []byte("damaged!")) // the header only
+	if r := repairT(t, crashed, "damaged/header", false); len(r.Actions) != 0 {
+		t.Fatalf("repair reports %+v for a segment loading reads whole", r.Actions)
+	}
+	for open := 1; open <= 2; open++ {
+		e = openMem(t, crashed, mod)
+		verifyAcked(t, e, "damaged/header", acked)
+		l, err := e.OpenLedger(ctx, "damaged/header")
+		if err != nil || l.Err() != nil {
+			t.Fatalf("open %d: %v, %v", open, err, l.Err())
+		}
+		_ = e.Close()
+	}
+	if _, err := parseHeader(segHeaderOf(t, crashed, seg), magicSegment); err != nil {
+		t.Fatalf("the header was not written again: %v", err)
+	}
+}
+
 // TestVoidDoesNotExplainAGapBelowIt: a ledger fenced at runtime has a void record naming the
 // entries from which nothing was acknowledged. A gap in its segment that starts below that entry
 // misses acknowledged entries all the same (here the segment's header and first record were
