@@ -118,8 +118,12 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 		}
 		e.Metrics[name] = v
 	}
+	fams, err := h.gatherer.Gather()
+	if err != nil && len(fams) == 0 {
+		return err
+	}
 	broker := h.brokerID()
-	err := h.eachMetricFamily(r.Context(), func(f *dto.MetricFamily) error {
+	err = h.eachMetricFamily(r.Context(), fams, func(f *dto.MetricFamily) error {
 		for _, m := range f.GetMetric() {
 			dims := map[string]string{"broker": broker}
 			for _, l := range m.GetLabel() {

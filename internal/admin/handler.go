@@ -117,6 +117,12 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
+	// The topic families are written after the registry's (metricsexpo.go); registering their
+	// names keeps the registry from taking another collector's family of the same name, which
+	// would make the page unparseable.
+	if err := reg.Register(familyNames{topicLevel: !cfg.HideTopicLevelMetrics}); err != nil {
+		return nil, fmt.Errorf("admin: registering metrics: %w", err)
+	}
 	h.gatherer = reg
 	h.routes()
 	h.profilingRoutes()

@@ -2,7 +2,9 @@ package admin
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -211,7 +213,7 @@ func (h *Handler) scrapeTopics(ctx context.Context) *topicScrape {
 	}
 	clusterLabel := labelPair("cluster", sc.cluster)
 	for _, nt := range namespaces {
-		nsLabel := labelPair("namespace", nt.namespace)
+		nsLabel := labelPair("namespace", labelValue(nt.namespace))
 		var agg *namespaceAggregate
 		if !sc.topicLevel {
 			agg = newNamespaceAggregate()
@@ -235,7 +237,7 @@ func (h *Handler) scrapeTopics(ctx context.Context) *topicScrape {
 				topicMetrics(st, w, agg.add)
 				continue
 			}
-			row := sc.addRow(clusterLabel, nsLabel, labelPair("topic", topic))
+			row := sc.addRow(clusterLabel, nsLabel, labelPair("topic", labelValue(topic)))
 			topicMetrics(st, w, func(s *topicSeries, v float64, extra string) { sc.add(s, row, extra, v) })
 		}
 		sc.nsCounts = append(sc.nsCounts, namespaceCount{nt.namespace, count})
@@ -247,6 +249,11 @@ func (h *Handler) scrapeTopics(ctx context.Context) *topicScrape {
 	return sc
 }
 
+// labelValue makes a name usable as a label value: a subscription (any client may name one) or a
+// topic that is not valid UTF-8 would make the whole page unparseable, so its invalid bytes are
+// replaced (U+FFFD).
+func labelValue(name string) string { return strings.ToValidUTF8(name, "\uFFFD") }
+
 func (sc *topicScrape) addRow(labels ...*dto.LabelPair) int32 {
 	sc.rowLabels = append(sc.rowLabels, labels)
 	return int32(len(sc.rowLabels) - 1)
@@ -255,7 +262,7 @@ func (sc *topicScrape) addRow(labels ...*dto.LabelPair) int32 {
 func (sc *topicScrape) add(s *topicSeries, row int32, extra string, v float64) {
 	x := int32(-1)
 	if s.extra != "" {
-		sc.extras = append(sc.extras, extra)
+		sc.extras = append(sc.extras, labelValue(extra))
 		x = int32(len(sc.extras) - 1)
 	}
 	sc.samples[s.index] = append(sc.samples[s.index], scrapeSample{row: row, extra: x, v: v})
@@ -287,7 +294,8 @@ func (t *brokerTotals) add(st adminapi.TopicStats) {
 func topicMetrics(st adminapi.TopicStats, w WriteStats, emit func(s *topicSeries, v float64, extra string)) {
 	consumers := 0
 	var backlog int64
-	for name, s := range st.Subscriptions {
+	for _, name := range sortedKeys(st.Subscriptions) { // sorted: the page is stable between scrapes
+		s := st.Subscriptions[name]
 		consumers += len(s.Consumers)
 		backlog += s.MsgBacklog
 		emit(mSubBacklog, float64(s.MsgBacklog), name)
@@ -328,7 +336,8 @@ func topicMetrics(st adminapi.TopicStats, w WriteStats, emit func(s *topicSeries
 	emit(mWriteLatSum, w.LatencySumMs, "")
 	emit(mEntrySizeCnt, entries, "")
 	emit(mEntrySizeSum, w.SizeSum, "")
-	for remote, r := range st.Replication {
+	for _, remote := range sortedKeys(st.Replication) {
+		r := st.Replication[remote]
 		emit(mReplRateIn, r.MsgRateIn, remote)
 		emit(mReplRateOut, r.MsgRateOut, remote)
 		emit(mReplThrIn, r.MsgThroughputIn, remote)
@@ -344,13 +353,22 @@ func topicMetrics(st adminapi.TopicStats, w WriteStats, emit func(s *topicSeries
 	}
 	// A cluster this one only receives from has no replicator here: its inbound rates are exported,
 	// but no connected, backlog or error series that would alarm on a healthy one-way link.
-	for source, in := range st.InboundReplication {
+	for _, source := range sortedKeys(st.InboundReplication) {
+		in := st.InboundReplication[source]
 		if _, outbound := st.Replication[source]; outbound {
 			continue
 		}
 		emit(mReplRateIn, in.MsgRateIn, source)
 		emit(mReplThrIn, in.MsgThroughputIn, source)
 	}
+}
+
+// sortedKeys returns m's keys in order (nil for an empty map, without allocating).
+func sortedKeys[V any](m map[string]V) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(m))
 }
 
 // namespaceAggregate sums (or takes the largest of) a namespace's topic series.

@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -37,20 +39,43 @@ const (
 // gzipWriters reuses the compressors of scrapes (each holds about 800 KB of state).
 var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 
-// serveMetrics answers GET /metrics.
+// The broker totals (brokerTotals), in the order families writes them, with their help.
+var (
+	brokerFamilies = []string{"pulsar_broker_topics_count", "pulsar_broker_subscriptions_count",
+		"pulsar_broker_producers_count", "pulsar_broker_consumers_count", "pulsar_broker_rate_in",
+		"pulsar_broker_rate_out", "pulsar_broker_throughput_in", "pulsar_broker_throughput_out",
+		"pulsar_broker_storage_size", "pulsar_broker_msg_backlog"}
+	brokerFamilyHelp = []string{"Number of topics on this broker.", "Number of subscriptions on this broker.",
+		"Number of producers connected to this broker.", "Number of consumers connected to this broker.",
+		"Messages per second published to this broker.", "Messages per second dispatched by this broker.",
+		"Bytes per second published to this broker.", "Bytes per second dispatched by this broker.",
+		"Bytes stored by this broker's topics.", "Messages in the backlogs of this broker's subscriptions."}
+)
+
+// serveMetrics answers GET /metrics. A registry that fails to gather answers 500 before anything
+// is written (promhttp's default); an error once the body has started aborts the response, so the
+// scraper sees a failed scrape rather than a well-formed, truncated one.
 func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	fams, err := h.gatherer.Gather()
+	if err != nil {
+		h.log.Error("metrics: gathering", "err", err)
+		http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
 	w.Header().Set("Content-Type", string(format))
+	w.Header().Add("Vary", "Accept")
+	w.Header().Add("Vary", "Accept-Encoding")
 	var out io.Writer = w
 	if acceptsGzip(r.Header) {
 		w.Header().Set("Content-Encoding", "gzip")
-		w.Header().Add("Vary", "Accept-Encoding")
 		gz := gzipWriters.Get().(*gzip.Writer)
 		gz.Reset(w)
 		defer func() {
 			if err := gz.Close(); err != nil {
 				h.log.Debug("metrics: finishing the gzip stream", "err", err)
 			}
+			gz.Reset(io.Discard) // drop the reference to this response
 			gzipWriters.Put(gz)
 		}()
 		out = gz
@@ -64,7 +89,7 @@ func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request) {
 			only[n] = true
 		}
 	}
-	err := h.eachMetricFamily(r.Context(), func(f *dto.MetricFamily) error {
+	err = h.eachMetricFamily(r.Context(), fams, func(f *dto.MetricFamily) error {
 		if only != nil && !only[f.GetName()] {
 			return nil
 		}
@@ -76,9 +101,11 @@ func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = bw.Flush()
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		// The status is sent: the scraper sees a truncated body, which it reports as a failed scrape.
-		h.log.Error("metrics: writing the scrape", "err", err)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			h.log.Error("metrics: writing the scrape", "err", err)
+		}
+		panic(http.ErrAbortHandler) // the status is sent: only breaking the connection tells the scraper
 	}
 }
 
@@ -122,29 +149,31 @@ func needsEscaping(f *dto.MetricFamily) bool {
 	return false
 }
 
-// acceptsGzip reports whether an Accept-Encoding header lists gzip (with a quality above zero).
+// acceptsGzip reports whether an Accept-Encoding header lists gzip with a quality above zero.
 func acceptsGzip(h http.Header) bool {
 	for _, v := range h.Values("Accept-Encoding") {
 		for part := range strings.SplitSeq(v, ",") {
-			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			coding, params, _ := strings.Cut(part, ";")
 			if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
 				continue
 			}
-			q := strings.ReplaceAll(params, " ", "")
-			return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+			for param := range strings.SplitSeq(params, ";") {
+				name, value, _ := strings.Cut(strings.TrimSpace(param), "=")
+				if strings.EqualFold(strings.TrimSpace(name), "q") {
+					q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+					return err == nil && q > 0
+				}
+			}
+			return true
 		}
 	}
 	return false
 }
 
-// eachMetricFamily calls fn with every family of /metrics: the registry's, then the topic
-// scrape's. A family passed to fn is valid only during the call (the topic families reuse their
-// series). A registry that fails to gather some families is logged and the others are passed on.
-func (h *Handler) eachMetricFamily(ctx context.Context, fn func(*dto.MetricFamily) error) error {
-	fams, err := h.gatherer.Gather()
-	if err != nil {
-		h.log.Error("metrics: gathering", "err", err)
-	}
+// eachMetricFamily calls fn with every family of /metrics: fams (the registry's, gathered by the
+// caller), then the topic scrape's. A family passed to fn is valid only during the call (the topic
+// families reuse their series).
+func (h *Handler) eachMetricFamily(ctx context.Context, fams []*dto.MetricFamily, fn func(*dto.MetricFamily) error) error {
 	for _, f := range fams {
 		if err := fn(f); err != nil {
 			return err
@@ -172,7 +201,7 @@ func (sc *topicScrape) families(fn func(*dto.MetricFamily) error) error {
 	if len(sc.nsCounts) > 0 {
 		counts := gaugeFamily(famTopicsCount, "Number of topics of the namespace on this broker.")
 		for _, c := range sc.nsCounts {
-			counts.Metric = append(counts.Metric, gaugeMetric(float64(c.topics), clusterLabel, labelPair("namespace", c.namespace)))
+			counts.Metric = append(counts.Metric, gaugeMetric(float64(c.topics), clusterLabel, labelPair("namespace", labelValue(c.namespace))))
 		}
 		fixed = append(fixed, counts)
 	}
@@ -192,24 +221,14 @@ func (sc *topicScrape) families(fn func(*dto.MetricFamily) error) error {
 		}
 	}
 	t := sc.totals
-	for _, f := range []*dto.MetricFamily{
-		one("pulsar_broker_topics_count", "Number of topics on this broker.", float64(t.topics)),
-		one("pulsar_broker_subscriptions_count", "Number of subscriptions on this broker.", float64(t.subs)),
-		one("pulsar_broker_producers_count", "Number of producers connected to this broker.", float64(t.producers)),
-		one("pulsar_broker_consumers_count", "Number of consumers connected to this broker.", float64(t.consumers)),
-		one("pulsar_broker_rate_in", "Messages per second published to this broker.", t.rateIn),
-		one("pulsar_broker_rate_out", "Messages per second dispatched by this broker.", t.rateOut),
-		one("pulsar_broker_throughput_in", "Bytes per second published to this broker.", t.thrIn),
-		one("pulsar_broker_throughput_out", "Bytes per second dispatched by this broker.", t.thrOut),
-		one("pulsar_broker_storage_size", "Bytes stored by this broker's topics.", float64(t.storage)),
-		one("pulsar_broker_msg_backlog", "Messages in the backlogs of this broker's subscriptions.", float64(t.backlog)),
-		one(famScrapeErrors, "Topic stats that could not be collected in this scrape.", float64(sc.errs)),
-	} {
-		if err := fn(f); err != nil {
+	values := []float64{float64(t.topics), float64(t.subs), float64(t.producers), float64(t.consumers),
+		t.rateIn, t.rateOut, t.thrIn, t.thrOut, float64(t.storage), float64(t.backlog)}
+	for i, name := range brokerFamilies {
+		if err := fn(one(name, brokerFamilyHelp[i], values[i])); err != nil {
 			return err
 		}
 	}
-	return nil
+	return fn(one(famScrapeErrors, "Topic stats that could not be collected in this scrape.", float64(sc.errs)))
 }
 
 // family builds topic family s from its samples, its series taken from reuse (valid until the
@@ -250,6 +269,33 @@ func (sc *topicScrape) family(s *topicSeries, samples []scrapeSample, reuse *ser
 	}
 	return f
 }
+
+// familyNames describes the families a topic scrape writes, with their labels, and collects
+// nothing: registered, it reserves their names in the registry (Register refuses a collector that
+// describes one of them).
+type familyNames struct{ topicLevel bool }
+
+func (c familyNames) Describe(ch chan<- *prometheus.Desc) {
+	cluster := []string{"cluster"}
+	ch <- prometheus.NewDesc(famVersion, "", []string{"cluster", "commit", "version"}, nil)
+	ch <- prometheus.NewDesc(famTopicsCount, "", []string{"cluster", "namespace"}, nil)
+	for _, name := range append([]string{famScrapeErrors, famCatalogOK, famCatalogRev}, brokerFamilies...) {
+		ch <- prometheus.NewDesc(name, "", cluster, nil)
+	}
+	sc := topicScrape{topicLevel: c.topicLevel}
+	for _, s := range topicFamilies {
+		labels := []string{"cluster", "namespace"}
+		if c.topicLevel {
+			labels = append(labels, "topic")
+		}
+		if sc.hasExtraLabel(s) {
+			labels = append(labels, s.extra)
+		}
+		ch <- prometheus.NewDesc(s.name, "", labels, nil)
+	}
+}
+
+func (familyNames) Collect(chan<- prometheus.Metric) {}
 
 // seriesPool holds the series of one topic family at a time, reused by the next.
 type seriesPool struct {
