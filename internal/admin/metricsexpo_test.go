@@ -84,13 +84,7 @@ func stripVolatile(body string) string {
 // registry family of the same name would make the page unparseable; the handler reserves their
 // names in the registry, which refuses such a collector.
 func TestMetricsFamilyNamesReserved(t *testing.T) {
-	s := memstore.New()
-	t.Cleanup(func() { s.Close() })
-	cat, err := catalog.New(context.Background(), s, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
+	cat := memCatalog(t)
 	for _, name := range []string{"pulsar_broker_topics_count", "pulsar_rate_in", "pulsar_version_info"} {
 		reg := prometheus.NewRegistry()
 		if _, err := admin.NewHandler(admin.Config{Cluster: "c", Catalog: cat, Registry: reg}); err != nil {
@@ -101,6 +95,19 @@ func TestMetricsFamilyNamesReserved(t *testing.T) {
 			t.Fatalf("the registry took a second family %s", name)
 		}
 	}
+}
+
+// memCatalog returns a catalog over a new in-memory store.
+func memCatalog(t *testing.T) *catalog.Catalog {
+	t.Helper()
+	s := memstore.New()
+	t.Cleanup(func() { s.Close() })
+	cat, err := catalog.New(context.Background(), s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
 }
 
 // failingGatherer fails every Gather.
@@ -186,13 +193,7 @@ func TestMetricsNegotiation(t *testing.T) {
 // TestMetricsGatherErrorIs500: a registry that fails to gather answers 500 (as promhttp does), so
 // the scrape fails instead of quietly losing families.
 func TestMetricsGatherErrorIs500(t *testing.T) {
-	s := memstore.New()
-	t.Cleanup(func() { s.Close() })
-	cat, err := catalog.New(context.Background(), s, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
+	cat := memCatalog(t)
 	h, err := admin.NewHandler(admin.Config{Cluster: "c", Catalog: cat, Registry: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
