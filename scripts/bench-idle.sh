@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Idle memory of a standalone broker and what a /metrics scrape costs it with many idle topics:
-# RSS with no topics, after creating TOPICS topics and after they settle; then SCRAPES scrapes of
-# /metrics a few seconds apart (as Prometheus scrapes), each with its duration, size and the
-# server's CPU, and the peak RSS over the scrapes.
+# Idle memory and CPU of a standalone broker and what a /metrics scrape costs it with many idle
+# topics: RSS with no topics, after creating TOPICS topics and after they settle, the idle CPU; then
+# SCRAPES scrapes of /metrics a few seconds apart (as Prometheus scrapes), each with its duration,
+# size and the server's CPU, and the peak RSS over the scrapes.
 #
 # usage: scripts/bench-idle.sh
 # env:   TOPICS   idle topics to create (default 10000)
 #        SCRAPES  /metrics scrapes (default 5), GAP seconds between them (default 5)
 #        SETTLE   seconds to wait after creating the topics (default 10)
+#        IDLE_SECS seconds over which the idle broker's CPU is measured before the scrapes (default 60;
+#                 the replication manager's full pass over every topic runs every 30 s)
 #        BIN      a meridian binary to measure instead of one built from this checkout
 #        BROKER_FLAGS  extra flags for `meridian standalone` (e.g. "--hide-topic-level-metrics")
 set -uo pipefail
 . "$(dirname "$0")/bench-lib.sh"
-TOPICS=${TOPICS:-10000} SCRAPES=${SCRAPES:-5} GAP=${GAP:-5} SETTLE=${SETTLE:-10}
+TOPICS=${TOPICS:-10000} SCRAPES=${SCRAPES:-5} GAP=${GAP:-5} SETTLE=${SETTLE:-10} IDLE_SECS=${IDLE_SECS:-60}
 for p in 16650 18080; do port_free $p || { echo "port $p is busy" >&2; exit 2; }; done
 mkdir -p "$TOOLS"
 if [ -n "${BIN:-}" ]; then cp "$BIN" "$TOOLS/meridian" || exit 2; else (cd "$repo" && go build -o "$TOOLS/meridian" ./cmd/meridian) || exit 2; fi
@@ -37,6 +39,12 @@ echo "$TOPICS topics created in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f"
 sleep "$SETTLE"
 idle=$(rss_mib)
 echo "after ${SETTLE} s: RSS $idle MiB, $(awk -v r="$idle" -v b="$base" -v n="$TOPICS" 'BEGIN{printf "%.0f", (r-b)*1048576/n}') B per topic above the broker without topics"
+if [ "$IDLE_SECS" -gt 0 ]; then
+  c0=$(cpu_s "$pid")
+  sleep "$IDLE_SECS"
+  c1=$(cpu_s "$pid")
+  echo "idle CPU with $TOPICS topics: $(awk -v a="$c0" -v b="$c1" -v s="$IDLE_SECS" 'BEGIN{printf "%.2f", (b-a)*100/s}')% of one core over $IDLE_SECS s"
+fi
 for i in $(seq "$SCRAPES"); do
   c0=$(cpu_s "$pid")
   out=$(curl -fs -H 'Accept-Encoding: gzip' -o "$d/scrape.gz" -w '%{time_total} %{size_download}' "$web/metrics") || { echo "scrape failed" >&2; exit 1; }

@@ -434,6 +434,10 @@ func (x *Index) Inbound() []InboundStats {
 func (x *Index) Tick(now time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.tickLocked(now)
+}
+
+func (x *Index) tickLocked(now time.Time) {
 	for _, c := range x.clusters {
 		c.window.add(now, c.msgIn, c.bytesIn)
 	}
@@ -447,16 +451,27 @@ const maintainSaveTimeout = 5 * time.Second
 // ten thousand topics cost ten thousand small structs, not ten thousand tickers; and an index with
 // no save due costs no allocation (no context or timer is made for it).
 func (x *Index) Maintain(ctx context.Context, now time.Time) {
-	x.Tick(now)
+	if x.tickSaveDue(now) {
+		x.saveDue(ctx)
+	}
+}
+
+// tickSaveDue is Maintain's first part, cheap enough to run for every index on the owner's own
+// goroutine: it samples the rates and reports whether a snapshot save is due (then the caller
+// calls saveDue, which may wait for a group commit).
+func (x *Index) tickSaveDue(now time.Time) bool {
 	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.tickLocked(now)
 	due := now.UnixNano()-x.lastSave >= int64(x.opts.SnapshotInterval)
 	if due {
 		x.lastSave = now.UnixNano()
 	}
-	x.mu.Unlock()
-	if !due {
-		return
-	}
+	return due
+}
+
+// saveDue saves the snapshot tickSaveDue found due, within maintainSaveTimeout.
+func (x *Index) saveDue(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, maintainSaveTimeout)
 	defer cancel()
 	if err := x.Save(ctx); err != nil {
