@@ -81,6 +81,8 @@ func (e *Engine) OpenLedger(ctx context.Context, name string) (*Ledger, error) {
 		e.table.mu.Lock()
 		delete(e.table.ledgers, name)
 		e.table.mu.Unlock()
+	} else {
+		l.flags.Or(flagLoaded)
 	}
 	close(l.ready)
 	if err != nil {
@@ -192,17 +194,14 @@ func (e *Engine) DeleteLedger(ctx context.Context, name string) error {
 	return err
 }
 
+// openLedgers lists the ledgers that loaded without error.
 func (e *Engine) openLedgers() []*Ledger {
 	e.table.mu.Lock()
 	defer e.table.mu.Unlock()
 	out := make([]*Ledger, 0, len(e.table.ledgers))
 	for _, l := range e.table.ledgers {
-		select {
-		case <-l.ready:
-			if l.loadErr == nil {
-				out = append(out, l)
-			}
-		default:
+		if l.flags.Load()&flagLoaded != 0 {
+			out = append(out, l)
 		}
 	}
 	return out
