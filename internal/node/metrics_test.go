@@ -226,6 +226,15 @@ func TestMetricsUnderPulsarNamesAndLabels(t *testing.T) {
 		}
 		return fmt.Errorf("%v", fams["pulsar_storage_size"])
 	})
+	// west only receives: its replication stats of the topic are an inbound-only origin, and the
+	// console's list of every link (AllStats) says the same.
+	poll.UntilNil(t, 10*time.Second, "west's inbound stats from east", func() error {
+		all := west.components.replication.AllStats()
+		if len(all) != 1 || all[0].Topic != topic || all[0].RemoteCluster != "east" || all[0].MsgInCount != 5 {
+			return fmt.Errorf("AllStats %+v, Stats of the topic %+v", all, west.components.replication.Stats(topic))
+		}
+		return nil
+	})
 	for name, f := range fams {
 		for _, m := range f.GetMetric() {
 			if slices.Contains(labelNames(m), "topic") {

@@ -403,6 +403,14 @@ type InboundStats struct {
 	PinnedRunsDropped int64           // pinned runs forgotten at the hard memory bound
 }
 
+// hasInbound reports whether the index has recorded entries from any cluster (Inbound is not
+// empty).
+func (x *Index) hasInbound() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.clusters) > 0
+}
+
 // Inbound returns per-origin-cluster inbound stats, sorted by origin.
 func (x *Index) Inbound() []InboundStats {
 	x.mu.Lock()
@@ -470,11 +478,9 @@ func (x *Index) tickSaveDue(now time.Time) bool {
 	return due
 }
 
-// saveDue saves the snapshot tickSaveDue found due, within maintainSaveTimeout.
+// saveDue saves the snapshot tickSaveDue found due, its writes within maintainSaveTimeout.
 func (x *Index) saveDue(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, maintainSaveTimeout)
-	defer cancel()
-	if err := x.Save(ctx); err != nil {
+	if err := x.save(ctx, maintainSaveTimeout); err != nil {
 		x.opts.Logger.Warn("save inbound replication index snapshot", "topic", x.topicName(), "err", err)
 	}
 }

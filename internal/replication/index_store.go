@@ -491,7 +491,12 @@ func (x *Index) levelFor(n int) uint8 {
 
 // Save writes a snapshot if the index changed, or the log grew, since the last one (see the
 // comment at the top of this file for what it writes and in which order).
-func (x *Index) Save(ctx context.Context) error {
+func (x *Index) Save(ctx context.Context) error { return x.save(ctx, 0) }
+
+// save is Save with the writes bounded by timeout (0: ctx alone). The bound is set up only once
+// there is something to write: most saves of an idle topic find nothing, and a context with a
+// timer for each of 10,000 of them every few seconds was a good part of an idle broker's CPU.
+func (x *Index) save(ctx context.Context, timeout time.Duration) error {
 	if x.topic == nil {
 		return nil
 	}
@@ -508,6 +513,11 @@ func (x *Index) Save(ctx context.Context) error {
 	}
 	if !x.dirty && covered.Compare(x.savedCovered) <= 0 {
 		x.mu.Unlock()
+		if !x.markDeleteBehind() {
+			return nil
+		}
+		ctx, cancel := withTimeout(ctx, timeout)
+		defer cancel()
 		return x.catchUpMarkDelete(ctx)
 	}
 	if len(x.clusters) == 0 && !x.pending() && covered.EntryID < 0 {
@@ -520,6 +530,8 @@ func (x *Index) Save(ctx context.Context) error {
 	wasDirty := x.dirty
 	x.dirty = false
 	x.mu.Unlock()
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
 	cur, err := x.snapshotCursor(ctx, true)
 	if err == nil {
 		p := x.plan(caps, covered.Next())
@@ -590,15 +602,30 @@ func (x *Index) write(ctx context.Context, head Cursor, p savePlan, covered mtyp
 // catchUpMarkDelete moves the head cursor's mark-delete to what the durable head covers when no
 // save followed the last one (the topic went idle), so the last interval is not held back.
 func (x *Index) catchUpMarkDelete(ctx context.Context) error {
-	st := x.store
-	if st == nil || !st.hasDurable || st.durableCovered.EntryID < 0 || st.durableCovered.Compare(st.marked) <= 0 {
+	if !x.markDeleteBehind() {
 		return nil
 	}
+	st := x.store
 	if err := st.cursor.MarkDelete(ctx, st.durableCovered); err != nil {
 		return err
 	}
 	st.marked = st.durableCovered
 	return nil
+}
+
+// markDeleteBehind reports whether the head cursor's mark-delete is behind what the durable head
+// covers (catchUpMarkDelete has a move to make; saveMu held).
+func (x *Index) markDeleteBehind() bool {
+	st := x.store
+	return st != nil && st.hasDurable && st.durableCovered.EntryID >= 0 && st.durableCovered.Compare(st.marked) > 0
+}
+
+// withTimeout is context.WithTimeout, or ctx itself for timeout 0.
+func withTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // removeUnlisted deletes the chunk cursors the durable head no longer lists (merged, wholly below

@@ -754,34 +754,55 @@ func (m *Manager) OpenIndex(ctx context.Context, topic LocalTopic) (*Index, erro
 // Stats returns the replication section of a topic's stats, keyed by remote cluster: every running
 // replicator merged with the inbound side from every origin that replicated into the topic.
 func (m *Manager) Stats(topic string) map[string]Stats {
+	var p topicStatsParts
 	m.mu.Lock()
-	var runners, stale []*Runner
 	for k, mg := range m.running {
 		if k.Topic == topic {
-			if topicClosed(mg.topic) {
-				stale = append(stale, mg.runner)
-			} else {
-				runners = append(runners, mg.runner)
-			}
+			p.addRunner(mg)
 		}
 	}
-	x := m.indexes[topic]
-	var failed []Stats
 	for k, f := range m.failed {
 		if k.Topic == topic {
-			failed = append(failed, Stats{Topic: topic, LocalCluster: m.opts.Local, RemoteCluster: k.Remote,
-				Phase: "not started", LastError: f.err, LastErrorTime: f.at, StartMode: f.startAt})
+			p.failed = append(p.failed, m.failedStats(k, f))
 		}
 	}
+	p.x = m.indexes[topic]
 	m.mu.Unlock()
+	return m.assembleStats(topic, p)
+}
+
+// topicStatsParts is what Stats assembles for one topic, taken under m.mu.
+type topicStatsParts struct {
+	runners, stale []*Runner
+	failed         []Stats
+	x              *Index
+}
+
+func (p *topicStatsParts) addRunner(mg *managed) {
+	if topicClosed(mg.topic) {
+		p.stale = append(p.stale, mg.runner)
+	} else {
+		p.runners = append(p.runners, mg.runner)
+	}
+}
+
+// failedStats is the Stats of a replicator that failed to start (m.mu held).
+func (m *Manager) failedStats(k Key, f failedStart) Stats {
+	return Stats{Topic: k.Topic, LocalCluster: m.opts.Local, RemoteCluster: k.Remote,
+		Phase: "not started", LastError: f.err, LastErrorTime: f.at, StartMode: f.startAt}
+}
+
+// assembleStats builds a topic's Stats from its parts (m.mu not held: runners and the index take
+// their own locks).
+func (m *Manager) assembleStats(topic string, p topicStatsParts) map[string]Stats {
 	out := map[string]Stats{}
-	for _, s := range failed {
+	for _, s := range p.failed {
 		out[s.RemoteCluster] = s
 	}
-	for _, r := range runners {
+	for _, r := range p.runners {
 		out[r.Remote()] = r.Stats()
 	}
-	for _, r := range stale {
+	for _, r := range p.stale {
 		// Its topic instance was unloaded: what it says about backlog and connection is about the
 		// old instance; say so until the replicator on the reloaded topic runs.
 		s := r.Stats()
@@ -792,8 +813,8 @@ func (m *Manager) Stats(topic string) map[string]Stats {
 		}
 		out[r.Remote()] = s
 	}
-	if x != nil {
-		for _, in := range x.Inbound() {
+	if p.x != nil {
+		for _, in := range p.x.Inbound() {
 			s, ok := out[in.Origin]
 			if !ok {
 				s = Stats{Topic: topic, LocalCluster: m.opts.Local, RemoteCluster: in.Origin, Phase: PhaseInboundOnly}
@@ -833,18 +854,41 @@ func (m *Manager) AdminStats(topic string) (outbound map[string]adminapi.Replica
 
 // AllStats returns the stats of every replicator and inbound origin, for /metrics.
 func (m *Manager) AllStats() []Stats {
-	m.mu.Lock()
-	topics := map[string]bool{}
-	for k := range m.running {
-		topics[k.Topic] = true
+	// One pass over the replicators and indexes (Stats per topic would scan every replicator for
+	// each topic, and every idle topic has an index).
+	parts := map[string]*topicStatsParts{}
+	of := func(topic string) *topicStatsParts {
+		p := parts[topic]
+		if p == nil {
+			p = &topicStatsParts{}
+			parts[topic] = p
+		}
+		return p
 	}
-	for t := range m.indexes {
-		topics[t] = true
+	m.mu.Lock()
+	for k, mg := range m.running {
+		of(k.Topic).addRunner(mg)
+	}
+	for k, f := range m.failed {
+		p := of(k.Topic)
+		p.failed = append(p.failed, m.failedStats(k, f))
+	}
+	indexes := make([]*Index, 0, len(m.indexes))
+	names := make([]string, 0, len(m.indexes))
+	for t, x := range m.indexes {
+		indexes, names = append(indexes, x), append(names, t)
 	}
 	m.mu.Unlock()
+	for i, x := range indexes {
+		if p := parts[names[i]]; p != nil {
+			p.x = x
+		} else if x.hasInbound() {
+			of(names[i]).x = x
+		}
+	}
 	var out []Stats
-	for _, t := range sortedKeys(topics) {
-		st := m.Stats(t)
+	for _, t := range sortedKeys(parts) {
+		st := m.assembleStats(t, *parts[t])
 		for _, r := range sortedKeys(st) {
 			out = append(out, st[r])
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,6 +130,7 @@ func TestManagerFollowsPolicyChanges(t *testing.T) {
 	t.Logf("replicator started %v after the policy change", time.Since(changed))
 	lt.append(mkEntry(t, mtypes.Position{}, "new", nil).Data, 1)
 	poll.Until(t, 5*time.Second, "new entry at b", func() bool { return remotes.get("b").topic.LastConfirmed().EntryID == 0 })
+	checkAllStats(t, m, topic)
 	st := m.Stats(topic)["b"]
 	if st.StartMode != StartLatest || st.StartPosition != (mtypes.Position{LedgerID: 3, EntryID: 4}) {
 		t.Fatalf("b started %v at %v", st.StartMode, st.StartPosition)
@@ -233,6 +236,7 @@ func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
 			s, ok := m.Stats(topic)["b"]
 			return ok && strings.Contains(s.LastError, "disk full") && !s.Connected
 		})
+		checkAllStats(t, m, topic)
 		lt.mu.Lock()
 		lt.openErr = nil
 		lt.mu.Unlock()
@@ -240,7 +244,28 @@ func TestManagerStartFailureIsShownAndRetried(t *testing.T) {
 			s := m.Stats(topic)["b"]
 			return len(m.Running()) == 1 && s.LastError == ""
 		})
+		checkAllStats(t, m, topic)
 	})
+}
+
+// checkAllStats: AllStats lists what Stats says of each of topics (the topics with anything to
+// say), topics and remote clusters in name order.
+func checkAllStats(t *testing.T, m *Manager, topics ...string) {
+	t.Helper()
+	var want []string
+	for _, topic := range slices.Sorted(slices.Values(topics)) {
+		st := m.Stats(topic)
+		for _, r := range slices.Sorted(maps.Keys(st)) {
+			want = append(want, st[r].Topic+" "+r+" "+st[r].Phase+" "+st[r].LastError)
+		}
+	}
+	var got []string
+	for _, s := range m.AllStats() {
+		got = append(got, s.Topic+" "+s.RemoteCluster+" "+s.Phase+" "+s.LastError)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("AllStats lists %q, Stats of each topic %q", got, want)
+	}
 }
 
 // TestManagerSyncStartsReplicatorsBeforeReturning: after a remote is added to the namespace of an
