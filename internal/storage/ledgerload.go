@@ -161,9 +161,9 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		// A segment whose header never became durable holds no entries.
 		return seg, nil
 	}
+	lost := false
 	if hid, herr := parseHeader(hdr, magicSegment); herr != nil || int64(hid) != id {
-		lost := false
-		if herr != nil {
+		if herr != nil && !errors.Is(herr, errUnsupportedVersion) {
 			if lost, err = entryZeroFollowsHeader(f, st.Size); err != nil {
 				return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
 			}
@@ -171,16 +171,10 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		if !lost {
 			return nil, fmt.Errorf("%w: segment %d header: %v", ErrCorrupt, id, herr)
 		}
-		// The header alone was damaged after the entries were written: write it again and read
-		// the records, as replay does for a segment the journal names (scanSegment).
-		e.log.Warn("segment header unreadable, entry 0 behind it; header written again", "ledger", l.name, "segment", p)
-		if _, err := f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0); err != nil {
-			return nil, fmt.Errorf("storage: rewrite segment %d header: %w", id, err)
-		}
-		if err := l.syncLoaded(p, f); err != nil {
-			return nil, err
-		}
 	}
+	// With SyncInterval a bad record is a torn tail (segment data may run ahead of the journal),
+	// but not in a segment whose header was damaged after it became durable.
+	interval := e.opts.Sync == SyncInterval && !lost
 	seg.size = headerSize
 	badAt, err := scanRecords(f, headerSize, st.Size, func(off int64, body []byte) bool {
 		eid, pt, data, err := parseSegBody(body)
@@ -204,9 +198,9 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		badAt = -1
 	}
 	if badAt >= 0 {
-		if e.opts.Sync == SyncInterval || !validRecordAfter(f, badAt, st.Size) {
+		if interval || !validRecordAfter(f, badAt, st.Size) {
 			// With SyncInterval, segment data may run ahead of the durable journal: a torn tail is expected.
-			if e.opts.Sync == SyncInterval || badAt+int64(recHeaderSize) > st.Size || tailIsZero(f, badAt, st.Size) {
+			if interval || badAt+int64(recHeaderSize) > st.Size || tailIsZero(f, badAt, st.Size) {
 				e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)
 				e.m.tornTails.Add(1)
 				if err := f.Truncate(badAt); err != nil {
@@ -220,6 +214,17 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 			}
 		} else {
 			return seg, fmt.Errorf("%w: segment %d: bad record at offset %d of %d after entry %d, valid data follows", ErrCorrupt, id, badAt, st.Size, seg.entries-1)
+		}
+	}
+	if lost {
+		// The header alone was damaged after the entries were written, and the records check
+		// out: write it again, as replay does for a segment the journal names (scanSegment).
+		e.log.Warn("segment header unreadable, entry 0 behind it; header written again", "ledger", l.name, "segment", p)
+		if _, err := f.WriteAt(appendHeader(nil, magicSegment, uint64(id)), 0); err != nil {
+			return nil, fmt.Errorf("storage: rewrite segment %d header: %w", id, err)
+		}
+		if err := l.syncLoaded(p, f); err != nil {
+			return nil, err
 		}
 	}
 	l.saveIndex(seg)

@@ -396,7 +396,7 @@ func (rp *repairer) checkSegment(name, dir string, id int64) error {
 	}
 	if hid, herr := parseHeader(hdr, magicSegment); herr != nil || int64(hid) != id {
 		lost := false
-		if herr != nil {
+		if herr != nil && !errors.Is(herr, errUnsupportedVersion) {
 			if lost, err = entryZeroFollowsHeader(f, size); err != nil {
 				return fmt.Errorf("storage: repair: scan %s: %w", p, err)
 			}

@@ -798,6 +798,9 @@ func (r *replayer) scanSegment(rs *replaySeg, id int64) error {
 		if size > headerSize && herr == nil {
 			return fmt.Errorf("%w: segment %s has id %d", ErrCorrupt, rs.path, hid)
 		}
+		if errors.Is(herr, errUnsupportedVersion) {
+			return fmt.Errorf("storage: segment %s: %w", rs.path, herr)
+		}
 		// New, or its header never became durable, or damaged: the header is written again in
 		// place. When entry 0's record follows it, the header alone was lost (damaged after its
 		// entries were checkpointed): the records are scanned as in any segment (each has its

@@ -323,6 +323,134 @@ func TestDamagedSegmentHeaderLoadsItsEntries(t *testing.T) {
 	}
 }
 
+// checkpointedLedger appends n entries (padded to size) to a new ledger (mod applied), checkpoints
+// them and returns a crashed copy of the files, the segment path and the acknowledged entries.
+func checkpointedLedger(t *testing.T, name string, mod func(*Options), n, size int) (*vfs.Mem, string, map[mtypes.Position]string) {
+	t.Helper()
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	e := openMem(t, mem, mod)
+	l, err := e.OpenLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[mtypes.Position]string{}
+	for i := range n {
+		d := "entry-" + strconv.Itoa(i)
+		if len(d) < size {
+			d += strings.Repeat("x", size-len(d))
+		}
+		p, err := l.Append(ctx, []byte(d), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[p] = d
+	}
+	checkpointAll(t, e)
+	seg := segPath(l.dirPath(), l.Segments()[0].ID)
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	return crashed, seg, acked
+}
+
+// overwriteSynced writes b at off of file p, durably: damage found on the disk.
+func overwriteSynced(t *testing.T, fs vfs.FS, p string, off int64, b []byte) {
+	t.Helper()
+	f, err := fs.OpenFile(p, vfs.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSegmentHeaderOfAnotherVersionIsNotRewritten: a well-formed header of another format version
+// (a newer build's segment) is not damage: neither loading nor repair writes this build's header
+// over it (errUnsupportedVersion is never treated as torn).
+func TestSegmentHeaderOfAnotherVersionIsNotRewritten(t *testing.T) {
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	crashed, seg, _ := checkpointedLedger(t, "other/version", mod, 10, 0)
+	id, err := parseHeader(segHeaderOf(t, crashed, seg), magicSegment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := appendHeaderVersion(nil, magicSegment, id, 0, FormatVersion+1)
+	overwriteSynced(t, crashed, seg, 0, v2)
+	if _, err := parseHeader(v2, magicSegment); err == nil {
+		t.Fatal("v2 header parses")
+	} else {
+		t.Logf("header error: %v", err)
+	}
+	r := repairT(t, crashed, "other/version", false)
+	t.Logf("repair actions: %d", len(r.Actions))
+	e := openMem(t, crashed, mod)
+	l, err := e.OpenLedger(context.Background(), "other/version")
+	t.Logf("open: err=%v lerr=%v entries=%d", err, func() error {
+		if l == nil {
+			return nil
+		}
+		return l.Err()
+	}(), func() int64 {
+		if l == nil {
+			return -1
+		}
+		return l.Entries()
+	}())
+	_ = e.Close()
+	h := segHeaderOf(t, crashed, seg)
+	if v := h[8]; v != FormatVersion+1 {
+		t.Fatalf("a segment header of format version %d was overwritten with version %d", FormatVersion+1, v)
+	}
+}
+
+// TestDamagedHeaderKeptWhenRecordsAreDamagedToo: the header is written again only once the
+// records check out; a segment whose records are damaged in the middle too is fenced and kept for
+// Repair as it is.
+func TestDamagedHeaderKeptWhenRecordsAreDamagedToo(t *testing.T) {
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	crashed, seg, _ := checkpointedLedger(t, "damaged/both", mod, 10, 0)
+	orig := segHeaderOf(t, crashed, seg)
+	overwriteSynced(t, crashed, seg, 0, []byte("damaged!"))
+	// damage entry 3's record data (entries are "entry-N": 8+16+7 = 31 bytes each)
+	overwriteSynced(t, crashed, seg, headerSize+3*31+24, []byte("XX"))
+	e := openMem(t, crashed, mod)
+	l, err := e.OpenLedger(context.Background(), "damaged/both")
+	if err == nil && l.Err() == nil {
+		t.Fatalf("loads with a damaged record: %d entries", l.Entries())
+	}
+	t.Logf("open: %v %v", err, l.Err())
+	_ = e.Close()
+	h := segHeaderOf(t, crashed, seg)
+	if string(h) == string(orig) {
+		t.Fatalf("the file of a segment refused as corrupt was changed: its header was written again")
+	}
+}
+
+// TestSyncIntervalKeepsDamageBehindALostHeader: with SyncInterval a bad record is taken for a torn
+// tail (segment data may run ahead of the journal), but not in a segment whose header was damaged
+// after its entries became durable: a damaged record with valid ones after it fences the ledger and
+// the file is kept, instead of being cut there.
+func TestSyncIntervalKeepsDamageBehindALostHeader(t *testing.T) {
+	mod := func(o *Options) { o.DirectWriteBytes = -1; o.Sync = SyncInterval; o.SyncInterval = time.Millisecond }
+	crashed, seg, acked := checkpointedLedger(t, "interval/header", mod, 10, 0)
+	overwriteSynced(t, crashed, seg, 0, []byte("damaged!"))
+	overwriteSynced(t, crashed, seg, headerSize+3*31+24, []byte("XX")) // entry 3's data ("entry-N": 31-byte records)
+	e := openMem(t, crashed, mod)
+	defer e.Close()
+	l, err := e.OpenLedger(context.Background(), "interval/header")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Err() == nil && l.Entries() < int64(len(acked)) {
+		t.Fatalf("checkpointed entries silently cut: %d of %d left, ledger not fenced", l.Entries(), len(acked))
+	}
+}
+
 // TestVoidDoesNotExplainAGapBelowIt: a ledger fenced at runtime has a void record naming the
 // entries from which nothing was acknowledged. A gap in its segment that starts below that entry
 // misses acknowledged entries all the same (here the segment's header and first record were
