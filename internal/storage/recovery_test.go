@@ -290,27 +290,15 @@ func TestLostSegmentHeaderKeepsTheEntriesBehindIt(t *testing.T) {
 // fencing the ledger would stop a topic whose data is all there. Repair finds nothing to do.
 func TestDamagedSegmentHeaderLoadsItsEntries(t *testing.T) {
 	ctx := context.Background()
-	mem, mod, e, l := pageCacheLedger(t, "damaged/header")
-	acked := map[mtypes.Position]string{}
-	for i := range 10 {
-		d := "entry-" + strconv.Itoa(i)
-		p, err := l.Append(ctx, []byte(d), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked[p] = d
-	}
-	checkpointAll(t, e)
-	seg := segPath(l.dirPath(), l.Segments()[0].ID)
-	crashed := mem.Crash(nil)
-	_ = e.Close()
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	crashed, seg, acked := checkpointedLedger(t, "damaged/header", mod, 10)
 
 	damageAfterCrash(t, crashed, seg, []byte("damaged!")) // the header only
 	if r := repairT(t, crashed, "damaged/header", false); len(r.Actions) != 0 {
 		t.Fatalf("repair reports %+v for a segment loading reads whole", r.Actions)
 	}
 	for open := 1; open <= 2; open++ {
-		e = openMem(t, crashed, mod)
+		e := openMem(t, crashed, mod)
 		verifyAcked(t, e, "damaged/header", acked)
 		l, err := e.OpenLedger(ctx, "damaged/header")
 		if err != nil || l.Err() != nil {
@@ -323,9 +311,9 @@ func TestDamagedSegmentHeaderLoadsItsEntries(t *testing.T) {
 	}
 }
 
-// checkpointedLedger appends n entries (padded to size) to a new ledger (mod applied), checkpoints
-// them and returns a crashed copy of the files, the segment path and the acknowledged entries.
-func checkpointedLedger(t *testing.T, name string, mod func(*Options), n, size int) (*vfs.Mem, string, map[mtypes.Position]string) {
+// checkpointedLedger appends n entries ("entry-N") to a new ledger (mod applied), checkpoints them
+// and returns a crashed copy of the files, the segment path and the acknowledged entries.
+func checkpointedLedger(t *testing.T, name string, mod func(*Options), n int) (*vfs.Mem, string, map[mtypes.Position]string) {
 	t.Helper()
 	ctx := context.Background()
 	mem := vfs.NewMem()
@@ -337,9 +325,6 @@ func checkpointedLedger(t *testing.T, name string, mod func(*Options), n, size i
 	acked := map[mtypes.Position]string{}
 	for i := range n {
 		d := "entry-" + strconv.Itoa(i)
-		if len(d) < size {
-			d += strings.Repeat("x", size-len(d))
-		}
 		p, err := l.Append(ctx, []byte(d), 1)
 		if err != nil {
 			t.Fatal(err)
@@ -374,33 +359,18 @@ func overwriteSynced(t *testing.T, fs vfs.FS, p string, off int64, b []byte) {
 // over it (errUnsupportedVersion is never treated as torn).
 func TestSegmentHeaderOfAnotherVersionIsNotRewritten(t *testing.T) {
 	mod := func(o *Options) { o.DirectWriteBytes = -1 }
-	crashed, seg, _ := checkpointedLedger(t, "other/version", mod, 10, 0)
+	crashed, seg, _ := checkpointedLedger(t, "other/version", mod, 10)
 	id, err := parseHeader(segHeaderOf(t, crashed, seg), magicSegment)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v2 := appendHeaderVersion(nil, magicSegment, id, 0, FormatVersion+1)
 	overwriteSynced(t, crashed, seg, 0, v2)
-	if _, err := parseHeader(v2, magicSegment); err == nil {
-		t.Fatal("v2 header parses")
-	} else {
-		t.Logf("header error: %v", err)
-	}
-	r := repairT(t, crashed, "other/version", false)
-	t.Logf("repair actions: %d", len(r.Actions))
+	repairT(t, crashed, "other/version", false) // reports only: changes nothing
 	e := openMem(t, crashed, mod)
-	l, err := e.OpenLedger(context.Background(), "other/version")
-	t.Logf("open: err=%v lerr=%v entries=%d", err, func() error {
-		if l == nil {
-			return nil
-		}
-		return l.Err()
-	}(), func() int64 {
-		if l == nil {
-			return -1
-		}
-		return l.Entries()
-	}())
+	if l, err := e.OpenLedger(context.Background(), "other/version"); err == nil && l.Err() == nil {
+		t.Errorf("a segment of format version %d loads as this build's (%d entries)", FormatVersion+1, l.Entries())
+	}
 	_ = e.Close()
 	h := segHeaderOf(t, crashed, seg)
 	if v := h[8]; v != FormatVersion+1 {
@@ -413,7 +383,7 @@ func TestSegmentHeaderOfAnotherVersionIsNotRewritten(t *testing.T) {
 // Repair as it is.
 func TestDamagedHeaderKeptWhenRecordsAreDamagedToo(t *testing.T) {
 	mod := func(o *Options) { o.DirectWriteBytes = -1 }
-	crashed, seg, _ := checkpointedLedger(t, "damaged/both", mod, 10, 0)
+	crashed, seg, _ := checkpointedLedger(t, "damaged/both", mod, 10)
 	orig := segHeaderOf(t, crashed, seg)
 	overwriteSynced(t, crashed, seg, 0, []byte("damaged!"))
 	// damage entry 3's record data (entries are "entry-N": 8+16+7 = 31 bytes each)
@@ -437,7 +407,7 @@ func TestDamagedHeaderKeptWhenRecordsAreDamagedToo(t *testing.T) {
 // the file is kept, instead of being cut there.
 func TestSyncIntervalKeepsDamageBehindALostHeader(t *testing.T) {
 	mod := func(o *Options) { o.DirectWriteBytes = -1; o.Sync = SyncInterval; o.SyncInterval = time.Millisecond }
-	crashed, seg, acked := checkpointedLedger(t, "interval/header", mod, 10, 0)
+	crashed, seg, acked := checkpointedLedger(t, "interval/header", mod, 10)
 	overwriteSynced(t, crashed, seg, 0, []byte("damaged!"))
 	overwriteSynced(t, crashed, seg, headerSize+3*31+24, []byte("XX")) // entry 3's data ("entry-N": 31-byte records)
 	e := openMem(t, crashed, mod)
