@@ -16,7 +16,7 @@ import (
 
 // TestMetricsScrapeMemoryPerTopic bounds what one /metrics scrape allocates per topic. Every idle
 // topic exports about 40 series; building them all as client_golang metrics before encoding any
-// (the registry's Gather) allocated about 25 KiB per topic and scrape, so a Prometheus scraping a
+// (the registry's Gather) allocated about 30 KiB per topic and scrape, so a Prometheus scraping a
 // broker with 10,000 idle topics kept its RSS several times above the topics' own memory
 // (docs/performance.md, "Idle memory"). The scrape is also checked to parse, to hold every topic's
 // series once, and to answer gzip when asked.
