@@ -187,7 +187,9 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
 	}
-	if badAt >= 0 && isBlockPadding(f, badAt, st.Size) {
+	switch verdict := classifyBadRecord(f, badAt, st.Size); verdict {
+	case recordsClean:
+	case recordsPadded:
 		// The zeros after a block written around the page cache (unbuffered.go), not a torn tail.
 		if err := f.Truncate(badAt); err != nil {
 			return nil, fmt.Errorf("storage: truncate segment padding: %w", err)
@@ -195,25 +197,18 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		if err := l.syncLoaded(p, f); err != nil {
 			return nil, err
 		}
-		badAt = -1
-	}
-	if badAt >= 0 {
-		if interval || !validRecordAfter(f, badAt, st.Size) {
-			// With SyncInterval, segment data may run ahead of the durable journal: a torn tail is expected.
-			if interval || badAt+int64(recHeaderSize) > st.Size || tailIsZero(f, badAt, st.Size) {
-				e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)
-				e.m.tornTails.Add(1)
-				if err := f.Truncate(badAt); err != nil {
-					return nil, fmt.Errorf("storage: truncate segment: %w", err)
-				}
-				if err := l.syncLoaded(p, f); err != nil {
-					return nil, err
-				}
-			} else {
-				return seg, fmt.Errorf("%w: segment %d: bad record at offset %d of %d after entry %d", ErrCorrupt, id, badAt, st.Size, seg.entries-1)
-			}
-		} else {
-			return seg, fmt.Errorf("%w: segment %d: bad record at offset %d of %d after entry %d, valid data follows", ErrCorrupt, id, badAt, st.Size, seg.entries-1)
+	case recordsTornTail, recordsDamagedTail, recordsDamagedMiddle:
+		// With SyncInterval, segment data may run ahead of the durable journal: a torn tail is expected.
+		if !interval && verdict != recordsTornTail {
+			return seg, fmt.Errorf("%w: segment %d: %s", ErrCorrupt, id, verdict.describe(badAt, st.Size, seg.entries))
+		}
+		e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)
+		e.m.tornTails.Add(1)
+		if err := f.Truncate(badAt); err != nil {
+			return nil, fmt.Errorf("storage: truncate segment: %w", err)
+		}
+		if err := l.syncLoaded(p, f); err != nil {
+			return nil, err
 		}
 	}
 	if lost {
@@ -229,6 +224,48 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 	}
 	l.saveIndex(seg)
 	return seg, nil
+}
+
+// recordsVerdict is what a segment's records are, for loading and Repair alike: a segment that no
+// journal file names holds only checkpointed entries, so a bad record in it is damage unless it is
+// the padding of a direct write or a torn tail (a short record, or zeros to the end of the file).
+type recordsVerdict int
+
+const (
+	recordsClean         recordsVerdict = iota // every record reads to the end of the file
+	recordsPadded                              // zeros that end a block written around the page cache: cut quietly
+	recordsTornTail                            // a short record or zeros to the end: a torn write, cut
+	recordsDamagedTail                         // non-zero bytes with no valid record after them: damage
+	recordsDamagedMiddle                       // a bad record with valid records after it: damage
+)
+
+// classifyBadRecord says what the bad record at bad (-1: none) of a segment of size bytes is.
+func classifyBadRecord(f vfs.File, bad, size int64) recordsVerdict {
+	switch {
+	case bad < 0:
+		return recordsClean
+	case isBlockPadding(f, bad, size):
+		return recordsPadded
+	case validRecordAfter(f, bad, size):
+		return recordsDamagedMiddle
+	case bad+int64(recHeaderSize) > size || tailIsZero(f, bad, size):
+		return recordsTornTail
+	default:
+		return recordsDamagedTail
+	}
+}
+
+// describe names the damage for an error or a repair report; entries is the count of good
+// entries before bad.
+func (v recordsVerdict) describe(bad, size, entries int64) string {
+	what := fmt.Sprintf("bad record at offset %d of %d after entry %d", bad, size, entries-1)
+	switch v {
+	case recordsDamagedMiddle:
+		return what + ", valid data follows"
+	case recordsDamagedTail:
+		return what + ", non-zero bytes to the end of the file"
+	}
+	return what
 }
 
 // validRecordAfter looks for any well-formed record starting after a bad one (a sign of

@@ -26,8 +26,9 @@ import (
 //     before and after the damage); a state only the damaged bytes held is lost: that cursor goes
 //     back to an older state (redelivery), or is missing if it was created there, or comes back if
 //     it was deleted there;
-//   - a segment with a bad record followed by valid ones is cut at the bad record (the entries from
-//     there on are lost);
+//   - a damaged segment (a bad record followed by valid ones, or non-zero bytes to its end:
+//     classifyBadRecord) is cut at the bad record (the entries from there on are lost); a segment
+//     of another format version is refused, as the state file of one is;
 //   - a FENCED marker is removed (the entries it says are missing stay lost);
 //   - a damaged incarnations file keeps its readable records (ids of an incarnation lost with the
 //     rest are attributed to the one before it);
@@ -376,8 +377,8 @@ func (rp *repairer) checkCursorLog(name, p string) error {
 	return replaceFile(rp.e.fs, p, body)
 }
 
-// checkSegment cuts a segment at a bad record that valid records follow (loading would fence the
-// ledger for it).
+// checkSegment cuts a segment at a damaged record (one that loading fences the ledger for:
+// classifyBadRecord), and refuses a segment of another format version.
 func (rp *repairer) checkSegment(name, dir string, id int64) error {
 	e := rp.e
 	p := segPath(dir, id)
@@ -395,8 +396,12 @@ func (rp *repairer) checkSegment(name, dir string, id int64) error {
 		return nil
 	}
 	if hid, herr := parseHeader(hdr, magicSegment); herr != nil || int64(hid) != id {
+		if errors.Is(herr, errUnsupportedVersion) {
+			// A newer build's segment, not damage: as for the state file, nothing is removed.
+			return fmt.Errorf("storage: repair: %s: %w (use the build that wrote it)", p, herr)
+		}
 		lost := false
-		if herr != nil && !errors.Is(herr, errUnsupportedVersion) {
+		if herr != nil {
 			if lost, err = entryZeroFollowsHeader(f, size); err != nil {
 				return fmt.Errorf("storage: repair: scan %s: %w", p, err)
 			}
@@ -425,10 +430,11 @@ func (rp *repairer) checkSegment(name, dir string, id int64) error {
 	if err != nil {
 		return fmt.Errorf("storage: repair: scan %s: %w", p, err)
 	}
-	if bad < 0 || isBlockPadding(f, bad, size) || !validRecordAfter(f, bad, size) {
-		return nil // clean, or a torn tail that loading cuts
+	verdict := classifyBadRecord(f, bad, size)
+	if verdict != recordsDamagedMiddle && verdict != recordsDamagedTail {
+		return nil // clean, or padding or a torn tail that loading cuts
 	}
-	rp.add(RepairAction{File: p, Problem: fmt.Sprintf("ledger %q: bad record at offset %d of %d after entry %d, valid data follows", name, bad, size, entries-1),
+	rp.add(RepairAction{File: p, Problem: fmt.Sprintf("ledger %q: %s", name, verdict.describe(bad, size, entries)),
 		Loss: fmt.Sprintf("entries from %d:%d on (%d bytes) are cut", id, entries, size-bad)})
 	rp.noteRepaired(name)
 	if !rp.o.AcceptLoss {

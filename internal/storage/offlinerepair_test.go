@@ -184,3 +184,55 @@ func TestRepairIncarnations(t *testing.T) {
 	wantOpenError(t, mem, incarnationsFile)
 	wantRepaired(t, mem, "", incarnationsFile)
 }
+
+// TestRepairRefusesSegmentOfAnotherVersion: a segment whose header is well formed but of another
+// format version (a newer build's) is not damage. Repair refuses it, as it refuses a state file
+// of another version, instead of removing it with its entries.
+func TestRepairRefusesSegmentOfAnotherVersion(t *testing.T) {
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	crashed, seg, _ := checkpointedLedger(t, "repair/version", mod, 10)
+	id, err := parseHeader(segHeaderOf(t, crashed, seg), magicSegment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overwriteSynced(t, crashed, seg, 0, appendHeaderVersion(nil, magicSegment, id, 0, FormatVersion+1))
+	before := readFileForTest(t, crashed, seg)
+	r, err := Repair(context.Background(), RepairOptions{Dir: "/data", FS: crashed, Ledger: "repair/version", AcceptLoss: true, Logger: testLogger()})
+	if err == nil {
+		t.Errorf("repair --accept-loss took a segment of format version %d: %+v", FormatVersion+1, r.Actions)
+	} else if !errors.Is(err, errUnsupportedVersion) || !strings.Contains(err.Error(), seg) {
+		t.Errorf("repair: %v; want the version error naming %s", err, seg)
+	}
+	if after, err := crashed.Stat(seg); err != nil || after.Size != int64(len(before)) {
+		t.Fatalf("the segment of another version was changed or removed: %v", err)
+	}
+	if after := readFileForTest(t, crashed, seg); string(after) != string(before) {
+		t.Fatal("the segment of another version was changed")
+	}
+}
+
+// TestRepairCutsAGarbageTailThatLoadingFences: a segment that no journal names, whose last record
+// is overwritten with non-zero bytes (no valid record after them), fences its ledger under
+// SyncAlways: its entries were checkpointed, so this is damage, not a torn write. Repair must
+// report it and, with --accept-loss, cut it, or the ledger stays fenced for good.
+func TestRepairCutsAGarbageTailThatLoadingFences(t *testing.T) {
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	crashed, seg, acked := checkpointedLedger(t, "repair/tail", mod, 10)
+	overwriteSynced(t, crashed, seg, headerSize+9*31+24, []byte("XX")) // entry 9's data ("entry-N": 31-byte records)
+	e := openMem(t, crashed, mod)
+	l, err := e.OpenLedger(context.Background(), "repair/tail")
+	if err != nil || !errors.Is(l.Err(), ErrCorrupt) {
+		t.Fatalf("the damaged last record was not reported: %v %v", err, l.Err())
+	}
+	_ = e.Close()
+	wantRepaired(t, crashed, "repair/tail", ".seg")
+	e = openMem(t, crashed, mod)
+	defer e.Close()
+	l, err = e.OpenLedger(context.Background(), "repair/tail")
+	if err != nil || l.Err() != nil {
+		t.Fatalf("after the repair: %v %v", err, l.Err())
+	}
+	if l.Entries() != int64(len(acked))-1 {
+		t.Fatalf("after the repair: %d entries, want the %d before the damaged one", l.Entries(), len(acked)-1)
+	}
+}
