@@ -2,11 +2,13 @@
 # Idle memory and CPU of a standalone broker and what a /metrics scrape costs it with many idle
 # topics: RSS with no topics, after creating TOPICS topics and after they settle, the idle CPU; then
 # SCRAPES scrapes of /metrics a few seconds apart (as Prometheus scrapes), each with its duration,
-# size and the server's CPU, and the peak RSS over the scrapes.
+# size and the server's CPU, and the peak RSS over the scrapes; then STATS calls of
+# /admin/v2/broker-stats/metrics (the same series as JSON entries), measured alike.
 #
 # usage: scripts/bench-idle.sh
 # env:   TOPICS   idle topics to create (default 10000)
 #        SCRAPES  /metrics scrapes (default 5), GAP seconds between them (default 5)
+#        STATS    broker-stats/metrics calls after the scrapes (default 2; 0 skips them)
 #        SETTLE   seconds to wait after creating the topics (default 10)
 #        IDLE_SECS seconds over which the idle broker's CPU is measured before the scrapes (default 60;
 #                 the replication manager's full pass over every topic runs every 30 s)
@@ -14,7 +16,7 @@
 #        BROKER_FLAGS  extra flags for `meridian standalone` (e.g. "--hide-topic-level-metrics")
 set -uo pipefail
 . "$(dirname "$0")/bench-lib.sh"
-TOPICS=${TOPICS:-10000} SCRAPES=${SCRAPES:-5} GAP=${GAP:-5} SETTLE=${SETTLE:-10} IDLE_SECS=${IDLE_SECS:-60}
+TOPICS=${TOPICS:-10000} SCRAPES=${SCRAPES:-5} STATS=${STATS:-2} GAP=${GAP:-5} SETTLE=${SETTLE:-10} IDLE_SECS=${IDLE_SECS:-60}
 for p in 16650 18080; do port_free $p || { echo "port $p is busy" >&2; exit 2; }; done
 mkdir -p "$TOOLS"
 if [ -n "${BIN:-}" ]; then cp "$BIN" "$TOOLS/meridian" || exit 2; else (cd "$repo" && go build -o "$TOOLS/meridian" ./cmd/meridian) || exit 2; fi
@@ -52,6 +54,15 @@ for i in $(seq "$SCRAPES"); do
   text=$(gunzip -c "$d/scrape.gz" | wc -c)
   read -r secs gz <<<"$out"
   echo "scrape $i: ${secs} s, $text B of text ($gz B gzip), server CPU $(awk -v a="$c0" -v b="$c1" 'BEGIN{printf "%.2f", b-a}') s, RSS after $(rss_mib) MiB"
+  sleep "$GAP"
+done
+echo "peak RSS over the scrapes: $(peak_rss_mib "$pid") MiB; RSS now $(rss_mib) MiB"
+for i in $(seq "$STATS"); do
+  c0=$(cpu_s "$pid")
+  out=$(curl -fs -o "$d/stats.json" -w '%{time_total} %{size_download}' "$web/admin/v2/broker-stats/metrics") || { echo "broker-stats/metrics failed" >&2; exit 1; }
+  c1=$(cpu_s "$pid")
+  read -r secs size <<<"$out"
+  echo "broker-stats/metrics $i: ${secs} s, $size B of JSON, server CPU $(awk -v a="$c0" -v b="$c1" 'BEGIN{printf "%.2f", b-a}') s, RSS after $(rss_mib) MiB"
   sleep "$GAP"
 done
 echo "peak RSS over the run: $(peak_rss_mib "$pid") MiB; RSS now $(rss_mib) MiB"

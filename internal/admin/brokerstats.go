@@ -1,14 +1,11 @@
 package admin
 
 import (
-	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/naming"
@@ -90,71 +87,6 @@ func (h *Handler) brokerStatsTopics(w http.ResponseWriter, r *http.Request) erro
 			}
 			byDomain[domain][topic] = st
 		}
-	}
-	return ok(w, out)
-}
-
-// brokerStatsMetrics answers Pulsar's list of {"metrics": {...}, "dimensions": {...}} from the
-// broker's Prometheus registry: the series of one label set are one entry, keyed by metric name
-// (a histogram contributes its _count and _sum). The names are the Prometheus names of /metrics.
-func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) error {
-	type entry struct {
-		Metrics    map[string]float64 `json:"metrics"`
-		Dimensions map[string]string  `json:"dimensions"`
-	}
-	byDims := map[string]*entry{}
-	var order []string
-	add := func(dims map[string]string, name string, v float64) {
-		keys := slices.Sorted(maps.Keys(dims))
-		var k strings.Builder
-		for _, d := range keys {
-			k.WriteString(d + "=" + strconv.Quote(dims[d]) + ",")
-		}
-		e := byDims[k.String()]
-		if e == nil {
-			e = &entry{Metrics: map[string]float64{}, Dimensions: dims}
-			byDims[k.String()] = e
-			order = append(order, k.String())
-		}
-		e.Metrics[name] = v
-	}
-	fams, err := h.gatherer.Gather()
-	if err != nil && len(fams) == 0 {
-		return err
-	}
-	broker := h.brokerID()
-	err = h.eachMetricFamily(r.Context(), fams, func(f *dto.MetricFamily) error {
-		for _, m := range f.GetMetric() {
-			dims := map[string]string{"broker": broker}
-			for _, l := range m.GetLabel() {
-				dims[l.GetName()] = l.GetValue()
-			}
-			if _, set := dims["cluster"]; !set {
-				dims["cluster"] = h.cfg.Cluster
-			}
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				add(dims, f.GetName(), m.GetCounter().GetValue())
-			case dto.MetricType_GAUGE:
-				add(dims, f.GetName(), m.GetGauge().GetValue())
-			case dto.MetricType_UNTYPED:
-				add(dims, f.GetName(), m.GetUntyped().GetValue())
-			case dto.MetricType_HISTOGRAM:
-				add(dims, f.GetName()+"_count", float64(m.GetHistogram().GetSampleCount()))
-				add(dims, f.GetName()+"_sum", m.GetHistogram().GetSampleSum())
-			case dto.MetricType_SUMMARY:
-				add(dims, f.GetName()+"_count", float64(m.GetSummary().GetSampleCount()))
-				add(dims, f.GetName()+"_sum", m.GetSummary().GetSampleSum())
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	out := make([]*entry, 0, len(order))
-	for _, k := range order {
-		out = append(out, byDims[k])
 	}
 	return ok(w, out)
 }

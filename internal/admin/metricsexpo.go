@@ -185,30 +185,8 @@ func (h *Handler) eachMetricFamily(ctx context.Context, fams []*dto.MetricFamily
 // families calls fn with the scrape's families: the broker's version, the configuration store's
 // state, topic counts, the topic families and the broker totals.
 func (sc *topicScrape) families(fn func(*dto.MetricFamily) error) error {
-	bi := buildinfo.Read()
-	clusterLabel := labelPair("cluster", sc.cluster)
-	one := func(name, help string, v float64, labels ...*dto.LabelPair) *dto.MetricFamily {
-		labels = append(labels, clusterLabel)
-		slices.SortFunc(labels, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
-		return gaugeFamily(name, help, gaugeMetric(v, labels...))
-	}
-	fixed := []*dto.MetricFamily{
-		one(famVersion, "The broker's version and the commit it was built from (value 1).", 1,
-			labelPair("version", bi.Version), labelPair("commit", bi.Commit)),
-		one(famCatalogOK, "1 while the configuration store answers and the broker's catalog follows its watch.", b2f(sc.storeOK)),
-		one(famCatalogRev, "Configuration store revision the broker's catalog reflects.", float64(sc.revision)),
-	}
-	if len(sc.nsCounts) > 0 {
-		counts := gaugeFamily(famTopicsCount, "Number of topics of the namespace on this broker.")
-		for _, c := range sc.nsCounts {
-			counts.Metric = append(counts.Metric, gaugeMetric(float64(c.topics), clusterLabel, labelPair("namespace", labelValue(c.namespace))))
-		}
-		fixed = append(fixed, counts)
-	}
-	for _, f := range fixed {
-		if err := fn(f); err != nil {
-			return err
-		}
+	if err := sc.headFamilies(fn); err != nil {
+		return err
 	}
 	var reuse seriesPool
 	for _, s := range topicFamilies {
@@ -220,15 +198,54 @@ func (sc *topicScrape) families(fn func(*dto.MetricFamily) error) error {
 			return err
 		}
 	}
+	return sc.totalFamilies(fn)
+}
+
+// headFamilies calls fn with the families written before the topic families: the broker's
+// version, the configuration store's state and the namespaces' topic counts.
+func (sc *topicScrape) headFamilies(fn func(*dto.MetricFamily) error) error {
+	bi := buildinfo.Read()
+	fixed := []*dto.MetricFamily{
+		sc.brokerGauge(famVersion, "The broker's version and the commit it was built from (value 1).", 1,
+			labelPair("version", bi.Version), labelPair("commit", bi.Commit)),
+		sc.brokerGauge(famCatalogOK, "1 while the configuration store answers and the broker's catalog follows its watch.", b2f(sc.storeOK)),
+		sc.brokerGauge(famCatalogRev, "Configuration store revision the broker's catalog reflects.", float64(sc.revision)),
+	}
+	if len(sc.nsCounts) > 0 {
+		clusterLabel := labelPair("cluster", sc.cluster)
+		counts := gaugeFamily(famTopicsCount, "Number of topics of the namespace on this broker.")
+		for _, c := range sc.nsCounts {
+			counts.Metric = append(counts.Metric, gaugeMetric(float64(c.topics), clusterLabel, labelPair("namespace", labelValue(c.namespace))))
+		}
+		fixed = append(fixed, counts)
+	}
+	for _, f := range fixed {
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// totalFamilies calls fn with the families written after the topic families: the broker totals
+// and the count of topic stats that could not be read.
+func (sc *topicScrape) totalFamilies(fn func(*dto.MetricFamily) error) error {
 	t := sc.totals
 	values := []float64{float64(t.topics), float64(t.subs), float64(t.producers), float64(t.consumers),
 		t.rateIn, t.rateOut, t.thrIn, t.thrOut, float64(t.storage), float64(t.backlog)}
 	for i, name := range brokerFamilies {
-		if err := fn(one(name, brokerFamilyHelp[i], values[i])); err != nil {
+		if err := fn(sc.brokerGauge(name, brokerFamilyHelp[i], values[i])); err != nil {
 			return err
 		}
 	}
-	return fn(one(famScrapeErrors, "Topic stats that could not be collected in this scrape.", float64(sc.errs)))
+	return fn(sc.brokerGauge(famScrapeErrors, "Topic stats that could not be collected in this scrape.", float64(sc.errs)))
+}
+
+// brokerGauge is a family of one gauge with the cluster label and labels, sorted by name.
+func (sc *topicScrape) brokerGauge(name, help string, v float64, labels ...*dto.LabelPair) *dto.MetricFamily {
+	labels = append(labels, labelPair("cluster", sc.cluster))
+	slices.SortFunc(labels, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return gaugeFamily(name, help, gaugeMetric(v, labels...))
 }
 
 // family builds topic family s from its samples, its series taken from reuse (valid until the

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +20,9 @@ import (
 // (the registry's Gather) allocated about 30 KiB per topic and scrape, so a Prometheus scraping a
 // broker with 10,000 idle topics kept its RSS several times above the topics' own memory
 // (docs/performance.md, "Idle memory"). The scrape is also checked to parse, to hold every topic's
-// series once, and to answer gzip when asked.
+// series once, and to answer gzip when asked. broker-stats/metrics, the same series as JSON entries,
+// is held to the same budget (it allocated about 48 KiB per topic when it grouped every series in
+// maps before answering).
 func TestMetricsScrapeMemoryPerTopic(t *testing.T) {
 	const topics = 2000
 	const budget = 6 << 10 // bytes allocated per topic and scrape (about 3 KiB measured)
@@ -114,5 +117,74 @@ func TestMetricsScrapeMemoryPerTopic(t *testing.T) {
 		if perTopic > budget {
 			t.Errorf("a scrape allocated %d B per topic, budget %d", perTopic, budget)
 		}
+	}
+
+	// broker-stats/metrics groups the same series by label set: one entry per topic, subscription
+	// and remote cluster, written as it goes rather than all built before the answer.
+	statsURL := n.WebURL() + "/admin/v2/broker-stats/metrics"
+	getStats := func() *http.Response {
+		resp, err := http.Get(statsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Fatalf("broker-stats/metrics: %s %s", resp.Status, b)
+		}
+		return resp
+	}
+	// brokerStats returns what one call allocated in the process (the client drains the body
+	// through a fixed buffer) and the bytes of JSON it read.
+	brokerStats := func() (allocated uint64, size int64) {
+		s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+		runtime.GC()
+		metrics.Read(s)
+		start := s[0].Value.Uint64()
+		resp := getStats()
+		defer resp.Body.Close()
+		size, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, resp.Body, make([]byte, 64<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics.Read(s)
+		return s[0].Value.Uint64() - start, size
+	}
+	brokerStats() // warm
+	allocated, size := brokerStats()
+	perTopic := allocated / topics
+	t.Logf("broker-stats/metrics: %d B of JSON, %d B allocated per topic (budget %d)", size, perTopic, budget)
+	resp := getStats()
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []struct {
+		Metrics    map[string]float64 `json:"metrics"`
+		Dimensions map[string]string  `json:"dimensions"`
+	}
+	if err := json.Unmarshal(body, &entries); err != nil {
+		t.Fatalf("broker-stats/metrics does not parse: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		topic := e.Dimensions["topic"]
+		if topic == "" || e.Dimensions["subscription"] != "" || e.Dimensions["remote_cluster"] != "" {
+			continue
+		}
+		if seen[topic] {
+			t.Fatalf("broker-stats/metrics has two entries for topic %q", topic)
+		}
+		seen[topic] = true
+		if _, ok := e.Metrics["pulsar_storage_write_latency_le_1"]; !ok {
+			t.Fatalf("broker-stats/metrics: topic %q has no pulsar_storage_write_latency_le_1: %v", topic, e.Metrics)
+		}
+	}
+	if len(seen) != topics {
+		t.Fatalf("broker-stats/metrics has %d topic entries, want %d", len(seen), topics)
+	}
+	if perTopic > budget {
+		t.Errorf("broker-stats/metrics allocated %d B per topic, budget %d", perTopic, budget)
 	}
 }
