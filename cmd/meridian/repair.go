@@ -74,7 +74,7 @@ func (f *repairFlags) run(cmd *cobra.Command) error {
 		AcceptLoss: f.acceptLoss,
 		Logger:     newLogger(),
 	})
-	if report != nil {
+	if report != nil && (err == nil || len(report.Actions) > 0) { // not "nothing to repair" over an error
 		report.Print(cmd.OutOrStdout())
 	}
 	if err != nil {

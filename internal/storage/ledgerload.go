@@ -187,7 +187,11 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
 	}
-	switch verdict := classifyBadRecord(f, badAt, st.Size); verdict {
+	verdict := recordsTornTail
+	if !interval || badAt < 0 || isBlockPadding(f, badAt, st.Size) {
+		verdict = classifyBadRecord(f, badAt, st.Size)
+	}
+	switch verdict {
 	case recordsClean:
 	case recordsPadded:
 		// The zeros after a block written around the page cache (unbuffered.go), not a torn tail.
@@ -198,8 +202,9 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 			return nil, err
 		}
 	case recordsTornTail, recordsDamagedTail, recordsDamagedMiddle:
-		// With SyncInterval, segment data may run ahead of the durable journal: a torn tail is expected.
-		if !interval && verdict != recordsTornTail {
+		// With SyncInterval, segment data may run ahead of the durable journal: any bad record is
+		// taken for a torn tail (verdict is recordsTornTail).
+		if verdict != recordsTornTail {
 			return seg, fmt.Errorf("%w: segment %d: %s", ErrCorrupt, id, verdict.describe(badAt, st.Size, seg.entries))
 		}
 		e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)

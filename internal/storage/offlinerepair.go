@@ -28,7 +28,9 @@ import (
 //     it was deleted there;
 //   - a damaged segment (a bad record followed by valid ones, or non-zero bytes to its end:
 //     classifyBadRecord) is cut at the bad record (the entries from there on are lost); a segment
-//     of another format version is refused, as the state file of one is;
+//     a journal file to replay names is left to the replay (replayedSegments); a segment of
+//     another format version is reported as refused and left as it is (Repair goes on with the
+//     other files and returns the version error), as the state file of one is refused;
 //   - a FENCED marker is removed (the entries it says are missing stay lost);
 //   - a damaged incarnations file keeps its readable records (ids of an incarnation lost with the
 //     rest are attributed to the one before it);
@@ -60,6 +62,8 @@ type RepairAction struct {
 	Problem string // what is wrong
 	Loss    string // what repairing it gives up
 	Done    bool   // repaired (AcceptLoss)
+	// Refused: Repair leaves the file as it is (a newer build's format); Repair's error says so.
+	Refused bool
 }
 
 // RepairReport is what Repair found and did.
@@ -78,7 +82,10 @@ func (r *RepairReport) Print(w io.Writer) {
 	}
 	for _, a := range r.Actions {
 		state := "found"
-		if a.Done {
+		switch {
+		case a.Refused:
+			state = "refused"
+		case a.Done:
 			state = "repaired"
 		}
 		fmt.Fprintf(w, "%s: %s\n  problem: %s\n  loss: %s\n", state, a.File, a.Problem, a.Loss)
@@ -118,6 +125,10 @@ func Repair(ctx context.Context, o RepairOptions) (*RepairReport, error) {
 	if err := rp.checkFiles(); err != nil {
 		return rp.report, err
 	}
+	if rp.refused != nil {
+		// The replay would refuse such a file too: the checks after it are not run.
+		return rp.report, rp.refused
+	}
 	if !o.AcceptLoss {
 		return rp.report, nil
 	}
@@ -150,6 +161,7 @@ type repairer struct {
 	// incarnations file.
 	stateLost    bool
 	incarnations uint64
+	refused      error // the first file refused (refuse)
 }
 
 // repairEngine is an Engine value that is never opened: its paths and file helpers.
@@ -162,6 +174,16 @@ func repairEngine(o RepairOptions) *Engine {
 func (rp *repairer) add(a RepairAction) {
 	a.Done = rp.o.AcceptLoss
 	rp.report.Actions = append(rp.report.Actions, a)
+}
+
+// refuse reports file p, which Repair will not touch (err says why), and goes on with the other
+// files; Repair returns the first such error once they are checked and repaired.
+func (rp *repairer) refuse(p string, err error) {
+	rp.report.Actions = append(rp.report.Actions, RepairAction{File: p, Problem: err.Error(),
+		Loss: "none: the file is left as it is", Refused: true})
+	if rp.refused == nil {
+		rp.refused = err
+	}
 }
 
 func (rp *repairer) noteRepaired(name string) {
@@ -274,15 +296,45 @@ func (rp *repairer) checkLedgers() error {
 			}
 		}
 	}
+	replayed, err := rp.replayedSegments()
+	if err != nil {
+		return err
+	}
 	rp.report.Checked = rp.report.Checked[:0]
 	for _, dir := range dirs {
 		name := rp.ledgerName(dir)
 		rp.report.Checked = append(rp.report.Checked, name)
-		if err := rp.checkLedger(name, dir); err != nil {
+		if err := rp.checkLedger(name, dir, replayed); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// replayedSegments are the segments that the journal files recovery replays name. After a crash
+// such a segment may end torn, with garbage, or with a hole before direct writes that were
+// acknowledged: the replay writes the journal's entries over it and keeps what follows, so the
+// record checks leave it to the replay (with AcceptLoss, the checks after the replay see what it
+// left). A state file that does not read replays every journal file, as its rebuild does.
+func (rp *repairer) replayedSegments() (map[int64]bool, error) {
+	e := rp.e
+	var first uint64
+	if data, err := readWholeFile(e.fs, e.dir+"/"+stateFile); err == nil {
+		if st, err := decodeEngineState(data); err == nil {
+			first = st.firstJournal
+		}
+	}
+	des, err := e.fs.ReadDir(e.journalDir)
+	if err != nil && !vfs.IsNotExist(err) {
+		return nil, fmt.Errorf("storage: repair: list journal: %w", err)
+	}
+	named := map[int64]bool{}
+	for _, de := range des {
+		if seq, ok := parseHexName(de.Name, ".jnl"); ok && uint64(seq) >= first {
+			journalLedgerIDs(e, uint64(seq), func(id int64) { named[id] = true })
+		}
+	}
+	return named, nil
 }
 
 // ledgerName is the name of the ledger in directory dir (its NAME file for hashed names).
@@ -300,7 +352,7 @@ func (rp *repairer) ledgerName(dir string) string {
 	return base
 }
 
-func (rp *repairer) checkLedger(name, dir string) error {
+func (rp *repairer) checkLedger(name, dir string, replayed map[int64]bool) error {
 	e := rp.e
 	des, err := e.fs.ReadDir(dir)
 	if vfs.IsNotExist(err) {
@@ -331,7 +383,7 @@ func (rp *repairer) checkLedger(name, dir string) error {
 			}
 		default:
 			if id, ok := parseHexName(de.Name, ".seg"); ok {
-				if err := rp.checkSegment(name, dir, id); err != nil {
+				if err := rp.checkSegment(name, dir, id, replayed[id]); err != nil {
 					return err
 				}
 			}
@@ -378,8 +430,9 @@ func (rp *repairer) checkCursorLog(name, p string) error {
 }
 
 // checkSegment cuts a segment at a damaged record (one that loading fences the ledger for:
-// classifyBadRecord), and refuses a segment of another format version.
-func (rp *repairer) checkSegment(name, dir string, id int64) error {
+// classifyBadRecord), and refuses a segment of another format version. A segment the journal
+// replay repairs (replayed) is left to it.
+func (rp *repairer) checkSegment(name, dir string, id int64, replayed bool) error {
 	e := rp.e
 	p := segPath(dir, id)
 	f, err := e.fs.OpenFile(p, vfs.ReadWrite)
@@ -398,7 +451,11 @@ func (rp *repairer) checkSegment(name, dir string, id int64) error {
 	if hid, herr := parseHeader(hdr, magicSegment); herr != nil || int64(hid) != id {
 		if errors.Is(herr, errUnsupportedVersion) {
 			// A newer build's segment, not damage: as for the state file, nothing is removed.
-			return fmt.Errorf("storage: repair: %s: %w (use the build that wrote it)", p, herr)
+			rp.refuse(p, fmt.Errorf("storage: repair: %s: %w (use the build that wrote it)", p, herr))
+			return nil
+		}
+		if replayed {
+			return nil
 		}
 		lost := false
 		if herr != nil {
@@ -417,6 +474,9 @@ func (rp *repairer) checkSegment(name, dir string, id int64) error {
 		}
 		// Only the header is damaged (entry 0 follows it): loading writes it again. The records
 		// are checked below as in any segment.
+	}
+	if replayed {
+		return nil
 	}
 	var entries int64
 	bad, err := scanRecords(f, headerSize, size, func(_ int64, body []byte) bool {

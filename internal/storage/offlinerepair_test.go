@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 
@@ -234,5 +235,79 @@ func TestRepairCutsAGarbageTailThatLoadingFences(t *testing.T) {
 	}
 	if l.Entries() != int64(len(acked))-1 {
 		t.Fatalf("after the repair: %d entries, want the %d before the damaged one", l.Entries(), len(acked)-1)
+	}
+}
+
+// TestRepairLeavesSegmentsTheJournalNamesToTheReplay: a segment that a journal file to replay
+// still names may end torn or with garbage after a crash (its last writes were never synced); the
+// replay writes the journal's entries over it. Repair's checks before the replay must not call that
+// damage and cut it (with direct writes, what follows a hole there may be acknowledged entries the
+// replay keeps).
+func TestRepairLeavesSegmentsTheJournalNamesToTheReplay(t *testing.T) {
+	ctx := context.Background()
+	mem, mod, e, l := pageCacheLedger(t, "repair/replayed")
+	appendN(t, l, 5)
+	checkpointAll(t, e)
+	appendN(t, l, 5) // in the journal only: the crash drops the segment's unsynced writes
+	seg := segPath(l.dirPath(), l.Segments()[0].ID)
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	st, err := crashed.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overwriteSynced(t, crashed, seg, st.Size, []byte("garbage written back before the crash"))
+	if r := repairT(t, crashed, "repair/replayed", false); len(r.Actions) != 0 {
+		t.Fatalf("repair reports a segment the journal replay repairs: %+v", r.Actions)
+	}
+	repairT(t, crashed, "repair/replayed", true)
+	e = openMem(t, crashed, mod)
+	defer e.Close()
+	l, err = e.OpenLedger(ctx, "repair/replayed")
+	if err != nil || l.Err() != nil || l.Entries() != 10 {
+		t.Fatalf("after repair and replay: %v %v, %d entries, want 10", err, l.Err(), l.Entries())
+	}
+}
+
+// TestRepairGoesOnPastARefusedSegment: a segment of another format version is refused, but the
+// other files are still checked and repaired; the version error comes at the end.
+func TestRepairGoesOnPastARefusedSegment(t *testing.T) {
+	ctx := context.Background()
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	mem := vfs.NewMem()
+	e := openMem(t, mem, mod)
+	var segs []string
+	for _, name := range []string{"a", "b"} {
+		l, err := e.OpenLedger(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, l, 3)
+		segs = append(segs, segPath(l.dirPath(), l.Segments()[0].ID))
+	}
+	checkpointAll(t, e)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	id, err := parseHeader(segHeaderOf(t, mem, segs[0]), magicSegment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overwriteSynced(t, mem, segs[0], 0, appendHeaderVersion(nil, magicSegment, id, 0, FormatVersion+1))
+	writeFileForTest(t, mem, path.Dir(segs[1])+"/FENCED", []byte("test: fenced"))
+	r, err := Repair(ctx, RepairOptions{Dir: "/data", FS: mem, AcceptLoss: true, Logger: testLogger()})
+	if !errors.Is(err, errUnsupportedVersion) {
+		t.Fatalf("repair: %v; want the version error", err)
+	}
+	fenced, refused := false, false
+	for _, a := range r.Actions {
+		fenced = fenced || (strings.HasSuffix(a.File, "FENCED") && a.Done)
+		refused = refused || (a.File == segs[0] && !a.Done)
+	}
+	if !fenced || !refused {
+		t.Fatalf("actions %+v: want b's FENCED marker repaired and a's segment reported as refused", r.Actions)
+	}
+	if _, err := mem.Stat(path.Dir(segs[1]) + "/FENCED"); !vfs.IsNotExist(err) {
+		t.Fatalf("b's FENCED marker is still there: %v", err)
 	}
 }
