@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -51,36 +52,53 @@ type statsGroups struct {
 // addFamily adds f's series, each under base's dimensions plus its own labels (a label wins).
 func (g *statsGroups) addFamily(f *dto.MetricFamily, base []statsDim) {
 	for _, m := range f.GetMetric() {
+		var series []statsSeries
+		switch f.GetType() {
+		case dto.MetricType_COUNTER:
+			series = []statsSeries{{f.GetName(), m.GetCounter().GetValue()}}
+		case dto.MetricType_GAUGE:
+			series = []statsSeries{{f.GetName(), m.GetGauge().GetValue()}}
+		case dto.MetricType_UNTYPED:
+			series = []statsSeries{{f.GetName(), m.GetUntyped().GetValue()}}
+		case dto.MetricType_HISTOGRAM:
+			series = []statsSeries{{f.GetName() + "_count", float64(m.GetHistogram().GetSampleCount())},
+				{f.GetName() + "_sum", m.GetHistogram().GetSampleSum()}}
+		case dto.MetricType_SUMMARY:
+			series = []statsSeries{{f.GetName() + "_count", float64(m.GetSummary().GetSampleCount())},
+				{f.GetName() + "_sum", m.GetSummary().GetSampleSum()}}
+		default:
+			continue // a type Pulsar's answer has no shape for
+		}
 		dims := slices.Clone(base)
 		for _, l := range m.GetLabel() {
 			dims = setDim(dims, l.GetName(), l.GetValue())
 		}
-		slices.SortFunc(dims, func(a, b statsDim) int { return strings.Compare(a.name, b.name) })
-		key := statsKey(dims)
-		grp := g.byKey[key]
-		if grp == nil {
-			grp = &statsGroup{dims: dims, metrics: map[string]float64{}}
-			g.byKey[key] = grp
-			g.order = append(g.order, grp)
-			if _, found := slices.BinarySearchFunc(dims, "namespace", func(d statsDim, n string) int { return strings.Compare(d.name, n) }); found {
-				g.withNamespace = true
-			}
-		}
-		switch f.GetType() {
-		case dto.MetricType_COUNTER:
-			grp.metrics[f.GetName()] = m.GetCounter().GetValue()
-		case dto.MetricType_GAUGE:
-			grp.metrics[f.GetName()] = m.GetGauge().GetValue()
-		case dto.MetricType_UNTYPED:
-			grp.metrics[f.GetName()] = m.GetUntyped().GetValue()
-		case dto.MetricType_HISTOGRAM:
-			grp.metrics[f.GetName()+"_count"] = float64(m.GetHistogram().GetSampleCount())
-			grp.metrics[f.GetName()+"_sum"] = m.GetHistogram().GetSampleSum()
-		case dto.MetricType_SUMMARY:
-			grp.metrics[f.GetName()+"_count"] = float64(m.GetSummary().GetSampleCount())
-			grp.metrics[f.GetName()+"_sum"] = m.GetSummary().GetSampleSum()
+		g.add(dims, series)
+	}
+}
+
+// add adds series under dims (a later value of a name wins, as in a map).
+func (g *statsGroups) add(dims []statsDim, series []statsSeries) {
+	slices.SortFunc(dims, func(a, b statsDim) int { return strings.Compare(a.name, b.name) })
+	key := statsKey(dims)
+	grp := g.byKey[key]
+	if grp == nil {
+		grp = &statsGroup{dims: dims, metrics: map[string]float64{}}
+		g.byKey[key] = grp
+		g.order = append(g.order, grp)
+		if hasDim(dims, "namespace") {
+			g.withNamespace = true
 		}
 	}
+	for _, s := range series {
+		grp.metrics[s.name] = s.v
+	}
+}
+
+// hasDim reports whether sorted dims have a dimension called name.
+func hasDim(dims []statsDim, name string) bool {
+	_, found := slices.BinarySearchFunc(dims, name, func(d statsDim, n string) int { return strings.Compare(d.name, n) })
+	return found
 }
 
 func setDim(dims []statsDim, name, value string) []statsDim {
@@ -131,11 +149,7 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 	w.WriteHeader(http.StatusOK)
 	out := newStatsWriter(w)
 	defer out.release()
-	noNamespace := func(grp *statsGroup) bool {
-		_, found := slices.BinarySearchFunc(grp.dims, "namespace", func(d statsDim, n string) int { return strings.Compare(d.name, n) })
-		return !found
-	}
-	groups.writeUnwritten(out, noNamespace) // the broker's own entries first
+	groups.writeUnwritten(out, func(grp *statsGroup) bool { return !hasDim(grp.dims, "namespace") }) // the broker's own entries first
 	var dims []statsDim
 	_ = sc.eachRowEntry(func(row int32, extraName, extra string, series []statsSeries) error {
 		dims = append(dims[:0], base...)
@@ -144,6 +158,13 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 		}
 		if extraName != "" {
 			dims = setDim(dims, extraName, extra)
+		}
+		if renamed(dims) {
+			// A name with bytes that are not UTF-8 is written with U+FFFD (labelValue), so two
+			// rows, or a row and a registry series, may share a label set: such rows are grouped
+			// with the registry's series and written at the end, one entry per label set.
+			groups.add(slices.Clone(dims), series)
+			return nil
 		}
 		slices.SortFunc(dims, func(a, b statsDim) int { return strings.Compare(a.name, b.name) })
 		if groups.withNamespace {
@@ -161,6 +182,12 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 		h.log.Debug("broker-stats/metrics: writing the answer", "err", err)
 	}
 	return nil // the status is sent: a write error means the client went away
+}
+
+// renamed reports whether a dimension's value carries U+FFFD, as labelValue writes bytes that
+// are not UTF-8.
+func renamed(dims []statsDim) bool {
+	return slices.ContainsFunc(dims, func(d statsDim) bool { return strings.ContainsRune(d.value, utf8.RuneError) })
 }
 
 // familiesByName are the topic families sorted by name, so that a row's metrics come out in the
@@ -205,6 +232,11 @@ func (sc *topicScrape) eachRowEntry(fn func(row int32, extraName, extra string, 
 							sets = append(sets, labelSet{extraName: k[0], extra: k[1]})
 						}
 					}
+				}
+				if n := len(sets[i].series); n > 0 && sets[i].series[n-1].name == s.name {
+					// Two extra values that labelValue wrote alike: the later wins, as in a map.
+					sets[i].series[n-1].v = samples[c].v
+					continue
 				}
 				sets[i].series = append(sets[i].series, statsSeries{s.name, samples[c].v})
 			}

@@ -30,11 +30,15 @@ func TestBrokerStatsMetricsGroupsWhatMetricsShows(t *testing.T) {
 			t.Cleanup(func() { s.Close() })
 			e := newEnvWith(t, s, func(c *admin.Config) { c.HideTopicLevelMetrics = !topicLevel })
 			ctx := context.Background()
-			for i, topic := range []string{"persistent://public/default/a", "persistent://public/default/b", "persistent://public/default/c"} {
+			// Names that are not UTF-8 are written with U+FFFD: "x\xfe" and "x\xff" become one
+			// label value, as do topics e\xfe and e\xff, and each label set is still one entry.
+			subsOf := [][]string{nil, {"s1"}, {"s1", "bad\xffname"}, {"x\xfe", "x\xff", "zeta"}, nil, nil}
+			for i, topic := range []string{"persistent://public/default/a", "persistent://public/default/b", "persistent://public/default/c",
+				"persistent://public/default/d", "persistent://public/default/e\xfe", "persistent://public/default/e\xff"} {
 				if err := e.topics.CreateTopic(ctx, topic, nil); err != nil {
 					t.Fatal(err)
 				}
-				for _, sub := range []string{"s1", "bad\xffname", "zeta"}[:i] {
+				for _, sub := range subsOf[i] {
 					if err := e.topics.CreateSubscription(ctx, topic, sub, adminapi.MessageID{}, false, nil); err != nil {
 						t.Fatal(err)
 					}
@@ -61,6 +65,7 @@ func TestBrokerStatsMetricsGroupsWhatMetricsShows(t *testing.T) {
 			if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
 				t.Fatalf("broker-stats/metrics: %d %s %s", code, hdr.Get("Content-Type"), body)
 			}
+			noDuplicateKeys(t, body)
 			var entries []struct {
 				Metrics    map[string]float64 `json:"metrics"`
 				Dimensions map[string]string  `json:"dimensions"`
@@ -131,4 +136,49 @@ func dimsKey(d map[string]string) string {
 		b.WriteString(k + "=" + strconv.Quote(d[k]) + ",")
 	}
 	return b.String()
+}
+
+// noDuplicateKeys fails if an object of the JSON document has a key twice (encoding/json takes
+// the last silently).
+func noDuplicateKeys(t *testing.T, doc string) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(doc))
+	var walk func() error
+	walk = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				if seen[k.(string)] {
+					t.Fatalf("key %q twice in one object", k)
+				}
+				seen[k.(string)] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	if err := walk(); err != nil {
+		t.Fatalf("broker-stats/metrics: %v", err)
+	}
 }
