@@ -69,21 +69,8 @@ func TestMetricsScrapeMemoryPerTopic(t *testing.T) {
 		}
 		return resp
 	}
-	// scrape returns what one scrape allocated in the process (the server's work: the client drains
-	// the body through a fixed buffer) and the bytes of text it read.
 	scrape := func(gzip bool) (allocated uint64, size int64) {
-		s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-		runtime.GC()
-		metrics.Read(s)
-		start := s[0].Value.Uint64()
-		resp := get(gzip)
-		defer resp.Body.Close()
-		size, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, resp.Body, make([]byte, 64<<10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		metrics.Read(s)
-		return s[0].Value.Uint64() - start, size
+		return allocatedByCall(t, func() *http.Response { return get(gzip) })
 	}
 	scrape(false) // warm: first-use allocations (rate windows, pools) are not the scrape's
 	for _, gz := range []bool{false, true} {
@@ -134,24 +121,8 @@ func TestMetricsScrapeMemoryPerTopic(t *testing.T) {
 		}
 		return resp
 	}
-	// brokerStats returns what one call allocated in the process (the client drains the body
-	// through a fixed buffer) and the bytes of JSON it read.
-	brokerStats := func() (allocated uint64, size int64) {
-		s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-		runtime.GC()
-		metrics.Read(s)
-		start := s[0].Value.Uint64()
-		resp := getStats()
-		defer resp.Body.Close()
-		size, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, resp.Body, make([]byte, 64<<10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		metrics.Read(s)
-		return s[0].Value.Uint64() - start, size
-	}
-	brokerStats() // warm
-	allocated, size := brokerStats()
+	allocatedByCall(t, getStats) // warm
+	allocated, size := allocatedByCall(t, getStats)
 	perTopic := allocated / topics
 	t.Logf("broker-stats/metrics: %d B of JSON, %d B allocated per topic (budget %d)", size, perTopic, budget)
 	resp := getStats()
@@ -187,4 +158,22 @@ func TestMetricsScrapeMemoryPerTopic(t *testing.T) {
 	if perTopic > budget {
 		t.Errorf("broker-stats/metrics allocated %d B per topic, budget %d", perTopic, budget)
 	}
+}
+
+// allocatedByCall returns what one call allocated in the process (the server's work: the client
+// drains the body through a fixed buffer) and the bytes of the body.
+func allocatedByCall(t *testing.T, get func() *http.Response) (allocated uint64, size int64) {
+	t.Helper()
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	runtime.GC()
+	metrics.Read(s)
+	start := s[0].Value.Uint64()
+	resp := get()
+	defer resp.Body.Close()
+	size, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, resp.Body, make([]byte, 64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - start, size
 }

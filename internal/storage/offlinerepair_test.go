@@ -245,11 +245,7 @@ func TestRepairCutsAGarbageTailThatLoadingFences(t *testing.T) {
 // replay keeps).
 func TestRepairLeavesSegmentsTheJournalNamesToTheReplay(t *testing.T) {
 	ctx := context.Background()
-	mem, mod, e, l := pageCacheLedger(t, "repair/replayed")
-	appendN(t, l, 5)
-	checkpointAll(t, e)
-	appendN(t, l, 5) // in the journal only: the crash drops the segment's unsynced writes
-	seg := segPath(l.dirPath(), l.Segments()[0].ID)
+	mem, mod, e, l, seg := journalTailLedger(t, "repair/replayed", 5, 5)
 	crashed := mem.Crash(nil)
 	_ = e.Close()
 	st, err := crashed.Stat(seg)

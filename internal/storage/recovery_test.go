@@ -430,11 +430,7 @@ func TestSyncIntervalKeepsDamageBehindALostHeader(t *testing.T) {
 // fenced, not as an empty ledger that silently lost every entry.
 func TestVoidDoesNotExplainAGapBelowIt(t *testing.T) {
 	ctx := context.Background()
-	mem, mod, e, l := pageCacheLedger(t, "void/gap")
-	appendN(t, l, 10)
-	checkpointAll(t, e)
-	appendN(t, l, 5) // in the journal only: the crash drops the segment's unsynced writes
-	seg := segPath(l.dirPath(), l.Segments()[0].ID)
+	mem, mod, e, l, seg := journalTailLedger(t, "void/gap", 10, 5)
 	l.fence(errors.New("test: fenced at runtime")) // a void record from entry 15 on
 	other, err := e.OpenLedger(ctx, "void/other")
 	if err != nil {
@@ -544,6 +540,18 @@ func checkDamagedSegmentKept(t *testing.T, fs *vfs.Mem, mod func(*Options), seg 
 
 // pageCacheLedger opens an engine on a new Mem that writes every segment through the page cache
 // (no direct writes), and ledger name in it.
+// journalTailLedger is a pageCacheLedger with checkpointed entries in its segment and journalOnly
+// more that a crash leaves in the journal only (it drops the segment's unsynced writes), and the
+// path of its segment.
+func journalTailLedger(t *testing.T, name string, checkpointed, journalOnly int) (*vfs.Mem, func(*Options), *Engine, *Ledger, string) {
+	t.Helper()
+	mem, mod, e, l := pageCacheLedger(t, name)
+	appendN(t, l, checkpointed)
+	checkpointAll(t, e)
+	appendN(t, l, journalOnly)
+	return mem, mod, e, l, segPath(l.dirPath(), l.Segments()[0].ID)
+}
+
 func pageCacheLedger(t *testing.T, name string) (*vfs.Mem, func(*Options), *Engine, *Ledger) {
 	t.Helper()
 	mem := vfs.NewMem()
