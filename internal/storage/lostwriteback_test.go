@@ -81,6 +81,32 @@ func verifyHoleRefilled(t *testing.T, fs *vfs.Mem, mod func(*Options), acked map
 // The hole covers the header and both inline entries (a failed writeback stands for the error
 // reported elsewhere).
 func TestReplayRefillsHoleBeforeDirectEntries(t *testing.T) {
+	crashed, mod, acked := holeBeforeDirectEntries(t)
+	verifyHoleRefilled(t, crashed, mod, acked)
+}
+
+// TestRepairKeepsDirectEntriesAfterAHoleTheReplayRefills: the same files, repaired with
+// AcceptLoss before the broker opens them. Before the replay the segment shows a hole with valid
+// records after it, which in a segment no journal names is damage; this one the journal still
+// names, and the replay refills the hole and keeps the acknowledged direct entries after it.
+// Repair cut the segment at the hole, losing them.
+func TestRepairKeepsDirectEntriesAfterAHoleTheReplayRefills(t *testing.T) {
+	crashed, mod, acked := holeBeforeDirectEntries(t)
+	r, err := Repair(context.Background(), RepairOptions{Dir: "/data", FS: crashed, AcceptLoss: true, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	for _, a := range r.Actions {
+		t.Errorf("repair changed %s: %s (%s)", a.File, a.Problem, a.Loss)
+	}
+	verifyHoleRefilled(t, crashed, mod, acked)
+}
+
+// holeBeforeDirectEntries makes the files of TestReplayRefillsHoleBeforeDirectEntries: ledger x's
+// segment lost its header and two inline entries to a failed writeback, two acknowledged direct
+// entries follow the hole, and the journal holds all four.
+func holeBeforeDirectEntries(t *testing.T) (*vfs.Mem, func(*Options), map[mtypes.Position][]byte) {
+	t.Helper()
 	ctx := context.Background()
 	fs := vfs.NewMem()
 	mod := func(o *Options) {
@@ -117,7 +143,7 @@ func TestReplayRefillsHoleBeforeDirectEntries(t *testing.T) {
 	}
 	crashed := fs.Crash(nil)
 	_ = e.Close()
-	verifyHoleRefilled(t, crashed, mod, acked)
+	return crashed, mod, acked
 }
 
 // The checkpoint's fsync of the segment fails and, before the checkpointer fences the ledger
