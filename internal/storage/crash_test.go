@@ -395,6 +395,10 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 func dumpJournalsForTest(fs *vfs.Mem) string {
 	var b strings.Builder
 	logf := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	if data, err := readWholeFile(fs, "/data/"+stateFile); err == nil {
+		st, err := decodeEngineState(data)
+		logf("state: first journal %d, ledger id limit %d, incarnations %d, err %v", st.firstJournal, st.ledgerIDLimit, st.incarnations, err)
+	}
 	des, _ := fs.ReadDir("/data/journal")
 	for _, de := range des {
 		if !strings.HasSuffix(de.Name, ".jnl") {
@@ -421,6 +425,9 @@ func dumpJournalsForTest(fs *vfs.Mem) string {
 				break
 			}
 			desc := fmt.Sprintf("type %d", body[0])
+			if body[0] != jAnnounce && len(body) >= 5 {
+				desc += fmt.Sprintf(" [slot %d]", binary.LittleEndian.Uint32(body[1:]))
+			}
 			if body[0] == jVoid {
 				for p := body[5:]; len(p) >= 16; p = p[16:] {
 					desc += fmt.Sprintf(" (ledger %d from %d)", binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]))
