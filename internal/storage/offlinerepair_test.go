@@ -245,7 +245,7 @@ func TestRepairCutsAGarbageTailThatLoadingFences(t *testing.T) {
 // replay keeps).
 func TestRepairLeavesSegmentsTheJournalNamesToTheReplay(t *testing.T) {
 	ctx := context.Background()
-	mem, mod, e, l, seg := journalTailLedger(t, "repair/replayed", 5, 5)
+	mem, mod, e, _, seg := journalTailLedger(t, "repair/replayed", 5, 5)
 	crashed := mem.Crash(nil)
 	_ = e.Close()
 	st, err := crashed.Stat(seg)
@@ -259,7 +259,7 @@ func TestRepairLeavesSegmentsTheJournalNamesToTheReplay(t *testing.T) {
 	repairT(t, crashed, "repair/replayed", true)
 	e = openMem(t, crashed, mod)
 	defer e.Close()
-	l, err = e.OpenLedger(ctx, "repair/replayed")
+	l, err := e.OpenLedger(ctx, "repair/replayed")
 	if err != nil || l.Err() != nil || l.Entries() != 10 {
 		t.Fatalf("after repair and replay: %v %v, %d entries, want 10", err, l.Err(), l.Entries())
 	}
