@@ -79,7 +79,7 @@ func (g *statsGroups) addFamily(f *dto.MetricFamily, base []statsDim) {
 
 // add adds series under dims (a later value of a name wins, as in a map).
 func (g *statsGroups) add(dims []statsDim, series []statsSeries) {
-	slices.SortFunc(dims, func(a, b statsDim) int { return strings.Compare(a.name, b.name) })
+	sortDims(dims)
 	key := statsKey(dims)
 	grp := g.byKey[key]
 	if grp == nil {
@@ -93,6 +93,11 @@ func (g *statsGroups) add(dims []statsDim, series []statsSeries) {
 	for _, s := range series {
 		grp.metrics[s.name] = s.v
 	}
+}
+
+// sortDims sorts dims by name, as statsKey, hasDim and the JSON entries want them.
+func sortDims(dims []statsDim) {
+	slices.SortFunc(dims, func(a, b statsDim) int { return strings.Compare(a.name, b.name) })
 }
 
 // hasDim reports whether sorted dims have a dimension called name.
@@ -140,7 +145,7 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 	groups := &statsGroups{byKey: map[string]*statsGroup{}}
 	add := func(f *dto.MetricFamily) error { groups.addFamily(f, base); return nil }
 	for _, f := range fams {
-		_ = add(f)
+		groups.addFamily(f, base)
 	}
 	_ = sc.headFamilies(add)
 	_ = sc.totalFamilies(add)
@@ -166,7 +171,7 @@ func (h *Handler) brokerStatsMetrics(w http.ResponseWriter, r *http.Request) err
 			groups.add(slices.Clone(dims), series)
 			return nil
 		}
-		slices.SortFunc(dims, func(a, b statsDim) int { return strings.Compare(a.name, b.name) })
+		sortDims(dims)
 		if groups.withNamespace {
 			if grp := groups.byKey[statsKey(dims)]; grp != nil && !grp.written {
 				grp.written = true

@@ -187,11 +187,7 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
 	}
-	verdict := recordsTornTail
-	if !interval || badAt < 0 || isBlockPadding(f, badAt, st.Size) {
-		verdict = classifyBadRecord(f, badAt, st.Size)
-	}
-	switch verdict {
+	switch verdict := classifyBadRecord(f, badAt, st.Size, interval); verdict {
 	case recordsClean:
 	case recordsPadded:
 		// The zeros after a block written around the page cache (unbuffered.go), not a torn tail.
@@ -201,12 +197,9 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		if err := l.syncLoaded(p, f); err != nil {
 			return nil, err
 		}
-	case recordsTornTail, recordsDamagedTail, recordsDamagedMiddle:
-		// With SyncInterval, segment data may run ahead of the durable journal: any bad record is
-		// taken for a torn tail (verdict is recordsTornTail).
-		if verdict != recordsTornTail {
-			return seg, fmt.Errorf("%w: segment %d: %s", ErrCorrupt, id, verdict.describe(badAt, st.Size, seg.entries))
-		}
+	case recordsDamagedTail, recordsDamagedMiddle:
+		return seg, fmt.Errorf("%w: segment %d: %s", ErrCorrupt, id, verdict.describe(badAt, st.Size, seg.entries))
+	case recordsTornTail:
 		e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)
 		e.m.tornTails.Add(1)
 		if err := f.Truncate(badAt); err != nil {
@@ -245,12 +238,16 @@ const (
 )
 
 // classifyBadRecord says what the bad record at bad (-1: none) of a segment of size bytes is.
-func classifyBadRecord(f vfs.File, bad, size int64) recordsVerdict {
+// With anyBadIsTorn (loading in SyncInterval mode, where segment data may run ahead of the durable
+// journal) every bad record that is not padding is a torn tail, and nothing after it is read.
+func classifyBadRecord(f vfs.File, bad, size int64, anyBadIsTorn bool) recordsVerdict {
 	switch {
 	case bad < 0:
 		return recordsClean
 	case isBlockPadding(f, bad, size):
 		return recordsPadded
+	case anyBadIsTorn:
+		return recordsTornTail
 	case validRecordAfter(f, bad, size):
 		return recordsDamagedMiddle
 	case bad+int64(recHeaderSize) > size || tailIsZero(f, bad, size):

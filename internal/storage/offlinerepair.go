@@ -490,7 +490,7 @@ func (rp *repairer) checkSegment(name, dir string, id int64, replayed bool) erro
 	if err != nil {
 		return fmt.Errorf("storage: repair: scan %s: %w", p, err)
 	}
-	verdict := classifyBadRecord(f, bad, size)
+	verdict := classifyBadRecord(f, bad, size, false)
 	if verdict != recordsDamagedMiddle && verdict != recordsDamagedTail {
 		return nil // clean, or padding or a torn tail that loading cuts
 	}
