@@ -17,6 +17,9 @@ func testLogger() *slog.Logger {
 	if os.Getenv("CRASH_DEBUG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	if os.Getenv("CRASHDBG") != "" {
+		return slog.New(slog.NewTextHandler(&crashLog, nil)) // printed when a crash test fails
+	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 

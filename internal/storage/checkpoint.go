@@ -187,9 +187,12 @@ func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 	for f, ferr := range failed {
 		e.needRepair(f, nil, ferr)
 	}
-	if len(failed) > 0 && e.repairsPending() > 0 {
-		// Never retried: the files are rewritten from the journal first (repair.go).
-		return fmt.Errorf("storage: checkpoint fsync failed for %d file(s), repairing them: %w", len(failed), errors.Join(mapErrors(failed)...))
+	if len(failed) > 0 {
+		// Never retried: the files are rewritten from the journal first (repair.go). A failed
+		// file that needs no repair (an index, removed; a file removed since) still fails this
+		// attempt: syncFiles stopped before the directories, so the next attempt, which skips
+		// the removed files, must sync them before the journal can be retired.
+		return fmt.Errorf("storage: checkpoint fsync failed for %d file(s): %w", len(failed), errors.Join(mapErrors(failed)...))
 	}
 	if err != nil {
 		return err

@@ -83,6 +83,7 @@ func TestRandomizedCrashDirect(t *testing.T) {
 func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	crashLog.take() // the previous seed's
 	fs := vfs.NewMem()
 	mod := func(o *Options) {
 		o.JournalFileBytes = int64(4<<10 + rng.IntN(64<<10))
@@ -267,6 +268,30 @@ func runCrashSeed(t *testing.T, seed uint64, bigBursts bool) {
 	_ = e.Close()
 }
 
+// crashLog collects the engines' log lines with CRASHDBG=1, for the dump of a failed seed.
+var crashLog lockedBuffer
+
+// lockedBuffer is a log destination shared by an engine's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// take returns what was written since the last take.
+func (b *lockedBuffer) take() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	b.buf.Reset()
+	return s
+}
+
 func dbg(t *testing.T, f string, args ...any) {
 	if os.Getenv("CRASH_DEBUG") != "" {
 		t.Logf(f, args...)
@@ -290,7 +315,12 @@ func reopenAndVerify(t *testing.T, fs *vfs.Mem, mod func(*Options), models map[s
 	ctx := context.Background()
 	before := ""
 	if os.Getenv("CRASHDBG") != "" {
-		before = fs.String() + dumpJournalsForTest(fs)
+		before = fs.String() + dumpJournalsForTest(fs) + "engine log before the crash:\n" + crashLog.take()
+		defer func() {
+			if t.Failed() {
+				t.Logf("engine log of the recovery:\n%s", crashLog.take())
+			}
+		}()
 	}
 	o := Options{Dir: "/data", FS: fs, Logger: testLogger()}
 	mod(&o)

@@ -291,3 +291,37 @@ func TestCursorLogFsyncFailureRewritesItFromMemory(t *testing.T) {
 	}
 	verifyAcked(t, e2, "cursors", o.acked)
 }
+
+// TestCheckpointWithFailedIndexFsyncSyncsDirectories: a checkpoint's fsync of a segment index
+// fails. The index is derived data, so the checkpoint removes it instead of repairing it, and
+// nothing is left to repair; the checkpoint used to go on and retire the journal without having
+// fsynced the directories its job named, so after a crash a segment created in that journal file
+// was gone from its directory together with its acknowledged entries.
+func TestCheckpointWithFailedIndexFsyncSyncsDirectories(t *testing.T) {
+	mem := vfs.NewMem()
+	var idxFailures atomic.Int32
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.HasSuffix(name, ".idx") && idxFailures.CompareAndSwap(0, 1) {
+			return vfs.EIO
+		}
+		return nil
+	})
+	mod := func(o *Options) {
+		o.JournalFileBytes = 3 << 20
+		o.SegmentMaxBytes = minIndexedSegment + 64<<10 // sealed segments get an index
+		o.DirectWriteBytes = -1
+		o.CacheBytes = -1
+	}
+	e := openMem(t, mem, mod)
+	o := newOwnerLedger(t, e, "idx")
+	poll.Until(t, 20*time.Second, "a checkpoint whose index fsync failed", func() bool {
+		o.appendSome(4, 32<<10)
+		return idxFailures.Load() > 0 && e.Metrics().Checkpoints >= 1
+	})
+	crashed := mem.Crash(nil)
+	mem.SetInjector(nil)
+	_ = e.Close()
+	e2 := openMem(t, crashed, mod)
+	defer e2.Close()
+	verifyAcked(t, e2, "idx", o.acked)
+}
