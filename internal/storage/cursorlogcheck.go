@@ -45,10 +45,10 @@ type cursorLogScan struct {
 	incomplete bool
 }
 
-// resyncBudget bounds the bytes checksummed while looking for records after a bad one: the bytes
-// there are property values, which clients choose, and each offset could claim a record of up to
-// the rest of the file. Ordinary content (text: its bytes read as lengths beyond the file) costs
-// almost nothing.
+// resyncBudget bounds the bytes checksummed while looking for records after a bad one in size
+// bytes: the bytes there are property values or payloads, which clients choose, and each offset
+// could claim a record of up to the rest of the file. Ordinary content (text: its bytes read as
+// lengths beyond the file) costs almost nothing.
 func resyncBudget(size int) int { return 64<<20 + 64*size }
 
 // tornHeader says an invalid header is a creation the crash interrupted: the file is shorter

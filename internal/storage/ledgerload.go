@@ -271,7 +271,10 @@ func (v recordsVerdict) describe(bad, size, entries int64) string {
 }
 
 // validRecordAfter looks for any well-formed record starting after a bad one (a sign of
-// corruption in the middle rather than a torn tail). It checks each byte offset up to 1 MiB on.
+// corruption in the middle rather than a torn tail). It checks each byte offset up to 1 MiB on,
+// checksumming at most resyncBudget of the window's size: crafted bytes whose every offset claims
+// a record of megabytes would otherwise cost terabytes of checksums. A search that gives up
+// cannot rule out valid data after the bad record, which counts as damage (true).
 func validRecordAfter(f vfs.File, bad, size int64) bool {
 	end := min(size, bad+1<<20+maxRecordBody)
 	n := end - bad
@@ -281,9 +284,13 @@ func validRecordAfter(f vfs.File, bad, size int64) bool {
 	buf := make([]byte, n)
 	got, _ := f.ReadAt(buf, bad)
 	buf = buf[:got]
+	budget := resyncBudget(1 << 20)
 	for i := 1; i < len(buf)-recHeaderSize && i < 1<<20; i++ {
 		ln := binary.LittleEndian.Uint32(buf[i:])
 		if ln >= segBodyPrefix && int(ln) <= len(buf)-i-recHeaderSize {
+			if budget -= int(ln); budget < 0 {
+				return true
+			}
 			if _, _, err := decodeRecord(buf[i:], nil); err == nil {
 				return true
 			}
