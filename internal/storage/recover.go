@@ -900,7 +900,8 @@ func (r *replayer) appendCursorLog(name, dir string, body []byte) error {
 }
 
 // cursorLogEnd returns where the replay appends to the cursor log at p (first touch): after its
-// last valid record, cutting a torn tail or a torn header (cursorlogcheck.go). A damaged log is
+// last valid record, cutting a torn tail or a torn header (cursorlogcheck.go), once it has written
+// the valid records again. A damaged log is
 // left as it is and the replayed records go after its end: nothing the journal holds is lost, and
 // loading the ledger then reports the damage.
 func (r *replayer) cursorLogEnd(name, p string, f vfs.File) (int64, error) {
@@ -929,11 +930,20 @@ func (r *replayer) cursorLogEnd(name, p string, f vfs.File) (int64, error) {
 		}
 		r.dirs[path.Dir(p)] = struct{}{}
 		return headerSize, nil
-	case scan.bad >= 0:
-		if err := f.Truncate(scan.bad); err != nil {
+	}
+	end := scan.end
+	if scan.bad >= 0 {
+		end = scan.bad
+		if err := f.Truncate(end); err != nil {
 			return 0, err
 		}
-		return scan.bad, nil
 	}
-	return scan.end, nil
+	// The records the log holds are written again, in place, as replay writes the entries a
+	// segment holds again (replayrewrite.go): after a failed writeback the page cache shows
+	// records the disk does not have, the replay's fsync would write only what it appends, and a
+	// power loss would then leave a hole before the replayed records, which makes the log damaged.
+	if _, err := f.WriteAt(data[:end], 0); err != nil {
+		return 0, fmt.Errorf("storage: replay cursor log rewrite: %w", err)
+	}
+	return end, nil
 }
