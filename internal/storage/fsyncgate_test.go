@@ -68,6 +68,14 @@ func (o *ownerLedger) appendSome(n, size int) {
 	}
 }
 
+// smallJournalsThroughCache: journal files of 16 KiB, so that a few appends make checkpoints; every
+// entry written through the journal and the page cache (no direct writes, no entry cache).
+func smallJournalsThroughCache(o *Options) {
+	o.JournalFileBytes = 16 << 10
+	o.DirectWriteBytes = -1
+	o.CacheBytes = -1
+}
+
 // verifyAcked opens the ledger in e and checks that every acknowledged entry reads back intact.
 func verifyAcked(t *testing.T, e *Engine, name string, acked map[mtypes.Position]string) {
 	t.Helper()
@@ -112,11 +120,7 @@ func TestCheckpointFsyncFailureNeverRetiresJournal(t *testing.T) {
 		}
 		return nil
 	})
-	mod := func(o *Options) {
-		o.JournalFileBytes = 16 << 10
-		o.DirectWriteBytes = -1
-		o.CacheBytes = -1
-	}
+	mod := smallJournalsThroughCache
 	e := openMem(t, mem, mod)
 	o := newOwnerLedger(t, e, "gate")
 	var atFailure int64 = -1
@@ -196,11 +200,7 @@ func TestRestartOverFailedSegmentWriteback(t *testing.T) {
 // until then, and every acknowledged entry survives a crash afterwards.
 func TestCheckpointFsyncFailureOfClosedLedger(t *testing.T) {
 	mem := vfs.NewMem()
-	mod := func(o *Options) {
-		o.JournalFileBytes = 16 << 10
-		o.DirectWriteBytes = -1
-		o.CacheBytes = -1
-	}
+	mod := smallJournalsThroughCache
 	e := openMem(t, mem, mod)
 	closed := newOwnerLedger(t, e, "closed")
 	closed.appendSome(10, 100)
@@ -239,11 +239,7 @@ func TestCheckpointFsyncFailureOfClosedLedger(t *testing.T) {
 func TestCursorLogFsyncFailureRewritesItFromMemory(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	mod := func(o *Options) {
-		o.JournalFileBytes = 16 << 10
-		o.DirectWriteBytes = -1
-		o.CacheBytes = -1
-	}
+	mod := smallJournalsThroughCache
 	e := openMem(t, mem, mod)
 	o := newOwnerLedger(t, e, "cursors")
 	o.appendSome(20, 100)

@@ -30,60 +30,82 @@ func TestRestartOverFailedWritebackOfNewSegment(t *testing.T) {
 // does not depend on when checkpoints run.
 func restartOverFailedWriteback(t *testing.T, headerDurable bool) {
 	mem := vfs.NewMem()
-	mod := func(o *Options) {
-		o.JournalFileBytes = 16 << 10
-		o.DirectWriteBytes = -1
-		o.CacheBytes = -1
-	}
+	mod := smallJournalsThroughCache
 	e := openMem(t, mem, mod)
 	victim := newOwnerLedger(t, e, "victim")
 	other := newOwnerLedger(t, e, "other")
 	seg := segPath(victim.l.dirPath(), victim.l.LastConfirmed().LedgerID)
-	var failSyncs, syncFailed atomic.Bool
-	var synced atomic.Int32
-	failSyncs.Store(!headerDurable)
-	mem.SetInjector(func(op vfs.Op, name string) error {
-		switch {
-		case name != seg:
-		case op == vfs.OpSync && failSyncs.Load():
-			syncFailed.Store(true)
-			return vfs.EIO
-		case op == vfs.OpSync:
-			synced.Add(1)
-		case op == vfs.OpWrite && syncFailed.Load():
-			return vfs.EIO
-		}
-		return nil
-	})
+	w := injectWritebackFailure(mem, seg, !headerDurable)
 	if headerDurable {
 		victim.appendSome(1, 100)
-		poll.Until(t, 10*time.Second, "a checkpoint to fsync the victim's segment", func() bool {
-			other.appendSome(10, 500)
-			return synced.Load() > 0
-		})
-		failSyncs.Store(true)
+		w.waitForGoodSync(t, other)
+		w.failing.Store(true)
 	}
 	victim.appendSome(20, 100)
 	if len(victim.acked) == 0 {
 		t.Fatal("no entry of the victim acknowledged")
 	}
-	poll.Until(t, 10*time.Second, "the victim's segment fsync to fail at a checkpoint", func() bool {
-		other.appendSome(10, 500)
-		return syncFailed.Load() && e.Metrics().LastCheckpointError != ""
-	})
-	_ = e.Close() // its final checkpoint fails too: the journal stays
-	mem.SetInjector(nil)
-	if lost, _ := mem.LostBytes(seg); lost == 0 {
-		t.Fatal("nothing of the segment lost")
-	}
-	// The restart: same files, same page cache (everything still reads back).
-	e2 := openMem(t, mem, mod)
-	_ = e2.Close()
-	crashed := mem.Crash(nil)
-	e3 := openMem(t, crashed, mod)
+	e3 := w.restartThenCrash(t, e, other, mod)
 	defer e3.Close()
 	verifyAcked(t, e3, "victim", victim.acked)
 	verifyAcked(t, e3, "other", other.acked)
+}
+
+// writebackFailure fails the fsyncs of the files whose path starts with prefix while failing is
+// set, and every write of them after the first failed fsync (so a repair cannot rewrite them).
+type writebackFailure struct {
+	mem     *vfs.Mem
+	prefix  string
+	failing atomic.Bool
+	failed  atomic.Bool
+	synced  atomic.Int32 // good fsyncs
+}
+
+func injectWritebackFailure(mem *vfs.Mem, prefix string, failing bool) *writebackFailure {
+	w := &writebackFailure{mem: mem, prefix: prefix}
+	w.failing.Store(failing)
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		switch {
+		case !strings.HasPrefix(name, prefix):
+		case op == vfs.OpSync && w.failing.Load():
+			w.failed.Store(true)
+			return vfs.EIO
+		case op == vfs.OpSync:
+			w.synced.Add(1)
+		case op == vfs.OpWrite && w.failed.Load():
+			return vfs.EIO
+		}
+		return nil
+	})
+	return w
+}
+
+// waitForGoodSync waits for a checkpoint to fsync the files (other's appends make checkpoints).
+func (w *writebackFailure) waitForGoodSync(t *testing.T, other *ownerLedger) {
+	poll.Until(t, 10*time.Second, "a checkpoint to fsync "+w.prefix, func() bool {
+		other.appendSome(10, 500)
+		return w.synced.Load() > 0
+	})
+}
+
+// restartThenCrash waits for a checkpoint's fsync of the files to fail, closes e (its final
+// checkpoint fails too: the journal stays), opens the engine again over the same files and page
+// cache (a restart of the process, everything still reads back) and closes it, and returns the
+// engine opened after a power loss that follows.
+func (w *writebackFailure) restartThenCrash(t *testing.T, e *Engine, other *ownerLedger, mod func(*Options)) *Engine {
+	t.Helper()
+	poll.Until(t, 10*time.Second, "a checkpoint's fsync of "+w.prefix+" to fail", func() bool {
+		other.appendSome(10, 500)
+		return w.failed.Load() && e.Metrics().LastCheckpointError != ""
+	})
+	_ = e.Close()
+	w.mem.SetInjector(nil)
+	if lost, _ := w.mem.LostBytes(w.prefix); lost == 0 {
+		t.Fatalf("nothing of %s lost", w.prefix)
+	}
+	e2 := openMem(t, w.mem, mod)
+	_ = e2.Close()
+	return openMem(t, w.mem.Crash(nil), mod)
 }
 
 // TestRestartOverFailedCursorLogWriteback: a checkpoint's fsync of a cursor log fails, so the
@@ -97,31 +119,13 @@ func restartOverFailedWriteback(t *testing.T, headerDurable bool) {
 func TestRestartOverFailedCursorLogWriteback(t *testing.T) {
 	ctx := context.Background()
 	mem := vfs.NewMem()
-	mod := func(o *Options) {
-		o.JournalFileBytes = 16 << 10
-		o.DirectWriteBytes = -1
-		o.CacheBytes = -1
-	}
+	mod := smallJournalsThroughCache
 	e := openMem(t, mem, mod)
 	victim := newOwnerLedger(t, e, "victim")
 	other := newOwnerLedger(t, e, "other")
 	victim.appendSome(20, 100)
-	log := cursorLogPath(victim.l.dirPath())
-	var failSyncs, syncFailed atomic.Bool
-	var synced atomic.Int32
-	mem.SetInjector(func(op vfs.Op, name string) error {
-		switch {
-		case !strings.HasPrefix(name, log): // the log and its rewrite's temporary file
-		case op == vfs.OpSync && failSyncs.Load():
-			syncFailed.Store(true)
-			return vfs.EIO
-		case op == vfs.OpSync:
-			synced.Add(1)
-		case op == vfs.OpWrite && syncFailed.Load():
-			return vfs.EIO
-		}
-		return nil
-	})
+	// The log and its rewrite's temporary file.
+	w := injectWritebackFailure(mem, cursorLogPath(victim.l.dirPath()), false)
 	first := victim.l.LastConfirmed()
 	first.EntryID = 3
 	early, err := victim.l.OpenCursor(ctx, "early", CursorOptions{Initial: mtypes.Earliest, Durable: true})
@@ -134,11 +138,8 @@ func TestRestartOverFailedCursorLogWriteback(t *testing.T) {
 	if err := early.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "a checkpoint to fsync the cursor log", func() bool {
-		other.appendSome(10, 500)
-		return synced.Load() > 0
-	})
-	failSyncs.Store(true)
+	w.waitForGoodSync(t, other)
+	w.failing.Store(true)
 	// Written to the log after its last good fsync: lost on disk, shown by the page cache.
 	moved := first
 	moved.EntryID = 9
@@ -151,20 +152,7 @@ func TestRestartOverFailedCursorLogWriteback(t *testing.T) {
 	if _, err := victim.l.OpenCursor(ctx, "late", CursorOptions{Initial: mtypes.Earliest, Durable: true}); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "the cursor log's fsync to fail at a checkpoint", func() bool {
-		other.appendSome(10, 500)
-		return syncFailed.Load() && e.Metrics().LastCheckpointError != ""
-	})
-	_ = e.Close() // its final checkpoint fails too: the journal stays
-	mem.SetInjector(nil)
-	if lost, _ := mem.LostBytes(log); lost == 0 {
-		t.Fatal("nothing of the cursor log lost")
-	}
-	// The restart: same files, same page cache (everything still reads back).
-	e2 := openMem(t, mem, mod)
-	_ = e2.Close()
-	crashed := mem.Crash(nil)
-	e3 := openMem(t, crashed, mod)
+	e3 := w.restartThenCrash(t, e, other, mod)
 	defer e3.Close()
 	l, err := e3.OpenLedger(ctx, "victim")
 	if err != nil {
