@@ -290,14 +290,17 @@ func TestCursorLogFsyncFailureRewritesItFromMemory(t *testing.T) {
 
 // TestCheckpointWithFailedIndexFsyncSyncsDirectories: a checkpoint's fsync of a segment index
 // fails. The index is derived data, so the checkpoint removes it instead of repairing it, and
-// nothing is left to repair; the checkpoint used to go on and retire the journal without having
-// fsynced the directories its job named, so after a crash a segment created in that journal file
-// was gone from its directory together with its acknowledged entries.
+// nothing is left to repair; the checkpoint went on and retired the journal, but it had stopped
+// before fsyncing the directories its job named, so after a crash a segment created in that
+// journal file was gone from its directory together with its acknowledged entries.
 func TestCheckpointWithFailedIndexFsyncSyncsDirectories(t *testing.T) {
 	mem := vfs.NewMem()
-	var idxFailures atomic.Int32
+	var engine atomic.Pointer[Engine]
+	var failedIdx atomic.Bool
+	var checkpointsBefore atomic.Int64 // when the index fsync failed
 	mem.SetInjector(func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && strings.HasSuffix(name, ".idx") && idxFailures.CompareAndSwap(0, 1) {
+		if op == vfs.OpSync && strings.HasSuffix(name, ".idx") && failedIdx.CompareAndSwap(false, true) {
+			checkpointsBefore.Store(engine.Load().Metrics().Checkpoints)
 			return vfs.EIO
 		}
 		return nil
@@ -309,10 +312,11 @@ func TestCheckpointWithFailedIndexFsyncSyncsDirectories(t *testing.T) {
 		o.CacheBytes = -1
 	}
 	e := openMem(t, mem, mod)
+	engine.Store(e)
 	o := newOwnerLedger(t, e, "idx")
 	poll.Until(t, 20*time.Second, "a checkpoint whose index fsync failed", func() bool {
 		o.appendSome(4, 32<<10)
-		return idxFailures.Load() > 0 && e.Metrics().Checkpoints >= 1
+		return failedIdx.Load() && e.Metrics().Checkpoints > checkpointsBefore.Load()
 	})
 	crashed := mem.Crash(nil)
 	mem.SetInjector(nil)

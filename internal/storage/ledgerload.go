@@ -197,7 +197,7 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		if err := l.syncLoaded(p, f); err != nil {
 			return nil, err
 		}
-	case recordsDamagedTail, recordsDamagedMiddle:
+	case recordsDamagedTail, recordsDamagedMiddle, recordsDamagedUnsearched:
 		return seg, fmt.Errorf("%w: segment %d: %s", ErrCorrupt, id, verdict.describe(badAt, st.Size, seg.entries))
 	case recordsTornTail:
 		e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)
@@ -235,7 +235,13 @@ const (
 	recordsTornTail                            // a short record or zeros to the end: a torn write, cut
 	recordsDamagedTail                         // non-zero bytes with no valid record after them: damage
 	recordsDamagedMiddle                       // a bad record with valid records after it: damage
+	// non-zero bytes after a bad record whose search for valid records gave up (validRecordAfter):
+	// valid data may follow, so damage
+	recordsDamagedUnsearched
 )
+
+// damaged reports whether the verdict is damage (the ledger is fenced; Repair cuts it).
+func (v recordsVerdict) damaged() bool { return v >= recordsDamagedTail }
 
 // classifyBadRecord says what the bad record at bad (-1: none) of a segment of size bytes is.
 // With anyBadIsTorn (loading in SyncInterval mode, where segment data may run ahead of the durable
@@ -248,13 +254,17 @@ func classifyBadRecord(f vfs.File, bad, size int64, anyBadIsTorn bool) recordsVe
 		return recordsPadded
 	case anyBadIsTorn:
 		return recordsTornTail
-	case validRecordAfter(f, bad, size):
-		return recordsDamagedMiddle
-	case bad+int64(recHeaderSize) > size || tailIsZero(f, bad, size):
-		return recordsTornTail
-	default:
-		return recordsDamagedTail
 	}
+	switch validRecordAfter(f, bad, size) {
+	case validFound:
+		return recordsDamagedMiddle
+	case validSearchGaveUp:
+		return recordsDamagedUnsearched
+	}
+	if bad+int64(recHeaderSize) > size || tailIsZero(f, bad, size) {
+		return recordsTornTail
+	}
+	return recordsDamagedTail
 }
 
 // describe names the damage for an error or a repair report; entries is the count of good
@@ -266,20 +276,31 @@ func (v recordsVerdict) describe(bad, size, entries int64) string {
 		return what + ", valid data follows"
 	case recordsDamagedTail:
 		return what + ", non-zero bytes to the end of the file"
+	case recordsDamagedUnsearched:
+		return what + ", non-zero bytes after it that may hold valid records (too costly to search)"
 	}
 	return what
 }
+
+// validSearch is the outcome of validRecordAfter.
+type validSearch int
+
+const (
+	validNone validSearch = iota
+	validFound
+	validSearchGaveUp
+)
 
 // validRecordAfter looks for any well-formed record starting after a bad one (a sign of
 // corruption in the middle rather than a torn tail). It checks each byte offset up to 1 MiB on,
 // checksumming at most resyncBudget of the window's size: crafted bytes whose every offset claims
 // a record of megabytes would otherwise cost terabytes of checksums. A search that gives up
-// cannot rule out valid data after the bad record, which counts as damage (true).
-func validRecordAfter(f vfs.File, bad, size int64) bool {
+// cannot rule out valid data after the bad record, which counts as damage.
+func validRecordAfter(f vfs.File, bad, size int64) validSearch {
 	end := min(size, bad+1<<20+maxRecordBody)
 	n := end - bad
 	if n <= 0 {
-		return false
+		return validNone
 	}
 	buf := make([]byte, n)
 	got, _ := f.ReadAt(buf, bad)
@@ -289,14 +310,14 @@ func validRecordAfter(f vfs.File, bad, size int64) bool {
 		ln := binary.LittleEndian.Uint32(buf[i:])
 		if ln >= segBodyPrefix && int(ln) <= len(buf)-i-recHeaderSize {
 			if budget -= int(ln); budget < 0 {
-				return true
+				return validSearchGaveUp
 			}
 			if _, _, err := decodeRecord(buf[i:], nil); err == nil {
-				return true
+				return validFound
 			}
 		}
 	}
-	return false
+	return validNone
 }
 
 func tailIsZero(f vfs.File, from, size int64) bool {

@@ -491,7 +491,7 @@ func (rp *repairer) checkSegment(name, dir string, id int64, replayed bool) erro
 		return fmt.Errorf("storage: repair: scan %s: %w", p, err)
 	}
 	verdict := classifyBadRecord(f, bad, size, false)
-	if verdict != recordsDamagedMiddle && verdict != recordsDamagedTail {
+	if !verdict.damaged() {
 		return nil // clean, or padding or a torn tail that loading cuts
 	}
 	rp.add(RepairAction{File: p, Problem: fmt.Sprintf("ledger %q: %s", name, verdict.describe(bad, size, entries)),

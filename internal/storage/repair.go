@@ -148,6 +148,7 @@ func (e *Engine) needRepair(p string, l *Ledger, cause error) {
 	kind, segID, derived := classifyFile(p)
 	if derived {
 		e.log.Warn("segment index fsync failed; removing it (it is rebuilt from the segment when needed)", "file", p, "err", cause)
+		e.files.forget(p)
 		_ = e.fs.Remove(p)
 		return
 	}
