@@ -36,6 +36,15 @@ func TestSharedConfigurationStore(t *testing.T) {
 			if err != nil || !slices.Contains(clusters, "east") || !slices.Contains(clusters, "west") {
 				t.Fatalf("clusters seen by west = %v, %v; want both registered in the shared store", clusters, err)
 			}
+			// East learns of west's registration through its watch, like any other change: a
+			// tenant naming west is valid on east once that has arrived.
+			harness.Eventually(t, time.Second, "west's registration visible on east", func() error {
+				clusters, err := eastAdmin.Clusters().List()
+				if err == nil && !slices.Contains(clusters, "west") {
+					err = fmt.Errorf("east lists %v", clusters)
+				}
+				return err
+			})
 			if err := eastAdmin.Tenants().Create(utils.TenantData{Name: "acme", AllowedClusters: []string{"east", "west"}}); err != nil {
 				t.Fatalf("create tenant on east: %v", err)
 			}
