@@ -282,8 +282,15 @@ func (e *Engine) groupEntries(b *batch) []entryGroup {
 // activate puts ledger l into direct mode for group g's segment (sync loop only; every batch handed
 // to the applier has been applied, so the segment file holds all earlier entries and the applier
 // is idle). The segment file and its directory entries are made durable first: from now on an
-// acknowledgement may rest on the file alone.
+// acknowledgement may rest on the file alone. Not while a journal file to replay may delete the
+// ledger's directory (TestRecreatedLedgerSurvivesReplayOfItsDelete).
 func (e *Engine) activate(l *Ledger, st *directState, g *entryGroup) bool {
+	if e.journalMayHoldRecordsOf(l.name) {
+		// A ledger of this name was deleted in a journal file not retired yet: replaying the
+		// delete after a crash removes the directory, this ledger's included. Entries that went
+		// through the journal are replayed after the delete; direct ones would be gone.
+		return false
+	}
 	l.mu.Lock()
 	seg := l.segByIDLocked(g.key.id)
 	if seg == nil || l.err != nil || l.closed || seg.sealed || seg.entries != g.firstEntry {

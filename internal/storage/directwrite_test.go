@@ -383,3 +383,42 @@ func TestUndoDirectNeverGrowsAFile(t *testing.T) {
 		t.Fatalf("segment size %d (%v) after both undos, want 4000: the later undo grew the file", size, err)
 	}
 }
+
+// TestRecreatedLedgerSurvivesReplayOfItsDelete: a ledger deleted and created again under the same
+// name before a checkpoint retired the delete's journal file. A crash (or a kill) then replays the
+// delete, which removes the ledger's directory, the new one's included; the new ledger's entries
+// that went through the journal are replayed after it, but entries written directly to the segment
+// are only in that file: the replay took their references for writes never acknowledged. So the
+// new ledger does not go direct while the delete may be replayed.
+func TestRecreatedLedgerSurvivesReplayOfItsDelete(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	mod := func(o *Options) { directOpts(o); o.JournalFileBytes = 64 << 20 }
+	e, l := openDirect(t, mem, mod, "t")
+	if _, failed := burst(l, 0, 8); failed != 0 {
+		t.Fatal("first appends failed")
+	}
+	if err := e.DeleteLedger(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.OpenLedger(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range 10 {
+		acked, failed := burst(l, n, 64)
+		if failed != 0 || len(acked) != 64 {
+			t.Fatalf("burst: %d acknowledged, %d failed", len(acked), failed)
+		}
+		n += 64
+	}
+	checkEntries(t, l, n)
+	if e.Metrics().Checkpoints != 0 {
+		t.Fatal("a checkpoint retired the delete's journal file")
+	}
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	_, l2 := openDirect(t, crashed, mod, "t")
+	checkEntries(t, l2, n)
+}

@@ -390,3 +390,49 @@ func encodeRawCursorState(st *cursorState) []byte {
 	}
 	return append(b, 0, 0) // no batches, no properties
 }
+
+// TestImportKilledBeforeItsDirectoryFsyncThenAppended: the process dies after an import's rename
+// and before the fsync of ledgers/ that commits it. Restarted over the same page cache, the engine
+// finds the ledger there; it is opened and appended to, and its checkpoints fsync only its own
+// directory, so a power loss afterwards took the whole ledger, acknowledged appends included.
+// Open makes the ledger directories it finds durable.
+func TestImportKilledBeforeItsDirectoryFsyncThenAppended(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	a := openMem(t, mem, nil)
+	c := madeUpCopy()
+	d := &deathInjector{k: 1, watch: func(n string) bool { return n == "/data/ledgers" }}
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		if op != vfs.OpSyncDir && !d.died() {
+			return nil
+		}
+		return d.inject(op, name)
+	})
+	if err := importLedgerCopy(a, "imported", c); err == nil || !d.died() {
+		t.Fatalf("the import's commit was not interrupted: %v", err)
+	}
+	mem.SetInjector(nil)
+	b := openMem(t, mem, nil) // the restarted process, same page cache
+	l, err := b.OpenLedger(ctx, "imported")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLedgerHolds(t, l, c)
+	ps := appendN(t, l, 20)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.Crash(nil)
+	_ = a.Close()
+	e := openMem(t, crashed, nil)
+	defer e.Close()
+	l2 := openUnfenced(t, e, "imported")
+	es, err := l2.Read(ctx, mtypes.Earliest, 0, 0)
+	imported := 0
+	for _, seg := range c.entries {
+		imported += len(seg)
+	}
+	if err != nil || len(es) != imported+len(ps) || es[imported].Position != ps[0] {
+		t.Fatalf("after the power loss the ledger holds %d entries (%v), want the %d imported and the %d appended", len(es), err, imported, len(ps))
+	}
+}

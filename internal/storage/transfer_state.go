@@ -238,7 +238,6 @@ func (e *Engine) removeImportStaging() error {
 	if err := e.resolveReplacedLedgers(des); err != nil {
 		return err
 	}
-	removed := false
 	for _, de := range des {
 		if !strings.HasPrefix(de.Name, stagingPrefix) {
 			continue
@@ -247,12 +246,13 @@ func (e *Engine) removeImportStaging() error {
 		if err := e.fs.RemoveAll(e.ledgersDir + "/" + de.Name); err != nil {
 			return fmt.Errorf("storage: remove unfinished import %s: %w", de.Name, err)
 		}
-		removed = true
 	}
-	if removed {
-		if err := e.fs.SyncDir(e.ledgersDir); err != nil {
-			return fmt.Errorf("storage: sync %s: %w", e.ledgersDir, err)
-		}
+	// Always, not only after a removal: an import whose commit was interrupted between its rename
+	// and this fsync left a ledger directory that only the page cache may hold. This engine
+	// serves that ledger, and its checkpoints fsync only the ledger's own directory
+	// (TestImportKilledBeforeItsDirectoryFsyncThenAppended).
+	if err := e.fs.SyncDir(e.ledgersDir); err != nil {
+		return fmt.Errorf("storage: sync %s: %w", e.ledgersDir, err)
 	}
 	return nil
 }
