@@ -221,6 +221,9 @@ func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 	for s := old; s <= seq; s++ {
 		e.retireJournal(s)
 	}
+	if old <= seq {
+		e.syncRetired()
+	}
 	e.io.checkpointed(first)
 	e.forgetClosedBefore(first)
 	e.noteCheckpointed(first)

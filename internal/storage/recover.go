@@ -62,6 +62,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	var seqs []uint64
+	retired := false
 	for _, de := range des {
 		if isFreeJournalName(de.Name) {
 			e.adoptFreeJournal(de.Name)
@@ -72,6 +73,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		case !ok:
 		case uint64(id) < st.firstJournal:
 			e.retireJournal(uint64(id)) // left over from an interrupted checkpoint
+			retired = true
 		default:
 			seqs = append(seqs, uint64(id))
 		}
@@ -155,7 +157,11 @@ func (e *Engine) recover(ctx context.Context) error {
 		for _, s := range seqs {
 			e.retireJournal(s)
 		}
+		retired = retired || len(seqs) > 0
 		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "rewritten", r.rewritten, "skipped", r.skipped, "tornTails", r.torn)
+	}
+	if retired {
+		e.syncRetired()
 	}
 	if err := e.startIncarnation(st.incarnations); err != nil {
 		return err

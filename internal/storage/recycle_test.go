@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -172,5 +173,48 @@ func replayOldJournal(t *testing.T, version uint32) {
 	en, err := l.ReadEntry(context.Background(), mtypes.Position{LedgerID: 5, EntryID: 0})
 	if err != nil || string(en.Data) != "from version 1" { // the same bytes in both versions
 		t.Fatalf("entry %q, %v", en.Data, err)
+	}
+}
+
+// TestRetiredJournalStaysRetiredAfterACrash: a checkpoint's retirement of journal files (renamed
+// for reuse, or removed) is durable with it. Left to the next fsync of the journal directory, a
+// crash brought the retired file back under its old name: recovery skips it by the state file's
+// first journal, but `meridian repair` over a lost state file replays from the lowest journal
+// file there, and would replay deletes and trimmed entries again.
+func TestRetiredJournalStaysRetiredAfterACrash(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	mod := func(o *Options) {
+		smallJournalsThroughCache(o)
+		o.JournalFileBytes = 64 << 10
+	}
+	e := openMem(t, mem, mod)
+	l, err := e.OpenLedger(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; e.Metrics().Checkpoints == 0; i++ {
+		if i == 1000 {
+			t.Fatal("no checkpoint after 1000 appends")
+		}
+		if _, err := l.Append(ctx, bytes.Repeat([]byte{'r'}, 1000), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	data, err := readWholeFile(crashed, "/data/"+stateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := decodeEngineState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	des, _ := crashed.ReadDir("/data/journal")
+	for _, de := range des {
+		if seq, ok := parseHexName(de.Name, ".jnl"); ok && uint64(seq) < st.firstJournal {
+			t.Fatalf("journal file %s is back after the crash (the state file starts at %d)", de.Name, st.firstJournal)
+		}
 	}
 }
