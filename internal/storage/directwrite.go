@@ -185,7 +185,7 @@ func (e *Engine) planDirect(b *batch, allowed bool) {
 			}
 			st.large++
 		}
-		if allowed && !b.rotate && g.bytes >= enter && st.large >= 2 && l.Err() == nil {
+		if allowed && !b.rotate && g.bytes >= enter && st.large >= 2 && l.Err() == nil && !e.deleteMayBeReplayed(l.name) {
 			st.segID, st.seq, st.armed = g.key.id, b.seq, true
 			arms = appendDirectStart(arms, l.slot, g.key.id)
 			// Let this batch's fsync finish and the applier write it before the next batch is cut,
@@ -285,7 +285,7 @@ func (e *Engine) groupEntries(b *batch) []entryGroup {
 // acknowledgement may rest on the file alone. Not while a journal file to replay may delete the
 // ledger's directory (TestRecreatedLedgerSurvivesReplayOfItsDelete).
 func (e *Engine) activate(l *Ledger, st *directState, g *entryGroup) bool {
-	if e.journalMayHoldRecordsOf(l.name) {
+	if e.deleteMayBeReplayed(l.name) {
 		// A ledger of this name was deleted in a journal file not retired yet: replaying the
 		// delete after a crash removes the directory, this ledger's included. Entries that went
 		// through the journal are replayed after the delete; direct ones would be gone.

@@ -186,7 +186,9 @@ func TestRetiredJournalStaysRetiredAfterACrash(t *testing.T) {
 	mem := vfs.NewMem()
 	mod := func(o *Options) {
 		smallJournalsThroughCache(o)
-		o.JournalFileBytes = 64 << 10
+		// The next file is prepared (which fsyncs the directory too) only once the current one
+		// holds an eighth of this: not before the crash below.
+		o.JournalFileBytes = 512 << 10
 	}
 	e := openMem(t, mem, mod)
 	l, err := e.OpenLedger(ctx, "r")
@@ -201,7 +203,10 @@ func TestRetiredJournalStaysRetiredAfterACrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Not in the middle of a checkpoint (between its state file and its retirement).
+	e.checkpointer.mu.Lock()
 	crashed := mem.Crash(nil)
+	e.checkpointer.mu.Unlock()
 	_ = e.Close()
 	data, err := readWholeFile(crashed, "/data/"+stateFile)
 	if err != nil {

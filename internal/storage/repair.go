@@ -157,7 +157,7 @@ func (e *Engine) needRepair(p string, l *Ledger, cause error) {
 	}
 	if l == nil {
 		if _, err := e.fs.Stat(p); vfs.IsNotExist(err) {
-			return // removed since (trimmed, deleted): nothing to keep
+			return // removed since and held by no ledger (a trimmed segment): nothing to keep
 		}
 	}
 	e.io.repairs.mu.Lock()

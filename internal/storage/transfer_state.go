@@ -92,6 +92,17 @@ func (e *Engine) checkpointNotice() <-chan struct{} {
 	return e.imports.notice
 }
 
+// deleteMayBeReplayed reports whether a delete record of a ledger called name may be in a journal
+// file not retired yet (conservative: noteCheckpointed forgets it only after the checkpoint wrote
+// the state file). It takes imports.mu only, never stateMu, which is held across ledger id
+// allocations and state file fsyncs: the sync loop calls it (directwrite.go, activate).
+func (e *Engine) deleteMayBeReplayed(name string) bool {
+	e.imports.mu.Lock()
+	defer e.imports.mu.Unlock()
+	_, ok := e.imports.deleted[name]
+	return ok
+}
+
 // journalMayHoldRecordsOf reports whether journal files a checkpoint has not retired may hold
 // records of an earlier ledger called name: its delete record is in one.
 func (e *Engine) journalMayHoldRecordsOf(name string) bool {

@@ -45,6 +45,11 @@ func (e *Engine) failBatch(b *batch, err error) {
 		if it.l != nil && it.kind != kBarrier {
 			it.l.fence(err)
 		}
+		if it.kind == kDelLedger {
+			// Failed, yet its record may be durable (a batch whose journal fsync succeeded fails
+			// for a direct write's fsync): replay may still delete the directory.
+			e.noteLedgerDeleted(it.l.name, b.seq)
+		}
 		if it.cursor != nil {
 			it.cursor.flushFailed()
 		}
