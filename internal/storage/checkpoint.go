@@ -187,10 +187,11 @@ func (e *Engine) checkpoint(seq uint64, files, dirs map[string]struct{}) error {
 	for f, ferr := range failed {
 		e.needRepair(f, nil, ferr)
 	}
-	// A failed file that needs no repair (an index, removed; a file removed since) does not hold
-	// the checkpoint back: nothing needs its data, and syncFiles fsynced the directories all the
-	// same. The others are never retried: they are rewritten from the journal first (repair.go).
 	if len(failed) > 0 && e.repairsPending() > 0 {
+		// Never retried: the files are rewritten from the journal first (repair.go). A failed
+		// file that needs no repair (an index, removed; a file removed since) does not hold the
+		// checkpoint back: nothing needs its data, and syncFiles fsynced the directories all the
+		// same.
 		return fmt.Errorf("storage: checkpoint fsync failed for %d file(s), repairing them: %w", len(failed), errors.Join(mapErrors(failed)...))
 	}
 	if err != nil {

@@ -187,11 +187,9 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: scan segment %d: %w", id, err)
 	}
-	switch verdict := classifyBadRecord(f, badAt, st.Size, interval); {
-	case verdict.damaged():
-		return seg, fmt.Errorf("%w: segment %d: %s", ErrCorrupt, id, verdict.describe(badAt, st.Size, seg.entries))
-	case verdict == recordsClean:
-	case verdict == recordsPadded:
+	switch verdict := classifyBadRecord(f, badAt, st.Size, interval); verdict {
+	case recordsClean:
+	case recordsPadded:
 		// The zeros after a block written around the page cache (unbuffered.go), not a torn tail.
 		if err := f.Truncate(badAt); err != nil {
 			return nil, fmt.Errorf("storage: truncate segment padding: %w", err)
@@ -199,7 +197,9 @@ func (l *Ledger) loadSegment(id int64, hasIdx bool) (*segment, error) {
 		if err := l.syncLoaded(p, f); err != nil {
 			return nil, err
 		}
-	case verdict == recordsTornTail:
+	case recordsDamagedTail, recordsDamagedMiddle, recordsDamagedUnsearched:
+		return seg, fmt.Errorf("%w: segment %d: %s", ErrCorrupt, id, verdict.describe(badAt, st.Size, seg.entries))
+	case recordsTornTail:
 		e.log.Warn("truncating torn segment tail", "ledger", l.name, "segment", id, "offset", badAt, "size", st.Size)
 		e.m.tornTails.Add(1)
 		if err := f.Truncate(badAt); err != nil {

@@ -62,6 +62,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	var seqs []uint64
+	retired := false
 	for _, de := range des {
 		if isFreeJournalName(de.Name) {
 			e.adoptFreeJournal(de.Name)
@@ -72,6 +73,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		case !ok:
 		case uint64(id) < st.firstJournal:
 			e.retireJournal(uint64(id)) // left over from an interrupted checkpoint
+			retired = true
 		default:
 			seqs = append(seqs, uint64(id))
 		}
@@ -155,9 +157,12 @@ func (e *Engine) recover(ctx context.Context) error {
 		for _, s := range seqs {
 			e.retireJournal(s)
 		}
+		retired = retired || len(seqs) > 0
 		e.log.Info("journal replayed", "files", len(seqs), "entries", r.applied, "rewritten", r.rewritten, "skipped", r.skipped, "tornTails", r.torn)
 	}
-	e.syncRetired() // the leftovers' and the replayed files' retirement (one fsync at Open)
+	if retired {
+		e.syncRetired()
+	}
 	if err := e.startIncarnation(st.incarnations); err != nil {
 		return err
 	}
@@ -902,8 +907,9 @@ func (r *replayer) appendCursorLog(name, dir string, body []byte) error {
 
 // cursorLogEnd returns where the replay appends to the cursor log at p (first touch): after its
 // last valid record, cutting a torn tail or a torn header (cursorlogcheck.go), once it has written
-// the valid records again. A damaged log is left as it is and the replayed records go after its
-// end: nothing the journal holds is lost, and loading the ledger then reports the damage.
+// the valid records again. A damaged log is
+// left as it is and the replayed records go after its end: nothing the journal holds is lost, and
+// loading the ledger then reports the damage.
 func (r *replayer) cursorLogEnd(name, p string, f vfs.File) (int64, error) {
 	e := r.e
 	data, err := readWholeFile(e.fs, p)
