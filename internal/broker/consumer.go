@@ -84,6 +84,13 @@ func (c *Consumer) RedeliverUnacknowledged(positions []mtypes.Position) {
 	c.c.sub.redeliver(c.c, positions)
 }
 
+// Resubscribed tells that the client subscribed again under this consumer's id on the same
+// connection (pulsar-client-go does when two events ask it to reconnect at once). The client
+// cleared its receiver queue first and grants its permits again: the consumer's permits go to 0
+// and what it holds unacknowledged is delivered again (with an incremented redelivery count), so
+// nothing stays assigned to a consumer that dropped it.
+func (c *Consumer) Resubscribed() { c.c.sub.resubscribed(c.c) }
+
 // Seek resets the subscription so that the next entry delivered is the one at p (the client filters
 // within a batch). Afterwards every consumer of the subscription is disconnected (ConsumerSink.Closed,
 // including this one), as the client expects; the caller answers SUCCESS first.

@@ -234,6 +234,24 @@ func (d *dispatchState) removeConsumer(c *dconsumer, markDelete mtypes.Position)
 // flow adds permits.
 func (d *dispatchState) flow(c *dconsumer, n uint32) { c.permits += int64(n) }
 
+// resubscribed: c's client subscribed again under the same consumer id. Clients clear their
+// receiver queue before they do and grant their permits afresh after the SUCCESS, so c's permits
+// go to 0 and what c holds unacknowledged is delivered again: the entries it holds on Shared and
+// Key_Shared subscriptions, everything from markDelete on (a rewind) when it is the active consumer
+// of an Exclusive or Failover one. It reports whether it rewound.
+func (d *dispatchState) resubscribed(c *dconsumer, markDelete mtypes.Position) (rewound bool) {
+	c.permits = 0
+	if d.singleActive() {
+		if d.active != c {
+			return false
+		}
+		d.rewind(markDelete)
+		return true
+	}
+	d.redeliverPending(c, nil)
+	return false
+}
+
 // eligible reports whether c may receive entries now.
 func (d *dispatchState) eligible(c *dconsumer) bool {
 	if d.singleActive() {

@@ -349,6 +349,22 @@ func (s *subscriptionState) flow(c *consumerState, permits uint32) {
 	s.notify()
 }
 
+// resubscribed implements Consumer.Resubscribed.
+func (s *subscriptionState) resubscribed(c *consumerState) {
+	s.mu.Lock()
+	if !slices.Contains(s.consumers, c) {
+		s.mu.Unlock()
+		return
+	}
+	if s.cursor == nil {
+		c.dc.permits = 0 // non-persistent: nothing is kept to deliver again
+	} else if s.d.resubscribed(c.dc, s.cursor.MarkDeletePosition()) {
+		s.caughtUp = false
+	}
+	s.mu.Unlock()
+	s.notify()
+}
+
 // ack applies acknowledgements from consumer c.
 func (s *subscriptionState) ack(ctx context.Context, c *consumerState, acks []Ack, cumulative bool) error {
 	defer s.notify() // a consumer blocked on its unacked limit may take messages again

@@ -186,13 +186,16 @@ func (c *conn) handleSubscribe(cmd *pulsarpb.CommandSubscribe) {
 	}
 	c.mu.Lock()
 	if h, ok := c.consumers[id]; ok {
-		ready := h.cons != nil
+		cons := h.cons
 		c.mu.Unlock()
-		if !ready {
+		if cons == nil {
 			c.sendError(reqID, fmt.Errorf("%w: consumer %d is already being created on this connection", wire.ErrServiceNotReady, id))
 			return
 		}
-		c.sendSuccess(reqID) // Pulsar answers a repeated SUBSCRIBE for an existing consumer with SUCCESS
+		// Pulsar answers a repeated SUBSCRIBE for an existing consumer with SUCCESS. The client
+		// dropped what it had queued for that consumer: it is delivered again.
+		cons.Resubscribed()
+		c.sendSuccess(reqID)
 		return
 	}
 	h := &consumerHandle{id: id, topic: topic}

@@ -1,12 +1,14 @@
 package harness
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +32,10 @@ type Broker interface {
 // ClientLogger is the logger given to every pulsar-client-go client the harness creates: slog on
 // stderr at the level in $MERIDIAN_CLIENT_LOG (debug, info, warn, error; default warn).
 func ClientLogger() pulsarlog.Logger {
+	return pulsarlog.NewLoggerWithSlog(slog.New(stderrClientHandler()))
+}
+
+func stderrClientHandler() slog.Handler {
 	level := slog.LevelWarn
 	switch strings.ToLower(os.Getenv("MERIDIAN_CLIENT_LOG")) {
 	case "debug":
@@ -39,7 +45,50 @@ func ClientLogger() pulsarlog.Logger {
 	case "error":
 		level = slog.LevelError
 	}
-	return pulsarlog.NewLoggerWithSlog(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	return slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+}
+
+// clientLogForTest is ClientLogger that also keeps the tail of the client's info-level lines
+// (connects, reconnects, the broker closing a producer or consumer: what a hung test needs and
+// stderr at warn does not show) and prints it when t fails.
+func clientLogForTest(t testing.TB) pulsarlog.Logger {
+	tail := &logTail{max: clientLogTailBytes}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pulsar-client-go log, info and above (the last %d KiB):\n%s", clientLogTailBytes/1024, tail.String())
+		}
+	})
+	kept := slog.NewTextHandler(tail, &slog.HandlerOptions{Level: slog.LevelInfo})
+	return pulsarlog.NewLoggerWithSlog(slog.New(slog.NewMultiHandler(stderrClientHandler(), kept)))
+}
+
+const clientLogTailBytes = 64 << 10
+
+// logTail is an io.Writer keeping the last max bytes written, whole lines where it can.
+type logTail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - l.max; over > 0 {
+		cut := over
+		if nl := bytes.IndexByte(l.buf[over:], '\n'); nl >= 0 {
+			cut += nl + 1
+		}
+		l.buf = append(l.buf[:0], l.buf[cut:]...)
+	}
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
 }
 
 // NewClient creates a pulsar-client-go client for b, closed in t.Cleanup. modify, if not nil, may
@@ -50,7 +99,7 @@ func NewClient(t testing.TB, b Broker, modify func(*pulsar.ClientOptions)) pulsa
 		URL:               b.ServiceURL(),
 		ConnectionTimeout: 10 * time.Second,
 		OperationTimeout:  20 * time.Second,
-		Logger:            ClientLogger(),
+		Logger:            clientLogForTest(t),
 		// A registry per client: tests never see each other's client metrics.
 		MetricsRegisterer: prometheus.NewRegistry(),
 	}
