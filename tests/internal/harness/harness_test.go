@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,27 @@ github.com/meridian-mq/meridian/internal/broker.(*x).loop()
 	}
 	if l := ownLeaks("something else"); len(l) != 1 {
 		t.Fatalf("unparsable report must count: %q", l)
+	}
+}
+
+// TestStandaloneRetriesAPortTakenByAnotherProcess: another process binds the web port the harness
+// chose before the broker does (as another test package's server can); StartStandalone starts the
+// broker on other ports instead of failing the test.
+func TestStandaloneRetriesAPortTakenByAnotherProcess(t *testing.T) {
+	var taken string
+	hookBeforeStandaloneStart = func(attempt int, opts Options) {
+		if attempt == 1 {
+			ln, err := net.Listen("tcp", opts.WebAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			taken = opts.WebAddr
+		}
+	}
+	defer func() { hookBeforeStandaloneStart = nil }()
+	p := StartStandalone(t, Options{})
+	if taken == "" || p.WebURL() == "http://"+taken {
+		t.Fatalf("the broker's web address %s, the taken one %q", p.WebURL(), taken)
 	}
 }

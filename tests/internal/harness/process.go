@@ -60,6 +60,7 @@ type Process struct {
 	crashOnce sync.Once
 	crashed   chan struct{} // closed when the process exits without having been signalled
 	crashErr  error
+	abandoned bool // StartStandalone gave up this process before it was ready: cleanup skips it
 }
 
 var processSeq struct {
@@ -70,11 +71,28 @@ var processSeq struct {
 // StartStandalone builds (once) and starts `meridian standalone`, waits until it is ready and
 // registers a Cleanup that stops it gracefully and fails the test if it crashed, panicked, raced or
 // did not shut down within StopTimeout.
+//
+// Addresses the harness chose are below the ephemeral range, yet another test process (go test
+// runs packages in parallel) may pick the same port between the check and the bind: a first start
+// that fails with "address already in use" on such an address is retried with other ports.
 func StartStandalone(t testing.TB, opts Options) *Process {
 	t.Helper()
-	p := NewStandalone(t, opts)
-	p.Start()
-	return p
+	ownAddrs := opts.BrokerAddr == "" && opts.WebAddr == ""
+	for attempt := 1; ; attempt++ {
+		p := NewStandalone(t, opts)
+		if hookBeforeStandaloneStart != nil {
+			hookBeforeStandaloneStart(attempt, p.opts)
+		}
+		err := p.StartE()
+		if err == nil {
+			return p
+		}
+		if !ownAddrs || attempt == 3 || p.Running() || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("harness: %v", err)
+		}
+		t.Logf("harness: start %d lost its port to another process, trying other ports: %v", attempt, err)
+		p.abandon()
+	}
 }
 
 // NewStandalone prepares a standalone process without starting it (call Start).
@@ -372,7 +390,20 @@ func (p *Process) logProblems() []string {
 	return found
 }
 
+// hookBeforeStandaloneStart, when set (by this package's tests), runs before each start attempt of
+// StartStandalone.
+var hookBeforeStandaloneStart func(attempt int, opts Options)
+
+// abandon marks a process that exited before it was ready and is replaced by another.
+func (p *Process) abandon() {
+	p.abandoned = true
+	_ = p.logFile.Close()
+}
+
 func (p *Process) cleanup() {
+	if p.abandoned {
+		return
+	}
 	if err := p.CrashErr(); err != nil {
 		p.t.Errorf("harness: %v", err)
 	}
