@@ -236,11 +236,12 @@ func (d *dispatchState) flow(c *dconsumer, n uint32) { c.permits += int64(n) }
 
 // resubscribed: c's client subscribed again under the same consumer id. Clients clear their
 // receiver queue before they do and grant their permits afresh after the SUCCESS (pulsar-client-go
-// sends its initial permits after every successful SUBSCRIBE), so c's permits go to 0, which keeps a redelivery from
-// arriving before the client is ready for it (pulsar-client-go drops what its dispatcher holds
-// when the SUCCESS is processed), and what c holds unacknowledged is delivered again: the entries it holds on Shared and
-// Key_Shared subscriptions, everything from markDelete on (a rewind) when it is the active consumer
-// of an Exclusive or Failover one. It reports whether it rewound.
+// sends its initial permits after every successful SUBSCRIBE). So c's permits go to 0, which keeps
+// a redelivery from arriving before the client is ready for it (pulsar-client-go drops what its
+// dispatcher holds when it processes the SUCCESS), and what c holds unacknowledged is delivered
+// again: its pending entries on Shared and Key_Shared subscriptions, everything from markDelete on
+// (a rewind) when it is the active consumer of an Exclusive or Failover one. It reports whether it
+// rewound.
 func (d *dispatchState) resubscribed(c *dconsumer, markDelete mtypes.Position) (rewound bool) {
 	c.permits = 0
 	if d.singleActive() {
