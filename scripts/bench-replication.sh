@@ -7,9 +7,12 @@
 # too slow to stage its backlog quickly). Loopback only; every step is
 # bounded in time.
 #
-# usage: scripts/bench-replication.sh            (env: TOOLS, SYNC, BATCH, UNBATCHED_N, NATS_N, LAT_RATE, PARTS, REPS)
+# usage: scripts/bench-replication.sh            (env: TOOLS, SYNC, BATCH, UNBATCHED_N, NATS_N, LAT_RATE, PARTS, REPS, CONSUMER)
 #   PARTS selects the steps (default "nats batched unbatched latency"), e.g. PARTS=unbatched runs only the
 #   one-message-per-entry catch-up; its line also shows the process CPU per message.
+#   CONSUMER=1 also measures each catch-up end to end: a consumer on the second cluster (an ordered
+#   consumer on the NATS mirror), started with the catch-up, receives the whole backlog; its line
+#   follows the one for the target's storage, which then shares the CPU with that consumer.
 set -euo pipefail
 . "$(dirname "$0")/bench-lib.sh"
 cd "$repo"
@@ -19,6 +22,8 @@ BATCH=${BATCH:-100}             # messages per entry for the batched catch-up (p
 UNBATCHED_N=${UNBATCHED_N:-1000000}
 REPS=${REPS:-1}
 LAT_RATE=${LAT_RATE:-5000}
+CONSUMER=${CONSUMER:-0}
+consume_flag=(); [ "$CONSUMER" = 1 ] && consume_flag=(-consume)
 PARTS=" ${PARTS:-nats batched unbatched latency} "
 want() { [[ "$PARTS" == *" $1 "* ]]; }
 
@@ -32,7 +37,7 @@ floors="$(dirname "$tbin")/machinelat"
 (cd tests && go build -o "$floors" ./cmd/machinelat)
 run() { # env assignments...; prints the test's figure lines
   (cd internal/replication && env "$@" timeout 20m "$tbin" -test.count=1 -test.timeout 20m -test.run "$TEST" -test.v 2>&1) |
-    grep -E 'catch-up of|target storage|latency a->b|host: steal|FAIL|panic' || true
+    grep -E 'catch-up of|catch-up end to end|target storage|latency a->b|host: steal|FAIL|panic' || true
 }
 # The hypervisor's share ("steal" in /proc/stat) during the peer's runs; the Meridian tests print their own.
 cpu_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
@@ -48,7 +53,7 @@ for rep in $(seq "$REPS"); do
     start_nats_pair "$nd" "$SYNC"
     "$TOOLS/natsload" stream -url "$NATS_ORIGIN" -name ORDERS -subjects 'orders.>' >/dev/null
     "$TOOLS/natsload" pub -url "$NATS_ORIGIN" -subject orders.x -mode async -window 1000 -size 1024 -n "$NATS_N" -maxdur 300s
-    "$TOOLS/natsload" mirror -url "$NATS_MIRROR" -name ORDERS_MIRROR -source ORDERS -domain hub -expect "$NATS_N" -timeout 600s || echo "(mirror did not catch up)"
+    "$TOOLS/natsload" mirror -url "$NATS_MIRROR" -name ORDERS_MIRROR -source ORDERS -domain hub -expect "$NATS_N" "${consume_flag[@]}" -timeout 600s || echo "(mirror did not catch up)"
     if want latency; then
       "$TOOLS/natsload" stream -url "$NATS_ORIGIN" -name LAT -subjects 'lat.>' >/dev/null
       "$TOOLS/natsload" mirror -url "$NATS_MIRROR" -name LAT_MIRROR -source LAT -domain hub >/dev/null
@@ -65,8 +70,8 @@ for rep in $(seq "$REPS"); do
   # so neither side's run pays for the other's writeback.
   t0=$SECONDS; sync; echo "## sync after the peer: $((SECONDS - t0)) s"
   echo "## Meridian: two in-process clusters over loopback TCP, fsync before every acknowledgement"
-  if want batched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP=1000000 MERIDIAN_BENCH_BATCH="$BATCH"; fi
-  if want unbatched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1; fi
+  if want batched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP=1000000 MERIDIAN_BENCH_BATCH="$BATCH" MERIDIAN_BENCH_CONSUMER="$CONSUMER"; fi
+  if want unbatched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1 MERIDIAN_BENCH_CONSUMER="$CONSUMER"; fi
   if want latency; then
     echo "## this machine's floors (tests/cmd/machinelat; a message from A to B waits for two fsyncs and many wake-ups)"
     "$floors" --duration 10s --dir "${TMPDIR:-/tmp}" | sed 's/^/    /'

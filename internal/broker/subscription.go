@@ -780,22 +780,24 @@ func (s *subscriptionState) handleReadError(p readPlan, err error) bool {
 // not parse is dispatched as one message (the client validates and discards it), as Pulsar does.
 func entryInfoOf(e mtypes.Entry, log *slog.Logger) entryInfo {
 	info := entryInfo{pos: e.Position, data: e.Data, numMessages: 1, publishTime: e.PublishTime}
-	md, err := wire.DecodeMetadata(e.Data)
+	md, err := wire.ScanDispatchMetadata(e.Data)
 	if err != nil {
 		log.Warn("entry metadata does not parse; dispatching it as is", slog.String("position", e.Position.String()), slog.Any("err", err))
 		return info
 	}
-	info.numMessages = batchMessages(wire.NumMessages(md))
-	if md.NumChunksFromMsg != nil && md.GetNumChunksFromMsg() > 1 {
-		info.chunkUUID = md.GetUuid()
-		info.lastChunk = md.GetChunkId() >= md.GetNumChunksFromMsg()-1
+	if md.HasNumMessages {
+		info.numMessages = batchMessages(int(md.NumMessagesInBatch))
 	}
-	info.marker = wire.IsMarker(md)
-	info.deliverAt = md.GetDeliverAtTime()
-	if k := md.GetOrderingKey(); len(k) > 0 {
+	if md.NumChunksFromMsg > 1 {
+		info.chunkUUID = string(md.UUID)
+		info.lastChunk = md.ChunkID >= md.NumChunksFromMsg-1
+	}
+	info.marker = md.Marker
+	info.deliverAt = md.DeliverAtTime
+	if k := md.OrderingKey; len(k) > 0 {
 		info.keyHash = keyHash(k)
 	} else {
-		info.keyHash = keyHash([]byte(md.GetPartitionKey()))
+		info.keyHash = keyHash(md.PartitionKey)
 	}
 	return info
 }

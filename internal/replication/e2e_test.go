@@ -582,6 +582,12 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	if err := a.admin.SetNamespacePolicy(ctx, "PUT", "public/default", "properties", nil, map[string]string{"replicationStartAt": "earliest"}); err != nil {
 		t.Fatal(err)
 	}
+	// MERIDIAN_BENCH_CONSUMER=1 also measures the catch-up end to end: a consumer on b, subscribed
+	// before the catch-up starts, receives the whole backlog as it arrives there.
+	var received <-chan consumerDone
+	if os.Getenv("MERIDIAN_BENCH_CONSUMER") == "1" {
+		received = consumeCatchUp(t, ctx, b, topic, n)
+	}
 	// MERIDIAN_BENCH_PROFILE=prefix writes prefix.cpu.prof and prefix.trace.out covering only the
 	// catch-up (not the staging of the backlog).
 	stopProfile := profileWindow(t, os.Getenv("MERIDIAN_BENCH_PROFILE"))
@@ -593,7 +599,9 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	for {
 		st, err := a.admin.TopicStats(ctx, topic)
 		if err == nil && st.Replication["b"].MsgOutCounter >= int64(n) {
-			stopProfile()
+			if received == nil { // else the profile covers the consumer too
+				stopProfile()
+			}
 			break
 		}
 		if ctx.Err() != nil {
@@ -604,7 +612,9 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	el := time.Since(start)
 	cpu := processCPU() - cpu0
 	user1, sys1 := processCPUSplit()
-	stopProfile()
+	if received == nil {
+		stopProfile()
+	}
 	// CPU time of the whole process (both clusters) per message: far less sensitive to other load
 	// on the machine than the rate.
 	t.Logf("catch-up of %d x 1 KiB (%d per entry): %v, %.0f msg/s, %.1f MB/s; process CPU %v (%.2f µs/msg, %.0f%% of one core)",
@@ -618,6 +628,60 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	st := storageCounters(t, b)
 	t.Logf("target storage: %.0f MB through the journal, %.0f MB written directly to segments (--direct-write-bytes); %.0f group commits, %.2f ms each on average (write and fsync)",
 		st.journal/1e6, st.direct/1e6, st.commits, 1e3*st.commitSeconds/max(st.commits, 1))
+	if received != nil {
+		var done consumerDone
+		select {
+		case done = <-received:
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		stopProfile()
+		if done.err != nil {
+			t.Fatalf("the consumer on b: %v", done.err)
+		}
+		el := done.at.Sub(start)
+		cpu := done.cpu - cpu0
+		t.Logf("catch-up end to end, %d x 1 KiB received by a consumer on b: %v, %.0f msg/s; process CPU %v (%.2f µs/msg)",
+			n, el, float64(n)/el.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n))
+	}
+}
+
+// consumerDone is when a catch-up's consumer received its last message, with the process's CPU
+// time then, or why it stopped before.
+type consumerDone struct {
+	at  time.Time
+	cpu time.Duration
+	err error
+}
+
+// consumeCatchUp subscribes to topic on c from the earliest message and receives n messages in a
+// goroutine, acknowledging cumulatively every 1,000 (as a consumer that keeps its backlog small
+// does); the channel gets the moment it received the last one.
+func consumeCatchUp(t *testing.T, ctx context.Context, c *cluster, topic string, n int) <-chan consumerDone {
+	t.Helper()
+	cons, err := c.client(t).Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "catch-up",
+		InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan consumerDone, 1)
+	go func() {
+		for got := 1; got <= n; got++ {
+			m, err := cons.Receive(ctx)
+			if err != nil {
+				done <- consumerDone{err: fmt.Errorf("after %d messages: %w", got-1, err)}
+				return
+			}
+			if got%1000 == 0 || got == n {
+				if err := cons.AckCumulative(ctx, m.ID); err != nil {
+					done <- consumerDone{err: err}
+					return
+				}
+			}
+		}
+		done <- consumerDone{at: time.Now(), cpu: processCPU()}
+	}()
+	return done
 }
 
 // targetStorage is what storageCounters reads from a cluster's /metrics.

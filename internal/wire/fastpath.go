@@ -182,7 +182,7 @@ func ScanPublishMetadataReusing(entry []byte, name string) (PublishMetadata, err
 	if err != nil {
 		return PublishMetadata{}, err
 	}
-	if pm, ok := scanPublishMetadata(p.Metadata, name, nil); ok {
+	if pm, ok := scanPublishMetadata(p.Metadata, name, nil, nil); ok {
 		return pm, nil
 	}
 	md, err := DecodeMetadata(entry)
@@ -190,6 +190,49 @@ func ScanPublishMetadataReusing(entry []byte, name string) (PublishMetadata, err
 		return PublishMetadata{}, err
 	}
 	return publishMetadataOf(md), nil
+}
+
+// DispatchMetadata is what a dispatcher needs of an entry's metadata: PublishMetadata's batch,
+// marker and chunk fields (its ProducerName is left empty), and the fields that say when and to
+// which consumer the entry goes. The byte slices alias the entry.
+type DispatchMetadata struct {
+	PublishMetadata
+	DeliverAtTime                   int64
+	PartitionKey, OrderingKey, UUID []byte
+}
+
+// ScanDispatchMetadata reads DispatchMetadata from entry bytes with the same result and errors as
+// DecodeMetadata followed by reading those fields, without unmarshalling the metadata: the
+// dispatcher reads every entry it delivers, and a replicated entry's metadata (its properties,
+// replicated_from) cost about a microsecond and five allocations to unmarshal.
+func ScanDispatchMetadata(entry []byte) (DispatchMetadata, error) {
+	p, err := ParseEntry(entry)
+	if err != nil {
+		return DispatchMetadata{}, err
+	}
+	var dm DispatchMetadata
+	if pm, ok := scanPublishMetadata(p.Metadata, "", nil, &dm); ok {
+		dm.PublishMetadata = pm
+		return dm, nil
+	}
+	md, err := DecodeMetadata(entry)
+	if err != nil {
+		return DispatchMetadata{}, err
+	}
+	return dispatchMetadataOf(md), nil
+}
+
+func dispatchMetadataOf(md *pulsarpb.MessageMetadata) DispatchMetadata {
+	dm := DispatchMetadata{PublishMetadata: publishMetadataOf(md), DeliverAtTime: md.GetDeliverAtTime(),
+		OrderingKey: md.GetOrderingKey()}
+	dm.ProducerName = ""
+	if md.PartitionKey != nil {
+		dm.PartitionKey = []byte(md.GetPartitionKey())
+	}
+	if md.Uuid != nil {
+		dm.UUID = []byte(md.GetUuid())
+	}
+	return dm
 }
 
 // ReplicatedOrigin is what the replication index reads of a replicated entry's metadata, as its
@@ -214,7 +257,7 @@ func ScanPublishMetadataOrigin(entry []byte, name string) (pm PublishMetadata, o
 	if err != nil {
 		return PublishMetadata{}, ReplicatedOrigin{}, false, err
 	}
-	if pm, ok := scanPublishMetadata(p.Metadata, name, &origin); ok {
+	if pm, ok := scanPublishMetadata(p.Metadata, name, &origin, nil); ok {
 		return pm, origin, true, nil
 	}
 	md, err := DecodeMetadata(entry)
@@ -241,8 +284,9 @@ func publishMetadataOf(md *pulsarpb.MessageMetadata) PublishMetadata {
 
 // scanPublishMetadata scans encoded metadata; false means "decode it generically" (malformed, or
 // holding nested messages, whose structure only the generic decoder checks). ProducerName is
-// reuseName when the bytes are equal. With origin != nil it also collects the ReplicatedOrigin.
-func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (PublishMetadata, bool) {
+// reuseName when the bytes are equal. With origin != nil it also collects the ReplicatedOrigin;
+// with disp != nil it collects DispatchMetadata's own fields instead of the producer name.
+func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin, disp *DispatchMetadata) (PublishMetadata, bool) {
 	var pm PublishMetadata
 	for len(b) > 0 {
 		num, wt, n := ConsumeTag(b)
@@ -256,12 +300,29 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 			if n < 0 {
 				return pm, false
 			}
-			if string(v) == reuseName {
+			switch {
+			case disp != nil:
+			case string(v) == reuseName:
 				pm.ProducerName = reuseName
-			} else {
+			default:
 				pm.ProducerName = string(v)
 			}
 			b = b[n:]
+			continue
+		case code >= pubPartitionKey && code <= pubUUID && wt == protowire.BytesType && disp != nil:
+			v, n := ConsumeBytes(b)
+			if n < 0 {
+				return pm, false
+			}
+			b = b[n:]
+			switch code {
+			case pubPartitionKey:
+				disp.PartitionKey = v
+			case pubOrderingKey:
+				disp.OrderingKey = v
+			default:
+				disp.UUID = v
+			}
 			continue
 		case code == pubProperties && wt == protowire.BytesType:
 			// properties (KeyValue: two strings): the generic decoder only checks that the
@@ -310,6 +371,10 @@ func scanPublishMetadata(b []byte, reuseName string, origin *ReplicatedOrigin) (
 				pm.NumChunksFromMsg = int32(v)
 			case pubChunkID:
 				pm.HasChunkID, pm.ChunkID = true, int32(v)
+			case pubDeliverAt:
+				if disp != nil {
+					disp.DeliverAtTime = int64(v)
+				}
 			}
 			continue
 		}
@@ -331,11 +396,15 @@ const (
 	pubProperties
 	pubReplicatedFrom
 	pubEncryptionKeys
+	pubPartitionKey // the three DispatchMetadata byte fields, in this order
+	pubOrderingKey
+	pubUUID
 	pubPublishTime
 	pubNumMessages
 	pubMarkerType
 	pubNumChunks
 	pubChunkID
+	pubDeliverAt
 )
 
 var publishScanCodes = NewFieldCodes(map[protowire.Number]uint8{
@@ -348,6 +417,10 @@ var publishScanCodes = NewFieldCodes(map[protowire.Number]uint8{
 	MetadataField.MarkerType:         pubMarkerType,
 	MetadataField.NumChunksFromMsg:   pubNumChunks,
 	MetadataField.ChunkID:            pubChunkID,
+	MetadataField.PartitionKey:       pubPartitionKey,
+	MetadataField.OrderingKey:        pubOrderingKey,
+	MetadataField.UUID:               pubUUID,
+	MetadataField.DeliverAtTime:      pubDeliverAt,
 })
 
 // ScanKeyValue returns the last key and value of an encoded KeyValue, skipping

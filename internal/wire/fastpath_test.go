@@ -136,6 +136,60 @@ func FuzzScanPublishMetadata(f *testing.F) {
 	})
 }
 
+// FuzzScanDispatchMetadata: the dispatcher's scan answers as the generic decoder does, for any
+// metadata (the seeds: the publish scan's, plus keys, a delivery time and chunks).
+func FuzzScanDispatchMetadata(f *testing.F) {
+	for _, md := range []*pulsarpb.MessageMetadata{
+		{ProducerName: proto.String("p"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(1700000000000)},
+		{ProducerName: proto.String("k"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), PartitionKey: proto.String("user-7"),
+			OrderingKey: []byte{0, 1, 2}, DeliverAtTime: proto.Int64(1700000000123), NumMessagesInBatch: proto.Int32(10)},
+		{ProducerName: proto.String("c"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), Uuid: proto.String("c-1-5"),
+			ChunkId: proto.Int32(1), NumChunksFromMsg: proto.Int32(3), TotalChunkMsgSize: proto.Int32(3 << 20)},
+		{ProducerName: proto.String("r"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), ReplicatedFrom: proto.String("west"),
+			Properties:    []*pulsarpb.KeyValue{{Key: proto.String(ReplSourcePositionProperty), Value: proto.String("12:345")}},
+			DeliverAtTime: proto.Int64(-1)},
+		{ProducerName: proto.String("m"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5), MarkerType: proto.Int32(12)},
+		{ProducerName: proto.String("e"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5),
+			EncryptionKeys: []*pulsarpb.EncryptionKeys{{Key: proto.String("k"), Value: []byte("v")}}, PartitionKey: proto.String("x")},
+	} {
+		b, _ := proto.Marshal(md)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, metadata []byte) {
+		entry := AppendRawEntry(nil, metadata, []byte("body"))
+		got, gotErr := ScanDispatchMetadata(entry)
+		md, wantErr := DecodeMetadata(entry)
+		if (gotErr != nil) != (wantErr != nil) {
+			t.Fatalf("scan error %v, decode error %v", gotErr, wantErr)
+		}
+		if wantErr != nil {
+			return
+		}
+		want := dispatchMetadataOf(md)
+		if got.PublishMetadata != want.PublishMetadata || got.DeliverAtTime != want.DeliverAtTime ||
+			!bytes.Equal(got.PartitionKey, want.PartitionKey) || !bytes.Equal(got.OrderingKey, want.OrderingKey) ||
+			!bytes.Equal(got.UUID, want.UUID) {
+			t.Fatalf("scan %+v, decode %+v", got, want)
+		}
+	})
+}
+
+// TestScanDispatchMetadataAllocs: a replicated entry's metadata (properties, replicated_from, a
+// key) is read for dispatch without allocating.
+func TestScanDispatchMetadataAllocs(t *testing.T) {
+	md, _ := proto.Marshal(&pulsarpb.MessageMetadata{ProducerName: proto.String("producer-1"), SequenceId: proto.Uint64(1),
+		PublishTime: proto.Uint64(5), ReplicatedFrom: proto.String("west"), PartitionKey: proto.String("user-7"),
+		Properties: []*pulsarpb.KeyValue{{Key: proto.String(ReplSourcePositionProperty), Value: proto.String("12:345")}}})
+	entry := AppendRawEntry(nil, md, []byte("body"))
+	if n := testing.AllocsPerRun(100, func() {
+		if dm, err := ScanDispatchMetadata(entry); err != nil || string(dm.PartitionKey) != "user-7" {
+			t.Fatal(dm, err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}
+
 func TestScanPublishMetadataReusingAllocs(t *testing.T) {
 	md, _ := proto.Marshal(&pulsarpb.MessageMetadata{ProducerName: proto.String("producer-1"), SequenceId: proto.Uint64(1), PublishTime: proto.Uint64(5)})
 	entry := AppendRawEntry(nil, md, []byte("body"))
@@ -183,11 +237,11 @@ func TestScanPublishMetadataProperties(t *testing.T) {
 		if (gotErr != nil) != (wantErr != nil) || (wantErr == nil && got != publishMetadataOf(want)) {
 			t.Fatalf("%s: scan %+v, %v; decode %v, %v", name, got, gotErr, want, wantErr)
 		}
-		if _, fast := scanPublishMetadata(md, "", nil); fast && wantErr != nil {
+		if _, fast := scanPublishMetadata(md, "", nil, nil); fast && wantErr != nil {
 			t.Fatalf("%s: the scan accepted what the decoder refuses", name)
 		}
 	}
-	if _, fast := scanPublishMetadata(prop(kv), "", nil); !fast {
+	if _, fast := scanPublishMetadata(prop(kv), "", nil, nil); !fast {
 		t.Fatal("a property sent the scan to the generic decoder")
 	}
 }

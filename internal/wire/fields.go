@@ -35,7 +35,7 @@ var (
 	MetadataField = fieldNumbers[struct {
 		ProducerName, PublishTime, Properties, ReplicatedFrom, ReplicateTo, NumMessagesInBatch,
 		EncryptionKeys, SchemaVersion, MarkerType, TxnidLeastBits, TxnidMostBits, HighestSequenceID,
-		NumChunksFromMsg, ChunkID protowire.Number
+		NumChunksFromMsg, ChunkID, PartitionKey, OrderingKey, DeliverAtTime, UUID protowire.Number
 	}](&pulsarpb.MessageMetadata{})
 	// KeyValueField: KeyValue's fields (MessageMetadata.properties' elements).
 	KeyValueField = fieldNumbers[struct{ Key, Value protowire.Number }](&pulsarpb.KeyValue{})

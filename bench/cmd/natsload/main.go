@@ -224,6 +224,7 @@ func runMirror(args []string) error {
 	source := fs.String("source", "ORDERS", "origin stream")
 	domain := fs.String("domain", "hub", "the origin's JetStream domain")
 	expect := fs.Uint64("expect", 0, "wait until the mirror holds this many messages (0 = only create it)")
+	consume := fs.Bool("consume", false, "also receive the -expect messages from the mirror with an ordered consumer started with the mirror, and report when it has them (the catch-up end to end)")
 	timeout := fs.Duration("timeout", 300*time.Second, "wall-clock limit")
 	_ = fs.Parse(args)
 	nc, js, err := connect(*url, "")
@@ -241,6 +242,11 @@ func runMirror(args []string) error {
 		fmt.Printf("mirror name=%s created\n", *name)
 		return nil
 	}
+	var received chan error
+	if *consume {
+		received = make(chan error, 1)
+		go func() { received <- receiveMirror(ctx, js, *name, *expect, start) }()
+	}
 	for {
 		st, err := js.Stream(ctx, *name)
 		if err != nil {
@@ -249,6 +255,9 @@ func runMirror(args []string) error {
 		if msgs := st.CachedInfo().State.Msgs; msgs >= *expect {
 			secs := time.Since(start).Seconds()
 			fmt.Printf("mirror caught up msgs=%d secs=%.2f rate=%.0f\n", msgs, secs, float64(msgs)/secs)
+			if received != nil {
+				return <-received
+			}
 			return nil
 		}
 		select {
@@ -257,6 +266,39 @@ func runMirror(args []string) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// receiveMirror receives n messages from stream name with an ordered consumer (no acknowledgements:
+// the client tracks its position) and prints when it had them, counted from start.
+func receiveMirror(ctx context.Context, js jetstream.JetStream, name string, n uint64, start time.Time) error {
+	cons, err := js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return fmt.Errorf("consumer on %s: %w", name, err)
+	}
+	iter, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer iter.Stop()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			iter.Stop()
+		case <-stopped:
+		}
+	}()
+	var got uint64
+	for got < n {
+		if _, err := iter.Next(); err != nil {
+			return fmt.Errorf("mirror consumer on %s received %d of %d: %w", name, got, n, err)
+		}
+		got++
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Printf("mirror consumer received msgs=%d secs=%.2f rate=%.0f\n", got, secs, float64(got)/secs)
+	return nil
 }
 
 // runLatency publishes at a fixed rate to the origin and measures, for each message, the time until an
