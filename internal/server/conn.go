@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -573,19 +572,20 @@ func (c *conn) sendCommand(body proto.Message) bool {
 	return c.out.push(frame)
 }
 
-// sendPayloadCommand queues a command followed by payload, which is not copied (MESSAGE frames
-// carry the stored entry as is).
-func (c *conn) sendPayloadCommand(body proto.Message, payload []byte) bool {
-	cmd := wire.Command(body)
-	if !c.sendable(cmd) {
-		return false
-	}
-	hdr, err := wire.EncodeFrame(cmd)
+// sendMessage queues a MESSAGE with the stored entry payload (not copied), its head encoded by
+// hand (wire.AppendMessageFrameHeader: one per entry delivered).
+func (c *conn) sendMessage(h *wire.MessageHead, payload []byte) bool {
+	hdr, err := wire.AppendMessageFrameHeader(make([]byte, 0, 48), h, len(payload))
 	if err != nil {
-		c.log.Error("encoding a command failed", "err", err)
+		c.log.Error("encoding a MESSAGE failed", "err", err)
 		return false
 	}
-	binary.BigEndian.PutUint32(hdr, uint32(len(hdr)-4+len(payload)))
+	return c.pushPayloadFrame(hdr, payload)
+}
+
+// pushPayloadFrame queues a frame's head and payload, unless the client has left more than the
+// outbound bound unread.
+func (c *conn) pushPayloadFrame(hdr, payload []byte) bool {
 	if queued := c.out.queuedBytes(); queued > c.s.opts.maxQueuedBytes() {
 		// Deliveries are bounded by the permits the client granted, but a client may grant
 		// billions and then stop reading. Past this bound it is dropped rather than allowed to

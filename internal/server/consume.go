@@ -70,18 +70,9 @@ func (s *consumerSink) SendMessages(msgs []broker.Delivery) {
 	}
 	for i := range msgs {
 		d := &msgs[i]
-		id := &pulsarpb.MessageIdData{
-			LedgerId: proto.Uint64(uint64(d.Position.LedgerID)),
-			EntryId:  proto.Uint64(uint64(d.Position.EntryID)),
-		}
-		if d.Partition >= 0 {
-			id.Partition = proto.Int32(d.Partition)
-		}
-		msg := &pulsarpb.CommandMessage{ConsumerId: proto.Uint64(s.id), MessageId: id, AckSet: d.AckSet}
-		if d.RedeliveryCount > 0 {
-			msg.RedeliveryCount = proto.Uint32(d.RedeliveryCount)
-		}
-		if !s.c.sendPayloadCommand(msg, d.Data) {
+		head := wire.MessageHead{ConsumerID: s.id, LedgerID: uint64(d.Position.LedgerID), EntryID: uint64(d.Position.EntryID),
+			Partition: d.Partition, RedeliveryCount: d.RedeliveryCount, AckSet: d.AckSet}
+		if !s.c.sendMessage(&head, d.Data) {
 			return
 		}
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // Field numbers of the PulsarApi.proto messages that the hand-written codecs read and write: the
-// SEND decoder, the SEND_RECEIPT encoder and the metadata scans here, the client's SEND head,
+// SEND decoder, the SEND_RECEIPT and MESSAGE encoders and the metadata scans here, the client's SEND head,
 // receipt decoder and metadata scan (internal/client), the replicator's metadata scan and edits
 // (internal/replication). Every codec takes its numbers from these tables, read from the
 // generated descriptors when the package initialises: a table's field is the message's field of
@@ -22,15 +22,17 @@ import (
 // from these numbers. Each codec is fuzzed against the generic protobuf decoder or encoder.
 var (
 	// BaseCommandField: BaseCommand's fields.
-	BaseCommandField = fieldNumbers[struct{ Type, Send, SendReceipt protowire.Number }](&pulsarpb.BaseCommand{})
+	BaseCommandField = fieldNumbers[struct{ Type, Send, SendReceipt, Message protowire.Number }](&pulsarpb.BaseCommand{})
 	// SendField: CommandSend's fields.
 	SendField = fieldNumbers[struct {
 		ProducerID, SequenceID, NumMessages, HighestSequenceID, IsChunk, Marker protowire.Number
 	}](&pulsarpb.CommandSend{})
 	// SendReceiptField: CommandSendReceipt's fields.
 	SendReceiptField = fieldNumbers[struct{ ProducerID, SequenceID, MessageID, HighestSequenceID protowire.Number }](&pulsarpb.CommandSendReceipt{})
+	// MessageField: CommandMessage's fields.
+	MessageField = fieldNumbers[struct{ ConsumerID, MessageID, RedeliveryCount, AckSet protowire.Number }](&pulsarpb.CommandMessage{})
 	// MessageIDField: MessageIdData's fields.
-	MessageIDField = fieldNumbers[struct{ LedgerID, EntryID protowire.Number }](&pulsarpb.MessageIdData{})
+	MessageIDField = fieldNumbers[struct{ LedgerID, EntryID, Partition protowire.Number }](&pulsarpb.MessageIdData{})
 	// MetadataField: MessageMetadata's fields.
 	MetadataField = fieldNumbers[struct {
 		ProducerName, PublishTime, Properties, ReplicatedFrom, ReplicateTo, NumMessagesInBatch,
