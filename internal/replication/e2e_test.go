@@ -1,12 +1,14 @@
 package replication_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -582,8 +584,9 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 	if err := a.admin.SetNamespacePolicy(ctx, "PUT", "public/default", "properties", nil, map[string]string{"replicationStartAt": "earliest"}); err != nil {
 		t.Fatal(err)
 	}
-	// MERIDIAN_BENCH_CONSUMER=1 also measures the catch-up end to end: a consumer on b, subscribed
-	// before the catch-up starts, receives the whole backlog as it arrives there.
+	// MERIDIAN_BENCH_CONSUMER=1 also measures the catch-up end to end: a consumer on b (in a
+	// process of its own), subscribed before the catch-up starts, receives the whole backlog as it
+	// arrives there.
 	var received <-chan consumerDone
 	if os.Getenv("MERIDIAN_BENCH_CONSUMER") == "1" {
 		received = consumeCatchUp(t, ctx, b, topic, n)
@@ -641,47 +644,135 @@ func TestReplicationCatchUpThroughput(t *testing.T) {
 		}
 		el := done.at.Sub(start)
 		cpu := done.cpu - cpu0
-		t.Logf("catch-up end to end, %d x 1 KiB received by a consumer on b: %v, %.0f msg/s; process CPU %v (%.2f µs/msg)",
-			n, el, float64(n)/el.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n))
+		t.Logf("catch-up end to end, %d x 1 KiB received by a consumer on b (a process of its own): %v, %.0f msg/s; process CPU %v (%.2f µs/msg), the consumer's %v (%.2f µs/msg)",
+			n, el, float64(n)/el.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n),
+			done.client.Round(time.Millisecond), float64(done.client.Microseconds())/float64(n))
 	}
 }
 
-// consumerDone is when a catch-up's consumer received its last message, with the process's CPU
-// time then, or why it stopped before.
+// consumerDone is when a catch-up's consumer received its last message, with the CPU time of
+// this process then and the consumer process's own, or why it stopped before.
 type consumerDone struct {
-	at  time.Time
-	cpu time.Duration
-	err error
+	at          time.Time
+	cpu, client time.Duration
+	err         error
 }
 
-// consumeCatchUp subscribes to topic on c from the earliest message and receives n messages in a
-// goroutine, acknowledging cumulatively every 1,000 (as a consumer that keeps its backlog small
-// does); the channel gets the moment it received the last one.
+// consumeCatchUp starts a consumer of topic on c, from the earliest message, in a process of its
+// own (this test binary running TestCatchUpConsumerProcess), as the NATS peer's consumer runs in
+// natsload: the figures of this process stay the two clusters' own, and the consumer's client
+// (this repository's, which decodes every message's metadata into a Message) shares the two
+// cores as any consumer would. It returns once the consumer has subscribed; the channel gets the
+// moment it received the n-th message.
 func consumeCatchUp(t *testing.T, ctx context.Context, c *cluster, topic string, n int) <-chan consumerDone {
 	t.Helper()
-	cons, err := c.client(t).Subscribe(ctx, client.ConsumerOptions{Topic: topic, Subscription: "catch-up",
-		InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestCatchUpConsumerProcess$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "MERIDIAN_BENCH_CONSUMER_PROCESS="+c.b.ServiceURL+" "+topic+" "+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		// It ends by itself once it has printed its figures (and written its profile).
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	lines := bufio.NewScanner(out)
+	// field waits for the line that starts with prefix and returns the number after it, if any.
+	field := func(prefix string) (int64, error) {
+		for lines.Scan() {
+			if v, ok := strings.CutPrefix(lines.Text(), prefix); ok {
+				if v = strings.TrimSpace(v); v == "" {
+					return 0, nil
+				}
+				return strconv.ParseInt(v, 10, 64)
+			}
+		}
+		return 0, fmt.Errorf("the consumer process ended before %q (%v)", prefix, lines.Err())
+	}
+	if _, err := field("catch-up consumer subscribed"); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan consumerDone, 1)
 	go func() {
-		for got := 1; got <= n; got++ {
-			m, err := cons.Receive(ctx)
-			if err != nil {
-				done <- consumerDone{err: fmt.Errorf("after %d messages: %w", got-1, err)}
-				return
-			}
-			if got%1000 == 0 || got == n {
-				if err := cons.AckCumulative(ctx, m.ID); err != nil {
-					done <- consumerDone{err: err}
-					return
-				}
-			}
+		at, err := field("catch-up consumer received all, unix ns:")
+		if err != nil {
+			done <- consumerDone{err: err}
+			return
 		}
-		done <- consumerDone{at: time.Now(), cpu: processCPU()}
+		cpu := processCPU()
+		client, err := field("catch-up consumer CPU ns:")
+		done <- consumerDone{at: time.Unix(0, at), cpu: cpu, client: time.Duration(client), err: err}
+	}()
+	go func() {
+		defer close(exited)
+		_, _ = io.Copy(io.Discard, out) // what it prints after the figures, until it ends
+		_ = cmd.Wait()
 	}()
 	return done
+}
+
+// TestCatchUpConsumerProcess is the consumer process of consumeCatchUp: it subscribes to a topic
+// (MERIDIAN_BENCH_CONSUMER_PROCESS="serviceURL topic n"), receives n messages, acknowledging
+// cumulatively every 1,000 (a consumer that keeps its backlog small), and prints when it had
+// them and the CPU it used.
+func TestCatchUpConsumerProcess(t *testing.T) {
+	args := strings.Fields(os.Getenv("MERIDIAN_BENCH_CONSUMER_PROCESS"))
+	if len(args) != 3 {
+		t.Skip("the consumer process of TestReplicationCatchUpThroughput (MERIDIAN_BENCH_CONSUMER=1)")
+	}
+	n, err := strconv.Atoi(args[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cl, err := client.New(client.Options{ServiceURL: args[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cons, err := cl.Subscribe(ctx, client.ConsumerOptions{Topic: args[1], Subscription: "catch-up",
+		InitialPosition: pulsarpb.CommandSubscribe_Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With MERIDIAN_BENCH_PROFILE=prefix: prefix.consumer.cpu.prof.
+	if prefix := os.Getenv("MERIDIAN_BENCH_PROFILE"); prefix != "" {
+		f, err := os.Create(prefix + ".consumer.cpu.prof")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cpu0 := processCPU()
+	fmt.Println("catch-up consumer subscribed")
+	for got := 1; got <= n; got++ {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("after %d messages: %v", got-1, err)
+		}
+		if got%1000 == 0 || got == n {
+			if err := cons.AckCumulative(ctx, m.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fmt.Printf("catch-up consumer received all, unix ns: %d\n", time.Now().UnixNano())
+	fmt.Printf("catch-up consumer CPU ns: %d\n", processCPU()-cpu0)
 }
 
 // targetStorage is what storageCounters reads from a cluster's /metrics.

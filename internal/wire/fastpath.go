@@ -2,8 +2,6 @@ package wire
 
 import (
 	"encoding/binary"
-	"fmt"
-	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -11,14 +9,14 @@ import (
 )
 
 // Hand-written codecs for the three things the publish path does per SEND: decode the SEND
-// command, read a few fields of the message metadata, encode the SEND_RECEIPT; and for the two
-// the dispatcher does per entry: read the metadata fields that route it, encode the MESSAGE
-// head. Generic protobuf (reflection-driven) cost about a quarter of the broker's CPU per
-// single-message SEND. Each function gives exactly what the generic path gives; anything it does
-// not handle (unusual fields, nested messages) falls back to the generic path, so behaviour never
-// differs. Field numbers come from the descriptors (fields.go). The fuzz targets
-// FuzzDecodeSendFast, FuzzScanPublishMetadata, FuzzSendReceiptFrame, FuzzScanDispatchMetadata and
-// FuzzMessageFrameHeader compare them with the generic path.
+// command, read a few fields of the message metadata, encode the SEND_RECEIPT; and the
+// dispatcher's read of the metadata fields that route an entry (the MESSAGE command's codecs are
+// in message.go). Generic protobuf (reflection-driven) cost about a quarter of the broker's CPU
+// per single-message SEND. Each function gives exactly what the generic path gives; anything it
+// does not handle (unusual fields, nested messages) falls back to the generic path, so behaviour
+// never differs. Field numbers come from the descriptors (fields.go). The fuzz targets
+// FuzzDecodeSendFast, FuzzScanPublishMetadata, FuzzSendReceiptFrame, FuzzScanDispatchMetadata,
+// FuzzMessageFrameHeader and FuzzDecodeMessageFast compare them with the generic path.
 
 // sendCommand holds a decoded SEND in one allocation: the messages and their optional fields.
 type sendCommand struct {
@@ -154,67 +152,6 @@ func AppendSendReceiptFrame(dst []byte, producerID, sequenceID uint64, ledgerID,
 		dst = protowire.AppendVarint(dst, highestSeq)
 	}
 	return dst
-}
-
-// MessageHead is a MESSAGE command as the broker sends it: Partition < 0 and RedeliveryCount 0 are
-// left out, as unset fields.
-type MessageHead struct {
-	ConsumerID, LedgerID, EntryID uint64
-	Partition                     int32
-	RedeliveryCount               uint32
-	AckSet                        []int64
-}
-
-// AppendMessageFrameHeader appends the head of a MESSAGE frame (sizes and command) whose payload
-// of payloadSize bytes the caller sends after it: the same bytes as AppendFrameHeader of the
-// equivalent CommandMessage, without protobuf's reflection and the five allocations of building
-// the command (one MESSAGE per entry delivered).
-func AppendMessageFrameHeader(dst []byte, h *MessageHead, payloadSize int) ([]byte, error) {
-	base, msg, id := &BaseCommandField, &MessageField, &MessageIDField
-	msgID := protowire.SizeTag(id.LedgerID) + protowire.SizeVarint(h.LedgerID) + protowire.SizeTag(id.EntryID) + protowire.SizeVarint(h.EntryID)
-	if h.Partition >= 0 {
-		msgID += protowire.SizeTag(id.Partition) + protowire.SizeVarint(uint64(h.Partition))
-	}
-	body := protowire.SizeTag(msg.ConsumerID) + protowire.SizeVarint(h.ConsumerID) + protowire.SizeTag(msg.MessageID) + protowire.SizeBytes(msgID)
-	if h.RedeliveryCount > 0 {
-		body += protowire.SizeTag(msg.RedeliveryCount) + protowire.SizeVarint(uint64(h.RedeliveryCount))
-	}
-	for _, w := range h.AckSet {
-		body += protowire.SizeTag(msg.AckSet) + protowire.SizeVarint(uint64(w))
-	}
-	cmd := protowire.SizeTag(base.Type) + protowire.SizeVarint(uint64(pulsarpb.BaseCommand_MESSAGE)) +
-		protowire.SizeTag(base.Message) + protowire.SizeBytes(body)
-	total := uint64(4+cmd) + uint64(payloadSize)
-	if payloadSize < 0 || total > math.MaxUint32 {
-		return dst, fmt.Errorf("%w: payload of %d bytes", ErrFrameTooLarge, payloadSize)
-	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(cmd))
-	dst = protowire.AppendTag(dst, base.Type, protowire.VarintType)
-	dst = protowire.AppendVarint(dst, uint64(pulsarpb.BaseCommand_MESSAGE))
-	dst = protowire.AppendTag(dst, base.Message, protowire.BytesType)
-	dst = protowire.AppendVarint(dst, uint64(body))
-	dst = protowire.AppendTag(dst, msg.ConsumerID, protowire.VarintType)
-	dst = protowire.AppendVarint(dst, h.ConsumerID)
-	dst = protowire.AppendTag(dst, msg.MessageID, protowire.BytesType)
-	dst = protowire.AppendVarint(dst, uint64(msgID))
-	dst = protowire.AppendTag(dst, id.LedgerID, protowire.VarintType)
-	dst = protowire.AppendVarint(dst, h.LedgerID)
-	dst = protowire.AppendTag(dst, id.EntryID, protowire.VarintType)
-	dst = protowire.AppendVarint(dst, h.EntryID)
-	if h.Partition >= 0 {
-		dst = protowire.AppendTag(dst, id.Partition, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, uint64(h.Partition))
-	}
-	if h.RedeliveryCount > 0 {
-		dst = protowire.AppendTag(dst, msg.RedeliveryCount, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, uint64(h.RedeliveryCount))
-	}
-	for _, w := range h.AckSet {
-		dst = protowire.AppendTag(dst, msg.AckSet, protowire.VarintType)
-		dst = protowire.AppendVarint(dst, uint64(w))
-	}
-	return dst, nil
 }
 
 // PublishMetadata is what the broker needs from a SEND's MessageMetadata.

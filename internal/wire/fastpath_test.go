@@ -542,3 +542,56 @@ func FuzzMessageFrameHeader(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeMessageFast: whatever the MESSAGE fast path decodes, the generic decoder decodes to the
+// same command (the seeds: what brokers send, and forms the fast path leaves to the generic one).
+func FuzzDecodeMessageFast(f *testing.F) {
+	id := func(ledger, entry uint64) *pulsarpb.MessageIdData {
+		return &pulsarpb.MessageIdData{LedgerId: proto.Uint64(ledger), EntryId: proto.Uint64(entry)}
+	}
+	withPartition := id(1<<40, 3)
+	withPartition.Partition, withPartition.BatchIndex = proto.Int32(7), proto.Int32(-1)
+	withSize := id(5, 6)
+	withSize.BatchSize = proto.Int32(10)
+	for _, m := range []*pulsarpb.CommandMessage{
+		{ConsumerId: proto.Uint64(1), MessageId: id(7, 0)},
+		{ConsumerId: proto.Uint64(1 << 62), MessageId: withPartition, RedeliveryCount: proto.Uint32(4), AckSet: []int64{-1, 0, 1 << 40},
+			ConsumerEpoch: proto.Uint64(2)},
+		{ConsumerId: proto.Uint64(3), MessageId: withSize},
+	} {
+		b, _ := proto.Marshal(Command(m))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := decodeMessageFast(b)
+		if !ok {
+			return
+		}
+		slow, err := genericDecode(b)
+		if err != nil || !proto.Equal(fast, slow) {
+			t.Fatalf("fast %v, generic %v (%v)", fast, slow, err)
+		}
+	})
+}
+
+// TestDecodeMessageFastTakesWhatBrokersSend: the broker's MESSAGE heads take the fast path.
+func TestDecodeMessageFastTakesWhatBrokersSend(t *testing.T) {
+	for _, h := range []MessageHead{
+		{ConsumerID: 1, LedgerID: 7, EntryID: 9, Partition: -1},
+		{ConsumerID: 2, LedgerID: 1 << 40, EntryID: 1 << 33, Partition: 3, RedeliveryCount: 2, AckSet: []int64{5, -1}},
+	} {
+		frame, err := AppendMessageFrameHeader(nil, &h, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := frame[8:]
+		fast, ok := decodeMessageFast(cmd)
+		if !ok {
+			t.Fatalf("%+v: not decoded by the fast path", h)
+		}
+		slow, err := genericDecode(cmd)
+		if err != nil || !proto.Equal(fast, slow) {
+			t.Fatalf("fast %v, generic %v (%v)", fast, slow, err)
+		}
+	}
+}

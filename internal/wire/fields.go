@@ -30,9 +30,9 @@ var (
 	// SendReceiptField: CommandSendReceipt's fields.
 	SendReceiptField = fieldNumbers[struct{ ProducerID, SequenceID, MessageID, HighestSequenceID protowire.Number }](&pulsarpb.CommandSendReceipt{})
 	// MessageField: CommandMessage's fields.
-	MessageField = fieldNumbers[struct{ ConsumerID, MessageID, RedeliveryCount, AckSet protowire.Number }](&pulsarpb.CommandMessage{})
+	MessageField = fieldNumbers[struct{ ConsumerID, MessageID, RedeliveryCount, AckSet, ConsumerEpoch protowire.Number }](&pulsarpb.CommandMessage{})
 	// MessageIDField: MessageIdData's fields.
-	MessageIDField = fieldNumbers[struct{ LedgerID, EntryID, Partition protowire.Number }](&pulsarpb.MessageIdData{})
+	MessageIDField = fieldNumbers[struct{ LedgerID, EntryID, Partition, BatchIndex protowire.Number }](&pulsarpb.MessageIdData{})
 	// MetadataField: MessageMetadata's fields.
 	MetadataField = fieldNumbers[struct {
 		ProducerName, PublishTime, Properties, ReplicatedFrom, ReplicateTo, NumMessagesInBatch,

@@ -246,6 +246,9 @@ func decodeCommandInto(b []byte, send *sendCommand) (*pulsarpb.BaseCommand, erro
 	if cmd, ok := decodeSendFastInto(b, send); ok {
 		return cmd, nil
 	}
+	if cmd, ok := decodeMessageFast(b); ok {
+		return cmd, nil
+	}
 	cmd := &pulsarpb.BaseCommand{}
 	if err := unmarshalPartial.Unmarshal(b, cmd); err != nil {
 		return cmd, fmt.Errorf("%w: %v", ErrMalformedCommand, err)
