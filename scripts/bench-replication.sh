@@ -7,12 +7,14 @@
 # too slow to stage its backlog quickly). Loopback only; every step is
 # bounded in time.
 #
-# usage: scripts/bench-replication.sh            (env: TOOLS, SYNC, BATCH, UNBATCHED_N, NATS_N, LAT_RATE, PARTS, REPS, CONSUMER)
+# usage: scripts/bench-replication.sh            (env: TOOLS, SYNC, BATCH, UNBATCHED_N, NATS_N, LAT_RATE, PARTS, REPS, CONSUMER, CONSUMER_CLIENT)
 #   PARTS selects the steps (default "nats batched unbatched latency"), e.g. PARTS=unbatched runs only the
 #   one-message-per-entry catch-up; its line also shows the process CPU per message.
-#   CONSUMER=1 also measures each catch-up end to end: a consumer on the second cluster (an ordered
-#   consumer on the NATS mirror), started with the catch-up, receives the whole backlog; its line
-#   follows the one for the target's storage, which then shares the CPU with that consumer.
+#   CONSUMER=1 also measures each catch-up end to end: a consumer on the second cluster, started
+#   with the catch-up in a process of its own, receives the whole backlog (on Meridian pulsar-client-go,
+#   tests/cmd/catchup-consumer, or this repository's client with CONSUMER_CLIENT=meridian; on NATS
+#   an ordered consumer of the mirror in natsload); its line follows the one for the target's
+#   storage, which then shares the two cores with that consumer. Each line gives the consumer's CPU.
 set -euo pipefail
 . "$(dirname "$0")/bench-lib.sh"
 cd "$repo"
@@ -23,6 +25,7 @@ UNBATCHED_N=${UNBATCHED_N:-1000000}
 REPS=${REPS:-1}
 LAT_RATE=${LAT_RATE:-5000}
 CONSUMER=${CONSUMER:-0}
+CONSUMER_CLIENT=${CONSUMER_CLIENT:-pulsar-client-go}
 consume_flag=(); [ "$CONSUMER" = 1 ] && consume_flag=(-consume)
 PARTS=" ${PARTS:-nats batched unbatched latency} "
 want() { [[ "$PARTS" == *" $1 "* ]]; }
@@ -35,6 +38,11 @@ go test -c -o "$tbin" ./internal/replication
 want nats && bench_tools
 floors="$(dirname "$tbin")/machinelat"
 (cd tests && go build -o "$floors" ./cmd/machinelat)
+consumer_cmd=
+if [ "$CONSUMER" = 1 ] && [ "$CONSUMER_CLIENT" != meridian ]; then
+  consumer_cmd="$(dirname "$tbin")/catchup-consumer"
+  (cd tests && go build -o "$consumer_cmd" ./cmd/catchup-consumer)
+fi
 run() { # env assignments...; prints the test's figure lines
   (cd internal/replication && env "$@" timeout 20m "$tbin" -test.count=1 -test.timeout 20m -test.run "$TEST" -test.v 2>&1) |
     grep -E 'catch-up of|catch-up end to end|target storage|latency a->b|host: steal|FAIL|panic' || true
@@ -70,8 +78,8 @@ for rep in $(seq "$REPS"); do
   # so neither side's run pays for the other's writeback.
   t0=$SECONDS; sync; echo "## sync after the peer: $((SECONDS - t0)) s"
   echo "## Meridian: two in-process clusters over loopback TCP, fsync before every acknowledgement"
-  if want batched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP=1000000 MERIDIAN_BENCH_BATCH="$BATCH" MERIDIAN_BENCH_CONSUMER="$CONSUMER"; fi
-  if want unbatched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1 MERIDIAN_BENCH_CONSUMER="$CONSUMER"; fi
+  if want batched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP=1000000 MERIDIAN_BENCH_BATCH="$BATCH" MERIDIAN_BENCH_CONSUMER="$CONSUMER" MERIDIAN_BENCH_CONSUMER_CMD="$consumer_cmd"; fi
+  if want unbatched; then TEST=TestReplicationCatchUpThroughput run MERIDIAN_BENCH_CATCHUP="$UNBATCHED_N" MERIDIAN_BENCH_BATCH=1 MERIDIAN_BENCH_CONSUMER="$CONSUMER" MERIDIAN_BENCH_CONSUMER_CMD="$consumer_cmd"; fi
   if want latency; then
     echo "## this machine's floors (tests/cmd/machinelat; a message from A to B waits for two fsyncs and many wake-ups)"
     "$floors" --duration 10s --dir "${TMPDIR:-/tmp}" | sed 's/^/    /'

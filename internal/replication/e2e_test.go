@@ -659,15 +659,21 @@ type consumerDone struct {
 }
 
 // consumeCatchUp starts a consumer of topic on c, from the earliest message, in a process of its
-// own (this test binary running TestCatchUpConsumerProcess), as the NATS peer's consumer runs in
-// natsload: the figures of this process stay the two clusters' own, and the consumer's client
-// (this repository's, which decodes every message's metadata into a Message) shares the two
-// cores as any consumer would. It returns once the consumer has subscribed; the channel gets the
+// own, as the NATS peer's consumer runs in natsload: the figures of this process stay the two
+// clusters' own, and the consumer shares the two cores as any consumer would. The consumer is
+// MERIDIAN_BENCH_CONSUMER_CMD (tests/cmd/catchup-consumer: pulsar-client-go, what
+// scripts/bench-replication.sh runs), else this test binary running TestCatchUpConsumerProcess
+// (this repository's client). It returns once the consumer has subscribed; the channel gets the
 // moment it received the n-th message.
 func consumeCatchUp(t *testing.T, ctx context.Context, c *cluster, topic string, n int) <-chan consumerDone {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestCatchUpConsumerProcess$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "MERIDIAN_BENCH_CONSUMER_PROCESS="+c.b.ServiceURL+" "+topic+" "+strconv.Itoa(n))
+	var cmd *exec.Cmd
+	if path := os.Getenv("MERIDIAN_BENCH_CONSUMER_CMD"); path != "" {
+		cmd = exec.CommandContext(ctx, path, "-url", c.b.ServiceURL, "-topic", topic, "-n", strconv.Itoa(n))
+	} else {
+		cmd = exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestCatchUpConsumerProcess$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "MERIDIAN_BENCH_CONSUMER_PROCESS="+c.b.ServiceURL+" "+topic+" "+strconv.Itoa(n))
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -721,7 +727,9 @@ func consumeCatchUp(t *testing.T, ctx context.Context, c *cluster, topic string,
 	return done
 }
 
-// TestCatchUpConsumerProcess is the consumer process of consumeCatchUp: it subscribes to a topic
+// TestCatchUpConsumerProcess is the consumer process of consumeCatchUp without
+// MERIDIAN_BENCH_CONSUMER_CMD, with this repository's client (tests/cmd/catchup-consumer does the
+// same with pulsar-client-go, and prints the same lines): it subscribes to a topic
 // (MERIDIAN_BENCH_CONSUMER_PROCESS="serviceURL topic n"), receives n messages, acknowledging
 // cumulatively every 1,000 (a consumer that keeps its backlog small), and prints when it had
 // them and the CPU it used.

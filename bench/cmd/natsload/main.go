@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -289,6 +290,7 @@ func receiveMirror(ctx context.Context, js jetstream.JetStream, name string, n u
 		case <-stopped:
 		}
 	}()
+	cpu0 := processCPU()
 	var got uint64
 	for got < n {
 		if _, err := iter.Next(); err != nil {
@@ -297,8 +299,20 @@ func receiveMirror(ctx context.Context, js jetstream.JetStream, name string, n u
 		got++
 	}
 	secs := time.Since(start).Seconds()
-	fmt.Printf("mirror consumer received msgs=%d secs=%.2f rate=%.0f\n", got, secs, float64(got)/secs)
+	// The process's CPU while it received: the consumer's, and the mirror's state polls (a few a second).
+	cpu := processCPU() - cpu0
+	fmt.Printf("mirror consumer received msgs=%d secs=%.2f rate=%.0f consumer_cpu_us_per_msg=%.2f\n", got, secs, float64(got)/secs,
+		float64(cpu.Microseconds())/float64(got))
 	return nil
+}
+
+// processCPU is this process's user and system CPU time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // runLatency publishes at a fixed rate to the origin and measures, for each message, the time until an
