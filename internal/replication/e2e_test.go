@@ -710,6 +710,10 @@ func consumeCatchUp(t *testing.T, ctx context.Context, c *cluster, topic string,
 	}
 	done := make(chan consumerDone, 1)
 	go func() {
+		defer close(exited)
+		defer func() { _ = cmd.Wait() }()
+		// One reader of out: a second one (draining it) could take the lines the first waits for.
+		defer func() { _, _ = io.Copy(io.Discard, out) }()
 		at, err := field("catch-up consumer received all, unix ns:")
 		if err != nil {
 			done <- consumerDone{err: err}
@@ -718,11 +722,6 @@ func consumeCatchUp(t *testing.T, ctx context.Context, c *cluster, topic string,
 		cpu := processCPU()
 		client, err := field("catch-up consumer CPU ns:")
 		done <- consumerDone{at: time.Unix(0, at), cpu: cpu, client: time.Duration(client), err: err}
-	}()
-	go func() {
-		defer close(exited)
-		_, _ = io.Copy(io.Discard, out) // what it prints after the figures, until it ends
-		_ = cmd.Wait()
 	}()
 	return done
 }

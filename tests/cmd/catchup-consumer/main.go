@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -28,8 +29,22 @@ func main() {
 	topic := flag.String("topic", "", "topic")
 	n := flag.Int("n", 0, "messages to receive")
 	timeout := flag.Duration("timeout", 30*time.Minute, "give up after")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the receiving to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "catchup-consumer:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*url, *topic, *n, *timeout); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "catchup-consumer:", err)
 		os.Exit(1)
 	}
@@ -68,6 +83,7 @@ func run(url, topic string, n int, timeout time.Duration) error {
 	}
 	fmt.Printf("catch-up consumer received all, unix ns: %d\n", time.Now().UnixNano())
 	fmt.Printf("catch-up consumer CPU ns: %d\n", processCPU()-cpu0)
+	pprof.StopCPUProfile() // the profile covers the receiving, not the closing
 	return nil
 }
 
