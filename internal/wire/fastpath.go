@@ -30,16 +30,11 @@ type sendCommand struct {
 	isChunk, marke bool
 }
 
-// decodeSendFast decodes a BaseCommand holding only type = SEND and a CommandSend with the fields
-// of SendField (what clients send). It reports false for anything else, and the caller
-// decodes generically.
-func decodeSendFast(b []byte) (*pulsarpb.BaseCommand, bool) {
-	return decodeSendFastInto(b, nil)
-}
-
-// decodeSendFastInto is decodeSendFast decoding into c (reset first; nil: a new one).
-func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) {
-	var typ uint64
+// baseCommandBody returns the sub-command bytes of a BaseCommand b that holds only its type, typ,
+// and that sub-command (field bodyField, once): false for anything else, which the hand-written
+// decoders leave to the generic one.
+func baseCommandBody(b []byte, typ pulsarpb.BaseCommand_Type, bodyField protowire.Number) ([]byte, bool) {
+	var gotType uint64
 	var body []byte
 	haveType, haveBody := false, false
 	for len(b) > 0 {
@@ -54,8 +49,8 @@ func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) 
 			if n < 0 {
 				return nil, false
 			}
-			typ, haveType, b = v, true, b[n:]
-		case num == BaseCommandField.Send && wt == protowire.BytesType && !haveBody:
+			gotType, haveType, b = v, true, b[n:]
+		case num == bodyField && wt == protowire.BytesType && !haveBody:
 			v, n := ConsumeBytes(b)
 			if n < 0 {
 				return nil, false
@@ -65,7 +60,20 @@ func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) 
 			return nil, false
 		}
 	}
-	if !haveType || !haveBody || typ != uint64(pulsarpb.BaseCommand_SEND) {
+	return body, haveType && haveBody && gotType == uint64(typ)
+}
+
+// decodeSendFast decodes a BaseCommand holding only type = SEND and a CommandSend with the fields
+// of SendField (what clients send). It reports false for anything else, and the caller
+// decodes generically.
+func decodeSendFast(b []byte) (*pulsarpb.BaseCommand, bool) {
+	return decodeSendFastInto(b, nil)
+}
+
+// decodeSendFastInto is decodeSendFast decoding into c (reset first; nil: a new one).
+func decodeSendFastInto(b []byte, c *sendCommand) (*pulsarpb.BaseCommand, bool) {
+	body, ok := baseCommandBody(b, pulsarpb.BaseCommand_SEND, BaseCommandField.Send)
+	if !ok {
 		return nil, false
 	}
 	if c == nil {

@@ -92,33 +92,8 @@ type messageCommand struct {
 // twice where protobuf would merge, a missing required field), and the caller decodes
 // generically.
 func decodeMessageFast(b []byte) (*pulsarpb.BaseCommand, bool) {
-	var typ uint64
-	var body []byte
-	haveType, haveBody := false, false
-	for len(b) > 0 {
-		num, wt, n := ConsumeTag(b)
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
-		switch {
-		case num == BaseCommandField.Type && wt == protowire.VarintType:
-			v, n := ConsumeVarint(b)
-			if n < 0 {
-				return nil, false
-			}
-			typ, haveType, b = v, true, b[n:]
-		case num == BaseCommandField.Message && wt == protowire.BytesType && !haveBody:
-			v, n := ConsumeBytes(b)
-			if n < 0 {
-				return nil, false
-			}
-			body, haveBody, b = v, true, b[n:]
-		default:
-			return nil, false
-		}
-	}
-	if !haveType || !haveBody || typ != uint64(pulsarpb.BaseCommand_MESSAGE) {
+	body, ok := baseCommandBody(b, pulsarpb.BaseCommand_MESSAGE, BaseCommandField.Message)
+	if !ok {
 		return nil, false
 	}
 	c := &messageCommand{typ: pulsarpb.BaseCommand_MESSAGE}
