@@ -156,3 +156,33 @@ func TestCrashReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashKeepsANewDataDirsAncestors: a data directory whose parents Open creates survives a power
+// loss once an append is acknowledged: every directory it created has its entry synced, not only
+// the data directory's own and its parent's (the created grandparent's entry, unsynced, took the
+// whole tree with it, and the broker started empty).
+func TestCrashKeepsANewDataDirsAncestors(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	e := openMem(t, fs, func(o *Options) { o.Dir = "/srv/meridian/cluster-a/data" })
+	l, err := e.OpenLedger(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Append(ctx, payload(1), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.Crash(nil)
+	e.Close()
+	e2 := openMem(t, crashed, func(o *Options) { o.Dir = "/srv/meridian/cluster-a/data" })
+	defer e2.Close()
+	l2, err := e2.OpenLedger(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := l2.Read(ctx, mtypes.Earliest, 0, 0)
+	if err != nil || len(es) != 1 || es[0].Position != p {
+		t.Fatalf("after the crash: %v, %v; want the acknowledged entry %v", es, err, p)
+	}
+}
