@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
 // The data dir layout owned by the node (the storage engine and the local metadata store keep their
@@ -42,9 +44,11 @@ var ErrDataDirLocked = errors.New("data dir is in use by another process")
 // dataDirLock holds the flock on <data-dir>/LOCK.
 type dataDirLock struct{ f *os.File }
 
-// lockDataDir creates the data dir if needed and takes its lock.
+// lockDataDir creates the data dir if needed and takes its lock. The directories it creates have
+// their entries fsynced, so that a power loss cannot take a new data dir, and what is acknowledged
+// in it later, with them (storage fsyncs the data dir itself when it creates storage/ in it).
 func lockDataDir(dir string) (*dataDirLock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(vfs.OS{}, dir); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o644)

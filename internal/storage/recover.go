@@ -12,21 +12,6 @@ import (
 	"github.com/meridian-mq/meridian/internal/storage/vfs"
 )
 
-// missingAncestors returns the parents of dir's ancestors that do not exist yet (the directories
-// whose entries creating dir adds), nearest first; dir's own parent is left to the caller.
-func missingAncestors(fsys vfs.FS, dir string) ([]string, error) {
-	var parents []string
-	for d := path.Dir(dir); d != path.Dir(d); d = path.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		} else if !vfs.IsNotExist(err) {
-			return nil, err
-		}
-		parents = append(parents, path.Dir(d))
-	}
-	return parents, nil
-}
-
 // recover opens the data directory and replays the journal files after the last checkpoint
 // into the ledgers' segment and cursor files. Replay is idempotent (entries already in a segment
 // are skipped), so a crash during recovery is harmless. Its cost is proportional to the journal
@@ -35,16 +20,15 @@ func (e *Engine) recover(ctx context.Context) error {
 	// Every directory created here has its entry synced in its parent before anything is
 	// acknowledged: a power loss could otherwise take a new data directory, and every
 	// acknowledged entry in it, with an ancestor's unsynced entry.
-	toSync, err := missingAncestors(e.fs, e.dir)
-	if err != nil {
+	if err := vfs.MkdirAllDurable(e.fs, e.dir); err != nil {
 		return fmt.Errorf("storage: create %s: %w", e.dir, err)
 	}
-	for _, d := range []string{e.dir, e.ledgersDir, e.journalDir, e.trashDir()} {
+	for _, d := range []string{e.ledgersDir, e.journalDir, e.trashDir()} {
 		if err := e.fs.MkdirAll(d); err != nil {
 			return fmt.Errorf("storage: create %s: %w", d, err)
 		}
 	}
-	for _, d := range append(toSync, path.Dir(e.dir), e.dir) {
+	for _, d := range []string{path.Dir(e.dir), e.dir} {
 		if err := e.fs.SyncDir(d); err != nil {
 			return fmt.Errorf("storage: sync data dir: %w", err)
 		}

@@ -35,9 +35,11 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 )
@@ -89,6 +91,32 @@ type FS interface {
 	Stat(name string) (FileInfo, error)
 	// SyncDir makes the directory's entries (creations, renames, removals) durable.
 	SyncDir(name string) error
+}
+
+// MkdirAllDurable creates dir and whatever of its path is missing, and fsyncs the parent of every
+// directory it created, dir's included, so that a power loss cannot take the new directories (and
+// what is later made durable in them) with an unsynced entry. dir itself is not fsynced: its
+// entries are its creator's to sync.
+func MkdirAllDurable(fsys FS, dir string) error {
+	dir = path.Clean(dir)
+	var parents []string
+	for d := dir; d != path.Dir(d); d = path.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		} else if !IsNotExist(err) {
+			return err
+		}
+		parents = append(parents, path.Dir(d))
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return err
+	}
+	for _, p := range parents {
+		if err := fsys.SyncDir(p); err != nil {
+			return fmt.Errorf("sync %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // ErrNotExist is returned (wrapped) for a missing path; errors.Is(err, fs.ErrNotExist) also holds.
