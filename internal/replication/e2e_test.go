@@ -667,11 +667,16 @@ type consumerDone struct {
 // moment it received the n-th message.
 func consumeCatchUp(t *testing.T, ctx context.Context, c *cluster, topic string, n int) <-chan consumerDone {
 	t.Helper()
+	// Not CommandContext: the test's context ends as the test returns, before the consumer has
+	// written its profile; the cleanup below ends it.
 	var cmd *exec.Cmd
 	if path := os.Getenv("MERIDIAN_BENCH_CONSUMER_CMD"); path != "" {
-		cmd = exec.CommandContext(ctx, path, "-url", c.b.ServiceURL, "-topic", topic, "-n", strconv.Itoa(n))
+		cmd = exec.Command(path, "-url", c.b.ServiceURL, "-topic", topic, "-n", strconv.Itoa(n))
+		if prefix := os.Getenv("MERIDIAN_BENCH_PROFILE"); prefix != "" {
+			cmd.Args = append(cmd.Args, "-cpuprofile", prefix+".consumer.cpu.prof")
+		}
 	} else {
-		cmd = exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestCatchUpConsumerProcess$", "-test.count=1", "-test.v")
+		cmd = exec.Command(os.Args[0], "-test.run", "^TestCatchUpConsumerProcess$", "-test.count=1", "-test.v")
 		cmd.Env = append(os.Environ(), "MERIDIAN_BENCH_CONSUMER_PROCESS="+c.b.ServiceURL+" "+topic+" "+strconv.Itoa(n))
 	}
 	cmd.Stderr = os.Stderr
@@ -682,38 +687,57 @@ func consumeCatchUp(t *testing.T, ctx context.Context, c *cluster, topic string,
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// One goroutine reads the consumer's output, line by line, to its end, then waits for the
+	// process: whenever the test stops waiting for a line, the process is still reaped.
+	lines := make(chan string, 16)
 	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, out) // a line too long for the scanner: read on to the end
+		_ = cmd.Wait()
+	}()
 	t.Cleanup(func() {
-		// It ends by itself once it has printed its figures (and written its profile).
+		// It ends by itself once it has printed its figures and written its profile.
 		select {
 		case <-exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
+			for range lines { // unblock the reader if the channel is full
+			}
 			<-exited
 		}
 	})
-	lines := bufio.NewScanner(out)
 	// field waits for the line that starts with prefix and returns the number after it, if any.
 	field := func(prefix string) (int64, error) {
-		for lines.Scan() {
-			if v, ok := strings.CutPrefix(lines.Text(), prefix); ok {
+		for {
+			var line string
+			var ok bool
+			select {
+			case line, ok = <-lines:
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+			if !ok {
+				return 0, fmt.Errorf("the consumer process ended before %q", prefix)
+			}
+			if v, found := strings.CutPrefix(line, prefix); found {
 				if v = strings.TrimSpace(v); v == "" {
 					return 0, nil
 				}
 				return strconv.ParseInt(v, 10, 64)
 			}
 		}
-		return 0, fmt.Errorf("the consumer process ended before %q (%v)", prefix, lines.Err())
 	}
 	if _, err := field("catch-up consumer subscribed"); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan consumerDone, 1)
 	go func() {
-		defer close(exited)
-		defer func() { _ = cmd.Wait() }()
-		// One reader of out: a second one (draining it) could take the lines the first waits for.
-		defer func() { _, _ = io.Copy(io.Discard, out) }()
 		at, err := field("catch-up consumer received all, unix ns:")
 		if err != nil {
 			done <- consumerDone{err: err}

@@ -214,7 +214,7 @@ type DispatchMetadata struct {
 // ScanDispatchMetadata reads DispatchMetadata from entry bytes with the same result and errors as
 // DecodeMetadata followed by reading those fields, without unmarshalling the metadata: the
 // dispatcher reads every entry it delivers, and a replicated entry's metadata (its properties,
-// replicated_from) cost about a microsecond and five allocations to unmarshal.
+// replicated_from) cost about 0.7 µs and 17 allocations to unmarshal (BenchmarkScanDispatchMetadata).
 func ScanDispatchMetadata(entry []byte) (DispatchMetadata, error) {
 	p, err := ParseEntry(entry)
 	if err != nil {
