@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -139,4 +140,22 @@ func BenchmarkPublishWindowed(b *testing.B) {
 	}
 	b.ReportMetric(float64(sends*perSend)/b.Elapsed().Seconds(), "msgs/s")
 	_ = c.nc.Close()
+}
+
+// BenchmarkSendMessage queues one delivered entry's MESSAGE (head and a 1 KiB payload) and, every
+// thousand, lets the writer take the queue: the dispatcher's per-entry cost in the server.
+func BenchmarkSendMessage(b *testing.B) {
+	c := &conn{s: &Server{opts: Options{MaxOutboundBytes: 1 << 30}}, out: newOutbox()}
+	payload := make([]byte, 1024)
+	head := wire.MessageHead{ConsumerID: 7, LedgerID: 1 << 40, Partition: -1}
+	var spare net.Buffers
+	b.ReportAllocs()
+	for i := range b.N {
+		head.EntryID = uint64(i)
+		c.sendMessage(&head, payload)
+		if i%1000 == 999 {
+			spare, _ = c.out.take(spare)
+			c.out.wrote()
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -575,17 +576,26 @@ func (c *conn) sendCommand(body proto.Message) bool {
 // sendMessage queues a MESSAGE with the stored entry payload (not copied), its head encoded by
 // hand (wire.AppendMessageFrameHeader: one per entry delivered).
 func (c *conn) sendMessage(h *wire.MessageHead, payload []byte) bool {
-	hdr, err := wire.AppendMessageFrameHeader(make([]byte, 0, 48), h, len(payload))
+	// The head is encoded on the stack and copied into the outbox's small-frame block, so a
+	// delivered entry costs no allocation of its own; only a head with a long ack set outgrows it.
+	var small [smallFrameMax]byte
+	hdr, err := wire.AppendMessageFrameHeader(small[:0], h, len(payload))
 	if err != nil {
 		c.log.Error("encoding a MESSAGE failed", "err", err)
 		return false
 	}
-	return c.pushPayloadFrame(hdr, payload)
+	if !c.outboundWithinBound() {
+		return false
+	}
+	if len(hdr) <= smallFrameMax {
+		return c.out.pushHeaded(hdr, payload)
+	}
+	return c.out.push(bytes.Clone(hdr), payload)
 }
 
-// pushPayloadFrame queues a frame's head and payload, unless the client has left more than the
-// outbound bound unread.
-func (c *conn) pushPayloadFrame(hdr, payload []byte) bool {
+// outboundWithinBound reports whether the client has left at most the outbound bound unread, and
+// aborts the connection if it has not.
+func (c *conn) outboundWithinBound() bool {
 	if queued := c.out.queuedBytes(); queued > c.s.opts.maxQueuedBytes() {
 		// Deliveries are bounded by the permits the client granted, but a client may grant
 		// billions and then stop reading. Past this bound it is dropped rather than allowed to
@@ -594,7 +604,7 @@ func (c *conn) pushPayloadFrame(hdr, payload []byte) bool {
 		c.abort(fmt.Errorf("outbound queue of %d bytes: client not reading", queued))
 		return false
 	}
-	return c.out.push(hdr, payload)
+	return true
 }
 
 // sendError answers a request with ERROR.

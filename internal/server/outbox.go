@@ -143,8 +143,29 @@ func (o *outbox) appendFrameLocked(enc func([]byte) []byte) {
 	o.bufs[o.tailAt] = o.tail
 }
 
-// smallFrameMax bounds what appendFrameNow may append (a SEND_RECEIPT takes at most ~70 bytes).
+// smallFrameMax bounds what appendFrameNow and pushHeaded may append (a SEND_RECEIPT takes at most
+// ~70 bytes, a MESSAGE head about 60 plus 11 per ack-set word).
 const smallFrameMax = 128
+
+// pushHeaded queues a frame made of a small head (at most smallFrameMax bytes), copied into the
+// small-frame block as appendFrameNow's frames are, and a payload queued as it is (a stored entry
+// shared with the entry cache): a delivered entry's MESSAGE head costs no allocation of its own.
+// It returns false if the outbox is closed; the frame is dropped.
+func (o *outbox) pushHeaded(head, payload []byte) bool {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return false
+	}
+	o.appendFrameLocked(func(dst []byte) []byte { return append(dst, head...) })
+	if len(payload) > 0 {
+		o.bufs = append(o.bufs, payload)
+		o.bytes += len(payload)
+	}
+	o.mu.Unlock()
+	o.signal()
+	return true
+}
 
 // push queues one frame made of parts. It returns false if the outbox is closed (the connection is
 // going away); the frame is dropped.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meridian-mq/meridian/internal/poll"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 // Small frames appended to shared blocks, interleaved with pushed frames and with the writer taking
@@ -230,5 +231,68 @@ func TestOutboxAppendFrameNowShortWriteWithFramesBehind(t *testing.T) {
 	}
 	if !o.closedAndIdle() {
 		t.Fatal("a closed outbox with everything written is not idle")
+	}
+}
+
+// A delivered entry's MESSAGE head goes into the outbox's small-frame block: queuing a delivery
+// allocates nothing per entry (one block per few dozen heads), and a head too large for the block
+// (a long ack set) still goes out whole, in order.
+func TestSendMessageHeadNeedsNoAllocation(t *testing.T) {
+	c := &conn{s: &Server{opts: Options{MaxOutboundBytes: 1 << 30}}, out: newOutbox()}
+	payload := bytes.Repeat([]byte{'p'}, 1024)
+	head := wire.MessageHead{ConsumerID: 7, LedgerID: 1 << 40, EntryID: 123456, Partition: -1}
+	var spare net.Buffers
+	allocs := testing.AllocsPerRun(2000, func() {
+		head.EntryID++
+		if !c.sendMessage(&head, payload) {
+			t.Fatal("sendMessage refused")
+		}
+		if c.out.bytes > 1<<20 {
+			spare, _ = c.out.take(spare)
+			c.out.wrote()
+		}
+	})
+	if allocs > 0.1 {
+		t.Errorf("%.2f allocations per delivered MESSAGE, want about none", allocs)
+	}
+
+	// Bytes and order: heads of every size between pushed frames and takes.
+	c = &conn{s: &Server{opts: Options{MaxOutboundBytes: 1 << 30}}, out: newOutbox()}
+	var want, got bytes.Buffer
+	for i := range 300 {
+		h := wire.MessageHead{ConsumerID: uint64(i), LedgerID: uint64(i) << 20, EntryID: uint64(i), Partition: int32(i%3) - 1,
+			RedeliveryCount: uint32(i % 2), AckSet: make([]int64, i%20)}
+		for j := range h.AckSet {
+			h.AckSet[j] = -1 - int64(j)
+		}
+		body := []byte(fmt.Sprintf("<payload %d>", i))
+		hdr, err := wire.AppendMessageFrameHeader(nil, &h, len(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Write(hdr)
+		want.Write(body)
+		if !c.sendMessage(&h, body) {
+			t.Fatal("sendMessage refused")
+		}
+		if i%11 == 4 {
+			c.out.appendFrameNow(func(dst []byte) []byte { return append(dst, "<receipt>"...) }, nil)
+			want.WriteString("<receipt>")
+		}
+		if i%13 == 6 {
+			bufs, _ := c.out.take(nil)
+			c.out.wrote()
+			for _, b := range bufs {
+				got.Write(b)
+			}
+		}
+	}
+	bufs, _ := c.out.take(nil)
+	c.out.wrote()
+	for _, b := range bufs {
+		got.Write(b)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("outbox bytes differ: %d vs %d", got.Len(), want.Len())
 	}
 }
