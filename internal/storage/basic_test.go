@@ -186,3 +186,46 @@ func TestCrashKeepsANewDataDirsAncestors(t *testing.T) {
 		t.Fatalf("after the crash: %v, %v; want the acknowledged entry %v", es, err, p)
 	}
 }
+
+// An open whose directory sync failed leaves the new directories' entries unsynced; the next open
+// finds them existing and still makes them durable before it acknowledges anything.
+func TestRetriedOpenKeepsANewDataDirsAncestors(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	failed := false
+	fs.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpSyncDir && !failed {
+			failed = true
+			return vfs.EIO
+		}
+		return nil
+	})
+	const dir = "/srv/meridian/cluster-a/data"
+	if _, err := Open(ctx, Options{Dir: dir, FS: fs, Logger: testLogger()}); err == nil {
+		t.Fatal("the first open did not report the injected directory sync failure")
+	}
+	e := openMem(t, fs, func(o *Options) { o.Dir = dir })
+	l, err := e.OpenLedger(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Append(ctx, payload(1), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := fs.Crash(nil)
+	e.Close()
+	if _, err := crashed.Stat(dir); err != nil {
+		t.Fatalf("entry %v acknowledged, then after a power loss the data dir is gone: %v", p, err)
+	}
+	e2 := openMem(t, crashed, func(o *Options) { o.Dir = dir })
+	defer e2.Close()
+	l2, err := e2.OpenLedger(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := l2.Read(ctx, mtypes.Earliest, 0, 0)
+	if err != nil || len(es) != 1 || es[0].Position != p {
+		t.Fatalf("after the crash: %v, %v; want the acknowledged entry %v", es, err, p)
+	}
+}

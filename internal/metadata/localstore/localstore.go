@@ -85,7 +85,9 @@ type Store struct {
 
 var _ metadata.Store = (*Store)(nil)
 
-// OpenDir opens (creating if needed) the store file metadata.LocalFileName in dataDir.
+// OpenDir opens (creating if needed) the store file metadata.LocalFileName in dataDir. A dataDir it
+// creates is not made durable in its parent: the broker creates its data dir durably first
+// (internal/node, lockDataDir).
 func OpenDir(dataDir string, opt Options) (*Store, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("local metadata store: %w", err)
@@ -105,6 +107,14 @@ func Open(path string, opt Options) (*Store, error) {
 			return nil, fmt.Errorf("local metadata store %s is locked by another process or store (open it once and share it): %w", path, err)
 		}
 		return nil, fmt.Errorf("local metadata store %s: %w", path, err)
+	}
+	// bbolt fsyncs a new file's first pages, not the file's entry in its directory: without this
+	// a power loss soon after the first start could take the file, and every change acknowledged
+	// in it, with the entry. Every open syncs it, since an earlier one may have created the file
+	// and died before its sync (a sync of an unchanged directory writes nothing).
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("local metadata store %s: sync its directory: %w", path, err)
 	}
 	st, err := load(db)
 	if err != nil {
@@ -365,4 +375,19 @@ func (p *persister) Commit(c engine.Change) error {
 		}
 		return nil
 	})
+}
+
+// syncDir makes a directory's entries durable (a variable for the test that checks it is called).
+var syncDir = syncDirOS
+
+func syncDirOS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -247,5 +248,39 @@ func TestMalformedRecordRefused(t *testing.T) {
 	db.Close()
 	if _, err := OpenDir(dir, Options{}); err == nil || !strings.Contains(err.Error(), `key "/k"`) {
 		t.Fatalf("open with a truncated record: %v", err)
+	}
+}
+
+// The store file's directory entry is made durable before the store is used: a change acknowledged
+// on a fresh data dir must survive a power loss, the file's entry included. A reopen syncs it
+// again (an earlier open may have died between creating the file and the sync).
+func TestOpenSyncsTheDirectoryOfANewFile(t *testing.T) {
+	var synced []string
+	old := syncDir
+	syncDir = func(dir string) error { synced = append(synced, dir); return syncDirOS(dir) }
+	t.Cleanup(func() { syncDir = old })
+
+	base := t.TempDir()
+	dir := filepath.Join(base, "new", "data")
+	s, err := OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(synced, []string{dir}) {
+		t.Fatalf("synced %q, want the new file's directory %q", synced, dir)
+	}
+	synced = nil
+	s, err = OpenDir(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(synced, []string{dir}) {
+		t.Fatalf("reopening synced %q, want %q", synced, dir)
 	}
 }

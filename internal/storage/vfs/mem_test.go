@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"testing"
 )
@@ -138,5 +140,64 @@ func TestMkdirAllDurable(t *testing.T) {
 	// was never synced.
 	if _, err := c.Stat("/plain/a"); !IsNotExist(err) {
 		t.Fatalf("/plain/a (never synced) after the crash: %v", err)
+	}
+}
+
+// Directories an earlier call created but did not get durable (its directory sync failed, or the
+// process died between the creation and the syncs) are synced by the next call, which finds them
+// existing.
+func TestMkdirAllDurableSyncsWhatAnEarlierCallLeft(t *testing.T) {
+	t.Run("failed sync, then a retry", func(t *testing.T) {
+		m := NewMem()
+		failed := false
+		m.SetInjector(func(op Op, name string) error {
+			if op == OpSyncDir && !failed {
+				failed = true
+				return EIO
+			}
+			return nil
+		})
+		if err := MkdirAllDurable(m, "/data/a/b"); err == nil {
+			t.Fatal("the injected directory sync failure was not reported")
+		}
+		if err := MkdirAllDurable(m, "/data/a/b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Crash(nil).Stat("/data/a/b"); err != nil {
+			t.Fatalf("/data/a/b after a crash, though MkdirAllDurable returned nil: %v", err)
+		}
+	})
+	t.Run("created, the process died before the syncs", func(t *testing.T) {
+		m := NewMem()
+		if err := m.MkdirAll("/data/a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := MkdirAllDurable(m, "/data/a/b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Crash(nil).Stat("/data/a/b"); err != nil {
+			t.Fatalf("/data/a/b after a crash, though MkdirAllDurable returned nil: %v", err)
+		}
+	})
+}
+
+// A parent the process may not open is left alone when its child on the path existed before the
+// call, and is an error when the call created that child.
+func TestMkdirAllDurablePermission(t *testing.T) {
+	m := NewMem()
+	if err := m.MkdirAll("/srv"); err != nil {
+		t.Fatal(err)
+	}
+	m.SetInjector(func(op Op, name string) error {
+		if op == OpSyncDir && name == "/" {
+			return fs.ErrPermission
+		}
+		return nil
+	})
+	if err := MkdirAllDurable(m, "/srv/data"); err != nil {
+		t.Fatalf("the root's child /srv existed before: %v", err)
+	}
+	if err := MkdirAllDurable(m, "/new/data"); !errors.Is(err, fs.ErrPermission) {
+		t.Fatalf("the root's child /new was created here: %v, want the permission error", err)
 	}
 }

@@ -94,26 +94,36 @@ type FS interface {
 }
 
 // MkdirAllDurable creates dir and whatever of its path is missing, and fsyncs the parent of every
-// directory it created, dir's included, so that a power loss cannot take the new directories (and
-// what is later made durable in them) with an unsynced entry. dir itself is not fsynced: its
-// entries are its creator's to sync.
+// directory on the path, dir's included, so that a power loss cannot take the directories (and what
+// is later made durable in them) with an unsynced entry. The parents of directories that existed
+// before the call are synced too: an earlier call may have created them and failed, or died, before
+// its syncs (a directory sync of an unchanged directory writes nothing). A parent this process may
+// not open (fs.ErrPermission) is left alone when its child existed before the call: it was not
+// created here, and nothing here can sync it. dir itself is not fsynced: its entries are its
+// creator's to sync.
 func MkdirAllDurable(fsys FS, dir string) error {
 	dir = path.Clean(dir)
-	var parents []string
+	type step struct {
+		parent  string
+		existed bool // the child of parent on the path existed before the call
+	}
+	var steps []step
 	for d := dir; d != path.Dir(d); d = path.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		} else if !IsNotExist(err) {
+		_, err := fsys.Stat(d)
+		if err != nil && !IsNotExist(err) {
 			return err
 		}
-		parents = append(parents, path.Dir(d))
+		steps = append(steps, step{parent: path.Dir(d), existed: err == nil})
 	}
 	if err := fsys.MkdirAll(dir); err != nil {
 		return err
 	}
-	for _, p := range parents {
-		if err := fsys.SyncDir(p); err != nil {
-			return fmt.Errorf("sync %s: %w", p, err)
+	for _, s := range steps {
+		if err := fsys.SyncDir(s.parent); err != nil {
+			if s.existed && errors.Is(err, fs.ErrPermission) {
+				continue
+			}
+			return fmt.Errorf("sync %s: %w", s.parent, err)
 		}
 	}
 	return nil
