@@ -260,27 +260,18 @@ func TestOpenSyncsTheDirectoryOfANewFile(t *testing.T) {
 	syncDir = func(dir string) error { synced = append(synced, dir); return syncDirOS(dir) }
 	t.Cleanup(func() { syncDir = old })
 
-	base := t.TempDir()
-	dir := filepath.Join(base, "new", "data")
-	s, err := OpenDir(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(synced, []string{dir}) {
-		t.Fatalf("synced %q, want the new file's directory %q", synced, dir)
-	}
-	synced = nil
-	s, err = OpenDir(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(synced, []string{dir}) {
-		t.Fatalf("reopening synced %q, want %q", synced, dir)
+	dir := filepath.Join(t.TempDir(), "new", "data")
+	for _, open := range []string{"a new file", "a reopen"} {
+		synced = nil
+		s, err := OpenDir(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(synced, []string{dir}) {
+			t.Fatalf("%s synced %q, want the file's directory %q", open, synced, dir)
+		}
 	}
 }
