@@ -374,6 +374,15 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		sendError(pulsarpb.ServerError_NotAllowedError, fmt.Sprintf("message payload of %d bytes exceeds the max message size %d", len(parts.Body), c.s.opts.MaxMessageSize))
 		return nil
 	}
+	if (cmd.GetMarker() || md.Marker) && !prod.IsReplicator() {
+		// Markers are the broker's own entries (a replicated subscription's state is appended
+		// with Topic.AppendMarker) or a replicator's, forwarding another cluster's. Stored from a
+		// client, a marker would be replicated as this cluster's own and could move a remote
+		// cluster's replicated subscription (docs/security.md, "Replication links").
+		c.log.Info("SEND refused: a marker from a producer that is not a replicator", "producerId", id, "sequenceId", seq)
+		sendError(pulsarpb.ServerError_NotAllowedError, "marker messages are written by the broker or a replicator only")
+		return nil
+	}
 	numMessages := 1
 	if cmd.NumMessages != nil {
 		numMessages = int(cmd.GetNumMessages())

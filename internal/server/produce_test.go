@@ -575,3 +575,43 @@ func TestGroupedSendsKeepOrderAndErrors(t *testing.T) {
 		}
 	}
 }
+
+// Marker entries are the broker's own (replicated subscriptions' states, written with
+// Topic.AppendMarker) or a replicator's, forwarding another cluster's: a producer that is neither
+// is refused one, whether the marker is in the metadata (marker_type) or in the command (marker).
+// Stored, such an entry was replicated as the cluster's own and could move another cluster's
+// replicated subscription (acknowledge its backlog).
+func TestOrdinaryProducerCannotPublishMarkers(t *testing.T) {
+	s := startServer(t, Options{})
+	c := dialRaw(t, s.addr)
+	c.connect()
+	const topic = "persistent://public/default/markers"
+	name := c.createProducer(topic, 1, 1)
+	marker, err := wire.EncodeEntry(&pulsarpb.MessageMetadata{ProducerName: proto.String(name), SequenceId: proto.Uint64(0),
+		PublishTime: proto.Uint64(1), MarkerType: proto.Int32(1000)}, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sendMessage(1, 0, marker)
+	if se := c.expect(pulsarpb.BaseCommand_SEND_ERROR).Cmd.GetSendError(); se.GetError() != pulsarpb.ServerError_NotAllowedError || se.GetSequenceId() != 0 {
+		t.Fatalf("a marker entry from an ordinary producer: %v, want NotAllowedError", se)
+	}
+	c.send(&pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(1), Marker: proto.Bool(true)}, entry(t, name, 1, []byte("m")))
+	if se := c.expect(pulsarpb.BaseCommand_SEND_ERROR).Cmd.GetSendError(); se.GetError() != pulsarpb.ServerError_NotAllowedError || se.GetSequenceId() != 1 {
+		t.Fatalf("SEND with marker=true from an ordinary producer: %v, want NotAllowedError", se)
+	}
+	c.sendMessage(1, 2, entry(t, name, 2, []byte("plain")))
+	c.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
+
+	// A replicator forwards the markers of the cluster it replicates from.
+	c.send(&pulsarpb.CommandProducer{Topic: proto.String(topic), ProducerId: proto.Uint64(2), RequestId: proto.Uint64(2),
+		ProducerName: proto.String("pulsar.repl.west-->east")})
+	c.expect(pulsarpb.BaseCommand_PRODUCER_SUCCESS)
+	forwarded, err := wire.EncodeEntry(&pulsarpb.MessageMetadata{ProducerName: proto.String(name), SequenceId: proto.Uint64(0),
+		PublishTime: proto.Uint64(1), MarkerType: proto.Int32(1000), ReplicatedFrom: proto.String("west")}, []byte("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sendMessage(2, 0, forwarded)
+	c.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
+}
