@@ -638,7 +638,7 @@ func (s *subscriptionState) run(ctx context.Context, done chan struct{}) {
 		if !ok {
 			var due <-chan time.Time
 			if nextDue > 0 {
-				d := time.Duration(nextDue-now) * time.Millisecond
+				d := delayWait(nextDue, now)
 				if timer == nil {
 					timer = time.NewTimer(d)
 				} else {
@@ -825,4 +825,18 @@ func (s *subscriptionState) expire(ctx context.Context, cutoffMs int64) error {
 	s.d.ackedUpTo(upTo)
 	s.mu.Unlock()
 	return nil
+}
+
+// maxDelayWait bounds one wait of the dispatcher for a delayed entry; a longer delay is waited for
+// in several (each wake-up recomputes what is due).
+const maxDelayWait = 24 * time.Hour
+
+// delayWait is how long the dispatcher waits for an entry due at due (Unix ms) at now. due is the
+// producer's deliver_at_time: a time more than about 292 years ahead overflowed the conversion to a
+// negative wait, and the dispatcher spun on a timer that fired at once.
+func delayWait(due, now int64) time.Duration {
+	if due-now >= int64(maxDelayWait/time.Millisecond) {
+		return maxDelayWait
+	}
+	return time.Duration(due-now) * time.Millisecond
 }
