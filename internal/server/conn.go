@@ -570,7 +570,49 @@ func (c *conn) sendCommand(body proto.Message) bool {
 		c.log.Error("encoding a command failed", "err", err)
 		return false
 	}
+	if size := len(frame) - 4; size > c.maxFrameSize() {
+		return c.refuseOversizeFrame(cmd, size)
+	}
 	return c.out.push(frame)
+}
+
+// maxFrameSize is the largest totalSize the client reads: the max message size announced in
+// CONNECTED plus wire.FramePadding, the bound the Pulsar clients enforce (and this server's own
+// reader). A larger frame makes pulsar-client-go drop the connection, and with it every producer,
+// consumer and request that shares it.
+func (c *conn) maxFrameSize() int { return wire.MaxFrameSize(c.s.opts.MaxMessageSize) }
+
+// frameFits reports the totalSize body's frame would have and whether the client accepts it, for
+// handlers whose answers grow with the data (handleGetTopicsOfNamespace) and that explain a refusal
+// better than sendCommand's guard can.
+func (c *conn) frameFits(body proto.Message) (int, bool) {
+	size := 4 + proto.Size(wire.Command(body))
+	return size, size <= c.maxFrameSize()
+}
+
+// refuseOversizeFrame stands in for a command whose frame the client would not read: it is not
+// written. Handlers whose answers can grow check the size themselves (frameFits) and explain, so
+// reaching this is a bug, logged as one. A command that answers a request becomes a short ERROR for
+// that request, so the client's call fails at once instead of waiting for its operation timeout,
+// and the connection lives on.
+func (c *conn) refuseOversizeFrame(cmd *pulsarpb.BaseCommand, size int) bool {
+	t := cmd.GetType()
+	c.log.Error("refusing to send a frame larger than the client accepts (it would drop the connection)",
+		"type", t.String(), "frameSize", size, "maxFrameSize", c.maxFrameSize())
+	reqID, ok := requestIDOf(cmd)
+	if !ok || t == pulsarpb.BaseCommand_CLOSE_PRODUCER || t == pulsarpb.BaseCommand_CLOSE_CONSUMER {
+		// No request waits for it (CLOSE_* carry a request id of their own, not the client's).
+		return false
+	}
+	code := pulsarpb.ServerError_NotAllowedError
+	if t == pulsarpb.BaseCommand_ERROR {
+		code = cmd.GetError().GetError()
+	}
+	return c.sendCommand(&pulsarpb.CommandError{
+		RequestId: proto.Uint64(reqID),
+		Error:     code.Enum(),
+		Message:   proto.String(fmt.Sprintf("the broker's %s answer of %d bytes exceeds the max frame size %d", t, size, c.maxFrameSize())),
+	})
 }
 
 // sendMessage queues a MESSAGE with the stored entry payload (not copied), its head encoded by

@@ -121,7 +121,9 @@ func (c *conn) handlePartitionedMetadata(cmd *pulsarpb.CommandPartitionedTopicMe
 }
 
 // handleGetTopicsOfNamespace lists a namespace's persistent topics, partitions individually, as
-// regex consumers expect. A missing namespace yields an empty list, not an error.
+// regex consumers expect. A missing namespace yields an empty list, not an error; a list whose
+// frame the client would not read (above the max frame size announced in CONNECTED) yields ERROR
+// NotAllowedError for the request, and the connection stays up.
 func (c *conn) handleGetTopicsOfNamespace(cmd *pulsarpb.CommandGetTopicsOfNamespace) {
 	reqID := cmd.GetRequestId()
 	ns, err := naming.ParseNamespace(cmd.GetNamespace())
@@ -146,6 +148,18 @@ func (c *conn) handleGetTopicsOfNamespace(cmd *pulsarpb.CommandGetTopicsOfNamesp
 		resp, err := topicsOfNamespaceResponse(cmd, names)
 		if err != nil {
 			c.sendError(reqID, fmt.Errorf("%w: %v", wire.ErrNotAllowed, err))
+			return
+		}
+		if size, ok := c.frameFits(resp); !ok {
+			// The list grows with the namespace (10,000 partitions of long names take about 9 MB)
+			// and has no paging in the protocol; a frame above the client's limit would make it
+			// drop the connection and every producer and consumer on it. Pulsar writes the frame
+			// anyway (apache/pulsar#15688); refusing the one request keeps the connection.
+			c.log.Warn("GET_TOPICS_OF_NAMESPACE answer exceeds the client's max frame size; answering ERROR",
+				"namespace", ns.String(), "topics", len(resp.Topics), "filtered", resp.GetFiltered(),
+				"frameSize", size, "maxFrameSize", c.maxFrameSize())
+			c.sendError(reqID, fmt.Errorf("%w: the list of %d topics of namespace %s takes %d bytes, more than the max frame size %d the client accepts (max message size + %d); a topics pattern matching fewer topics makes it shorter",
+				wire.ErrNotAllowed, len(resp.Topics), ns, size, c.maxFrameSize(), wire.FramePadding))
 			return
 		}
 		c.sendCommand(resp)
