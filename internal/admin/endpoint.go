@@ -161,12 +161,12 @@ type optionalOp[S any] struct {
 	sub    string
 }
 
-// pathInt parses the path value name as an integer of at least least; otherwise the answer is
+// pathInt parses the path value name as an integer from least to most; otherwise the answer is
 // status with reason (format takes the value as given).
-func pathInt(r *http.Request, name string, least int64, status int, format string) (int64, error) {
+func pathInt(r *http.Request, name string, least, most int64, status int, format string) (int64, error) {
 	s := r.PathValue(name)
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < least {
+	if err != nil || n < least || n > most {
 		return 0, fail(status, format, s)
 	}
 	return n, nil

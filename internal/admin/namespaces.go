@@ -113,12 +113,14 @@ func okText(w http.ResponseWriter, s string) error {
 }
 
 // retentionCovers reports whether retention allows at least the backlog quota's size, Pulsar's rule
-// when both are set (a quota beyond retention could never be reached).
+// when both are set (a quota beyond retention could never be reached). It compares in MB, the quota
+// rounded up, so that a retention size whose bytes do not fit an int64 cannot wrap.
 func retentionCovers(ret adminapi.RetentionPolicies, q adminapi.BacklogQuota) bool {
 	if ret.RetentionSizeInMB < 0 || q.LimitSize <= 0 {
 		return true
 	}
-	return ret.RetentionSizeInMB*1024*1024 >= q.LimitSize
+	limitMB := (q.LimitSize-1)>>20 + 1
+	return ret.RetentionSizeInMB >= limitMB
 }
 
 // existingNamespace parses the path's namespace and checks that tenant and namespace exist, with

@@ -73,7 +73,7 @@ func namespacePolicies(cluster string) []nsPolicy {
 			remove: clearTo(func(p *adminapi.Policies) *map[string]string { return &p.Properties }, map[string]string{}),
 		},
 		{path: "bundles", get: always(func(p *adminapi.Policies) **adminapi.BundlesData { return &p.Bundles })},
-		ptrPolicy("messageTTL", post, func(p *adminapi.Policies) **int { return &p.MessageTTLInSeconds }, nonNegative("Invalid value for message TTL")),
+		ptrPolicy("messageTTL", post, func(p *adminapi.Policies) **int { return &p.MessageTTLInSeconds }, nonNegativeJavaInt("Invalid value for message TTL")),
 		ptrPolicy("retention", post, func(p *adminapi.Policies) **adminapi.RetentionPolicies { return &p.RetentionPolicies }, func(v adminapi.RetentionPolicies) error {
 			return catalog.ValidateRetention(v)
 		}),
@@ -98,7 +98,7 @@ func namespacePolicies(cluster string) []nsPolicy {
 		ptrPolicy("maxUnackedMessagesPerSubscription", post, func(p *adminapi.Policies) **int { return &p.MaxUnackedMessagesPerSubscription }, nonNegative("maxUnackedMessagesPerSubscription must be 0 or more")),
 		ptrPolicy("maxSubscriptionsPerTopic", post, func(p *adminapi.Policies) **int { return &p.MaxSubscriptionsPerTopic }, nonNegative("maxSubscriptionsPerTopic must be 0 or more")),
 		ptrPolicy("maxTopicsPerNamespace", post, func(p *adminapi.Policies) **int { return &p.MaxTopicsPerNamespace }, nonNegative("maxTopicsPerNamespace must be 0 or more")),
-		ptrPolicy("subscriptionExpirationTime", post, func(p *adminapi.Policies) **int { return &p.SubscriptionExpirationTimeMinutes }, nonNegative("Invalid value for subscription expiration time")),
+		ptrPolicy("subscriptionExpirationTime", post, func(p *adminapi.Policies) **int { return &p.SubscriptionExpirationTimeMinutes }, nonNegativeJavaInt("Invalid value for subscription expiration time")),
 		ptrPolicy("deduplicationSnapshotInterval", post, func(p *adminapi.Policies) **int { return &p.DeduplicationSnapshotIntervalSeconds }, nonNegative("deduplicationSnapshotInterval must be 0 or more")),
 		ptrPolicy("persistence", post, func(p *adminapi.Policies) **adminapi.PersistencePolicies { return &p.Persistence }, func(v adminapi.PersistencePolicies) error {
 			if v.BookkeeperEnsemble < v.BookkeeperWriteQuorum || v.BookkeeperWriteQuorum < v.BookkeeperAckQuorum {

@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -330,6 +331,18 @@ func rawObjectSet(v json.RawMessage) (any, bool) {
 func nonNegative(msg string) func(int) error {
 	return func(v int) error {
 		if v < 0 {
+			return fail(http.StatusPreconditionFailed, "%s", msg)
+		}
+		return nil
+	}
+}
+
+// nonNegativeJavaInt is nonNegative that also refuses values above math.MaxInt32, the range of
+// Pulsar's int fields: a TTL or expiration time is multiplied into nanoseconds, where a larger value
+// could wrap into a tiny age.
+func nonNegativeJavaInt(msg string) func(int) error {
+	return func(v int) error {
+		if v < 0 || v > math.MaxInt32 {
 			return fail(http.StatusPreconditionFailed, "%s", msg)
 		}
 		return nil

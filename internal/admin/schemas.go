@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 
@@ -122,7 +123,7 @@ func toSchemaResponse(v schema.Version) getSchemaResponse {
 }
 
 func schemaGetVersion(r *http.Request, st schemaTarget) (getSchemaResponse, error) {
-	n, err := pathInt(r, "version", 0, http.StatusBadRequest, "Invalid schema version %q")
+	n, err := pathInt(r, "version", 0, math.MaxInt64, http.StatusBadRequest, "Invalid schema version %q")
 	if err != nil {
 		return getSchemaResponse{}, err
 	}

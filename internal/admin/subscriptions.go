@@ -31,7 +31,7 @@ func (h *Handler) subscriptionRoutes(base string) {
 	}))
 	h.handle("POST "+sub+"/resetcursor", writeEndpoint(h.topicOpOf, subscriptionResetToID))
 	h.handle("POST "+sub+"/resetcursor/{timestamp}", writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
-		ts, err := pathInt(r, "timestamp", math.MinInt64, http.StatusBadRequest, "Invalid timestamp %q")
+		ts, err := pathInt(r, "timestamp", math.MinInt64, math.MaxInt64, http.StatusBadRequest, "Invalid timestamp %q")
 		if err != nil {
 			return err
 		}
@@ -40,7 +40,7 @@ func (h *Handler) subscriptionRoutes(base string) {
 		})
 	}))
 	h.handle("POST "+sub+"/skip/{n}", writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
-		n, err := pathInt(r, "n", 0, http.StatusBadRequest, "Invalid number of messages %q")
+		n, err := pathInt(r, "n", 0, math.MaxInt64, http.StatusBadRequest, "Invalid number of messages %q")
 		if err != nil {
 			return err
 		}
@@ -55,7 +55,7 @@ func (h *Handler) subscriptionRoutes(base string) {
 		})
 	}))
 	h.handle("POST "+sub+"/expireMessages/{seconds}", writeEndpoint(h.topicOpOf, func(r *http.Request, op topicOp) error {
-		secs, err := pathInt(r, "seconds", 0, http.StatusBadRequest, "Invalid expiration time %q")
+		secs, err := expireSeconds(r)
 		if err != nil {
 			return err
 		}
@@ -167,7 +167,7 @@ func subscriptionResetToID(r *http.Request, op topicOp) error {
 }
 
 func subscriptionExpireAll(r *http.Request, op topicOp) error {
-	secs, err := pathInt(r, "seconds", 0, http.StatusBadRequest, "Invalid expiration time %q")
+	secs, err := expireSeconds(r)
 	if err != nil {
 		return err
 	}
@@ -185,8 +185,15 @@ func subscriptionExpireAll(r *http.Request, op topicOp) error {
 	})
 }
 
+// expireSeconds reads expireMessages' {seconds}: 0 to math.MaxInt32, the range of Pulsar's int
+// parameter. The broker multiplies it into nanoseconds, where a larger value could wrap into a tiny
+// or negative age and expire the whole backlog.
+func expireSeconds(r *http.Request) (int64, error) {
+	return pathInt(r, "seconds", 0, math.MaxInt32, http.StatusBadRequest, "Invalid expiration time %q")
+}
+
 func subscriptionPeek(r *http.Request, op topicOp) (adminapi.RawMessage, error) {
-	n, err := pathInt(r, "n", 1, http.StatusPreconditionFailed, "Invalid message position %q: positions start at 1")
+	n, err := pathInt(r, "n", 1, math.MaxInt64, http.StatusPreconditionFailed, "Invalid message position %q: positions start at 1")
 	if err != nil {
 		return adminapi.RawMessage{}, err
 	}

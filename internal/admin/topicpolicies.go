@@ -152,8 +152,5 @@ func topicMessageTTL(in *policyRequest) (int, error) {
 	} else if v, err = decodeValue[int](body); err != nil {
 		return 0, err
 	}
-	if v < 0 {
-		return 0, fail(http.StatusPreconditionFailed, "Invalid value for message TTL")
-	}
-	return v, nil
+	return v, nonNegativeJavaInt("Invalid value for message TTL")(v)
 }

@@ -632,7 +632,7 @@ func (h *Handler) partitionedInternalStats(r *http.Request, t naming.TopicName) 
 }
 
 func (h *Handler) topicMessageIDByTime(r *http.Request, t naming.TopicName) (adminapi.MessageID, error) {
-	ts, err := pathInt(r, "timestamp", math.MinInt64, http.StatusBadRequest, "Invalid timestamp %q")
+	ts, err := pathInt(r, "timestamp", math.MinInt64, math.MaxInt64, http.StatusBadRequest, "Invalid timestamp %q")
 	if err != nil {
 		return adminapi.MessageID{}, err
 	}

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"math"
 	"slices"
 
 	"github.com/meridian-mq/meridian/adminapi"
@@ -29,9 +30,17 @@ func ValidatePolicies(p *adminapi.Policies) error {
 		}
 		return nil
 	}
+	// A TTL or expiration is a Java int in Pulsar; the broker multiplies it into nanoseconds, where
+	// a larger value could wrap into a tiny age.
+	nonNegJavaInt := func(v *int, msg string) error {
+		if v != nil && (*v < 0 || *v > math.MaxInt32) {
+			return refuse(ErrPrecondition, "%s", msg)
+		}
+		return nil
+	}
 	checks := []error{
-		nonNeg(p.MessageTTLInSeconds, "Invalid value for message TTL"),
-		nonNeg(p.SubscriptionExpirationTimeMinutes, "Invalid value for subscription expiration time"),
+		nonNegJavaInt(p.MessageTTLInSeconds, "Invalid value for message TTL"),
+		nonNegJavaInt(p.SubscriptionExpirationTimeMinutes, "Invalid value for subscription expiration time"),
 		nonNeg(p.MaxTopicsPerNamespace, "maxTopicsPerNamespace must be 0 or more"),
 		nonNeg(p.MaxProducersPerTopic, "maxProducersPerTopic must be 0 or more"),
 		nonNeg(p.MaxConsumersPerTopic, "maxConsumersPerTopic must be 0 or more"),
@@ -100,10 +109,19 @@ func ValidatePolicies(p *adminapi.Policies) error {
 	return nil
 }
 
-// ValidateRetention: each limit is -1 (unlimited), 0 (none) or positive.
+// maxRetentionSizeInMB is the largest retention size whose bytes fit an int64.
+const maxRetentionSizeInMB = math.MaxInt64 >> 20
+
+// ValidateRetention: each limit is -1 (unlimited), 0 (none) or positive, the time at most
+// math.MaxInt32 minutes (Pulsar's int) and the size at most maxRetentionSizeInMB: the broker
+// converts them to nanoseconds and bytes, where a larger value could wrap into a tiny limit.
 func ValidateRetention(r adminapi.RetentionPolicies) error {
 	if r.RetentionTimeInMinutes < -1 || r.RetentionSizeInMB < -1 {
 		return refuse(ErrPrecondition, "Invalid retention policy: retentionTimeInMinutes and retentionSizeInMB must be -1 (infinite), 0 or positive")
+	}
+	if r.RetentionTimeInMinutes > math.MaxInt32 || r.RetentionSizeInMB > maxRetentionSizeInMB {
+		return refuse(ErrPrecondition, "Invalid retention policy: retentionTimeInMinutes must be at most %d and retentionSizeInMB at most %d",
+			math.MaxInt32, maxRetentionSizeInMB)
 	}
 	return nil
 }

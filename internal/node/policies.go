@@ -47,7 +47,7 @@ func (p policySource) TopicPolicies(_ context.Context, topic naming.TopicName) (
 		out.Partitions = meta.Partitions
 	}
 	if ttl := firstInt(tp.MessageTTLInSeconds, nsp.MessageTTLInSeconds); ttl != nil && *ttl > 0 {
-		out.MessageTTL = time.Duration(*ttl) * time.Second
+		out.MessageTTL = durationOf(int64(*ttl), time.Second)
 	}
 	retention := nsp.RetentionPolicies
 	if tp.RetentionPolicies != nil {
@@ -66,7 +66,7 @@ func (p policySource) TopicPolicies(_ context.Context, topic naming.TopicName) (
 		out.BacklogQuotaPolicy = q.Policy
 	}
 	if m := nsp.SubscriptionExpirationTimeMinutes; m != nil && *m > 0 {
-		out.SubscriptionExpiration = time.Duration(*m) * time.Minute
+		out.SubscriptionExpiration = durationOf(int64(*m), time.Minute)
 	}
 	out.ReplicateSubscriptions = firstBool(tp.ReplicateSubscriptionState, nsp.ReplicateSubscriptionState)
 	if v := firstInt(tp.MaxProducerPerTopic, nsp.MaxProducersPerTopic); v != nil {
@@ -102,7 +102,7 @@ func retentionTime(minutes int) time.Duration {
 	if minutes < 0 {
 		return -1
 	}
-	return time.Duration(minutes) * time.Minute
+	return durationOf(int64(minutes), time.Minute)
 }
 
 // retentionSize converts Pulsar's MB (-1 = infinite) to bytes.
@@ -110,7 +110,7 @@ func retentionSize(mb int64) int64 {
 	if mb < 0 {
 		return -1
 	}
-	return mb << 20
+	return bytesOfMB(mb)
 }
 
 // serverCatalog adapts the catalog to server.Catalog (PARTITIONED_METADATA and topic listing).

@@ -397,7 +397,7 @@ func (s topicService) ExpireMessages(ctx context.Context, topic, sub string, sec
 	if seconds < 0 {
 		return errNegativeSeconds(seconds)
 	}
-	return adminErr(t.ExpireMessages(ctx, sub, time.Duration(seconds)*time.Second), nil)
+	return adminErr(t.ExpireMessages(ctx, sub, durationOf(seconds, time.Second)), nil)
 }
 
 func (s topicService) PeekMessage(ctx context.Context, topic, sub string, n int) (adminapi.RawMessage, error) {
