@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
@@ -37,16 +38,22 @@ func parseSeconds(s string, unit int64) (int64, error) {
 	mult := map[byte]int64{'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 7 * 86400}
 	if m, ok := mult[s[len(s)-1]]; ok {
 		n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || !fitsTimes(n, m) {
 			return 0, fmt.Errorf("invalid time %q: want e.g. 30s, 10m, 3h, 2d, 1w", s)
 		}
 		return n * m, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
+	if err != nil || !fitsTimes(n, unit) {
 		return 0, fmt.Errorf("invalid time %q: want e.g. 30s, 10m, 3h, 2d, 1w", s)
 	}
 	return n * unit, nil
+}
+
+// fitsTimes reports whether n*m (m > 0) fits an int64: a product that wrapped would be sent as a
+// small time or size the broker accepts (16777216T was 0 bytes).
+func fitsTimes(n, m int64) bool {
+	return n <= math.MaxInt64/m && n >= math.MinInt64/m
 }
 
 // parseBytes reads sizes like 512, 10K, 100M, 16G, 1T (-1 = unlimited).
@@ -60,7 +67,7 @@ func parseBytes(s string) (int64, error) {
 	if s != "" {
 		if m, ok := mult[s[len(s)-1]]; ok {
 			n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
-			if err != nil || n < 0 {
+			if err != nil || n < 0 || !fitsTimes(n, m) {
 				return 0, fmt.Errorf("invalid size %q: want e.g. 512M, 10G", s)
 			}
 			return n * m, nil

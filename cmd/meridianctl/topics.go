@@ -233,7 +233,10 @@ func parseWhen(s string) (time.Time, error) {
 		return t, nil
 	}
 	if secs, err := parseSeconds(s, 1); err == nil {
-		return time.Now().Add(-time.Duration(secs) * time.Second), nil
+		// Longer ago than a Duration holds is the earliest a Duration reaches (before any message),
+		// not a wrapped, recent time a reset would skip the backlog to.
+		longest := int64(math.MaxInt64 / time.Second)
+		return time.Now().Add(-time.Duration(max(min(secs, longest), -longest)) * time.Second), nil
 	}
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return time.UnixMilli(ms), nil
