@@ -55,3 +55,47 @@ func TestAdminRefusesOversizedNamesAndProperties(t *testing.T) {
 	e.expect("PUT", topic+"/subscription/s", body(map[string]string{"k": strings.Repeat("v", 16<<10)}), 412, "16384")
 	e.expect("PUT", topic+"/subscription/"+strings.Repeat("s", 256), body(map[string]string{"k": "v"}), 204, "")
 }
+
+// TestAdminBoundsTopicAndNamespaceProperties: topic properties (at creation, partitioned or not,
+// and by PUT .../properties, counted after the merge) and namespace properties (PUT
+// .../property/{k}/{v} and the properties policy) are held to the limits of subscription
+// properties, 64 entries and 16 KiB, with 412: a tenant's admin could otherwise grow the
+// namespace's policy document until every later policy write to it, a superuser's included, failed.
+func TestAdminBoundsTopicAndNamespaceProperties(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { s.Close() })
+	e := newEnv(t, s)
+	json := func(props map[string]string) string {
+		var kv []string
+		for k, v := range props {
+			kv = append(kv, fmt.Sprintf("%q:%q", k, v))
+		}
+		return "{" + strings.Join(kv, ",") + "}"
+	}
+	many := func(n int, prefix string) map[string]string {
+		m := map[string]string{}
+		for i := range n {
+			m[fmt.Sprint(prefix, i)] = "v"
+		}
+		return m
+	}
+	big := map[string]string{"k": strings.Repeat("v", 16<<10)}
+	base := "/admin/v2/persistent/public/default/"
+
+	e.expect("PUT", base+"created-many", json(many(65, "k")), 412, "64")
+	e.expect("PUT", base+"created-big", json(big), 412, "16384")
+	if code, body, _ := e.call("PUT", base+"part/partitions", `{"partitions":2,"properties":`+json(many(65, "k"))+`}`,
+		"Content-Type", "application/vnd.partitioned-topic-metadata+json"); code != 412 || !strings.Contains(body, "64") {
+		t.Fatalf("partitioned topic with 65 properties: %d %s", code, body)
+	}
+	e.expect("PUT", base+"t", json(many(40, "a")), 204, "")
+	e.expect("PUT", base+"t/properties", json(many(40, "b")), 412, "64") // 80 after the merge
+	e.expect("PUT", base+"t/properties", json(many(20, "b")), 204, "")
+	e.expect("DELETE", base+"t/properties?key=a0", "", 204, "")
+
+	ns := "/admin/v2/namespaces/public/default"
+	e.expect("PUT", ns+"/properties", json(many(65, "k")), 412, "64")
+	e.expect("PUT", ns+"/properties", json(many(64, "k")), 204, "")
+	e.expect("PUT", ns+"/property/one-more/v", "", 412, "64")
+	e.expect("PUT", ns+"/property/k0/other", "", 204, "") // replaces a key: still 64
+}

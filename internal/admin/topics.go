@@ -11,6 +11,7 @@ import (
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/catalog"
 	"github.com/meridian-mq/meridian/internal/naming"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 func (h *Handler) topicRoutes() {
@@ -168,6 +169,9 @@ func (h *Handler) topicCreate(r *http.Request, t naming.TopicName) error {
 			return err
 		}
 	}
+	if err := checkTopicProperties(props); err != nil {
+		return err
+	}
 	if err := h.requireTopicNamespace(t); err != nil {
 		return err
 	}
@@ -240,6 +244,9 @@ func (h *Handler) partitionedCreate(r *http.Request, t naming.TopicName) error {
 		return fail(http.StatusPreconditionFailed, "Number of partitions should be more than 0 and at most %d", catalog.MaxPartitions)
 	}
 	if err := checkPartitionNames(t, n); err != nil {
+		return err
+	}
+	if err := checkTopicProperties(props); err != nil {
 		return err
 	}
 	if err := h.requireTopicNamespace(t); err != nil {
@@ -686,21 +693,22 @@ func (h *Handler) topicPropertiesGet(_ *http.Request, t naming.TopicName) (map[s
 	return props, nil
 }
 
-func (h *Handler) updateTopicProperties(r *http.Request, t naming.TopicName, fn func(map[string]string)) error {
+func (h *Handler) updateTopicProperties(r *http.Request, t naming.TopicName, fn func(map[string]string) error) error {
 	if _, found := h.cat.PartitionedTopic(t.Base().String()); found {
 		return h.cat.UpdatePartitionedTopicWith(r.Context(), t.Base().String(), func(m *adminapi.PartitionedTopicMetadata) error {
 			if m.Properties == nil {
 				m.Properties = map[string]string{}
 			}
-			fn(m.Properties)
-			return nil
+			return fn(m.Properties)
 		})
 	}
 	return h.cat.UpdateTopicPolicies(r.Context(), t.String(), func(tp *adminapi.TopicPolicies) error {
 		if tp.Properties == nil {
 			tp.Properties = map[string]string{}
 		}
-		fn(tp.Properties)
+		if err := fn(tp.Properties); err != nil {
+			return err
+		}
 		if len(tp.Properties) == 0 {
 			tp.Properties = nil
 		}
@@ -716,7 +724,25 @@ func (h *Handler) topicPropertiesUpdate(r *http.Request, t naming.TopicName) err
 	if err := h.requireExistingTopic(r, t); err != nil {
 		return err
 	}
-	return h.updateTopicProperties(r, t, func(m map[string]string) { maps.Copy(m, props) })
+	return h.updateTopicProperties(r, t, func(m map[string]string) error {
+		merged := maps.Clone(m)
+		maps.Copy(merged, props)
+		if err := checkTopicProperties(merged); err != nil {
+			return err
+		}
+		maps.Copy(m, props)
+		return nil
+	})
+}
+
+// checkTopicProperties holds a topic's properties to the limits of subscription properties
+// (docs/admin.md): they are stored in one metadata value with the topic's policies or partitioned
+// metadata.
+func checkTopicProperties(props map[string]string) error {
+	if err := wire.CheckProperties("topic", props); err != nil {
+		return fail(http.StatusPreconditionFailed, "Invalid topic properties: %v", err)
+	}
+	return nil
 }
 
 func (h *Handler) topicPropertiesRemove(r *http.Request, t naming.TopicName) error {
@@ -727,5 +753,8 @@ func (h *Handler) topicPropertiesRemove(r *http.Request, t naming.TopicName) err
 	if err := h.requireExistingTopic(r, t); err != nil {
 		return err
 	}
-	return h.updateTopicProperties(r, t, func(m map[string]string) { delete(m, key) })
+	return h.updateTopicProperties(r, t, func(m map[string]string) error {
+		delete(m, key)
+		return nil
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/meridian-mq/meridian/adminapi"
+	"github.com/meridian-mq/meridian/internal/wire"
 )
 
 var (
@@ -54,6 +55,11 @@ func ValidatePolicies(p *adminapi.Policies) error {
 		if err != nil {
 			return err
 		}
+	}
+	// The whole document is one metadata value: unbounded properties would grow it until every
+	// later write to the namespace failed.
+	if err := wire.CheckProperties("namespace", p.Properties); err != nil {
+		return refuse(ErrPrecondition, "Invalid namespace properties: %v", err)
 	}
 	if p.OffloadThresholdInSeconds != nil && *p.OffloadThresholdInSeconds < 0 {
 		return refuse(ErrPrecondition, "Invalid value for offloadThresholdInSecond")
