@@ -362,6 +362,47 @@ func TestCreatedLedgerSurvivesCrash(t *testing.T) {
 	}
 }
 
+// TestRetriedCreationOfHashedLedgerSurvivesPowerLoss: a hashed-name ledger whose first creation
+// made its directory and then failed writing NAME (ENOSPC) is created by a retried OpenLedger, and
+// the entries it acknowledges survive a power loss after a checkpoint retired their journal. Before,
+// the retry found the directory, took the ledger for an existing one (no jCreate record, nothing
+// marked dirty) and no fsync of ledgers/ ever covered the directory's entry: the checkpoint retired
+// the journal and the power loss took the ledger with its entries.
+func TestRetriedCreationOfHashedLedgerSurvivesPowerLoss(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	var failed atomic.Bool
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpCreate && strings.HasSuffix(name, "/NAME") && failed.CompareAndSwap(false, true) {
+			return vfs.ENOSPC
+		}
+		return nil
+	})
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	e := openMem(t, mem, mod)
+	name := strings.Repeat("long-topic-name/", 16) // escaped form > 200 bytes: hashed directory
+	if _, hashed := dirName(name); !hashed {
+		t.Fatal("name is not hashed")
+	}
+	if _, err := e.OpenLedger(ctx, name); err == nil {
+		t.Fatal("the first open did not report the injected NAME failure")
+	}
+	l, err := e.OpenLedger(ctx, name) // the disk has room again: the retry succeeds
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Append(ctx, payload(1), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpointThrough(t, e)
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	e2 := openMem(t, crashed, mod)
+	defer e2.Close()
+	verifyAcked(t, e2, name, map[mtypes.Position]string{p: string(payload(1))})
+}
+
 // readCountingFS counts the bytes read from segment files.
 type readCountingFS struct {
 	vfs.FS

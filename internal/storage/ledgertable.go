@@ -217,9 +217,18 @@ func (e *Engine) forget(l *Ledger) {
 	e.rememberClosed(l)                    // its files may still wait for a checkpoint (repair.go)
 }
 
-// ensureLedgerDir creates a ledger's directory (and its NAME file for hashed names).
-// Its durability is left to the next checkpoint: the journal has everything needed to rebuild it.
+// ensureLedgerDir creates a ledger's directory (and its NAME file for hashed names) unless it
+// exists. Its durability is left to the next checkpoint: the journal has everything needed to
+// rebuild it. The directory and ledgers/ are marked for that checkpoint before anything can fail,
+// and also when the directory exists already: a creation that made the directory and then failed
+// (its NAME write refused for ENOSPC) leaves it behind, and the retried OpenLedger finds it and
+// takes the ledger for an existing one, with no jCreate record and no call here. Only this mark
+// makes the checkpoint that retires the ledger's entries fsync its entry in ledgers/
+// (TestRetriedCreationOfHashedLedgerSurvivesPowerLoss). Every other directory a load finds was
+// made durable at Open (removeImportStaging fsyncs ledgers/) or by the import that renamed it in.
 func (e *Engine) ensureLedgerDir(name, dir string) error {
+	e.applier.dirtyDirs[dir] = struct{}{}
+	e.applier.dirtyDirs[e.ledgersDir] = struct{}{}
 	if _, err := e.fs.Stat(dir); err == nil {
 		return nil
 	}
@@ -238,7 +247,5 @@ func (e *Engine) ensureLedgerDir(name, dir string) error {
 		}
 		e.applier.dirtyFiles[dir+"/NAME"] = struct{}{}
 	}
-	e.applier.dirtyDirs[dir] = struct{}{}
-	e.applier.dirtyDirs[e.ledgersDir] = struct{}{}
 	return nil
 }

@@ -461,6 +461,21 @@ func checkpointAll(t *testing.T, e *Engine) {
 	poll.Until(t, 10*time.Second, "a checkpoint of everything appended so far", func() bool { return e.Metrics().Checkpoints > start })
 }
 
+// checkpointThrough rotates the journal and waits until a checkpoint has retired every journal
+// file up to the one pending now: recovery no longer replays anything appended before.
+func checkpointThrough(t *testing.T, e *Engine) {
+	t.Helper()
+	target := pendingJournalSeq(e)
+	if err := e.rotateJournalThrough(context.Background(), "checkpoint-through", target); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "a checkpoint retiring the journal", func() bool {
+		e.stateMu.Lock()
+		defer e.stateMu.Unlock()
+		return e.firstJournal > target
+	})
+}
+
 // damageAfterCrash overwrites the start of segment file p, which must hold more than its header,
 // with b, durably: damage found on the disk after a crash.
 func damageAfterCrash(t *testing.T, fs vfs.FS, p string, b []byte) {
