@@ -165,7 +165,8 @@
 // fsyncs ledgers/, renames the staging directory to <dir> and fsyncs ledgers/ (the commit), and
 // removes the .replaced- directory. Open removes a .replaced- directory whose ledger directory
 // exists and renames it back otherwise, so a crash at any step leaves the old ledger whole or
-// the new one whole.
+// the new one whole. One whose removal failed is moved into the trash by a delete of the ledger,
+// ahead of the ledger's directory, so that it never outlives it.
 //
 // # Files (format version 1; journal files version 4; the state file version 2)
 //

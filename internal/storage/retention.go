@@ -168,6 +168,15 @@ func (l *Ledger) applyDelete() error {
 		e.cache.dropLedger(s.id, s.entries)
 	}
 	e.files.forgetPrefix(l.dirPath())
+	// A .replaced- directory a replace left beside the ledger's (its removal failed) goes first,
+	// made durable by the same checkpoint before the delete's record is retired: Open would take
+	// it, without the ledger's directory, for a replace interrupted before its commit and rename it
+	// back, and the deleted ledger would return with its replaced entries
+	// (TestDeleteAfterReplaceRemovesTheLeftoverReplacedDir). Moved first, it is gone in every state
+	// a crash can leave in which the ledger's directory is.
+	if err := e.moveToTrash(e.replacedPath(l.dirPath())); err != nil {
+		return fmt.Errorf("storage: delete ledger %q: %w", l.name, err)
+	}
 	if err := e.moveToTrash(l.dirPath()); err != nil {
 		return fmt.Errorf("storage: delete ledger %q: %w", l.name, err)
 	}

@@ -35,6 +35,15 @@ import (
 // If a step fails, Commit puts the old directory back; if even that fails, the name stays
 // reserved (OpenLedger fails with ErrImporting) until the engine is opened again, which finishes
 // or undoes the replace as after a crash.
+//
+// If step 5 fails (Commit has succeeded), the .replaced- directory stays beside the new ledger's
+// until Open removes it, or until the ledger is deleted: DeleteLedger moves it into the trash
+// before the ledger's directory (applyDelete), made durable by the checkpoint that retires the
+// delete's journal record, as the directory's move is. Otherwise Open would find it without its
+// ledger directory, take it for a replace interrupted before step 4 and rename it back: the
+// deleted ledger would return with its replaced entries. Nothing else removes a ledger's
+// directory, so a .replaced- directory without its ledger directory is always an interrupted
+// replace.
 
 // replacedPrefix starts the name of a replaced ledger's directory while the replace commits.
 const replacedPrefix = ".replaced-"

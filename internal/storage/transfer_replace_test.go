@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -441,5 +442,76 @@ func TestReplaceFailedSwapPutsBack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func (e *Engine) nextLedgerIDForTest() int64 {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	return e.nextLedgerID
+}
+
+// TestDeleteAfterReplaceRemovesTheLeftoverReplacedDir: a ledger deleted after a replacing import
+// whose removal of ledgers/.replaced-<dir> failed (an I/O error after the commit) stays deleted
+// after a restart. Before, the delete left the .replaced- directory, the next Open took it for an
+// interrupted replace and renamed it back: the deleted ledger returned with its pre-replace entries.
+func TestDeleteAfterReplaceRemovesTheLeftoverReplacedDir(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	var failed atomic.Bool
+	mem.SetInjector(func(op vfs.Op, name string) error {
+		if op == vfs.OpRemove && strings.Contains(name, replacedPrefix) && failed.CompareAndSwap(false, true) {
+			return vfs.EIO
+		}
+		return nil
+	})
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	e := openMem(t, mem, mod)
+	const name = "replaced-then-deleted"
+	l, err := e.OpenLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := l.Append(ctx, payload(i), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	im, err := e.ImportLedgerReplacing(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.StartSegment(e.nextLedgerIDForTest()+100, e.Incarnation()); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Append(ctx, []byte("imported"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !failed.Load() {
+		t.Fatal("the replaced directory's removal was not attempted")
+	}
+	mem.SetInjector(nil)
+	if err := e.DeleteLedger(ctx, name); err != nil { // acknowledged
+		t.Fatal(err)
+	}
+	checkpointThrough(t, e)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2 := openMem(t, mem, mod)
+	defer e2.Close()
+	if ok, err := e2.LedgerExists(ctx, name); err != nil || ok {
+		l2, _ := e2.OpenLedger(ctx, name)
+		var n int64
+		if l2 != nil {
+			n = l2.Entries()
+		}
+		t.Fatalf("deleted ledger %q exists again after a restart (%v), with %d entries", name, err, n)
 	}
 }
