@@ -35,10 +35,12 @@ import (
 // appends to the old log during the compaction stays covered by the journal. The snapshot is
 // taken, and the swap done, under cursorLogs.mu, which the applier takes for each cursor-log
 // append: the records appended between the two (all newer than the snapshot) are copied behind
-// the snapshot before the rename, and the checkpoint that retires their journal file syncs the
-// new file (the applier marked the log's path dirty when it appended them). A ledger closed or
-// deleted meanwhile is not swapped (checked under cursorLogs.mu; a ledger loading the same name
-// reads its cursor log under cursorLogs.mu too), and neither is one whose log was rewritten wholesale
+// the snapshot and fsynced before the rename; a failure there aborts the swap. The checkpoint that
+// retires their journal file fsyncs the new file again (the applier marked the log's path dirty
+// when it appended them), but through a descriptor opened after the copy's was closed, which a
+// writeback failure of the copy would not reach (fdretire.go). A ledger closed or deleted
+// meanwhile is not swapped (checked under cursorLogs.mu; a ledger loading the same name reads its
+// cursor log under cursorLogs.mu too), and neither is one whose log was rewritten wholesale
 // meanwhile (rewriteCursorLog, by a repair after a failed fsync: repair.go), which holds
 // cursorLogs.mu and uses its own tmp file.
 
@@ -210,11 +212,11 @@ func (e *Engine) compactCursorLog(l *Ledger) {
 }
 
 // swapCursorLog copies the records appended to the log at p since oldSize behind the snapshot in
-// tmp (size bytes) and renames tmp over p (cursorLogs.mu held for all of it: the applier appends
-// nothing meanwhile). It swaps nothing, and reports false, when the ledger was closed or deleted,
-// or a cursor log was rewritten wholesale since the snapshot (a repair or a load; gen is the count
-// of those rewrites then): the records after oldSize may then not be the ones appended behind the
-// snapshot. Such rewrites are rare, so counting them for all ledgers costs only a retried compaction.
+// tmp (size bytes), fsyncs them, and renames tmp over p (cursorLogs.mu held for all of it: the
+// applier appends nothing meanwhile). It swaps nothing, and reports false, when the ledger was
+// closed or deleted, or a cursor log was rewritten wholesale since the snapshot (a repair or a
+// load; gen is the count of those rewrites then): the records after oldSize may then not be the
+// ones appended behind the snapshot. Such rewrites are rare, so counting them for all ledgers costs only a retried compaction.
 func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint64, size int64) (bool, error) {
 	e.cursorLogs.mu.Lock()
 	defer e.cursorLogs.mu.Unlock()
@@ -237,6 +239,13 @@ func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint
 			return false, err
 		}
 		_, err = f.WriteAt(tail, size)
+		if err == nil {
+			// Before the descriptor closes: a writeback failure of the tail after that would
+			// reach no one (fdretire.go), and the checkpoint's fsync through a new descriptor
+			// would succeed and retire the journal that holds these records
+			// (TestCursorLogCompactionSyncsItsTail).
+			err = vfs.DataSync(f)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

@@ -362,3 +362,81 @@ func TestCursorLogRewriteDuringCompaction(t *testing.T) {
 		t.Fatal("cursor big lost its last properties")
 	}
 }
+
+// TestCursorLogCompactionSyncsItsTail: the cursor states a compaction copies behind its snapshot
+// (appended while it ran) are fsynced before the compacted log is renamed in, so a cursor state
+// acknowledged meanwhile survives a writeback failure of the new file and a crash. Before, the
+// tail was written through a descriptor closed at once with no fsync: the writeback failure had
+// nobody to report to (fdretire.go), the checkpoint's fsync through a new descriptor succeeded and
+// retired the journal holding the record, and the crash regressed the cursor.
+func TestCursorLogCompactionSyncsItsTail(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	g := &gateFS{FS: mem, block: func(op, path string) bool {
+		return op == "sync" && strings.HasSuffix(path, "/cursors.log.compact")
+	}}
+	mod := func(o *Options) {
+		o.CursorFlushInterval, o.TrimInterval = time.Hour, time.Hour
+		o.JournalFileBytes = 256 << 20
+	}
+	e := openMem(t, g, mod)
+	b, err := e.OpenLedger(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := appendN(t, b, 20)
+	keep := openCursorT(t, b, "keep")
+	if err := keep.MarkDelete(ctx, ps[4]); err != nil {
+		t.Fatal(err)
+	}
+	flushWithin(t, keep)
+	c := openCursorT(t, b, "big")
+	ckpts := e.Metrics().Checkpoints
+	g.hold()
+	t.Cleanup(g.release)
+	props := map[string]string{"blob": strings.Repeat("p", 200<<10)}
+	for i := 0; g.blocked.Load() == 0; i++ {
+		if i == 20 {
+			t.Fatal("20 flushes of 200 KiB did not start a compaction")
+		}
+		props["n"] = strings.Repeat("n", i)
+		if err := c.SetProperties(ctx, props); err != nil {
+			t.Fatal(err)
+		}
+		flushWithin(t, c)
+	}
+	// Acknowledged while the compaction runs: lands in the tail copied behind the snapshot.
+	if err := keep.MarkDelete(ctx, ps[9]); err != nil {
+		t.Fatal(err)
+	}
+	flushWithin(t, keep)
+	g.release()
+	const p = "/data/ledgers/b/cursors.log"
+	poll.Until(t, 10*time.Second, "the compaction to finish", func() bool {
+		st, err := mem.Stat(p)
+		return err == nil && st.Size < 1<<20
+	})
+	if e.Metrics().Checkpoints != ckpts {
+		t.Fatal("a checkpoint ran meanwhile: the scenario needs the compaction before the next checkpoint")
+	}
+	// The kernel's background writeback of the new log fails; no descriptor of it is open.
+	if err := mem.FailWriteback(p, vfs.EIO); err != nil {
+		t.Fatal(err)
+	}
+	checkpointThrough(t, e) // retires the journal that holds keep's ps[9] record
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	e2 := openMem(t, crashed, mod)
+	defer e2.Close()
+	b2, err := e2.OpenLedger(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b2.Cursor("keep"); got == nil || got.MarkDeletePosition() != ps[9] {
+		var md mtypes.Position
+		if got != nil {
+			md = got.MarkDeletePosition()
+		}
+		t.Fatalf("cursor keep after the crash is at %v, want its acknowledged %v", md, ps[9])
+	}
+}
