@@ -32,9 +32,10 @@ import (
 // new one, each whole. The new ledger takes the old one's directory name (for a name kept in a
 // legacy hashed directory, that directory: legacydirs.go).
 //
-// If a step fails, Commit puts the old directory back; if even that fails, the name stays
-// reserved (OpenLedger fails with ErrImporting) until the engine is opened again, which finishes
-// or undoes the replace as after a crash.
+// If a step fails, Commit puts the old directory back and fsyncs ledgers/ before the name is free
+// again (putBack); if even that fails, the name stays reserved (OpenLedger fails with
+// ErrImporting) until the engine is opened again, which finishes or undoes the replace as after a
+// crash.
 //
 // If step 5 fails (Commit has succeeded), the .replaced- directory stays beside the new ledger's
 // until Open removes it, or until the ledger is deleted: DeleteLedger moves it into the trash
@@ -115,8 +116,13 @@ func (im *LedgerImport) swapIn(dir string) error {
 }
 
 // putBack undoes a swap that failed: the staging directory back out of dir (staged), the old
-// directory back in. If that fails too, the name stays reserved until the next Open resolves the
-// directories (resolveReplacedLedgers).
+// directory back in, and ledgers/ fsynced before the name is free again. When the commit's own
+// fsync failed, its rename may be durable: until the put back is too, a crash finds the new ledger
+// in place and the old one aside, and Open finishes the replace, so appends the old ledger
+// acknowledged meanwhile would go with its directory (TestPutBackAfterFailedReplaceCommitIsDurable).
+// If any of that fails, the name stays reserved (OpenLedger fails with ErrImporting) and nothing
+// serves the ledger until the next Open resolves the directories (resolveReplacedLedgers): the old
+// ledger or the new one, whichever the disk has, each whole.
 func (im *LedgerImport) putBack(dir, aside string, staged bool, cause error) error {
 	e := im.e
 	var err error
@@ -126,9 +132,15 @@ func (im *LedgerImport) putBack(dir, aside string, staged bool, cause error) err
 	if err == nil {
 		err = e.fs.Rename(aside, dir)
 	}
+	if err == nil {
+		if err = e.fs.SyncDir(e.ledgersDir); err != nil {
+			err = fmt.Errorf("sync %s: %w", e.ledgersDir, err)
+		}
+	}
 	if err != nil {
 		im.keepReserved = true
 		e.log.Error("cannot put back a replaced ledger after its replace failed; the ledger stays unavailable until the engine is opened again", "ledger", im.name, "dir", dir, "err", err, "cause", cause)
+		return fmt.Errorf("%w; putting %s back failed too (%w): the ledger stays unavailable until the engine is opened again", cause, dir, err)
 	}
 	return cause
 }

@@ -370,8 +370,9 @@ func runReplaceCrashSteps(t *testing.T, name string) {
 
 // TestReplaceFailedSwapPutsBack: when a step of the swap fails (the rename of the staging
 // directory, the fsync that commits it), Commit fails and the old ledger is back in place at once,
-// the name free again; when putting it back fails too, the name stays reserved (ErrImporting)
-// until the engine is opened again, which puts the old ledger back whole.
+// the name free again; when putting it back fails too (its renames, or the fsync that makes them
+// durable), the name stays reserved (ErrImporting) until the engine is opened again, which puts
+// the old ledger back whole.
 func TestReplaceFailedSwapPutsBack(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -383,10 +384,11 @@ func TestReplaceFailedSwapPutsBack(t *testing.T) {
 			return op == vfs.OpRename && strings.HasPrefix(n, "/data/ledgers/"+stagingPrefix)
 		}, false, false},
 		// Every fsync of ledgers/ fails from the rename on (a checkpoint's too: which one comes
-		// first is not the test's to choose).
+		// first is not the test's to choose), the put back's too: the old ledger is not served
+		// before its put back is durable (TestPutBackAfterFailedReplaceCommitIsDurable).
 		{"fsync after the staging rename fails", func(seen bool, op vfs.Op, n string) bool {
 			return seen && op == vfs.OpSyncDir && n == "/data/ledgers"
-		}, true, false},
+		}, true, true},
 		{"staging rename and the put back fail", func(_ bool, op vfs.Op, n string) bool {
 			return op == vfs.OpRename && (strings.HasPrefix(n, "/data/ledgers/"+stagingPrefix) || strings.HasPrefix(n, "/data/ledgers/"+replacedPrefix))
 		}, true, true},
@@ -514,4 +516,91 @@ func TestDeleteAfterReplaceRemovesTheLeftoverReplacedDir(t *testing.T) {
 		}
 		t.Fatalf("deleted ledger %q exists again after a restart (%v), with %d entries", name, err, n)
 	}
+}
+
+// syncThenFailFS makes one SyncDir of dir (armed, when says so) sync and then report EIO: the
+// renames before it became durable (say, through a concurrent checkpoint's sync of the same
+// directory), but the caller is told the sync failed.
+type syncThenFailFS struct {
+	*vfs.Mem
+	dir   string
+	when  func() bool // fail this sync of dir (once)
+	armed atomic.Bool
+}
+
+func (f *syncThenFailFS) SyncDir(name string) error {
+	err := f.Mem.SyncDir(name)
+	if err == nil && name == f.dir && f.armed.Load() && f.when() {
+		f.armed.Store(false)
+		return vfs.EIO
+	}
+	return err
+}
+
+// TestPutBackAfterFailedReplaceCommitIsDurable: when the fsync of ledgers/ that commits a replace
+// fails (outcome unknown), the old ledger put back is served again only once the put back is
+// durable, so the appends it acknowledges then survive a power loss. Before, the put back's
+// renames stayed in the page cache while the old ledger took acknowledged appends; the power loss
+// found the new directory (durable) and the .replaced- one, Open finished the replace, and the
+// appends went with the old directory.
+func TestPutBackAfterFailedReplaceCommitIsDurable(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	const name = "put-back"
+	fsys := &syncThenFailFS{Mem: mem, dir: "/data/ledgers"}
+	fsys.when = func() bool { // after step 4: the new ledger in place, the old one aside
+		_, err1 := mem.Stat("/data/ledgers/" + name)
+		_, err2 := mem.Stat("/data/ledgers/" + replacedPrefix + name)
+		return err1 == nil && err2 == nil
+	}
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	e := openMem(t, fsys, mod)
+	l, err := e.OpenLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[mtypes.Position]string{}
+	for i := 0; i < 3; i++ {
+		p, err := l.Append(ctx, payload(i), int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[p] = string(payload(i))
+	}
+	im, err := e.ImportLedgerReplacing(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.StartSegment(e.nextLedgerIDForTest()+100, e.Incarnation()); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Append(ctx, []byte("imported"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fsys.armed.Store(true)
+	if err := im.Commit(ctx); err == nil {
+		t.Fatal("the commit did not report the failed directory sync")
+	}
+	if fsys.armed.Load() {
+		t.Fatal("the commit failed elsewhere")
+	}
+	// The old ledger is back and serves appends.
+	l, err = e.OpenLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Append(ctx, payload(3), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked[p] = string(payload(3))
+	checkpointThrough(t, e)
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	e2 := openMem(t, crashed, mod)
+	defer e2.Close()
+	verifyAcked(t, e2, name, acked)
 }
