@@ -64,8 +64,9 @@ type LedgerImport struct {
 	entries   []int64 // entries of each segment in incs
 	cursors   [][]byte
 	hasCursor bool
-	// keepReserved: a failed replacing commit could not put the replaced ledger back; the name
-	// stays reserved until Open does (transfer_replace.go).
+	// keepReserved: a failed commit could not put the replaced ledger back (transfer_replace.go)
+	// or make the take-back of its own directory durable; the name stays reserved until Open
+	// resolves the directories.
 	keepReserved bool
 }
 
@@ -423,11 +424,20 @@ func (im *LedgerImport) commit(ctx context.Context) error {
 	if err := e.fs.SyncDir(e.ledgersDir); err != nil {
 		// Whether the rename is durable is unknown: take it back, so that the failed import
 		// leaves no ledger (the next Open removes a staging directory that survives a crash).
+		cause := fmt.Errorf("sync %s: %w", e.ledgersDir, err)
 		if rerr := e.fs.Rename(dir, im.staging); rerr != nil {
 			e.log.Error("cannot take back a ledger import whose commit failed; removing it", "ledger", im.name, "err", rerr)
 			_ = e.fs.RemoveAll(dir)
 		}
-		return fmt.Errorf("sync %s: %w", e.ledgersDir, err)
+		// The take-back is made durable before the name is free again: a ledger created under
+		// the name next would otherwise, after a power loss, have its journaled entries replayed
+		// into the failed import's directory (TestFailedImportTakeBackIsDurable).
+		if serr := e.fs.SyncDir(e.ledgersDir); serr != nil {
+			im.keepReserved = true
+			e.log.Error("cannot make the take-back of a failed ledger import durable; the name stays unavailable until the engine is opened again", "ledger", im.name, "dir", dir, "err", serr)
+			return fmt.Errorf("%w; taking %s back could not be made durable either (%w): the name stays unavailable until the engine is opened again", cause, dir, serr)
+		}
+		return cause
 	}
 	return nil
 }

@@ -604,3 +604,63 @@ func TestPutBackAfterFailedReplaceCommitIsDurable(t *testing.T) {
 	defer e2.Close()
 	verifyAcked(t, e2, name, acked)
 }
+
+// A plain import whose commit failed at its fsync of ledgers/ (the rename in may have reached the
+// disk) takes its directory back durably before the name is free again: a ledger created under
+// that name next, and a power loss, must find that ledger and nothing of the failed import (the
+// take-back stayed in the page cache, so the import's directory could come back under the name and
+// the new ledger's entries be replayed into it).
+func TestFailedImportTakeBackIsDurable(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	const name = "failed-import"
+	fsys := &syncThenFailFS{Mem: mem, dir: "/data/ledgers"}
+	fsys.when = func() bool { // right after the rename in
+		_, err := mem.Stat("/data/ledgers/" + name)
+		return err == nil
+	}
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	e := openMem(t, fsys, mod)
+	im, err := e.ImportLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.StartSegment(e.nextLedgerIDForTest()+100, e.Incarnation()); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Append(ctx, []byte("imported"), 1); err != nil {
+		t.Fatal(err)
+	}
+	fsys.armed.Store(true)
+	if err := im.Commit(ctx); err == nil {
+		t.Fatal("the commit did not report the failed directory sync")
+	}
+	if fsys.armed.Load() {
+		t.Fatal("the commit failed elsewhere")
+	}
+	im.Abort()
+	l, err := e.OpenLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := l.Append(ctx, payload(0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.Crash(nil)
+	_ = e.Close()
+	e2 := openMem(t, crashed, mod)
+	defer e2.Close()
+	l2, err := e2.OpenLedger(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := l2.Read(ctx, mtypes.Earliest, 0, 0)
+	if err != nil || len(es) != 1 || es[0].Position != p || string(es[0].Data) != string(payload(0)) {
+		var got []string
+		for _, en := range es {
+			got = append(got, fmt.Sprintf("%v=%q", en.Position, en.Data))
+		}
+		t.Fatalf("after the power loss %q holds %v (%v); want only its acknowledged entry %v", name, got, err, p)
+	}
+}
