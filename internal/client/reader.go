@@ -21,6 +21,8 @@ import (
 type frameReader struct {
 	br       *bufio.Reader
 	maxFrame int
+	chunk    int // wire.FrameReadChunk; smaller in tests, so that short inputs exercise the growth
+	hdr      [8]byte
 	buf      []byte // frames without payload, reused
 }
 
@@ -48,7 +50,7 @@ func newFrameReader(r io.Reader, maxFrame int) *frameReader {
 	if maxFrame <= 0 {
 		maxFrame = wire.DefaultMaxFrameSize
 	}
-	return &frameReader{br: bufio.NewReaderSize(r, readerBufferSize), maxFrame: maxFrame}
+	return &frameReader{br: bufio.NewReaderSize(r, readerBufferSize), maxFrame: maxFrame, chunk: wire.FrameReadChunk}
 }
 
 func (r *frameReader) setMaxFrameSize(n int) {
@@ -61,7 +63,7 @@ func (r *frameReader) setMaxFrameSize(n int) {
 // otherwise f is the decoded frame. Errors are wire.Reader's (wire.Recoverable tells whether the
 // stream is still usable).
 func (r *frameReader) next(rc *receipt) (f wire.Frame, isReceipt bool, err error) {
-	var hdr [8]byte
+	hdr := r.hdr[:]
 	if _, err := io.ReadFull(r.br, hdr[:4]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return f, false, fmt.Errorf("%w: in frame size", wire.ErrTruncated)
@@ -82,18 +84,26 @@ func (r *frameReader) next(rc *receipt) (f wire.Frame, isReceipt bool, err error
 	if cmdSize == 0 || cmdSize > total-4 {
 		return f, false, fmt.Errorf("%w: commandSize %d with totalSize %d", wire.ErrMalformedFrame, cmdSize, total)
 	}
+	// The frame is read into memory that grows as its bytes arrive (wire.ReadAppend): total is
+	// what the broker announces, bounded only by the max_message_size it announced itself.
+	n := int(total - 4)
+	first := 8 + min(n, r.chunk)
 	var b []byte
-	if total-4 > cmdSize {
-		b = make([]byte, 4+total) // the payload is handed to the caller
+	if n > int(cmdSize) {
+		b = make([]byte, 8, first) // the payload is handed to the caller
 	} else {
-		if cap(r.buf) < int(4+total) {
-			r.buf = make([]byte, 4+total)
+		if cap(r.buf) < first {
+			r.buf = make([]byte, 0, first)
 		}
-		b = r.buf[:4+total]
+		b = r.buf[:8]
 	}
-	copy(b, hdr[:])
-	if _, err := io.ReadFull(r.br, b[8:]); err != nil {
-		return f, false, truncated(err, "in command or payload")
+	copy(b, hdr)
+	b, err = wire.ReadAppend(r.br, b, n, r.chunk)
+	if n == int(cmdSize) {
+		r.buf = b
+	}
+	if err != nil {
+		return f, false, truncated(err, fmt.Sprintf("in command or payload: %d of %d bytes", len(b)-8, n))
 	}
 	if total-4 == cmdSize && decodeReceipt(b[8:], rc) {
 		return f, true, nil

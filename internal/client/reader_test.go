@@ -3,9 +3,19 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"math"
+	"net"
+	"runtime"
+	"strings"
 	"testing"
+	"testing/iotest"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -18,10 +28,19 @@ import (
 func checkReaderMatchesWire(t *testing.T, stream []byte) (receipts int) {
 	t.Helper()
 	fast := newFrameReader(bytes.NewReader(stream), 1<<20)
+	// A frame longer than a chunk is read into a buffer that grows as its bytes arrive: one whose
+	// chunk is a few bytes reads the same frames (inputs are too short for FrameReadChunk).
+	growing := newFrameReader(iotest.HalfReader(bytes.NewReader(stream)), 1<<20)
+	growing.chunk = 3
 	slow := wire.NewReader(bytes.NewReader(stream), 1<<20)
 	for i := 0; ; i++ {
-		var rc receipt
+		var rc, grc receipt
 		f, isReceipt, ferr := fast.next(&rc)
+		gf, gIsReceipt, gferr := growing.next(&grc)
+		if (ferr == nil) != (gferr == nil) || isReceipt != gIsReceipt || rc != grc ||
+			(ferr == nil && (!proto.Equal(f.Cmd, gf.Cmd) || !bytes.Equal(f.Payload, gf.Payload))) {
+			t.Fatalf("frame %d: growing reader differs: %v / %v", i, ferr, gferr)
+		}
 		g, gerr := slow.ReadFrame()
 		if (ferr == nil) != (gerr == nil) {
 			t.Fatalf("frame %d: fast err %v, wire err %v", i, ferr, gerr)
@@ -146,6 +165,107 @@ func FuzzFrameReaderMatchesWire(f *testing.F) {
 	})
 }
 
+// TestFrameReaderMemoryFollowsBytesReceived: a remote may announce a frame as large as the limit
+// and send only part of it. The reader's memory for the frame follows the bytes that arrive, and
+// the cut frame ends in an ErrTruncated saying how much of it came. Payload frames and
+// command-only frames alike.
+func TestFrameReaderMemoryFollowsBytesReceived(t *testing.T) {
+	const announced = 256 << 20 // totalSize: 256 MiB
+	for _, tc := range []struct {
+		name    string
+		cmdSize uint32
+	}{
+		{"payload", 16},
+		{"command only", announced - 4},
+	} {
+		for _, sent := range []int{1000, 300 << 10} { // body bytes that arrive
+			t.Run(fmt.Sprintf("%s/%d bytes", tc.name, sent), func(t *testing.T) {
+				stream := make([]byte, 8+sent)
+				binary.BigEndian.PutUint32(stream, announced)
+				binary.BigEndian.PutUint32(stream[4:], tc.cmdSize)
+				r := newFrameReader(bytes.NewReader(stream), announced)
+				grown := totalAllocDuring(func() {
+					var rc receipt
+					_, _, err := r.next(&rc)
+					if !errors.Is(err, wire.ErrTruncated) || wire.Recoverable(err) {
+						t.Fatalf("error %v, want ErrTruncated", err)
+					}
+					if want := fmt.Sprintf("%d of %d bytes", sent, announced-4); !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				})
+				// The buffer starts at 64 KiB and doubles as it fills: the buffers add up to at most
+				// four times what came, plus the first one and the error.
+				t.Logf("%d KiB allocated", grown>>10)
+				if limit := uint64(4*sent + 128<<10); grown > limit {
+					t.Errorf("%d body bytes of an announced %d MiB frame made the reader allocate %d bytes (limit %d)",
+						sent, announced>>20, grown, limit)
+				}
+			})
+		}
+	}
+}
+
+// TestRemoteAnnouncingHugeFramesCostsWhatItSends: a remote cluster (replication's peer, which may
+// be hostile or broken) announces the largest max_message_size there is, which the client honours
+// as Pulsar clients do, then a frame header of 512 MiB followed by a few bytes, and hangs up. The
+// client's memory follows the bytes received, not the announced size.
+func TestRemoteAnnouncingHugeFramesCostsWhatItSends(t *testing.T) {
+	local, remote := net.Pipe()
+	defer remote.Close()
+	go func() {
+		defer remote.Close()
+		if _, err := wire.NewReader(remote, 0).ReadFrame(); err != nil { // CONNECT
+			return
+		}
+		connected, _ := wire.EncodeFrame(wire.Command(&pulsarpb.CommandConnected{
+			ServerVersion: ptr("hostile"), ProtocolVersion: ptr(int32(20)), MaxMessageSize: ptr(int32(math.MaxInt32)),
+		}))
+		hdr := make([]byte, 8+1000)
+		binary.BigEndian.PutUint32(hdr, 512<<20)
+		binary.BigEndian.PutUint32(hdr[4:], 16)
+		_, _ = remote.Write(append(connected, hdr...))
+	}()
+	o := Options{Dialer: func(context.Context, string, string) (net.Conn, error) { return local, nil },
+		Logger: slog.New(slog.DiscardHandler), OperationTimeout: 5 * time.Second}
+	o.setDefaults()
+	var c *conn
+	grown := totalAllocDuring(func() {
+		var err error
+		if c, err = dialConn(testCtx(t), &o, "hostile:6650"); err != nil {
+			t.Fatal(err)
+		}
+		select { // the remote hung up mid-frame: the reader has read all it sent
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the connection outlived the remote")
+		}
+	})
+	c.close(nil)
+	c.mu.Lock()
+	reason := c.closeErr
+	c.mu.Unlock()
+	if !errors.Is(reason, wire.ErrTruncated) {
+		t.Errorf("connection closed for %v, want ErrTruncated", reason)
+	}
+	if c.maxMsg != math.MaxInt32 {
+		t.Errorf("max message size %d, want the remote's %d", c.maxMsg, math.MaxInt32)
+	}
+	t.Logf("%d KiB allocated", grown>>10)
+	if grown > 16<<20 {
+		t.Fatalf("a remote that sent about 1 KiB made the client allocate %d MiB", grown>>20)
+	}
+}
+
+// totalAllocDuring returns the bytes allocated while f ran.
+func totalAllocDuring(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
 // BenchmarkDecodeReceipt: the client's per-SEND receipt decode (fast path, no protobuf message).
 func BenchmarkDecodeReceipt(b *testing.B) {
 	frame := wire.AppendSendReceiptFrame(nil, 1, 123456, 17, 345678, 0)
@@ -156,5 +276,48 @@ func BenchmarkDecodeReceipt(b *testing.B) {
 		if !decodeReceipt(cmd, &rc) || rc.sequenceID != 123456 {
 			b.Fatal(rc)
 		}
+	}
+}
+
+// BenchmarkFrameReader reads a stream through frameReader.next as the connection's reader does:
+// receipts (the replicator's per-entry frame), 1 KiB MESSAGEs (mostly handed out of the stream
+// buffer's bytes in one read) and 1 MiB MESSAGEs (read as they arrive).
+func BenchmarkFrameReader(b *testing.B) {
+	message := func(size int) []byte {
+		frame, err := wire.EncodeFrame(wire.Command(&pulsarpb.CommandMessage{ConsumerId: ptr(uint64(1)),
+			MessageId: &pulsarpb.MessageIdData{LedgerId: ptr(uint64(1)), EntryId: ptr(uint64(2))}}), make([]byte, size))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return frame
+	}
+	for _, bc := range []struct {
+		name  string
+		frame []byte
+		n     int // frames per pass over the stream
+	}{
+		{"receipt", wire.AppendSendReceiptFrame(nil, 1, 123456, 17, 345678, 0), 1024},
+		{"message-1KiB", message(1 << 10), 256},
+		{"message-1MiB", message(1 << 20), 8},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			stream := bytes.Repeat(bc.frame, bc.n)
+			src := bytes.NewReader(stream)
+			r := newFrameReader(src, 0)
+			b.SetBytes(int64(len(bc.frame)))
+			b.ReportAllocs()
+			var rc receipt
+			n := 0
+			for b.Loop() {
+				if n == bc.n {
+					src.Reset(stream)
+					n = 0
+				}
+				if _, _, err := r.next(&rc); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+		})
 	}
 }

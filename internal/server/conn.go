@@ -105,6 +105,12 @@ type conn struct {
 	done         chan struct{}                   // closed when run returns
 }
 
+// preConnectMaxFrame bounds the frames read before CONNECT, when the client is not authenticated
+// yet. A CONNECT carries at most two tokens the authenticator accepts (auth_data, and the
+// original_auth_data a proxy forwards for its client), each at most auth.MaxTokenBytes, and
+// names of a few hundred bytes; the bound has room for twice that.
+const preConnectMaxFrame = 4 * auth.MaxTokenBytes
+
 func newConn(s *Server, nc net.Conn, id uint64) *conn {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	reqCtx, reqCancel := context.WithCancelCause(ctx)
@@ -120,7 +126,7 @@ func newConn(s *Server, nc net.Conn, id uint64) *conn {
 		ctx:             ctx,
 		cancel:          cancel,
 		out:             newOutbox(),
-		reader:          wire.NewReader(nc, wire.MaxFrameSize(s.opts.MaxMessageSize)),
+		reader:          wire.NewReader(nc, min(preConnectMaxFrame, wire.MaxFrameSize(s.opts.MaxMessageSize))),
 		producers:       map[uint64]*producerHandle{},
 		consumers:       map[uint64]*consumerHandle{},
 		closedProducers: map[uint64]struct{}{},
@@ -219,6 +225,8 @@ func (c *conn) readLoop() error {
 			switch {
 			case errors.Is(err, io.EOF):
 				return errClientClosed
+			case errors.Is(err, wire.ErrFrameTooLarge) && !c.connected:
+				return c.badFrame(fmt.Errorf("before CONNECT: %w", err))
 			case errors.Is(err, wire.ErrFrameTooLarge), errors.Is(err, wire.ErrMalformedFrame):
 				return c.badFrame(err)
 			case errors.Is(err, wire.ErrTruncated):

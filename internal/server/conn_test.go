@@ -2,13 +2,21 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meridian-mq/meridian/internal/auth"
 	"github.com/meridian-mq/meridian/internal/poll"
+	"github.com/meridian-mq/meridian/internal/wire"
 	"github.com/meridian-mq/meridian/internal/wire/pulsarpb"
 )
 
@@ -115,6 +123,88 @@ func TestOversizedFrameClosesConnection(t *testing.T) {
 	c.writeRaw(frameHeader(1024*1024+10*1024+1, 10))
 	c.expectClosed()
 	poll.Until(t, 10*time.Second, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
+}
+
+// TestFrameHeadersCostWhatTheClientSends: a frame's memory follows the bytes that arrive, not
+// the size its header announces. Twenty connections announce a frame of the full max frame size
+// and send a few bytes of it, before CONNECT (unauthenticated: the header alone is over the bound
+// before CONNECT, so the connection closes at once) and after (the frame is within the bound; the
+// client then hangs up mid-frame). What the server allocated for them all stays small.
+func TestFrameHeadersCostWhatTheClientSends(t *testing.T) {
+	for _, connected := range []bool{false, true} {
+		t.Run(fmt.Sprintf("connected=%v", connected), func(t *testing.T) {
+			s := startServer(t, Options{})
+			const conns = 20
+			clients := make([]*rawClient, conns)
+			for i := range clients {
+				clients[i] = dialRaw(t, s.addr)
+				if connected {
+					clients[i].connect()
+				}
+			}
+			grown := totalAllocDuring(func() {
+				for _, c := range clients {
+					c.writeRaw(append(frameHeader(uint32(wire.DefaultMaxFrameSize), 16), make([]byte, 1000)...))
+					if err := c.nc.(*net.TCPConn).CloseWrite(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, c := range clients {
+					c.expectClosed() // the server has read what the client sent
+				}
+			})
+			t.Logf("%d connections: %d KiB allocated", conns, grown>>10)
+			if grown > 16<<20 {
+				t.Fatalf("%d connections sending 1 KiB each made the server allocate %d MiB", conns, grown>>20)
+			}
+			if !connected {
+				poll.Until(t, 10*time.Second, "every header counted as a bad frame", func() bool { return s.Stats().BadFrames == conns })
+			}
+		})
+	}
+}
+
+// totalAllocDuring returns the bytes allocated while f ran.
+func totalAllocDuring(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestFrameBeforeConnectIsBounded: before CONNECT frames are read with a small bound, as the
+// client is not authenticated yet. A header announcing more closes the connection at once (the
+// server does not wait for the frame) with a log line. A CONNECT carrying two tokens of the largest
+// size the authenticator accepts (a proxy's and its client's) fits, and after CONNECT frames up to
+// the max frame size are read again.
+func TestFrameBeforeConnectIsBounded(t *testing.T) {
+	var logs syncBuffer
+	s := startServer(t, Options{Authenticator: tokenAuthenticator(t, ""), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+
+	c := dialRaw(t, s.addr)
+	c.writeRaw(frameHeader(preConnectMaxFrame+1, 16))
+	c.expectClosed()
+	poll.Until(t, 10*time.Second, "bad frame counted", func() bool { return s.Stats().BadFrames == 1 })
+	if l := logs.String(); !strings.Contains(l, "closing connection: bad frame") || !strings.Contains(l, "before CONNECT") {
+		t.Errorf("no log line for the frame over the bound before CONNECT:\n%s", l)
+	}
+
+	// A signed token padded to nearly auth.MaxTokenBytes.
+	token := testToken(t, testSecret, jwt.MapClaims{"sub": "app", "pad": strings.Repeat("x", auth.MaxTokenBytes*3/4-200)})
+	if len(token) > auth.MaxTokenBytes || len(token) < auth.MaxTokenBytes-1024 {
+		t.Fatalf("token of %d bytes, want just under %d", len(token), auth.MaxTokenBytes)
+	}
+	c = dialRaw(t, s.addr)
+	c.send(&pulsarpb.CommandConnect{
+		ClientVersion: proto.String("raw-test"), ProtocolVersion: proto.Int32(20),
+		AuthMethodName: proto.String("token"), AuthData: []byte(token),
+		OriginalPrincipal: proto.String("app"), OriginalAuthMethod: proto.String("token"), OriginalAuthData: proto.String(token),
+	})
+	c.expect(pulsarpb.BaseCommand_CONNECTED)
+	name := c.createProducer("persistent://public/default/after-connect", 1, 1)
+	c.sendMessage(1, 0, entry(t, name, 0, make([]byte, 1<<20)))
+	c.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
 }
 
 func TestMalformedFrameSizesCloseConnection(t *testing.T) {

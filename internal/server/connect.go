@@ -115,6 +115,8 @@ func (c *conn) handleConnect(cmd *pulsarpb.CommandConnect) error {
 	c.protocolVersion = min(version, wire.ProtocolVersion)
 	c.clientVersion = cmd.GetClientVersion()
 	c.connected = true
+	// Authenticated (or authentication is off): frames up to the max message size from now on.
+	c.reader.SetMaxFrameSize(wire.MaxFrameSize(c.s.opts.MaxMessageSize))
 	if !c.stopping() {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}

@@ -226,3 +226,43 @@ func BenchmarkAppendSendReceiptFrame(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadSend1MiB reads SEND frames of 1 MiB, larger than the stream buffer, so each is read
+// from the stream rather than handed out of the buffer: with ReusePayloads (the broker) into the
+// reused buffer, without it into a buffer of its own that grows as the frame's bytes arrive.
+func BenchmarkReadSend1MiB(b *testing.B) {
+	entry, err := EncodeEntry(testMetadata(), bytes.Repeat([]byte("x"), 1<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	frame, err := EncodeFrame(sendCmd(1), entry)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const perChunk = 8
+	stream := bytes.Repeat(frame, perChunk)
+	for _, reuse := range []bool{false, true} {
+		b.Run(fmt.Sprintf("reuse=%v", reuse), func(b *testing.B) {
+			src := bytes.NewReader(stream)
+			r := NewReader(src, 0)
+			r.ReusePayloads(reuse)
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				if n == perChunk {
+					src.Reset(stream)
+					n = 0
+				}
+				f, err := r.ReadFrame()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(f.Payload) != len(entry) {
+					b.Fatalf("payload of %d bytes, want %d", len(f.Payload), len(entry))
+				}
+				n++
+			}
+		})
+	}
+}

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"runtime"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -384,6 +388,90 @@ func TestReaderLimitsBeforeAllocating(t *testing.T) {
 	if _, err := r.ReadFrame(); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("after SetMaxFrameSize: %v", err)
 	}
+}
+
+// TestReaderMemoryFollowsBytesReceived: a header may announce a frame as large as the limit, and
+// a peer may then send only part of it. The reader's memory for the frame follows the bytes that
+// arrive, not the size announced, and the cut frame ends in an ErrTruncated saying how much of it
+// came. Payload frames (with and without ReusePayloads) and command-only frames alike.
+func TestReaderMemoryFollowsBytesReceived(t *testing.T) {
+	const announced = 256 << 20 // totalSize: 256 MiB
+	for _, tc := range []struct {
+		name    string
+		cmdSize uint32
+		reuse   bool
+	}{
+		{"payload", 16, false},
+		{"payload reused", 16, true},
+		{"command only", announced - 4, false},
+	} {
+		for _, sent := range []int{1000, 300 << 10} { // body bytes that arrive
+			t.Run(fmt.Sprintf("%s/%d bytes", tc.name, sent), func(t *testing.T) {
+				stream := make([]byte, 8+sent)
+				binary.BigEndian.PutUint32(stream, announced)
+				binary.BigEndian.PutUint32(stream[4:], tc.cmdSize)
+				r := NewReader(bytes.NewReader(stream), announced)
+				r.ReusePayloads(tc.reuse)
+				grown := totalAllocDuring(func() {
+					_, err := r.ReadFrame()
+					if !errors.Is(err, ErrTruncated) || Recoverable(err) {
+						t.Fatalf("error %v, want ErrTruncated", err)
+					}
+					if want := fmt.Sprintf("%d of %d bytes", sent, announced-4); !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				})
+				// The buffer starts at 64 KiB and doubles as it fills: the buffers add up to at most
+				// four times what came, plus the first one and the error.
+				t.Logf("%d KiB allocated", grown>>10)
+				if limit := uint64(4*sent + 128<<10); grown > limit {
+					t.Errorf("%d body bytes of an announced %d MiB frame made the reader allocate %d bytes (limit %d)",
+						sent, announced>>20, grown, limit)
+				}
+			})
+		}
+	}
+}
+
+// TestReadAppend: the bytes arrive after what buf holds, whatever the chunk and however the
+// reader splits them; a buffer with room is read into without allocating; a cut stream returns
+// what came.
+func TestReadAppend(t *testing.T) {
+	data := make([]byte, 10_000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for _, chunk := range []int{0, 1, 3, 100, 64 << 10} {
+		for _, n := range []int{0, 1, 99, 100, 101, 5000, len(data)} {
+			got, err := ReadAppend(iotest.HalfReader(bytes.NewReader(data)), []byte("head"), n, chunk)
+			if err != nil || string(got[:4]) != "head" || !bytes.Equal(got[4:], data[:n]) {
+				t.Fatalf("chunk %d, n %d: %d bytes, %v", chunk, n, len(got), err)
+			}
+		}
+	}
+	buf := make([]byte, 0, len(data))
+	src := bytes.NewReader(data)
+	if allocs := testing.AllocsPerRun(10, func() {
+		src.Reset(data)
+		if _, err := ReadAppend(src, buf, len(data), 16); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("%v allocations reading into a buffer with room", allocs)
+	}
+	got, err := ReadAppend(bytes.NewReader(data[:300]), nil, len(data), 64)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || !bytes.Equal(got, data[:300]) {
+		t.Errorf("cut stream: %d bytes, %v", len(got), err)
+	}
+}
+
+// totalAllocDuring returns the bytes allocated while f ran.
+func totalAllocDuring(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
 
 type failWriter struct{ err error }

@@ -13,7 +13,8 @@
 // totalSize counts every byte after itself (4 + commandSize + len(payload)). Only SEND (client to
 // broker) and MESSAGE (broker to client) carry a payload. Readers refuse a totalSize above their
 // limit before allocating anything; Pulsar's limit is the negotiated max message size plus
-// FramePadding (10 KiB) for the command and metadata.
+// FramePadding (10 KiB) for the command and metadata. Below the limit, a frame's memory follows the
+// bytes received (ReadAppend), never the size its header announces.
 //
 // # Payloads and entry bytes
 //

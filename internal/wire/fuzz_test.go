@@ -46,18 +46,26 @@ func FuzzReadFrame(f *testing.F) {
 		// A reader reusing payloads and SEND commands reads the same frames.
 		// Over the whole input, frames are mostly wholly buffered (payload handed out from the
 		// stream buffer); over one or a few bytes per read, mostly not (payload copied out).
-		var reusing []*Reader
+		var others []*Reader
 		for _, src := range []io.Reader{bytes.NewReader(data), iotest.OneByteReader(bytes.NewReader(data)), iotest.HalfReader(bytes.NewReader(data))} {
 			rr := NewReader(src, 64*1024)
 			rr.ReusePayloads(true)
-			reusing = append(reusing, rr)
+			others = append(others, rr)
+		}
+		// So do readers whose frame buffers start at a few bytes and grow as the bytes arrive
+		// (with the 64 KiB of FrameReadChunk, fuzz inputs are too short to need growing).
+		for _, reuse := range []bool{false, true} {
+			rr := NewReader(iotest.HalfReader(bytes.NewReader(data)), 64*1024)
+			rr.chunk = 3
+			rr.ReusePayloads(reuse)
+			others = append(others, rr)
 		}
 		for i := 0; i < 1000; i++ {
 			fr, err := r.ReadFrame()
-			for _, rr := range reusing {
+			for j, rr := range others {
 				rf, rerr := rr.ReadFrame()
 				if (err == nil) != (rerr == nil) || (err == nil && (!proto.Equal(fr.Cmd, rf.Cmd) || !bytes.Equal(fr.Payload, rf.Payload))) {
-					t.Fatalf("reusing reader differs: %v / %v", err, rerr)
+					t.Fatalf("reader %d differs: %v / %v", j, err, rerr)
 				}
 				if cap(rf.Payload) != len(rf.Payload) {
 					t.Fatalf("payload of %d bytes with capacity %d: appending would overwrite the stream", len(rf.Payload), cap(rf.Payload))

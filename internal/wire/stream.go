@@ -15,6 +15,7 @@ import (
 type Reader struct {
 	br       *bufio.Reader
 	maxFrame int
+	chunk    int // FrameReadChunk; smaller in tests, so that short inputs exercise the growth
 	hdr      [8]byte
 	scratch  []byte // command bytes of simple frames, reused
 	// reuse: frames with a payload are read into buf, reused by the next ReadFrame.
@@ -54,7 +55,39 @@ func NewReader(r io.Reader, maxFrameSize int) *Reader {
 	if maxFrameSize <= 0 {
 		maxFrameSize = DefaultMaxFrameSize
 	}
-	return &Reader{br: bufio.NewReaderSize(r, readerBufferSize), maxFrame: maxFrameSize}
+	return &Reader{br: bufio.NewReaderSize(r, readerBufferSize), maxFrame: maxFrameSize, chunk: FrameReadChunk}
+}
+
+// FrameReadChunk is the memory a reader sets aside for a frame when its header arrives; a larger
+// frame gets more as its bytes arrive (ReadAppend). The limit is the largest frame a peer may send,
+// not what it does send: allocating what a header announces would let a peer that sends 8 bytes
+// make the reader allocate up to the limit (5 MiB by default on the broker, 2 GiB on a client
+// whose broker announces the largest max_message_size).
+const FrameReadChunk = 64 << 10
+
+// ReadAppend appends n bytes read from r to buf and returns the extended buffer. The memory follows
+// the bytes that arrive: buf is read into as far as it has room, and whenever that room is less
+// than chunk (and than what is still to come), buf grows to twice its capacity, or by chunk if
+// that is more, never beyond the n bytes. Reading n bytes so allocates at most about three times
+// n, and a peer that announces n bytes and sends fewer costs at most about four times what it
+// sent, plus chunk, however large n. With room for all n bytes, buf is read into as it is. On
+// error the result holds the bytes that did arrive, and the error is io.ReadFull's.
+func ReadAppend(r io.Reader, buf []byte, n, chunk int) ([]byte, error) {
+	need := len(buf) + n
+	chunk = max(chunk, 1)
+	for len(buf) < need {
+		if cap(buf)-len(buf) < min(need-len(buf), chunk) {
+			grown := make([]byte, len(buf), min(need, max(2*cap(buf), len(buf)+chunk)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := io.ReadFull(r, buf[len(buf):min(need, cap(buf))])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 // Buffered is the number of bytes read from the stream but not yet returned in frames: a frame
@@ -86,7 +119,8 @@ func (r *Reader) SetMaxFrameSize(n int) {
 }
 
 // ReadFrame reads the next frame. It returns io.EOF only at a clean frame boundary. The limit is
-// checked before anything is allocated for the frame. See the package documentation for which
+// checked before anything is allocated for the frame, and a frame larger than FrameReadChunk is read
+// into memory that grows as its bytes arrive (ReadAppend). See the package documentation for which
 // errors leave the stream usable.
 func (r *Reader) ReadFrame() (Frame, error) {
 	if _, err := io.ReadFull(r.br, r.hdr[:4]); err != nil {
@@ -111,38 +145,41 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	}
 	f := Frame{WireSize: 4 + int(total)}
 	var cmdBytes []byte
-	if payloadSize := total - 4 - cmdSize; payloadSize > 0 {
-		// One allocation holds command and payload; the payload slice is handed to the caller.
+	if n := int(total - 4); n > int(cmdSize) {
+		// One buffer holds command and payload; the payload slice is handed to the caller.
 		var buf []byte
-		if n := int(total - 4); r.reuse && r.br.Buffered() >= n {
+		if r.reuse && r.br.Buffered() >= n {
 			// Already buffered: hand out the bufio buffer itself (valid until the next
 			// ReadFrame, as the reused buffer is), saving the copy of the payload.
 			buf, _ = r.br.Peek(n)
-			buf = buf[:n:n] // appending to the payload must not write over the next frames
 			_, _ = r.br.Discard(n)
-			cmdBytes, f.Payload = buf[:cmdSize], buf[cmdSize:]
-		} else if r.reuse {
-			if cap(r.buf) < int(total-4) || cap(r.buf) > payloadRetain {
-				r.buf = make([]byte, total-4, max(total-4, 64<<10))
-			}
-			buf = r.buf[: total-4 : total-4]
 		} else {
-			buf = make([]byte, total-4)
-		}
-		if cmdBytes == nil {
-			if _, err := io.ReadFull(r.br, buf); err != nil {
-				return Frame{}, truncated(err, "in command or payload")
+			var dst []byte
+			if r.reuse {
+				// A buffer grown past payloadRetain by one large frame is not kept for the
+				// next; a new one of a chunk serves every frame up to that size.
+				if dst = r.buf[:0]; cap(dst) > payloadRetain || cap(dst) < min(n, r.chunk) {
+					dst = make([]byte, 0, r.chunk)
+				}
 			}
-			cmdBytes, f.Payload = buf[:cmdSize], buf[cmdSize:]
+			var err error
+			buf, err = ReadAppend(r.br, dst, n, r.chunk)
+			if r.reuse {
+				r.buf = buf
+			}
+			if err != nil {
+				return Frame{}, truncated(err, fmt.Sprintf("in command or payload: %d of %d bytes", len(buf), n))
+			}
 		}
+		buf = buf[:n:n] // appending to the payload must not write over the next frames
+		cmdBytes, f.Payload = buf[:cmdSize], buf[cmdSize:]
 	} else {
-		if cap(r.scratch) < int(cmdSize) {
-			r.scratch = make([]byte, cmdSize)
+		var err error
+		r.scratch, err = ReadAppend(r.br, r.scratch[:0], int(cmdSize), r.chunk)
+		if err != nil {
+			return Frame{}, truncated(err, fmt.Sprintf("in command: %d of %d bytes", len(r.scratch), cmdSize))
 		}
-		cmdBytes = r.scratch[:cmdSize]
-		if _, err := io.ReadFull(r.br, cmdBytes); err != nil {
-			return Frame{}, truncated(err, "in command")
-		}
+		cmdBytes = r.scratch
 	}
 	var send *sendCommand
 	if f.Payload != nil {
