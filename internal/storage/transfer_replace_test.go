@@ -479,16 +479,7 @@ func TestDeleteAfterReplaceRemovesTheLeftoverReplacedDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	im, err := e.ImportLedgerReplacing(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := im.StartSegment(e.nextLedgerIDForTest()+100, e.Incarnation()); err != nil {
-		t.Fatal(err)
-	}
-	if err := im.Append(ctx, []byte("imported"), 1); err != nil {
-		t.Fatal(err)
-	}
+	im := importOneEntry(t, e, name, true)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -567,16 +558,7 @@ func TestPutBackAfterFailedReplaceCommitIsDurable(t *testing.T) {
 		}
 		acked[p] = string(payload(i))
 	}
-	im, err := e.ImportLedgerReplacing(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := im.StartSegment(e.nextLedgerIDForTest()+100, e.Incarnation()); err != nil {
-		t.Fatal(err)
-	}
-	if err := im.Append(ctx, []byte("imported"), 1); err != nil {
-		t.Fatal(err)
-	}
+	im := importOneEntry(t, e, name, true)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -621,16 +603,7 @@ func TestFailedImportTakeBackIsDurable(t *testing.T) {
 	}
 	mod := func(o *Options) { o.DirectWriteBytes = -1 }
 	e := openMem(t, fsys, mod)
-	im, err := e.ImportLedger(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := im.StartSegment(e.nextLedgerIDForTest()+100, e.Incarnation()); err != nil {
-		t.Fatal(err)
-	}
-	if err := im.Append(ctx, []byte("imported"), 1); err != nil {
-		t.Fatal(err)
-	}
+	im := importOneEntry(t, e, name, false)
 	fsys.armed.Store(true)
 	if err := im.Commit(ctx); err == nil {
 		t.Fatal("the commit did not report the failed directory sync")
@@ -663,4 +636,26 @@ func TestFailedImportTakeBackIsDurable(t *testing.T) {
 		}
 		t.Fatalf("after the power loss %q holds %v (%v); want only its acknowledged entry %v", name, got, err, p)
 	}
+}
+
+// importOneEntry starts an import of ledger name (replacing the ledger there, or a plain one) with
+// one segment holding the entry "imported", and leaves it to the caller to commit.
+func importOneEntry(t *testing.T, e *Engine, name string, replacing bool) *LedgerImport {
+	t.Helper()
+	ctx := context.Background()
+	start := e.ImportLedger
+	if replacing {
+		start = e.ImportLedgerReplacing
+	}
+	im, err := start(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := im.StartSegment(e.nextLedgerIDForTest()+100, e.Incarnation()); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Append(ctx, []byte("imported"), 1); err != nil {
+		t.Fatal(err)
+	}
+	return im
 }
