@@ -212,55 +212,86 @@ func (e *Engine) compactCursorLog(l *Ledger) {
 }
 
 // swapCursorLog copies the records appended to the log at p since oldSize behind the snapshot in
-// tmp (size bytes), fsyncs them, and renames tmp over p (cursorLogs.mu held for all of it: the
-// applier appends nothing meanwhile). It swaps nothing, and reports false, when the ledger was
+// tmp (size bytes), fsyncs them, and renames tmp over p under cursorLogs.mu once no record is
+// left to copy (the applier appends nothing between that check and the rename). It swaps nothing, and reports false, when the ledger was
 // closed or deleted, or a cursor log was rewritten wholesale since the snapshot (a repair or a
 // load; gen is the count of those rewrites then): the records after oldSize may then not be the
 // ones appended behind the snapshot. Such rewrites are rare, so counting them for all ledgers costs only a retried compaction.
 func (e *Engine) swapCursorLog(l *Ledger, p, tmp string, oldSize int64, gen uint64, size int64) (bool, error) {
-	e.cursorLogs.mu.Lock()
-	defer e.cursorLogs.mu.Unlock()
-	if l.isClosed() || e.cursorLogs.rewrites != gen {
-		return false, nil
-	}
-	if l.cursorLog.size > oldSize {
-		tail := make([]byte, l.cursorLog.size-oldSize)
-		cf, err := e.files.acquire(p, false)
-		if err != nil {
-			return false, err
+	// The records appended to the log while the snapshot was written are copied behind it and
+	// fdatasynced before the descriptor closes: a writeback failure after that would reach no one
+	// (fdretire.go), and the checkpoint's fsync through a new descriptor would succeed and retire
+	// the journal that holds them (TestCursorLogCompactionSyncsItsTail). The fdatasync runs
+	// outside cursorLogs.mu, which the applier takes for every cursor record of every ledger (a
+	// slow one under it stalled every topic's receipts: TestCompactionTailSyncDoesNotStallOtherTopics);
+	// what arrives meanwhile is copied in the next round, and the round that finds nothing new
+	// swaps. After a few rounds a busy log's last tail is synced under the lock.
+	const roundsOutsideTheLock = 3
+	for round := 0; ; round++ {
+		e.cursorLogs.mu.Lock()
+		if l.isClosed() || e.cursorLogs.rewrites != gen {
+			e.cursorLogs.mu.Unlock()
+			return false, nil
 		}
-		_, err = cf.f.ReadAt(tail, oldSize)
-		e.files.release(cf)
-		if err != nil {
-			return false, fmt.Errorf("read the cursor log's tail: %w", err)
-		}
-		f, err := e.fs.OpenFile(tmp, vfs.ReadWrite)
-		if err != nil {
-			return false, err
-		}
-		_, err = f.WriteAt(tail, size)
-		if err == nil {
-			// Before the descriptor closes: a writeback failure of the tail after that would
-			// reach no one (fdretire.go), and the checkpoint's fsync through a new descriptor
-			// would succeed and retire the journal that holds these records
-			// (TestCursorLogCompactionSyncsItsTail).
+		if l.cursorLog.size > oldSize {
+			f, n, err := e.appendCursorLogTail(p, tmp, oldSize, l.cursorLog.size, size)
+			if err != nil {
+				e.cursorLogs.mu.Unlock()
+				return false, err
+			}
+			oldSize, size = l.cursorLog.size, size+n
+			underLock := round >= roundsOutsideTheLock
+			if !underLock {
+				e.cursorLogs.mu.Unlock()
+			}
 			err = vfs.DataSync(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				if underLock {
+					e.cursorLogs.mu.Unlock()
+				}
+				return false, err
+			}
+			if !underLock {
+				continue
+			}
 		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		e.files.forget(p)
+		err := e.fs.Rename(tmp, p)
+		if err == nil {
+			l.cursorLog.size = size
+			l.cursorLog.compactAt = 0
 		}
-		if err != nil {
-			return false, err
-		}
-		size += int64(len(tail))
+		e.cursorLogs.mu.Unlock()
+		return err == nil, err
 	}
-	e.files.forget(p)
-	if err := e.fs.Rename(tmp, p); err != nil {
-		return false, err
+}
+
+// appendCursorLogTail copies the bytes [from, to) of the cursor log p to the compacted file tmp at
+// offset at (cursorLogs.mu held) and returns tmp's descriptor, open for the caller to sync and
+// close, and the bytes copied.
+func (e *Engine) appendCursorLogTail(p, tmp string, from, to, at int64) (vfs.File, int64, error) {
+	tail := make([]byte, to-from)
+	cf, err := e.files.acquire(p, false)
+	if err != nil {
+		return nil, 0, err
 	}
-	l.cursorLog.size = size
-	l.cursorLog.compactAt = 0
-	return true, nil
+	_, err = cf.f.ReadAt(tail, from)
+	e.files.release(cf)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the cursor log's tail: %w", err)
+	}
+	f, err := e.fs.OpenFile(tmp, vfs.ReadWrite)
+	if err != nil {
+		return nil, 0, err
+	}
+	if _, err := f.WriteAt(tail, at); err != nil {
+		_ = f.Close()
+		return nil, 0, err
+	}
+	return f, int64(len(tail)), nil
 }
 
 // isClosed reports whether the ledger was closed or deleted.

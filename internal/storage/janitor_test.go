@@ -440,3 +440,88 @@ func TestCursorLogCompactionSyncsItsTail(t *testing.T) {
 		t.Fatalf("cursor keep after the crash is at %v, want its acknowledged %v", md, ps[9])
 	}
 }
+
+// TestCompactionTailSyncDoesNotStallOtherTopics: the fdatasync of the records a cursor-log
+// compaction copies behind its snapshot runs outside the engine-wide cursor-log lock, so a slow one
+// does not hold the applier (and every topic's receipts) behind another ledger's cursor flush.
+func TestCompactionTailSyncDoesNotStallOtherTopics(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	var n atomic.Int32
+	first, firstIn := make(chan struct{}), make(chan struct{}, 1)
+	second, secondIn := make(chan struct{}), make(chan struct{}, 1)
+	g := &gateFS{FS: mem, block: func(op, path string) bool {
+		if op != "sync" || !strings.HasSuffix(path, "/cursors.log.compact") {
+			return false
+		}
+		switch n.Add(1) {
+		case 1: // the snapshot's sync
+			firstIn <- struct{}{}
+			<-first
+		case 2: // the copied tail's fdatasync: a slow disk
+			secondIn <- struct{}{}
+			<-second
+		}
+		return false
+	}}
+	mod := func(o *Options) { o.CursorFlushInterval, o.TrimInterval = time.Hour, time.Hour }
+	e := openMem(t, g, mod)
+	defer e.Close()
+	a, err := e.OpenLedger(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aps := appendN(t, a, 3)
+	ca := openCursorT(t, a, "ca")
+	b, err := e.OpenLedger(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := appendN(t, b, 20)
+	keep := openCursorT(t, b, "keep")
+	c := openCursorT(t, b, "big")
+	g.hold()
+	defer g.release()
+	defer close(second)
+	props := map[string]string{"blob": strings.Repeat("p", 200<<10)}
+	for i, started := 0, false; !started; i++ {
+		if i == 20 {
+			t.Fatal("no compaction started")
+		}
+		props["n"] = strings.Repeat("n", i)
+		if err := c.SetProperties(ctx, props); err != nil {
+			t.Fatal(err)
+		}
+		flushWithin(t, c)
+		select {
+		case <-firstIn:
+			started = true
+		default:
+		}
+	}
+	if err := keep.MarkDelete(ctx, ps[9]); err != nil { // a tail to copy and fdatasync
+		t.Fatal(err)
+	}
+	flushWithin(t, keep)
+	close(first)
+	select {
+	case <-secondIn:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tail's fdatasync was not reached")
+	}
+	// Topic a's cursor flush goes through the applier first, then one of its appends.
+	if err := ca.MarkDelete(ctx, aps[1]); err != nil {
+		t.Fatal(err)
+	}
+	flushWithin(t, ca)
+	done := make(chan error, 1)
+	a.AppendAsync([]byte("x"), time.Now().UnixMilli(), func(_ mtypes.Position, err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no receipt for topic a while b's compaction fdatasyncs its copied tail")
+	}
+}
