@@ -427,7 +427,12 @@ func (im *LedgerImport) commit(ctx context.Context) error {
 		cause := fmt.Errorf("sync %s: %w", e.ledgersDir, err)
 		if rerr := e.fs.Rename(dir, im.staging); rerr != nil {
 			e.log.Error("cannot take back a ledger import whose commit failed; removing it", "ledger", im.name, "err", rerr)
-			_ = e.fs.RemoveAll(dir)
+			if err := e.fs.RemoveAll(dir); err != nil {
+				// The import's directory may still stand under the name: nothing may load it.
+				im.keepReserved = true
+				e.log.Error("cannot remove a ledger import whose commit failed; the name stays unavailable until the engine is opened again", "ledger", im.name, "dir", dir, "err", err)
+				return fmt.Errorf("%w; taking %s back failed (%w) and so did removing it (%w): the name stays unavailable until the engine is opened again", cause, dir, rerr, err)
+			}
 		}
 		// The take-back is made durable before the name is free again: a ledger created under
 		// the name next would otherwise, after a power loss, have its journaled entries replayed

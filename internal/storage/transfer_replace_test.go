@@ -659,3 +659,41 @@ func importOneEntry(t *testing.T, e *Engine, name string, replacing bool) *Ledge
 	}
 	return im
 }
+
+// A failed plain import whose take-back fails, and whose removal fails too, keeps the name reserved:
+// its directory may still stand under the name, and OpenLedger must not serve what Commit reported
+// as failed.
+func TestFailedImportTakeBackAndRemovalFailingKeepsTheNameReserved(t *testing.T) {
+	ctx := context.Background()
+	mem := vfs.NewMem()
+	const name = "failed-import"
+	dir := "/data/ledgers/" + name
+	fsys := &syncThenFailFS{Mem: mem, dir: "/data/ledgers"}
+	fsys.when = func() bool { _, err := mem.Stat(dir); return err == nil }
+	mod := func(o *Options) { o.DirectWriteBytes = -1 }
+	e := openMem(t, fsys, mod)
+	defer e.Close()
+	im := importOneEntry(t, e, name, false)
+	fsys.armed.Store(true)
+	mem.SetInjector(func(op vfs.Op, n string) error {
+		if (op == vfs.OpRename || op == vfs.OpRemove) && n == dir && !fsys.armed.Load() {
+			return vfs.EIO // the take-back: the rename back and the removal both fail
+		}
+		return nil
+	})
+	if err := im.Commit(ctx); err == nil {
+		t.Fatal("the commit did not report the failed directory sync")
+	}
+	mem.SetInjector(nil)
+	im.Abort()
+	l, err := e.OpenLedger(ctx, name)
+	if errors.Is(err, ErrImporting) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("OpenLedger: %v", err)
+	}
+	if n := l.Entries(); n != 0 {
+		t.Fatalf("the import's Commit failed, yet OpenLedger(%q) serves its %d entries", name, n)
+	}
+}
