@@ -2,12 +2,15 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meridian-mq/meridian/adminapi"
 	"github.com/meridian-mq/meridian/internal/metadata/memstore"
+	"github.com/meridian-mq/meridian/internal/poll"
 )
 
 // TestAdminRefusesOversizedNamesAndProperties: the admin API refuses topic names above 1,024
@@ -98,4 +101,46 @@ func TestAdminBoundsTopicAndNamespaceProperties(t *testing.T) {
 	e.expect("PUT", ns+"/properties", json(many(64, "k")), 204, "")
 	e.expect("PUT", ns+"/property/one-more/v", "", 412, "64")
 	e.expect("PUT", ns+"/property/k0/other", "", 204, "") // replaces a key: still 64
+}
+
+// A namespace whose stored document already exceeds a bound (written by an older build or another
+// cluster) stays editable: removing one of too many properties, or changing another policy while
+// an old out-of-range TTL stays as it is, is accepted; raising the TTL out of range is not.
+func TestNamespaceOverABoundStaysEditable(t *testing.T) {
+	s := memstore.New()
+	t.Cleanup(func() { s.Close() })
+	e := newEnv(t, s)
+	ctx := context.Background()
+	const key = "/admin/policies/public/default"
+	kv, err := s.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(kv.Value, &doc); err != nil {
+		t.Fatal(err)
+	}
+	props := map[string]string{}
+	for i := range 70 {
+		props[fmt.Sprint("k", i)] = "v"
+	}
+	doc["properties"] = props
+	doc["message_ttl_in_seconds"] = int64(1) << 40
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, key, b, kv.Version); err != nil {
+		t.Fatal(err)
+	}
+	ns := "/admin/v2/namespaces/public/default"
+	poll.Until(t, 10*time.Second, "the catalog sees the stored document", func() bool {
+		code, body, _ := e.call("GET", ns+"/properties", "")
+		return code == 200 && strings.Contains(body, "k69")
+	})
+	e.expect("DELETE", ns+"/property/k0", "", 204, "")
+	e.expect("POST", ns+"/maxConsumersPerTopic", "5", 204, "")
+	e.expect("PUT", ns+"/property/new/v", "", 412, "64")
+	e.expect("POST", ns+"/messageTTL", "60", 204, "")
+	e.expect("POST", ns+"/messageTTL", "2147483648", 412, "")
 }

@@ -542,6 +542,7 @@ func (c *Catalog) UpdateNamespace(ctx context.Context, ns string, fn func(p *adm
 			}
 			v.Normalize()
 			before := slices.Clone(v.ReplicationClusters)
+			old := clonePolicies(*v)
 			if err := fn(v); err != nil {
 				return false, err
 			}
@@ -553,7 +554,7 @@ func (c *Catalog) UpdateNamespace(ctx context.Context, ns string, fn func(p *adm
 				}
 				v.ReplicationClusters = clusters
 			}
-			return false, ValidatePolicies(v)
+			return false, validatePolicyUpdate(&old, v)
 		})
 }
 

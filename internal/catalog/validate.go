@@ -118,6 +118,38 @@ func ValidatePolicies(p *adminapi.Policies) error {
 // maxRetentionSizeInMB is the largest retention size whose bytes fit an int64.
 const maxRetentionSizeInMB = math.MaxInt64 >> 20
 
+// validatePolicyUpdate is ValidatePolicies for a write that changes before into after: a bound
+// that a value stored by an older build (or another cluster's) exceeds does not refuse a write that
+// leaves that value as it is, or that only removes properties, so such a namespace stays editable;
+// the node reads an out-of-range time or size as the longest or largest (internal/node).
+func validatePolicyUpdate(before, after *adminapi.Policies) error {
+	check := *after
+	sameInt := func(a, b *int) bool { return a != nil && b != nil && *a == *b }
+	if sameInt(before.MessageTTLInSeconds, after.MessageTTLInSeconds) {
+		check.MessageTTLInSeconds = nil
+	}
+	if sameInt(before.SubscriptionExpirationTimeMinutes, after.SubscriptionExpirationTimeMinutes) {
+		check.SubscriptionExpirationTimeMinutes = nil
+	}
+	if before.RetentionPolicies != nil && after.RetentionPolicies != nil && *before.RetentionPolicies == *after.RetentionPolicies {
+		check.RetentionPolicies = nil
+	}
+	if addsNoProperty(before.Properties, after.Properties) {
+		check.Properties = nil
+	}
+	return ValidatePolicies(&check)
+}
+
+// addsNoProperty reports whether every property of after is one of before's, unchanged.
+func addsNoProperty(before, after map[string]string) bool {
+	for k, v := range after {
+		if w, ok := before[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
 // ValidateRetention: each limit is -1 (unlimited), 0 (none) or positive, the time at most
 // math.MaxInt32 minutes (Pulsar's int) and the size at most maxRetentionSizeInMB: the broker
 // converts them to nanoseconds and bytes, where a larger value could wrap into a tiny limit.
