@@ -374,6 +374,13 @@ func (c *conn) handleSend(cmd *pulsarpb.CommandSend, payload []byte) error {
 		sendError(pulsarpb.ServerError_NotAllowedError, fmt.Sprintf("message payload of %d bytes exceeds the max message size %d", len(parts.Body), c.s.opts.MaxMessageSize))
 		return nil
 	}
+	if 4+messageHeadRoom+len(entry) > c.maxFrameSize() {
+		// Every consumer gets this entry in a MESSAGE frame, whose command is longer than the
+		// SEND's: stored, it would exceed the max frame size the clients read, and each delivery
+		// would make the consumer's client drop its connection.
+		sendError(pulsarpb.ServerError_NotAllowedError, fmt.Sprintf("message of %d bytes with its metadata leaves no room for the MESSAGE command within the max frame size %d", len(entry), c.maxFrameSize()))
+		return nil
+	}
 	if (cmd.GetMarker() || md.Marker) && !prod.IsReplicator() {
 		// Markers are the broker's own entries (a replicated subscription's state is appended
 		// with Topic.AppendMarker) or a replicator's, forwarding another cluster's. Stored from a
@@ -547,3 +554,8 @@ func keyValues(kvs []*pulsarpb.KeyValue) map[string]string {
 	}
 	return m
 }
+
+// messageHeadRoom is the room a stored entry leaves in a frame for the MESSAGE command that
+// delivers it: the command with every field at its largest and an ack set of up to six words
+// (smallFrameMax; wire.AppendMessageFrameHeader).
+const messageHeadRoom = smallFrameMax

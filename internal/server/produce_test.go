@@ -615,3 +615,52 @@ func TestOrdinaryProducerCannotPublishMarkers(t *testing.T) {
 	c.sendMessage(2, 0, forwarded)
 	c.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
 }
+
+// A SEND whose entry would make a MESSAGE frame larger than the clients' max frame size (the
+// MESSAGE command is longer than the SEND's) is refused with NotAllowedError; the largest entry
+// accepted is delivered in a frame within the limit. Stored, the first would make every consumer's
+// client drop its connection at each delivery.
+func TestAcceptedSendFitsAMessageFrame(t *testing.T) {
+	const maxMsg = 64 << 10
+	s := startServer(t, Options{MaxMessageSize: maxMsg})
+	limit := wire.MaxFrameSize(maxMsg)
+	c := dialRaw(t, s.addr)
+	c.connect()
+	const topic = "persistent://public/default/frame-edge"
+	name := c.createProducer(topic, 1, 1)
+	body := make([]byte, maxMsg)
+	// entryOfSendFrame returns an entry (body plus padded metadata) whose SEND frame has the
+	// given totalSize.
+	entryOfSendFrame := func(total int) []byte {
+		t.Helper()
+		for pad := 0; pad < 16<<10; pad++ {
+			e, err := wire.EncodeEntry(&pulsarpb.MessageMetadata{
+				ProducerName: proto.String(name), SequenceId: proto.Uint64(0), PublishTime: proto.Uint64(1),
+				Properties: []*pulsarpb.KeyValue{{Key: proto.String("k"), Value: proto.String(strings.Repeat("v", pad))}},
+			}, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := wire.EncodeFrame(wire.Command(&pulsarpb.CommandSend{ProducerId: proto.Uint64(1), SequenceId: proto.Uint64(0)}), e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f)-4 == total {
+				return e
+			}
+		}
+		t.Fatalf("no padding makes a SEND frame of %d bytes", total)
+		return nil
+	}
+	c.sendMessage(1, 0, entryOfSendFrame(limit))
+	if se := c.expect(pulsarpb.BaseCommand_SEND_ERROR).Cmd.GetSendError(); se.GetError() != pulsarpb.ServerError_NotAllowedError {
+		t.Fatalf("a SEND at the frame limit: %v, want NotAllowedError", se)
+	}
+	c.sendMessage(1, 1, entryOfSendFrame(limit-messageHeadRoom))
+	c.expect(pulsarpb.BaseCommand_SEND_RECEIPT)
+	c.subscribeRaw(topic, "s", 1, 2)
+	c.send(&pulsarpb.CommandFlow{ConsumerId: proto.Uint64(1), MessagePermits: proto.Uint32(10)})
+	if f := c.expectSkipping(pulsarpb.BaseCommand_MESSAGE); f.WireSize-4 > limit {
+		t.Fatalf("MESSAGE frame of totalSize %d: above the clients' max frame size %d", f.WireSize-4, limit)
+	}
+}
