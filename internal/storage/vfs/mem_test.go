@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 )
 
@@ -199,5 +200,21 @@ func TestMkdirAllDurablePermission(t *testing.T) {
 	}
 	if err := MkdirAllDurable(m, "/new/data"); !errors.Is(err, fs.ErrPermission) {
 		t.Fatalf("the root's child /new was created here: %v, want the permission error", err)
+	}
+	// A file system that does not sync directories (EINVAL) above an existing path is left alone
+	// too; an I/O error is not.
+	for _, c := range []struct {
+		err  error
+		fail bool
+	}{{syscall.EINVAL, false}, {EIO, true}} {
+		m.SetInjector(func(op Op, name string) error {
+			if op == OpSyncDir && name == "/" {
+				return c.err
+			}
+			return nil
+		})
+		if err := MkdirAllDurable(m, "/srv/data"); (err != nil) != c.fail {
+			t.Fatalf("syncing the root fails with %v: MkdirAllDurable returned %v", c.err, err)
+		}
 	}
 }

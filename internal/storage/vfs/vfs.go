@@ -97,9 +97,10 @@ type FS interface {
 // directory on the path, dir's included, so that a power loss cannot take the directories (and what
 // is later made durable in them) with an unsynced entry. The parents of directories that existed
 // before the call are synced too: an earlier call may have created them and failed, or died, before
-// its syncs (a directory sync of an unchanged directory writes nothing). A parent this process may
-// not open (fs.ErrPermission) is left alone when its child existed before the call: it was not
-// created here, and nothing here can sync it. dir itself is not fsynced: its entries are its
+// its syncs (a directory sync of an unchanged directory writes nothing). When the child existed
+// before the call, only an I/O error syncing its parent fails the call: a parent this process may
+// not open, or on a file system that does not sync directories (a read-only root, squashfs), was
+// not written here and nothing here can sync it. dir itself is not fsynced: its entries are its
 // creator's to sync.
 func MkdirAllDurable(fsys FS, dir string) error {
 	dir = path.Clean(dir)
@@ -120,7 +121,7 @@ func MkdirAllDurable(fsys FS, dir string) error {
 	}
 	for _, s := range steps {
 		if err := fsys.SyncDir(s.parent); err != nil {
-			if s.existed && errors.Is(err, fs.ErrPermission) {
+			if s.existed && !errors.Is(err, EIO) {
 				continue
 			}
 			return fmt.Errorf("sync %s: %w", s.parent, err)
