@@ -214,17 +214,7 @@ func TestCursorLogCompactionDoesNotStallOtherTopics(t *testing.T) {
 	c := openCursorT(t, b, "big")
 	g.hold()
 	t.Cleanup(g.release)
-	props := map[string]string{"blob": strings.Repeat("p", 200<<10)}
-	for i := 0; g.blocked.Load() == 0; i++ {
-		if i == 20 {
-			t.Fatal("20 flushes of 200 KiB did not start a compaction")
-		}
-		props["n"] = strings.Repeat("n", i)
-		if err := c.SetProperties(ctx, props); err != nil {
-			t.Fatal(err)
-		}
-		flushWithin(t, c)
-	}
+	props := growUntilCompaction(t, c, func() bool { return g.blocked.Load() > 0 })
 	receiptWithin(t, a, "b's cursor log is being compacted")
 	// A state written while the compaction runs is kept.
 	if err := keep.MarkDelete(ctx, ps[9]); err != nil {
@@ -314,17 +304,7 @@ func TestCursorLogRewriteDuringCompaction(t *testing.T) {
 	c := openCursorT(t, b, "big")
 	g.hold()
 	t.Cleanup(g.release)
-	props := map[string]string{"blob": strings.Repeat("p", 200<<10)}
-	for i := 0; g.blocked.Load() == 0; i++ {
-		if i == 20 {
-			t.Fatal("20 flushes of 200 KiB did not start a compaction")
-		}
-		props["n"] = strings.Repeat("n", i)
-		if err := c.SetProperties(ctx, props); err != nil {
-			t.Fatal(err)
-		}
-		flushWithin(t, c)
-	}
+	props := growUntilCompaction(t, c, func() bool { return g.blocked.Load() > 0 })
 	// The compaction waits for its snapshot's fsync. Now the log is rewritten wholesale, as a repair
 	// does, and grows past the snapshot's size with newer states.
 	if err := b.rewriteCursorLog(b.liveCursorRecords()); err != nil {
@@ -394,17 +374,7 @@ func TestCursorLogCompactionSyncsItsTail(t *testing.T) {
 	ckpts := e.Metrics().Checkpoints
 	g.hold()
 	t.Cleanup(g.release)
-	props := map[string]string{"blob": strings.Repeat("p", 200<<10)}
-	for i := 0; g.blocked.Load() == 0; i++ {
-		if i == 20 {
-			t.Fatal("20 flushes of 200 KiB did not start a compaction")
-		}
-		props["n"] = strings.Repeat("n", i)
-		if err := c.SetProperties(ctx, props); err != nil {
-			t.Fatal(err)
-		}
-		flushWithin(t, c)
-	}
+	growUntilCompaction(t, c, func() bool { return g.blocked.Load() > 0 })
 	// Acknowledged while the compaction runs: lands in the tail copied behind the snapshot.
 	if err := keep.MarkDelete(ctx, ps[9]); err != nil {
 		t.Fatal(err)
@@ -483,22 +453,14 @@ func TestCompactionTailSyncDoesNotStallOtherTopics(t *testing.T) {
 	g.hold()
 	defer g.release()
 	defer close(second)
-	props := map[string]string{"blob": strings.Repeat("p", 200<<10)}
-	for i, started := 0, false; !started; i++ {
-		if i == 20 {
-			t.Fatal("no compaction started")
-		}
-		props["n"] = strings.Repeat("n", i)
-		if err := c.SetProperties(ctx, props); err != nil {
-			t.Fatal(err)
-		}
-		flushWithin(t, c)
+	growUntilCompaction(t, c, func() bool {
 		select {
 		case <-firstIn:
-			started = true
+			return true
 		default:
+			return false
 		}
-	}
+	})
 	if err := keep.MarkDelete(ctx, ps[9]); err != nil { // a tail to copy and fdatasync
 		t.Fatal(err)
 	}
@@ -524,4 +486,23 @@ func TestCompactionTailSyncDoesNotStallOtherTopics(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no receipt for topic a while b's compaction fdatasyncs its copied tail")
 	}
+}
+
+// growUntilCompaction writes and flushes 200 KiB states of cursor c, each a little different,
+// until started reports that a compaction of its cursor log began (at most 20), and returns the
+// last properties written.
+func growUntilCompaction(t *testing.T, c *Cursor, started func() bool) map[string]string {
+	t.Helper()
+	props := map[string]string{"blob": strings.Repeat("p", 200<<10)}
+	for i := 0; !started(); i++ {
+		if i == 20 {
+			t.Fatal("20 flushes of 200 KiB did not start a compaction")
+		}
+		props["n"] = strings.Repeat("n", i)
+		if err := c.SetProperties(context.Background(), props); err != nil {
+			t.Fatal(err)
+		}
+		flushWithin(t, c)
+	}
+	return props
 }
